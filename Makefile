@@ -1,0 +1,67 @@
+# lunet -- make: build the library; make test: the specs; make demo: train.
+# Flags a caller passes (luarocks passes CFLAGS, CC) go in CFLAGS; what the
+# build needs stays in ALL_CFLAGS so a command-line CFLAGS cannot drop it.
+
+BUILD    ?= build
+CFLAGS   ?= -O3 -g
+LUAJIT   ?= luajit
+PREFIX   ?= /usr/local
+LUADIR   ?= $(PREFIX)/share/lua/5.1
+LIBDIR   ?= $(PREFIX)/lib/lua/5.1
+BINDIR   ?= $(PREFIX)/bin
+
+ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC -fopenmp -fvisibility=hidden -Wall -Wextra \
+             -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Ic/include $(EXTRA_CFLAGS)
+LDLIBS     = -lopenblas -lz -lm -lpthread -ldl
+
+SRC  := $(wildcard c/core/*.c c/ops/*.c c/cpu/*.c c/comm/*.c c/data/*.c c/nn/*.c)
+OBJ  := $(SRC:%.c=$(BUILD)/obj/%.o)
+HDRS := $(wildcard c/include/*.h c/core/*.h c/cpu/*.h c/comm/*.h c/data/*.h c/nn/*.h)
+LIB  := $(BUILD)/liblunet.so
+CDEF := lua/lunet/cdef.lua
+
+.PHONY: all test test-asan demo bench install deps clean rock
+all: $(LIB) $(CDEF)
+
+$(BUILD)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB): $(OBJ)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $(OBJ) $(LDLIBS) $(EXTRA_LDFLAGS)
+
+# The FFI declarations are generated from the one public header.
+$(CDEF): c/include/lunet.h
+	@{ echo '-- generated from c/include/lunet.h by make: do not edit'; echo 'return [==['; \
+	   $(CC) -E -P -DLN_CDEF c/include/lunet.h; echo ']==]'; } > $@.tmp && mv $@.tmp $@
+
+deps:
+	@bash tools/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@bash tools/run-specs.sh
+
+test-asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	   EXTRA_LDFLAGS="-fsanitize=address,undefined" all
+	@LUNET_LIB=build-asan/liblunet.so LUNET_ASAN=1 bash tools/run-specs.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@bash tools/install-deps.sh demo
+	$(LUAJIT) examples/fashion_mnist.lua
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@bash tools/install-deps.sh bench
+	$(LUAJIT) bench/tensor_ops.lua
+
+install: all
+	install -d $(DESTDIR)$(LUADIR)/lunet $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)
+	install -m 644 lua/lunet/*.lua $(DESTDIR)$(LUADIR)/lunet/
+	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/liblunet.so
+	install -m 755 bin/lunet $(DESTDIR)$(BINDIR)/lunet
+
+clean:
+	rm -rf build build-asan $(CDEF)

@@ -1,0 +1,423 @@
+/* device.c -- CPU devices: the per-device caching allocator, the in-order
+ * stream (a worker thread for virtual devices, inline for the default single
+ * device), events and synchronisation.
+ *
+ * The device table is the one process-wide piece of state in lunet, as a GPU
+ * driver's device list is: devices are a property of the process. */
+#include "internal.h"
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { QUEUE_CAP = 64, NCLASS = 256 };
+
+typedef struct task {
+  ln_task_fn fn;
+  const char *op;
+  ln_storage *keep[LN_TASK_KEEP];
+  int nkeep;
+  _Alignas(64) char args[LN_TASK_ARGS];
+} task;
+
+typedef struct device {
+  int threads;
+  bool has_worker;
+  /* allocator */
+  pthread_mutex_t alloc_lock;
+  ln_storage *free_list[NCLASS];
+  int64_t allocated, cached, peak, limit;
+  /* stream */
+  pthread_t worker;
+  pthread_mutex_t lock;
+  pthread_cond_t work_cv, done_cv;
+  task *ring;
+  int64_t submitted, completed;
+  bool stop, has_error;
+  char error[1024];
+} device;
+
+static device devices[LN_MAX_CPU_DEVICES];
+static int ndevices;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static int requested_devices;               /* from ln_set_cpu_devices before init */
+static _Thread_local int tls_threads;       /* set by workers; 0 = inline */
+
+int ln_num_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+static int64_t parse_bytes(const char *s) {
+  char *end; double v = strtod(s, &end);
+  switch (*end) {
+    case 'k': case 'K': v *= 1024.0; break;
+    case 'm': case 'M': v *= 1024.0 * 1024; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+  }
+  return v > 0 ? (int64_t)v : 0;
+}
+
+/* ---- stream worker -------------------------------------------------------- */
+
+static void *worker_main(void *arg) {
+  device *d = arg;
+  tls_threads = d->threads;
+  omp_set_num_threads(d->threads);
+  pthread_mutex_lock(&d->lock);
+  for (;;) {
+    while (d->completed == d->submitted && !d->stop) pthread_cond_wait(&d->work_cv, &d->lock);
+    if (d->completed == d->submitted && d->stop) break;
+    task *t = &d->ring[d->completed % QUEUE_CAP];
+    bool skip = d->has_error;
+    pthread_mutex_unlock(&d->lock);
+    tls_threads = d->threads;
+    int rc = skip ? 0 : t->fn(t->args);
+    for (int i = 0; i < t->nkeep; i++) ln_storage_release(t->keep[i]);
+    pthread_mutex_lock(&d->lock);
+    if (rc != 0 && !d->has_error) {
+      snprintf(d->error, sizeof d->error, "%s (in %s, cpu:%d)", ln_last_error(), t->op,
+               (int)(d - devices));
+      d->has_error = true;
+    }
+    d->completed++;
+    pthread_cond_broadcast(&d->done_cv);
+  }
+  pthread_mutex_unlock(&d->lock);
+  return NULL;
+}
+
+static int start_worker(int i) {
+  device *d = &devices[i];
+  if (!d->ring && !(d->ring = aligned_alloc(64, sizeof(task) * QUEUE_CAP)))
+    return ln_error("set_cpu_devices: out of memory for the stream of cpu:%d", i);
+  d->stop = false;
+  if (pthread_create(&d->worker, NULL, worker_main, d) != 0)
+    return ln_error("set_cpu_devices: cannot start the worker of cpu:%d", i);
+  d->has_worker = true;
+  return 0;
+}
+
+static void stop_worker(int i) {
+  device *d = &devices[i];
+  if (!d->has_worker) return;
+  pthread_mutex_lock(&d->lock);
+  d->stop = true;
+  pthread_cond_broadcast(&d->work_cv);
+  pthread_mutex_unlock(&d->lock);
+  pthread_join(d->worker, NULL);
+  d->has_worker = false;
+}
+
+static void share_cores(int n) {
+  int cores = ln_num_cores();
+  for (int i = 0; i < n; i++) {
+    int share = cores / n + (i < cores % n ? 1 : 0);
+    devices[i].threads = share > 0 ? share : 1;
+  }
+}
+
+static int configure(int n) {
+  int64_t limit = 0;
+  const char *mem = getenv("LUNET_CPU_MEMORY");
+  if (mem) limit = parse_bytes(mem);
+  for (int i = 0; i < n; i++) {
+    device *d = &devices[i];
+    if (i >= ndevices) d->limit = limit;
+  }
+  share_cores(n);
+  ndevices = n;
+  if (n > 1)
+    for (int i = 0; i < n; i++)
+      if (!devices[i].has_worker && start_worker(i) != 0) return -1;
+  return 0;
+}
+
+static void runtime_init_once(void) {
+  for (int i = 0; i < LN_MAX_CPU_DEVICES; i++) {
+    pthread_mutex_init(&devices[i].alloc_lock, NULL);
+    pthread_mutex_init(&devices[i].lock, NULL);
+    pthread_cond_init(&devices[i].work_cv, NULL);
+    pthread_cond_init(&devices[i].done_cv, NULL);
+  }
+  int n = requested_devices;
+  const char *env = getenv("LUNET_CPU_DEVICES");
+  if (!n && env) n = atoi(env);
+  if (n < 1) n = 1;
+  if (n > LN_MAX_CPU_DEVICES) n = LN_MAX_CPU_DEVICES;
+  if (configure(n) != 0) { fprintf(stderr, "lunet: %s\n", ln_last_error()); configure(1); }
+}
+
+void ln_runtime_init(void) { pthread_once(&init_once, runtime_init_once); }
+
+int ln_set_cpu_devices(int n) {
+  if (n < 1 || n > LN_MAX_CPU_DEVICES)
+    return ln_error("set_cpu_devices: count must be in 1..%d, got %d", LN_MAX_CPU_DEVICES, n);
+  pthread_mutex_lock(&config_lock);
+  requested_devices = n;
+  ln_runtime_init();
+  int rc = 0;
+  if (n != ndevices) {
+    if (ln_sync_all() != 0) rc = -1;
+    for (int i = n; i < ndevices && rc == 0; i++)
+      if (devices[i].allocated > 0)
+        rc = ln_error("set_cpu_devices: cpu:%d still holds %lld bytes of live tensors",
+                      i, (long long)devices[i].allocated);
+    if (rc == 0) {
+      int old = ndevices;
+      for (int i = (n == 1 ? 0 : n); i < old; i++) stop_worker(i);
+      for (int i = n; i < old; i++) ln_empty_cache(i);
+      rc = configure(n);
+    }
+  }
+  pthread_mutex_unlock(&config_lock);
+  return rc;
+}
+
+int ln_cpu_device_count(void) { ln_runtime_init(); return ndevices; }
+
+static device *get_device(const char *fn, int id) {
+  ln_runtime_init();
+  if (id >= 0 && id < ndevices) return &devices[id];
+  if (id >= LN_CUDA_BASE)
+    return ln_error_null("%s: cuda:%d is not available (no CUDA backend loaded)", fn,
+                         id - LN_CUDA_BASE);
+  return ln_error_null("%s: no device cpu:%d (there %s %d CPU device%s)", fn, id,
+                       ndevices == 1 ? "is" : "are", ndevices, ndevices == 1 ? "" : "s");
+}
+
+int ln_device_valid(int id) { ln_runtime_init(); return id >= 0 && id < ndevices; }
+int ln_device_is_inline(int id) { return !devices[id].has_worker; }
+
+int ln_device_threads(int id) {
+  device *d = get_device("device_threads", id);
+  return d ? d->threads : -1;
+}
+
+int ln_set_device_threads(int id, int nthreads) {
+  device *d = get_device("set_device_threads", id);
+  if (!d) return -1;
+  if (nthreads < 1) return ln_error("set_device_threads: need at least 1 thread, got %d", nthreads);
+  if (ln_sync(id) != 0) return -1;
+  d->threads = nthreads;   /* the worker reads it per task */
+  return 0;
+}
+
+int ln_kernel_threads(void) {
+  if (tls_threads > 0) return tls_threads;
+  return ndevices > 0 ? devices[0].threads : ln_num_cores();
+}
+
+/* ---- launch, sync, events -------------------------------------------------- */
+
+int ln_launch(int id, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+              const ln_tensor *const *keep, int nkeep) {
+  device *d = get_device(op, id);
+  if (!d) return -1;
+  if (argsize > LN_TASK_ARGS || nkeep > LN_TASK_KEEP)
+    return ln_error("%s: internal: task too large (%zu bytes, %d tensors)", op, argsize, nkeep);
+  if (!d->has_worker) {
+    /* inline: run now; an error surfaces at once */
+    if (d->has_error) return ln_sync(id);
+    char buf[LN_TASK_ARGS] __attribute__((aligned(64)));
+    memcpy(buf, args, argsize);
+    return fn(buf);
+  }
+  pthread_mutex_lock(&d->lock);
+  while (d->submitted - d->completed >= QUEUE_CAP) pthread_cond_wait(&d->done_cv, &d->lock);
+  task *t = &d->ring[d->submitted % QUEUE_CAP];
+  t->fn = fn; t->op = op; t->nkeep = 0;
+  for (int i = 0; i < nkeep; i++)
+    if (keep[i] && keep[i]->storage) {
+      ln_storage_retain(keep[i]->storage);
+      t->keep[t->nkeep++] = keep[i]->storage;
+    }
+  memcpy(t->args, args, argsize);
+  d->submitted++;
+  pthread_cond_signal(&d->work_cv);
+  pthread_mutex_unlock(&d->lock);
+  return 0;
+}
+
+static int wait_seq(device *d, int64_t seq) {
+  pthread_mutex_lock(&d->lock);
+  while (d->completed < seq) pthread_cond_wait(&d->done_cv, &d->lock);
+  pthread_mutex_unlock(&d->lock);
+  return 0;
+}
+
+int ln_sync(int id) {
+  device *d = get_device("sync", id);
+  if (!d) return -1;
+  if (d->has_worker) wait_seq(d, d->submitted);
+  pthread_mutex_lock(&d->lock);
+  int rc = 0;
+  if (d->has_error) {
+    rc = ln_error("%s", d->error);
+    d->has_error = false;
+  }
+  pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+int ln_sync_all(void) {
+  ln_runtime_init();
+  int rc = 0;
+  char first[1024] = "";
+  for (int i = 0; i < ndevices; i++)
+    if (ln_sync(i) != 0 && rc == 0) { rc = -1; snprintf(first, sizeof first, "%s", ln_last_error()); }
+  return rc ? ln_error("%s", first) : 0;
+}
+
+int ln_event_record(int id, ln_event *ev) {
+  device *d = get_device("event_record", id);
+  if (!d) return -1;
+  ev->device = id;
+  pthread_mutex_lock(&d->lock);
+  ev->seq = d->submitted;
+  pthread_mutex_unlock(&d->lock);
+  return 0;
+}
+
+typedef struct { device *producer; int64_t seq; } wait_args;
+static int wait_task(void *p) { wait_args *a = p; return wait_seq(a->producer, a->seq); }
+
+int ln_event_wait(int id, const ln_event *ev) {
+  device *d = get_device("event_wait", id);
+  device *p = get_device("event_wait", ev->device);
+  if (!d || !p) return -1;
+  if (!p->has_worker || id == ev->device) return 0;   /* already ordered */
+  if (!d->has_worker) return wait_seq(p, ev->seq);   /* inline consumer: block */
+  wait_args a = {p, ev->seq};
+  return ln_launch(id, "event_wait", wait_task, &a, sizeof a, NULL, 0);
+}
+
+int ln_event_synchronize(const ln_event *ev) {
+  device *p = get_device("event_synchronize", ev->device);
+  if (!p) return -1;
+  if (p->has_worker) wait_seq(p, ev->seq);
+  return 0;
+}
+
+int ln_event_query(const ln_event *ev) {
+  device *p = get_device("event_query", ev->device);
+  if (!p) return -1;
+  pthread_mutex_lock(&p->lock);
+  int done = p->completed >= ev->seq;
+  pthread_mutex_unlock(&p->lock);
+  return done;
+}
+
+/* ---- caching allocator ----------------------------------------------------- */
+/* Size classes: 512 B, then four per power of two (2^k * 1, 1.25, 1.5, 1.75),
+ * so at most 25% is wasted and a training loop's repeated shapes reuse blocks. */
+
+static int size_class(size_t n, size_t *cap) {
+  if (n <= 512) { *cap = 512; return 0; }
+  int k = 63 - __builtin_clzll((unsigned long long)(n - 1));   /* 2^k < n <= 2^(k+1) */
+  size_t base = (size_t)1 << k, quarter = base / 4;
+  int q = (int)((n - base + quarter - 1) / quarter);          /* 1..4 */
+  *cap = base + (size_t)q * quarter;
+  return (k - 9) * 4 + q;
+}
+
+int64_t ln_memory_allocated(int id) { device *d = get_device("memory_allocated", id); return d ? d->allocated : -1; }
+int64_t ln_memory_cached(int id) { device *d = get_device("memory_cached", id); return d ? d->cached : -1; }
+int64_t ln_memory_peak(int id) { device *d = get_device("memory_peak", id); return d ? d->peak : -1; }
+
+int ln_memory_set_limit(int id, int64_t bytes) {
+  device *d = get_device("memory_set_limit", id);
+  if (!d) return -1;
+  if (bytes < 0) return ln_error("memory_set_limit: limit must be >= 0, got %lld", (long long)bytes);
+  d->limit = bytes;
+  return 0;
+}
+
+static void drop_cache_locked(device *d) {
+  for (int c = 0; c < NCLASS; c++) {
+    ln_storage *s = d->free_list[c];
+    while (s) {
+      ln_storage *next = s->next_free;
+      d->cached -= (int64_t)s->capacity;
+      free(s->data);
+      free(s);
+      s = next;
+    }
+    d->free_list[c] = NULL;
+  }
+}
+
+int ln_empty_cache(int id) {
+  device *d = get_device("empty_cache", id);
+  if (!d) return -1;
+  pthread_mutex_lock(&d->alloc_lock);
+  drop_cache_locked(d);
+  pthread_mutex_unlock(&d->alloc_lock);
+  return 0;
+}
+
+ln_storage *ln_storage_new(int id, size_t nbytes) {
+  device *d = get_device("alloc", id);
+  if (!d) return NULL;
+  if (nbytes > ((size_t)1 << 46))
+    return ln_error_null("out of memory: %zu bytes requested on cpu:%d", nbytes, id);
+  size_t cap;
+  int c = size_class(nbytes, &cap);
+  pthread_mutex_lock(&d->alloc_lock);
+  ln_storage *s = NULL;
+  if (c < NCLASS && d->free_list[c]) {
+    s = d->free_list[c];
+    d->free_list[c] = s->next_free;
+    d->cached -= (int64_t)cap;
+  } else {
+    if (d->limit && d->allocated + d->cached + (int64_t)cap > d->limit) drop_cache_locked(d);
+    if (d->limit && d->allocated + (int64_t)cap > d->limit) {
+      pthread_mutex_unlock(&d->alloc_lock);
+      return ln_error_null("out of memory on cpu:%d: %zu bytes requested, %lld in use, limit %lld",
+                           id, nbytes, (long long)d->allocated, (long long)d->limit);
+    }
+    s = calloc(1, sizeof *s);
+    void *data = s ? aligned_alloc(LN_ALIGN, cap) : NULL;
+    if (s && !data) { drop_cache_locked(d); data = aligned_alloc(LN_ALIGN, cap); }
+    if (!s || !data) {
+      free(s);
+      pthread_mutex_unlock(&d->alloc_lock);
+      return ln_error_null("out of memory on cpu:%d: %zu bytes requested", id, nbytes);
+    }
+    s->data = data;
+    s->capacity = cap;
+  }
+  d->allocated += (int64_t)cap;
+  if (d->allocated > d->peak) d->peak = d->allocated;
+  pthread_mutex_unlock(&d->alloc_lock);
+  s->nbytes = nbytes;
+  s->device = id;
+  s->next_free = NULL;
+  atomic_store(&s->refcount, 1);
+  return s;
+}
+
+void ln_storage_retain(ln_storage *s) { atomic_fetch_add(&s->refcount, 1); }
+
+void ln_storage_release(ln_storage *s) {
+  if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
+  device *d = &devices[s->device];
+  size_t cap;
+  int c = size_class(s->capacity, &cap);
+  pthread_mutex_lock(&d->alloc_lock);
+  d->allocated -= (int64_t)s->capacity;
+  if (c < NCLASS && s->device < ndevices) {
+    s->next_free = d->free_list[c];
+    d->free_list[c] = s;
+    d->cached += (int64_t)s->capacity;
+  } else {
+    free(s->data);
+    free(s);
+  }
+  pthread_mutex_unlock(&d->alloc_lock);
+}
+
+int ln_cuda_device_count(void) { return 0; }

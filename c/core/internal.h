@@ -1,0 +1,107 @@
+/* internal.h -- what the C files of lunet share and the API does not show:
+ * storage layout, kernel views, the launch interface, error helpers. */
+#ifndef LN_INTERNAL_H
+#define LN_INTERNAL_H
+
+#include "lunet.h"
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LN_ALIGN 64
+#define LN_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define LN_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- errors -------------------------------------------------------------- */
+/* ln_error("add: shapes %s and %s cannot broadcast", ...) sets the thread-local
+ * message and returns -1, so `return ln_error(...)` reads naturally. */
+int ln_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void *ln_error_null(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "{2,3}" into buf */
+const char *ln_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
+const char *ln_dtype_name(int dtype);
+
+/* ---- storage --------------------------------------------------------------- */
+struct ln_storage {
+  void *data;
+  size_t nbytes;        /* requested */
+  size_t capacity;      /* size class actually held */
+  int device;
+  atomic_int refcount;
+  ln_storage *next_free; /* allocator's free list of headers */
+};
+
+ln_storage *ln_storage_new(int device, size_t nbytes);  /* NULL + error on OOM */
+void ln_storage_retain(ln_storage *s);
+void ln_storage_release(ln_storage *s);
+
+/* ---- tensors --------------------------------------------------------------- */
+ln_tensor *ln_tensor_header(void);                 /* zeroed, from a pool */
+ln_tensor *ln_tensor_new_like_shape(int ndim, const int64_t *shape, int dtype,
+                                    int device);     /* contiguous, uninit */
+void ln_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+int ln_check_tensor(const char *fn, const ln_tensor *t, const char *argname);
+int ln_check_dim(const char *fn, const ln_tensor *t, int dim);
+int64_t ln_shape_numel(int ndim, const int64_t *shape);
+static inline int ln_is_float(int dt) {
+  return dt == LN_FLOAT32 || dt == LN_FLOAT64 || dt == LN_FLOAT16 || dt == LN_BFLOAT16;
+}
+int ln_promote(int a, int b);
+
+/* ---- kernel views ---------------------------------------------------------- */
+/* What a kernel sees of a tensor: resolved data pointer, dtype, shape, strides.
+ * Copied by value into the queued task, so the kernel never touches the
+ * (possibly freed) ln_tensor header. */
+typedef struct ln_kview {
+  char *data;
+  int32_t dtype, ndim;
+  int64_t shape[LN_MAX_DIMS];
+  int64_t stride[LN_MAX_DIMS];
+} ln_kview;
+
+ln_kview ln_kview_of(const ln_tensor *t);
+
+/* ---- devices, streams, launch ---------------------------------------------- */
+typedef int (*ln_task_fn)(void *args);
+
+enum { LN_TASK_ARGS = 2048, LN_TASK_KEEP = 8 };
+
+/* Run fn(args) on the device's stream: inline for the default single CPU
+ * device, queued for virtual devices. args are copied (argsize bytes, at most
+ * LN_TASK_ARGS). The storages of `keep` tensors (NULL entries skipped) are held
+ * until fn has run. op names the op in a deferred error. */
+int ln_launch(int device, const char *op, ln_task_fn fn, const void *args,
+              size_t argsize, const ln_tensor *const *keep, int nkeep);
+
+/* Threads the current kernel may use (device share of the cores). */
+int ln_kernel_threads(void);
+int ln_device_is_inline(int device);
+void ln_runtime_init(void);
+void *ln_device_alloc_raw(int device, size_t nbytes);
+void ln_device_free_raw(int device, void *p, size_t nbytes);
+
+/* ---- parallel helpers ------------------------------------------------------ */
+/* Split [0, n) into chunks of at least `grain` and run fn(ctx, begin, end) on
+ * the current kernel's threads. */
+typedef void (*ln_range_fn)(void *ctx, int64_t begin, int64_t end);
+void ln_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx);
+
+/* ---- half types ------------------------------------------------------------- */
+float ln_half_to_float(uint16_t h);
+uint16_t ln_float_to_half(float f);
+static inline float ln_bf16_to_float(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t ln_float_to_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  /* NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);  /* round to nearest even */
+  return (uint16_t)(u >> 16);
+}
+
+/* generic element read/write as double (slow paths, small tensors) */
+double ln_load_as_double(const char *p, int dtype);
+void ln_store_from_double(char *p, int dtype, double v);
+
+#endif

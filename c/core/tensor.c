@@ -1,0 +1,415 @@
+/* tensor.c -- tensor headers, creation, views (no copy), reading out. */
+#include "internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+int64_t ln_shape_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+int64_t ln_numel(const ln_tensor *t) { return ln_shape_numel(t->ndim, t->shape); }
+
+void ln_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) { stride[i] = s; s *= shape[i] > 1 ? shape[i] : 1; }
+}
+
+int ln_is_contiguous(const ln_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] == 1) continue;
+    if (t->stride[i] != s) return 0;
+    s *= t->shape[i];
+  }
+  return 1;
+}
+
+ln_tensor *ln_tensor_header(void) {
+  ln_tensor *t = calloc(1, sizeof *t);
+  if (!t) return ln_error_null("out of memory for a tensor header");
+  return t;
+}
+
+void ln_tensor_free(ln_tensor *t) {
+  if (!t) return;
+  ln_storage_release(t->storage);
+  free(t);
+}
+
+void ln_ref_free(ln_ref r) { ln_tensor_free(r.p); }
+
+int ln_check_tensor(const char *fn, const ln_tensor *t, const char *argname) {
+  if (!t) return ln_error("%s: %s is nil, expected a tensor", fn, argname);
+  if (!t->storage) return ln_error("%s: %s is an invalid tensor", fn, argname);
+  return 0;
+}
+
+int ln_check_dim(const char *fn, const ln_tensor *t, int dim) {
+  if (dim < 0 || dim >= t->ndim)
+    return ln_error("%s: dim %d out of range for a %d-d tensor (1..%d)", fn, dim + 1, t->ndim,
+                    t->ndim);
+  return 0;
+}
+
+/* Checks shape and that the byte count does not overflow. */
+static int check_shape(const char *fn, int ndim, const int64_t *shape, int dtype, size_t *nbytes) {
+  if (ndim < 0 || ndim > LN_MAX_DIMS)
+    return ln_error("%s: %d dims given, at most %d supported", fn, ndim, LN_MAX_DIMS);
+  if (dtype < 0 || dtype >= LN_NDTYPES) return ln_error("%s: invalid dtype %d", fn, dtype);
+  unsigned __int128 n = (unsigned __int128)ln_dtype_size(dtype);
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      char b[160];
+      return ln_error("%s: negative size %lld in shape %s", fn, (long long)shape[i],
+                      ln_shape_str(b, sizeof b, ndim, shape));
+    }
+    n *= (unsigned __int128)shape[i];
+    if (n > ((unsigned __int128)1 << 62)) {
+      char b[160];
+      return ln_error("%s: shape %s is too large (element count overflows)", fn,
+                      ln_shape_str(b, sizeof b, ndim, shape));
+    }
+  }
+  *nbytes = (size_t)n;
+  return 0;
+}
+
+ln_tensor *ln_tensor_new_like_shape(int ndim, const int64_t *shape, int dtype, int device) {
+  size_t nbytes;
+  if (check_shape("empty", ndim, shape, dtype, &nbytes) != 0) return NULL;
+  ln_storage *s = ln_storage_new(device, nbytes);
+  if (!s) return NULL;
+  ln_tensor *t = ln_tensor_header();
+  if (!t) { ln_storage_release(s); return NULL; }
+  t->storage = s;
+  t->ndim = ndim;
+  t->dtype_id = dtype;
+  t->device_id = device;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  ln_contiguous_strides(ndim, shape, t->stride);
+  return t;
+}
+
+ln_tensor *ln_empty(int ndim, const int64_t *shape, int dtype, int device) {
+  return ln_tensor_new_like_shape(ndim, shape, dtype, device);
+}
+
+ln_kview ln_kview_of(const ln_tensor *t) {
+  ln_kview v;
+  v.data = (char *)t->storage->data + t->offset * ln_dtype_size(t->dtype_id);
+  v.dtype = t->dtype_id;
+  v.ndim = t->ndim;
+  for (int i = 0; i < LN_MAX_DIMS; i++) {
+    v.shape[i] = i < t->ndim ? t->shape[i] : 1;
+    v.stride[i] = i < t->ndim ? t->stride[i] : 0;
+  }
+  return v;
+}
+
+void *ln_data_ptr(const ln_tensor *t) {
+  if (!t || !t->storage) return NULL;
+  return (char *)t->storage->data + t->offset * ln_dtype_size(t->dtype_id);
+}
+
+int64_t ln_storage_nbytes(const ln_tensor *t) { return t && t->storage ? (int64_t)t->storage->nbytes : 0; }
+int ln_same_storage(const ln_tensor *a, const ln_tensor *b) {
+  return a && b && a->storage && a->storage == b->storage;
+}
+
+int ln_tensor_sync(const ln_tensor *t) {
+  if (ln_check_tensor("sync", t, "tensor") != 0) return -1;
+  return ln_sync(t->device_id);
+}
+
+/* Copy a strided view out to contiguous memory (host side, after sync). */
+static void gather_strided(char *dst, const ln_tensor *t) {
+  int es = ln_dtype_size(t->dtype_id);
+  int64_t n = ln_numel(t);
+  if (n == 0) return;
+  const char *base = ln_data_ptr(t);
+  if (ln_is_contiguous(t)) { memcpy(dst, base, (size_t)(n * es)); return; }
+  int64_t idx[LN_MAX_DIMS] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < t->ndim; d++) off += idx[d] * t->stride[d];
+    memcpy(dst + i * es, base + off * es, (size_t)es);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < t->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+int ln_tensor_read(const ln_tensor *t, void *dst) {
+  if (ln_check_tensor("read", t, "tensor") != 0) return -1;
+  if (ln_sync(t->device_id) != 0) return -1;
+  gather_strided(dst, t);
+  return 0;
+}
+
+typedef struct { ln_kview dst; const void *src; size_t nbytes; } upload_args;
+static int upload_task(void *p) {
+  upload_args *a = p;
+  memcpy(a->dst.data, a->src, a->nbytes);
+  return 0;
+}
+
+ln_tensor *ln_from_buffer(const void *src, int ndim, const int64_t *shape, int dtype, int device) {
+  ln_tensor *t = ln_tensor_new_like_shape(ndim, shape, dtype, device);
+  if (!t) return NULL;
+  size_t nbytes = (size_t)(ln_numel(t) * ln_dtype_size(dtype));
+  if (nbytes && !src) { ln_tensor_free(t); return ln_error_null("from_buffer: source is NULL"); }
+  /* the source belongs to the caller: copy synchronously, then the tensor is
+   * ordinary device memory (the device stream is idle for this new storage) */
+  upload_args a = {ln_kview_of(t), src, nbytes};
+  if (nbytes) upload_task(&a);
+  return t;
+}
+
+/* ---- views ------------------------------------------------------------------ */
+
+static ln_tensor *view_header(const ln_tensor *t) {
+  ln_tensor *v = ln_tensor_header();
+  if (!v) return NULL;
+  *v = *t;
+  v->grad_flag = 0;
+  v->slot = 0;
+  ln_storage_retain(v->storage);
+  return v;
+}
+
+ln_tensor *ln_alias(const ln_tensor *t) {
+  if (ln_check_tensor("alias", t, "tensor") != 0) return NULL;
+  return view_header(t);
+}
+
+ln_tensor *ln_as_strided(const ln_tensor *t, int ndim, const int64_t *shape,
+                         const int64_t *stride, int64_t offset) {
+  size_t nb;
+  if (ln_check_tensor("as_strided", t, "tensor") != 0) return NULL;
+  if (check_shape("as_strided", ndim, shape, t->dtype_id, &nb) != 0) return NULL;
+  /* the furthest element must stay inside the storage */
+  int64_t hi = offset, lo = offset;
+  int es = ln_dtype_size(t->dtype_id);
+  bool empty = false;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == 0) empty = true;
+    if (stride[i] >= 0) hi += (shape[i] - 1) * stride[i];
+    else lo += (shape[i] - 1) * stride[i];
+  }
+  if (offset < 0 || (!empty && (lo < 0 || (hi + 1) * es > (int64_t)t->storage->nbytes)))
+    return ln_error_null("as_strided: view reaches outside the storage (%zu bytes)",
+                         t->storage->nbytes);
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  v->ndim = ndim;
+  v->offset = offset;
+  for (int i = 0; i < LN_MAX_DIMS; i++) {
+    v->shape[i] = i < ndim ? shape[i] : 0;
+    v->stride[i] = i < ndim ? stride[i] : 0;
+  }
+  return v;
+}
+
+/* Infer a -1 and check the element count. */
+static int infer_shape(const char *fn, const ln_tensor *t, int ndim, const int64_t *in, int64_t *out) {
+  if (ndim < 0 || ndim > LN_MAX_DIMS) return ln_error("%s: %d dims given, at most %d", fn, ndim, LN_MAX_DIMS);
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < ndim; i++) {
+    out[i] = in[i];
+    if (in[i] == -1) {
+      if (infer >= 0) return ln_error("%s: only one dimension can be -1", fn);
+      infer = i;
+    } else if (in[i] < 0) {
+      return ln_error("%s: invalid size %lld", fn, (long long)in[i]);
+    } else known *= in[i];
+  }
+  int64_t n = ln_numel(t);
+  char b1[160], b2[160];
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0)
+      return ln_error("%s: shape %s is invalid for a tensor of %lld elements", fn,
+                      ln_shape_str(b1, sizeof b1, ndim, in), (long long)n);
+    out[infer] = n / known;
+  } else if (known != n) {
+    return ln_error("%s: shape %s is invalid for a tensor of shape %s (%lld elements)", fn,
+                    ln_shape_str(b1, sizeof b1, ndim, in),
+                    ln_shape_str(b2, sizeof b2, t->ndim, t->shape), (long long)n);
+  }
+  return 0;
+}
+
+/* Strides for viewing t with a new shape without copying, if possible
+ * (the algorithm of torch's computeStride: merge dims into contiguous chunks). */
+static int view_strides(const ln_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
+  if (ln_numel(t) == 0 || t->ndim == 0) { ln_contiguous_strides(ndim, shape, stride); return 1; }
+  int view_d = ndim - 1;
+  int64_t chunk_base_stride = t->stride[t->ndim - 1];
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    tensor_numel *= t->shape[d];
+    if (d == 0 || (t->shape[d - 1] != 1 && t->stride[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        stride[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        view_d--;
+      }
+      if (view_numel != tensor_numel) return 0;
+      if (d > 0) { chunk_base_stride = t->stride[d - 1]; tensor_numel = 1; view_numel = 1; }
+    }
+  }
+  return view_d == -1;
+}
+
+ln_tensor *ln_view(const ln_tensor *t, int ndim, const int64_t *shape) {
+  int64_t sh[LN_MAX_DIMS], st[LN_MAX_DIMS];
+  if (ln_check_tensor("view", t, "tensor") != 0) return NULL;
+  if (infer_shape("view", t, ndim, shape, sh) != 0) return NULL;
+  if (!view_strides(t, ndim, sh, st))
+    return ln_error_null("view: the tensor's strides are incompatible with the new shape; "
+                         "use reshape (it copies) or contiguous() first");
+  return ln_as_strided(t, ndim, sh, st, t->offset);
+}
+
+ln_tensor *ln_reshape(const ln_tensor *t, int ndim, const int64_t *shape) {
+  int64_t sh[LN_MAX_DIMS], st[LN_MAX_DIMS];
+  if (ln_check_tensor("reshape", t, "tensor") != 0) return NULL;
+  if (infer_shape("reshape", t, ndim, shape, sh) != 0) return NULL;
+  if (view_strides(t, ndim, sh, st)) return ln_as_strided(t, ndim, sh, st, t->offset);
+  ln_tensor *c = ln_contiguous(t);
+  if (!c) return NULL;
+  ln_tensor *v = ln_view(c, ndim, sh);
+  ln_tensor_free(c);
+  return v;
+}
+
+ln_tensor *ln_narrow(const ln_tensor *t, int dim, int64_t start, int64_t length) {
+  if (ln_check_tensor("narrow", t, "tensor") != 0 || ln_check_dim("narrow", t, dim) != 0) return NULL;
+  if (start < 0 || length < 0 || start + length > t->shape[dim])
+    return ln_error_null("narrow: range [%lld, %lld] out of bounds for dim %d of size %lld",
+                         (long long)start + 1, (long long)(start + length), dim + 1,
+                         (long long)t->shape[dim]);
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  v->shape[dim] = length;
+  if (length > 0) v->offset += start * t->stride[dim];
+  return v;
+}
+
+ln_tensor *ln_select(const ln_tensor *t, int dim, int64_t index) {
+  if (ln_check_tensor("select", t, "tensor") != 0 || ln_check_dim("select", t, dim) != 0) return NULL;
+  if (index < 0 || index >= t->shape[dim])
+    return ln_error_null("select: index %lld out of range for dim %d of size %lld",
+                         (long long)index + 1, dim + 1, (long long)t->shape[dim]);
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  v->offset += index * t->stride[dim];
+  for (int i = dim; i < t->ndim - 1; i++) { v->shape[i] = t->shape[i + 1]; v->stride[i] = t->stride[i + 1]; }
+  v->ndim--;
+  v->shape[v->ndim] = 0; v->stride[v->ndim] = 0;
+  return v;
+}
+
+ln_tensor *ln_transpose(const ln_tensor *t, int d0, int d1) {
+  if (ln_check_tensor("transpose", t, "tensor") != 0 || ln_check_dim("transpose", t, d0) != 0 ||
+      ln_check_dim("transpose", t, d1) != 0) return NULL;
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  v->shape[d0] = t->shape[d1]; v->shape[d1] = t->shape[d0];
+  v->stride[d0] = t->stride[d1]; v->stride[d1] = t->stride[d0];
+  return v;
+}
+
+ln_tensor *ln_permute(const ln_tensor *t, int ndim, const int *perm) {
+  if (ln_check_tensor("permute", t, "tensor") != 0) return NULL;
+  if (ndim != t->ndim)
+    return ln_error_null("permute: %d dims given for a %d-d tensor", ndim, t->ndim);
+  int seen[LN_MAX_DIMS] = {0};
+  for (int i = 0; i < ndim; i++) {
+    if (perm[i] < 0 || perm[i] >= ndim || seen[perm[i]]++)
+      return ln_error_null("permute: dims must be a permutation of 1..%d", ndim);
+  }
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  for (int i = 0; i < ndim; i++) { v->shape[i] = t->shape[perm[i]]; v->stride[i] = t->stride[perm[i]]; }
+  return v;
+}
+
+ln_tensor *ln_squeeze(const ln_tensor *t, int dim) {
+  if (ln_check_tensor("squeeze", t, "tensor") != 0) return NULL;
+  if (dim >= 0 && ln_check_dim("squeeze", t, dim) != 0) return NULL;
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  int k = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 1 && (dim < 0 || dim == i)) continue;
+    v->shape[k] = t->shape[i]; v->stride[k] = t->stride[i]; k++;
+  }
+  for (int i = k; i < LN_MAX_DIMS; i++) { v->shape[i] = 0; v->stride[i] = 0; }
+  v->ndim = k;
+  return v;
+}
+
+ln_tensor *ln_unsqueeze(const ln_tensor *t, int dim) {
+  if (ln_check_tensor("unsqueeze", t, "tensor") != 0) return NULL;
+  if (dim < 0 || dim > t->ndim)
+    return ln_error_null("unsqueeze: dim %d out of range for a %d-d tensor (1..%d)", dim + 1,
+                         t->ndim, t->ndim + 1);
+  if (t->ndim >= LN_MAX_DIMS) return ln_error_null("unsqueeze: tensor already has %d dims", LN_MAX_DIMS);
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  for (int i = t->ndim; i > dim; i--) { v->shape[i] = t->shape[i - 1]; v->stride[i] = t->stride[i - 1]; }
+  v->shape[dim] = 1;
+  v->stride[dim] = dim < t->ndim ? t->shape[dim] * t->stride[dim] : 1;
+  v->ndim++;
+  return v;
+}
+
+ln_tensor *ln_expand(const ln_tensor *t, int ndim, const int64_t *shape) {
+  if (ln_check_tensor("expand", t, "tensor") != 0) return NULL;
+  char b1[160], b2[160];
+  if (ndim < t->ndim || ndim > LN_MAX_DIMS)
+    return ln_error_null("expand: cannot expand shape %s to %d dims",
+                         ln_shape_str(b1, sizeof b1, t->ndim, t->shape), ndim);
+  ln_tensor *v = view_header(t);
+  if (!v) return NULL;
+  int off = ndim - t->ndim;
+  for (int i = ndim - 1; i >= 0; i--) {
+    int j = i - off;
+    int64_t want = shape[i];
+    if (j >= 0) {
+      if (want == -1) want = t->shape[j];
+      if (t->shape[j] == want) { v->shape[i] = want; v->stride[i] = t->stride[j]; continue; }
+      if (t->shape[j] != 1 || want < 0) {
+        ln_tensor_free(v);
+        return ln_error_null("expand: shape %s cannot expand to %s",
+                             ln_shape_str(b1, sizeof b1, t->ndim, t->shape),
+                             ln_shape_str(b2, sizeof b2, ndim, shape));
+      }
+    } else if (want < 0) {
+      ln_tensor_free(v);
+      return ln_error_null("expand: -1 is not allowed for a new leading dim");
+    }
+    v->shape[i] = want;
+    v->stride[i] = 0;
+  }
+  v->ndim = ndim;
+  return v;
+}
+
+ln_tensor *ln_contiguous(const ln_tensor *t) {
+  if (ln_check_tensor("contiguous", t, "tensor") != 0) return NULL;
+  if (ln_is_contiguous(t)) return view_header(t);
+  return ln_clone(t);
+}
+
+ln_tensor *ln_clone(const ln_tensor *t) {
+  if (ln_check_tensor("clone", t, "tensor") != 0) return NULL;
+  ln_tensor *c = ln_tensor_new_like_shape(t->ndim, t->shape, t->dtype_id, t->device_id);
+  if (!c) return NULL;
+  if (ln_copy_(c, t) != 0) { ln_tensor_free(c); return NULL; }
+  return c;
+}

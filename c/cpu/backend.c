@@ -1,0 +1,30 @@
+/* backend.c -- the CPU kernel table. */
+#include "cpu.h"
+#include <stdio.h>
+
+const ln_backend ln_cpu_backend = {
+  .name = "cpu",
+  .binary = ln_cpu_binary,
+  .unary = ln_cpu_unary,
+  .copy = ln_cpu_copy,
+  .where = ln_cpu_where,
+  .fill = ln_cpu_fill,
+  .arange = ln_cpu_arange,
+  .random = ln_cpu_random,
+  .gemm = ln_cpu_gemm,
+};
+
+const ln_backend *ln_backend_of(int device) {
+  (void)device;   /* CUDA devices (id >= LN_CUDA_BASE) get the CUDA table later */
+  return &ln_cpu_backend;
+}
+
+const char *ln_cpu_features(void) {
+  static char buf[64];
+  if (buf[0]) return buf;
+  __builtin_cpu_init();
+  snprintf(buf, sizeof buf, "%s%s%s%s", __builtin_cpu_supports("sse4.2") ? "sse4.2 " : "",
+           __builtin_cpu_supports("avx2") ? "avx2 " : "", __builtin_cpu_supports("fma") ? "fma " : "",
+           __builtin_cpu_supports("avx512f") ? "avx512f" : "");
+  return buf;
+}

@@ -1,0 +1,350 @@
+/* elementwise.c -- CPU kernels for unary, binary, where, cast/copy, fill.
+ * Each kernel takes views broadcast to the output shape (see ops/elementwise.c
+ * for the front ends); ln_iter flattens them and feeds the thread pool. */
+#include "cpu.h"
+#include "iter.h"
+#include <math.h>
+
+/* ---- binary ------------------------------------------------------------------ */
+
+#define BIN_LOOP(T, TO, EXPR)                                                      \
+  do {                                                                             \
+    if (so == (int64_t)sizeof(TO) && sa == (int64_t)sizeof(T) && sb == (int64_t)sizeof(T)) { \
+      TO *o = (TO *)po; const T *x = (const T *)pa, *y = (const T *)pb;            \
+      for (int64_t i = 0; i < n; i++) { T a_ = x[i], b_ = y[i]; o[i] = (TO)(EXPR); } \
+    } else if (so == (int64_t)sizeof(TO) && sa == (int64_t)sizeof(T) && sb == 0) {   \
+      TO *o = (TO *)po; const T *x = (const T *)pa; const T b_ = *(const T *)pb;   \
+      for (int64_t i = 0; i < n; i++) { T a_ = x[i]; o[i] = (TO)(EXPR); }          \
+    } else if (so == (int64_t)sizeof(TO) && sa == 0 && sb == (int64_t)sizeof(T)) {   \
+      TO *o = (TO *)po; const T a_ = *(const T *)pa; const T *y = (const T *)pb;   \
+      for (int64_t i = 0; i < n; i++) { T b_ = y[i]; o[i] = (TO)(EXPR); }          \
+    } else {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                            \
+        T a_ = *(const T *)(pa + i * sa), b_ = *(const T *)(pb + i * sb);          \
+        *(TO *)(po + i * so) = (TO)(EXPR);                                         \
+      }                                                                            \
+    }                                                                              \
+  } while (0)
+
+#define FLOAT_MAX(a, b) ((a) > (b) || (a) != (a) ? (a) : (b))
+#define FLOAT_MIN(a, b) ((a) < (b) || (a) != (a) ? (a) : (b))
+
+#define BIN_COMMON(T)                                                              \
+  case LN_ADD: BIN_LOOP(T, T, a_ + b_); break;                                     \
+  case LN_SUB: BIN_LOOP(T, T, a_ - b_); break;                                     \
+  case LN_MUL: BIN_LOOP(T, T, a_ * b_); break;                                     \
+  case LN_AXPY: BIN_LOOP(T, T, a_ + (T)alpha * b_); break;                         \
+  case LN_EQ: BIN_LOOP(T, uint8_t, a_ == b_); break;                               \
+  case LN_NE: BIN_LOOP(T, uint8_t, a_ != b_); break;                               \
+  case LN_LT: BIN_LOOP(T, uint8_t, a_ < b_); break;                                \
+  case LN_LE: BIN_LOOP(T, uint8_t, a_ <= b_); break;                               \
+  case LN_GT: BIN_LOOP(T, uint8_t, a_ > b_); break;                                \
+  case LN_GE: BIN_LOOP(T, uint8_t, a_ >= b_); break;                               \
+  case LN_LOGICAL_AND: BIN_LOOP(T, uint8_t, (a_ != 0) & (b_ != 0)); break;         \
+  case LN_LOGICAL_OR: BIN_LOOP(T, uint8_t, (a_ != 0) | (b_ != 0)); break;
+
+#define DEF_BIN_FLOAT(NAME, T, POW, FMOD, ATAN2)                                    \
+  LN_SIMD static void NAME(int op, double alpha, char *po, const char *pa,         \
+                           const char *pb, int64_t n, int64_t so, int64_t sa,      \
+                           int64_t sb) {                                           \
+    switch (op) {                                                                  \
+      BIN_COMMON(T)                                                                \
+      case LN_DIV: BIN_LOOP(T, T, a_ / b_); break;                                 \
+      case LN_POW: BIN_LOOP(T, T, POW(a_, b_)); break;                             \
+      case LN_MAXIMUM: BIN_LOOP(T, T, FLOAT_MAX(a_, b_)); break;                   \
+      case LN_MINIMUM: BIN_LOOP(T, T, FLOAT_MIN(a_, b_)); break;                   \
+      case LN_FMOD: BIN_LOOP(T, T, FMOD(a_, b_)); break;                           \
+      case LN_ATAN2: BIN_LOOP(T, T, ATAN2(a_, b_)); break;                         \
+    }                                                                              \
+  }
+
+static inline int64_t ipow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+  return r;
+}
+
+#define DEF_BIN_INT(NAME, T)                                                       \
+  static void NAME(int op, double alpha, char *po, const char *pa, const char *pb, \
+                   int64_t n, int64_t so, int64_t sa, int64_t sb) {                \
+    switch (op) {                                                                  \
+      BIN_COMMON(T)                                                                \
+      case LN_POW: BIN_LOOP(T, T, ipow(a_, b_)); break;                            \
+      case LN_MAXIMUM: BIN_LOOP(T, T, a_ > b_ ? a_ : b_); break;                   \
+      case LN_MINIMUM: BIN_LOOP(T, T, a_ < b_ ? a_ : b_); break;                   \
+      case LN_FMOD: BIN_LOOP(T, T, b_ == 0 ? 0 : a_ % b_); break;                  \
+    }                                                                              \
+  }
+
+DEF_BIN_FLOAT(bin_f32, float, powf, fmodf, atan2f)
+DEF_BIN_FLOAT(bin_f64, double, pow, fmod, atan2)
+DEF_BIN_INT(bin_i32, int32_t)
+DEF_BIN_INT(bin_i64, int64_t)
+DEF_BIN_INT(bin_u8, uint8_t)
+
+typedef void (*bin_fn)(int, double, char *, const char *, const char *, int64_t, int64_t,
+                       int64_t, int64_t);
+typedef struct { bin_fn fn; int op; double alpha; } bin_ctx;
+
+static inline void bin_item(const bin_ctx *c, const ln_iter *it, int64_t item) {
+  char *p[3];
+  int64_t n = ln_iter_item(it, item, p);
+  int d = it->ndim - 1;
+  c->fn(c->op, c->alpha, p[0], p[1], p[2], n, it->stride[0][d], it->stride[1][d], it->stride[2][d]);
+}
+
+int ln_cpu_binary(void *p) {
+  ln_binary_args *a = p;
+  if (a->scalar_side == 1) a->a.data = a->scalar;
+  if (a->scalar_side == 2) a->b.data = a->scalar;
+  bin_ctx c = {NULL, a->op, a->alpha};
+  switch (a->a.dtype) {
+    case LN_FLOAT32: c.fn = bin_f32; break;
+    case LN_FLOAT64: c.fn = bin_f64; break;
+    case LN_INT32: c.fn = bin_i32; break;
+    case LN_INT64: c.fn = bin_i64; break;
+    case LN_UINT8: case LN_BOOL: c.fn = bin_u8; break;
+    default: return ln_error("%s: unsupported dtype %s", "binary", ln_dtype_name(a->a.dtype));
+  }
+  ln_kview v[3] = {a->out, a->a, a->b};
+  ln_iter it;
+  ln_iter_init(&it, 3, v);
+  LN_ITER_PARALLEL(&it, bin_item, &c);
+  return 0;
+}
+
+/* ---- unary ------------------------------------------------------------------- */
+
+#define UN_LOOP(T, TO, EXPR)                                                       \
+  do {                                                                             \
+    if (so == (int64_t)sizeof(TO) && sa == (int64_t)sizeof(T)) {                   \
+      TO *o = (TO *)po; const T *x = (const T *)pa;                                \
+      for (int64_t i = 0; i < n; i++) { T x_ = x[i]; o[i] = (TO)(EXPR); }          \
+    } else {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                            \
+        T x_ = *(const T *)(pa + i * sa);                                          \
+        *(TO *)(po + i * so) = (TO)(EXPR);                                         \
+      }                                                                            \
+    }                                                                              \
+  } while (0)
+
+#define DEF_UN_FLOAT(NAME, T, F)                                                   \
+  LN_SIMD static void NAME(int op, double p0, double p1, char *po, const char *pa, \
+                           int64_t n, int64_t so, int64_t sa) {                    \
+    const T lo = (T)p0, hi = (T)p1;                                                \
+    switch (op) {                                                                  \
+      case LN_NEG: UN_LOOP(T, T, -x_); break;                                      \
+      case LN_ABS: UN_LOOP(T, T, F(fabs)(x_)); break;                              \
+      case LN_EXP: UN_LOOP(T, T, F(exp)(x_)); break;                               \
+      case LN_LOG: UN_LOOP(T, T, F(log)(x_)); break;                               \
+      case LN_SQRT: UN_LOOP(T, T, F(sqrt)(x_)); break;                             \
+      case LN_TANH: UN_LOOP(T, T, F(tanh)(x_)); break;                             \
+      case LN_SIGMOID: UN_LOOP(T, T, (T)1 / ((T)1 + F(exp)(-x_))); break;          \
+      case LN_RELU: UN_LOOP(T, T, x_ < 0 ? (T)0 : x_); break;                      \
+      case LN_SIN: UN_LOOP(T, T, F(sin)(x_)); break;                               \
+      case LN_COS: UN_LOOP(T, T, F(cos)(x_)); break;                               \
+      case LN_RSQRT: UN_LOOP(T, T, (T)1 / F(sqrt)(x_)); break;                     \
+      case LN_SIGN: UN_LOOP(T, T, (T)((x_ > 0) - (x_ < 0))); break;                \
+      case LN_FLOOR: UN_LOOP(T, T, F(floor)(x_)); break;                           \
+      case LN_CEIL: UN_LOOP(T, T, F(ceil)(x_)); break;                             \
+      case LN_ROUND: UN_LOOP(T, T, F(nearbyint)(x_)); break;                       \
+      case LN_RECIPROCAL: UN_LOOP(T, T, (T)1 / x_); break;                         \
+      case LN_LOG1P: UN_LOOP(T, T, F(log1p)(x_)); break;                           \
+      case LN_EXPM1: UN_LOOP(T, T, F(expm1)(x_)); break;                           \
+      case LN_SQUARE: UN_LOOP(T, T, x_ * x_); break;                               \
+      case LN_LOGICAL_NOT: UN_LOOP(T, uint8_t, x_ == 0); break;                    \
+      case LN_ISNAN: UN_LOOP(T, uint8_t, x_ != x_); break;                         \
+      case LN_ISINF: UN_LOOP(T, uint8_t, F(fabs)(x_) == (T)INFINITY); break;       \
+      case LN_ERF: UN_LOOP(T, T, F(erf)(x_)); break;                               \
+      case LN_CLAMP: UN_LOOP(T, T, x_ < lo ? lo : (x_ > hi ? hi : x_)); break;     \
+    }                                                                              \
+  }
+
+#define F32(name) name##f
+#define F64(name) name
+DEF_UN_FLOAT(un_f32, float, F32)
+DEF_UN_FLOAT(un_f64, double, F64)
+
+#define DEF_UN_INT(NAME, T, ABS)                                                   \
+  static void NAME(int op, double p0, double p1, char *po, const char *pa,         \
+                   int64_t n, int64_t so, int64_t sa) {                            \
+    const double lo = p0, hi = p1;                                                 \
+    switch (op) {                                                                  \
+      case LN_NEG: UN_LOOP(T, T, -x_); break;                                      \
+      case LN_ABS: UN_LOOP(T, T, ABS); break;                                      \
+      case LN_RELU: UN_LOOP(T, T, x_ > 0 ? x_ : 0); break;                         \
+      case LN_SIGN: UN_LOOP(T, T, (x_ > 0) - (x_ < 0)); break;                     \
+      case LN_SQUARE: UN_LOOP(T, T, x_ * x_); break;                               \
+      case LN_FLOOR: case LN_CEIL: case LN_ROUND: UN_LOOP(T, T, x_); break;        \
+      case LN_LOGICAL_NOT: UN_LOOP(T, uint8_t, x_ == 0); break;                    \
+      case LN_ISNAN: case LN_ISINF: UN_LOOP(T, uint8_t, 0 * x_); break;            \
+      case LN_CLAMP: UN_LOOP(T, T, x_ < lo ? (T)lo : (x_ > hi ? (T)hi : x_)); break; \
+    }                                                                              \
+  }
+
+DEF_UN_INT(un_i32, int32_t, x_ < 0 ? -x_ : x_)
+DEF_UN_INT(un_i64, int64_t, x_ < 0 ? -x_ : x_)
+DEF_UN_INT(un_u8, uint8_t, x_)
+
+typedef void (*un_fn)(int, double, double, char *, const char *, int64_t, int64_t, int64_t);
+typedef struct { un_fn fn; int op; double p0, p1; } un_ctx;
+
+static inline void un_item(const un_ctx *c, const ln_iter *it, int64_t item) {
+  char *p[2];
+  int64_t n = ln_iter_item(it, item, p);
+  int d = it->ndim - 1;
+  c->fn(c->op, c->p0, c->p1, p[0], p[1], n, it->stride[0][d], it->stride[1][d]);
+}
+
+int ln_cpu_unary(void *p) {
+  ln_unary_args *a = p;
+  un_ctx c = {NULL, a->op, a->p0, a->p1};
+  switch (a->a.dtype) {
+    case LN_FLOAT32: c.fn = un_f32; break;
+    case LN_FLOAT64: c.fn = un_f64; break;
+    case LN_INT32: c.fn = un_i32; break;
+    case LN_INT64: c.fn = un_i64; break;
+    case LN_UINT8: case LN_BOOL: c.fn = un_u8; break;
+    default: return ln_error("unary: unsupported dtype %s", ln_dtype_name(a->a.dtype));
+  }
+  ln_kview v[2] = {a->out, a->a};
+  ln_iter it;
+  ln_iter_init(&it, 2, v);
+  LN_ITER_PARALLEL(&it, un_item, &c);
+  return 0;
+}
+
+/* ---- cast / copy ---------------------------------------------------------------- */
+
+#define CAST_LOOP(TI, TO, CONV)                                                    \
+  do {                                                                             \
+    if (so == (int64_t)sizeof(TO) && sa == (int64_t)sizeof(TI)) {                  \
+      TO *o = (TO *)po; const TI *x = (const TI *)pa;                              \
+      for (int64_t i = 0; i < n; i++) { TI x_ = x[i]; o[i] = CONV; }               \
+    } else {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                            \
+        TI x_ = *(const TI *)(pa + i * sa);                                        \
+        *(TO *)(po + i * so) = CONV;                                               \
+      }                                                                            \
+    }                                                                              \
+  } while (0)
+
+#define CAST_TO(TI)                                                                \
+  switch (dto) {                                                                   \
+    case LN_FLOAT32: CAST_LOOP(TI, float, (float)x_); break;                       \
+    case LN_FLOAT64: CAST_LOOP(TI, double, (double)x_); break;                     \
+    case LN_INT32: CAST_LOOP(TI, int32_t, (int32_t)x_); break;                     \
+    case LN_INT64: CAST_LOOP(TI, int64_t, (int64_t)x_); break;                     \
+    case LN_UINT8: CAST_LOOP(TI, uint8_t, (uint8_t)(int64_t)x_); break;            \
+    case LN_BOOL: CAST_LOOP(TI, uint8_t, (uint8_t)(x_ != 0)); break;               \
+    case LN_FLOAT16: CAST_LOOP(TI, uint16_t, ln_float_to_half((float)x_)); break;  \
+    case LN_BFLOAT16: CAST_LOOP(TI, uint16_t, ln_float_to_bf16((float)x_)); break; \
+  }
+
+LN_SIMD static void cast_run(int dti, int dto, char *po, const char *pa, int64_t n,
+                             int64_t so, int64_t sa) {
+  if (dti == dto && so == sa && so == ln_dtype_size(dti)) {
+    memcpy(po, pa, (size_t)(n * so));
+    return;
+  }
+  switch (dti) {
+    case LN_FLOAT32: CAST_TO(float); break;
+    case LN_FLOAT64: CAST_TO(double); break;
+    case LN_INT32: CAST_TO(int32_t); break;
+    case LN_INT64: CAST_TO(int64_t); break;
+    case LN_UINT8: case LN_BOOL: CAST_TO(uint8_t); break;
+    case LN_FLOAT16: {
+      if (dto == LN_FLOAT16) { CAST_LOOP(uint16_t, uint16_t, x_); break; }
+      for (int64_t i = 0; i < n; i++)
+        ln_store_from_double(po + i * so, dto, ln_half_to_float(*(const uint16_t *)(pa + i * sa)));
+      break;
+    }
+    case LN_BFLOAT16: {
+      if (dto == LN_BFLOAT16) { CAST_LOOP(uint16_t, uint16_t, x_); break; }
+      for (int64_t i = 0; i < n; i++)
+        ln_store_from_double(po + i * so, dto, ln_bf16_to_float(*(const uint16_t *)(pa + i * sa)));
+      break;
+    }
+  }
+}
+
+typedef struct { int dti, dto; } cast_ctx;
+static inline void cast_item(const cast_ctx *c, const ln_iter *it, int64_t item) {
+  char *p[2];
+  int64_t n = ln_iter_item(it, item, p);
+  int d = it->ndim - 1;
+  cast_run(c->dti, c->dto, p[0], p[1], n, it->stride[0][d], it->stride[1][d]);
+}
+
+int ln_cpu_copy(void *p) {
+  ln_copy_args *a = p;
+  cast_ctx c = {a->src.dtype, a->dst.dtype};
+  ln_kview v[2] = {a->dst, a->src};
+  ln_iter it;
+  ln_iter_init(&it, 2, v);
+  LN_ITER_PARALLEL(&it, cast_item, &c);
+  return 0;
+}
+
+/* ---- where ---------------------------------------------------------------------- */
+
+typedef struct { int es; } where_ctx;
+static inline void where_item(const where_ctx *c, const ln_iter *it, int64_t item) {
+  char *p[4];
+  int64_t n = ln_iter_item(it, item, p);
+  int d = it->ndim - 1;
+  int64_t so = it->stride[0][d], sc = it->stride[1][d], sa = it->stride[2][d], sb = it->stride[3][d];
+  for (int64_t i = 0; i < n; i++) {
+    const char *src = *(const uint8_t *)(p[1] + i * sc) ? p[2] + i * sa : p[3] + i * sb;
+    memcpy(p[0] + i * so, src, (size_t)c->es);
+  }
+}
+
+int ln_cpu_where(void *p) {
+  ln_where_args *a = p;
+  where_ctx c = {ln_dtype_size(a->out.dtype)};
+  ln_kview v[4] = {a->out, a->cond, a->a, a->b};
+  ln_iter it;
+  ln_iter_init(&it, 4, v);
+  LN_ITER_PARALLEL(&it, where_item, &c);
+  return 0;
+}
+
+/* ---- fill, arange ------------------------------------------------------------------ */
+
+typedef struct { double start, step; int es; char value[8]; } fill_ctx;
+static inline void fill_item(const fill_ctx *c, const ln_iter *it, int64_t item) {
+  char *p[1];
+  int64_t n = ln_iter_item(it, item, p);
+  int64_t so = it->stride[0][it->ndim - 1];
+  if (c->step == 0) {
+    if (c->es == 4 && so == 4) {
+      uint32_t v; memcpy(&v, c->value, 4);
+      uint32_t *o = (uint32_t *)p[0];
+      for (int64_t i = 0; i < n; i++) o[i] = v;
+    } else {
+      for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * so, c->value, (size_t)c->es);
+    }
+  }
+}
+
+int ln_cpu_fill(void *p) {
+  ln_fill_args *a = p;
+  fill_ctx c = {0, 0, ln_dtype_size(a->out.dtype), {0}};
+  ln_store_from_double(c.value, a->out.dtype, a->value);
+  ln_iter it;
+  ln_iter_init(&it, 1, &a->out);
+  LN_ITER_PARALLEL(&it, fill_item, &c);
+  return 0;
+}
+
+int ln_cpu_arange(void *p) {   /* out is contiguous */
+  ln_fill_args *a = p;
+  int64_t n = 1;
+  for (int d = 0; d < a->out.ndim; d++) n *= a->out.shape[d];
+  int es = ln_dtype_size(a->out.dtype);
+  for (int64_t i = 0; i < n; i++)
+    ln_store_from_double(a->out.data + i * es, a->out.dtype, a->value + (double)i * a->step);
+  return 0;
+}

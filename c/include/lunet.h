@@ -1,0 +1,282 @@
+/*
+ * lunet.h -- the lunet C API, and its manual.
+ *
+ * This is the only declaration of the API. The LuaJIT binding's cdef text is
+ * generated from it at build time (cc -E -P -DLN_CDEF), so everything below
+ * LN_CDEF must stay plain C that LuaJIT's cdef parser accepts: no #define
+ * constants (use enums), no static asserts, no inline functions.
+ *
+ * Conventions
+ *  - Every name carries the ln_ prefix.
+ *  - Functions that make a tensor return a new ln_tensor* (free it with
+ *    ln_tensor_free) or NULL on error. Other functions return 0 on success and
+ *    a negative value on error. On error a message naming the function and the
+ *    problem is left in a thread-local buffer: ln_last_error().
+ *  - All dims and indices in this C API are 0-based (Lua adds 1).
+ *  - Argument and shape checks happen on the calling thread before any work is
+ *    enqueued, so a wrong call fails where it was made.
+ *
+ * Devices and streams
+ *  - A device id is an int: cpu:k is k, cuda:k is LN_CUDA_BASE + k.
+ *  - Each device runs its work in order on one stream. With one CPU device
+ *    (the default) kernels run inline on the calling thread and use all cores.
+ *    With N virtual CPU devices (LUNET_CPU_DEVICES=N or ln_set_cpu_devices(N)
+ *    before first use) each device has a worker thread and its share of the
+ *    cores; ops return as soon as their kernel is queued.
+ *  - Queued work holds references to the storages it touches until it has run.
+ *  - An error inside a stream is kept on the device (first error wins, later
+ *    work on that device is skipped) and returned by the next synchronisation
+ *    on it (ln_sync, ln_tensor_read, ...), naming the op.
+ *  - Events order work across devices: ln_event_record on the producer,
+ *    ln_event_wait on the consumer.
+ *
+ * Dtypes and promotion
+ *  - float32 (default), float64, int32, int64, uint8, bool; float16 and
+ *    bfloat16 exist as storage formats (casts, copies, communication).
+ *  - Binary ops promote to the higher category, then the wider type:
+ *    bool < uint8 < int32 < int64 < float32 < float64.
+ *    A Lua number does not widen a tensor of its category: int32 + 2 is int32,
+ *    float32 * 0.5 is float32; an integer tensor with a fractional number gives
+ *    float32. Division of integer tensors gives float32 (true division).
+ *    Comparisons give bool. Reductions keep the dtype, except that sum and
+ *    prod of bool/uint8/int32 give int64 and mean/var/std need a float.
+ */
+#ifndef LUNET_H
+#define LUNET_H
+
+#ifndef LN_CDEF
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+#define LN_API __attribute__((visibility("default")))
+#else
+#define LN_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                      */
+
+typedef enum ln_dtype {
+  LN_FLOAT32 = 0, LN_FLOAT64, LN_INT32, LN_INT64, LN_UINT8, LN_BOOL,
+  LN_FLOAT16, LN_BFLOAT16, LN_NDTYPES
+} ln_dtype;
+
+enum { LN_MAX_DIMS = 8, LN_CUDA_BASE = 256, LN_MAX_CPU_DEVICES = 64 };
+
+typedef struct ln_storage ln_storage;   /* opaque, refcounted */
+
+/* A tensor is a strided view of a storage. Fields are read-only from Lua:
+ * shape and stride in elements; offset in elements from the storage start.
+ * (Lua shows dtype_id and device_id as t.dtype and t.device names.) */
+typedef struct ln_tensor {
+  ln_storage *storage;
+  int64_t offset;
+  int64_t shape[LN_MAX_DIMS];
+  int64_t stride[LN_MAX_DIMS];
+  int32_t ndim;
+  int32_t dtype_id;       /* ln_dtype */
+  int32_t device_id;
+  int32_t grad_flag;      /* requires_grad, owned by the Lua autograd layer */
+  int32_t slot;           /* Lua-side autograd record index, 0 = none */
+  int32_t pad_;
+} ln_tensor;
+
+/* The Lua binding holds each tensor in this one-field struct, so that t[i]
+ * reaches the metatable instead of raw pointer arithmetic; ln_ref_free is
+ * the finalizer it registers with ffi.gc. */
+typedef struct ln_ref { ln_tensor *p; } ln_ref;
+
+/* A point in a device's stream. Value type: no allocation. */
+typedef struct ln_event { int32_t device; int32_t pad_; int64_t seq; } ln_event;
+
+/* ------------------------------------------------------------------------ */
+/* Errors, version, library info                                              */
+
+LN_API const char *ln_last_error(void);
+LN_API void ln_clear_error(void);
+LN_API const char *ln_version(void);
+LN_API const char *ln_cpu_features(void);     /* e.g. "avx2 fma avx512f" */
+LN_API int ln_num_cores(void);
+
+/* ------------------------------------------------------------------------ */
+/* Devices, streams, events, memory                                           */
+
+LN_API int ln_set_cpu_devices(int n);          /* before first use; 0 ok */
+LN_API int ln_cpu_device_count(void);
+LN_API int ln_cuda_device_count(void);         /* 0 without a CUDA backend */
+LN_API int ln_device_threads(int device);
+LN_API int ln_set_device_threads(int device, int nthreads);
+LN_API int ln_device_valid(int device);        /* 1 if the id names a device */
+LN_API int ln_sync(int device);                /* wait for the stream; raise its error */
+LN_API int ln_sync_all(void);
+LN_API int ln_event_record(int device, ln_event *ev);
+LN_API int ln_event_wait(int device, const ln_event *ev);  /* device waits on ev */
+LN_API int ln_event_synchronize(const ln_event *ev);       /* host waits on ev */
+LN_API int ln_event_query(const ln_event *ev);             /* 1 done, 0 pending */
+LN_API int64_t ln_memory_allocated(int device);  /* bytes in live storages */
+LN_API int64_t ln_memory_cached(int device);     /* bytes held by the cache */
+LN_API int64_t ln_memory_peak(int device);
+LN_API int ln_memory_set_limit(int device, int64_t bytes);  /* 0 = none */
+LN_API int ln_empty_cache(int device);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor lifecycle and views                                                 */
+
+LN_API ln_tensor *ln_empty(int ndim, const int64_t *shape, int dtype, int device);
+LN_API ln_tensor *ln_from_buffer(const void *src, int ndim, const int64_t *shape,
+                                 int dtype, int device);  /* copies src */
+LN_API void ln_tensor_free(ln_tensor *t);
+LN_API void ln_ref_free(ln_ref r);
+LN_API ln_tensor *ln_alias(const ln_tensor *t);      /* new header, same view */
+LN_API int ln_tensor_read(const ln_tensor *t, void *dst);  /* sync, copy out
+                                              contiguous, in t's dtype */
+LN_API int ln_tensor_sync(const ln_tensor *t);
+LN_API int64_t ln_numel(const ln_tensor *t);
+LN_API int ln_is_contiguous(const ln_tensor *t);
+LN_API int ln_same_storage(const ln_tensor *a, const ln_tensor *b);
+LN_API int64_t ln_storage_nbytes(const ln_tensor *t);
+LN_API void *ln_data_ptr(const ln_tensor *t);  /* host pointer; CPU only, no sync */
+LN_API int ln_dtype_size(int dtype);
+
+LN_API ln_tensor *ln_view(const ln_tensor *t, int ndim, const int64_t *shape); /* -1 infers */
+LN_API ln_tensor *ln_reshape(const ln_tensor *t, int ndim, const int64_t *shape);
+LN_API ln_tensor *ln_as_strided(const ln_tensor *t, int ndim, const int64_t *shape,
+                                const int64_t *stride, int64_t offset);
+LN_API ln_tensor *ln_narrow(const ln_tensor *t, int dim, int64_t start, int64_t length);
+LN_API ln_tensor *ln_select(const ln_tensor *t, int dim, int64_t index);
+LN_API ln_tensor *ln_transpose(const ln_tensor *t, int d0, int d1);
+LN_API ln_tensor *ln_permute(const ln_tensor *t, int ndim, const int *perm);
+LN_API ln_tensor *ln_squeeze(const ln_tensor *t, int dim);   /* dim -1: all */
+LN_API ln_tensor *ln_unsqueeze(const ln_tensor *t, int dim);
+LN_API ln_tensor *ln_expand(const ln_tensor *t, int ndim, const int64_t *shape);
+LN_API ln_tensor *ln_contiguous(const ln_tensor *t);  /* alias when already so */
+LN_API ln_tensor *ln_clone(const ln_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Creation and random numbers                                                */
+/* The RNG is counter-based (Philox 4x32-10): element i of a draw uses counter
+ * (draw offset + i), so numbers do not depend on thread or device count. */
+
+LN_API int ln_fill_(ln_tensor *t, double value);
+LN_API int ln_arange_(ln_tensor *t, double start, double step);  /* t[i] = start + i*step */
+LN_API int ln_eye_(ln_tensor *t);                                 /* 2-D */
+LN_API void ln_manual_seed(uint64_t seed);
+LN_API uint64_t ln_rng_get_state(uint64_t *offset);  /* returns seed */
+LN_API void ln_rng_set_state(uint64_t seed, uint64_t offset);
+LN_API int ln_uniform_(ln_tensor *t, double lo, double hi);
+LN_API int ln_normal_(ln_tensor *t, double mean, double std);
+LN_API int ln_randint_(ln_tensor *t, int64_t lo, int64_t hi);  /* [lo, hi) */
+LN_API int ln_bernoulli_(ln_tensor *t, double p);
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise                                                                */
+
+typedef enum ln_unary_op {
+  LN_NEG = 0, LN_ABS, LN_EXP, LN_LOG, LN_SQRT, LN_TANH, LN_SIGMOID, LN_RELU,
+  LN_SIN, LN_COS, LN_RSQRT, LN_SIGN, LN_FLOOR, LN_CEIL, LN_ROUND, LN_RECIPROCAL,
+  LN_LOG1P, LN_EXPM1, LN_SQUARE, LN_LOGICAL_NOT, LN_ISNAN, LN_ISINF, LN_ERF,
+  LN_NUNARY
+} ln_unary_op;
+
+typedef enum ln_binary_op {
+  LN_ADD = 0, LN_SUB, LN_MUL, LN_DIV, LN_POW, LN_MAXIMUM, LN_MINIMUM,
+  LN_EQ, LN_NE, LN_LT, LN_LE, LN_GT, LN_GE, LN_LOGICAL_AND, LN_LOGICAL_OR,
+  LN_FMOD, LN_ATAN2, LN_NBINARY
+} ln_binary_op;
+
+LN_API ln_tensor *ln_unary(int op, const ln_tensor *a);
+LN_API int ln_unary_(int op, ln_tensor *a);                      /* in place */
+LN_API ln_tensor *ln_binary(int op, const ln_tensor *a, const ln_tensor *b);
+/* a op s (reversed = 0) or s op a (reversed = 1) for a Lua number s */
+LN_API ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed);
+LN_API int ln_binary_(int op, ln_tensor *a, const ln_tensor *b);  /* a = a op b */
+LN_API int ln_binary_scalar_(int op, ln_tensor *a, double s);
+LN_API int ln_add_scaled_(ln_tensor *a, const ln_tensor *b, double alpha); /* a += alpha*b */
+LN_API ln_tensor *ln_clamp(const ln_tensor *a, double lo, double hi);  /* +-inf: open */
+LN_API int ln_clamp_(ln_tensor *a, double lo, double hi);
+LN_API ln_tensor *ln_where(const ln_tensor *cond, const ln_tensor *a, const ln_tensor *b);
+LN_API ln_tensor *ln_cast(const ln_tensor *a, int dtype);
+LN_API int ln_copy_(ln_tensor *dst, const ln_tensor *src);  /* broadcasts, casts,
+                                                   crosses devices */
+LN_API ln_tensor *ln_to_device(const ln_tensor *a, int device);
+LN_API int ln_result_dtype(const ln_tensor *a, const ln_tensor *b);
+LN_API int ln_result_dtype_scalar(const ln_tensor *a, double s);
+
+/* ------------------------------------------------------------------------ */
+/* Reductions                                                                 */
+
+typedef enum ln_reduce_op {
+  LN_RSUM = 0, LN_RMEAN, LN_RPROD, LN_RMAX, LN_RMIN, LN_RARGMAX, LN_RARGMIN,
+  LN_RVAR, LN_RSTD, LN_RNORM, LN_RANY, LN_RALL, LN_NREDUCE
+} ln_reduce_op;
+
+/* Reduce over dim (0-based), or over all elements when dim < 0.
+ * indices (may be NULL) receives int64 positions for max/min.
+ * p: correction for var/std (1 = unbiased), order for norm. */
+LN_API ln_tensor *ln_reduce(int op, const ln_tensor *a, int dim, int keepdim,
+                            double p, ln_tensor **indices);
+
+/* ------------------------------------------------------------------------ */
+/* Linear algebra (OpenBLAS on CPU)                                           */
+
+/* matmul follows torch.matmul: 1-D.1-D dot, 2-D mm, batched with broadcast. */
+LN_API ln_tensor *ln_matmul(const ln_tensor *a, const ln_tensor *b);
+LN_API ln_tensor *ln_bmm(const ln_tensor *a, const ln_tensor *b);
+/* out = beta*c + alpha*(a @ b); c broadcasts to {n, m} */
+LN_API ln_tensor *ln_addmm(const ln_tensor *c, const ln_tensor *a, const ln_tensor *b,
+                           double beta, double alpha);
+/* Plain float32 row-major GEMM through the lunet thread pool (bench, kernels):
+ * C[MxN] = alpha*op(A)*op(B) + beta*C, lda/ldb/ldc in elements. */
+LN_API void ln_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *c, int64_t ldc);
+LN_API void ln_cblas_sgemm_direct(int64_t m, int64_t n, int64_t k, const float *a,
+                                  const float *b, float *c);  /* bench reference */
+
+/* ------------------------------------------------------------------------ */
+/* Indexing, joining, splitting                                               */
+
+LN_API ln_tensor *ln_index_select(const ln_tensor *a, int dim, const ln_tensor *index);
+LN_API ln_tensor *ln_gather(const ln_tensor *a, int dim, const ln_tensor *index);
+LN_API int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index,
+                           const ln_tensor *src);
+LN_API ln_tensor *ln_cat(int n, ln_tensor *const *ts, int dim);
+LN_API ln_tensor *ln_stack(int n, ln_tensor *const *ts, int dim);
+
+/* ------------------------------------------------------------------------ */
+/* Safetensors I/O (atomic writes: temporary file, fsync, rename)             */
+
+typedef struct ln_st_file ln_st_file;   /* opaque: an opened safetensors file */
+LN_API int ln_st_save(const char *path, int n, const char *const *names,
+                      ln_tensor *const *tensors, const char *metadata_json);
+LN_API ln_st_file *ln_st_open(const char *path);
+LN_API int ln_st_count(const ln_st_file *f);
+LN_API const char *ln_st_name(const ln_st_file *f, int i);
+LN_API const char *ln_st_metadata(const ln_st_file *f);  /* JSON object text or NULL */
+LN_API ln_tensor *ln_st_tensor(ln_st_file *f, int i, int device);
+LN_API void ln_st_close(ln_st_file *f);
+
+/* ------------------------------------------------------------------------ */
+/* Neural-network kernels (forward/backward pairs)                            */
+/* (training issue) */
+
+/* ------------------------------------------------------------------------ */
+/* Optimizer kernels                                                          */
+/* (training issue) */
+
+/* ------------------------------------------------------------------------ */
+/* Datasets and loaders                                                       */
+/* (training issue) */
+
+/* ------------------------------------------------------------------------ */
+/* Collectives                                                                */
+/* (data-parallel issue) */
+
+#ifndef LN_CDEF
+#ifdef __cplusplus
+}
+#endif
+#endif
+#endif /* LUNET_H */

@@ -1,0 +1,84 @@
+-- lunet.core: loads liblunet.so and its declarations, and holds the small
+-- shared helpers (error raising, dtype and device names) every module uses.
+local ffi = require 'ffi'
+
+local core = {}
+
+-- The .so is found next to this file (source tree: ../../build, installed:
+-- the luarocks LIBDIR), so no LD_LIBRARY_PATH is needed. LUNET_LIB overrides.
+local function find_library()
+  local env = os.getenv('LUNET_LIB')
+  if env and env ~= '' then return env end
+  local here = debug.getinfo(1, 'S').source:match('^@(.*)lunet[/\\]core%.lua$') or './lua/'
+  local candidates = { here .. '../build/liblunet.so', here .. 'liblunet.so' }
+  for _, path in ipairs(candidates) do
+    local f = io.open(path, 'rb')
+    if f then f:close(); return path end
+  end
+  local found = package.searchpath('liblunet', package.cpath:gsub('%?%.so', 'lib?.so') .. ';' .. package.cpath)
+  return found or 'lunet'
+end
+
+if not pcall(ffi.typeof, 'ln_tensor') then ffi.cdef(require 'lunet.cdef') end
+local ok, lib = pcall(ffi.load, find_library())
+if not ok then
+  error('lunet: cannot load liblunet.so (' .. tostring(lib) .. '); run make, or set LUNET_LIB', 0)
+end
+core.C = lib
+local C = lib
+
+core.dtypes = { [0] = 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool', 'float16', 'bfloat16' }
+core.dtype_ids = {}
+for i = 0, #core.dtypes do core.dtype_ids[core.dtypes[i]] = i end
+core.dtype_ids.float, core.dtype_ids.double = 0, 1
+core.dtype_ids.int, core.dtype_ids.long, core.dtype_ids.half = 2, 3, 6
+core.default_dtype = 0
+
+function core.last_error() return ffi.string(C.ln_last_error()) end
+
+-- Raise the C library's message at the caller's caller (the user's line).
+function core.raise(level)
+  error(core.last_error(), (level or 2) + 1)
+end
+
+function core.dtype_id(fn, dt)
+  if dt == nil then return core.default_dtype end
+  local id = core.dtype_ids[dt]
+  if not id then error(('%s: unknown dtype %s'):format(fn, tostring(dt)), 3) end
+  return id
+end
+
+local CUDA_BASE = 256
+function core.device_id(fn, dev)
+  if dev == nil then return 0 end
+  if type(dev) == 'number' then return dev end
+  if type(dev) == 'string' then
+    local kind, idx = dev:match('^(%a+):?(%d*)$')
+    idx = tonumber(idx) or 0
+    if kind == 'cpu' then
+      if C.ln_device_valid(idx) == 0 then
+        error(('%s: no device %s (there %s %d CPU device%s)'):format(fn, dev,
+          C.ln_cpu_device_count() == 1 and 'is' or 'are', C.ln_cpu_device_count(),
+          C.ln_cpu_device_count() == 1 and '' or 's'), 3)
+      end
+      return idx
+    elseif kind == 'cuda' then
+      if idx >= C.ln_cuda_device_count() then
+        error(('%s: %s is not available (%d CUDA devices)'):format(fn, dev, C.ln_cuda_device_count()), 3)
+      end
+      return CUDA_BASE + idx
+    end
+  end
+  if type(dev) == 'cdata' or type(dev) == 'table' then
+    local ok, id = pcall(function() return dev.device_id end)
+    if ok and id then return id end
+  end
+  error(("%s: invalid device %s (expected 'cpu:N' or 'cuda:N')"):format(fn, tostring(dev)), 3)
+end
+
+function core.device_name(id)
+  if id >= CUDA_BASE then return 'cuda:' .. (id - CUDA_BASE) end
+  return 'cpu:' .. id
+end
+
+return core

@@ -1,0 +1,289 @@
+-- lunet.factory: making tensors (zeros, ones, full, arange, rand, from Lua
+-- tables or buffers) and reading them back (item, totable).
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local C = core.C
+local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
+
+local M = {}
+
+local ctypes = { [0] = 'float', 'double', 'int32_t', 'int64_t', 'uint8_t', 'uint8_t', 'uint16_t', 'uint16_t' }
+local buf_types = {}
+for id = 0, 7 do buf_types[id] = ffi.typeof(ctypes[id] .. '[?]') end
+
+-- Split (sizes..., opts) or ({sizes}, opts): returns ndim, shape_buf, opts.
+local function shape_and_opts(fn, ...)
+  local n = select('#', ...)
+  local last = n > 0 and select(n, ...) or nil
+  local opts
+  if type(last) == 'table' and (next(last) == nil and n > 1 or last[1] == nil and next(last) ~= nil) then
+    opts, n = last, n - 1
+  end
+  if n == 0 then return T.read_shape(fn, {}), nil, opts end
+  local nd, s
+  if n == 1 then nd, s = T.read_shape(fn, (...))
+  else
+    local t = {}
+    for i = 1, n do t[i] = select(i, ...) end
+    nd, s = T.read_shape(fn, t)
+  end
+  return nd, s, opts
+end
+
+local function make(fn, nd, shape, opts)
+  local dt = core.dtype_id(fn, opts and opts.dtype)
+  local dev = core.device_id(fn, opts and opts.device)
+  local t = wrap(C.ln_empty(nd, shape, dt, dev), 3)
+  if opts and opts.requires_grad then t.requires_grad = true end
+  return t
+end
+
+function M.empty(...)
+  local nd, s, opts = shape_and_opts('empty', ...)
+  return make('empty', nd, s, opts)
+end
+
+function M.zeros(...)
+  local nd, s, opts = shape_and_opts('zeros', ...)
+  local t = make('zeros', nd, s, opts)
+  check(C.ln_fill_(t.p, 0))
+  return t
+end
+
+function M.ones(...)
+  local nd, s, opts = shape_and_opts('ones', ...)
+  local t = make('ones', nd, s, opts)
+  check(C.ln_fill_(t.p, 1))
+  return t
+end
+
+function M.full(size, value, opts)
+  if type(value) ~= 'number' and type(value) ~= 'boolean' then
+    error('full: value must be a number, got ' .. type(value), 2)
+  end
+  local nd, s = T.read_shape('full', size)
+  local t = make('full', nd, s, opts)
+  check(C.ln_fill_(t.p, value == true and 1 or value == false and 0 or value))
+  return t
+end
+
+function M.zeros_like(x, opts) return M.zeros(x:size(), opts or { dtype = x.dtype, device = x.device }) end
+function M.ones_like(x, opts) return M.ones(x:size(), opts or { dtype = x.dtype, device = x.device }) end
+function M.empty_like(x, opts) return M.empty(x:size(), opts or { dtype = x.dtype, device = x.device }) end
+function M.full_like(x, v, opts) return M.full(x:size(), v, opts or { dtype = x.dtype, device = x.device }) end
+
+-- arange(stop), arange(start, stop[, step][, opts]): stop excluded, as in
+-- PyTorch; int64 when all arguments are integers, else float32.
+function M.arange(a, b, c, d)
+  local opts
+  if type(d) == 'table' then opts = d
+  elseif type(c) == 'table' then opts, c = c, nil
+  elseif type(b) == 'table' then opts, b = b, nil end
+  local start, stop, step = 0, a, 1
+  if b ~= nil then start, stop, step = a, b, c or 1 end
+  for _, v in ipairs({ start, stop, step }) do
+    if type(v) ~= 'number' then error('arange: arguments must be numbers', 2) end
+  end
+  if step == 0 then error('arange: step must not be zero', 2) end
+  local n = math.max(0, math.ceil((stop - start) / step))
+  local integral = start % 1 == 0 and stop % 1 == 0 and step % 1 == 0
+  opts = opts or {}
+  local o = { dtype = opts.dtype or (integral and 'int64' or 'float32'), device = opts.device }
+  local t = make('arange', 1, ffi.new('int64_t[1]', n), o)
+  check(C.ln_arange_(t.p, start, step))
+  return t
+end
+
+function M.linspace(start, stop, steps, opts)
+  if type(steps) ~= 'number' or steps < 0 or steps % 1 ~= 0 then
+    error('linspace: steps must be a non-negative integer', 2)
+  end
+  local t = make('linspace', 1, ffi.new('int64_t[1]', steps), opts)
+  local step = steps > 1 and (stop - start) / (steps - 1) or 0
+  check(C.ln_arange_(t.p, start, step))
+  return t
+end
+
+function M.eye(n, m, opts)
+  if type(m) == 'table' then opts, m = m, nil end
+  local t = make('eye', 2, ffi.new('int64_t[2]', n, m or n), opts)
+  check(C.ln_eye_(t.p))
+  return t
+end
+
+function M.rand(...)
+  local nd, s, opts = shape_and_opts('rand', ...)
+  local t = make('rand', nd, s, opts)
+  check(C.ln_uniform_(t.p, 0, 1))
+  return t
+end
+
+function M.randn(...)
+  local nd, s, opts = shape_and_opts('randn', ...)
+  local t = make('randn', nd, s, opts)
+  check(C.ln_normal_(t.p, 0, 1))
+  return t
+end
+
+-- randint(low, high, size[, opts]): integers in [low, high), int64 by default
+function M.randint(low, high, size, opts)
+  if type(size) ~= 'table' then error('randint: size must be a table of sizes', 2) end
+  local nd, s = T.read_shape('randint', size)
+  opts = opts or {}
+  local t = make('randint', nd, s, { dtype = opts.dtype or 'int64', device = opts.device })
+  check(C.ln_randint_(t.p, low, high))
+  return t
+end
+
+function M.manual_seed(seed)
+  if type(seed) ~= 'number' or seed < 0 or seed % 1 ~= 0 then
+    error('manual_seed: seed must be a non-negative integer', 2)
+  end
+  C.ln_manual_seed(seed)
+end
+
+function Tensor.uniform_(self, lo, hi) check(C.ln_uniform_(self.p, lo or 0, hi or 1)); return self end
+function Tensor.normal_(self, mean, std) check(C.ln_normal_(self.p, mean or 0, std or 1)); return self end
+function Tensor.bernoulli_(self, p) check(C.ln_bernoulli_(self.p, p or 0.5)); return self end
+
+-- ---- from Lua data ----------------------------------------------------------------
+
+local function infer_shape(data, shape, depth)
+  local v = data
+  while type(v) == 'table' do
+    shape[#shape + 1] = #v
+    if #shape > 8 then error('tensor: nested tables deeper than 8 dims', 4) end
+    v = v[1]
+  end
+  return type(v) == 'boolean'
+end
+
+local function flatten(data, shape, depth, out, n)
+  local size = shape[depth]
+  if type(data) ~= 'table' or #data ~= size then
+    error(('tensor: ragged nested table (dim %d expects %d entries, got %s)'):format(depth, size,
+      type(data) == 'table' and #data or type(data)), 5)
+  end
+  if depth == #shape then
+    for i = 1, size do
+      local v = data[i]
+      if type(v) == 'boolean' then v = v and 1 or 0
+      elseif type(v) ~= 'number' then
+        error(('tensor: element must be a number, got %s'):format(type(v)), 5)
+      end
+      out[n] = v
+      n = n + 1
+    end
+    return n
+  end
+  for i = 1, size do n = flatten(data[i], shape, depth + 1, out, n) end
+  return n
+end
+
+-- lunet.tensor(data[, opts]): data is a number, a boolean or nested tables.
+function M.tensor(data, opts)
+  if is_tensor(data) then return data:clone():to(opts or {}) end
+  if type(data) ~= 'table' and type(data) ~= 'number' and type(data) ~= 'boolean' then
+    error('tensor: expected a number or a nested table, got ' .. type(data), 2)
+  end
+  local shape = {}
+  local boolean = infer_shape(data, shape)
+  local numel = 1
+  for i = 1, #shape do numel = numel * shape[i] end
+  local values = ffi.new('double[?]', math.max(numel, 1))
+  if #shape == 0 then values[0] = type(data) == 'boolean' and (data and 1 or 0) or data
+  else flatten(data, shape, 1, values, 0) end
+  local dt = opts and opts.dtype or (boolean and 'bool' or nil)
+  local t = make('tensor', #shape, ffi.new('int64_t[?]', math.max(#shape, 1), shape), { dtype = dt })
+  local src = wrap(C.ln_from_buffer(values, #shape, t.p.shape, 1, t.p.device_id))
+  check(C.ln_copy_(t.p, src.p))
+  if opts and opts.device then t = t:to(opts.device) end
+  if opts and opts.requires_grad then t.requires_grad = true end
+  return t
+end
+
+-- from_buffer(ptr, size, dtype[, device]): copies the caller's memory
+function M.from_buffer(ptr, size, dtype, device)
+  local nd, s = T.read_shape('from_buffer', size)
+  if ptr == nil then error('from_buffer: buffer is nil', 2) end
+  return wrap(C.ln_from_buffer(ptr, nd, s, core.dtype_id('from_buffer', dtype),
+    core.device_id('from_buffer', device)))
+end
+
+-- ---- reading back -------------------------------------------------------------------
+
+local item_bufs = {}
+for id = 0, 7 do item_bufs[id] = buf_types[id](1) end
+
+local function to_number(buf, i, dt)
+  local v = buf[i]
+  if dt == 5 then return v ~= 0 end
+  return tonumber(v)
+end
+
+-- half types are read through float32
+local function readable(self)
+  local dt = self.p.dtype_id
+  if dt == 6 or dt == 7 then return self:float() end
+  return self
+end
+
+function Tensor.item(self)
+  local t = readable(self).p
+  local n = C.ln_numel(t)
+  if n ~= 1 then error(('item: tensor has %d elements, expected 1'):format(tonumber(n)), 2) end
+  local buf = item_bufs[t.dtype_id]
+  check(C.ln_tensor_read(t, buf))
+  return to_number(buf, 0, t.dtype_id)
+end
+
+-- Host copy of the values: a cdata array of the tensor's C type, its length,
+-- and the dtype id it holds (float32 for half types).
+function Tensor.read(self)
+  local src = readable(self)
+  local t = src.p
+  local n = tonumber(C.ln_numel(t))
+  local buf = buf_types[t.dtype_id](math.max(n, 1))
+  check(C.ln_tensor_read(t, buf), 3)
+  return buf, n, t.dtype_id
+end
+
+function Tensor.totable(self)
+  local t = self.p
+  local buf, _, dt = Tensor.read(self)
+  local nd = t.ndim
+  if nd == 0 then return to_number(buf, 0, dt) end
+  local pos = 0
+  local function build(d)
+    local r, size = {}, tonumber(t.shape[d])
+    if d == nd - 1 then
+      for i = 1, size do r[i] = to_number(buf, pos, dt); pos = pos + 1 end
+    else
+      for i = 1, size do r[i] = build(d + 1) end
+    end
+    return r
+  end
+  return build(0)
+end
+Tensor.tolist = Tensor.totable
+
+function Tensor.equal(a, b)
+  if not is_tensor(b) then error('equal: second argument must be a tensor', 2) end
+  if a.p.ndim ~= b.p.ndim then return false end
+  for i = 0, a.p.ndim - 1 do if a.p.shape[i] ~= b.p.shape[i] then return false end end
+  if a:numel() == 0 then return true end
+  return a:eq(b):all():item()
+end
+
+function Tensor.allclose(a, b, rtol, atol)
+  rtol, atol = rtol or 1e-5, atol or 1e-8
+  local ok, diff = pcall(Tensor.sub, a:double(), b:double())
+  if not ok then error('allclose: ' .. tostring(diff):gsub('^.-: ', '', 1), 2) end
+  if diff:numel() == 0 then return true end
+  local bound = b:double():abs():mul_(rtol):add_(atol)
+  local close = diff:abs():le(bound):logical_or(a:double():eq(b:double()))
+  return close:all():item()
+end
+
+return M

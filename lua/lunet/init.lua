@@ -1,0 +1,70 @@
+-- lunet: tensors, CNN layers and multi-device training for LuaJIT.
+--   local lunet = require 'lunet'
+-- Submodules (nn, optim, data, parallel, ...) load on first use.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+require 'lunet.tensor_math'
+require 'lunet.tensor_print'
+local factory = require 'lunet.factory'
+local C = core.C
+
+local lunet = {
+  Tensor = T.Tensor,
+  version = ffi.string(C.ln_version()),
+  C = C,
+}
+
+for k, v in pairs(factory) do lunet[k] = v end
+
+function lunet.is_tensor(x) return T.is_tensor(x) end
+
+-- functional forms of the methods: lunet.add(a, b), lunet.matmul(a, b), ...
+setmetatable(lunet, {
+  __index = function(self, k)
+    local ok, mod = pcall(require, 'lunet.' .. k)
+    if ok then rawset(self, k, mod); return mod end
+    if not tostring(mod):find("module 'lunet." .. k .. "' not found", 1, true) then error(mod, 2) end
+    local m = T.Tensor[k]
+    if type(m) == 'function' then rawset(self, k, m); return m end
+    return nil
+  end,
+})
+
+-- ---- devices ---------------------------------------------------------------------------
+
+function lunet.set_cpu_devices(n)
+  if type(n) ~= 'number' or n % 1 ~= 0 then error('set_cpu_devices: count must be an integer', 2) end
+  if C.ln_set_cpu_devices(n) ~= 0 then core.raise() end
+end
+
+-- The devices present: cuda:* when there are GPUs, else cpu:*.
+function lunet.devices()
+  local list = {}
+  local ncuda = C.ln_cuda_device_count()
+  if ncuda > 0 then
+    for i = 0, ncuda - 1 do list[#list + 1] = 'cuda:' .. i end
+  else
+    for i = 0, C.ln_cpu_device_count() - 1 do list[#list + 1] = 'cpu:' .. i end
+  end
+  return list
+end
+
+function lunet.device_count() return #lunet.devices() end
+
+function lunet.synchronize(dev)
+  local rc = dev and C.ln_sync(core.device_id('synchronize', dev)) or C.ln_sync_all()
+  if rc ~= 0 then core.raise() end
+end
+
+function lunet.memory_allocated(dev) return tonumber(C.ln_memory_allocated(core.device_id('memory_allocated', dev))) end
+function lunet.memory_cached(dev) return tonumber(C.ln_memory_cached(core.device_id('memory_cached', dev))) end
+function lunet.max_memory_allocated(dev) return tonumber(C.ln_memory_peak(core.device_id('max_memory_allocated', dev))) end
+function lunet.empty_cache(dev) C.ln_empty_cache(core.device_id('empty_cache', dev)) end
+
+function lunet.set_default_dtype(dt) core.default_dtype = core.dtype_id('set_default_dtype', dt) end
+function lunet.get_default_dtype() return core.dtypes[core.default_dtype] end
+
+function lunet.where(cond, a, b) return T.Tensor.where(a, cond, b) end
+
+return lunet

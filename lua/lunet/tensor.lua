@@ -1,0 +1,242 @@
+-- lunet.tensor: the Tensor type. A tensor is an ln_ref cdata (one field, .p,
+-- the C tensor); methods live in the plain table `Tensor`, which other
+-- modules extend (math, printing, autograd). Dims and indices are 1-based;
+-- negative dims count from the end (-1 is the last).
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local C = core.C
+
+local Tensor = {}          -- methods
+local getters = {}         -- computed fields: t.dtype, t.device, t.shape, ...
+local setters = {}
+local mt = {}
+
+local ref_ct = ffi.typeof('ln_ref')
+local shape_buf = ffi.new('int64_t[8]')
+local stride_buf = ffi.new('int64_t[8]')
+local perm_buf = ffi.new('int[8]')
+
+-- Wrap a C tensor pointer (NULL means the C call failed: raise its message
+-- at the user's line, `level` frames up from the caller).
+local function wrap(p, level)
+  if p == nil then error(core.last_error(), (level or 2) + 1) end
+  return ffi.gc(ref_ct(p), C.ln_ref_free)
+end
+
+local function check(rc, level)
+  if rc ~= 0 then error(core.last_error(), (level or 2) + 1) end
+end
+
+local function is_tensor(x) return ffi.istype(ref_ct, x) end
+
+local function need_tensor(fn, x, what)
+  if not ffi.istype(ref_ct, x) then
+    error(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', type(x)), 4)
+  end
+  return x
+end
+
+-- 1-based (or negative) Lua dim -> 0-based C dim
+local function cdim(fn, t, d, extra)
+  if type(d) ~= 'number' or d % 1 ~= 0 then
+    error(('%s: dim must be an integer, got %s'):format(fn, tostring(d)), 4)
+  end
+  local n = t.p.ndim + (extra or 0)
+  if d < 0 then d = n + d + 1 end
+  if d < 1 or d > n then
+    error(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, t.p.ndim), 4)
+  end
+  return d - 1
+end
+
+-- Read a shape from varargs (2, 3) or a table {2, 3} into shape_buf.
+local function read_shape(fn, first, ...)
+  local n
+  if type(first) == 'table' then
+    n = #first
+    if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
+    for i = 1, n do
+      local v = first[i]
+      if type(v) ~= 'number' or v % 1 ~= 0 then
+        error(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)), 4)
+      end
+      shape_buf[i - 1] = v
+    end
+  else
+    n = select('#', ...) + (first ~= nil and 1 or 0)
+    if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
+    for i = 1, n do
+      local v = i == 1 and first or select(i - 1, ...)
+      if type(v) ~= 'number' or v % 1 ~= 0 then
+        error(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)), 4)
+      end
+      shape_buf[i - 1] = v
+    end
+  end
+  return n, shape_buf
+end
+
+-- ---- metatable ----------------------------------------------------------------
+
+mt.__index = function(self, k)
+  local m = Tensor[k]
+  if m ~= nil then return m end
+  local g = getters[k]
+  if g then return g(self) end
+  if type(k) == 'number' then return Tensor.get_index(self, k) end
+  return nil
+end
+
+mt.__newindex = function(self, k, v)
+  local s = setters[k]
+  if s then return s(self, v) end
+  if type(k) == 'number' then return Tensor.set_index(self, k, v) end
+  error(("tensor: cannot set field '%s'"):format(tostring(k)), 2)
+end
+
+mt.__len = function(self)
+  if self.p.ndim == 0 then error('#: a 0-d tensor has no length', 2) end
+  return tonumber(self.p.shape[0])
+end
+
+getters.dtype = function(self) return core.dtypes[self.p.dtype_id] end
+getters.device = function(self) return core.device_name(self.p.device_id) end
+getters.device_id = function(self) return self.p.device_id end
+getters.shape = function(self) return self:size() end
+getters.ndim = function(self) return self.p.ndim end
+
+-- ---- basic queries ---------------------------------------------------------------
+
+function Tensor.size(self, d)
+  local t = self.p
+  if d ~= nil then return tonumber(t.shape[cdim('size', self, d)]) end
+  local s = {}
+  for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.shape[i]) end
+  return s
+end
+
+function Tensor.stride(self, d)
+  local t = self.p
+  if d ~= nil then return tonumber(t.stride[cdim('stride', self, d)]) end
+  local s = {}
+  for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.stride[i]) end
+  return s
+end
+
+function Tensor.dim(self) return self.p.ndim end
+function Tensor.numel(self) return tonumber(C.ln_numel(self.p)) end
+Tensor.nelement = Tensor.numel
+function Tensor.is_contiguous(self) return C.ln_is_contiguous(self.p) == 1 end
+function Tensor.storage_offset(self) return tonumber(self.p.offset) end
+function Tensor.is_same_storage(self, other) return C.ln_same_storage(self.p, other.p) == 1 end
+function Tensor.data_ptr(self) check(C.ln_tensor_sync(self.p)); return C.ln_data_ptr(self.p) end
+function Tensor.element_size(self) return C.ln_dtype_size(self.p.dtype_id) end
+function Tensor.is_floating_point(self)
+  local d = self.p.dtype_id
+  return d == 0 or d == 1 or d == 6 or d == 7
+end
+
+-- ---- views (no copy) ----------------------------------------------------------------
+
+function Tensor.view(self, ...)
+  local n, s = read_shape('view', ...)
+  return wrap(C.ln_view(self.p, n, s))
+end
+
+function Tensor.reshape(self, ...)
+  local n, s = read_shape('reshape', ...)
+  return wrap(C.ln_reshape(self.p, n, s))
+end
+
+function Tensor.view_as(self, other) return self:view(other:size()) end
+
+function Tensor.narrow(self, d, start, length)
+  local cd = cdim('narrow', self, d)
+  local size = self.p.shape[cd]
+  if type(start) ~= 'number' or type(length) ~= 'number' then
+    error('narrow: start and length must be numbers', 2)
+  end
+  if start < 0 then start = tonumber(size) + start + 1 end
+  return wrap(C.ln_narrow(self.p, cd, start - 1, length))
+end
+
+function Tensor.select(self, d, index)
+  local cd = cdim('select', self, d)
+  if type(index) ~= 'number' then error('select: index must be a number', 2) end
+  if index < 0 then index = tonumber(self.p.shape[cd]) + index + 1 end
+  return wrap(C.ln_select(self.p, cd, index - 1))
+end
+
+function Tensor.transpose(self, d0, d1)
+  return wrap(C.ln_transpose(self.p, cdim('transpose', self, d0), cdim('transpose', self, d1)))
+end
+
+function Tensor.t(self)  -- 2-d transpose
+  if self.p.ndim ~= 2 then error('T: needs a 2-d tensor, got ' .. self.p.ndim .. '-d', 2) end
+  return wrap(C.ln_transpose(self.p, 0, 1))
+end
+getters.T = Tensor.t
+
+function Tensor.permute(self, ...)
+  local dims = type(...) == 'table' and ... or { ... }
+  if #dims ~= self.p.ndim then
+    error(('permute: %d dims given for a %d-d tensor'):format(#dims, self.p.ndim), 2)
+  end
+  for i = 1, #dims do perm_buf[i - 1] = cdim('permute', self, dims[i]) end
+  return wrap(C.ln_permute(self.p, #dims, perm_buf))
+end
+
+function Tensor.squeeze(self, d)
+  return wrap(C.ln_squeeze(self.p, d and cdim('squeeze', self, d) or -1))
+end
+
+function Tensor.unsqueeze(self, d)
+  return wrap(C.ln_unsqueeze(self.p, cdim('unsqueeze', self, d, 1)))
+end
+
+function Tensor.expand(self, ...)
+  local n, s = read_shape('expand', ...)
+  return wrap(C.ln_expand(self.p, n, s))
+end
+
+function Tensor.expand_as(self, other) return self:expand(other:size()) end
+function Tensor.contiguous(self) return wrap(C.ln_contiguous(self.p)) end
+function Tensor.clone(self) return wrap(C.ln_clone(self.p)) end
+
+function Tensor.flatten(self, s, e)
+  local nd = self.p.ndim
+  if nd == 0 then return self:reshape(1) end
+  s = s and cdim('flatten', self, s) + 1 or 1
+  e = e and cdim('flatten', self, e) + 1 or nd
+  local shape, n = {}, 1
+  for i = 1, nd do
+    local d = tonumber(self.p.shape[i - 1])
+    if i < s or i > e then shape[#shape + 1] = d
+    else
+      n = n * d
+      if i == e then shape[#shape + 1] = n end
+    end
+  end
+  return self:reshape(shape)
+end
+
+function Tensor.as_strided(self, size, stride, offset)
+  local n = read_shape('as_strided', size)
+  for i = 1, #stride do stride_buf[i - 1] = stride[i] end
+  return wrap(C.ln_as_strided(self.p, n, shape_buf, stride_buf, offset or tonumber(self.p.offset)))
+end
+
+-- t[i] selects along the first dim; t[i] = v fills that slice
+function Tensor.get_index(self, i) return self:select(1, i) end
+function Tensor.set_index(self, i, v)
+  local s = self:select(1, i)
+  if type(v) == 'number' or type(v) == 'boolean' then s:fill_(v) else s:copy_(v) end
+end
+
+ffi.metatype('ln_ref', mt)
+
+return {
+  Tensor = Tensor, getters = getters, setters = setters, mt = mt,
+  wrap = wrap, check = check, is_tensor = is_tensor, need_tensor = need_tensor,
+  cdim = cdim, read_shape = read_shape, ref_ct = ref_ct,
+}

@@ -1,0 +1,212 @@
+-- lunet.tensor_math: elementwise arithmetic, comparisons, casts, device
+-- moves, matrix products and reductions as Tensor methods and operators.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local C = core.C
+local Tensor, mt, wrap, check, is_tensor = T.Tensor, T.mt, T.wrap, T.check, T.is_tensor
+
+local function need(fn, x, what)
+  if not is_tensor(x) then
+    error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3)
+  end
+  return x.p
+end
+
+local function num(x)
+  if type(x) == 'boolean' then return x and 1 or 0 end
+  return x
+end
+
+-- ---- unary -----------------------------------------------------------------------
+
+local unary_ops = {
+  neg = C.LN_NEG, abs = C.LN_ABS, exp = C.LN_EXP, log = C.LN_LOG, sqrt = C.LN_SQRT,
+  tanh = C.LN_TANH, sigmoid = C.LN_SIGMOID, relu = C.LN_RELU, sin = C.LN_SIN, cos = C.LN_COS,
+  rsqrt = C.LN_RSQRT, sign = C.LN_SIGN, floor = C.LN_FLOOR, ceil = C.LN_CEIL,
+  round = C.LN_ROUND, reciprocal = C.LN_RECIPROCAL, log1p = C.LN_LOG1P, expm1 = C.LN_EXPM1,
+  square = C.LN_SQUARE, logical_not = C.LN_LOGICAL_NOT, isnan = C.LN_ISNAN,
+  isinf = C.LN_ISINF, erf = C.LN_ERF,
+}
+for name, op in pairs(unary_ops) do
+  Tensor[name] = function(self)
+    return wrap(C.ln_unary(op, need(name, self, 'input')))
+  end
+  if name ~= 'logical_not' and name ~= 'isnan' and name ~= 'isinf' then
+    Tensor[name .. '_'] = function(self)
+      check(C.ln_unary_(op, need(name .. '_', self, 'input')))
+      return self
+    end
+  end
+end
+
+function Tensor.clamp(self, lo, hi)
+  return wrap(C.ln_clamp(need('clamp', self, 'input'), lo or -math.huge, hi or math.huge))
+end
+function Tensor.clamp_(self, lo, hi)
+  check(C.ln_clamp_(need('clamp_', self, 'input'), lo or -math.huge, hi or math.huge))
+  return self
+end
+
+-- ---- binary ----------------------------------------------------------------------
+
+local binary_ops = {
+  add = C.LN_ADD, sub = C.LN_SUB, mul = C.LN_MUL, div = C.LN_DIV, pow = C.LN_POW,
+  maximum = C.LN_MAXIMUM, minimum = C.LN_MINIMUM, eq = C.LN_EQ, ne = C.LN_NE, lt = C.LN_LT,
+  le = C.LN_LE, gt = C.LN_GT, ge = C.LN_GE, logical_and = C.LN_LOGICAL_AND,
+  logical_or = C.LN_LOGICAL_OR, fmod = C.LN_FMOD, atan2 = C.LN_ATAN2,
+}
+
+local function binary(name, op)
+  return function(a, b)
+    local tb = type(b)
+    if tb == 'number' or tb == 'boolean' then
+      return wrap(C.ln_binary_scalar(op, need(name, a, 'first argument'), num(b), 0))
+    end
+    local ta = type(a)
+    if ta == 'number' or ta == 'boolean' then
+      return wrap(C.ln_binary_scalar(op, need(name, b, 'second argument'), num(a), 1))
+    end
+    return wrap(C.ln_binary(op, need(name, a, 'first argument'), need(name, b, 'second argument')))
+  end
+end
+
+local function binary_inplace(name, op)
+  return function(a, b)
+    local tb = type(b)
+    if tb == 'number' or tb == 'boolean' then
+      check(C.ln_binary_scalar_(op, need(name, a, 'first argument'), num(b)))
+    else
+      check(C.ln_binary_(op, need(name, a, 'first argument'), need(name, b, 'second argument')))
+    end
+    return a
+  end
+end
+
+for name, op in pairs(binary_ops) do
+  Tensor[name] = binary(name, op)
+  if op < C.LN_EQ or op > C.LN_LOGICAL_OR then
+    Tensor[name .. '_'] = binary_inplace(name .. '_', op)
+  end
+end
+
+-- add/sub with alpha: a + alpha*b (torch.add(a, b, alpha=...))
+local plain_add, plain_sub, plain_add_, plain_sub_ = Tensor.add, Tensor.sub, Tensor.add_, Tensor.sub_
+function Tensor.add(a, b, alpha)
+  if alpha == nil or alpha == 1 then return plain_add(a, b) end
+  if type(b) == 'number' then return plain_add(a, b * alpha) end
+  local r = a:clone()
+  check(C.ln_add_scaled_(r.p, need('add', b, 'second argument'), alpha))
+  return r
+end
+function Tensor.sub(a, b, alpha)
+  if alpha == nil or alpha == 1 then return plain_sub(a, b) end
+  return Tensor.add(a, b, -alpha)
+end
+function Tensor.add_(a, b, alpha)
+  if alpha == nil or alpha == 1 then return plain_add_(a, b) end
+  if type(b) == 'number' then return plain_add_(a, b * alpha) end
+  check(C.ln_add_scaled_(need('add_', a, 'first argument'), need('add_', b, 'second argument'), alpha))
+  return a
+end
+function Tensor.sub_(a, b, alpha)
+  if alpha == nil or alpha == 1 then return plain_sub_(a, b) end
+  return Tensor.add_(a, b, -alpha)
+end
+
+mt.__add = function(a, b) return Tensor.add(a, b) end
+mt.__sub = function(a, b) return Tensor.sub(a, b) end
+mt.__mul = function(a, b) return Tensor.mul(a, b) end
+mt.__div = function(a, b) return Tensor.div(a, b) end
+mt.__pow = function(a, b) return Tensor.pow(a, b) end
+mt.__mod = function(a, b) return Tensor.fmod(a, b) end
+mt.__unm = function(a) return Tensor.neg(a) end
+
+function Tensor.where(self, cond, other)  -- torch: a.where(cond, b)
+  return wrap(C.ln_where(need('where', cond, 'condition'), need('where', self, 'input'),
+    need('where', other, 'other')))
+end
+
+-- ---- fill, copy, casts, devices ---------------------------------------------------
+
+function Tensor.fill_(self, v)
+  if type(v) ~= 'number' and type(v) ~= 'boolean' then
+    error('fill_: value must be a number, got ' .. type(v), 2)
+  end
+  check(C.ln_fill_(need('fill_', self, 'tensor'), num(v)))
+  return self
+end
+function Tensor.zero_(self) return Tensor.fill_(self, 0) end
+
+function Tensor.copy_(self, src)
+  check(C.ln_copy_(need('copy_', self, 'destination'), need('copy_', src, 'source')))
+  return self
+end
+
+local function cast(self, dt)
+  local id = core.dtype_id('to', dt)
+  if self.p.dtype_id == id then return self end
+  return wrap(C.ln_cast(need('to', self, 'tensor'), id), 3)
+end
+
+local function move(self, dev)
+  local id = core.device_id('to', dev)
+  if self.p.device_id == id then return self end
+  return wrap(C.ln_to_device(self.p, id), 3)
+end
+
+-- t:to('float64'), t:to('cpu:1'), t:to(other), t:to{dtype=..., device=...}
+function Tensor.to(self, what, more)
+  if is_tensor(what) then return cast(move(self, what.p.device_id), what.dtype) end
+  if type(what) == 'table' then
+    local r = self
+    if what.device then r = move(r, what.device) end
+    if what.dtype then r = cast(r, what.dtype) end
+    return r
+  end
+  if type(what) == 'string' and core.dtype_ids[what] then
+    return cast(self, what)
+  end
+  local r = move(self, what)
+  if more then r = cast(r, more) end
+  return r
+end
+function Tensor.type(self, dt) if dt == nil then return self.dtype end return cast(self, dt) end
+function Tensor.float(self) return cast(self, 'float32') end
+function Tensor.double(self) return cast(self, 'float64') end
+function Tensor.int(self) return cast(self, 'int32') end
+function Tensor.long(self) return cast(self, 'int64') end
+function Tensor.byte(self) return cast(self, 'uint8') end
+function Tensor.bool(self) return cast(self, 'bool') end
+function Tensor.half(self) return cast(self, 'float16') end
+function Tensor.bfloat16(self) return cast(self, 'bfloat16') end
+function Tensor.cpu(self, k) return move(self, 'cpu:' .. (k or 0)) end
+
+-- ---- matrix products ----------------------------------------------------------------
+
+function Tensor.matmul(a, b)
+  return wrap(C.ln_matmul(need('matmul', a, 'first argument'), need('matmul', b, 'second argument')))
+end
+function Tensor.mm(a, b)
+  if a.p.ndim ~= 2 or b.p.ndim ~= 2 then error('mm: needs two 2-d tensors', 2) end
+  return Tensor.matmul(a, b)
+end
+function Tensor.mv(a, b)
+  if a.p.ndim ~= 2 or b.p.ndim ~= 1 then error('mv: needs a 2-d and a 1-d tensor', 2) end
+  return Tensor.matmul(a, b)
+end
+function Tensor.dot(a, b)
+  if a.p.ndim ~= 1 or b.p.ndim ~= 1 then error('dot: needs two 1-d tensors', 2) end
+  return Tensor.matmul(a, b)
+end
+function Tensor.bmm(a, b)
+  return wrap(C.ln_bmm(need('bmm', a, 'first argument'), need('bmm', b, 'second argument')))
+end
+function Tensor.addmm(c, a, b, opts)
+  local beta, alpha = 1, 1
+  if opts then beta, alpha = opts.beta or 1, opts.alpha or 1 end
+  return wrap(C.ln_addmm(need('addmm', c, 'input'), need('addmm', a, 'mat1'),
+    need('addmm', b, 'mat2'), beta, alpha))
+end
+
+return Tensor

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the busted specs under LuaJIT (busted's own shebang picks plain Lua).
+# Usage: tools/run-specs.sh [spec files or dirs...]; LUNET_LIB picks the .so.
+set -u
+cd "$(dirname "$0")/.."
+export LUA_PATH="$PWD/lua/?.lua;$PWD/lua/?/init.lua;$PWD/spec/?.lua;${LUA_PATH:-;}"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+preload=""
+if [ -n "${LUNET_ASAN:-}" ]; then
+  preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+fi
+[ $# -eq 0 ] && set -- spec
+LD_PRELOAD="$preload" luajit /usr/bin/busted --helper=spec/support/helper.lua -o spec/support/handler.lua "$@"
