@@ -260,7 +260,73 @@ LN_API void ln_st_close(ln_st_file *f);
 
 /* ------------------------------------------------------------------------ */
 /* Neural-network kernels (forward/backward pairs)                            */
-/* (training issue) */
+/* Outputs are allocated by the caller with the documented shapes; backward
+ * functions overwrite (never accumulate) din/dw/db, and any of them may be NULL
+ * when not needed. Float32 and float64. */
+
+typedef struct ln_conv2d_params {
+  int32_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+} ln_conv2d_params;
+
+/* in (N,C,H,W), w (O,C/groups,KH,KW), b (O) or NULL -> out (N,O,OH,OW),
+ * OH = (H + 2*pad_h - dil_h*(KH-1) - 1) / stride_h + 1 (likewise OW) */
+LN_API int ln_conv2d_forward(ln_tensor *out, const ln_tensor *in, const ln_tensor *w,
+                             const ln_tensor *b, const ln_conv2d_params *p);
+LN_API int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db,
+                              const ln_tensor *dout, const ln_tensor *in, const ln_tensor *w,
+                              const ln_conv2d_params *p);
+
+typedef struct ln_pool2d_params {
+  int32_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, ceil_mode, count_include_pad;
+} ln_pool2d_params;
+
+/* in (N,C,H,W) -> out (N,C,OH,OW); indices int64 (N,C,OH,OW): the argmax's
+ * position within its input plane (h*W + w), 0-based */
+LN_API int ln_maxpool2d_forward(ln_tensor *out, ln_tensor *indices, const ln_tensor *in,
+                                const ln_pool2d_params *p);
+LN_API int ln_maxpool2d_backward(ln_tensor *din, const ln_tensor *dout, const ln_tensor *indices,
+                                 const ln_pool2d_params *p);
+LN_API int ln_avgpool2d_forward(ln_tensor *out, const ln_tensor *in, const ln_pool2d_params *p);
+LN_API int ln_avgpool2d_backward(ln_tensor *din, const ln_tensor *dout, const ln_pool2d_params *p);
+/* out (N,C,OH,OW) sized by the caller; bins as torch's adaptive_avg_pool2d */
+LN_API int ln_adaptive_avgpool2d_forward(ln_tensor *out, const ln_tensor *in);
+LN_API int ln_adaptive_avgpool2d_backward(ln_tensor *din, const ln_tensor *dout);
+
+/* Batch norm over dim 1 of in (N,C) or (N,C,*). training: normalise with the
+ * batch statistics, write save_mean/save_invstd (C), update running_mean/var
+ * (unbiased var) with momentum when they are not NULL; eval: use the running
+ * statistics. weight/bias (C) may be NULL (affine = false). */
+LN_API int ln_batchnorm_forward(ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd,
+                                const ln_tensor *in, const ln_tensor *weight, const ln_tensor *bias,
+                                ln_tensor *running_mean, ln_tensor *running_var, int training,
+                                double momentum, double eps);
+/* training = 0: save_mean/save_invstd hold the running mean and 1/sqrt(var+eps) */
+LN_API int ln_batchnorm_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias,
+                                 const ln_tensor *dout, const ln_tensor *in, const ln_tensor *weight,
+                                 const ln_tensor *save_mean, const ln_tensor *save_invstd,
+                                 int training);
+
+/* softmax or log-softmax (log = 1) along dim (0-based); backward takes the
+ * forward's output */
+LN_API int ln_softmax_forward(ln_tensor *out, const ln_tensor *in, int dim, int log);
+LN_API int ln_softmax_backward(ln_tensor *din, const ln_tensor *dout, const ln_tensor *out,
+                               int dim, int log);
+
+/* Negative log-likelihood of logp (N,C) at int64 targets (N) holding class
+ * ids base..base+C-1 (Lua passes base 1). weight (C) or NULL. reduction:
+ * 0 none -> out (N), 1 mean -> out 0-d (divided by the summed target weights),
+ * 2 sum -> out 0-d. Targets equal to ignore_index contribute nothing. A target
+ * out of range is an error naming it. */
+LN_API int ln_nll_loss_forward(ln_tensor *out, const ln_tensor *logp, const ln_tensor *target,
+                               const ln_tensor *weight, int reduction, int64_t ignore_index,
+                               int64_t base);
+/* dlogp (N,C) from dout (same shape as out) */
+LN_API int ln_nll_loss_backward(ln_tensor *dlogp, const ln_tensor *dout, const ln_tensor *target,
+                                const ln_tensor *weight, int reduction, int64_t ignore_index,
+                                int64_t base);
+
+/* din = dout where out > 0, else 0 (ReLU backward from its output) */
+LN_API int ln_relu_backward(ln_tensor *din, const ln_tensor *dout, const ln_tensor *out);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizer kernels                                                          */

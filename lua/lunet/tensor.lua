@@ -99,6 +99,52 @@ mt.__len = function(self)
   return tonumber(self.p.shape[0])
 end
 
+-- ---- autograd fields ----------------------------------------------------------------
+-- Lua values attached to a tensor (grad, grad_fn, ...) live in `records`,
+-- indexed by the C header's slot; a tensor that gets a record switches to a
+-- finalizer that also frees its slot.
+local records, free_slots, next_slot = {}, {}, 1
+
+local function release(ref)
+  local s = ref.p.slot
+  if s ~= 0 then
+    records[s] = nil
+    free_slots[#free_slots + 1] = s
+  end
+  C.ln_tensor_free(ref.p)
+end
+
+-- The record of a tensor (a table), created when `create` is true.
+local function record(self, create)
+  local s = self.p.slot
+  if s ~= 0 then return records[s] end
+  if not create then return nil end
+  local n = #free_slots
+  if n > 0 then s = free_slots[n]; free_slots[n] = nil
+  else s = next_slot; next_slot = next_slot + 1 end
+  self.p.slot = s
+  local r = {}
+  records[s] = r
+  ffi.gc(self, nil)
+  ffi.gc(self, release)
+  return r
+end
+
+getters.requires_grad = function(self) return self.p.grad_flag ~= 0 end
+setters.requires_grad = function(self, v)
+  if v and not Tensor.is_floating_point(self) then
+    error('requires_grad: only float tensors can require gradients, got ' .. core.dtypes[self.p.dtype_id], 3)
+  end
+  self.p.grad_flag = v and 1 or 0
+end
+getters.grad = function(self) local r = record(self); return r and r.grad end
+setters.grad = function(self, g)
+  if g ~= nil and not ffi.istype(ref_ct, g) then error('grad: must be a tensor or nil', 3) end
+  record(self, true).grad = g
+end
+getters.grad_fn = function(self) local r = record(self); return r and r.grad_fn end
+setters.grad_fn = function(self, f) record(self, true).grad_fn = f end
+
 getters.dtype = function(self) return core.dtypes[self.p.dtype_id] end
 getters.device = function(self) return core.device_name(self.p.device_id) end
 getters.device_id = function(self) return self.p.device_id end
@@ -238,5 +284,5 @@ ffi.metatype('ln_ref', mt)
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
   wrap = wrap, check = check, is_tensor = is_tensor, need_tensor = need_tensor,
-  cdim = cdim, read_shape = read_shape, ref_ct = ref_ct,
+  cdim = cdim, read_shape = read_shape, ref_ct = ref_ct, record = record,
 }
