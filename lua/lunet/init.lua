@@ -67,4 +67,19 @@ function lunet.get_default_dtype() return core.dtypes[core.default_dtype] end
 
 function lunet.where(cond, a, b) return T.Tensor.where(a, cond, b) end
 
+-- ---- random state, clock, training loop ----------------------------------------------
+
+-- The generator's (seed, offset): save it to resume a run bit for bit.
+function lunet.rng_state()
+  local off = ffi.new('uint64_t[1]')
+  local seed = C.ln_rng_get_state(off)
+  return tonumber(seed), tonumber(off[0])
+end
+function lunet.set_rng_state(seed, offset) C.ln_rng_set_state(seed, offset or 0) end
+
+lunet.clock = require('lunet.util').clock
+
+function lunet.fit(model, loader, opts) return require('lunet.fit').fit(model, loader, opts) end
+function lunet.Trainer(model, opts) return require('lunet.fit').Trainer(model, opts) end
+
 return lunet

@@ -1,0 +1,217 @@
+-- lunet.fit / lunet.Trainer: the training loop most scripts need.
+--   local history = lunet.fit(model, loader, {epochs = 10, optimizer = opt,
+--     val_loader = test, log = 'metrics.csv', plot = 'curves.svg',
+--     checkpoint = 'run.ckpt', checkpoint_every = {steps = 200}, resume = true})
+-- Progress: a bar with rate and ETA on a terminal, one line per epoch otherwise.
+local ffi = require 'ffi'
+local json = require 'lunet.json'
+local checkpoint = require 'lunet.checkpoint'
+local Progress = require 'lunet.progress'
+
+pcall(ffi.cdef, 'int isatty(int fd);')
+
+local Trainer = {}
+Trainer.__index = Trainer
+
+local function lunet() return require 'lunet' end
+
+function Trainer.new(model, opts)
+  opts = opts or {}
+  if type(model) ~= 'table' or not model.parameters then
+    error('Trainer: model must be an nn.Module', 3)
+  end
+  local self = setmetatable({}, Trainer)
+  self.model = model
+  self.epochs = opts.epochs or 1
+  if type(self.epochs) ~= 'number' or self.epochs < 1 then error('fit: epochs must be >= 1', 3) end
+  self.criterion = opts.loss or lunet().nn.CrossEntropyLoss()
+  self.optimizer = opts.optimizer or lunet().optim.SGD(model:parameters(), { lr = opts.lr or 0.01 })
+  self.scheduler = opts.scheduler
+  self.scheduler_per = opts.scheduler_step or 'epoch'    -- or 'step' (OneCycleLR)
+  self.val_loader = opts.val_loader
+  self.topk = opts.topk
+  self.log_path, self.plot_path = opts.log, opts.plot
+  self.ckpt_path = opts.checkpoint
+  self.ckpt_every = opts.checkpoint_every or { epochs = 1 }
+  self.resume = opts.resume
+  self.max_steps = opts.max_steps              -- stop early (smoke runs, tests)
+  self.quiet = opts.quiet
+  self.progress = opts.progress
+  if self.progress == nil then self.progress = ffi.C.isatty(1) == 1 and not self.quiet end
+  self.history, self.epoch, self.step = {}, 0, 0
+  return self
+end
+
+-- ---- state for checkpoints ----------------------------------------------------------
+
+function Trainer:state_dict(loader)
+  local seed, offset = lunet().rng_state()
+  return {
+    model = self.model:state_dict(),
+    optimizer = self.optimizer:state_dict(),
+    scheduler = self.scheduler and self.scheduler:state_dict() or nil,
+    loader = loader and loader.state_dict and loader:state_dict() or nil,
+    rng = { seed = seed, offset = offset },
+    epoch = self.epoch, step = self.step, history = self.history,
+    running = self.running,
+  }
+end
+
+function Trainer:load_state_dict(state, loader)
+  self.model:load_state_dict(state.model)
+  self.optimizer:load_state_dict(state.optimizer)
+  if self.scheduler and state.scheduler then self.scheduler:load_state_dict(state.scheduler) end
+  if loader and state.loader and loader.load_state_dict then loader:load_state_dict(state.loader) end
+  lunet().set_rng_state(state.rng.seed, state.rng.offset)
+  self.epoch, self.step, self.history = state.epoch, state.step, state.history or {}
+  self.running = state.running
+end
+
+function Trainer:save_checkpoint(loader)
+  if self.ckpt_path then checkpoint.save(self.ckpt_path, self:state_dict(loader)) end
+end
+
+-- ---- one epoch ----------------------------------------------------------------------
+
+local function new_running() return { loss = 0, correct = 0, topk = 0, seen = 0, steps = 0 } end
+
+-- loss sum, correct count, top-k count for a batch (tensor ops; one sync each)
+local function batch_metrics(out, y, topk)
+  local correct = out:argmax(2):eq(y):sum():item()
+  local k_correct
+  if topk then
+    local true_logit = out:gather(2, y:view(-1, 1))
+    k_correct = out:gt(true_logit):sum(2):lt(topk):sum():item()
+  end
+  return correct, k_correct
+end
+
+function Trainer:train_epoch(loader)
+  local model, opt, crit = self.model, self.optimizer, self.criterion
+  model:train()
+  local run = self.running or new_running()
+  self.running = run
+  local nbatches = #loader
+  local bar = self.progress and Progress.new(nbatches, ('epoch %d/%d'):format(self.epoch + 1, self.epochs))
+  local t0 = lunet().clock()
+  local start_images = run.seen
+  for x, y in loader:iter() do
+    opt:zero_grad()
+    local out = model(x)
+    local loss = crit(out, y)
+    loss:backward()
+    opt:step()
+    if self.scheduler and self.scheduler_per == 'step' then self.scheduler:step() end
+    local n = x:size(1)
+    local l = loss:item()
+    if l ~= l or l == math.huge or l == -math.huge then
+      error(('fit: loss became %s at epoch %d, step %d; stopping'):format(tostring(l), self.epoch + 1, self.step + 1), 0)
+    end
+    local correct, k_correct = batch_metrics(out, y, self.topk)
+    run.loss, run.correct, run.seen, run.steps = run.loss + l * n, run.correct + correct, run.seen + n, run.steps + 1
+    if k_correct then run.topk = run.topk + k_correct end
+    self.step = self.step + 1
+    if bar then
+      local dt = lunet().clock() - t0
+      bar:update(run.steps, ('loss %.4f acc %.2f%% %.0f img/s'):format(run.loss / run.seen,
+        100 * run.correct / run.seen, (run.seen - start_images) / math.max(dt, 1e-9)))
+    end
+    if self.ckpt_every.steps and self.step % self.ckpt_every.steps == 0 then self:save_checkpoint(loader) end
+    if self.max_steps and self.step >= self.max_steps then break end
+  end
+  if bar then bar:finish() end
+  local dt = lunet().clock() - t0
+  self.running = nil
+  return {
+    train_loss = run.loss / math.max(run.seen, 1),
+    train_acc = run.correct / math.max(run.seen, 1),
+    train_topk = self.topk and run.topk / math.max(run.seen, 1) or nil,
+    images_per_s = (run.seen - start_images) / math.max(dt, 1e-9),
+    time = dt,
+  }
+end
+
+-- Loss and accuracy of model on loader, without gradients.
+function Trainer:evaluate(loader)
+  local model, crit = self.model, self.criterion
+  model:eval()
+  local loss, correct, k_correct, seen = 0, 0, 0, 0
+  lunet().no_grad(function()
+    for x, y in loader:iter() do
+      local out = model(x)
+      local n = x:size(1)
+      loss = loss + crit(out, y):item() * n
+      local c, k = batch_metrics(out, y, self.topk)
+      correct, k_correct, seen = correct + c, k_correct + (k or 0), seen + n
+    end
+  end)
+  model:train()
+  return { loss = loss / math.max(seen, 1), acc = correct / math.max(seen, 1),
+           topk = self.topk and k_correct / math.max(seen, 1) or nil }
+end
+
+-- ---- logging ------------------------------------------------------------------------
+
+local columns = { 'epoch', 'step', 'lr', 'train_loss', 'train_acc', 'val_loss', 'val_acc', 'images_per_s', 'time' }
+
+function Trainer:log_epoch(rec)
+  if not self.quiet then
+    local s = ('epoch %d/%d  loss %.4f  acc %.2f%%'):format(rec.epoch, self.epochs, rec.train_loss, 100 * rec.train_acc)
+    if rec.val_loss then s = s .. ('  val_loss %.4f  val_acc %.2f%%'):format(rec.val_loss, 100 * rec.val_acc) end
+    s = s .. ('  %.0f img/s  %.1fs'):format(rec.images_per_s, rec.time)
+    print(s)
+    io.stdout:flush()
+  end
+  if not self.log_path then return end
+  local jsonl = self.log_path:match('%.jsonl?$')
+  local new = io.open(self.log_path, 'r') == nil
+  local f = assert(io.open(self.log_path, 'a'))
+  if jsonl then f:write(json.encode(rec), '\n')
+  else
+    if new or (rec.epoch == 1 and not self.resumed) then
+      f:close(); f = assert(io.open(self.log_path, 'w')); f:write(table.concat(columns, ','), '\n')
+    end
+    local row = {}
+    for i, c in ipairs(columns) do row[i] = rec[c] ~= nil and tostring(rec[c]) or '' end
+    f:write(table.concat(row, ','), '\n')
+  end
+  f:close()
+end
+
+-- ---- fit ----------------------------------------------------------------------------
+
+function Trainer:fit(loader)
+  if type(loader) ~= 'table' or not loader.iter then error('fit: loader must be a DataLoader', 2) end
+  if self.resume and self.ckpt_path and io.open(self.ckpt_path, 'rb') then
+    self:load_state_dict(checkpoint.load(self.ckpt_path), loader)
+    self.resumed = true
+    if not self.quiet then print(('resumed from %s at epoch %d, step %d'):format(self.ckpt_path, self.epoch + 1, self.step)) end
+  end
+  while self.epoch < self.epochs do
+    local rec = self:train_epoch(loader)
+    if self.max_steps and self.step >= self.max_steps and rec.time then
+      -- a partial epoch (smoke run): still report it
+    end
+    self.epoch = self.epoch + 1
+    rec.epoch, rec.step = self.epoch, self.step
+    rec.lr = self.optimizer.param_groups and self.optimizer.param_groups[1].lr or nil
+    if self.val_loader then
+      local v = self:evaluate(self.val_loader)
+      rec.val_loss, rec.val_acc, rec.val_topk = v.loss, v.acc, v.topk
+    end
+    if self.scheduler and self.scheduler_per == 'epoch' then self.scheduler:step() end
+    self.history[#self.history + 1] = rec
+    self:log_epoch(rec)
+    if self.ckpt_every.epochs and self.epoch % self.ckpt_every.epochs == 0 then self:save_checkpoint(loader) end
+    if self.max_steps and self.step >= self.max_steps then break end
+  end
+  if self.plot_path then require('lunet.plot').curves(self.plot_path, self.history) end
+  return self.history
+end
+
+local M = {}
+M.Trainer = setmetatable({ new = Trainer.new }, { __call = function(_, ...) return Trainer.new(...) end })
+function M.fit(model, loader, opts)
+  return Trainer.new(model, opts):fit(loader)
+end
+return M

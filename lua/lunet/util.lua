@@ -1,0 +1,18 @@
+-- lunet.util: small helpers shared by modules: a monotonic clock.
+local ffi = require 'ffi'
+pcall(ffi.cdef, [[
+struct ln_timespec { long tv_sec; long tv_nsec; };
+int clock_gettime(int clk_id, struct ln_timespec *tp);
+]])
+
+local util = {}
+local ts = ffi.new('struct ln_timespec')
+local CLOCK_MONOTONIC = 1
+
+-- Seconds from an arbitrary origin, monotonic, sub-microsecond resolution.
+function util.clock()
+  ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+return util
