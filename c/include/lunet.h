@@ -247,15 +247,26 @@ LN_API ln_tensor *ln_stack(int n, ln_tensor *const *ts, int dim);
 
 /* ------------------------------------------------------------------------ */
 /* Safetensors I/O (atomic writes: temporary file, fsync, rename)             */
+/* Saving syncs each tensor's device and writes it contiguous (any view is
+ * fine). Tensors go in the file widest dtype first, then by name. Metadata
+ * is a string -> string map (the format's "__metadata__"). Opening a file
+ * validates the whole header against the file size before anything is
+ * allocated; errors name the file and the problem. Tensors are indexed in
+ * file order, 0-based. Messages start "save: " / "load: ". */
 
 typedef struct ln_st_file ln_st_file;   /* opaque: an opened safetensors file */
 LN_API int ln_st_save(const char *path, int n, const char *const *names,
-                      ln_tensor *const *tensors, const char *metadata_json);
+                      ln_tensor *const *tensors, int nmeta,
+                      const char *const *meta_keys, const char *const *meta_values);
 LN_API ln_st_file *ln_st_open(const char *path);
 LN_API int ln_st_count(const ln_st_file *f);
 LN_API const char *ln_st_name(const ln_st_file *f, int i);
+LN_API int ln_st_info(const ln_st_file *f, int i, int *dtype, int *ndim, int64_t *shape);
 LN_API const char *ln_st_metadata(const ln_st_file *f);  /* JSON object text or NULL */
-LN_API ln_tensor *ln_st_tensor(ln_st_file *f, int i, int device);
+LN_API int ln_st_meta_count(const ln_st_file *f);
+LN_API const char *ln_st_meta_key(const ln_st_file *f, int i);
+LN_API const char *ln_st_meta_value(const ln_st_file *f, int i);
+LN_API ln_tensor *ln_st_tensor(ln_st_file *f, int i, int device);  /* reads the bytes */
 LN_API void ln_st_close(ln_st_file *f);
 
 /* ------------------------------------------------------------------------ */

@@ -19,6 +19,10 @@ for k, v in pairs(factory) do lunet[k] = v end
 
 function lunet.is_tensor(x) return T.is_tensor(x) end
 
+-- safetensors files: lunet.save(path, {name = t}, meta?), lunet.load(path[, {device=}])
+function lunet.save(path, tensors, metadata) return require('lunet.serialize').save(path, tensors, metadata) end
+function lunet.load(path, opts) return require('lunet.serialize').load(path, opts) end
+
 -- functional forms of the methods: lunet.add(a, b), lunet.matmul(a, b), ...
 setmetatable(lunet, {
   __index = function(self, k)
