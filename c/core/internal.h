@@ -74,6 +74,17 @@ enum { LN_TASK_ARGS = 2048, LN_TASK_KEEP = 8 };
 int ln_launch(int device, const char *op, ln_task_fn fn, const void *args,
               size_t argsize, const ln_tensor *const *keep, int nkeep);
 
+/* ln_launch with flags. LN_TASK_ALWAYS: run fn even when the device holds an
+ * earlier error (later work is otherwise skipped), so a collective can abort
+ * its peers instead of leaving them waiting; inside such a task
+ * ln_stream_failed() says whether the device has failed, ln_stream_failure()
+ * gives its message. */
+enum { LN_TASK_ALWAYS = 1 };
+int ln_launch_flags(int device, const char *op, ln_task_fn fn, const void *args,
+                    size_t argsize, const ln_tensor *const *keep, int nkeep, int flags);
+bool ln_stream_failed(void);
+const char *ln_stream_failure(void);
+
 /* Threads the current kernel may use (device share of the cores). */
 int ln_kernel_threads(void);
 int ln_device_is_inline(int device);

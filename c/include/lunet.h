@@ -349,7 +349,46 @@ LN_API int ln_relu_backward(ln_tensor *din, const ln_tensor *dout, const ln_tens
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                                */
-/* (data-parallel issue) */
+/* A communicator joins n devices: rank i is devices[i]. A call takes one
+ * tensor per rank (ts[i] on the device of rank i), enqueues each rank's part
+ * on that device's stream and returns at once; results are read like any op's
+ * (a later op, sync, item). The ranks' workers meet inside the collective.
+ * Tensors are contiguous, with equal shapes and dtypes across ranks.
+ * Reductions (op: LN_COMM_SUM/AVG/MAX/MIN) need float32 or float64; wire is
+ * the format data travel in: -1 (exact) or LN_FLOAT16 / LN_BFLOAT16 (float32
+ * data rounded to 16 bits on the wire, summed in float32). If a rank's device
+ * holds an earlier error the collective is aborted on every rank and each
+ * device reports it at its next synchronisation. backend NULL or "local":
+ * the device workers of this process over shared memory; a table of entry
+ * points (c/comm/comm.h) lets nccl/mpi implement the same calls. */
+typedef struct ln_comm ln_comm;   /* opaque, refcounted by queued work */
+typedef enum ln_comm_op {
+  LN_COMM_SUM = 0, LN_COMM_AVG, LN_COMM_MAX, LN_COMM_MIN, LN_NCOMM_OPS
+} ln_comm_op;
+
+LN_API ln_comm *ln_comm_new(int n, const int *devices, const char *backend);
+LN_API void ln_comm_free(ln_comm *c);           /* queued collectives still finish */
+LN_API int ln_comm_size(const ln_comm *c);
+LN_API int ln_comm_device(const ln_comm *c, int rank);
+LN_API const char *ln_comm_backend_name(const ln_comm *c);
+/* in place: ts[i] <- op over ranks of ts[*] */
+LN_API int ln_comm_allreduce(ln_comm *c, ln_tensor *const *ts, int op, int wire);
+/* ts[i] <- ts[root] */
+LN_API int ln_comm_broadcast(ln_comm *c, ln_tensor *const *ts, int root);
+/* in[i] (n*m elements) -> out[i] (m) = op over ranks of in[*][i*m .. i*m+m) */
+LN_API int ln_comm_reduce_scatter(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in,
+                                  int op, int wire);
+/* in[i] (m elements) -> out[i] (n*m) = in[0], in[1], ... */
+LN_API int ln_comm_allgather(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in);
+/* point to point: the sender's rank is t's device. The value is taken when
+ * the send runs on its stream (it never waits for the receiver); a recv
+ * takes the oldest unmatched send from src_rank to its rank and waits for it
+ * on its stream. A recv with no posted send is an error at the call. */
+LN_API int ln_comm_send(ln_comm *c, const ln_tensor *t, int dst_rank);
+LN_API int ln_comm_recv(ln_comm *c, ln_tensor *t, int src_rank);
+LN_API int ln_comm_barrier(ln_comm *c);  /* every stream waits for all the others */
+/* Testing hook: enqueue a task that fails with message on device's stream. */
+LN_API int ln_stream_inject_error(int device, const char *message);
 
 #ifndef LN_CDEF
 #ifdef __cplusplus

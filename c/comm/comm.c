@@ -1,0 +1,193 @@
+/* comm.c -- communicator objects and the front ends of the collectives:
+ * argument checks on the calling thread, then the backend's entry point. */
+#include "comm.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *op_names[] = {"sum", "avg", "max", "min"};
+
+ln_comm *ln_comm_new(int n, const int *devices, const char *backend) {
+  const ln_comm_backend *be = NULL;
+  if (!backend || !*backend || !strcmp(backend, "local")) be = &ln_comm_local_backend;
+  else if (!strcmp(backend, "nccl") || !strcmp(backend, "mpi"))
+    return ln_error_null("comm_new: backend '%s' is not built into this library (available: local)", backend);
+  else return ln_error_null("comm_new: unknown backend '%s' (available: local)", backend);
+  if (n < 1 || n > LN_COMM_MAX_RANKS)
+    return ln_error_null("comm_new: need 1..%d devices, got %d", LN_COMM_MAX_RANKS, n);
+  if (!devices) return ln_error_null("comm_new: device list is NULL");
+  for (int i = 0; i < n; i++) {
+    if (!ln_device_valid(devices[i])) {
+      if (devices[i] >= LN_CUDA_BASE)
+        return ln_error_null("comm_new: device %d is cuda:%d, not available (no CUDA backend loaded)",
+                             i + 1, devices[i] - LN_CUDA_BASE);
+      return ln_error_null("comm_new: device %d is cpu:%d, which does not exist (%d CPU devices)",
+                           i + 1, devices[i], ln_cpu_device_count());
+    }
+    for (int j = 0; j < i; j++)
+      if (devices[j] == devices[i])
+        return ln_error_null("comm_new: cpu:%d is listed twice (devices %d and %d); a device can "
+                             "hold only one rank", devices[i], j + 1, i + 1);
+  }
+  ln_comm *c = calloc(1, sizeof *c);
+  if (!c) return ln_error_null("comm_new: out of host memory");
+  c->be = be;
+  c->n = n;
+  for (int i = 0; i < n; i++) c->devices[i] = devices[i];
+  atomic_store(&c->refcount, 1);
+  if (be->init(c) != 0) { free(c); return NULL; }
+  return c;
+}
+
+void ln_comm_retain(ln_comm *c) { atomic_fetch_add(&c->refcount, 1); }
+void ln_comm_release(ln_comm *c) {
+  if (!c || atomic_fetch_sub(&c->refcount, 1) != 1) return;
+  c->be->destroy(c);
+  free(c);
+}
+void ln_comm_free(ln_comm *c) { ln_comm_release(c); }
+
+int ln_comm_size(const ln_comm *c) { return c ? c->n : ln_error("comm_size: communicator is NULL"); }
+int ln_comm_device(const ln_comm *c, int rank) {
+  if (!c) return ln_error("comm_device: communicator is NULL");
+  if (rank < 0 || rank >= c->n) return ln_error("comm_device: rank %d out of range 0..%d", rank, c->n - 1);
+  return c->devices[rank];
+}
+const char *ln_comm_backend_name(const ln_comm *c) { return c ? c->be->name : ""; }
+
+/* ---- checks ------------------------------------------------------------------ */
+
+static int check_list(const char *fn, const ln_comm *c, ln_tensor *const *ts, const char *what) {
+  if (!c) return ln_error("%s: communicator is NULL", fn);
+  if (!ts) return ln_error("%s: %s list is NULL", fn, what);
+  for (int i = 0; i < c->n; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s %d", what, i + 1);
+    if (ln_check_tensor(fn, ts[i], name) != 0) return -1;
+    if (ts[i]->device_id != c->devices[i])
+      return ln_error("%s: %s is on cpu:%d, but rank %d of the communicator is cpu:%d", fn, name,
+                      ts[i]->device_id, i, c->devices[i]);
+    if (!ln_is_contiguous(ts[i])) return ln_error("%s: %s must be contiguous; call contiguous() first", fn, name);
+    if (ts[i]->dtype_id != ts[0]->dtype_id)
+      return ln_error("%s: %s is %s but %s 1 is %s; all ranks need one dtype", fn, name,
+                      ln_dtype_name(ts[i]->dtype_id), what, ln_dtype_name(ts[0]->dtype_id));
+  }
+  return 0;
+}
+
+static int check_same_shapes(const char *fn, const ln_comm *c, ln_tensor *const *ts, const char *what) {
+  for (int i = 1; i < c->n; i++) {
+    bool same = ts[i]->ndim == ts[0]->ndim;
+    for (int d = 0; same && d < ts[0]->ndim; d++) same = ts[i]->shape[d] == ts[0]->shape[d];
+    if (!same) {
+      char b1[160], b2[160];
+      return ln_error("%s: %s %d has shape %s but %s 1 has %s; all ranks need one shape", fn, what,
+                      i + 1, ln_shape_str(b1, sizeof b1, ts[i]->ndim, ts[i]->shape), what,
+                      ln_shape_str(b2, sizeof b2, ts[0]->ndim, ts[0]->shape));
+    }
+  }
+  return 0;
+}
+
+static int check_reduce(const char *fn, const ln_tensor *t, int op, int wire) {
+  if (op < 0 || op >= LN_NCOMM_OPS) return ln_error("%s: invalid op %d (sum, avg, max, min)", fn, op);
+  if (t->dtype_id != LN_FLOAT32 && t->dtype_id != LN_FLOAT64)
+    return ln_error("%s: %s needs float32 or float64 tensors, got %s", fn, op_names[op],
+                    ln_dtype_name(t->dtype_id));
+  if (wire < 0 || wire == t->dtype_id) return 0;
+  if (wire != LN_FLOAT16 && wire != LN_BFLOAT16)
+    return ln_error("%s: wire format must be float16 or bfloat16, got %s", fn,
+                    wire < LN_NDTYPES ? ln_dtype_name(wire) : "an invalid dtype");
+  if (t->dtype_id != LN_FLOAT32)
+    return ln_error("%s: %s compression needs float32 tensors, got %s", fn, ln_dtype_name(wire),
+                    ln_dtype_name(t->dtype_id));
+  return 0;
+}
+
+/* ---- front ends ---------------------------------------------------------------- */
+
+int ln_comm_allreduce(ln_comm *c, ln_tensor *const *ts, int op, int wire) {
+  const char *fn = "allreduce";
+  if (check_list(fn, c, ts, "tensor") != 0 || check_same_shapes(fn, c, ts, "tensor") != 0 ||
+      check_reduce(fn, ts[0], op, wire) != 0)
+    return -1;
+  if (wire == ts[0]->dtype_id) wire = -1;
+  return c->be->allreduce(c, ts, op, wire);
+}
+
+int ln_comm_broadcast(ln_comm *c, ln_tensor *const *ts, int root) {
+  const char *fn = "broadcast";
+  if (check_list(fn, c, ts, "tensor") != 0 || check_same_shapes(fn, c, ts, "tensor") != 0) return -1;
+  if (root < 0 || root >= c->n) return ln_error("broadcast: root rank %d out of range 0..%d", root, c->n - 1);
+  return c->be->broadcast(c, ts, root);
+}
+
+int ln_comm_reduce_scatter(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in, int op, int wire) {
+  const char *fn = "reduce_scatter";
+  if (check_list(fn, c, in, "input") != 0 || check_same_shapes(fn, c, in, "input") != 0 ||
+      check_list(fn, c, out, "output") != 0 || check_same_shapes(fn, c, out, "output") != 0 ||
+      check_reduce(fn, in[0], op, wire) != 0)
+    return -1;
+  if (out[0]->dtype_id != in[0]->dtype_id)
+    return ln_error("reduce_scatter: outputs are %s but inputs are %s", ln_dtype_name(out[0]->dtype_id),
+                    ln_dtype_name(in[0]->dtype_id));
+  int64_t m = ln_numel(out[0]), nin = ln_numel(in[0]);
+  if (nin != m * c->n)
+    return ln_error("reduce_scatter: each input needs %d x %lld = %lld elements (ranks x output), got %lld",
+                    c->n, (long long)m, (long long)(m * c->n), (long long)nin);
+  for (int i = 0; i < c->n; i++)
+    if (ln_same_storage(out[i], in[i]))
+      return ln_error("reduce_scatter: output %d shares storage with input %d", i + 1, i + 1);
+  if (wire == in[0]->dtype_id) wire = -1;
+  return c->be->reduce_scatter(c, out, in, op, wire);
+}
+
+int ln_comm_allgather(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in) {
+  const char *fn = "allgather";
+  if (check_list(fn, c, in, "input") != 0 || check_same_shapes(fn, c, in, "input") != 0 ||
+      check_list(fn, c, out, "output") != 0 || check_same_shapes(fn, c, out, "output") != 0)
+    return -1;
+  if (out[0]->dtype_id != in[0]->dtype_id)
+    return ln_error("allgather: outputs are %s but inputs are %s", ln_dtype_name(out[0]->dtype_id),
+                    ln_dtype_name(in[0]->dtype_id));
+  int64_t m = ln_numel(in[0]), nout = ln_numel(out[0]);
+  if (nout != m * c->n)
+    return ln_error("allgather: each output needs %d x %lld = %lld elements (ranks x input), got %lld",
+                    c->n, (long long)m, (long long)(m * c->n), (long long)nout);
+  for (int i = 0; i < c->n; i++)
+    if (ln_same_storage(out[i], in[i]))
+      return ln_error("allgather: output %d shares storage with input %d", i + 1, i + 1);
+  return c->be->allgather(c, out, in);
+}
+
+static int rank_of(const char *fn, const ln_comm *c, const ln_tensor *t) {
+  for (int i = 0; i < c->n; i++)
+    if (c->devices[i] == t->device_id) return i;
+  return ln_error("%s: the tensor is on cpu:%d, which is not in the communicator", fn, t->device_id);
+}
+
+int ln_comm_send(ln_comm *c, const ln_tensor *t, int dst_rank) {
+  if (!c) return ln_error("send: communicator is NULL");
+  if (ln_check_tensor("send", t, "tensor") != 0) return -1;
+  int r = rank_of("send", c, t);
+  if (r < 0) return -1;
+  if (dst_rank < 0 || dst_rank >= c->n)
+    return ln_error("send: destination rank %d out of range 0..%d", dst_rank, c->n - 1);
+  if (!ln_is_contiguous(t)) return ln_error("send: tensor must be contiguous; call contiguous() first");
+  return c->be->send(c, t, r, dst_rank);
+}
+
+int ln_comm_recv(ln_comm *c, ln_tensor *t, int src_rank) {
+  if (!c) return ln_error("recv: communicator is NULL");
+  if (ln_check_tensor("recv", t, "tensor") != 0) return -1;
+  int r = rank_of("recv", c, t);
+  if (r < 0) return -1;
+  if (src_rank < 0 || src_rank >= c->n)
+    return ln_error("recv: source rank %d out of range 0..%d", src_rank, c->n - 1);
+  if (!ln_is_contiguous(t)) return ln_error("recv: tensor must be contiguous; call contiguous() first");
+  return c->be->recv(c, t, r, src_rank);
+}
+
+int ln_comm_barrier(ln_comm *c) {
+  if (!c) return ln_error("barrier: communicator is NULL");
+  return c->be->barrier(c);
+}

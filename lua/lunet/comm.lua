@@ -1,0 +1,159 @@
+-- lunet.comm: collectives over a communicator of devices.
+--   local comm = lunet.comm.Communicator({'cpu:0', 'cpu:1'})
+--   comm:allreduce({g0, g1}, {op = 'avg', compress = 'bf16'})   -- in place
+-- Every call takes one tensor per rank (in the communicator's device order),
+-- enqueues the work on the devices' streams and returns at once; read the
+-- results as usual (item, totable, lunet.synchronize). Ranks in this API are
+-- 1-based positions in the device list, or device names ('cpu:1').
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local C = core.C
+
+local comm = {}
+local Communicator = {}
+Communicator.__index = Communicator
+
+local ops = { sum = 0, avg = 1, mean = 1, max = 2, min = 3 }
+local wires = { bf16 = 7, bfloat16 = 7, fp16 = 6, float16 = 6, half = 6 }
+
+-- Communicator(devices[, {backend = 'local'}]); devices default to lunet.devices()
+function comm.Communicator(devices, opts)
+  if devices == nil then devices = require('lunet').devices() end
+  if type(devices) ~= 'table' then
+    error('Communicator: devices must be a list of devices, got ' .. type(devices), 2)
+  end
+  local n = #devices
+  if n == 0 then error('Communicator: need at least one device', 2) end
+  local ids = ffi.new('int[?]', n)
+  local names = {}
+  for i = 1, n do
+    ids[i - 1] = core.device_id('Communicator', devices[i])
+    names[i] = core.device_name(ids[i - 1])
+  end
+  local p = C.ln_comm_new(n, ids, opts and opts.backend or nil)
+  if p == nil then core.raise(2) end
+  local self = setmetatable({
+    handle = ffi.gc(p, C.ln_comm_free), n = n, names = names,
+    buf_a = ffi.new('ln_tensor*[?]', n), buf_b = ffi.new('ln_tensor*[?]', n),
+  }, Communicator)
+  return self
+end
+
+function Communicator:size() return self.n end
+function Communicator:devices() return { unpack(self.names) } end
+function Communicator:backend() return ffi.string(C.ln_comm_backend_name(self.handle)) end
+
+function Communicator:__tostring()
+  return ('Communicator(%s: %s)'):format(self:backend(), table.concat(self.names, ', '))
+end
+
+-- 0-based rank from a 1-based position or a device name
+local function rank(self, fn, r)
+  if type(r) == 'number' and r % 1 == 0 and r >= 1 and r <= self.n then return r - 1 end
+  if type(r) == 'string' then
+    for i = 1, self.n do if self.names[i] == r then return i - 1 end end
+  end
+  error(('%s: rank must be 1..%d or one of the devices %s, got %s'):format(fn, self.n,
+    table.concat(self.names, ', '), tostring(r)), 3)
+end
+
+local function fill(self, fn, buf, list, what)
+  if type(list) ~= 'table' then error(('%s: %s must be a list of %d tensors'):format(fn, what, self.n), 3) end
+  if #list ~= self.n then
+    error(('%s: %s has %d tensors, the communicator has %d ranks'):format(fn, what, #list, self.n), 3)
+  end
+  for i = 1, self.n do
+    local t = list[i]
+    if not T.is_tensor(t) then error(('%s: %s[%d] must be a tensor, got %s'):format(fn, what, i, type(t)), 3) end
+    buf[i - 1] = t.p
+  end
+end
+
+local function reduce_opts(fn, opts)
+  local op, wire = 0, -1
+  if opts ~= nil then
+    if type(opts) ~= 'table' then error(fn .. ': options must be a table', 3) end
+    if opts.op ~= nil then
+      op = ops[opts.op]
+      if not op then error(('%s: unknown op %s (sum, avg, max, min)'):format(fn, tostring(opts.op)), 3) end
+    end
+    if opts.compress ~= nil and opts.compress ~= false then
+      wire = wires[opts.compress]
+      if not wire then
+        error(('%s: unknown compress %s (bf16, fp16)'):format(fn, tostring(opts.compress)), 3)
+      end
+    end
+  end
+  return op, wire
+end
+
+local function check(rc) if rc ~= 0 then core.raise(3) end end
+
+-- allreduce(tensors[, {op = 'sum'|'avg'|'max'|'min', compress = 'bf16'|'fp16'}]): in place
+function Communicator:allreduce(list, opts)
+  fill(self, 'allreduce', self.buf_a, list, 'tensors')
+  local op, wire = reduce_opts('allreduce', opts)
+  check(C.ln_comm_allreduce(self.handle, self.buf_a, op, wire))
+  return list
+end
+
+-- broadcast(tensors[, {root = 1}]): every tensor gets the root's values
+function Communicator:broadcast(list, opts)
+  fill(self, 'broadcast', self.buf_a, list, 'tensors')
+  local root = rank(self, 'broadcast', opts and opts.root or 1)
+  check(C.ln_comm_broadcast(self.handle, self.buf_a, root))
+  return list
+end
+
+-- a list of new tensors, one per rank, on the ranks' devices
+local function outputs(self, like, numel)
+  local r = {}
+  for i = 1, self.n do
+    r[i] = require('lunet').empty(numel, { dtype = like[i].dtype, device = self.names[i] })
+  end
+  return r
+end
+
+-- reduce_scatter(inputs[, outputs][, opts]): output i = op over ranks of chunk i
+function Communicator:reduce_scatter(ins, outs, opts)
+  if opts == nil and type(outs) == 'table' and not T.is_tensor(outs[1]) then outs, opts = nil, outs end
+  fill(self, 'reduce_scatter', self.buf_b, ins, 'inputs')
+  if outs == nil then
+    local m = ins[1]:numel() / self.n
+    if m % 1 ~= 0 then
+      error(('reduce_scatter: inputs have %d elements, not a multiple of %d ranks'):format(ins[1]:numel(), self.n), 2)
+    end
+    outs = outputs(self, ins, m)
+  end
+  fill(self, 'reduce_scatter', self.buf_a, outs, 'outputs')
+  local op, wire = reduce_opts('reduce_scatter', opts)
+  check(C.ln_comm_reduce_scatter(self.handle, self.buf_a, self.buf_b, op, wire))
+  return outs
+end
+
+-- allgather(inputs[, outputs]): output i = the inputs of all ranks, flat, in rank order
+function Communicator:allgather(ins, outs)
+  fill(self, 'allgather', self.buf_b, ins, 'inputs')
+  outs = outs or outputs(self, ins, ins[1]:numel() * self.n)
+  fill(self, 'allgather', self.buf_a, outs, 'outputs')
+  check(C.ln_comm_allgather(self.handle, self.buf_a, self.buf_b))
+  return outs
+end
+
+-- send(t, dst): t's device is the sender; recv(t, src) fills t in place
+function Communicator:send(t, dst)
+  T.need_tensor('send', t, 'tensor')
+  check(C.ln_comm_send(self.handle, t.p, rank(self, 'send', dst)))
+end
+
+function Communicator:recv(t, src)
+  T.need_tensor('recv', t, 'tensor')
+  check(C.ln_comm_recv(self.handle, t.p, rank(self, 'recv', src)))
+  return t
+end
+
+function Communicator:barrier() check(C.ln_comm_barrier(self.handle)) end
+
+comm.ops = ops
+return comm
