@@ -27,10 +27,20 @@ typedef struct {
   char *a, *b, *c;
 } ln_gemm_args;
 
+/* optimizers: contiguous buffers of n elements of dtype; NULL state when unused */
+typedef struct {
+  int dtype; int64_t n;
+  char *param, *grad, *s0, *s1, *s2;   /* sgd: s0 momentum; adam: s0 exp_avg, s1 exp_avg_sq,
+                                          s2 max_exp_avg_sq; rmsprop: s0 square_avg, s1 buf, s2 grad_avg */
+  union { ln_sgd_params sgd; ln_adam_params adam; ln_rmsprop_params rmsprop; } hp;
+} ln_optim_args;
+typedef struct { double p; int64_t n; ln_kview in, out; } ln_norm_args;
+
 typedef struct ln_backend {
   const char *name;
   ln_task_fn binary, unary, copy, where, fill, arange, random, gemm;
   /* later issues add entries here: reduce, index ops, nn kernels, optimizers */
+  ln_task_fn sgd_step, adam_step, rmsprop_step, norm_pow_sum;   /* optimizers (c/ops/optim.c) */
 } ln_backend;
 
 const ln_backend *ln_backend_of(int device);

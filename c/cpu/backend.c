@@ -12,6 +12,10 @@ const ln_backend ln_cpu_backend = {
   .arange = ln_cpu_arange,
   .random = ln_cpu_random,
   .gemm = ln_cpu_gemm,
+  .sgd_step = ln_cpu_sgd_step,
+  .adam_step = ln_cpu_adam_step,
+  .rmsprop_step = ln_cpu_rmsprop_step,
+  .norm_pow_sum = ln_cpu_norm_pow_sum,
 };
 
 const ln_backend *ln_backend_of(int device) {

@@ -11,5 +11,9 @@ int ln_cpu_fill(void *args);
 int ln_cpu_arange(void *args);
 int ln_cpu_random(void *args);
 int ln_cpu_gemm(void *args);
+int ln_cpu_sgd_step(void *args);      /* optim.c */
+int ln_cpu_adam_step(void *args);
+int ln_cpu_rmsprop_step(void *args);
+int ln_cpu_norm_pow_sum(void *args);
 
 #endif

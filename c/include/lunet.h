@@ -341,7 +341,45 @@ LN_API int ln_relu_backward(ln_tensor *din, const ln_tensor *dout, const ln_tens
 
 /* ------------------------------------------------------------------------ */
 /* Optimizer kernels                                                          */
-/* (training issue) */
+/* Fused in-place updates: one pass over param, grad and the state buffers,
+ * queued on the param's device like every op. float32 and float64; grad is
+ * cast to the param's dtype when it differs; state buffers must be contiguous
+ * with the param's shape, dtype and device. The arithmetic follows PyTorch
+ * 1.13's single-tensor optimizers step by step (torch/optim/{sgd,adam,adamw,
+ * rmsprop}.py); the elementwise math runs in the param's dtype. */
+
+typedef struct ln_sgd_params {
+  double lr, momentum, dampening, weight_decay;
+  int32_t nesterov, maximize;
+  int32_t init_buf;   /* 1: momentum_buf is new, set it to the gradient (first step) */
+  int32_t pad_;
+} ln_sgd_params;
+/* momentum_buf may be NULL when momentum == 0 */
+LN_API int ln_sgd_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *momentum_buf,
+                        const ln_sgd_params *p);
+
+typedef struct ln_adam_params {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;       /* the step being taken, 1-based (bias correction) */
+  int32_t amsgrad, decoupled, maximize, pad_;  /* decoupled = 1: AdamW */
+} ln_adam_params;
+/* max_exp_avg_sq may be NULL unless amsgrad */
+LN_API int ln_adam_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *exp_avg,
+                         ln_tensor *exp_avg_sq, ln_tensor *max_exp_avg_sq, const ln_adam_params *p);
+
+typedef struct ln_rmsprop_params {
+  double lr, alpha, eps, weight_decay, momentum;
+  int32_t centered, maximize;
+} ln_rmsprop_params;
+/* momentum_buf may be NULL unless momentum > 0, grad_avg unless centered */
+LN_API int ln_rmsprop_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *square_avg,
+                            ln_tensor *momentum_buf, ln_tensor *grad_avg,
+                            const ln_rmsprop_params *p);
+
+/* sum |t|^p over all elements (p > 0), or max |t| (p = +inf), accumulated in
+ * float64 in a fixed order (the same for any thread count): a new 0-d float64
+ * tensor on t's device. clip_grad_norm builds the total norm from these. */
+LN_API ln_tensor *ln_norm_pow_sum(const ln_tensor *t, double p);
 
 /* ------------------------------------------------------------------------ */
 /* Datasets and loaders                                                       */

@@ -1,0 +1,190 @@
+/* optim.c -- CPU kernels of the fused optimizer updates and of the norm
+ * reduction behind clip_grad_norm (front ends: ops/optim.c).
+ *
+ * Each update reads param, grad and the state buffers once and writes param
+ * and state once. The arithmetic mirrors PyTorch 1.13's single-tensor loops
+ * op by op, in the param's dtype (scalars such as 1 - beta1 are computed in
+ * double on the host, as Python does, then rounded to the dtype). */
+#include "cpu.h"
+#include "iter.h"
+#include <math.h>
+#include <stdlib.h>
+
+enum { OPT_BLOCK = 16384, OPT_PAR_MIN = 32768 };
+
+typedef void (*opt_range_fn)(const ln_optim_args *a, int64_t begin, int64_t end);
+
+/* Run fn over [0, n) in blocks on the kernel's threads. */
+static void opt_parallel(const ln_optim_args *a, opt_range_fn fn) {
+  int64_t n = a->n, nblk = (n + OPT_BLOCK - 1) / OPT_BLOCK;
+  int nt = ln_kernel_threads();
+  if (nt > 1 && n >= OPT_PAR_MIN) {
+    #pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t b = 0; b < nblk; b++) fn(a, b * OPT_BLOCK, LN_MIN(n, (b + 1) * OPT_BLOCK));
+  } else if (n > 0) {
+    fn(a, 0, n);
+  }
+}
+
+/* ---- SGD: momentum, dampening, nesterov, weight decay, maximize ---------------- */
+
+#define DEF_SGD(NAME, T)                                                             \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    const ln_sgd_params *h = &a->hp.sgd;                                             \
+    T *p = (T *)a->param, *buf = (T *)a->s0;                                         \
+    const T *g = (const T *)a->grad;                                                 \
+    const T lr = (T)h->lr, wd = (T)h->weight_decay, mom = (T)h->momentum;            \
+    const T damp1 = (T)(1.0 - h->dampening);                                         \
+    const int maximize = h->maximize, decay = h->weight_decay != 0;                  \
+    const int nesterov = h->nesterov, init = h->init_buf;                            \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T d = maximize ? -g[i] : g[i];                                                 \
+      if (decay) d = d + wd * p[i];                                                  \
+      if (buf) {                                                                     \
+        T m = init ? d : buf[i] * mom + damp1 * d;                                   \
+        buf[i] = m;                                                                  \
+        d = nesterov ? d + mom * m : m;                                              \
+      }                                                                              \
+      p[i] = p[i] - lr * d;                                                          \
+    }                                                                                \
+  }
+DEF_SGD(sgd_f32, float)
+DEF_SGD(sgd_f64, double)
+
+int ln_cpu_sgd_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? sgd_f64 : sgd_f32);
+  return 0;
+}
+
+/* ---- Adam / AdamW: bias correction, amsgrad, coupled or decoupled decay ------- */
+
+#define DEF_ADAM(NAME, T, SQRT)                                                      \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    const ln_adam_params *h = &a->hp.adam;                                           \
+    T *p = (T *)a->param, *m = (T *)a->s0, *v = (T *)a->s1, *vmax = (T *)a->s2;      \
+    const T *g = (const T *)a->grad;                                                 \
+    double bc1 = 1.0 - pow(h->beta1, (double)h->step);                               \
+    double bc2 = 1.0 - pow(h->beta2, (double)h->step);                               \
+    const T neg_step = (T)(-(h->lr / bc1)), bc2_sqrt = (T)sqrt(bc2);                 \
+    const T b1 = (T)h->beta1, b2 = (T)h->beta2, omb1 = (T)(1.0 - h->beta1);          \
+    const T omb2 = (T)(1.0 - h->beta2), eps = (T)h->eps, wd = (T)h->weight_decay;    \
+    const T shrink = (T)(1.0 - h->lr * h->weight_decay);                             \
+    const int maximize = h->maximize, decoupled = h->decoupled;                      \
+    const int coupled = !decoupled && h->weight_decay != 0;                          \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T gi = maximize ? -g[i] : g[i];                                                \
+      T pi = p[i];                                                                   \
+      if (coupled) gi = gi + wd * pi;                                                \
+      if (decoupled) pi = pi * shrink;                                               \
+      T mi = m[i] * b1 + omb1 * gi;                                                  \
+      T vi = v[i] * b2 + omb2 * gi * gi;                                             \
+      m[i] = mi; v[i] = vi;                                                          \
+      if (vmax) { T x = vmax[i]; vi = x > vi || x != x ? x : vi; vmax[i] = vi; }     \
+      T denom = SQRT(vi) / bc2_sqrt + eps;                                           \
+      p[i] = pi + neg_step * (mi / denom);                                           \
+    }                                                                                \
+  }
+DEF_ADAM(adam_f32, float, sqrtf)
+DEF_ADAM(adam_f64, double, sqrt)
+
+int ln_cpu_adam_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? adam_f64 : adam_f32);
+  return 0;
+}
+
+/* ---- RMSprop: alpha, eps, momentum, centered, weight decay -------------------- */
+
+#define DEF_RMSPROP(NAME, T, SQRT)                                                   \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    const ln_rmsprop_params *h = &a->hp.rmsprop;                                     \
+    T *p = (T *)a->param, *sq = (T *)a->s0, *buf = (T *)a->s1, *ga = (T *)a->s2;     \
+    const T *g = (const T *)a->grad;                                                 \
+    const T lr = (T)h->lr, alpha = (T)h->alpha, oma = (T)(1.0 - h->alpha);           \
+    const T eps = (T)h->eps, wd = (T)h->weight_decay, mom = (T)h->momentum;          \
+    const int maximize = h->maximize, decay = h->weight_decay != 0;                  \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T gi = maximize ? -g[i] : g[i];                                                \
+      if (decay) gi = gi + wd * p[i];                                                \
+      T s = sq[i] * alpha + oma * gi * gi;                                           \
+      sq[i] = s;                                                                     \
+      T avg;                                                                         \
+      if (ga) {                                                                      \
+        T c = ga[i] * alpha + oma * gi;                                              \
+        ga[i] = c;                                                                   \
+        avg = SQRT(s - c * c);                                                       \
+      } else {                                                                       \
+        avg = SQRT(s);                                                               \
+      }                                                                              \
+      avg = avg + eps;                                                               \
+      if (buf) {                                                                     \
+        T bi = buf[i] * mom + gi / avg;                                              \
+        buf[i] = bi;                                                                 \
+        p[i] = p[i] - lr * bi;                                                       \
+      } else {                                                                       \
+        p[i] = p[i] - lr * (gi / avg);                                               \
+      }                                                                              \
+    }                                                                                \
+  }
+DEF_RMSPROP(rmsprop_f32, float, sqrtf)
+DEF_RMSPROP(rmsprop_f64, double, sqrt)
+
+int ln_cpu_rmsprop_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? rmsprop_f64 : rmsprop_f32);
+  return 0;
+}
+
+/* ---- sum |x|^p (or max |x|) in fixed blocks, so the result does not depend on
+ * the thread count ----------------------------------------------------------------- */
+
+#define DEF_NORM(NAME, T)                                                            \
+  static double NAME(const T *x, int64_t n, double p) {                              \
+    double s = 0;                                                                    \
+    if (isinf(p)) {                                                                  \
+      for (int64_t i = 0; i < n; i++) {                                              \
+        double v = fabs((double)x[i]);                                               \
+        if (v > s || v != v) s = v;                                                  \
+        if (s != s) break;                                                           \
+      }                                                                              \
+    } else if (p == 2) {                                                             \
+      for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];              \
+    } else if (p == 1) {                                                             \
+      for (int64_t i = 0; i < n; i++) s += fabs((double)x[i]);                       \
+    } else {                                                                         \
+      for (int64_t i = 0; i < n; i++) s += pow(fabs((double)x[i]), p);               \
+    }                                                                                \
+    return s;                                                                        \
+  }
+DEF_NORM(norm_f32, float)
+DEF_NORM(norm_f64, double)
+
+static double norm_block(const ln_norm_args *a, int64_t b, int64_t e) {
+  int sz = ln_dtype_size(a->in.dtype);
+  const char *x = a->in.data + b * sz;
+  return a->in.dtype == LN_FLOAT64 ? norm_f64((const double *)x, e - b, a->p)
+                                   : norm_f32((const float *)x, e - b, a->p);
+}
+
+int ln_cpu_norm_pow_sum(void *args) {
+  ln_norm_args *a = args;
+  int64_t n = a->n, nblk = (n + OPT_BLOCK - 1) / OPT_BLOCK;
+  double stack[64], *part = nblk <= 64 ? stack : malloc((size_t)nblk * sizeof(double));
+  if (!part) return ln_error("clip_grad_norm: out of host memory for %lld partial sums", (long long)nblk);
+  int nt = ln_kernel_threads();
+  if (nt > 1 && n >= OPT_PAR_MIN) {
+    #pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t b = 0; b < nblk; b++) part[b] = norm_block(a, b * OPT_BLOCK, LN_MIN(n, (b + 1) * OPT_BLOCK));
+  } else {
+    for (int64_t b = 0; b < nblk; b++) part[b] = norm_block(a, b * OPT_BLOCK, LN_MIN(n, (b + 1) * OPT_BLOCK));
+  }
+  double s = 0;
+  for (int64_t b = 0; b < nblk; b++) {
+    if (isinf(a->p)) { if (part[b] > s || part[b] != part[b]) s = part[b]; }
+    else s += part[b];
+  }
+  if (part != stack) free(part);
+  *(double *)a->out.data = s;
+  return 0;
+}

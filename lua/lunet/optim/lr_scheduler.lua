@@ -1,0 +1,158 @@
+-- lunet.optim schedulers: StepLR, MultiStepLR, CosineAnnealingLR, LinearLR,
+-- OneCycleLR, as torch.optim.lr_scheduler (1.13), chainable forms included,
+-- so the lr sequences match PyTorch's. Construction takes the first step
+-- (last_epoch 0); call sched:step() after each opt:step().
+--   local sched = optim.StepLR(opt, {step_size = 30, gamma = 0.1})
+--   sched:step(); sched:get_last_lr()  --> {lr of group 1, ...}
+local Optimizer = require 'lunet.optim.Optimizer'
+
+local M = {}
+local Scheduler = {}
+Scheduler.__index = Scheduler
+
+local function fail(fn, msg) Optimizer.fail(fn, msg) end
+
+-- base(class, name, opt, opts): records initial_lr in each group, then steps once.
+local function base(class, name, opt, opts, init)
+  if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
+    fail(name, 'first argument must be an optimizer')
+  end
+  local self = setmetatable({name = name, optimizer = opt}, class)
+  local last_epoch = opts.last_epoch or -1
+  if init then init(self, opts) end
+  self.base_lrs = {}
+  for i, g in ipairs(opt.param_groups) do
+    if last_epoch == -1 then
+      if g.initial_lr == nil then g.initial_lr = g.lr end
+    elseif g.initial_lr == nil then
+      fail(name, ("param 'initial_lr' is not specified in param_groups[%d] when resuming an optimizer"):format(i))
+    end
+    self.base_lrs[i] = g.initial_lr
+  end
+  self.last_epoch = last_epoch
+  self._step_count = 0
+  self:step()
+  return self
+end
+
+function Scheduler:step()
+  self._step_count = self._step_count + 1
+  self.last_epoch = self.last_epoch + 1
+  local lrs = self:get_lr()
+  local last = {}
+  for i, g in ipairs(self.optimizer.param_groups) do g.lr = lrs[i]; last[i] = lrs[i] end
+  self._last_lr = last
+end
+
+function Scheduler:get_last_lr() return self._last_lr end
+
+local function copy(v)
+  if type(v) ~= 'table' then return v end
+  local c = {}
+  for k, x in pairs(v) do c[k] = copy(x) end
+  return c
+end
+
+-- Every field but the optimizer, as plain Lua values.
+function Scheduler:state_dict()
+  local sd = {}
+  for k, v in pairs(self) do if k ~= 'optimizer' then sd[k] = copy(v) end end
+  return sd
+end
+
+function Scheduler:load_state_dict(sd)
+  if type(sd) ~= 'table' then fail(self.name .. ':load_state_dict', 'expected a table, got ' .. type(sd)) end
+  for k, v in pairs(sd) do if k ~= 'optimizer' then self[k] = copy(v) end end
+end
+
+function Scheduler:__tostring()
+  return ('%s(last_epoch=%d, lr=%s)'):format(self.name, self.last_epoch,
+    table.concat(self._last_lr or {}, ', '))
+end
+
+local function class(name, required, init, get_lr)
+  local c = setmetatable({}, {__index = Scheduler})
+  c.__index, c.__tostring, c.get_lr = c, Scheduler.__tostring, get_lr
+  -- Sched(opt, {opts}) or Sched(opt, required_value, {opts})
+  local function new(_, opt, a, b)
+    local opts = type(a) == 'table' and a or (b or {})
+    if type(a) ~= 'table' and a ~= nil then opts = copy(opts); opts[required] = a end
+    if required and opts[required] == nil then fail(name, 'option ' .. required .. ' is required') end
+    return base(c, name, opt, opts, init)
+  end
+  M[name] = setmetatable(c, {__index = Scheduler, __call = new})
+end
+
+local function group_lrs(self, f)
+  local lrs = {}
+  for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = f(g, self.base_lrs[i]) end
+  return lrs
+end
+
+-- StepLR(opt, {step_size = n, gamma = 0.1}): lr *= gamma every step_size steps
+class('StepLR', 'step_size', function(self, o)
+  if type(o.step_size) ~= 'number' or o.step_size < 1 or o.step_size % 1 ~= 0 then
+    fail('StepLR', 'step_size must be a positive integer, got ' .. tostring(o.step_size))
+  end
+  self.step_size, self.gamma = o.step_size, o.gamma or 0.1
+end, function(self)
+  local e = self.last_epoch
+  if e == 0 or e % self.step_size ~= 0 then return group_lrs(self, function(g) return g.lr end) end
+  return group_lrs(self, function(g) return g.lr * self.gamma end)
+end)
+
+-- MultiStepLR(opt, {milestones = {30, 80}, gamma = 0.1}): lr *= gamma at each milestone
+class('MultiStepLR', 'milestones', function(self, o)
+  if type(o.milestones) ~= 'table' then fail('MultiStepLR', 'milestones must be a list of step numbers') end
+  self.milestones = {}
+  for _, m in ipairs(o.milestones) do
+    if type(m) ~= 'number' then fail('MultiStepLR', 'milestones must be numbers, got ' .. type(m)) end
+    self.milestones[m] = (self.milestones[m] or 0) + 1
+  end
+  self.gamma = o.gamma or 0.1
+end, function(self)
+  local n = self.milestones[self.last_epoch]
+  if not n then return group_lrs(self, function(g) return g.lr end) end
+  return group_lrs(self, function(g) return g.lr * self.gamma ^ n end)
+end)
+
+-- CosineAnnealingLR(opt, {T_max = n, eta_min = 0})
+class('CosineAnnealingLR', 'T_max', function(self, o)
+  if type(o.T_max) ~= 'number' or o.T_max <= 0 then
+    fail('CosineAnnealingLR', 'T_max must be a positive number, got ' .. tostring(o.T_max))
+  end
+  self.T_max, self.eta_min = o.T_max, o.eta_min or 0
+end, function(self)
+  local e, T, emin, pi = self.last_epoch, self.T_max, self.eta_min, math.pi
+  if e == 0 then return group_lrs(self, function(g) return g.lr end) end
+  if self._step_count == 1 and e > 0 then
+    return group_lrs(self, function(_, b) return emin + (b - emin) * (1 + math.cos(e * pi / T)) / 2 end)
+  end
+  if (e - 1 - T) % (2 * T) == 0 then
+    return group_lrs(self, function(g, b) return g.lr + (b - emin) * (1 - math.cos(pi / T)) / 2 end)
+  end
+  return group_lrs(self, function(g)
+    return (1 + math.cos(pi * e / T)) / (1 + math.cos(pi * (e - 1) / T)) * (g.lr - emin) + emin
+  end)
+end)
+
+-- LinearLR(opt, {start_factor = 1/3, end_factor = 1, total_iters = 5}): linear warm-up
+class('LinearLR', nil, function(self, o)
+  self.start_factor, self.end_factor = o.start_factor or 1 / 3, o.end_factor or 1
+  self.total_iters = o.total_iters or 5
+  if not (self.start_factor > 0 and self.start_factor <= 1) then
+    fail('LinearLR', 'start_factor must be in (0, 1], got ' .. tostring(self.start_factor))
+  end
+  if not (self.end_factor >= 0 and self.end_factor <= 1) then
+    fail('LinearLR', 'end_factor must be in [0, 1], got ' .. tostring(self.end_factor))
+  end
+end, function(self)
+  local e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+  if e == 0 then return group_lrs(self, function(g) return g.lr * s end) end
+  if e > n then return group_lrs(self, function(g) return g.lr end) end
+  return group_lrs(self, function(g) return g.lr * (1 + (f - s) / (n * s + (e - 1) * (f - s))) end)
+end)
+
+require('lunet.optim.one_cycle')(M, base, fail)
+
+return M

@@ -1,0 +1,304 @@
+-- lunet.repl: the interactive session behind bin/lunet. LuaJIT with lunet
+-- loaded; each line's values are printed (tensors through tostring), both
+-- `expr` and `=expr` work, statements too, unfinished input continues on the
+-- next line, errors print and the loop goes on. GNU readline (through the
+-- FFI) gives line editing, Tab completion of globals, fields and tensor
+-- methods, and a history kept in ~/.lunet_history; without readline (or
+-- without a terminal) lines come from io.read.
+local ffi = require 'ffi'
+
+local M = {}
+
+local HISTORY_MAX = 1000
+
+-- ---- readline through the FFI ---------------------------------------------------------
+
+-- each declaration on its own: another module may have declared one already
+local function declare()
+  for _, d in ipairs({
+    'char *readline(const char *prompt);', 'void add_history(const char *line);',
+    'int read_history(const char *file);', 'int write_history(const char *file);',
+    'int append_history(int n, const char *file);', 'int history_truncate_file(const char *file, int keep);',
+    'extern char *(*rl_completion_entry_function)(const char *text, int state);',
+    'extern const char *rl_basic_word_break_characters;', 'extern const char *rl_completer_word_break_characters;',
+    'extern int rl_completion_append_character;', 'extern const char *rl_readline_name;',
+    'char *strdup(const char *s);', 'void free(void *p);', 'int isatty(int fd);',
+  }) do pcall(ffi.cdef, d) end
+end
+
+local function load_readline()
+  if os.getenv('LUNET_NO_READLINE') then return nil end
+  declare()
+  for _, name in ipairs({ 'libreadline.so.8', 'readline', 'libreadline.so' }) do
+    local ok, lib = pcall(ffi.load, name)
+    if ok then return lib end
+  end
+  return nil
+end
+
+-- ---- showing values ------------------------------------------------------------------
+
+local function is_ident(s) return type(s) == 'string' and s:match('^[%a_][%w_]*$') ~= nil end
+
+local function repr(v, depth)
+  local tv = type(v)
+  if tv == 'string' then return depth > 0 and ('%q'):format(v):gsub('\\\n', '\\n') or v end
+  if tv ~= 'table' then return tostring(v) end
+  local mt = getmetatable(v)
+  if mt and mt.__tostring then return tostring(v) end
+  if depth >= 2 then return tostring(v) end
+  local parts, n = {}, #v
+  for i = 1, math.min(n, 20) do parts[#parts + 1] = repr(v[i], depth + 1) end
+  if n > 20 then parts[#parts + 1] = '...' end
+  local keys = {}
+  for k in pairs(v) do
+    if not (type(k) == 'number' and k % 1 == 0 and k >= 1 and k <= n) then keys[#keys + 1] = k end
+  end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for i, k in ipairs(keys) do
+    if i > 20 then parts[#parts + 1] = '...'; break end
+    local key = is_ident(k) and k or ('[' .. repr(k, depth + 1) .. ']')
+    parts[#parts + 1] = key .. ' = ' .. repr(v[k], depth + 1)
+  end
+  return '{' .. table.concat(parts, ', ') .. '}'
+end
+
+local function show(n, ...)
+  if n == 0 then return end
+  local out = {}
+  for i = 1, n do out[i] = repr((select(i, ...)), 0) end
+  io.write(table.concat(out, '\t'), '\n')
+end
+
+-- ---- completion ---------------------------------------------------------------------
+
+local function safe_index(v, k)
+  local ok, r = pcall(function() return v[k] end)
+  if ok then return r end
+end
+
+-- names reachable from v with '.' (fields) or ':' (methods only)
+local function candidates(v, colon, lunet)
+  local names, seen = {}, {}
+  local function add(k, val)
+    if is_ident(k) and not seen[k] and (not colon or type(val) == 'function') then
+      seen[k] = true; names[#names + 1] = k
+    end
+  end
+  local function add_table(t, guard)
+    if type(t) ~= 'table' or guard > 4 then return end
+    for k, val in pairs(t) do add(k, val) end
+    local mt = getmetatable(t)
+    if type(mt) == 'table' and type(mt.__index) == 'table' then add_table(mt.__index, guard + 1) end
+  end
+  if type(v) == 'table' then
+    add_table(v, 0)
+    if v == lunet then   -- lazily loaded submodules and the functional forms
+      for _, m in ipairs(M.submodules()) do add(m, {}) end
+      for k, val in pairs(lunet.Tensor) do
+        if type(k) == 'string' and k:sub(-1) ~= '_' then add(k, val) end  -- not the in-place ones
+      end
+    end
+  elseif lunet and lunet.is_tensor(v) then
+    add_table(lunet.Tensor, 0)
+    if not colon then add_table(require('lunet.tensor').getters, 0) end
+  elseif type(v) == 'string' then
+    add_table(string, 0)
+  end
+  return names
+end
+
+-- Completions of `text` (e.g. "lunet.ze", "t:tr", "pri") in env.
+function M.complete(text, env, lunet)
+  local head, sep, part = text:match('^(.-)([%.:]?)([%w_]*)$')
+  if not head then return {} end
+  local v = env
+  if sep ~= '' then
+    if head == '' then return {} end
+    for piece, s in (head .. '.'):gmatch('([^%.:]*)([%.:])') do
+      if not is_ident(piece) or (s == ':') then return {} end
+      v = safe_index(v, piece)
+      if v == nil then return {} end
+    end
+  elseif head ~= '' then
+    return {}
+  end
+  local out = {}
+  local list = sep == '' and candidates(env, false, nil) or candidates(v, sep == ':', lunet)
+  if sep == '' then
+    for _, kw in ipairs({ 'and', 'break', 'do', 'else', 'elseif', 'end', 'false', 'for', 'function',
+      'goto', 'if', 'in', 'local', 'nil', 'not', 'or', 'repeat', 'return', 'then', 'true', 'until', 'while' }) do
+      list[#list + 1] = kw
+    end
+    local g = getmetatable(env)
+    if g and type(g.__index) == 'table' then
+      for _, k in ipairs(candidates(g.__index, false, nil)) do list[#list + 1] = k end
+    end
+  end
+  local seen = {}
+  for _, name in ipairs(list) do
+    if name:sub(1, #part) == part and not seen[name] then
+      seen[name] = true
+      out[#out + 1] = head .. sep .. name
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+-- lunet/*.lua and lunet/*/ next to this file: the submodules lunet loads on use
+local submodule_cache
+function M.submodules()
+  if submodule_cache then return submodule_cache end
+  submodule_cache = {}
+  local dir = debug.getinfo(1, 'S').source:match('^@(.*)[/\\]repl%.lua$')
+  if dir then
+    local p = io.popen('ls "' .. dir .. '" 2>/dev/null')
+    if p then
+      for name in p:lines() do
+        local m = name:match('^([%a_][%w_]*)%.lua$') or name:match('^([%a_][%w_]*)$')
+        if m and m ~= 'init' and m ~= 'cdef' and m ~= 'core' then submodule_cache[#submodule_cache + 1] = m end
+      end
+      p:close()
+    end
+  end
+  return submodule_cache
+end
+
+-- ---- reading lines -------------------------------------------------------------------
+
+local function history_path()
+  local home = os.getenv('HOME')
+  if os.getenv('LUNET_HISTORY') then return os.getenv('LUNET_HISTORY') end
+  return home and home ~= '' and (home .. '/.lunet_history') or nil
+end
+
+-- A line reader: readline when present and stdin is a terminal, else io.read.
+local function make_reader(env, lunet)
+  local hist = history_path()
+  local lib = load_readline()
+  if lib and ffi.C.isatty(0) == 1 then
+    lib.rl_readline_name = 'lunet'
+    local breaks = ffi.new('char[?]', 32, ' \t\n"\\\'><=;+-*/%^~#{}()[],')
+    lib.rl_basic_word_break_characters = breaks
+    lib.rl_completer_word_break_characters = breaks
+    local matches
+    local gen = ffi.cast('char *(*)(const char *, int)', function(text, state)
+      if state == 0 then
+        lib.rl_completion_append_character = 0
+        local ok, list = pcall(M.complete, ffi.string(text), env, lunet)
+        matches = ok and list or {}
+      end
+      local m = matches[state + 1]
+      if m == nil then return nil end
+      return ffi.C.strdup(m)
+    end)
+    lib.rl_completion_entry_function = gen
+    if hist then
+      if lib.read_history(hist) ~= 0 then lib.write_history(hist) end
+    end
+    local function read(prompt)
+      local p = lib.readline(prompt)
+      if p == nil then return nil end
+      local s = ffi.string(p)
+      ffi.C.free(p)
+      return s
+    end
+    jit.off(read)
+    local function remember(line)
+      lib.add_history(line)
+      if hist then
+        if lib.append_history(1, hist) ~= 0 then lib.write_history(hist) end
+        lib.history_truncate_file(hist, HISTORY_MAX)
+      end
+    end
+    return read, remember, { breaks, gen }   -- (anchors)
+  end
+  local tty = ffi.C.isatty(0) == 1
+  local function read(prompt)
+    if tty then io.write(prompt); io.flush() end
+    return io.read('*l')
+  end
+  local function remember(line)
+    if not hist then return end
+    local f = io.open(hist, 'a')
+    if f then f:write(line, '\n'); f:close() end
+  end
+  return read, remember, {}
+end
+
+-- ---- the loop --------------------------------------------------------------------------
+
+-- Compile one input: '=expr' and 'expr' print their values; else a statement.
+-- Returns fn, or nil and the error, and whether more input could complete it.
+function M.compile(src)
+  local code = src:gsub('^%s*=', 'return ', 1)
+  local f = loadstring('return ' .. code, '=stdin')
+  if f then return f end
+  local err
+  f, err = loadstring(code, '=stdin')
+  if f then return f end
+  return nil, err, err:find('<eof>', 1, true) ~= nil
+end
+
+local function traceback(msg)
+  if type(msg) ~= 'string' then msg = repr(msg, 0) end
+  return msg
+end
+
+local function pack(...) return select('#', ...), { ... } end
+
+function M.run(opts)
+  opts = opts or {}
+  declare()
+  local lunet = require 'lunet'
+  local env = opts.env or _G
+  rawset(env, 'lunet', lunet)
+  rawset(env, 'nn', safe_index(lunet, 'nn'))
+  rawset(env, 'optim', safe_index(lunet, 'optim'))
+  local read, remember, anchors = make_reader(env, lunet)
+  M._anchors = anchors
+  if not opts.quiet then
+    io.write(('lunet %s on %s (%s) -- devices: %s -- Ctrl-D to quit\n'):format(lunet.version, jit.version,
+      jit.arch, table.concat(lunet.devices(), ' ')))
+  end
+  local buffer = nil
+  while true do
+    local ok, line = pcall(read, buffer and '  ...> ' or 'lunet> ')
+    if not ok then            -- Ctrl-C while reading: start over
+      io.write('\n'); buffer = nil
+    elseif line == nil then
+      io.write('\n'); break
+    else
+      local src = buffer and (buffer .. '\n' .. line) or line
+      if src:match('%S') then
+        local f, err, more = M.compile(src)
+        if not f and more then
+          buffer = src
+        else
+          buffer = nil
+          remember((src:gsub('\n', ' ')))
+          if not f then
+            io.write(err, '\n')
+          else
+            setfenv(f, env)
+            local n, res = pack(xpcall(f, traceback))
+            if res[1] then
+              show(n - 1, unpack(res, 2, n))
+              if n > 1 then rawset(env, '_', res[2]) end
+            else
+              io.write(tostring(res[2]), '\n')
+            end
+          end
+        end
+      elseif buffer then
+        buffer = src
+      end
+    end
+    io.flush()
+  end
+  return 0
+end
+jit.off(M.run)
+
+return M

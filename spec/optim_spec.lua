@@ -1,0 +1,275 @@
+-- lunet.optim: optimizers, schedulers and clip_grad_norm against PyTorch 1.13
+-- trajectories (spec/fixtures/optim_*.lua, from tools/gen_optim_fixtures.py).
+local lunet = require 'lunet'
+local optim = lunet.optim
+
+local steps_fx = require 'fixtures.optim_steps'
+local sched_fx = require 'fixtures.optim_sched'
+local clip_fx = require 'fixtures.optim_clip'
+
+local TOL = {float32 = 1e-5, float64 = 1e-11}
+
+local function make_params(init, dtype)
+  local ps = {}
+  for k, vals in ipairs(init) do
+    ps[k] = lunet.tensor(vals, {dtype = dtype}):view(steps_fx.shapes[k])
+  end
+  return ps
+end
+
+-- The generator's gradient: g = p * a + b (see tools/gen_optim_fixtures.py).
+local coef_cache = {}
+local function grad_of(p, k, s)
+  local n, dt = p:numel(), p.dtype
+  local key = dt .. k
+  local a = coef_cache[key]
+  if not a then
+    local t = {}
+    for i = 1, n do t[i] = 0.5 + 0.1 * ((i + k) % 5) end
+    a = lunet.tensor(t, {dtype = dt})
+    coef_cache[key] = a
+  end
+  local b = {}
+  for i = 1, n do b[i] = 0.3 * math.sin(1.3 * s + 0.7 * i + k) end
+  return (p:reshape(-1) * a + lunet.tensor(b, {dtype = dt})):view(p:size())
+end
+
+local function make_opt(case, ps)
+  local cls = optim[case.optimizer]
+  if #case.groups == 1 then return cls(ps, case.groups[1]) end
+  local groups = {}
+  for i, g in ipairs(case.groups) do
+    local gg = {params = {ps[i]}}
+    for k, v in pairs(g) do gg[k] = v end
+    groups[i] = gg
+  end
+  return cls(groups, {lr = case.groups[1].lr})
+end
+
+local function set_grads(case, ps, s)
+  local skip = false
+  for _, x in ipairs(case.skips) do if x == s then skip = true end end
+  for k, p in ipairs(ps) do
+    if k == 2 and skip then p.grad = nil else p.grad = grad_of(p, k, s) end
+  end
+end
+
+-- Runs steps from..to of a case on (ps, opt), checking each against PyTorch.
+local function run(case, ps, opt, from, to)
+  for s = from, to do
+    set_grads(case, ps, s)
+    opt:step()
+    for k, p in ipairs(ps) do
+      local ok, err = pcall(assert.tensor_near, p:reshape(-1), case.expected[s][k], TOL[case.dtype])
+      if not ok then
+        error(('%s %s: step %d, param %d: %s'):format(case.name, case.dtype, s, k, tostring(err)), 0)
+      end
+    end
+  end
+end
+
+describe('optim optimizers match PyTorch over 20 steps', function()
+  local by_name, order = {}, {}
+  for _, case in ipairs(steps_fx.cases) do
+    if not by_name[case.name] then by_name[case.name] = {}; order[#order + 1] = case.name end
+    table.insert(by_name[case.name], case)
+  end
+  for _, name in ipairs(order) do
+    local c = by_name[name][1]
+    local desc = {}
+    for k, v in pairs(c.groups[1]) do desc[#desc + 1] = k .. '=' .. tostring(type(v) == 'table' and '{..}' or v) end
+    table.sort(desc)
+    it(('%s %s(%s)%s, float32 and float64'):format(name, c.optimizer, table.concat(desc, ' '),
+      #c.groups > 1 and ' +group' or ''), function()
+      for _, case in ipairs(by_name[name]) do
+        local ps = make_params(case.init, case.dtype)
+        run(case, ps, make_opt(case, ps), 1, steps_fx.steps)
+      end
+    end)
+  end
+end)
+
+local function find_case(name, dtype)
+  for _, c in ipairs(steps_fx.cases) do if c.name == name and c.dtype == dtype then return c end end
+end
+
+describe('optim state_dict', function()
+  for _, name in ipairs({'sgd_nesterov', 'adam_amsgrad_wd', 'rmsprop_centered_momentum_wd', 'adam_skip'}) do
+    it('round trip resumes identically: ' .. name, function()
+      local case = find_case(name, 'float64')
+      local ps = make_params(case.init, case.dtype)
+      local opt = make_opt(case, ps)
+      run(case, ps, opt, 1, 10)
+      local sd = opt:state_dict()
+      -- a fresh optimizer on copies of the params, resumed from the saved state
+      local ps2 = {}
+      for k, p in ipairs(ps) do ps2[k] = p:clone() end
+      local opt2 = make_opt(case, ps2)
+      opt2:load_state_dict(sd)
+      run(case, ps, opt, 11, 20)        -- the saved copies stay untouched meanwhile
+      run(case, ps2, opt2, 11, 20)
+      for k = 1, #ps do assert.tensor_near(ps2[k], ps[k], 0) end
+    end)
+  end
+
+  it('is plain tables of tensors and numbers, params numbered across groups', function()
+    local case = find_case('sgd_groups_skip', 'float32')
+    local ps = make_params(case.init, case.dtype)
+    local opt = make_opt(case, ps)
+    run(case, ps, opt, 1, 2)
+    local sd = opt:state_dict()
+    assert.are.same({1}, sd.param_groups[1].params)
+    assert.are.same({2}, sd.param_groups[2].params)
+    assert.are.equal(0.03, sd.param_groups[2].lr)
+    assert.is_true(lunet.is_tensor(sd.state[1].momentum_buffer))
+    assert.is_nil(sd.state[2].momentum_buffer)   -- group 2 has no momentum
+    -- the saved tensors are copies
+    run(case, ps, opt, 3, 3)
+    assert.is_false(sd.state[1].momentum_buffer:equal(opt.state[ps[1]].momentum_buffer))
+    local adam = optim.Adam({lunet.zeros(3)})
+    assert.has_error(function() adam:load_state_dict(sd) end,
+      'Adam:load_state_dict: the saved state has 2 param groups, this optimizer 1')
+  end)
+end)
+
+describe('optim behaviour', function()
+  it('zero_grad zeroes grads in place by default, drops them with set_to_none', function()
+    local p, q = lunet.ones(3), lunet.ones(2)
+    local g = lunet.tensor{1, 2, 3}
+    p.grad = g
+    local opt = optim.SGD({p, q}, {lr = 0.1})
+    opt:zero_grad()
+    assert.are.equal(g, p.grad)
+    assert.are.same({0, 0, 0}, g:totable())
+    assert.is_nil(q.grad)
+    opt:zero_grad(true)
+    assert.is_nil(p.grad)
+    opt:step()                      -- no grads: nothing moves
+    assert.are.same({1, 1, 1}, p:totable())
+  end)
+
+  it('updates a non-contiguous param and a grad of another dtype', function()
+    local base = lunet.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = 'float64'})
+    local col = base:narrow(2, 2, 1)               -- {2, 5}, stride 3
+    col.grad = lunet.tensor({{1}, {-2}})            -- float32 grad
+    local opt = optim.SGD({col}, {lr = 0.5, momentum = 0.9})
+    opt:step(); opt:step()
+    -- step 1: p -= 0.5*g; step 2: buf = 0.9g + g = 1.9g, p -= 0.95g
+    assert.tensor_near(base, {{1, 2 - 1.45, 3}, {4, 5 + 2.9, 6}}, 1e-12)
+  end)
+
+  it('prints its param groups', function()
+    local opt = optim.Adam({lunet.zeros(2)}, {lr = 0.01})
+    local s = tostring(opt)
+    assert.truthy(s:find('^Adam %(\nParameter Group 1\n'))
+    assert.truthy(s:find('    betas: %(0.9, 0.999%)'))
+    assert.truthy(s:find('    lr: 0.01\n'))
+    assert.truthy(tostring(optim.StepLR(opt, 5)):find('StepLR', 1, true))
+  end)
+
+  it('errors for bad hyper-parameters name the function', function()
+    local p = {lunet.zeros(2)}
+    local cases = {
+      {function() optim.SGD(p, {lr = -0.1}) end, 'SGD: invalid learning rate: -0.1 (expected >= 0)'},
+      {function() optim.SGD(p) end, 'SGD: option lr is required'},
+      {function() optim.SGD(p, {lr = 0.1, nesterov = true}) end, 'SGD: nesterov momentum requires a momentum and zero dampening'},
+      {function() optim.SGD(p, {lr = 0.1, momentun = 0.9}) end, 'SGD: unknown option momentun'},
+      {function() optim.Adam(p, {betas = {1.0, 0.9}}) end, 'Adam: invalid beta parameter at index 1: 1 (expected in [0, 1))'},
+      {function() optim.AdamW(p, {eps = -1}) end, 'AdamW: invalid epsilon value: -1 (expected >= 0)'},
+      {function() optim.RMSprop(p, {momentum = -1}) end, 'RMSprop: invalid momentum value: -1 (expected >= 0)'},
+      {function() optim.RMSprop(p, {weight_decay = 0 / 0}) end, 'RMSprop: invalid weight_decay value: nan (expected >= 0)'},
+      {function() optim.Adam({}) end, 'Adam: expected a non-empty list of tensors or param groups, got an empty list'},
+      {function() optim.Adam({lunet.zeros(2, {dtype = 'int32'})}) end, 'Adam: param 1 is int32, expected float32 or float64'},
+      {function() optim.StepLR(optim.SGD(p, {lr = 1}), {}) end, 'StepLR: option step_size is required'},
+      {function() optim.OneCycleLR(optim.SGD(p, {lr = 1}), {max_lr = 1}) end,
+        'OneCycleLR: you must define either total_steps or (epochs and steps_per_epoch)'},
+      {function() optim.clip_grad_norm(p, 1, -2) end, 'clip_grad_norm: invalid norm_type -2 (expected > 0 or math.huge)'},
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok)
+      assert.are.equal(c[2], tostring(err):gsub('^[^:]*:%d+: ', ''))
+    end
+    -- a bad grad is raised from step() with the C message
+    local q = lunet.zeros(2)
+    q.grad = lunet.zeros(3)
+    local opt = optim.SGD({q}, {lr = 1})
+    assert.has_error(function() opt:step() end,
+      "SGD:step: sgd_step_: grad has shape {3}, expected the param's shape {2}")
+    -- and the error points at the caller's line
+    local ok, err = pcall(function() optim.SGD(p, {lr = -1}) end)
+    assert.truthy(tostring(err):find('optim_spec.lua:%d+: SGD'))
+  end)
+end)
+
+describe('optim schedulers match PyTorch', function()
+  for _, case in ipairs(sched_fx) do
+    it(case.name .. ' (' .. case.scheduler .. ')', function()
+      local groups = {}
+      for i, lr in ipairs(case.lrs) do groups[i] = {params = {lunet.zeros(1)}, lr = lr} end
+      local opts = {}
+      for k, v in pairs(case.extra) do opts[k] = v end
+      opts.lr = case.lrs[1]
+      local opt = optim[case.optimizer](groups, opts)
+      local sched = optim[case.scheduler](opt, case.opts)
+      local function momentum(g) return g.betas and g.betas[1] or g.momentum end
+      local function check(i)
+        local lr = sched:get_last_lr()
+        for gi = 1, #case.lrs do
+          local want = case.lr[i][gi]
+          assert(math.abs(lr[gi] - want) <= 1e-13 * math.abs(want),
+            ('step %d group %d: lr %.17g, PyTorch %.17g'):format(i - 1, gi, lr[gi], want))
+          assert(opt.param_groups[gi].lr == lr[gi])
+          local m, wm = momentum(opt.param_groups[gi]), case.momentum[i][gi]
+          assert(math.abs(m - wm) <= 1e-13, ('step %d: momentum %.17g, PyTorch %.17g'):format(i - 1, m, wm))
+        end
+      end
+      check(1)
+      for i = 2, #case.lr do
+        opt:step()
+        sched:step()
+        check(i)
+        if i == 6 then
+          -- resuming as in PyTorch: fresh optimizer and scheduler, then both
+          -- state_dicts loaded; the sequence continues identically
+          local osd, sd = opt:state_dict(), sched:state_dict()
+          local groups2 = {}
+          for gi, lr in ipairs(case.lrs) do groups2[gi] = {params = {lunet.zeros(1)}, lr = lr} end
+          local opt2 = optim[case.optimizer](groups2, opts)
+          local s2 = optim[case.scheduler](opt2, case.opts)
+          opt2:load_state_dict(osd)
+          s2:load_state_dict(sd)
+          for _ = i + 1, math.min(#case.lr, i + 4) do sched:step(); s2:step() end
+          assert.are.same(sched:get_last_lr(), s2:get_last_lr())
+          return
+        end
+      end
+    end)
+  end
+end)
+
+describe('optim.clip_grad_norm', function()
+  it('matches torch.nn.utils.clip_grad_norm_ (norms 1, 2, 3, inf; clipped and not)', function()
+    for _, c in ipairs(clip_fx) do
+      local ps = {}
+      for k, vals in ipairs(c.grads) do
+        ps[k] = lunet.zeros(#vals, {dtype = c.dtype})
+        ps[k].grad = lunet.tensor(vals, {dtype = c.dtype})
+      end
+      local total = optim.clip_grad_norm(ps, c.max_norm, c.norm_type)
+      local tol = c.dtype == 'float32' and 1e-6 or 1e-12
+      assert(math.abs(total - c.total) <= tol * c.total,
+        ('%s norm %s: total %.17g, PyTorch %.17g'):format(c.dtype, c.norm_type, total, c.total))
+      for k, p in ipairs(ps) do assert.tensor_near(p.grad, c.clipped[k], c.dtype == 'float32' and 1e-6 or 1e-12) end
+    end
+  end)
+
+  it('returns 0 without grads and handles a large tensor in parallel blocks', function()
+    assert.are.equal(0, optim.clip_grad_norm({lunet.zeros(3)}, 1))
+    local p = lunet.zeros(100000, {dtype = 'float64'})
+    p.grad = lunet.full({100000}, 0.5, {dtype = 'float64'})
+    local total = optim.clip_grad_norm(p, 1e9)
+    assert.are.equal(math.sqrt(100000 * 0.25), total)
+    assert.are.equal(0.5, optim.clip_grad_norm(p, 1e9, math.huge))
+  end)
+end)
