@@ -125,7 +125,7 @@ describe('optim state_dict', function()
     assert.is_nil(sd.state[2].momentum_buffer)   -- group 2 has no momentum
     -- the saved tensors are copies
     run(case, ps, opt, 3, 3)
-    assert.is_false(sd.state[1].momentum_buffer:equal(opt.state[ps[1]].momentum_buffer))
+    assert.are_not.same(sd.state[1].momentum_buffer:totable(), opt.state[ps[1]].momentum_buffer:totable())
     local adam = optim.Adam({lunet.zeros(3)})
     assert.has_error(function() adam:load_state_dict(sd) end,
       'Adam:load_state_dict: the saved state has 2 param groups, this optimizer 1')
