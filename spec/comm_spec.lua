@@ -1,0 +1,297 @@
+-- Collectives over virtual CPU devices (the local backend): results against
+-- single-device references, compression tolerances, ordering on the streams,
+-- argument errors, and aborting when a device failed earlier.
+local lunet = require 'lunet'
+local ffi = require 'ffi'
+local C = lunet.C
+
+local function release_all()
+  collectgarbage(); collectgarbage()
+  lunet.synchronize()
+end
+
+local function devs(n)
+  local d = {}
+  for i = 1, n do d[i] = 'cpu:' .. (i - 1) end
+  return d
+end
+
+-- per-rank random tensors and their single-device sum in rank order
+local function make_inputs(n, numel, dtype)
+  local ts, ref = {}, nil
+  for i = 1, n do
+    local t = lunet.randn({numel}, {dtype = dtype or 'float32'})
+    ref = ref and ref + t or t:clone()
+    ts[i] = t:to('cpu:' .. (i - 1))
+  end
+  return ts, ref
+end
+
+describe('collectives (local backend)', function()
+  setup(function()
+    release_all()
+    lunet.set_cpu_devices(4)
+    lunet.manual_seed(7)
+  end)
+
+  teardown(function()
+    release_all()
+    lunet.set_cpu_devices(1)
+  end)
+
+  it('builds communicators and names them', function()
+    local cm = lunet.comm.Communicator()
+    assert.equal(4, cm:size())
+    assert.same(devs(4), cm:devices())
+    assert.equal('local', cm:backend())
+    assert.equal('Communicator(local: cpu:0, cpu:1, cpu:2, cpu:3)', tostring(cm))
+  end)
+
+  for _, n in ipairs({2, 3, 4}) do
+    it(('allreduce sum equals the single-device sum on %d devices, odd sizes'):format(n), function()
+      local cm = lunet.comm.Communicator(devs(n))
+      for _, numel in ipairs({1, 7, 1001, 65537}) do
+        local ts, ref = make_inputs(n, numel)
+        cm:allreduce(ts)
+        for i = 1, n do
+          assert.equal('cpu:' .. (i - 1), ts[i].device)
+          assert.same(ref:totable(), ts[i]:to('cpu:0'):totable())   -- same order: exact
+        end
+      end
+    end)
+  end
+
+  it('allreduce avg, max and min, float32 and float64', function()
+    local cm = lunet.comm.Communicator(devs(3))
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local ts, ref = make_inputs(3, 513, dt)
+      local host = {}
+      for i = 1, 3 do host[i] = ts[i]:to('cpu:0') end
+      local mx = host[1]:maximum(host[2]):maximum(host[3])
+      local mn = host[1]:minimum(host[2]):minimum(host[3])
+      local a, b = {}, {}
+      for i = 1, 3 do a[i] = ts[i]:clone(); b[i] = ts[i]:clone() end
+      cm:allreduce(ts, {op = 'avg'})
+      cm:allreduce(a, {op = 'max'})
+      cm:allreduce(b, {op = 'min'})
+      for i = 1, 3 do
+        assert.same((ref / 3):totable(), ts[i]:to('cpu:0'):totable())
+        assert.same(mx:totable(), a[i]:to('cpu:0'):totable())
+        assert.same(mn:totable(), b[i]:to('cpu:0'):totable())
+        assert.equal(dt, ts[i].dtype)
+      end
+    end
+  end)
+
+  -- unit roundoff u: bfloat16 keeps 8 significant bits (u = 2^-8), float16 11 (u = 2^-11)
+  for _, case in ipairs({{'bf16', 2 ^ -8}, {'fp16', 2 ^ -11}}) do
+    local wire, u = case[1], case[2]
+    it(('allreduce with %s compression stays within two roundings and agrees on all ranks'):format(wire), function()
+      local cm = lunet.comm.Communicator(devs(4))
+      local ts, ref = make_inputs(4, 4099)
+      local absum = ts[1]:to('cpu:0'):abs()
+      for i = 2, 4 do absum = absum + ts[i]:to('cpu:0'):abs() end
+      cm:allreduce(ts, {compress = wire})
+      local r1 = ts[1]:to('cpu:0')
+      -- inputs rounded once (u relative each), the sum rounded once more,
+      -- plus float32 summation error
+      local err = (r1 - ref):abs()
+      local bound = absum * (u + 1e-6) + ref:abs() * u + 1e-7
+      assert.is_true((err - bound):max():item() <= 0, wire .. ' error beyond bound')
+      assert.is_true(err:max():item() > 0, 'no rounding happened: was the wire really ' .. wire .. '?')
+      for i = 2, 4 do assert.same(r1:totable(), ts[i]:to('cpu:0'):totable()) end
+      -- the result is exactly representable in the wire format
+      local rt = r1:to(wire == 'bf16' and 'bfloat16' or 'float16'):to('float32')
+      assert.same(r1:totable(), rt:totable())
+    end)
+  end
+
+  it('broadcast from a root given by position or device name', function()
+    local cm = lunet.comm.Communicator(devs(3))
+    local ts = make_inputs(3, 777, 'float64')
+    local want = ts[2]:to('cpu:0'):totable()
+    cm:broadcast(ts, {root = 2})
+    for i = 1, 3 do assert.same(want, ts[i]:to('cpu:0'):totable()) end
+    local ints = {}
+    for i = 1, 3 do ints[i] = lunet.full({5}, i * 10, {dtype = 'int32', device = 'cpu:' .. (i - 1)}) end
+    cm:broadcast(ints, {root = 'cpu:2'})
+    for i = 1, 3 do assert.same({30, 30, 30, 30, 30}, ints[i]:totable()) end
+  end)
+
+  it('reduce_scatter and allgather equal their single-device references', function()
+    for _, n in ipairs({2, 3}) do
+      local cm = lunet.comm.Communicator(devs(n))
+      local m = 333
+      local ins, ref = make_inputs(n, n * m)
+      local outs = cm:reduce_scatter(ins)
+      for i = 1, n do
+        assert.equal(m, outs[i]:numel())
+        assert.equal('cpu:' .. (i - 1), outs[i].device)
+        assert.same(ref:narrow(1, (i - 1) * m + 1, m):totable(), outs[i]:to('cpu:0'):totable())
+      end
+      local gathered = cm:allgather(outs)
+      for i = 1, n do assert.same(ref:totable(), gathered[i]:to('cpu:0'):totable()) end
+      -- with caller-given outputs and avg
+      local avg = {}
+      for i = 1, n do avg[i] = lunet.empty(m, {device = 'cpu:' .. (i - 1)}) end
+      cm:reduce_scatter(ins, avg, {op = 'avg'})
+      assert.same((ref:narrow(1, 1, m) / n):totable(), avg[1]:to('cpu:0'):totable())
+    end
+  end)
+
+  it('reduce_scatter with bf16 compression stays within tolerance', function()
+    local cm = lunet.comm.Communicator(devs(2))
+    local ins, ref = make_inputs(2, 2 * 1000)
+    local outs = cm:reduce_scatter(ins, {compress = 'bf16'})
+    local r = lunet.cat({outs[1]:to('cpu:0'), outs[2]:to('cpu:0')})
+    local absum = ins[1]:to('cpu:0'):abs() + ins[2]:to('cpu:0'):abs()
+    assert.is_true(((r - ref):abs() - absum * (2 ^ -8 + 1e-6) - 1e-7):max():item() <= 0)
+  end)
+
+  it('send/recv delivers the value at send time, in order per pair', function()
+    local cm = lunet.comm.Communicator(devs(3))
+    local a = lunet.arange(6, {dtype = 'float32', device = 'cpu:0'})
+    cm:send(a, 3)
+    a:mul_(10)                                   -- after the send: not seen by the first recv
+    cm:send(a, 'cpu:2')
+    local r1, r2 = lunet.zeros(6, {device = 'cpu:2'}), lunet.zeros(6, {device = 'cpu:2'})
+    cm:recv(r1, 1)
+    cm:recv(r2, 'cpu:0')
+    assert.same({0, 1, 2, 3, 4, 5}, r1:totable())
+    assert.same({0, 10, 20, 30, 40, 50}, r2:totable())
+    local ok, err = pcall(cm.recv, cm, r1, 1)
+    assert.is_false(ok)
+    assert.matches('no send from rank 0 (cpu:0) to rank 2 (cpu:2) is waiting', err, 1, true)
+    cm:send(a, 2)
+    ok, err = pcall(cm.recv, cm, lunet.zeros(5, {device = 'cpu:1'}), 1)
+    assert.is_false(ok)
+    assert.matches('6 float32 elements, the receiving tensor 5 float32', err, 1, true)
+    local r3 = cm:recv(lunet.zeros(6, {device = 'cpu:1'}), 1)
+    assert.same({0, 10, 20, 30, 40, 50}, r3:totable())
+  end)
+
+  it('barrier orders the streams: work queued before it on any device is done after it everywhere', function()
+    local cm = lunet.comm.Communicator(devs(3))
+    local big = lunet.ones(1000000, {device = 'cpu:1'})
+    for _ = 1, 20 do big:add_(1) end
+    local before = ffi.new('ln_event')
+    C.ln_event_record(1, before)
+    cm:barrier()
+    local after = ffi.new('ln_event')
+    C.ln_event_record(2, after)
+    assert.equal(0, C.ln_event_synchronize(after))
+    assert.equal(1, C.ln_event_query(before))
+    assert.equal(21, big[1]:item())
+  end)
+
+  it('returns to Lua before the collective has run (it is enqueued)', function()
+    local cm = lunet.comm.Communicator(devs(2))
+    local slow = lunet.ones(2000000, {device = 'cpu:1'})
+    for _ = 1, 40 do slow:mul_(1.0001) end       -- keeps cpu:1 busy
+    local ts = {lunet.ones(100, {device = 'cpu:0'}), lunet.ones(100, {device = 'cpu:1'})}
+    cm:allreduce(ts)
+    local ev = ffi.new('ln_event')
+    C.ln_event_record(0, ev)
+    assert.equal(0, C.ln_event_query(ev))        -- cpu:0 waits inside the allreduce for cpu:1
+    assert.same(2, ts[1][1]:item())
+    assert.equal(1, C.ln_event_query(ev))
+  end)
+
+  it('aborts on every rank when one device failed earlier, then works again', function()
+    local cm = lunet.comm.Communicator(devs(3))
+    local ts = make_inputs(3, 100)
+    assert.equal(0, C.ln_stream_inject_error(1, 'disk on fire'))
+    cm:allreduce(ts)
+    for d = 0, 2 do
+      local ok, err = pcall(lunet.synchronize, 'cpu:' .. d)
+      assert.is_false(ok)
+      if d == 1 then
+        assert.matches('disk on fire (in inject_error, cpu:1)', err, 1, true)
+      else
+        assert.matches('allreduce: aborted: rank 1 (cpu:1) failed earlier: disk on fire', err, 1, true)
+        assert.matches('cpu:' .. d, err, 1, true)
+      end
+    end
+    -- a send from a failed device aborts the receive
+    assert.equal(0, C.ln_stream_inject_error(2, 'bad'))
+    cm:send(ts[3], 1)
+    cm:recv(ts[1], 3)
+    local ok, err = pcall(lunet.synchronize, 'cpu:0')
+    assert.is_false(ok)
+    assert.matches('recv: aborted: sender rank 2 (cpu:2) failed earlier: bad', err, 1, true)
+    assert.has_error(function() lunet.synchronize('cpu:2') end)
+    -- everything works again
+    local ts2, ref = make_inputs(3, 100)
+    cm:allreduce(ts2)
+    assert.same(ref:totable(), ts2[3]:to('cpu:0'):totable())
+  end)
+
+  it('rejects bad arguments at the call with clear messages', function()
+    local cm = lunet.comm.Communicator(devs(2))
+    local a, b = lunet.zeros(4, {device = 'cpu:0'}), lunet.zeros(4, {device = 'cpu:1'})
+    local cases = {
+      {function() cm:allreduce({a}) end, 'allreduce: tensors has 1 tensors, the communicator has 2 ranks'},
+      {function() cm:allreduce({b, a}) end, 'tensor 1 is on cpu:1, but rank 0 of the communicator is cpu:0'},
+      {function() cm:allreduce({a, lunet.zeros(5, {device = 'cpu:1'})}) end, 'tensor 2 has shape {5} but tensor 1 has {4}'},
+      {function() cm:allreduce({a:int(), b:int()}) end, 'sum needs float32 or float64 tensors, got int32'},
+      {function() cm:allreduce({a:double(), b:double()}, {compress = 'bf16'}) end, 'bfloat16 compression needs float32'},
+      {function() cm:allreduce({a, b}, {op = 'prod'}) end, 'unknown op prod'},
+      {function() cm:allreduce({a, b}, {compress = 'fp8'}) end, 'unknown compress fp8'},
+      {function() cm:allreduce({a, 5}) end, 'tensors[2] must be a tensor'},
+      {function() cm:allreduce({lunet.zeros(2, 2):t(), lunet.zeros(2, 2, {device = 'cpu:1'})}) end, 'must be contiguous'},
+      {function() cm:broadcast({a, b}, {root = 3}) end, 'rank must be 1..2'},
+      {function() cm:reduce_scatter({a, b}, {lunet.zeros(3), lunet.zeros(3, {device = 'cpu:1'})}) end, 'needs 2 x 3 = 6 elements'},
+      {function() cm:reduce_scatter({lunet.zeros(5), lunet.zeros(5, {device = 'cpu:1'})}) end, 'not a multiple of 2 ranks'},
+      {function() cm:allgather({a, b}, {a, b}) end, 'needs 2 x 4 = 8 elements'},
+      {function() cm:send(lunet.zeros(2, {device = 'cpu:3'}), 1) end, 'cpu:3, which is not in the communicator'},
+      {function() lunet.comm.Communicator({'cpu:1', 'cpu:1'}) end, 'cpu:1 is listed twice'},
+      {function() lunet.comm.Communicator({'cpu:0', 'cpu:9'}) end, 'no device cpu:9'},
+      {function() lunet.comm.Communicator({'cpu:0'}, {backend = 'nccl'}) end, "backend 'nccl' is not built"},
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok, c[2])
+      assert.matches(c[2], err, 1, true)
+    end
+  end)
+
+  it('frees wire buffers and state after dropped tensors and communicators', function()
+    release_all()
+    local base = {}
+    for d = 0, 3 do base[d] = lunet.memory_allocated('cpu:' .. d) end
+    do
+      local cm = lunet.comm.Communicator(devs(4))
+      local ts = make_inputs(4, 50000)
+      for _ = 1, 5 do cm:allreduce(ts, {op = 'avg', compress = 'bf16'}) end
+      cm:allgather(ts)
+      cm:send(ts[1], 2)                          -- never received: freed with the communicator
+    end
+    release_all()
+    for d = 0, 3 do assert.equal(base[d], lunet.memory_allocated('cpu:' .. d)) end
+  end)
+
+  it('a one-device communicator is the identity', function()
+    local cm = lunet.comm.Communicator({'cpu:2'})
+    local t = lunet.arange(5, {dtype = 'float32', device = 'cpu:2'})
+    cm:allreduce({t}, {op = 'avg', compress = 'fp16'})
+    assert.same({0, 1, 2, 3, 4}, t:totable())
+    assert.same({0, 1, 2, 3, 4}, cm:allgather({t})[1]:totable())
+    cm:barrier()
+  end)
+end)
+
+describe('collectives on the default single inline device', function()
+  it('run inline and give the identity', function()
+    assert.equal(1, lunet.device_count())
+    local cm = lunet.comm.Communicator()
+    local t = lunet.tensor{1.5, 2.5}
+    cm:allreduce({t})
+    cm:broadcast({t})
+    local o = cm:reduce_scatter({t})
+    assert.same({1.5, 2.5}, o[1]:totable())
+    cm:send(t, 1)
+    local r = cm:recv(lunet.zeros(2), 1)
+    assert.same({1.5, 2.5}, r:totable())
+    cm:barrier()
+  end)
+end)

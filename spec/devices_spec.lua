@@ -1,0 +1,264 @@
+-- Virtual CPU devices: streams, cross-device copies, events, deferred errors,
+-- GC of tensors with queued work, memory limits and the caching allocator.
+local lunet = require 'lunet'
+local ffi = require 'ffi'
+local C = lunet.C
+
+local function root_dir()
+  local src = debug.getinfo(1, 'S').source:match('^@(.*)spec/devices_spec%.lua$')
+  return (src == nil or src == '') and './' or src
+end
+
+local function release_all()
+  collectgarbage(); collectgarbage()
+  lunet.synchronize()
+end
+
+describe('virtual CPU devices', function()
+  setup(function()
+    release_all()
+    lunet.set_cpu_devices(3)
+  end)
+
+  teardown(function()
+    release_all()
+    for d = 1, 2 do C.ln_memory_set_limit(d, 0) end
+    lunet.set_cpu_devices(1)
+  end)
+
+  it('lists three devices that share the cores', function()
+    assert.same({'cpu:0', 'cpu:1', 'cpu:2'}, lunet.devices())
+    assert.equal(3, lunet.device_count())
+    for d = 0, 2 do assert.is_true(C.ln_device_threads(d) >= 1) end
+  end)
+
+  it('creates tensors on cpu:1 and computes there', function()
+    local a = lunet.arange(6, {dtype = 'float32', device = 'cpu:1'}):view(2, 3)
+    local b = lunet.ones(2, 3, {device = 'cpu:1'})
+    local c = a * 2 + b
+    assert.equal('cpu:1', c.device)
+    assert.same({{1, 3, 5}, {7, 9, 11}}, c:totable())
+  end)
+
+  it('rejects ops that mix devices, naming both', function()
+    local a, b = lunet.zeros(3, {device = 'cpu:1'}), lunet.zeros(3, {device = 'cpu:2'})
+    local ok, err = pcall(function() return a + b end)
+    assert.is_false(ok)
+    assert.matches('cpu:1 and cpu:2', err, 1, true)
+  end)
+
+  it('rejects a device that does not exist', function()
+    local ok, err = pcall(lunet.zeros, 2, {device = 'cpu:7'})
+    assert.is_false(ok)
+    assert.matches('no device cpu:7', err, 1, true)
+  end)
+
+  it('copies across devices with the right values, dtypes and views', function()
+    local a = lunet.arange(12, {dtype = 'float64', device = 'cpu:1'}):view(3, 4)
+    local b = a:t():to('cpu:2')
+    assert.equal('cpu:2', b.device)
+    assert.equal('float64', b.dtype)
+    assert.same({{0, 4, 8}, {1, 5, 9}, {2, 6, 10}, {3, 7, 11}}, b:totable())
+    local back = b:to('cpu:0')
+    assert.equal('cpu:0', back.device)
+    assert.same(b:totable(), back:totable())
+  end)
+
+  it('orders a long chain on cpu:1, a copy to cpu:2 and more work there', function()
+    local x = lunet.zeros(100000, {device = 'cpu:1'})
+    for _ = 1, 200 do x:add_(1) end             -- 200 queued kernels on cpu:1
+    local y = x:to('cpu:2')
+    for _ = 1, 50 do y:mul_(2):div_(2) end
+    y:add_(0.5)
+    local s = y:sum():item()
+    assert.equal(100000 * 200.5, s)
+    -- and the source went on independently
+    x:add_(1)
+    assert.equal(201, x[100000]:item())
+  end)
+
+  it('copies into an existing tensor on another device while both streams are busy', function()
+    local src = lunet.full({50000}, 3, {device = 'cpu:1'})
+    local dst = lunet.full({50000}, 7, {device = 'cpu:2'})
+    for _ = 1, 20 do src:add_(1); dst:add_(1) end
+    dst:copy_(src)                               -- after dst's 20 adds, sees src's 20 adds
+    dst:add_(1)
+    assert.equal(24, dst:max():item())
+    assert.equal(24, dst:min():item())
+  end)
+
+  it('lunet.synchronize waits for one device or all', function()
+    local a = lunet.ones(200000, {device = 'cpu:1'})
+    for _ = 1, 30 do a:mul_(1.5) end
+    lunet.synchronize('cpu:1')
+    local ev = ffi.new('ln_event')
+    assert.equal(0, C.ln_event_record(1, ev))
+    assert.equal(1, C.ln_event_query(ev))      -- nothing left after a sync
+    lunet.synchronize()
+    assert.near(1.5 ^ 30, a[1]:item(), 1.5 ^ 30 * 1e-5)
+  end)
+
+  it('events: record on a producer, wait on a consumer, query and synchronize', function()
+    local a = lunet.ones(300000, {device = 'cpu:1'})
+    for _ = 1, 60 do a:add_(1) end
+    local ev = ffi.new('ln_event')
+    assert.equal(0, C.ln_event_record(1, ev))
+    assert.equal(1, ev.device)
+    local q = C.ln_event_query(ev)
+    assert.is_true(q == 0 or q == 1)
+    -- cpu:2 waits for the event, then reads a's storage through a copy it runs
+    assert.equal(0, C.ln_event_wait(2, ev))
+    assert.equal(0, C.ln_event_synchronize(ev))
+    assert.equal(1, C.ln_event_query(ev))
+    assert.equal(61, a[300000]:item())
+    local bad = ffi.new('ln_event', {device = 9})
+    assert.equal(-1, C.ln_event_query(bad))
+    assert.matches('no device cpu:9', ffi.string(C.ln_last_error()), 1, true)
+  end)
+
+  it('raises a stream error at the next synchronisation, naming the op and device', function()
+    local a = lunet.ones(10, {device = 'cpu:2'})
+    a:add_(1)
+    assert.equal(0, C.ln_stream_inject_error(2, 'kernel exploded'))
+    a:add_(100)                                 -- skipped: the stream has failed
+    local ok, err = pcall(lunet.synchronize, 'cpu:2')
+    assert.is_false(ok)
+    assert.matches('kernel exploded (in inject_error, cpu:2)', err, 1, true)
+    -- reported once; the device keeps working, later work runs again
+    lunet.synchronize('cpu:2')
+    a:add_(1)
+    assert.same(3, a[1]:item())
+  end)
+
+  it('raises an out-of-range index found by a kernel on a worker at the next read', function()
+    local a = lunet.arange(5, {dtype = 'float32', device = 'cpu:1'})
+    local idx = lunet.tensor({1, 9}, {dtype = 'int64', device = 'cpu:1'})
+    local r = a:index_select(1, idx)          -- checked in the kernel, on cpu:1's worker
+    local ok, err = pcall(function() return r:totable() end)
+    assert.is_false(ok)
+    assert.matches('index 9 is out of range', err, 1, true)
+    assert.matches('cpu:1', err, 1, true)
+    local good = a:index_select(1, lunet.tensor({5, 1}, {dtype = 'int64', device = 'cpu:1'}))
+    assert.same({4, 0}, good:totable())
+  end)
+
+  it('keeps storages alive for queued work after the Lua references are dropped', function()
+    release_all()
+    local base = lunet.memory_allocated('cpu:1')
+    local out = lunet.zeros(1000, {device = 'cpu:2'})
+    do
+      local t = lunet.ones(1000, {device = 'cpu:1'})
+      for _ = 1, 100 do t = t + 1 end            -- each step frees the previous tensor
+      out:copy_(t)
+    end
+    collectgarbage(); collectgarbage()
+    assert.same(101, out:sum():item() / 1000)
+    out = nil
+    release_all()
+    assert.equal(base, lunet.memory_allocated('cpu:1'))
+    assert.equal(0, lunet.memory_allocated('cpu:2') - lunet.memory_allocated('cpu:2'))
+  end)
+
+  it('returns memory_allocated to its baseline after a GC storm with pending work', function()
+    release_all()
+    local base1, base2 = lunet.memory_allocated('cpu:1'), lunet.memory_allocated('cpu:2')
+    local sums = {}
+    for i = 1, 40 do
+      local a = lunet.full({4096}, i, {device = 'cpu:1'})
+      local b = (a * 2):to('cpu:2')
+      sums[i] = b:sum()                           -- queued on cpu:2; a and b dropped below
+      if i % 10 == 0 then collectgarbage() end
+    end
+    collectgarbage(); collectgarbage()
+    for i = 1, 40 do assert.equal(4096 * 2 * i, sums[i]:item()) end
+    sums = nil
+    release_all()
+    assert.equal(base1, lunet.memory_allocated('cpu:1'))
+    assert.equal(base2, lunet.memory_allocated('cpu:2'))
+  end)
+
+  it('gives a clear out-of-memory error under a device memory limit and stays usable', function()
+    release_all()
+    assert.equal(0, C.ln_memory_set_limit(1, 1024 * 1024))
+    local small = lunet.zeros(1000, {device = 'cpu:1'})
+    local ok, err = pcall(lunet.zeros, 1024, 1024, {device = 'cpu:1'})
+    assert.is_false(ok)
+    assert.matches('out of memory on cpu:1', err, 1, true)
+    assert.matches('limit 1048576', err, 1, true)
+    ok, err = pcall(function() return small:expand(1000, 1000):contiguous() end)
+    assert.is_false(ok)
+    assert.matches('out of memory', err, 1, true)
+    -- other devices are not limited, and cpu:1 still works within its limit
+    assert.equal(1024 * 1024, lunet.zeros(1024, 1024, {device = 'cpu:2'}):numel())
+    assert.same(2000, (small + 2):sum():item())
+    assert.equal(0, C.ln_memory_set_limit(1, 0))
+    assert.equal(1024 * 1024, lunet.zeros(1024, 1024, {device = 'cpu:1'}):numel())
+    assert.equal(-1, C.ln_memory_set_limit(1, -5))
+  end)
+
+  it('reuses cached blocks: no growth over a loop of same-shaped temporaries', function()
+    local x = lunet.randn({256, 256}, {device = 'cpu:1'})
+    local function step() local y = (x * 2 + 1):relu(); return y:sum():item() end  -- as loss:item()
+    -- collect every step: the Lua GC does not see C memory, so it alone
+    -- decides how many temporaries are alive at once
+    for _ = 1, 5 do step(); collectgarbage() end
+    release_all()
+    local alloc, cached = lunet.memory_allocated('cpu:1'), lunet.memory_cached('cpu:1')
+    assert.is_true(cached > 0)
+    local peak_before = lunet.max_memory_allocated('cpu:1')
+    for _ = 1, 50 do step(); collectgarbage() end
+    release_all()
+    assert.equal(alloc, lunet.memory_allocated('cpu:1'))
+    assert.equal(cached, lunet.memory_cached('cpu:1'))
+    assert.equal(peak_before, lunet.max_memory_allocated('cpu:1'))
+    lunet.empty_cache('cpu:1')
+    assert.equal(0, lunet.memory_cached('cpu:1'))
+  end)
+
+  it('refuses to shrink the device count while cpu:2 holds tensors', function()
+    local keep = lunet.zeros(10, {device = 'cpu:2'})
+    local ok, err = pcall(lunet.set_cpu_devices, 2)
+    assert.is_false(ok)
+    assert.matches('cpu:2 still holds', err, 1, true)
+    assert.equal(3, lunet.device_count())
+    assert.same(0, keep:sum():item())
+  end)
+
+  it('runs many small ops through the queue without losing order (queue wrap-around)', function()
+    local t = lunet.zeros(1, {dtype = 'int64', device = 'cpu:2'})
+    for i = 1, 500 do t:mul_(3):add_(i):fmod_(1000003) end
+    local ref = 0
+    for i = 1, 500 do ref = (ref * 3 + i) % 1000003 end
+    assert.equal(ref, t:item())
+  end)
+
+  it('threads per device can be changed and matmul results stay the same', function()
+    local a = lunet.randn({64, 48}, {device = 'cpu:1', dtype = 'float64'})
+    local b = lunet.randn({48, 32}, {device = 'cpu:1', dtype = 'float64'})
+    local r1 = a:matmul(b):totable()
+    local old = C.ln_device_threads(1)
+    assert.equal(0, C.ln_set_device_threads(1, 1))
+    assert.tensor_near(a:matmul(b), r1, 1e-12)
+    assert.equal(0, C.ln_set_device_threads(1, old))
+    assert.equal(-1, C.ln_set_device_threads(1, 0))
+  end)
+end)
+
+describe('LUNET_CPU_DEVICES from the environment', function()
+  it('splits a fresh process into three devices', function()
+    local root = root_dir()
+    local lib = os.getenv('LUNET_LIB')
+    local cmd = ([[cd '%s' && LUNET_CPU_DEVICES=3 %s LUA_PATH='%slua/?.lua;%slua/?/init.lua;;' luajit -e "
+      local lunet = require 'lunet'
+      local a = lunet.arange(4, {device = 'cpu:2'}):float() * 2
+      io.write(#lunet.devices(), ' ', a:to('cpu:1'):sum():item(), ' ', lunet.C.ln_device_threads(0))" 2>&1]]):format(
+      root, lib and ("LUNET_LIB='" .. lib .. "'") or '', root, root)
+    local p = io.popen(cmd)
+    local out = p:read('*a')
+    p:close()
+    local n, s, threads = out:match('^(%d+) (%d+) (%d+)')
+    assert.equal('3', n, out)
+    assert.equal('12', s)
+    assert.is_true(tonumber(threads) >= 1)
+  end)
+end)
