@@ -7,6 +7,7 @@ local T = require 'lunet.tensor'
 require 'lunet.tensor_math'
 require 'lunet.tensor_print'
 local factory = require 'lunet.factory'
+local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
 local C = core.C
 
 local lunet = {
@@ -22,6 +23,11 @@ function lunet.is_tensor(x) return T.is_tensor(x) end
 -- safetensors files: lunet.save(path, {name = t}, meta?), lunet.load(path[, {device=}])
 function lunet.save(path, tensors, metadata) return require('lunet.serialize').save(path, tensors, metadata) end
 function lunet.load(path, opts) return require('lunet.serialize').load(path, opts) end
+
+-- autograd: lunet.no_grad(fn, ...), lunet.enable_grad(fn, ...), lunet.set_grad_enabled(on)
+lunet.autograd = autograd
+lunet.no_grad, lunet.enable_grad = autograd.no_grad, autograd.enable_grad
+lunet.set_grad_enabled, lunet.is_grad_enabled = autograd.set_grad_enabled, autograd.is_grad_enabled
 
 -- functional forms of the methods: lunet.add(a, b), lunet.matmul(a, b), ...
 setmetatable(lunet, {

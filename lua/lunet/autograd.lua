@@ -1,0 +1,766 @@
+-- lunet.autograd: reverse-mode automatic differentiation, as in PyTorch.
+--
+-- Differentiable Tensor methods are wrapped: when grad mode is on and an
+-- input requires grad, the result gets requires_grad and a grad_fn node.
+-- A node is a small table: [1..n] its input edges (the input's node, the leaf
+-- tensor itself, or false when that input needs no gradient), `fn` the
+-- backward function (node, grad_out) -> grad per input, `name`, and the few
+-- values the backward needs (saved tensors, shapes). loss:backward() sorts
+-- the graph, runs each node once all its consumers have contributed, and
+-- accumulates into the leaves' .grad. Backward math is made of tensor ops
+-- (C kernels); nothing is done per element in Lua. With no input requiring
+-- grad the wrappers cost one check and a tail call.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local C = core.C
+local Tensor, wrap, record, is_tensor = T.Tensor, T.wrap, T.record, T.is_tensor
+
+-- the reductions may live in another module: load it first so its methods get wrapped
+pcall(require, 'lunet.tensor_reduce')
+pcall(require, 'lunet.tensor_index')
+
+local A = {}
+local enabled = true
+
+function A.is_grad_enabled() return enabled end
+function A.set_grad_enabled(on) local old = enabled; enabled = not not on; return old end
+
+local function run_with(mode, fn, ...)
+  local old = enabled
+  enabled = mode
+  local res = { pcall(fn, ...) }
+  enabled = old
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+-- lunet.no_grad(fn, ...): run fn with recording off, return its results
+function A.no_grad(fn, ...)
+  if type(fn) ~= 'function' then error('no_grad: expected a function, got ' .. type(fn), 2) end
+  return run_with(false, fn, ...)
+end
+function A.enable_grad(fn, ...)
+  if type(fn) ~= 'function' then error('enable_grad: expected a function, got ' .. type(fn), 2) end
+  return run_with(true, fn, ...)
+end
+
+-- ---- helpers ---------------------------------------------------------------------------
+
+local function needs(x) return type(x) == 'cdata' and x.p.grad_flag ~= 0 end
+
+-- the edge to an input: its node, the leaf itself, or false
+local function edge(x)
+  if type(x) ~= 'cdata' or x.p.grad_flag == 0 then return false end
+  local r = record(x)
+  local f = r and r.grad_fn
+  if f then return f end
+  return x
+end
+
+-- attach node to result r (r requires grad from now on)
+local function attach(r, node)
+  r.p.grad_flag = 1
+  record(r, true).grad_fn = node
+  return r
+end
+A.attach, A.edge, A.needs = attach, edge, needs
+
+local function same_shape(a, b)
+  local pa, pb = a.p, b.p
+  if pa.ndim ~= pb.ndim then return false end
+  for i = 0, pa.ndim - 1 do if pa.shape[i] ~= pb.shape[i] then return false end end
+  return true
+end
+
+local reduce_ok = pcall(function() return C.ln_reduce end)
+local ones_cache = setmetatable({}, { __mode = 'v' })
+
+-- sum over 0-based dim d keeping it (size 1)
+local function sum_keep(g, d)
+  if reduce_ok then return wrap(C.ln_reduce(C.LN_RSUM, g.p, d, 1, 0, nil)) end
+  -- fallback without reductions: move d last, (M, n) @ ones(n, 1)
+  local nd = g.p.ndim
+  local shape = g:size()
+  local n = shape[d + 1]
+  local x = g
+  if d ~= nd - 1 then x = x:transpose(d + 1, nd) end
+  local rest = x:size()
+  rest[nd] = 1
+  local m = x:contiguous():reshape(-1, n)
+  local key = n .. g.dtype .. g.device
+  local ones = ones_cache[key]
+  if not ones then
+    ones = wrap(C.ln_empty(2, ffi.new('int64_t[2]', n, 1), g.p.dtype_id, g.p.device_id))
+    C.ln_fill_(ones.p, 1)
+    ones_cache[key] = ones
+  end
+  local s = m:matmul(ones):reshape(rest)
+  if d ~= nd - 1 then s = s:transpose(d + 1, nd) end
+  return s
+end
+A.sum_keep = sum_keep
+
+-- sum g down to `shape` (a table), undoing broadcasting
+local function sum_to(g, shape)
+  if not shape then return g end
+  local nd, nt = g.p.ndim, #shape
+  local lead = nd - nt
+  if lead > 0 then
+    local sz = g:size()
+    local outer, rest = 1, {}
+    for i = 1, lead do outer = outer * sz[i] end
+    for i = lead + 1, nd do rest[#rest + 1] = sz[i] end
+    local inner = outer == 0 and 0 or g:numel() / outer
+    g = sum_keep(g:reshape(outer, inner), 0):reshape(rest)
+    nd = nt
+  end
+  for i = 1, nt do
+    if shape[i] == 1 and g.p.shape[i - 1] ~= 1 then g = sum_keep(g, i - 1) end
+  end
+  return g
+end
+A.sum_to = sum_to
+
+-- the shape to reduce a gradient to, or nil when x already has r's shape
+local function bshape(x, r)
+  if type(x) ~= 'cdata' or same_shape(x, r) then return nil end
+  return x:size()
+end
+
+-- ---- wrapping ----------------------------------------------------------------------------
+
+local raw = {}   -- the unwrapped methods
+A.raw = raw
+
+local function node(fn, name, n1, n2, n3)
+  return { n1, n2 or false, n3 or false, fn = fn, name = name }
+end
+
+-- unary: r = f(a), backward uses (g, a, r)
+local function unary(name, bw, save_in, save_out)
+  local orig = Tensor[name]
+  if not orig then return end
+  raw[name] = orig
+  Tensor[name] = function(a, ...)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, ...) end
+    local r = orig(a, ...)
+    local n = node(bw, name, edge(a))
+    if save_in then n.a = a end
+    if save_out then n.r = r:detach() end
+    return attach(r, n)
+  end
+end
+
+local function unary_bw(f) return function(n, g) return f(g, n.a, n.r, n) end end
+
+local function def_unary(name, f, save_in, save_out) unary(name, unary_bw(f), save_in, save_out) end
+
+def_unary('neg', function(g) return -g end)
+def_unary('exp', function(g, a, r) return g * r end, false, true)
+def_unary('log', function(g, a) return g / a end, true)
+def_unary('sqrt', function(g, a, r) return g * 0.5 / r end, false, true)
+def_unary('rsqrt', function(g, a, r) return g * (r * r * r) * -0.5 end, false, true)
+def_unary('tanh', function(g, a, r) return g * (1 - r * r) end, false, true)
+def_unary('sigmoid', function(g, a, r) return g * (r * (1 - r)) end, false, true)
+local has_relu_bw = pcall(function() return C.ln_relu_backward end)
+def_unary('relu', function(g, a, r)
+  if has_relu_bw then
+    local d = wrap(C.ln_empty(r.p.ndim, r.p.shape, r.p.dtype_id, r.p.device_id))
+    T.check(C.ln_relu_backward(d.p, g.p, r.p))
+    return d
+  end
+  return g * r:gt(0):to(g.dtype)
+end, false, true)
+def_unary('abs', function(g, a) return g * a:sign() end, true)
+def_unary('sin', function(g, a) return g * a:cos() end, true)
+def_unary('cos', function(g, a) return -g * a:sin() end, true)
+def_unary('reciprocal', function(g, a, r) return -g * (r * r) end, false, true)
+def_unary('log1p', function(g, a) return g / (a + 1) end, true)
+def_unary('expm1', function(g, a, r) return g * (r + 1) end, false, true)
+def_unary('square', function(g, a) return g * a * 2 end, true)
+def_unary('erf', function(g, a) return g * (a * a):neg():exp() * (2 / math.sqrt(math.pi)) end, true)
+
+-- clamp(lo, hi): the gradient passes where lo <= a <= hi
+do
+  local orig = Tensor.clamp
+  raw.clamp = orig
+  local function bw(n, g)
+    local a, m = n.a, nil
+    if n.lo then m = a:ge(n.lo) end
+    if n.hi then local h = a:le(n.hi); m = m and m:logical_and(h) or h end
+    if not m then return g end
+    return g * m:to(g.dtype)
+  end
+  Tensor.clamp = function(a, lo, hi)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, lo, hi) end
+    local r = orig(a, lo, hi)
+    local n = node(bw, 'clamp', edge(a))
+    n.a, n.lo, n.hi = a, lo, hi
+    return attach(r, n)
+  end
+end
+
+-- binary ops: a and b may be numbers (not both)
+local function binary(name, bw, save)
+  local orig = Tensor[name]
+  raw[name] = orig
+  Tensor[name] = function(a, b, c)
+    if not enabled or not (needs(a) or needs(b)) then return orig(a, b, c) end
+    local r = orig(a, b, c)
+    local n = node(bw, name, edge(a), edge(b))
+    n.sa, n.sb = bshape(a, r), bshape(b, r)
+    if save then n.a, n.b = a, b end
+    n.c = c
+    if save == 'out' then n.r = r:detach() end
+    return attach(r, n)
+  end
+end
+
+binary('add', function(n, g)
+  local ga, gb
+  if n[1] then ga = sum_to(g, n.sa) end
+  if n[2] then gb = sum_to(n.c and n.c ~= 1 and g * n.c or g, n.sb) end
+  return ga, gb
+end)
+
+binary('sub', function(n, g)
+  local ga, gb
+  if n[1] then ga = sum_to(g, n.sa) end
+  if n[2] then gb = sum_to(g * -(n.c or 1), n.sb) end
+  return ga, gb
+end)
+
+binary('mul', function(n, g)
+  local a, b, ga, gb = n.a, n.b, nil, nil
+  if n[1] then ga = sum_to(g * b, n.sa) end
+  if n[2] then gb = sum_to(g * a, n.sb) end
+  return ga, gb
+end, true)
+
+binary('div', function(n, g)
+  local a, b, ga, gb = n.a, n.b, nil, nil
+  if n[1] then ga = sum_to(g / b, n.sa) end
+  if n[2] then gb = sum_to(-(g * n.r) / b, n.sb) end
+  return ga, gb
+end, 'out')
+
+binary('pow', function(n, g)
+  local a, b, ga, gb = n.a, n.b, nil, nil
+  if n[1] then
+    if type(b) == 'number' then
+      if b == 0 then ga = g * 0 else ga = g * b * Tensor.pow(a, b - 1) end
+    else
+      ga = sum_to(g * b * Tensor.pow(a, b - 1), n.sa)
+    end
+  end
+  if n[2] then
+    local la = type(a) == 'number' and math.log(a) or a:log()
+    gb = sum_to(g * n.r * la, n.sb)
+  end
+  return ga, gb
+end, 'out')
+
+local function minmax_bw(cmp)
+  return function(n, g)
+    local a, b = n.a, n.b
+    local ga, gb
+    if type(b) == 'number' or type(a) == 'number' then
+      local t, s = a, b
+      if type(a) == 'number' then t, s = b, a end
+      local w = cmp(t, s):to(g.dtype) + t:eq(s):to(g.dtype) * 0.5
+      if type(a) == 'number' then gb = g * w else ga = g * w end
+      return ga, gb
+    end
+    local w = cmp(a, b):to(g.dtype) + a:eq(b):to(g.dtype) * 0.5
+    if n[1] then ga = sum_to(g * w, n.sa) end
+    if n[2] then gb = sum_to(g * (1 - w), n.sb) end
+    return ga, gb
+  end
+end
+binary('maximum', minmax_bw(Tensor.gt), true)
+binary('minimum', minmax_bw(Tensor.lt), true)
+
+-- a:where(cond, b)
+do
+  local orig = Tensor.where
+  raw.where = orig
+  local function bw(n, g)
+    local cond, ga, gb = n.cond, nil, nil
+    local z = g * 0
+    if n[1] then ga = sum_to(orig(g, cond, z), n.sa) end
+    if n[2] then gb = sum_to(orig(z, cond, g), n.sb) end
+    return ga, gb
+  end
+  Tensor.where = function(a, cond, b)
+    if not enabled or not (needs(a) or needs(b)) then return orig(a, cond, b) end
+    local r = orig(a, cond, b)
+    local n = node(bw, 'where', edge(a), edge(b))
+    n.cond, n.sa, n.sb = cond, bshape(a, r), bshape(b, r)
+    return attach(r, n)
+  end
+end
+
+-- ---- matrix products ------------------------------------------------------------------
+
+local function mT(x) return x:transpose(-1, -2) end
+
+do
+  local orig = Tensor.matmul
+  raw.matmul = orig
+  local function bw(n, g)
+    local a, b = n.a, n.b
+    local ga, gb
+    local na, nb = a.p.ndim, b.p.ndim
+    if na == 1 and nb == 1 then
+      if n[1] then ga = g * b end
+      if n[2] then gb = g * a end
+      return ga, gb
+    end
+    local a2 = na == 1 and a:unsqueeze(1) or a
+    local b2 = nb == 1 and b:unsqueeze(2) or b
+    local g2 = g
+    if na == 1 then g2 = g2:unsqueeze(g2.p.ndim) end
+    if nb == 1 then g2 = g2:unsqueeze(g2.p.ndim + 1) end
+    if n[1] then ga = sum_to(orig(g2, mT(b2)), a2:size()):reshape(a:size()) end
+    if n[2] then gb = sum_to(orig(mT(a2), g2), b2:size()):reshape(b:size()) end
+    return ga, gb
+  end
+  Tensor.matmul = function(a, b)
+    if not enabled or not (needs(a) or needs(b)) then return orig(a, b) end
+    local r = orig(a, b)
+    local n = node(bw, 'matmul', edge(a), edge(b))
+    n.a, n.b = a, b
+    return attach(r, n)
+  end
+end
+
+do
+  local orig = Tensor.bmm
+  raw.bmm = orig
+  local function bw(n, g)
+    local ga, gb
+    if n[1] then ga = orig(g, mT(n.b)) end
+    if n[2] then gb = orig(mT(n.a), g) end
+    return ga, gb
+  end
+  Tensor.bmm = function(a, b)
+    if not enabled or not (needs(a) or needs(b)) then return orig(a, b) end
+    local r = orig(a, b)
+    local n = node(bw, 'bmm', edge(a), edge(b))
+    n.a, n.b = a, b
+    return attach(r, n)
+  end
+end
+
+do
+  local orig = Tensor.addmm
+  raw.addmm = orig
+  local function bw(n, g)
+    local gc, ga, gb
+    local beta, alpha = n.beta, n.alpha
+    if n[1] then gc = sum_to(beta == 1 and g or g * beta, n.sc) end
+    local ga_ = alpha == 1 and g or g * alpha
+    if n[2] then ga = ga_:matmul(n.b:t()) end
+    if n[3] then gb = n.a:t():matmul(ga_) end
+    return gc, ga, gb
+  end
+  Tensor.addmm = function(c, a, b, opts)
+    if not enabled or not (needs(c) or needs(a) or needs(b)) then return orig(c, a, b, opts) end
+    local r = orig(c, a, b, opts)
+    local n = node(bw, 'addmm', edge(c), edge(a), edge(b))
+    n.a, n.b, n.sc = a, b, bshape(c, r)
+    n.beta, n.alpha = opts and opts.beta or 1, opts and opts.alpha or 1
+    return attach(r, n)
+  end
+end
+
+-- ---- views and copies ------------------------------------------------------------------
+
+-- wrap a shape-changing method; bw(n, g) gets n.shape (input's size) and n.args
+local function viewlike(name, bw, keep_args)
+  local orig = Tensor[name]
+  if not orig then return end
+  raw[name] = orig
+  Tensor[name] = function(a, ...)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, ...) end
+    local r = orig(a, ...)
+    if r == a then return r end
+    local n = node(bw, name, edge(a))
+    n.shape = a:size()
+    if keep_args then n.x1, n.x2, n.x3 = ... end
+    n.dtype, n.device = a.p.dtype_id, a.p.device_id
+    return attach(r, n)
+  end
+end
+
+local function back_reshape(n, g) return g:reshape(n.shape) end
+viewlike('view', back_reshape)
+viewlike('reshape', back_reshape)
+viewlike('squeeze', back_reshape)
+viewlike('unsqueeze', back_reshape)
+viewlike('contiguous', function(n, g) return g end)
+viewlike('clone', function(n, g) return g end)
+viewlike('transpose', function(n, g) return g:transpose(n.x1, n.x2) end, true)
+viewlike('t', function(n, g) return g:t() end)
+viewlike('expand', function(n, g) return sum_to(g, n.shape) end)
+viewlike('permute', function(n, g)
+  local dims = type(n.x1) == 'table' and n.x1 or { n.x1, n.x2, n.x3 }
+  if type(n.x1) ~= 'table' then
+    error('permute: backward supports at most 3 varargs dims; pass a table', 0)
+  end
+  local nd = #dims
+  local inv = {}
+  for i = 1, nd do
+    local d = dims[i]
+    if d < 0 then d = nd + d + 1 end
+    inv[d] = i
+  end
+  return g:permute(inv)
+end, true)
+
+-- zeros of the input's shape with g written into the slice
+local function scatter_slice(n, g, slicer)
+  local z = wrap(C.ln_empty(#n.shape, ffi.new('int64_t[?]', math.max(1, #n.shape), n.shape), g.p.dtype_id, g.p.device_id))
+  C.ln_fill_(z.p, 0)
+  slicer(z, n):copy_(g)
+  return z
+end
+viewlike('narrow', function(n, g)
+  return scatter_slice(n, g, function(z, n) return raw.narrow(z, n.x1, n.x2, n.x3) end)
+end, true)
+viewlike('select', function(n, g)
+  return scatter_slice(n, g, function(z, n) return raw.select(z, n.x1, n.x2) end)
+end, true)
+
+-- casts and device moves: the gradient goes back to the input's dtype and device
+local function back_cast(n, g)
+  if g.p.device_id ~= n.device then g = g:to(n.device) end
+  if g.p.dtype_id ~= n.dtype then g = g:to(core.dtypes[n.dtype]) end
+  return g
+end
+for _, name in ipairs({ 'to', 'float', 'double', 'type', 'cpu', 'half', 'bfloat16' }) do
+  viewlike(name, back_cast)
+end
+
+-- the argument form of permute: keep its table even when given as varargs
+do
+  local wrapped = Tensor.permute
+  Tensor.permute = function(a, ...)
+    if type(...) ~= 'table' then return wrapped(a, { ... }) end
+    return wrapped(a, ...)
+  end
+end
+
+-- ---- reductions (when lunet.tensor_reduce provides them) -------------------------------
+
+local function reduction(name, scale_by_count)
+  local orig = Tensor[name]
+  if not orig then return end
+  raw[name] = orig
+  local function bw(n, g)
+    local shape = n.shape
+    local r
+    if n.dim == nil then
+      local ones = {}
+      for i = 1, #shape do ones[i] = 1 end
+      r = (#shape == 0) and g or g:reshape(ones):expand(shape)
+    else
+      if not n.keepdim then g = g:unsqueeze(n.dim) end
+      r = g:expand(shape)
+    end
+    if scale_by_count then
+      local cnt = 1
+      if n.dim == nil then for i = 1, #shape do cnt = cnt * shape[i] end
+      else local d = n.dim; if d < 0 then d = #shape + d + 1 end; cnt = shape[d] end
+      r = r / cnt
+    else
+      r = r:contiguous()
+    end
+    return r
+  end
+  Tensor[name] = function(a, dim, keepdim, ...)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, keepdim, ...) end
+    local r = orig(a, dim, keepdim, ...)
+    local n = node(bw, name, edge(a))
+    n.shape, n.dim, n.keepdim = a:size(), dim, keepdim
+    return attach(r, n)
+  end
+end
+reduction('sum', false)
+reduction('mean', true)
+
+-- ---- indexing ----------------------------------------------------------------------------
+
+local function zeros_as(shape, like)
+  local z = wrap(C.ln_empty(#shape, ffi.new('int64_t[?]', math.max(1, #shape), shape), like.p.dtype_id, like.p.device_id))
+  C.ln_fill_(z.p, 0)
+  return z
+end
+A.zeros_as = zeros_as
+
+if Tensor.gather and Tensor.scatter_add_ then
+  local orig = Tensor.gather
+  raw.gather = orig
+  local function bw(n, g) return zeros_as(n.shape, g):scatter_add_(n.dim, n.index, g) end
+  Tensor.gather = function(a, dim, index)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, index) end
+    if type(index) == 'table' then index = require('lunet.factory').tensor(index, { dtype = 'int64' }) end
+    local r = orig(a, dim, index)
+    local n = node(bw, 'gather', edge(a))
+    n.shape, n.dim, n.index = a:size(), dim, index
+    return attach(r, n)
+  end
+end
+
+if Tensor.index_select and Tensor.scatter_add_ then
+  local orig = Tensor.index_select
+  raw.index_select = orig
+  local function bw(n, g)
+    -- expand the 1-d index along the other dims, then scatter_add
+    local d = n.dim
+    local nd = #n.shape
+    if d < 0 then d = nd + d + 1 end
+    local ishape = {}
+    for i = 1, nd do ishape[i] = i == d and tonumber(g.p.shape[i - 1]) or 1 end
+    local idx = n.index:reshape(ishape):expand(g:size()):contiguous()
+    return zeros_as(n.shape, g):scatter_add_(d, idx, g)
+  end
+  Tensor.index_select = function(a, dim, index)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, index) end
+    if type(index) == 'table' then index = require('lunet.factory').tensor(index, { dtype = 'int64' }) end
+    local r = orig(a, dim, index)
+    local n = node(bw, 'index_select', edge(a))
+    n.shape, n.dim, n.index = a:size(), dim, index
+    return attach(r, n)
+  end
+end
+
+
+-- max/min/amax/amin: over all elements the gradient is shared evenly among
+-- the tied maxima (as PyTorch's amax); over a dim it goes to the returned index
+local function extreme(name)
+  local orig = Tensor[name]
+  if not orig then return end
+  raw[name] = orig
+  local function bw(n, g)
+    local a, r = n.a, n.r
+    if n.idx then
+      local idx, gg = n.idx, g
+      if not n.keepdim then idx = idx:unsqueeze(n.dim); gg = g:unsqueeze(n.dim) end
+      return zeros_as(n.shape, g):scatter_add_(n.dim, idx, gg)
+    end
+    local rr, gg = r, g
+    if n.dim ~= nil and not n.keepdim then rr = r:unsqueeze(n.dim); gg = g:unsqueeze(n.dim) end
+    local mask = a:eq(rr):to(g.dtype)
+    local count = n.dim == nil and raw.sum(mask) or raw.sum(mask, n.dim, true)
+    return mask * gg / count
+  end
+  Tensor[name] = function(a, dim, keepdim)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 or is_tensor(dim) then return orig(a, dim, keepdim) end
+    local r, idx = orig(a, dim, keepdim)
+    local n = node(bw, name, edge(a))
+    n.a, n.r, n.shape, n.dim, n.keepdim = a, r:detach(), a:size(), dim, keepdim
+    if idx and is_tensor(idx) then n.idx = idx end
+    return attach(r, n), idx
+  end
+end
+if Tensor.sum then
+  extreme('max'); extreme('min'); extreme('amax'); extreme('amin')
+end
+
+-- cat/stack(list, dim): one edge per tensor
+local function joiner(name, stack)
+  local orig = Tensor[name]
+  if not orig then return end
+  raw[name] = orig
+  local function bw(n, g)
+    local out, d, pos = {}, n.dim, 1
+    for i = 1, n.ni do
+      if n[i] then
+        if stack then out[i] = raw.select(g, d, i)
+        else out[i] = raw.narrow(g, d, pos, n.sizes[i]) end
+      end
+      if not stack then pos = pos + n.sizes[i] end
+    end
+    return out
+  end
+  Tensor[name] = function(list, dim, more)
+    if not enabled then return orig(list, dim, more) end
+    if is_tensor(list) then
+      if is_tensor(dim) then list, dim = { list, dim }, more
+      elseif type(dim) == 'table' then
+        local l = { list }
+        for i = 1, #dim do l[i + 1] = dim[i] end
+        list, dim = l, more
+      end
+    end
+    if type(list) ~= 'table' then return orig(list, dim, more) end
+    local any = false
+    for i = 1, #list do if needs(list[i]) then any = true; break end end
+    if not any then return orig(list, dim, more) end
+    local r = orig(list, dim)
+    local d = dim or 1
+    local nd = r.p.ndim
+    if d < 0 then d = nd + d + 1 end
+    local n = { fn = bw, name = name, ni = #list, dim = d, sizes = {} }
+    for i = 1, #list do
+      n[i] = edge(list[i])
+      if not stack then n.sizes[i] = list[i]:size(d) end
+    end
+    return attach(r, n)
+  end
+end
+joiner('cat', false)
+joiner('stack', true)
+if Tensor.concat then Tensor.concat = Tensor.cat end
+
+-- ---- leaves: detach, requires_grad_, retain_grad ----------------------------------------
+
+function Tensor.detach(self) return wrap(C.ln_alias(self.p)) end
+function Tensor.detach_(self)
+  self.p.grad_flag = 0
+  local r = record(self)
+  if r then r.grad_fn = nil end
+  return self
+end
+function Tensor.requires_grad_(self, on)
+  if on == nil then on = true end
+  local r = record(self)
+  if r and r.grad_fn and not on then
+    error('requires_grad_: cannot turn off requires_grad of a non-leaf tensor; use detach()', 2)
+  end
+  T.setters.requires_grad(self, on)
+  return self
+end
+function Tensor.is_leaf(self)
+  local r = record(self)
+  return not (r and r.grad_fn)
+end
+function Tensor.retain_grad(self)
+  local r = record(self)
+  if r and r.grad_fn then r.grad_fn.retain = self end
+  return self
+end
+
+-- ---- backward -----------------------------------------------------------------------------
+
+local function accumulate_leaf(x, g)
+  if g.p.dtype_id ~= x.p.dtype_id then g = g:to(core.dtypes[x.p.dtype_id]) end
+  if not same_shape(g, x) then g = g:reshape(x:size()) end
+  local old = x.grad
+  if old then
+    x.grad = old + g
+  else
+    -- a fresh, contiguous tensor the leaf owns (g may be shared or a view)
+    x.grad = raw.clone(g)
+  end
+end
+
+local function add_grad(pending, e, g)
+  local old = pending[e]
+  if old then pending[e] = old + g else pending[e] = g end
+end
+
+-- t:backward([grad], [opts]) with opts.retain_graph
+function Tensor.backward(self, grad, opts)
+  if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
+  if self.p.grad_flag == 0 then
+    error('backward: tensor does not require grad and has no grad_fn', 2)
+  end
+  if grad == nil then
+    if self:numel() ~= 1 then
+      error(('backward: grad can be implicitly created only for a single-element output, got %d elements'):format(self:numel()), 2)
+    end
+    grad = wrap(C.ln_empty(self.p.ndim, self.p.shape, self.p.dtype_id, self.p.device_id))
+    C.ln_fill_(grad.p, 1)
+  else
+    if not is_tensor(grad) then error('backward: grad must be a tensor', 2) end
+    if not same_shape(grad, self) then
+      error(('backward: grad has shape {%s}, output has {%s}'):format(table.concat(grad:size(), ','),
+        table.concat(self:size(), ',')), 2)
+    end
+  end
+  local retain = opts and opts.retain_graph
+  local rec = record(self)
+  local root = rec and rec.grad_fn
+  if not root then accumulate_leaf(self, grad); return end
+  if root.freed then
+    error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
+  end
+
+  local old_enabled = enabled
+  enabled = false
+  local ok, err = pcall(function()
+    -- count consumers of each node reachable from root
+    local deps = { [root] = 0 }
+    local stack, sp = { root }, 1
+    while sp > 0 do
+      local n = stack[sp]; stack[sp] = nil; sp = sp - 1
+      for i = 1, n.ni or 3 do
+        local e = n[i]
+        if e and type(e) == 'table' then
+          local d = deps[e]
+          if d == nil then
+            deps[e] = 1
+            if e.freed then error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 0) end
+            sp = sp + 1; stack[sp] = e
+          else deps[e] = d + 1 end
+        end
+      end
+    end
+    local pending = { [root] = grad }
+    local ready, rp = { root }, 1
+    while rp > 0 do
+      local n = ready[rp]; ready[rp] = nil; rp = rp - 1
+      local g = pending[n]
+      pending[n] = nil
+      local gs1, gs2, gs3
+      local ni = n.ni
+      if g then
+        if n.retain then accumulate_leaf(n.retain, g) end
+        gs1, gs2, gs3 = n.fn(n, g)
+      end
+      for i = 1, ni or 3 do
+        local e = n[i]
+        if e then
+          local gi
+          if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
+          if type(e) == 'table' then
+            if gi then add_grad(pending, e, gi) end
+            local d = deps[e] - 1
+            deps[e] = d
+            if d == 0 then rp = rp + 1; ready[rp] = e end
+          elseif gi then
+            accumulate_leaf(e, gi)
+          end
+        end
+      end
+      if not retain then
+        -- free what the node saved; keep the edges so a second call can tell
+        for k in pairs(n) do
+          if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' then n[k] = nil end
+        end
+        n.freed = true
+      end
+    end
+  end)
+  enabled = old_enabled
+  if not ok then error(err, 2) end
+end
+
+-- lunet.autograd.grad-like helper for specs: the gradients of out wrt inputs
+function A.grad(out, inputs, grad_out)
+  local saved = {}
+  for i, x in ipairs(inputs) do saved[i] = x.grad; x.grad = nil end
+  out:backward(grad_out, { retain_graph = true })
+  local res = {}
+  for i, x in ipairs(inputs) do res[i] = x.grad; x.grad = saved[i] end
+  return res
+end
+
+-- functions for other modules (nn.functional) that define their own nodes
+A.node = node
+A.enabled = function() return enabled end
+
+return A

@@ -1,0 +1,30 @@
+-- nn.AvgPool2d(kernel_size[, {stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true}])
+local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
+
+local AvgPool2d = Module:extend('nn.AvgPool2d')
+
+function AvgPool2d:__init(k, opts)
+  if k == nil then error('nn.AvgPool2d: expected kernel_size', 3) end
+  opts = opts or {}
+  if type(opts) == 'number' then opts = { stride = opts } end
+  self.kernel_size = k
+  self.opts = { stride = opts.stride, padding = opts.padding, ceil_mode = opts.ceil_mode,
+    count_include_pad = opts.count_include_pad }
+end
+
+function AvgPool2d:forward(x) return F.avg_pool2d(x, self.kernel_size, self.opts) end
+
+local function s(v) if type(v) == 'table' then return v[1] .. 'x' .. v[2] end return v .. 'x' .. v end
+
+function AvgPool2d:extra_repr()
+  local o = self.opts
+  local r = s(self.kernel_size)
+  if o.stride then r = r .. ', stride ' .. s(o.stride) end
+  if o.padding and o.padding ~= 0 then r = r .. ', pad ' .. s(o.padding) end
+  if o.ceil_mode then r = r .. ', ceil' end
+  if o.count_include_pad == false then r = r .. ', exclude pad' end
+  return r
+end
+
+return AvgPool2d

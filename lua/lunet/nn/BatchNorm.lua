@@ -1,0 +1,64 @@
+-- The shared body of nn.BatchNorm1d and nn.BatchNorm2d:
+-- (num_features[, {eps = 1e-5, momentum = 0.1, affine = true,
+-- track_running_stats = true, dtype, device}]). Buffers running_mean,
+-- running_var and num_batches_tracked (int64); momentum = nil means a
+-- cumulative average, as in PyTorch.
+local lunet = require 'lunet'
+local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
+
+local BatchNorm = Module:extend('nn.BatchNorm')
+
+function BatchNorm:__init(num_features, opts)
+  if type(num_features) ~= 'number' then error(self.__name .. ': expected num_features', 3) end
+  opts = opts or {}
+  self.num_features = num_features
+  self.eps = opts.eps or 1e-5
+  if opts.momentum == nil and opts.cumulative ~= true then self.momentum = 0.1 else self.momentum = opts.momentum end
+  self.affine = opts.affine ~= false
+  self.track_running_stats = opts.track_running_stats ~= false
+  local o = { dtype = opts.dtype, device = opts.device }
+  if self.affine then
+    self:register_parameter('weight', lunet.ones({ num_features }, o))
+    self:register_parameter('bias', lunet.zeros({ num_features }, o))
+  end
+  if self.track_running_stats then
+    self:register_buffer('running_mean', lunet.zeros({ num_features }, o))
+    self:register_buffer('running_var', lunet.ones({ num_features }, o))
+    self:register_buffer('num_batches_tracked', lunet.zeros({}, { dtype = 'int64', device = opts.device }))
+  end
+end
+
+function BatchNorm:reset_running_stats()
+  if self.track_running_stats then
+    self.running_mean:fill_(0); self.running_var:fill_(1); self.num_batches_tracked:fill_(0)
+  end
+end
+
+function BatchNorm:check_input(x) end
+
+function BatchNorm:forward(x)
+  self:check_input(x)
+  if x:size(2) ~= self.num_features then
+    error(('%s: input has %d channels, expected %d'):format(self.__name, x:size(2), self.num_features), 3)
+  end
+  local momentum = self.momentum or 0
+  if self.training and self.track_running_stats then
+    self.num_batches_tracked:add_(1)
+    if self.momentum == nil then momentum = 1 / self.num_batches_tracked:item() end
+  end
+  local use_batch = self.training or not self.track_running_stats
+  return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
+    momentum, self.eps)
+end
+
+function BatchNorm:extra_repr()
+  local r = tostring(self.num_features)
+  if self.eps ~= 1e-5 then r = r .. ', eps ' .. self.eps end
+  if self.momentum ~= 0.1 then r = r .. ', momentum ' .. tostring(self.momentum) end
+  if not self.affine then r = r .. ', affine false' end
+  if not self.track_running_stats then r = r .. ', no running stats' end
+  return r
+end
+
+return BatchNorm

@@ -1,0 +1,53 @@
+-- nn.Conv2d(in_channels, out_channels, kernel_size[, {stride = 1, padding = 0
+-- (a number, {h, w}, 'same' or 'valid'), dilation = 1, groups = 1, bias = true,
+-- dtype, device}])
+local lunet = require 'lunet'
+local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
+local init = require 'lunet.nn.initializers'
+
+local Conv2d = Module:extend('nn.Conv2d')
+
+local function pair(v) if type(v) == 'table' then return v[1], v[2] end return v, v end
+
+function Conv2d:__init(cin, cout, k, opts)
+  if type(cin) ~= 'number' or type(cout) ~= 'number' or k == nil then
+    error('nn.Conv2d: expected (in_channels, out_channels, kernel_size[, opts])', 3)
+  end
+  opts = opts or {}
+  local groups = opts.groups or 1
+  if cin % groups ~= 0 or cout % groups ~= 0 then
+    error(('nn.Conv2d: in_channels %d and out_channels %d must be divisible by groups %d'):format(cin, cout, groups), 3)
+  end
+  local kh, kw = pair(k)
+  self.in_channels, self.out_channels, self.kernel_size = cin, cout, { kh, kw }
+  self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0, opts.dilation or 1, groups
+  local o = { dtype = opts.dtype, device = opts.device }
+  self:register_parameter('weight', lunet.empty({ cout, cin / groups, kh, kw }, o))
+  if opts.bias ~= false then self:register_parameter('bias', lunet.empty({ cout }, o)) end
+  self._opts = { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = groups }
+  self:reset_parameters()
+end
+
+function Conv2d:reset_parameters()
+  lunet.no_grad(init.default_, self.weight, self.bias)
+end
+
+function Conv2d:forward(x) return F.conv2d(x, self.weight, self.bias, self._opts) end
+
+local function show(v, name, default)
+  if v == default then return '' end
+  if type(v) == 'table' then
+    if v[1] == v[2] then v = v[1] else v = v[1] .. 'x' .. v[2] end
+    if v == default then return '' end
+  end
+  return (', %s %s'):format(name, tostring(v))
+end
+
+function Conv2d:extra_repr()
+  return ('%d -> %d, %dx%d%s%s%s%s%s'):format(self.in_channels, self.out_channels, self.kernel_size[1],
+    self.kernel_size[2], show(self.stride, 'stride', 1), show(self.padding, 'pad', 0),
+    show(self.dilation, 'dilation', 1), show(self.groups, 'groups', 1), self.bias and '' or ', no bias')
+end
+
+return Conv2d

@@ -1,0 +1,30 @@
+-- nn.CrossEntropyLoss([{weight, reduction = 'mean', ignore_index = -100,
+-- label_smoothing = 0}]): loss(logits (N, C), target (N) class ids 1..C)
+local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
+
+local CrossEntropyLoss = Module:extend('nn.CrossEntropyLoss')
+
+function CrossEntropyLoss:__init(opts)
+  opts = opts or {}
+  self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean',
+    ignore_index = opts.ignore_index or -100, label_smoothing = opts.label_smoothing or 0 }
+  if opts.weight then self:register_buffer('weight', opts.weight) end
+end
+
+function CrossEntropyLoss:forward(x, target)
+  self.opts.weight = self.weight
+  return F.cross_entropy(x, target, self.opts)
+end
+
+function CrossEntropyLoss:extra_repr()
+  local o = self.opts
+  local r = {}
+  if o.reduction ~= 'mean' then r[#r + 1] = "reduction '" .. o.reduction .. "'" end
+  if o.label_smoothing ~= 0 then r[#r + 1] = 'label_smoothing ' .. o.label_smoothing end
+  if o.ignore_index ~= -100 then r[#r + 1] = 'ignore_index ' .. o.ignore_index end
+  if self.weight then r[#r + 1] = 'weighted' end
+  if #r > 0 then return table.concat(r, ', ') end
+end
+
+return CrossEntropyLoss

@@ -1,0 +1,299 @@
+-- nn.Module: the base of every layer. A module keeps its parameters,
+-- buffers and child modules as fields (self.weight, self.running_mean, ...)
+-- and remembers their names in order, so parameters(), state_dict() and
+-- printing walk them as PyTorch does. Keys of state_dict are PyTorch's
+-- ("0.weight", "layer1.bn.running_var").
+local ffi = require 'ffi'
+local T = require 'lunet.tensor'
+local autograd = require 'lunet.autograd'
+local is_tensor = T.is_tensor
+
+local Module = {}
+Module.__index = Module
+Module.__name = 'nn.Module'
+
+-- Class helper: local Linear = Module:extend('nn.Linear'); Linear(...) calls
+-- Linear.__init(self, ...). Metamethods are copied so instances get them.
+function Module.extend(parent, name)
+  local cls = setmetatable({}, {
+    __index = parent,
+    __call = function(cls, ...)
+      local self = setmetatable({}, cls)
+      Module.__init(self)
+      cls.__init(self, ...)
+      return self
+    end,
+  })
+  cls.__index = cls
+  cls.__name = name
+  cls.__call = parent.__call
+  cls.__tostring = parent.__tostring
+  cls.super = parent
+  return cls
+end
+
+function Module.__init(self)
+  if rawget(self, '_params') then return end
+  self._params, self._buffers, self._children = {}, {}, {}
+  self.training = true
+end
+
+function Module:register_parameter(name, t)
+  if t ~= nil and not is_tensor(t) then error(('register_parameter: %s must be a tensor or nil'):format(name), 2) end
+  if t ~= nil and not t.requires_grad then t.requires_grad = true end
+  if not self:_has('_params', name) then table.insert(self._params, name) end
+  rawset(self, name, t)
+  return t
+end
+
+function Module:register_buffer(name, t)
+  if t ~= nil and not is_tensor(t) then error(('register_buffer: %s must be a tensor or nil'):format(name), 2) end
+  if not self:_has('_buffers', name) then table.insert(self._buffers, name) end
+  rawset(self, name, t)
+  return t
+end
+
+function Module:add_module(name, m)
+  name = tostring(name)
+  if type(m) ~= 'table' or not m._params then error(('add_module: %s must be an nn.Module'):format(name), 2) end
+  if not self:_has('_children', name) then table.insert(self._children, name) end
+  rawset(self, name, m)
+  return m
+end
+
+function Module:_has(list, name)
+  for _, n in ipairs(self[list]) do if n == name then return true end end
+  return false
+end
+
+function Module:forward(...) error(self.__name .. ': forward is not implemented', 2) end
+Module.__call = function(self, ...) return self:forward(...) end
+
+-- ---- walking the tree ----------------------------------------------------------------
+
+function Module:children()
+  local out = {}
+  for _, n in ipairs(self._children) do out[#out + 1] = self[n] end
+  return out
+end
+
+function Module:named_children()
+  local out = {}
+  for _, n in ipairs(self._children) do out[#out + 1] = { n, self[n] } end
+  return out
+end
+
+-- {{name, module}, ...} depth first, self first (name '')
+function Module:named_modules(prefix, out)
+  out = out or {}
+  prefix = prefix or ''
+  out[#out + 1] = { prefix, self }
+  for _, n in ipairs(self._children) do
+    self[n]:named_modules(prefix == '' and n or prefix .. '.' .. n, out)
+  end
+  return out
+end
+
+function Module:modules()
+  local out = {}
+  for i, e in ipairs(self:named_modules()) do out[i] = e[2] end
+  return out
+end
+
+local function named(self, list, prefix, out, seen)
+  for _, e in ipairs(self:named_modules(prefix)) do
+    local m, p = e[2], e[1]
+    for _, n in ipairs(m[list]) do
+      local t = m[n]
+      if t ~= nil and not seen[t] then
+        seen[t] = true
+        out[#out + 1] = { p == '' and n or p .. '.' .. n, t }
+      end
+    end
+  end
+  return out
+end
+
+-- {{name, tensor}, ...}; a tensor shared by two modules appears once
+function Module:named_parameters(prefix) return named(self, '_params', prefix, {}, {}) end
+function Module:named_buffers(prefix) return named(self, '_buffers', prefix, {}, {}) end
+
+function Module:parameters()
+  local out = {}
+  for i, e in ipairs(self:named_parameters()) do out[i] = e[2] end
+  return out
+end
+
+function Module:buffers()
+  local out = {}
+  for i, e in ipairs(self:named_buffers()) do out[i] = e[2] end
+  return out
+end
+
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  return n
+end
+
+function Module:apply(fn)
+  for _, n in ipairs(self._children) do self[n]:apply(fn) end
+  fn(self)
+  return self
+end
+
+function Module:train(mode)
+  if mode == nil then mode = true end
+  for _, m in ipairs(self:modules()) do m.training = mode end
+  return self
+end
+function Module:eval() return self:train(false) end
+
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+function Module:requires_grad_(on)
+  if on == nil then on = true end
+  for _, p in ipairs(self:parameters()) do p.requires_grad = on end
+  return self
+end
+
+-- ---- devices and dtypes ----------------------------------------------------------------
+
+-- Replace t's contents by u's (another device or dtype) while keeping the
+-- Lua object, so optimizers and other holders of t see the move.
+local function swap_into(t, u)
+  local old, new = t.p, u.p
+  if old == new then return end
+  new.grad_flag, new.slot = old.grad_flag, old.slot
+  old.grad_flag, old.slot = 0, 0
+  t.p, u.p = new, old
+end
+Module._swap_into = swap_into
+
+-- m:to('cpu:1'), m:to('float64'), m:to{device=..., dtype=...}: moves parameters
+-- (floating ones for dtype), their gradients and buffers, in place
+function Module:to(what, more)
+  local opts = what
+  if type(what) == 'string' then
+    if require('lunet.core').dtype_ids[what] then opts = { dtype = what }
+    else opts = { device = what, dtype = more } end
+  elseif type(what) ~= 'table' then
+    error('to: expected a device, a dtype or {device=, dtype=}, got ' .. type(what), 2)
+  end
+  local function move(t)
+    local u = t
+    if opts.device then u = u:to({ device = opts.device }) end
+    if opts.dtype and t:is_floating_point() then u = u:to({ dtype = opts.dtype }) end
+    if u ~= t then
+      local g = t.grad
+      swap_into(t, u)
+      if g then t.grad = autograd.no_grad(move, g) end
+    end
+    return t
+  end
+  autograd.no_grad(function()
+    for _, p in ipairs(self:parameters()) do move(p) end
+    for _, b in ipairs(self:buffers()) do move(b) end
+  end)
+  return self
+end
+function Module:float() return self:to('float32') end
+function Module:double() return self:to('float64') end
+function Module:cpu(k) return self:to('cpu:' .. (k or 0)) end
+
+-- ---- state dicts ------------------------------------------------------------------------
+
+-- flat {name = tensor}: parameters and buffers (detached, sharing storage)
+function Module:state_dict()
+  local sd = {}
+  for _, e in ipairs(named(self, '_params', '', {}, {})) do sd[e[1]] = e[2]:detach() end
+  for _, e in ipairs(named(self, '_buffers', '', {}, {})) do sd[e[1]] = e[2]:detach() end
+  return sd
+end
+
+local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
+
+-- load_state_dict(sd[, strict = true]): copies values in place. Raises one
+-- error naming every missing, unexpected and mis-shaped key; with strict =
+-- false only shape mismatches raise. Returns {missing = {...}, unexpected = {...}}.
+function Module:load_state_dict(sd, strict)
+  if type(sd) ~= 'table' then error('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
+  if strict == nil then strict = true end
+  local own = {}
+  for _, e in ipairs(named(self, '_params', '', {}, {})) do own[e[1]] = e[2] end
+  for _, e in ipairs(named(self, '_buffers', '', {}, {})) do own[e[1]] = e[2] end
+  local missing, unexpected, bad = {}, {}, {}
+  for k, t in pairs(own) do
+    local v = sd[k]
+    if v == nil then missing[#missing + 1] = k
+    elseif not is_tensor(v) then bad[#bad + 1] = ('%s is a %s, not a tensor'):format(k, type(v))
+    elseif shape_str(v) ~= shape_str(t) then
+      bad[#bad + 1] = ('%s: checkpoint has shape %s, model has %s'):format(k, shape_str(v), shape_str(t))
+    end
+  end
+  for k in pairs(sd) do if own[k] == nil then unexpected[#unexpected + 1] = tostring(k) end end
+  table.sort(missing); table.sort(unexpected); table.sort(bad)
+  local msgs = {}
+  if strict and #missing > 0 then msgs[#msgs + 1] = 'missing keys: ' .. table.concat(missing, ', ') end
+  if strict and #unexpected > 0 then msgs[#msgs + 1] = 'unexpected keys: ' .. table.concat(unexpected, ', ') end
+  if #bad > 0 then msgs[#msgs + 1] = 'size mismatch: ' .. table.concat(bad, '; ') end
+  if #msgs > 0 then error('load_state_dict: ' .. table.concat(msgs, '; '), 2) end
+  autograd.no_grad(function()
+    for k, t in pairs(own) do
+      local v = sd[k]
+      if v ~= nil then t:copy_(v) end
+    end
+  end)
+  return { missing = missing, unexpected = unexpected }
+end
+
+-- ---- copying and printing --------------------------------------------------------------
+
+local function deep_copy(v, memo)
+  if is_tensor(v) then
+    if memo[v] then return memo[v] end
+    local c = autograd.no_grad(function() return v:clone() end)
+    if v.requires_grad then c.requires_grad = true end
+    memo[v] = c
+    return c
+  end
+  if type(v) ~= 'table' then return v end
+  if memo[v] then return memo[v] end
+  local c = {}
+  memo[v] = c
+  for k, x in pairs(v) do c[deep_copy(k, memo)] = deep_copy(x, memo) end
+  return setmetatable(c, getmetatable(v))
+end
+
+-- a deep copy: new parameters and buffers with the same values, no gradients
+function Module:clone() return deep_copy(self, {}) end
+
+-- the one-line description inside the parentheses (layers override)
+function Module:extra_repr() return nil end
+
+local function group(n)
+  local s = tostring(n)
+  return s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', '')
+end
+
+function Module:repr(indent)
+  indent = indent or ''
+  local extra = self:extra_repr()
+  local head = self.__name .. (extra and '(' .. extra .. ')' or '')
+  if #self._children == 0 then return head end
+  local lines = { head .. ' {' }
+  for _, n in ipairs(self._children) do
+    lines[#lines + 1] = indent .. '  (' .. n .. '): ' .. self[n]:repr(indent .. '  ')
+  end
+  lines[#lines + 1] = indent .. '}'
+  return table.concat(lines, '\n')
+end
+
+Module.__tostring = function(self)
+  local n = self:num_parameters()
+  return self:repr() .. ('\n%s parameter%s'):format(group(n), n == 1 and '' or 's')
+end
+
+return Module

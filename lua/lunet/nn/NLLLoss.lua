@@ -1,0 +1,23 @@
+-- nn.NLLLoss([{weight, reduction = 'mean', ignore_index = -100}]):
+-- loss(logp (N, C), target (N) class ids 1..C)
+local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
+
+local NLLLoss = Module:extend('nn.NLLLoss')
+
+function NLLLoss:__init(opts)
+  opts = opts or {}
+  self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean', ignore_index = opts.ignore_index or -100 }
+  if opts.weight then self:register_buffer('weight', opts.weight) end
+end
+
+function NLLLoss:forward(x, target)
+  self.opts.weight = self.weight
+  return F.nll_loss(x, target, self.opts)
+end
+
+function NLLLoss:extra_repr()
+  if self.opts.reduction ~= 'mean' then return "reduction '" .. self.opts.reduction .. "'" end
+end
+
+return NLLLoss

@@ -1,0 +1,35 @@
+-- nn.Sequential{m1, m2, ...} or nn.Sequential(m1, m2, ...): applies its
+-- modules in order. Children are named '0', '1', ... as in PyTorch (so
+-- state_dict keys match), while seq[1] is the first module, as in Lua.
+local Module = require 'lunet.nn.Module'
+
+local Sequential = Module:extend('nn.Sequential')
+
+function Sequential:__init(first, ...)
+  local list = first
+  if first == nil or first._params then list = { first, ... } end
+  for i = 1, table.maxn(list) do
+    if list[i] == nil then error(('nn.Sequential: module %d is nil'):format(i), 3) end
+    self:add(list[i])
+  end
+end
+
+-- add(module[, name])
+function Sequential:add(m, name)
+  if type(m) ~= 'table' or not m._params then
+    error(('nn.Sequential: add expects an nn.Module, got %s'):format(type(m)), 2)
+  end
+  self:add_module(name or tostring(#self._children), m)
+  return self
+end
+
+function Sequential:get(i) return self[self._children[i]] end
+function Sequential:size() return #self._children end
+Sequential.__len = function(self) return #self._children end
+
+function Sequential:forward(x)
+  for _, n in ipairs(self._children) do x = self[n]:forward(x) end
+  return x
+end
+
+return Sequential

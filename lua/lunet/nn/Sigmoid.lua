@@ -1,0 +1,9 @@
+-- nn.Sigmoid(): 1 / (1 + exp(-x))
+local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
+
+local Sigmoid = Module:extend('nn.Sigmoid')
+
+function Sigmoid:forward(x) return x:sigmoid() end
+
+return Sigmoid

@@ -1,0 +1,9 @@
+-- nn.Tanh()
+local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
+
+local Tanh = Module:extend('nn.Tanh')
+
+function Tanh:forward(x) return x:tanh() end
+
+return Tanh

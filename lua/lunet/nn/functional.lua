@@ -1,0 +1,465 @@
+-- lunet.nn.functional: the layers as functions. Convolution, pooling, batch
+-- norm, softmax and NLL call the C kernels of lunet.h ("Neural-network
+-- kernels") and record their own autograd nodes; the rest are compositions
+-- of differentiable tensor ops. Class labels are 1-based.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local A = require 'lunet.autograd'
+local C = core.C
+local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
+local node, attach, edge = A.node, A.attach, A.edge
+
+local F = {}
+
+local shape_buf = ffi.new('int64_t[8]')
+
+-- a new tensor shaped {...} with like's dtype and device
+local function new(like, s1, s2, s3, s4)
+  local n = 0
+  if s1 then n = 1; shape_buf[0] = s1 end
+  if s2 then n = 2; shape_buf[1] = s2 end
+  if s3 then n = 3; shape_buf[2] = s3 end
+  if s4 then n = 4; shape_buf[3] = s4 end
+  return wrap(C.ln_empty(n, shape_buf, like.p.dtype_id, like.p.device_id), 3)
+end
+local function new_like(x) return wrap(C.ln_empty(x.p.ndim, x.p.shape, x.p.dtype_id, x.p.device_id), 3) end
+F._new = new
+
+local function kernel(fn, sym)
+  if not pcall(function() return C[sym] end) then
+    error(('%s: the C kernel %s is not in this liblunet.so (rebuild with make)'):format(fn, sym), 3)
+  end
+end
+
+local function need(fn, x, what, nd)
+  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3) end
+  if nd and x.p.ndim ~= nd then
+    error(('%s: %s must be %d-d, got %d-d {%s}'):format(fn, what, nd, x.p.ndim, table.concat(x:size(), ',')), 3)
+  end
+  return x
+end
+
+local function pair(fn, v, what, default)
+  if v == nil then v = default end
+  if type(v) == 'number' then return v, v end
+  if type(v) == 'table' and #v == 2 then return v[1], v[2] end
+  error(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, tostring(v)), 3)
+end
+
+local function grad_on(a, b, c) return A.is_grad_enabled() and (A.needs(a) or A.needs(b) or A.needs(c)) end
+
+-- sum of all elements as a 0-d tensor (differentiable)
+local function sum_all(x)
+  if Tensor.sum then return x:sum() end
+  local n = x:numel()
+  local ones = new(x, n, 1)
+  C.ln_fill_(ones.p, 1)
+  return x:reshape(1, n):matmul(ones):reshape({})
+end
+F.sum_all = sum_all
+
+-- ---- padding ----------------------------------------------------------------------------
+
+-- pad the last two dims of x (N,C,H,W) with zeros: {left, right, top, bottom}
+function F.pad(x, p)
+  need('pad', x, 'input', 4)
+  local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
+  local s = x:size()
+  local out = new(x, s[1], s[2], s[3] + t + b, s[4] + l + r)
+  C.ln_fill_(out.p, 0)
+  local inner = A.raw.narrow(A.raw.narrow(out, 3, t + 1, s[3]), 4, l + 1, s[4])
+  check(C.ln_copy_(inner.p, x.p))
+  if grad_on(x) then
+    local n = node(function(n, g) return A.raw.narrow(A.raw.narrow(g, 3, n.t + 1, n.h), 4, n.l + 1, n.w) end, 'pad', edge(x))
+    n.t, n.l, n.h, n.w = t, l, s[3], s[4]
+    attach(out, n)
+  end
+  return out
+end
+
+-- ---- convolution ----------------------------------------------------------------------
+
+local function conv_bw(n, g)
+  local x, w, b = n.x, n.w, n[3]
+  local din = n[1] and new_like(x) or nil
+  local dw = n[2] and new_like(w) or nil
+  local db = b and new(g, w.p.shape[0]) or nil
+  check(C.ln_conv2d_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w.p, n.params))
+  return din, dw, db
+end
+
+-- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
+--        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1})
+function F.conv2d(x, w, b, opts)
+  need('conv2d', x, 'input', 4)
+  need('conv2d', w, 'weight', 4)
+  if b ~= nil then need('conv2d', b, 'bias', 1) end
+  kernel('conv2d', 'ln_conv2d_forward')
+  opts = opts or {}
+  local sh, sw = pair('conv2d', opts.stride, 'stride', 1)
+  local dh, dw = pair('conv2d', opts.dilation, 'dilation', 1)
+  local groups = opts.groups or 1
+  local kh, kw = tonumber(w.p.shape[2]), tonumber(w.p.shape[3])
+  local padding = opts.padding or 0
+  local ph, pw
+  if padding == 'valid' then ph, pw = 0, 0
+  elseif padding == 'same' then
+    if sh ~= 1 or sw ~= 1 then error("conv2d: padding='same' needs stride 1", 2) end
+    local th, tw = dh * (kh - 1), dw * (kw - 1)
+    ph, pw = math.floor(th / 2), math.floor(tw / 2)
+    if th % 2 == 1 or tw % 2 == 1 then  -- PyTorch puts the odd extra row/col at the end
+      x = F.pad(x, { pw, tw - pw, ph, th - ph })
+      ph, pw = 0, 0
+    end
+  else ph, pw = pair('conv2d', padding, 'padding') end
+  local N, H, W = tonumber(x.p.shape[0]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
+  local O = tonumber(w.p.shape[0])
+  local OH = math.floor((H + 2 * ph - dh * (kh - 1) - 1) / sh) + 1
+  local OW = math.floor((W + 2 * pw - dw * (kw - 1) - 1) / sw) + 1
+  if OH < 1 or OW < 1 then
+    error(('conv2d: input {%s} is too small for a %dx%d kernel (output %dx%d)'):format(
+      table.concat(x:size(), ','), kh, kw, OH, OW), 2)
+  end
+  local params = ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, groups)
+  local out = new(x, N, O, OH, OW)
+  check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params))
+  if grad_on(x, w, b) then
+    local n = node(conv_bw, 'conv2d', edge(x), edge(w), edge(b))
+    n.x, n.w, n.params = x, w, params
+    attach(out, n)
+  end
+  return out
+end
+
+-- ---- pooling ------------------------------------------------------------------------------
+
+local function pool_size(H, k, s, p, d, ceil_mode)
+  local num = H + 2 * p - d * (k - 1) - 1
+  local o = (ceil_mode and math.ceil(num / s) or math.floor(num / s)) + 1
+  if ceil_mode and (o - 1) * s >= H + p then o = o - 1 end
+  return o
+end
+
+local function pool_params(fn, x, k, opts)
+  local kh, kw = pair(fn, k, 'kernel_size')
+  local sh, sw = pair(fn, opts.stride, 'stride', { kh, kw })
+  local ph, pw = pair(fn, opts.padding, 'padding', 0)
+  local dh, dw = pair(fn, opts.dilation, 'dilation', 1)
+  if ph > kh / 2 or pw > kw / 2 then
+    error(('%s: padding %dx%d must be at most half the kernel %dx%d'):format(fn, ph, pw, kh, kw), 3)
+  end
+  local cnt = opts.count_include_pad
+  if cnt == nil then cnt = true end
+  local p = ffi.new('ln_pool2d_params', kh, kw, sh, sw, ph, pw, dh, dw, opts.ceil_mode and 1 or 0, cnt and 1 or 0)
+  local H, W = tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
+  local OH, OW = pool_size(H, kh, sh, ph, dh, opts.ceil_mode), pool_size(W, kw, sw, pw, dw, opts.ceil_mode)
+  if OH < 1 or OW < 1 then
+    error(('%s: input {%s} is too small for a %dx%d window'):format(fn, table.concat(x:size(), ','), kh, kw), 3)
+  end
+  return p, OH, OW
+end
+
+local function maxpool_bw(n, g)
+  local din = new_like(n.x)
+  check(C.ln_maxpool2d_backward(din.p, g.p, n.idx.p, n.params))
+  return din
+end
+
+-- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1,
+-- ceil_mode=false, return_indices=false}); indices are 0-based h*W+w
+function F.max_pool2d(x, k, opts)
+  need('max_pool2d', x, 'input', 4)
+  kernel('max_pool2d', 'ln_maxpool2d_forward')
+  opts = opts or {}
+  local p, OH, OW = pool_params('max_pool2d', x, k, opts)
+  local N, Cc = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
+  local out = new(x, N, Cc, OH, OW)
+  shape_buf[0], shape_buf[1], shape_buf[2], shape_buf[3] = N, Cc, OH, OW
+  local idx = wrap(C.ln_empty(4, shape_buf, C.LN_INT64, x.p.device_id))
+  check(C.ln_maxpool2d_forward(out.p, idx.p, x.p, p))
+  if grad_on(x) then
+    local n = node(maxpool_bw, 'max_pool2d', edge(x))
+    n.x, n.idx, n.params = x:detach(), idx, p
+    attach(out, n)
+  end
+  if opts.return_indices then return out, idx end
+  return out
+end
+
+local function avgpool_bw(n, g)
+  local din = new(g, n.N, n.C, n.H, n.W)
+  check(C.ln_avgpool2d_backward(din.p, g.p, n.params))
+  return din
+end
+
+local function set_in_shape(n, x)
+  n.N, n.C, n.H, n.W = tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
+end
+
+-- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0, ceil_mode=false, count_include_pad=true})
+function F.avg_pool2d(x, k, opts)
+  need('avg_pool2d', x, 'input', 4)
+  kernel('avg_pool2d', 'ln_avgpool2d_forward')
+  opts = opts or {}
+  local p, OH, OW = pool_params('avg_pool2d', x, k, opts)
+  local out = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), OH, OW)
+  check(C.ln_avgpool2d_forward(out.p, x.p, p))
+  if grad_on(x) then
+    local n = node(avgpool_bw, 'avg_pool2d', edge(x))
+    n.params = p
+    set_in_shape(n, x)
+    attach(out, n)
+  end
+  return out
+end
+
+local function adaptive_bw(n, g)
+  local din = new(g, n.N, n.C, n.H, n.W)
+  check(C.ln_adaptive_avgpool2d_backward(din.p, g.p))
+  return din
+end
+
+-- adaptive_avg_pool2d(x, output_size): a number or {oh, ow}
+function F.adaptive_avg_pool2d(x, size)
+  need('adaptive_avg_pool2d', x, 'input', 4)
+  kernel('adaptive_avg_pool2d', 'ln_adaptive_avgpool2d_forward')
+  local oh, ow = pair('adaptive_avg_pool2d', size, 'output_size')
+  local out = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), oh, ow)
+  check(C.ln_adaptive_avgpool2d_forward(out.p, x.p))
+  if grad_on(x) then
+    local n = node(adaptive_bw, 'adaptive_avg_pool2d', edge(x))
+    set_in_shape(n, x)
+    attach(out, n)
+  end
+  return out
+end
+
+-- ---- batch norm ---------------------------------------------------------------------------
+
+local function bn_bw(n, g)
+  local x, w = n.x, n.w
+  local din = n[1] and new_like(x) or nil
+  local dw = n[2] and new_like(w) or nil
+  local db = n[3] and new_like(w) or nil
+  check(C.ln_batchnorm_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w and w.p,
+    n.mean.p, n.invstd.p, n.training))
+  return din, dw, db
+end
+
+-- batch_norm(x (N,C[,...]), running_mean, running_var, weight, bias, training, momentum, eps)
+function F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+  need('batch_norm', x, 'input')
+  kernel('batch_norm', 'ln_batchnorm_forward')
+  if x.p.ndim < 2 then error('batch_norm: input must be at least 2-d (N, C, ...)', 2) end
+  local Cc = tonumber(x.p.shape[1])
+  if not training and (running_mean == nil or running_var == nil) then
+    error('batch_norm: eval mode needs running_mean and running_var', 2)
+  end
+  if training then
+    local count = x:numel() / Cc
+    if count <= 1 then
+      error(('batch_norm: expected more than 1 value per channel when training, got input {%s}'):format(
+        table.concat(x:size(), ',')), 2)
+    end
+  end
+  local out = new_like(x)
+  local mean, invstd = new(x, Cc), new(x, Cc)
+  check(C.ln_batchnorm_forward(out.p, mean.p, invstd.p, x.p, weight and weight.p, bias and bias.p,
+    running_mean and running_mean.p, running_var and running_var.p, training and 1 or 0,
+    momentum or 0.1, eps or 1e-5))
+  if grad_on(x, weight, bias) then
+    local n = node(bn_bw, 'batch_norm', edge(x), edge(weight), edge(bias))
+    n.x, n.w, n.mean, n.invstd, n.training = x, weight, mean, invstd, training and 1 or 0
+    attach(out, n)
+  end
+  return out
+end
+
+-- ---- softmax and losses ---------------------------------------------------------------------
+
+local function softmax_bw(n, g)
+  local din = new_like(g)
+  check(C.ln_softmax_backward(din.p, g.p, n.out.p, n.dim, n.log))
+  return din
+end
+
+local function softmax(fn, x, dim, log)
+  need(fn, x, 'input')
+  kernel(fn, 'ln_softmax_forward')
+  local d = T.cdim(fn, x, dim or -1)
+  local out = new_like(x)
+  check(C.ln_softmax_forward(out.p, x.p, d, log))
+  if grad_on(x) then
+    local n = node(softmax_bw, fn, edge(x))
+    n.out, n.dim, n.log = out:detach(), d, log
+    attach(out, n)
+  end
+  return out
+end
+function F.softmax(x, dim) return softmax('softmax', x, dim, 0) end
+function F.log_softmax(x, dim) return softmax('log_softmax', x, dim, 1) end
+
+local reductions = { none = 0, mean = 1, sum = 2 }
+local function reduction(fn, r)
+  local v = reductions[r or 'mean']
+  if not v then error(("%s: reduction must be 'none', 'mean' or 'sum', got %s"):format(fn, tostring(r)), 3) end
+  return v
+end
+
+local function nll_bw(n, g)
+  local d = new_like(n.logp)
+  check(C.ln_nll_loss_backward(d.p, g.p, n.target.p, n.weight and n.weight.p, n.red, n.ignore, 1))
+  return d
+end
+
+local function check_target(fn, x, target)
+  need(fn, target, 'target', 1)
+  if target.p.shape[0] ~= x.p.shape[0] then
+    error(('%s: input has batch size %d, target has %d'):format(fn, tonumber(x.p.shape[0]), tonumber(target.p.shape[0])), 3)
+  end
+  if target.p.dtype_id ~= C.LN_INT64 then
+    if target:is_floating_point() then
+      error(('%s: target must hold class indices (an integer tensor), got %s'):format(fn, target.dtype), 3)
+    end
+    target = target:to('int64')
+  end
+  return target
+end
+
+-- nll_loss(logp (N,C), target (N) int64 in 1..C, {weight, reduction='mean', ignore_index=-100})
+function F.nll_loss(logp, target, opts)
+  need('nll_loss', logp, 'input', 2)
+  kernel('nll_loss', 'ln_nll_loss_forward')
+  target = check_target('nll_loss', logp, target)
+  opts = opts or {}
+  local red = reduction('nll_loss', opts.reduction)
+  local ignore = opts.ignore_index or -100
+  local out = red == 0 and new(logp, tonumber(logp.p.shape[0])) or new(logp)
+  check(C.ln_nll_loss_forward(out.p, logp.p, target.p, opts.weight and opts.weight.p, red, ignore, 1))
+  if grad_on(logp) then
+    local n = node(nll_bw, 'nll_loss', edge(logp))
+    n.logp, n.target, n.weight, n.red, n.ignore = logp:detach(), target, opts.weight, red, ignore
+    attach(out, n)
+  end
+  return out
+end
+
+-- cross_entropy(logits (N,C), target (N) in 1..C, {weight, reduction, ignore_index, label_smoothing})
+function F.cross_entropy(x, target, opts)
+  need('cross_entropy', x, 'input', 2)
+  opts = opts or {}
+  local eps = opts.label_smoothing or 0
+  local logp = F.log_softmax(x, 2)
+  local loss = F.nll_loss(logp, target, opts)
+  if eps == 0 then return loss end
+  if eps < 0 or eps > 1 then error('cross_entropy: label_smoothing must be in [0, 1], got ' .. eps, 2) end
+  target = check_target('cross_entropy', x, target)
+  local N, Cc = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
+  local red = opts.reduction or 'mean'
+  local ignore = opts.ignore_index or -100
+  local w = opts.weight and opts.weight:reshape(Cc, 1) or nil
+  if not w then w = new(x, Cc, 1); C.ln_fill_(w.p, 1) end
+  local keep = target:ne(ignore):to(x.dtype):reshape(N, 1)
+  local smooth = -(logp:matmul(w) * keep)     -- (N, 1)
+  local s
+  if red == 'none' then s = smooth:reshape(N)
+  elseif red == 'sum' then s = sum_all(smooth)
+  elseif opts.weight then
+    -- sum of the target weights over kept samples: an NLL of all -1s
+    local m1 = new(x, N, Cc)
+    C.ln_fill_(m1.p, -1)
+    local denom = A.no_grad(F.nll_loss, m1, target, { weight = opts.weight, reduction = 'sum', ignore_index = ignore })
+    s = sum_all(smooth) / denom
+  else s = sum_all(smooth) / N end
+  return loss * (1 - eps) + s * (eps / Cc)
+end
+
+local function reduce(fn, l, r)
+  reduction(fn, r)
+  if r == 'none' then return l end
+  local s = sum_all(l)
+  if r == 'sum' then return s end
+  return s / l:numel()
+end
+
+local function same_shape(fn, a, b)
+  need(fn, a, 'input'); need(fn, b, 'target')
+  if table.concat(a:size(), ',') ~= table.concat(b:size(), ',') then
+    error(('%s: input {%s} and target {%s} must have the same shape'):format(fn,
+      table.concat(a:size(), ','), table.concat(b:size(), ',')), 3)
+  end
+end
+
+function F.mse_loss(a, b, opts)
+  same_shape('mse_loss', a, b)
+  local d = a - b
+  return reduce('mse_loss', d * d, opts and opts.reduction or 'mean')
+end
+
+-- (1-y)*x + lw*(log1p(exp(-|x|)) + max(-x, 0)), lw = 1 + (pos_weight-1)*y
+function F.binary_cross_entropy_with_logits(x, y, opts)
+  same_shape('binary_cross_entropy_with_logits', x, y)
+  opts = opts or {}
+  local soft = (-x:abs()):exp():log1p() + (-x):clamp(0)
+  local l
+  if opts.pos_weight then
+    l = (1 - y) * x + ((opts.pos_weight - 1) * y + 1) * soft
+  else
+    l = (1 - y) * x + soft
+  end
+  if opts.weight then l = l * opts.weight end
+  return reduce('binary_cross_entropy_with_logits', l, opts.reduction or 'mean')
+end
+
+-- ---- activations and the rest -----------------------------------------------------------
+
+function F.linear(x, w, b)
+  need('linear', x, 'input'); need('linear', w, 'weight', 2)
+  if x.p.ndim >= 1 and x.p.shape[x.p.ndim - 1] ~= w.p.shape[1] then
+    error(('linear: input has %d features, weight expects %d'):format(tonumber(x.p.shape[x.p.ndim - 1]),
+      tonumber(w.p.shape[1])), 2)
+  end
+  if b and x.p.ndim == 2 then return b:addmm(x, w:t()) end
+  local y = x:matmul(w:t())
+  if b then y = y + b end
+  return y
+end
+
+function F.relu(x) return x:relu() end
+function F.sigmoid(x) return x:sigmoid() end
+function F.tanh(x) return x:tanh() end
+
+function F.leaky_relu(x, slope)
+  slope = slope or 0.01
+  return x:where(x:gt(0), x * slope)
+end
+
+function F.elu(x, alpha)
+  alpha = alpha or 1
+  return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha)
+end
+
+function F.gelu(x, approximate)
+  if approximate == 'tanh' then
+    local inner = (x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)
+    return x * 0.5 * (inner:tanh() + 1)
+  end
+  return x * 0.5 * ((x * (1 / math.sqrt(2))):erf() + 1)
+end
+
+-- dropout(x, p=0.5, training=true): zeroes with probability p, scales the rest by 1/(1-p)
+function F.dropout(x, p, training)
+  p = p or 0.5
+  if p < 0 or p > 1 then error('dropout: p must be in [0, 1], got ' .. tostring(p), 2) end
+  if training == false or p == 0 then return x end
+  if p == 1 then return x * 0 end
+  local mask = new_like(x)
+  check(C.ln_bernoulli_(mask.p, 1 - p))
+  check(C.ln_binary_scalar_(C.LN_MUL, mask.p, 1 / (1 - p)))
+  return x * mask
+end
+
+function F.flatten(x, s, e) return x:flatten(s or 2, e or -1) end
+
+return F

@@ -1,0 +1,22 @@
+-- lunet.nn: layers as modules (nn.Conv2d, nn.Linear, ...), their functional
+-- forms (nn.functional / nn.F) and initialisers (nn.init).
+local nn = {}
+
+nn.Module = require 'lunet.nn.Module'
+nn.functional = require 'lunet.nn.functional'
+nn.F = nn.functional
+nn.init = require 'lunet.nn.initializers'
+
+for _, name in ipairs({
+  'Sequential', 'Linear', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'AdaptiveAvgPool2d',
+  'BatchNorm1d', 'BatchNorm2d', 'Flatten', 'Identity', 'Dropout',
+  'ReLU', 'LeakyReLU', 'ELU', 'GELU', 'Sigmoid', 'Tanh', 'Softmax', 'LogSoftmax',
+  'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'BCEWithLogitsLoss', 'BasicBlock',
+}) do
+  nn[name] = require('lunet.nn.' .. name)
+end
+
+-- nn.is_module(x): true for any nn.Module instance
+function nn.is_module(x) return type(x) == 'table' and rawget(x, '_params') ~= nil end
+
+return nn

@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""Writes spec/fixtures/nn_layers.safetensors with PyTorch, for spec/nn_*_spec.lua:
+forward outputs and gradients of each lunet.nn layer over several shapes
+(stride, padding, dilation, groups, batch 1, odd sizes, ceil mode, ...).
+
+For every case "<name>": inputs "<name>.x", "<name>.w", ... are float32
+values; the output "<name>.out" and the gradients "<name>.dx", "<name>.dw",
+... of sum(out * <name>.dout) are computed in float64 from those same values,
+so a float32 implementation is compared with the exact answer. The metadata
+entry "cases" is a JSON list of {name, op, opts}. Class targets are stored
+1-based (lunet's convention). The safetensors format is written by hand (no
+python3-safetensors on Debian).  Run:  /usr/bin/python3 tools/gen_nn_fixtures.py
+"""
+import json
+import os
+import struct
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
+
+
+def save(path, tensors, metadata):
+    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    header, blobs, off = {"__metadata__": metadata}, [], 0
+    for name in order:
+        b = tensors[name].contiguous().numpy().tobytes()
+        header[name] = {"dtype": DTYPES[tensors[name].dtype], "shape": list(tensors[name].shape),
+                        "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+tensors, cases = {}, []
+
+
+def f32(*shape, scale=1.0):
+    return (torch.randn(tuple(shape)) * scale).float()
+
+
+def add(name, op, opts, fn, inputs, grads, extra=None):
+    """inputs: dict of float32 tensors (those in grads get gradients);
+    fn(**float64 inputs) -> output tensor."""
+    for k, v in inputs.items():
+        tensors[f"{name}.{k}"] = v
+    d = {k: (v.double().requires_grad_(k in grads) if v.dtype == torch.float32 else v)
+         for k, v in inputs.items()}
+    out = fn(**d)
+    dout = f32(*out.shape)
+    tensors[f"{name}.out"] = out.detach()
+    tensors[f"{name}.dout"] = dout
+    if grads:
+        gs = torch.autograd.grad(out, [d[k] for k in grads], dout.double(), allow_unused=True)
+        for k, g in zip(grads, gs):
+            tensors[f"{name}.d{k}"] = g if g is not None else torch.zeros_like(d[k])
+    for k, v in (extra or {}).items():
+        tensors[f"{name}.{k}"] = v
+    cases.append({"name": name, "op": op, "opts": opts})
+
+
+def conv_cases():
+    specs = [
+        ("conv_basic", dict(N=2, C=3, H=7, W=6, O=4, k=(3, 3)), dict(stride=1, padding=1)),
+        ("conv_stride_groups", dict(N=1, C=4, H=9, W=8, O=6, k=(3, 2)), dict(stride=2, padding=[1, 0], groups=2)),
+        ("conv_dilation_nobias", dict(N=2, C=2, H=10, W=9, O=4, k=(3, 3)),
+         dict(stride=[2, 1], padding=2, dilation=2, bias=False)),
+        ("conv_same_even", dict(N=1, C=2, H=5, W=6, O=3, k=(4, 4)), dict(padding="same")),
+        ("conv_depthwise", dict(N=3, C=4, H=5, W=5, O=4, k=(3, 3)), dict(padding=1, groups=4)),
+        ("conv_1x1_stride", dict(N=2, C=5, H=6, W=7, O=3, k=(1, 1)), dict(stride=2)),
+    ]
+    for name, s, o in specs:
+        g = o.get("groups", 1)
+        inputs = {"x": f32(s["N"], s["C"], s["H"], s["W"]), "w": f32(s["O"], s["C"] // g, *s["k"], scale=0.3)}
+        if o.get("bias", True):
+            inputs["b"] = f32(s["O"])
+
+        def fn(x, w, b=None, o=o):
+            return F.conv2d(x, w, b, stride=o.get("stride", 1), padding=o.get("padding", 0),
+                            dilation=o.get("dilation", 1), groups=o.get("groups", 1))
+        opts = dict(o)
+        opts.update(cin=s["C"], cout=s["O"], k=list(s["k"]))
+        add(name, "conv2d", opts, fn, inputs, list(inputs))
+
+
+def pool_cases():
+    for name, shape, k, o in [
+        ("maxpool_2", (2, 3, 6, 6), 2, {}),
+        ("maxpool_3s2p1", (1, 2, 7, 9), 3, dict(stride=2, padding=1)),
+        ("maxpool_ceil", (2, 2, 7, 7), 2, dict(ceil_mode=True)),
+        ("maxpool_dilation", (1, 3, 9, 8), [2, 3], dict(stride=[1, 2], dilation=2)),
+    ]:
+        add(name, "max_pool2d", dict(o, kernel_size=k), lambda x, k=k, o=o: F.max_pool2d(x, k, **o),
+            {"x": f32(*shape)}, ["x"])
+    for name, shape, k, o in [
+        ("avgpool_2", (2, 3, 6, 6), 2, {}),
+        ("avgpool_3s2p1_excl", (1, 2, 7, 9), 3, dict(stride=2, padding=1, count_include_pad=False)),
+        ("avgpool_3s2p1_incl", (1, 2, 7, 9), 3, dict(stride=2, padding=1)),
+        ("avgpool_ceil", (2, 2, 7, 7), [3, 2], dict(stride=2, ceil_mode=True)),
+    ]:
+        add(name, "avg_pool2d", dict(o, kernel_size=k), lambda x, k=k, o=o: F.avg_pool2d(x, k, **o),
+            {"x": f32(*shape)}, ["x"])
+    for name, shape, size in [("adaptive_1", (2, 3, 5, 5), 1), ("adaptive_3x2", (1, 2, 7, 5), [3, 2]),
+                              ("adaptive_up", (1, 1, 3, 4), [5, 6])]:
+        add(name, "adaptive_avg_pool2d", dict(output_size=size),
+            lambda x, size=size: F.adaptive_avg_pool2d(x, size), {"x": f32(*shape)}, ["x"])
+
+
+def bn_cases():
+    for name, shape, o in [("bn2d_train", (4, 3, 5, 5), dict(training=True, momentum=0.1)),
+                           ("bn2d_eval", (2, 3, 4, 3), dict(training=False)),
+                           ("bn1d_train", (6, 4), dict(training=True, momentum=0.3)),
+                           ("bn1d_train_3d", (3, 2, 5), dict(training=True, momentum=0.1))]:
+        C = shape[1]
+        rm, rv = f32(C, scale=0.5), (torch.rand(C) + 0.5).float()
+        inputs = {"x": f32(*shape, scale=2.0) + 1.0, "w": f32(C), "b": f32(C)}
+        rm64, rv64 = rm.double(), rv.double()
+
+        def fn(x, w, b, o=o, rm64=rm64, rv64=rv64):
+            return F.batch_norm(x, rm64, rv64, w, b, training=o["training"],
+                                momentum=o.get("momentum", 0.1), eps=1e-5)
+        add(name, "batch_norm", o, fn, inputs, ["x", "w", "b"],
+            extra={"running_mean": rm, "running_var": rv})
+        tensors[f"{name}.running_mean_after"] = rm64.clone()
+        tensors[f"{name}.running_var_after"] = rv64.clone()
+
+
+def misc_cases():
+    add("linear", "linear", {}, lambda x, w, b: F.linear(x, w, b),
+        {"x": f32(5, 7), "w": f32(3, 7, scale=0.4), "b": f32(3)}, ["x", "w", "b"])
+    add("linear_3d", "linear", {}, lambda x, w, b: F.linear(x, w, b),
+        {"x": f32(2, 3, 4), "w": f32(5, 4, scale=0.4), "b": f32(5)}, ["x", "w", "b"])
+    add("softmax", "softmax", dict(dim=2), lambda x: F.softmax(x, 1), {"x": f32(4, 5, scale=2)}, ["x"])
+    add("log_softmax", "log_softmax", dict(dim=2), lambda x: F.log_softmax(x, 1), {"x": f32(4, 5, scale=2)}, ["x"])
+    add("log_softmax_dim1", "log_softmax", dict(dim=1), lambda x: F.log_softmax(x, 0), {"x": f32(3, 2, 4)}, ["x"])
+    for name, fn, o in [("leaky_relu", lambda x: F.leaky_relu(x, 0.2), dict(slope=0.2)),
+                        ("elu", lambda x: F.elu(x, 1.5), dict(alpha=1.5)),
+                        ("gelu", lambda x: F.gelu(x), {}),
+                        ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), dict(approximate="tanh")),
+                        ("sigmoid", torch.sigmoid, {}), ("tanh", torch.tanh, {}), ("relu", torch.relu, {})]:
+        add(name, name.split("_tanh")[0] if name != "gelu_tanh" else "gelu", o, fn, {"x": f32(3, 7, scale=2)}, ["x"])
+    N, C = 6, 5
+    target = torch.tensor([0, 4, 2, 2, 1, 3])
+    weight = (torch.rand(C) + 0.5).float()
+    for name, o in [("ce_mean", {}), ("ce_sum", dict(reduction="sum")), ("ce_none", dict(reduction="none")),
+                    ("ce_weight", dict(weight=True)), ("ce_smooth", dict(label_smoothing=0.1)),
+                    ("ce_smooth_weight", dict(label_smoothing=0.2, weight=True)),
+                    ("ce_ignore", dict(ignore_index=3)), ("ce_smooth_ignore_sum", dict(label_smoothing=0.1, ignore_index=3, reduction="sum")),
+                    ("nll_weight", dict(weight=True, nll=True))]:
+        w = weight.double() if o.get("weight") else None
+        tgt = target.clone()
+        ign = o.get("ignore_index", -100)
+        if ign != -100:
+            tgt[1] = ign - 1  # torch index of lunet class `ign`
+        kw = dict(weight=w, reduction=o.get("reduction", "mean"), ignore_index=ign - 1 if ign != -100 else -100)
+        if o.get("nll"):
+            fn = lambda x, kw=kw, tgt=tgt: F.nll_loss(F.log_softmax(x, 1), tgt, **kw)
+        else:
+            fn = lambda x, kw=kw, tgt=tgt, o=o: F.cross_entropy(x, tgt, label_smoothing=o.get("label_smoothing", 0.0), **kw)
+        add(name, "cross_entropy", o, fn, {"x": f32(N, C, scale=2)}, ["x"],
+            extra={"target": tgt + 1, "weight": weight})
+    add("mse", "mse_loss", {}, lambda x, y: F.mse_loss(x, y), {"x": f32(3, 4), "y": f32(3, 4)}, ["x", "y"])
+    add("mse_sum", "mse_loss", dict(reduction="sum"), lambda x, y: F.mse_loss(x, y, reduction="sum"),
+        {"x": f32(5), "y": f32(5)}, ["x", "y"])
+    pw = (torch.rand(4) + 0.5).float()
+    add("bce", "bce_with_logits", {}, lambda x, y: F.binary_cross_entropy_with_logits(x, y),
+        {"x": f32(3, 4, scale=3), "y": torch.rand(3, 4).float()}, ["x", "y"])
+    add("bce_pos_weight", "bce_with_logits", dict(pos_weight=True, reduction="sum"),
+        lambda x, y: F.binary_cross_entropy_with_logits(x, y, pos_weight=pw.double(), reduction="sum"),
+        {"x": f32(3, 4, scale=3), "y": torch.rand(3, 4).float()}, ["x", "y"], extra={"pos_weight": pw})
+
+
+def main():
+    torch.manual_seed(0)
+    conv_cases()
+    pool_cases()
+    bn_cases()
+    misc_cases()
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.path.join(here, "..", "spec", "fixtures", "nn_layers.safetensors")
+    save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
+    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+
+
+if __name__ == "__main__":
+    main()
