@@ -27,8 +27,10 @@ $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# -z nodelete: LuaJIT dlcloses the library at exit while OpenMP workers may still
+# run; unloading their code under them crashed some runs at exit (SIGSEGV).
 $(LIB): $(OBJ)
-	$(CC) $(ALL_CFLAGS) -shared -o $@ $(OBJ) $(LDLIBS) $(EXTRA_LDFLAGS)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,nodelete -o $@ $(OBJ) $(LDLIBS) $(EXTRA_LDFLAGS)
 
 # The FFI declarations are generated from the one public header.
 $(CDEF): c/include/lunet.h

@@ -36,10 +36,17 @@ typedef struct {
 } ln_optim_args;
 typedef struct { double p; int64_t n; ln_kview in, out; } ln_norm_args;
 
+/* reductions (c/ops/reduce.c): a's last dim is the reduced one (size r), its
+ * leading dims the kept ones; out (and idx, int64, or data NULL) contiguous */
+typedef struct { int op; double p; int64_t r; ln_kview out, idx, a; } ln_reduce_args;
+/* index_select / gather (out, a, index) and scatter_add_ (out += src at index) */
+typedef struct { int dim; ln_kview out, a, index, src; } ln_index_args;
+
 typedef struct ln_backend {
   const char *name;
   ln_task_fn binary, unary, copy, where, fill, arange, random, gemm;
   /* later issues add entries here: reduce, index ops, nn kernels, optimizers */
+  ln_task_fn reduce, index_select, gather, scatter_add;   /* c/ops/reduce.c, c/ops/index.c */
   ln_task_fn sgd_step, adam_step, rmsprop_step, norm_pow_sum;   /* optimizers (c/ops/optim.c) */
 } ln_backend;
 

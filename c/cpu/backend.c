@@ -2,6 +2,11 @@
 #include "cpu.h"
 #include <stdio.h>
 
+int ln_cpu_reduce(void *args);        /* reduce.c */
+int ln_cpu_index_select(void *args);  /* index.c */
+int ln_cpu_gather(void *args);
+int ln_cpu_scatter_add(void *args);
+
 const ln_backend ln_cpu_backend = {
   .name = "cpu",
   .binary = ln_cpu_binary,
@@ -12,6 +17,10 @@ const ln_backend ln_cpu_backend = {
   .arange = ln_cpu_arange,
   .random = ln_cpu_random,
   .gemm = ln_cpu_gemm,
+  .reduce = ln_cpu_reduce,
+  .index_select = ln_cpu_index_select,
+  .gather = ln_cpu_gather,
+  .scatter_add = ln_cpu_scatter_add,
   .sgd_step = ln_cpu_sgd_step,
   .adam_step = ln_cpu_adam_step,
   .rmsprop_step = ln_cpu_rmsprop_step,

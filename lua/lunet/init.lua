@@ -5,6 +5,8 @@ local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 require 'lunet.tensor_math'
+require 'lunet.tensor_reduce'
+require 'lunet.tensor_index'
 require 'lunet.tensor_print'
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules

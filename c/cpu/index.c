@@ -1,0 +1,161 @@
+/* index.c -- CPU kernels of index_select, gather and scatter_add_.
+ *
+ * Index values are only known here, so each kernel first checks them all (in
+ * order, so the first bad one is named) and fails before writing anything.
+ * Messages show positions 1-based, as the rest of the API's messages do. */
+#include "../core/backend.h"
+#include <stdio.h>
+
+int ln_cpu_index_select(void *args);
+int ln_cpu_gather(void *args);
+int ln_cpu_scatter_add(void *args);
+
+static inline int64_t idx_at(const ln_kview *ix, const char *p) {
+  return ix->dtype == LN_INT32 ? (int64_t)*(const int32_t *)p : *(const int64_t *)p;
+}
+
+/* Walks every element of the view v (odometer); returns the first value
+ * outside [0, size) through *bad, or 0 when all are in range. */
+static int check_indices(const ln_kview *v, int64_t size, int64_t *bad) {
+  int64_t n = 1;
+  for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
+  int64_t pos[LN_MAX_DIMS] = {0}, off = 0;
+  int es = ln_dtype_size(v->dtype);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t x = idx_at(v, v->data + off * es);
+    if (x < 0 || x >= size) { *bad = x; return -1; }
+    for (int d = v->ndim - 1; d >= 0; d--) {
+      off += v->stride[d];
+      if (++pos[d] < v->shape[d]) break;
+      off -= pos[d] * v->stride[d];
+      pos[d] = 0;
+    }
+  }
+  return 0;
+}
+
+static inline void copy_elem(char *dst, const char *src, int es) {
+  switch (es) {
+    case 8: *(uint64_t *)dst = *(const uint64_t *)src; break;
+    case 4: *(uint32_t *)dst = *(const uint32_t *)src; break;
+    case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
+    default: *dst = *src;
+  }
+}
+
+/* ---- index_select, gather: out[m] = a[m with m[dim] replaced] ------------------------- */
+/* Rows are all dims of out but the last; gather reads its index at m, index_select at
+ * m[dim]. */
+
+typedef struct { const ln_index_args *a; int gather, es, ies; int64_t rows; } sel_job;
+
+static void sel_range(void *ctx, int64_t b, int64_t e) {
+  const sel_job *j = ctx;
+  const ln_index_args *A = j->a;
+  const ln_kview *o = &A->out, *x = &A->a, *ix = &A->index;
+  int nd = o->ndim, last = nd - 1, dim = A->dim, es = j->es, ies = j->ies;
+  int64_t n = o->shape[last];
+  for (int64_t row = b; row < e; row++) {
+    int64_t rem = row, ooff = 0, xoff = 0, ioff = 0;
+    for (int d = last - 1; d >= 0; d--) {
+      int64_t i = rem % o->shape[d];
+      rem /= o->shape[d];
+      ooff += i * o->stride[d];
+      if (j->gather) { ioff += i * ix->stride[d]; if (d != dim) xoff += i * x->stride[d]; }
+      else if (d == dim) xoff += idx_at(ix, ix->data + i * ix->stride[0] * ies) * x->stride[d];
+      else xoff += i * x->stride[d];
+    }
+    char *po = o->data + ooff * es;
+    const char *px = x->data + xoff * es;
+    if (j->gather) {
+      const char *pi = ix->data + ioff * ies;
+      int64_t sx = last == dim ? 0 : x->stride[last];
+      for (int64_t k = 0; k < n; k++)
+        copy_elem(po + k * o->stride[last] * es,
+                  px + (k * sx + idx_at(ix, pi + k * ix->stride[last] * ies) * x->stride[dim]) * es, es);
+    } else if (last == dim) {
+      for (int64_t k = 0; k < n; k++)
+        copy_elem(po + k * o->stride[last] * es,
+                  px + idx_at(ix, ix->data + k * ix->stride[0] * ies) * x->stride[last] * es, es);
+    } else {
+      int64_t so = o->stride[last], sx = x->stride[last];
+      if (so == 1 && sx == 1) memcpy(po, px, (size_t)(n * es));
+      else for (int64_t k = 0; k < n; k++) copy_elem(po + k * so * es, px + k * sx * es, es);
+    }
+  }
+}
+
+static int run_select(ln_index_args *a, int gather, const char *fn) {
+  int64_t bad, size = a->a.shape[a->dim];
+  if (check_indices(&a->index, size, &bad) != 0)
+    return ln_error("%s: index %lld is out of range for dim %d of size %lld (valid: 1..%lld)", fn,
+                    (long long)bad + 1, a->dim + 1, (long long)size, (long long)size);
+  const ln_kview *o = &a->out;
+  int64_t rows = 1, n = 1;
+  for (int d = 0; d < o->ndim; d++) { n *= o->shape[d]; if (d < o->ndim - 1) rows *= o->shape[d]; }
+  if (n == 0) return 0;
+  sel_job j = {a, gather, ln_dtype_size(o->dtype), ln_dtype_size(a->index.dtype), rows};
+  if (ln_kernel_threads() > 1 && n > 32768) ln_parallel_for(rows, 1, sel_range, &j);
+  else sel_range(&j, 0, rows);
+  return 0;
+}
+
+int ln_cpu_index_select(void *p) { return run_select(p, 0, "index_select"); }
+int ln_cpu_gather(void *p) { return run_select(p, 1, "gather"); }
+
+/* ---- scatter_add_: out[m with m[dim] = index[m]] += src[m] --------------------------- */
+/* Fibers (all coordinates of index but dim) write disjoint parts of out, so they
+ * run in parallel without races, each in index order (deterministic). */
+
+typedef struct { const ln_index_args *a; int es, ies, nf; int64_t fshape[LN_MAX_DIMS], fd[LN_MAX_DIMS]; } sc_job;
+
+#define SC_LOOP(T)                                                                          \
+  for (int64_t k = 0; k < len; k++) {                                                       \
+    int64_t t = idx_at(ix, pi + k * ix->stride[dim] * ies);                                  \
+    *(T *)(po + t * o->stride[dim] * es) += *(const T *)(ps + k * s->stride[dim] * es);       \
+  }
+
+static void sc_range(void *ctx, int64_t b, int64_t e) {
+  const sc_job *j = ctx;
+  const ln_index_args *A = j->a;
+  const ln_kview *o = &A->out, *ix = &A->index, *s = &A->src;
+  int dim = A->dim, es = j->es, ies = j->ies;
+  int64_t len = ix->shape[dim];
+  for (int64_t f = b; f < e; f++) {
+    int64_t rem = f, ooff = 0, ioff = 0, soff = 0;
+    for (int q = j->nf - 1; q >= 0; q--) {
+      int64_t i = rem % j->fshape[q], d = j->fd[q];
+      rem /= j->fshape[q];
+      ooff += i * o->stride[d]; ioff += i * ix->stride[d]; soff += i * s->stride[d];
+    }
+    char *po = o->data + ooff * es;
+    const char *pi = ix->data + ioff * ies, *ps = s->data + soff * es;
+    switch (o->dtype) {
+      case LN_FLOAT32: SC_LOOP(float) break;
+      case LN_FLOAT64: SC_LOOP(double) break;
+      case LN_INT32: SC_LOOP(int32_t) break;
+      case LN_INT64: SC_LOOP(int64_t) break;
+      default: SC_LOOP(uint8_t) break;
+    }
+  }
+}
+
+int ln_cpu_scatter_add(void *p) {
+  ln_index_args *a = p;
+  int64_t bad, size = a->out.shape[a->dim];
+  if (check_indices(&a->index, size, &bad) != 0)
+    return ln_error("scatter_add_: index %lld is out of range for dim %d of size %lld (valid: 1..%lld)",
+                    (long long)bad + 1, a->dim + 1, (long long)size, (long long)size);
+  sc_job j = {a, ln_dtype_size(a->out.dtype), ln_dtype_size(a->index.dtype), 0, {0}, {0}};
+  int64_t nfib = 1, n = 1;
+  for (int d = 0; d < a->index.ndim; d++) {
+    n *= a->index.shape[d];
+    if (d == a->dim) continue;
+    j.fshape[j.nf] = a->index.shape[d]; j.fd[j.nf] = d; j.nf++;
+    nfib *= a->index.shape[d];
+  }
+  if (n == 0) return 0;
+  if (ln_kernel_threads() > 1 && n > 32768 && nfib > 1) ln_parallel_for(nfib, 1, sc_range, &j);
+  else sc_range(&j, 0, nfib);
+  return 0;
+}

@@ -1,0 +1,172 @@
+-- lunet.tensor_index: picking, joining and splitting tensors. Indices are
+-- 1-based (Lua tables or int64/int32 tensors): t:index_select(dim, idx),
+-- t:gather(dim, idx), t:scatter_add_(dim, idx, src), lunet.cat(list, dim),
+-- lunet.stack(list, dim), t:split(size_or_sizes, dim), t:chunk(n, dim),
+-- t:unbind(dim) (the last three return views).
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local factory = require 'lunet.factory'
+local C = core.C
+local Tensor, wrap, check, is_tensor, cdim = T.Tensor, T.wrap, T.check, T.is_tensor, T.cdim
+
+-- 1-based Lua index (table or tensor) -> 0-based index tensor on self's device
+local function to_index(fn, self, idx)
+  if type(idx) == 'table' then
+    local ok, t = pcall(factory.tensor, idx, { dtype = 'int64' })
+    if not ok then error(fn .. ': index ' .. tostring(t):gsub('^.-tensor: ', '', 1), 3) end
+    if self.p.device_id ~= 0 then t = t:to(self.device) end
+    return t:sub_(1)
+  end
+  if not is_tensor(idx) then
+    error(('%s: index must be a tensor or a table of 1-based indices, got %s'):format(fn, type(idx)), 3)
+  end
+  local dt = idx.p.dtype_id
+  if dt ~= 3 and dt ~= 2 then
+    error(('%s: index must be an int64 (or int32) tensor, got %s'):format(fn, idx.dtype), 3)
+  end
+  return idx - 1
+end
+
+local function need(fn, x, what)
+  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3) end
+  return x.p
+end
+
+function Tensor.index_select(self, dim, idx)
+  local p = need('index_select', self, 'input')
+  local d = cdim('index_select', self, dim)
+  return wrap(C.ln_index_select(p, d, to_index('index_select', self, idx).p))
+end
+
+function Tensor.gather(self, dim, idx)
+  local p = need('gather', self, 'input')
+  local d = cdim('gather', self, dim)
+  return wrap(C.ln_gather(p, d, to_index('gather', self, idx).p))
+end
+
+function Tensor.scatter_add_(self, dim, idx, src)
+  local p = need('scatter_add_', self, 'input')
+  local d = cdim('scatter_add_', self, dim)
+  local i = to_index('scatter_add_', self, idx)
+  check(C.ln_scatter_add_(p, d, i.p, need('scatter_add_', src, 'src')))
+  return self
+end
+
+function Tensor.scatter_add(self, dim, idx, src)
+  need('scatter_add', self, 'input')
+  return Tensor.scatter_add_(self:clone(), dim, idx, src)
+end
+
+-- ---- cat, stack -------------------------------------------------------------------------
+
+local ptrs, nptrs = nil, 0
+
+-- list of tensors -> ln_tensor*[n] (a buffer reused across calls)
+local function tensor_array(fn, list)
+  if type(list) ~= 'table' then error(fn .. ': expected a list of tensors, got ' .. type(list), 4) end
+  local n = #list
+  if n == 0 then error(fn .. ': expected a non-empty list of tensors', 4) end
+  if n > nptrs then nptrs = math.max(n, 16); ptrs = ffi.new('ln_tensor*[?]', nptrs) end
+  for i = 1, n do
+    local t = list[i]
+    if not is_tensor(t) then
+      error(('%s: element %d of the list must be a tensor, got %s'):format(fn, i, type(t)), 4)
+    end
+    ptrs[i - 1] = t.p
+  end
+  return n, ptrs
+end
+
+-- lunet.cat({a, b, ...}[, dim]) or a:cat(b[, dim]) / lunet.cat(a, b[, dim])
+local function list_args(list, dim, more)
+  if is_tensor(list) then
+    if is_tensor(dim) then return { list, dim }, more end
+    if type(dim) == 'table' then
+      local l = { list }
+      for i = 1, #dim do l[i + 1] = dim[i] end
+      return l, more
+    end
+  end
+  return list, dim
+end
+
+local function int_dim(fn, dim)
+  if type(dim) ~= 'number' or dim % 1 ~= 0 then
+    error(('%s: dim must be an integer, got %s'):format(fn, tostring(dim)), 4)
+  end
+  return dim
+end
+
+function Tensor.cat(list, dim, more)
+  list, dim = list_args(list, dim, more)
+  local n, arr = tensor_array('cat', list)
+  dim = int_dim('cat', dim or 1)
+  if dim < 0 then dim = list[1].p.ndim + dim + 1 end
+  return wrap(C.ln_cat(n, arr, dim - 1))
+end
+Tensor.concat = Tensor.cat
+
+function Tensor.stack(list, dim, more)
+  list, dim = list_args(list, dim, more)
+  local n, arr = tensor_array('stack', list)
+  dim = int_dim('stack', dim or 1)
+  if dim < 0 then dim = list[1].p.ndim + 1 + dim + 1 end
+  return wrap(C.ln_stack(n, arr, dim - 1))
+end
+
+-- ---- split, chunk, unbind (views) --------------------------------------------------------
+
+function Tensor.split(self, size, dim)
+  need('split', self, 'input')
+  local d = cdim('split', self, dim or 1)
+  local total = tonumber(self.p.shape[d])
+  local parts, start = {}, 0
+  if type(size) == 'number' then
+    if size % 1 ~= 0 or size < 1 then error('split: size must be a positive integer, got ' .. size, 2) end
+    repeat
+      local len = math.min(size, total - start)
+      parts[#parts + 1] = wrap(C.ln_narrow(self.p, d, start, len))
+      start = start + len
+    until start >= total
+  elseif type(size) == 'table' then
+    local sum = 0
+    for i = 1, #size do
+      local s = size[i]
+      if type(s) ~= 'number' or s % 1 ~= 0 or s < 0 then
+        error(('split: size %d must be a non-negative integer, got %s'):format(i, tostring(s)), 2)
+      end
+      sum = sum + s
+    end
+    if sum ~= total then
+      error(('split: sizes add up to %d but dim %d has size %d'):format(sum, d + 1, total), 2)
+    end
+    for i = 1, #size do
+      parts[i] = wrap(C.ln_narrow(self.p, d, start, size[i]))
+      start = start + size[i]
+    end
+  else
+    error('split: size must be a number or a table of sizes, got ' .. type(size), 2)
+  end
+  return parts
+end
+
+function Tensor.chunk(self, n, dim)
+  need('chunk', self, 'input')
+  if type(n) ~= 'number' or n % 1 ~= 0 or n < 1 then
+    error('chunk: number of chunks must be a positive integer, got ' .. tostring(n), 2)
+  end
+  local d = cdim('chunk', self, dim or 1)
+  local total = tonumber(self.p.shape[d])
+  return Tensor.split(self, math.max(1, math.ceil(total / n)), d + 1)
+end
+
+function Tensor.unbind(self, dim)
+  need('unbind', self, 'input')
+  local d = cdim('unbind', self, dim or 1)
+  local parts = {}
+  for i = 1, tonumber(self.p.shape[d]) do parts[i] = wrap(C.ln_select(self.p, d, i - 1)) end
+  return parts
+end
+
+return Tensor
