@@ -61,7 +61,9 @@ bench: deps
 
 install: all
 	install -d $(DESTDIR)$(LUADIR)/lunet $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)
-	install -m 644 lua/lunet/*.lua $(DESTDIR)$(LUADIR)/lunet/
+	@# every module, sub-folders (nn/, optim/, ...) and the generated cdef.lua included
+	for f in $$(cd lua && find lunet -name '*.lua'); do \
+	  install -D -m 644 lua/$$f $(DESTDIR)$(LUADIR)/$$f || exit 1; done
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/liblunet.so
 	install -m 755 bin/lunet $(DESTDIR)$(BINDIR)/lunet
 

@@ -6,11 +6,15 @@ local core = {}
 
 -- The .so is found next to this file (source tree: ../../build, installed:
 -- the luarocks LIBDIR), so no LD_LIBRARY_PATH is needed. LUNET_LIB overrides.
+-- Installed layouts (make install, luarocks): <prefix>/share/lua/5.1/lunet/
+-- holds the modules and <prefix>/lib/lua/5.1/liblunet.so the library.
 local function find_library()
   local env = os.getenv('LUNET_LIB')
   if env and env ~= '' then return env end
   local here = debug.getinfo(1, 'S').source:match('^@(.*)lunet[/\\]core%.lua$') or './lua/'
   local candidates = { here .. '../build/liblunet.so', here .. 'liblunet.so' }
+  local prefix = here:match('^(.*)share[/\\]lua[/\\]5%.1[/\\]$')
+  if prefix then candidates[#candidates + 1] = prefix .. 'lib/lua/5.1/liblunet.so' end
   for _, path in ipairs(candidates) do
     local f = io.open(path, 'rb')
     if f then f:close(); return path end

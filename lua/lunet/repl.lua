@@ -212,7 +212,7 @@ local function make_reader(env, lunet)
         lib.history_truncate_file(hist, HISTORY_MAX)
       end
     end
-    return read, remember, { breaks, gen }   -- (anchors)
+    return read, remember, { breaks, gen }, true   -- (anchors)
   end
   local tty = ffi.C.isatty(0) == 1
   local function read(prompt)
@@ -224,7 +224,7 @@ local function make_reader(env, lunet)
     local f = io.open(hist, 'a')
     if f then f:write(line, '\n'); f:close() end
   end
-  return read, remember, {}
+  return read, remember, {}, tty
 end
 
 -- ---- the loop --------------------------------------------------------------------------
@@ -256,9 +256,9 @@ function M.run(opts)
   rawset(env, 'lunet', lunet)
   rawset(env, 'nn', safe_index(lunet, 'nn'))
   rawset(env, 'optim', safe_index(lunet, 'optim'))
-  local read, remember, anchors = make_reader(env, lunet)
+  local read, remember, anchors, tty = make_reader(env, lunet)
   M._anchors = anchors
-  if not opts.quiet then
+  if tty and not opts.quiet then
     io.write(('lunet %s on %s (%s) -- devices: %s -- Ctrl-D to quit\n'):format(lunet.version, jit.version,
       jit.arch, table.concat(lunet.devices(), ' ')))
   end
@@ -268,7 +268,8 @@ function M.run(opts)
     if not ok then            -- Ctrl-C while reading: start over
       io.write('\n'); buffer = nil
     elseif line == nil then
-      io.write('\n'); break
+      if tty then io.write('\n') end
+      break
     else
       local src = buffer and (buffer .. '\n' .. line) or line
       if src:match('%S') then

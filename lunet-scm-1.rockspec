@@ -1,0 +1,40 @@
+-- lunet: `luarocks --lua-version=5.1 make` in a checkout builds and installs
+-- it (LuaJIT counts as Lua 5.1); tools/ci-extra.sh packs a .src.rock from the
+-- committed tree and installs it offline. Debian packages needed to build:
+-- gcc make libluajit-5.1-dev libopenblas-dev zlib1g-dev (tools/install-deps.sh).
+rockspec_format = "3.0"
+package = "lunet"
+version = "scm-1"
+source = {
+  -- the upstream repository; tools/ci-extra.sh points this at the local checkout
+  url = "git+https://github.com/lunet/lunet.git",
+}
+description = {
+  summary = "Tensors, CNN layers and multi-device training for LuaJIT",
+  detailed = [[
+A C shared library of tensors, CNN layers and multi-device (data- and
+model-parallel) training, driven from LuaJIT through FFI: a modern Torch7 that
+a PyTorch user feels at home in. Includes safetensors I/O and the `lunet`
+interactive shell.]],
+  homepage = "https://github.com/lunet/lunet",
+  labels = { "tensor", "deep-learning", "luajit", "ffi" },
+}
+supported_platforms = { "linux" }
+dependencies = {
+  "lua == 5.1",   -- LuaJIT
+}
+build = {
+  type = "make",
+  build_target = "all",
+  build_variables = {
+    CFLAGS = "$(CFLAGS)",
+    CC = "$(CC)",
+  },
+  install_target = "install",
+  install_variables = {
+    LUADIR = "$(LUADIR)",
+    LIBDIR = "$(LIBDIR)",
+    BINDIR = "$(BINDIR)",
+    PREFIX = "$(PREFIX)",
+  },
+}
