@@ -25,7 +25,6 @@ end
 
 function Sequential:get(i) return self[self._children[i]] end
 function Sequential:size() return #self._children end
-Sequential.__len = function(self) return #self._children end
 
 function Sequential:forward(x)
   for _, n in ipairs(self._children) do x = self[n]:forward(x) end

@@ -1,0 +1,247 @@
+-- nn.Module behaviour: parameters, buffers, state_dict round trips and their
+-- errors, printing, clone, to(), train/eval of BatchNorm and Dropout,
+-- initialisation, Sequential, BasicBlock and a few training steps.
+local lunet = require 'lunet'
+local nn = lunet.nn
+
+local function small_cnn()
+  return nn.Sequential {
+    nn.Conv2d(3, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(4 * 2 * 2, 5),
+  }
+end
+
+local function keys(t)
+  local k = {}
+  for n in pairs(t) do k[#k + 1] = n end
+  table.sort(k)
+  return k
+end
+
+describe('nn.Module', function()
+  it('lists parameters, buffers and children with PyTorch names', function()
+    local m = small_cnn()
+    local names = {}
+    for i, e in ipairs(m:named_parameters()) do names[i] = e[1] end
+    assert.same({ '0.weight', '0.bias', '1.weight', '1.bias', '5.weight', '5.bias' }, names)
+    local bn = {}
+    for i, e in ipairs(m:named_buffers()) do bn[i] = e[1] end
+    assert.same({ '1.running_mean', '1.running_var', '1.num_batches_tracked' }, bn)
+    assert.equal(6, #m:children())
+    assert.equal(7, #m:modules())
+    assert.equal(4 * 3 * 9 + 4 + 4 + 4 + 16 * 5 + 5, m:num_parameters())
+    assert.equal(m[1 - 1 .. ''], m:get(1))
+    for _, p in ipairs(m:parameters()) do assert.is_true(p.requires_grad) end
+  end)
+
+  it('prints a tree with layer shapes and the parameter count', function()
+    local s = tostring(small_cnn())
+    assert.matches('nn.Sequential {', s, 1, true)
+    assert.matches('(0): nn.Conv2d(3 -> 4, 3x3, pad 1)', s, 1, true)
+    assert.matches('(1): nn.BatchNorm2d(4)', s, 1, true)
+    assert.matches('(3): nn.MaxPool2d(2x2)', s, 1, true)
+    assert.matches('(5): nn.Linear(16 -> 5)', s, 1, true)
+    assert.matches('205 parameters', s, 1, true)
+    assert.matches('(4): nn.Flatten\n', s, 1, true)
+    assert.equal('nn.Conv2d(3 -> 15, 3x3, stride 2, pad 1, groups 3, no bias)',
+      nn.Conv2d(3, 15, 3, { stride = 2, padding = 1, groups = 3, bias = false }):repr())
+    assert.matches('1,024 parameters', tostring(nn.Linear(1023, 1)), 1, true)
+  end)
+
+  it('state_dict round trip restores outputs exactly', function()
+    lunet.manual_seed(3)
+    local a, b = small_cnn(), small_cnn()
+    local x = lunet.randn(2, 3, 4, 4)
+    a:eval(); b:eval()
+    a[tostring(1)].running_mean:uniform_(-1, 1)
+    local sd = a:state_dict()
+    assert.same({ '0.bias', '0.weight', '1.bias', '1.num_batches_tracked', '1.running_mean', '1.running_var',
+      '1.weight', '5.bias', '5.weight' }, keys(sd))
+    assert.is_false(lunet.no_grad(function() return a(x) end):allclose(b(x)))
+    b:load_state_dict(sd)
+    assert.tensor_near(b(x), a(x), 0)
+    -- copies, not aliases
+    a['0'].weight:fill_(0)
+    assert.is_false(b['0'].weight:eq(0):all():item())
+  end)
+
+  it('state_dict survives a safetensors file', function()
+    local a, b = small_cnn(), small_cnn()
+    local path = os.tmpname()
+    lunet.save(path, a:state_dict())
+    b:load_state_dict((lunet.load(path)))
+    os.remove(path)
+    for _, e in ipairs(a:named_parameters()) do
+      assert.tensor_near(b:state_dict()[e[1]], e[2], 0)
+    end
+  end)
+
+  it('load_state_dict names missing, unexpected and mis-shaped keys', function()
+    local m = small_cnn()
+    local sd = m:state_dict()
+    sd['0.weight'] = nil
+    sd['9.extra'] = lunet.zeros(1)
+    sd['5.bias'] = lunet.zeros(7)
+    local ok, err = pcall(m.load_state_dict, m, sd)
+    assert.is_false(ok)
+    assert.matches('load_state_dict: missing keys: 0.weight', err, 1, true)
+    assert.matches('unexpected keys: 9.extra', err, 1, true)
+    assert.matches('5.bias: checkpoint has shape {7}, model has {5}', err, 1, true)
+    -- non-strict: missing and unexpected are reported, shape errors still raise
+    sd['5.bias'] = lunet.zeros(5)
+    local r = m:load_state_dict(sd, false)
+    assert.same({ '0.weight' }, r.missing)
+    assert.same({ '9.extra' }, r.unexpected)
+    assert.tensor_near(m['5'].bias, lunet.zeros(5), 0)
+    assert.has_error(function() m:load_state_dict('x') end)
+  end)
+
+  it('clone is a deep copy', function()
+    local m = small_cnn()
+    local c = m:clone()
+    c['0'].weight:fill_(1)
+    assert.is_false(m['0'].weight:eq(1):all():item())
+    assert.is_true(c['0'].weight.requires_grad)
+    assert.equal(#m:parameters(), #c:parameters())
+    assert.equal(tostring(m), tostring(c))
+  end)
+
+  it('to(dtype) moves parameters and buffers in place, keeping the objects', function()
+    local m = small_cnn()
+    local w = m['0'].weight
+    local before = w:totable()
+    m:to('float64')
+    assert.equal(w, m['0'].weight)
+    assert.equal('float64', w.dtype)
+    assert.is_true(w.requires_grad)
+    assert.equal('float64', m['1'].running_var.dtype)
+    assert.equal('int64', m['1'].num_batches_tracked.dtype)
+    assert.tensor_near(w, before, 1e-7)
+    local y = m(lunet.randn({ 2, 3, 4, 4 }, { dtype = 'float64' }))
+    assert.equal('float64', y.dtype)
+    y:sum():backward()
+    assert.equal('float64', w.grad.dtype)
+  end)
+
+  it('zero_grad clears gradients; apply and train/eval walk the tree', function()
+    local m = small_cnn()
+    m(lunet.randn(2, 3, 4, 4)):sum():backward()
+    assert.is_not_nil(m['0'].weight.grad)
+    m:zero_grad()
+    for _, p in ipairs(m:parameters()) do assert.is_nil(p.grad) end
+    local n = 0
+    m:apply(function() n = n + 1 end)
+    assert.equal(7, n)
+    m:eval()
+    for _, x in ipairs(m:modules()) do assert.is_false(x.training) end
+    m:train()
+    for _, x in ipairs(m:modules()) do assert.is_true(x.training) end
+  end)
+
+  it('initialises as PyTorch: kaiming_uniform(a=sqrt(5)) and bias bounds, seeded', function()
+    lunet.manual_seed(7)
+    local c = nn.Conv2d(8, 16, 3)
+    local bound = 1 / math.sqrt(8 * 9)
+    assert.is_true(c.weight:abs():max():item() <= bound + 1e-7)
+    assert.is_true(c.weight:abs():max():item() > 0.9 * bound)
+    assert.is_true(c.bias:abs():max():item() <= bound + 1e-7)
+    local std = c.weight:std():item()
+    assert.is_true(math.abs(std - bound / math.sqrt(3)) < 0.1 * bound)
+    lunet.manual_seed(7)
+    local c2 = nn.Conv2d(8, 16, 3)
+    assert.tensor_near(c2.weight, c.weight, 0)
+  end)
+
+  it('Sequential takes a table or varargs, add appends, errors are clear', function()
+    local s = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+    s:add(nn.Linear(3, 1))
+    assert.equal(3, s:size())
+    assert.same({ 4, 1 }, s(lunet.randn(4, 2)):size())
+    assert.has_error(function() nn.Sequential { nn.ReLU(), 5 } end)
+    local ok, err = pcall(function() nn.Linear(3, 2)(lunet.randn(4, 5)) end)
+    assert.is_false(ok)
+    assert.matches('linear: input has 5 features, weight expects 3', err, 1, true)
+    ok, err = pcall(function() nn.Conv2d(3, 4, 3)(lunet.randn(1, 2, 5, 5)) end)
+    assert.is_false(ok)
+    assert.matches('conv2d', err, 1, true)
+  end)
+end)
+
+describe('train and eval modes', function()
+  it('BatchNorm2d uses batch statistics in training and running ones in eval', function()
+    local bn = nn.BatchNorm2d(3, { momentum = 0.5 })
+    local x = lunet.randn(4, 3, 2, 2) * 2 + 3
+    local y = bn(x)
+    -- training output: per-channel mean 0, var 1 (biased)
+    assert.tensor_near(y:mean(1):mean(2):mean(2), lunet.zeros(3), 1e-5)
+    assert.equal(1, bn.num_batches_tracked:item())
+    local m = x:transpose(1, 2):reshape(3, -1)
+    assert.tensor_near(bn.running_mean, m:mean(2) * 0.5, 1e-5)
+    assert.tensor_near(bn.running_var, m:var(2) * 0.5 + 0.5, 1e-5)
+    bn:eval()
+    local ye = bn(x)
+    local want = (x - bn.running_mean:view(1, 3, 1, 1)) / (bn.running_var:view(1, 3, 1, 1) + 1e-5):sqrt()
+    assert.tensor_near(ye, want, 1e-5)
+    assert.equal(1, bn.num_batches_tracked:item())
+  end)
+
+  it('BatchNorm with momentum=nil keeps a cumulative average; affine=false has no parameters', function()
+    local bn = nn.BatchNorm1d(2, { momentum = nil, cumulative = true, affine = false })
+    assert.equal(0, #bn:parameters())
+    local a, b = lunet.randn(5, 2), lunet.randn(5, 2)
+    bn(a); bn(b)
+    assert.tensor_near(bn.running_mean, (a:mean(1) + b:mean(1)) / 2, 1e-5)
+    assert.has_error(function() nn.BatchNorm2d(2)(lunet.randn(1, 2, 1, 1)) end)
+    assert.has_error(function() nn.BatchNorm2d(3)(lunet.randn(2, 2, 3, 3)) end)
+  end)
+
+  it('Dropout zeroes about p of the elements in training, scales the rest, is seeded, and is the identity in eval', function()
+    local d = nn.Dropout(0.25)
+    local x = lunet.ones(100, 100)
+    lunet.manual_seed(11)
+    local y = d(x)
+    local zeros = y:eq(0):sum():item()
+    assert.is_true(zeros > 2300 and zeros < 2700)
+    assert.tensor_near(y:max(), lunet.tensor(1 / 0.75), 1e-6)
+    lunet.manual_seed(11)
+    assert.tensor_near(d(x), y, 0)
+    d:eval()
+    assert.equal(x, d(x))
+    assert.has_error(function() nn.Dropout(1.5) end)
+  end)
+end)
+
+describe('BasicBlock and training', function()
+  it('BasicBlock keeps or changes the shape and backpropagates to every parameter', function()
+    local b1, b2 = nn.BasicBlock(4, 4, 1), nn.BasicBlock(4, 8, 2)
+    assert.is_nil(b1.shortcut)
+    assert.is_not_nil(b2.shortcut)
+    local x = lunet.randn({ 2, 4, 6, 6 }, { requires_grad = true })
+    local y = b2(b1(x))
+    assert.same({ 2, 8, 3, 3 }, y:size())
+    y:sum():backward()
+    for _, e in ipairs(b2:named_parameters()) do assert.is_not_nil(e[2].grad, e[1]) end
+    assert.same({ 2, 4, 6, 6 }, x.grad:size())
+    assert.matches('nn.BasicBlock(4 -> 8, stride 2)', tostring(b2), 1, true)
+  end)
+
+  it('a small CNN fits a fixed batch (loss falls) with plain SGD written here', function()
+    lunet.manual_seed(5)
+    local m = small_cnn()
+    local crit = nn.CrossEntropyLoss()
+    local x = lunet.randn(8, 3, 4, 4)
+    local y = lunet.tensor({ 1, 2, 3, 4, 5, 1, 2, 3 }, { dtype = 'int64' })
+    local first, last
+    for step = 1, 30 do
+      m:zero_grad()
+      local loss = crit(m(x), y)
+      loss:backward()
+      lunet.no_grad(function()
+        for _, p in ipairs(m:parameters()) do p:sub_(p.grad * 0.1) end
+      end)
+      if step == 1 then first = loss:item() end
+      last = loss:item()
+    end
+    assert.is_true(last < first * 0.5, ('loss %g -> %g'):format(first, last))
+  end)
+end)
