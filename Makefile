@@ -32,6 +32,9 @@ $(BUILD)/obj/%.o: %.c $(HDRS)
 $(LIB): $(OBJ)
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,nodelete -o $@ $(OBJ) $(LDLIBS) $(EXTRA_LDFLAGS)
 
+# optimizer kernels: sqrt without errno, so their loops vectorize
+$(BUILD)/obj/c/cpu/optim.o: ALL_CFLAGS += -fno-math-errno
+
 # The FFI declarations are generated from the one public header.
 $(CDEF): c/include/lunet.h
 	@{ echo '-- generated from c/include/lunet.h by make: do not edit'; echo 'return [==['; \

@@ -4,11 +4,14 @@
  * Each update reads param, grad and the state buffers once and writes param
  * and state once. The arithmetic mirrors PyTorch 1.13's single-tensor loops
  * op by op, in the param's dtype (scalars such as 1 - beta1 are computed in
- * double on the host, as Python does, then rounded to the dtype). */
+ * double on the host, as Python does, then rounded to the dtype).
+ * The Makefile builds this file with -fno-math-errno, so the loops with a
+ * square root vectorize. */
 #include "cpu.h"
 #include "iter.h"
 #include <math.h>
 #include <stdlib.h>
+
 
 enum { OPT_BLOCK = 16384, OPT_PAR_MIN = 32768 };
 
@@ -26,26 +29,45 @@ static void opt_parallel(const ln_optim_args *a, opt_range_fn fn) {
   }
 }
 
+/* Loop bodies take their options as constant arguments and are inlined into
+ * a dispatcher per combination, so each loop is branch-free and vectorizes.
+ * maximize is a multiply by -1 (exact), AdamW's shrink a multiply by 1 when
+ * off (exact); the other options change which operations run. */
+#define INLINE static inline __attribute__((always_inline))
+
 /* ---- SGD: momentum, dampening, nesterov, weight decay, maximize ---------------- */
 
+/* mode 0: no momentum, 1: first step (buf = d), 2: buf = momentum*buf + (1-dampening)*d */
 #define DEF_SGD(NAME, T)                                                             \
-  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int mode, \
+                          const int nesterov, const int decay) {                     \
     const ln_sgd_params *h = &a->hp.sgd;                                             \
-    T *p = (T *)a->param, *buf = (T *)a->s0;                                         \
-    const T *g = (const T *)a->grad;                                                 \
+    T *restrict p = (T *)a->param, *restrict buf = (T *)a->s0;                       \
+    const T *restrict g = (const T *)a->grad;                                        \
     const T lr = (T)h->lr, wd = (T)h->weight_decay, mom = (T)h->momentum;            \
-    const T damp1 = (T)(1.0 - h->dampening);                                         \
-    const int maximize = h->maximize, decay = h->weight_decay != 0;                  \
-    const int nesterov = h->nesterov, init = h->init_buf;                            \
+    const T damp1 = (T)(1.0 - h->dampening), sign = h->maximize ? (T)-1 : (T)1;      \
     for (int64_t i = b; i < e; i++) {                                                \
-      T d = maximize ? -g[i] : g[i];                                                 \
+      T d = sign * g[i];                                                             \
       if (decay) d = d + wd * p[i];                                                  \
-      if (buf) {                                                                     \
-        T m = init ? d : buf[i] * mom + damp1 * d;                                   \
+      if (mode) {                                                                    \
+        T m = mode == 1 ? d : buf[i] * mom + damp1 * d;                              \
         buf[i] = m;                                                                  \
         d = nesterov ? d + mom * m : m;                                              \
       }                                                                              \
       p[i] = p[i] - lr * d;                                                          \
+    }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    const ln_sgd_params *h = &a->hp.sgd;                                             \
+    int mode = a->s0 ? (h->init_buf ? 1 : 2) : 0, nest = h->nesterov && mode;        \
+    int decay = h->weight_decay != 0;                                                \
+    if (mode == 0) { if (decay) NAME##_body(a, b, e, 0, 0, 1); else NAME##_body(a, b, e, 0, 0, 0); } \
+    else if (mode == 1) {                                                            \
+      if (nest) { if (decay) NAME##_body(a, b, e, 1, 1, 1); else NAME##_body(a, b, e, 1, 1, 0); } \
+      else { if (decay) NAME##_body(a, b, e, 1, 0, 1); else NAME##_body(a, b, e, 1, 0, 0); } \
+    } else {                                                                         \
+      if (nest) { if (decay) NAME##_body(a, b, e, 2, 1, 1); else NAME##_body(a, b, e, 2, 1, 0); } \
+      else { if (decay) NAME##_body(a, b, e, 2, 0, 1); else NAME##_body(a, b, e, 2, 0, 0); } \
     }                                                                                \
   }
 DEF_SGD(sgd_f32, float)
@@ -60,30 +82,37 @@ int ln_cpu_sgd_step(void *args) {
 /* ---- Adam / AdamW: bias correction, amsgrad, coupled or decoupled decay ------- */
 
 #define DEF_ADAM(NAME, T, SQRT)                                                      \
-  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int ams, \
+                          const int coupled) {                                       \
     const ln_adam_params *h = &a->hp.adam;                                           \
-    T *p = (T *)a->param, *m = (T *)a->s0, *v = (T *)a->s1, *vmax = (T *)a->s2;      \
-    const T *g = (const T *)a->grad;                                                 \
+    T *restrict p = (T *)a->param, *restrict m = (T *)a->s0, *restrict v = (T *)a->s1; \
+    T *restrict vmax = (T *)a->s2;                                                   \
+    const T *restrict g = (const T *)a->grad;                                        \
     double bc1 = 1.0 - pow(h->beta1, (double)h->step);                               \
     double bc2 = 1.0 - pow(h->beta2, (double)h->step);                               \
     const T neg_step = (T)(-(h->lr / bc1)), bc2_sqrt = (T)sqrt(bc2);                 \
     const T b1 = (T)h->beta1, b2 = (T)h->beta2, omb1 = (T)(1.0 - h->beta1);          \
     const T omb2 = (T)(1.0 - h->beta2), eps = (T)h->eps, wd = (T)h->weight_decay;    \
-    const T shrink = (T)(1.0 - h->lr * h->weight_decay);                             \
-    const int maximize = h->maximize, decoupled = h->decoupled;                      \
-    const int coupled = !decoupled && h->weight_decay != 0;                          \
+    const T shrink = h->decoupled ? (T)(1.0 - h->lr * h->weight_decay) : (T)1;       \
+    const T sign = h->maximize ? (T)-1 : (T)1;                                       \
     for (int64_t i = b; i < e; i++) {                                                \
-      T gi = maximize ? -g[i] : g[i];                                                \
+      T gi = sign * g[i];                                                            \
       T pi = p[i];                                                                   \
       if (coupled) gi = gi + wd * pi;                                                \
-      if (decoupled) pi = pi * shrink;                                               \
+      pi = pi * shrink;                                                              \
       T mi = m[i] * b1 + omb1 * gi;                                                  \
       T vi = v[i] * b2 + omb2 * gi * gi;                                             \
       m[i] = mi; v[i] = vi;                                                          \
-      if (vmax) { T x = vmax[i]; vi = x > vi || x != x ? x : vi; vmax[i] = vi; }     \
+      if (ams) { T x = vmax[i]; vi = x > vi || x != x ? x : vi; vmax[i] = vi; }      \
       T denom = SQRT(vi) / bc2_sqrt + eps;                                           \
       p[i] = pi + neg_step * (mi / denom);                                           \
     }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    const ln_adam_params *h = &a->hp.adam;                                           \
+    int coupled = !h->decoupled && h->weight_decay != 0;                             \
+    if (a->s2) { if (coupled) NAME##_body(a, b, e, 1, 1); else NAME##_body(a, b, e, 1, 0); } \
+    else { if (coupled) NAME##_body(a, b, e, 0, 1); else NAME##_body(a, b, e, 0, 0); } \
   }
 DEF_ADAM(adam_f32, float, sqrtf)
 DEF_ADAM(adam_f64, double, sqrt)
@@ -97,20 +126,22 @@ int ln_cpu_adam_step(void *args) {
 /* ---- RMSprop: alpha, eps, momentum, centered, weight decay -------------------- */
 
 #define DEF_RMSPROP(NAME, T, SQRT)                                                   \
-  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int centered, \
+                          const int momentum, const int decay) {                     \
     const ln_rmsprop_params *h = &a->hp.rmsprop;                                     \
-    T *p = (T *)a->param, *sq = (T *)a->s0, *buf = (T *)a->s1, *ga = (T *)a->s2;     \
-    const T *g = (const T *)a->grad;                                                 \
+    T *restrict p = (T *)a->param, *restrict sq = (T *)a->s0;                        \
+    T *restrict buf = (T *)a->s1, *restrict ga = (T *)a->s2;                         \
+    const T *restrict g = (const T *)a->grad;                                        \
     const T lr = (T)h->lr, alpha = (T)h->alpha, oma = (T)(1.0 - h->alpha);           \
     const T eps = (T)h->eps, wd = (T)h->weight_decay, mom = (T)h->momentum;          \
-    const int maximize = h->maximize, decay = h->weight_decay != 0;                  \
+    const T sign = h->maximize ? (T)-1 : (T)1;                                       \
     for (int64_t i = b; i < e; i++) {                                                \
-      T gi = maximize ? -g[i] : g[i];                                                \
+      T gi = sign * g[i];                                                            \
       if (decay) gi = gi + wd * p[i];                                                \
       T s = sq[i] * alpha + oma * gi * gi;                                           \
       sq[i] = s;                                                                     \
       T avg;                                                                         \
-      if (ga) {                                                                      \
+      if (centered) {                                                                \
         T c = ga[i] * alpha + oma * gi;                                              \
         ga[i] = c;                                                                   \
         avg = SQRT(s - c * c);                                                       \
@@ -118,13 +149,26 @@ int ln_cpu_adam_step(void *args) {
         avg = SQRT(s);                                                               \
       }                                                                              \
       avg = avg + eps;                                                               \
-      if (buf) {                                                                     \
+      if (momentum) {                                                                \
         T bi = buf[i] * mom + gi / avg;                                              \
         buf[i] = bi;                                                                 \
         p[i] = p[i] - lr * bi;                                                       \
       } else {                                                                       \
         p[i] = p[i] - lr * (gi / avg);                                               \
       }                                                                              \
+    }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    int c = a->s2 != NULL, m = a->s1 != NULL, d = a->hp.rmsprop.weight_decay != 0;   \
+    switch (c * 4 + m * 2 + d) {                                                     \
+      case 0: NAME##_body(a, b, e, 0, 0, 0); break;                                  \
+      case 1: NAME##_body(a, b, e, 0, 0, 1); break;                                  \
+      case 2: NAME##_body(a, b, e, 0, 1, 0); break;                                  \
+      case 3: NAME##_body(a, b, e, 0, 1, 1); break;                                  \
+      case 4: NAME##_body(a, b, e, 1, 0, 0); break;                                  \
+      case 5: NAME##_body(a, b, e, 1, 0, 1); break;                                  \
+      case 6: NAME##_body(a, b, e, 1, 1, 0); break;                                  \
+      default: NAME##_body(a, b, e, 1, 1, 1); break;                                 \
     }                                                                                \
   }
 DEF_RMSPROP(rmsprop_f32, float, sqrtf)
@@ -149,7 +193,12 @@ int ln_cpu_rmsprop_step(void *args) {
         if (s != s) break;                                                           \
       }                                                                              \
     } else if (p == 2) {                                                             \
-      for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];              \
+      double s4[4] = {0, 0, 0, 0};                                                   \
+      int64_t i = 0;                                                                 \
+      for (; i + 4 <= n; i += 4)                                                     \
+        for (int j = 0; j < 4; j++) s4[j] += (double)x[i + j] * (double)x[i + j];    \
+      for (; i < n; i++) s4[0] += (double)x[i] * (double)x[i];                       \
+      s = (s4[0] + s4[1]) + (s4[2] + s4[3]);                                         \
     } else if (p == 1) {                                                             \
       for (int64_t i = 0; i < n; i++) s += fabs((double)x[i]);                       \
     } else {                                                                         \
