@@ -383,7 +383,77 @@ LN_API ln_tensor *ln_norm_pow_sum(const ln_tensor *t, double p);
 
 /* ------------------------------------------------------------------------ */
 /* Datasets and loaders                                                       */
-/* (training issue) */
+/* Host-side data: results live on cpu:0 and are ready when the call returns.
+ * Readers name the file and the problem on error (missing, truncated, bad
+ * magic, sizes that disagree with the file's length). */
+
+/* IDX (MNIST, Fashion-MNIST), plain or gzip: a tensor of the file's shape and
+ * type (ubyte -> uint8, sbyte/short/int -> int32, float -> float32, double ->
+ * float64; big-endian on disk). */
+LN_API ln_tensor *ln_idx_read(const char *path);
+/* CIFAR-10 binary batches (plain or gzip), each a whole number of 3073-byte
+ * records (label byte 0..9, then 3x32x32 pixels): images uint8 (N,3,32,32)
+ * and labels int64 (N) holding 0..9, N summed over the files. 0 ok. */
+LN_API int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **images,
+                           ln_tensor **labels);
+
+/* Random permutation of 0..n-1 into out, a function of (seed, epoch) only. */
+LN_API int ln_data_permutation(int64_t *out, int64_t n, uint64_t seed, uint64_t epoch);
+
+enum { LN_DATA_MAX_CHANNELS = 16 };
+enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
+
+/* Image transforms applied while a batch is gathered, per sample, in this
+ * order: pad with zeros (pad on each side) and crop out_h x out_w (random or
+ * centred offset), flip horizontally with probability flip_p, multiply by
+ * scale (1/255 turns uint8 pixels into [0,1]), then (v - mean[c]) / std[c]
+ * when normalize. Padded pixels become fill[c] (the zero pixel after the
+ * transforms that follow the crop). nchannels entries of mean/std/fill are
+ * used; 1 means the same for every channel. Random choices come from
+ * Philox keyed by (seed, epoch, sample key), so a batch does not depend on
+ * the number of worker threads. */
+typedef struct ln_transform {
+  int32_t crop, out_h, out_w, pad;
+  float flip_p, scale;
+  int32_t normalize, nchannels;
+  float mean[LN_DATA_MAX_CHANNELS], std[LN_DATA_MAX_CHANNELS], fill[LN_DATA_MAX_CHANNELS];
+} ln_transform;
+
+/* Shape (returns ndim, -1 on error) and dtype of a batch of b rows of x:
+ * with tf, x is 4-D uint8 or float32 (N,C,H,W) and the batch is float32
+ * (b,C,OH,OW); without tf it is (b, x's other dims) in x's dtype. */
+LN_API int ln_batch_shape(const ln_tensor *x, const ln_transform *tf, int64_t b,
+                          int64_t *shape, int *dtype);
+/* Gather rows idx[0..b) (0-based) of x (N,...) into out and of y (N,...) into
+ * out_y (y and out_y may be NULL): out/out_y contiguous cpu tensors of the
+ * shapes ln_batch_shape gives (out_y: b then y's other dims, y's dtype).
+ * keys[k] (NULL: idx[k]) with seed and epoch key sample k's random choices. */
+LN_API int ln_batch_gather(ln_tensor *out, ln_tensor *out_y, const ln_tensor *x,
+                           const ln_tensor *y, const int64_t *idx, const int64_t *keys,
+                           int64_t b, const ln_transform *tf, uint64_t seed, uint64_t epoch);
+
+/* Prefetching loader over tensors x (N,...) and y (N,...) or NULL. It owns a
+ * ring of nslots pre-allocated batch buffers (slot tensors); batches of an
+ * epoch are assembled into them in order, by `workers` threads running up to
+ * `depth` batches ahead of the consumer (workers 0: on the calling thread
+ * inside ln_loader_next). A batch handed out stays untouched until the
+ * next-but-one batch is handed out; then its slot is refilled. */
+typedef struct ln_loader ln_loader;   /* opaque */
+LN_API ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_size,
+                                const ln_transform *tf, int workers, int depth);
+LN_API void ln_loader_free(ln_loader *l);   /* joins the workers */
+LN_API int ln_loader_nslots(const ln_loader *l);
+/* A new header on slot s's batch tensor (which 0: inputs, 1: targets; NULL
+ * and no error when there are no targets). Full batch_size rows. */
+LN_API ln_tensor *ln_loader_slot(const ln_loader *l, int s, int which);
+/* Begin an epoch over rows order[0..n) of x (copied), at batch first_batch
+ * (0 from the start; > 0 resumes); drop_last drops a short last batch.
+ * Returns the number of batches in the epoch, or -1. */
+LN_API int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch,
+                               int drop_last, uint64_t seed, uint64_t epoch);
+/* The next batch of the epoch: returns its slot (>= 0) and its row count in
+ * *rows, or -1 (past the end of the epoch, or an error in a worker). */
+LN_API int ln_loader_next(ln_loader *l, int64_t *rows);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                                */

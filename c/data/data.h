@@ -1,0 +1,45 @@
+/* data.h -- what the dataset readers, the batch assembler and the prefetch
+ * loader share: the counter-based random numbers that key every random
+ * choice by (seed, epoch, sample index), and the assembly entry point the
+ * loader's worker threads call. */
+#ifndef LN_DATA_H
+#define LN_DATA_H
+#include "../core/internal.h"
+
+/* What a random draw is for: separate streams of the same (seed, epoch, i). */
+enum { LN_RNG_TRANSFORM = 1, LN_RNG_SHUFFLE = 2, LN_RNG_SPLIT = 3 };
+
+/* Philox 4x32-10 (Salmon et al. 2011) on counter (i, epoch, purpose), key
+ * seed: four independent 32-bit words. */
+static inline void ln_data_philox(uint64_t seed, uint64_t epoch, uint64_t i, uint32_t purpose,
+                                  uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)i, c1 = (uint32_t)(i >> 32), c2 = (uint32_t)epoch,
+           c3 = (uint32_t)(epoch >> 32) ^ (purpose << 24);
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1; c3 = (uint32_t)p0; c0 = n0; c2 = n2;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+/* Batch assembly without checks (the loader checked once at creation):
+ * rows idx[0..b) of x into the contiguous host buffers out / out_y.
+ * threaded = 1 spreads the rows over the kernel threads. */
+typedef struct ln_gather_plan {
+  const char *x, *y;         /* dataset data (contiguous host memory) */
+  int xdtype, image;         /* image: 4-D uint8/float32 through tf */
+  int64_t xrow, yrow;        /* bytes per row (raw path) */
+  int64_t C, H, W, OH, OW;   /* image geometry */
+  ln_transform tf;
+} ln_gather_plan;
+
+int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, const ln_tensor *y,
+                        const ln_transform *tf, int64_t b, int *ndim, int64_t *shape, int *dtype,
+                        int *yndim, int64_t *yshape);
+void ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t *idx,
+                   const int64_t *keys, int64_t b, uint64_t seed, uint64_t epoch, int threaded);
+
+#endif

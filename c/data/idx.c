@@ -1,0 +1,209 @@
+/* idx.c -- dataset file readers: IDX (MNIST, Fashion-MNIST) and CIFAR-10
+ * binary batches. zlib's gzread reads gzip and plain files alike. Every
+ * failure names the file and what is wrong with it. */
+#include "data.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <zlib.h>
+
+static gzFile open_file(const char *fn, const char *path) {
+  if (!path) { ln_error("%s: path is NULL", fn); return NULL; }
+  FILE *probe = fopen(path, "rb");   /* gzopen's errors are vague: check first */
+  if (!probe) { ln_error("%s: cannot open '%s': %s", fn, path, strerror(errno)); return NULL; }
+  fclose(probe);
+  gzFile f = gzopen(path, "rb");
+  if (!f) { ln_error("%s: cannot open '%s': %s", fn, path, strerror(errno)); return NULL; }
+  gzbuffer(f, 1 << 17);
+  return f;
+}
+
+/* Read up to n bytes; returns the count read, or -1 with the error set. */
+static int64_t read_bytes(const char *fn, const char *path, gzFile f, void *dst, int64_t n) {
+  int64_t got = 0;
+  while (got < n) {
+    int64_t want = LN_MIN(n - got, (int64_t)1 << 30);
+    int r = gzread(f, (char *)dst + got, (unsigned)want);
+    if (r < 0) {
+      int code; const char *msg = gzerror(f, &code);
+      if (code == Z_BUF_ERROR) break;   /* gzip stream cut short: the caller reports truncation */
+      ln_error("%s: '%s' is corrupt (%s)", fn, path, msg ? msg : "read error");
+      return -1;
+    }
+    if (r == 0) break;
+    got += r;
+  }
+  return got;
+}
+
+/* Whether anything follows the expected end of the file. */
+static int has_trailing(gzFile f) {
+  char c;
+  return gzread(f, &c, 1) == 1;
+}
+
+static uint32_t be32(const unsigned char *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+ln_tensor *ln_idx_read(const char *path) {
+  const char *fn = "idx_read";
+  gzFile f = open_file(fn, path);
+  if (!f) return NULL;
+  ln_tensor *t = NULL;
+  void *raw = NULL;
+  unsigned char hdr[4 + 4 * LN_MAX_DIMS];
+  int64_t got = read_bytes(fn, path, f, hdr, 4);
+  if (got < 0) goto fail;
+  if (got < 4) { ln_error("%s: '%s' is truncated: %lld bytes, too short for an IDX header", fn, path, (long long)got); goto fail; }
+  int type = hdr[2], ndim = hdr[3], es, dtype;
+  switch (type) {
+    case 0x08: es = 1; dtype = LN_UINT8; break;
+    case 0x09: es = 1; dtype = LN_INT32; break;
+    case 0x0B: es = 2; dtype = LN_INT32; break;
+    case 0x0C: es = 4; dtype = LN_INT32; break;
+    case 0x0D: es = 4; dtype = LN_FLOAT32; break;
+    case 0x0E: es = 8; dtype = LN_FLOAT64; break;
+    default: es = 0; dtype = -1;
+  }
+  if (hdr[0] != 0 || hdr[1] != 0 || dtype < 0 || ndim < 1 || ndim > LN_MAX_DIMS) {
+    ln_error("%s: '%s' is not an IDX file (bad magic 0x%02x%02x%02x%02x; expected 00 00, a type "
+             "08/09/0B/0C/0D/0E and 1..%d dims)", fn, path, hdr[0], hdr[1], hdr[2], hdr[3], LN_MAX_DIMS);
+    goto fail;
+  }
+  got = read_bytes(fn, path, f, hdr + 4, 4 * ndim);
+  if (got < 0) goto fail;
+  if (got < 4 * ndim) {
+    ln_error("%s: '%s' is truncated inside its header (%d dims need %d bytes, found %lld)", fn, path,
+             ndim, 4 + 4 * ndim, (long long)(4 + got));
+    goto fail;
+  }
+  int64_t shape[LN_MAX_DIMS], numel = 1;
+  for (int d = 0; d < ndim; d++) {
+    shape[d] = be32(hdr + 4 + 4 * d);
+    if (shape[d] > ((int64_t)1 << 31) || (numel && shape[d] && numel > ((int64_t)1 << 40) / shape[d])) {
+      ln_error("%s: '%s' has an implausible size %lld in dim %d", fn, path, (long long)shape[d], d);
+      goto fail;
+    }
+    numel *= shape[d];
+  }
+  int64_t nbytes = numel * es;
+  t = ln_empty(ndim, shape, dtype, 0);
+  if (!t) goto fail;
+  char *dst = ln_data_ptr(t);
+  raw = es == ln_dtype_size(dtype) ? (void *)dst : malloc((size_t)LN_MAX(nbytes, 1));
+  if (!raw) { ln_error("%s: out of memory reading '%s'", fn, path); goto fail; }
+  got = read_bytes(fn, path, f, raw, nbytes);
+  if (got < 0) goto fail;
+  if (got < nbytes) {
+    char sb[128];
+    ln_error("%s: '%s' is truncated: its header promises %lld bytes of data (shape %s), the file has %lld",
+             fn, path, (long long)nbytes, ln_shape_str(sb, sizeof sb, ndim, shape), (long long)got);
+    goto fail;
+  }
+  if (has_trailing(f)) {
+    char sb[128];
+    ln_error("%s: '%s' is longer than its header says (shape %s needs %lld data bytes)", fn, path,
+             ln_shape_str(sb, sizeof sb, ndim, shape), (long long)nbytes);
+    goto fail;
+  }
+  /* big-endian on disk -> host order, widening sbyte/short to int32 */
+  const unsigned char *s = raw;
+  if (type == 0x09) {
+    for (int64_t i = 0; i < numel; i++) ((int32_t *)dst)[i] = (int8_t)s[i];
+  } else if (type == 0x0B) {
+    for (int64_t i = 0; i < numel; i++) ((int32_t *)dst)[i] = (int16_t)(s[2 * i] << 8 | s[2 * i + 1]);
+  } else if (es == 4) {
+    for (int64_t i = 0; i < numel; i++) { uint32_t v = be32(s + 4 * i); memcpy(dst + 4 * i, &v, 4); }
+  } else if (es == 8) {
+    for (int64_t i = 0; i < numel; i++) {
+      uint64_t v = (uint64_t)be32(s + 8 * i) << 32 | be32(s + 8 * i + 4);
+      memcpy(dst + 8 * i, &v, 8);
+    }
+  }
+  if (raw != dst) free(raw);
+  gzclose(f);
+  return t;
+fail:
+  if (t && raw && raw != ln_data_ptr(t)) free(raw);
+  if (t) ln_tensor_free(t);
+  gzclose(f);
+  return NULL;
+}
+
+/* ---- CIFAR-10 ----------------------------------------------------------------- */
+
+enum { CIFAR_RECORD = 3073, CIFAR_PIXELS = 3072 };
+
+/* Whole file into a growing buffer (gzip sizes are unknown up front). */
+static char *slurp(const char *fn, const char *path, int64_t *len) {
+  gzFile f = open_file(fn, path);
+  if (!f) return NULL;
+  int64_t cap = 1 << 20, n = 0;
+  char *buf = malloc((size_t)cap);
+  for (;;) {
+    if (!buf) { gzclose(f); ln_error("%s: out of memory reading '%s'", fn, path); return NULL; }
+    int64_t got = read_bytes(fn, path, f, buf + n, cap - n);
+    if (got < 0) { free(buf); gzclose(f); return NULL; }
+    n += got;
+    if (n < cap) break;
+    cap *= 2;
+    char *nb = realloc(buf, (size_t)cap);
+    if (!nb) free(buf);
+    buf = nb;
+  }
+  gzclose(f);
+  *len = n;
+  return buf;
+}
+
+int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **images, ln_tensor **labels) {
+  const char *fn = "cifar10_read";
+  if (!images || !labels) return ln_error("%s: output pointers are NULL", fn);
+  *images = *labels = NULL;
+  if (nfiles < 1 || !paths) return ln_error("%s: no files given", fn);
+  char **bufs = calloc((size_t)nfiles, sizeof *bufs);
+  int64_t *lens = calloc((size_t)nfiles, sizeof *lens), total = 0;
+  int rc = -1;
+  if (!bufs || !lens) { ln_error("%s: out of memory", fn); goto done; }
+  for (int i = 0; i < nfiles; i++) {
+    if (!(bufs[i] = slurp(fn, paths[i], &lens[i]))) goto done;
+    if (lens[i] == 0 || lens[i] % CIFAR_RECORD != 0) {
+      ln_error("%s: '%s' has %lld bytes, not a whole number of %d-byte records (label byte + 3x32x32 "
+               "pixels)%s", fn, paths[i], (long long)lens[i], CIFAR_RECORD,
+               lens[i] % CIFAR_RECORD ? ": truncated or not a CIFAR-10 batch" : "");
+      goto done;
+    }
+    for (int64_t r = 0; r < lens[i] / CIFAR_RECORD; r++) {
+      unsigned char lab = (unsigned char)bufs[i][r * CIFAR_RECORD];
+      if (lab > 9) {
+        ln_error("%s: '%s' record %lld has label %d, expected 0..9 (not a CIFAR-10 batch?)", fn,
+                 paths[i], (long long)r, lab);
+        goto done;
+      }
+    }
+    total += lens[i] / CIFAR_RECORD;
+  }
+  int64_t ishape[4] = {total, 3, 32, 32};
+  if (!(*images = ln_empty(4, ishape, LN_UINT8, 0))) goto done;
+  if (!(*labels = ln_empty(1, &total, LN_INT64, 0))) goto done;
+  unsigned char *img = ln_data_ptr(*images);
+  int64_t *lab = ln_data_ptr(*labels), k = 0;
+  for (int i = 0; i < nfiles; i++) {
+    for (int64_t r = 0; r < lens[i] / CIFAR_RECORD; r++, k++) {
+      const char *rec = bufs[i] + r * CIFAR_RECORD;
+      lab[k] = (unsigned char)rec[0];
+      memcpy(img + k * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);
+    }
+  }
+  rc = 0;
+done:
+  if (rc != 0) {
+    if (*images) ln_tensor_free(*images);
+    if (*labels) ln_tensor_free(*labels);
+    *images = *labels = NULL;
+  }
+  if (bufs) for (int i = 0; i < nfiles; i++) free(bufs[i]);
+  free(bufs); free(lens);
+  return rc;
+}

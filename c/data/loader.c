@@ -1,0 +1,205 @@
+/* loader.c -- the prefetching batch loader: worker threads assemble the
+ * batches of an epoch, in order, into a ring of pre-allocated slots ahead of
+ * the training loop.
+ *
+ * Batch b of the epoch goes to slot b % nslots, nslots = depth + 2. When the
+ * consumer has taken c batches, it may still be using batches c-1 and c-2;
+ * workers fill batches c .. c+depth-1 (b < consumed + depth), which needs
+ * exactly the other depth slots. Nothing is allocated per batch. */
+#include "data.h"
+#include <pthread.h>
+#include <stdlib.h>
+
+struct ln_loader {
+  ln_tensor *x, *y;            /* aliases: keep the dataset's storages alive */
+  ln_gather_plan plan;
+  int64_t batch;
+  int nslots, nworkers, depth;
+  ln_tensor **sx, **sy;        /* slot tensors (batch rows each) */
+  int64_t *order, cap, n, nbatches;
+  uint64_t seed, epoch;
+  pthread_mutex_t mu;
+  pthread_cond_t work, done;
+  int64_t next_assign, consumed;
+  int64_t *slot_batch;         /* the batch a slot holds ready, -1 none */
+  int busy, stop;
+  pthread_t *threads;
+  int nthreads;
+};
+
+static int64_t batch_rows(const ln_loader *l, int64_t b) {
+  return LN_MIN(l->batch, l->n - b * l->batch);
+}
+
+static void assemble(ln_loader *l, int64_t b, int threaded) {
+  int s = (int)(b % l->nslots);
+  const int64_t *idx = l->order + b * l->batch;
+  ln_gather_run(&l->plan, ln_data_ptr(l->sx[s]), l->sy ? ln_data_ptr(l->sy[s]) : NULL, idx, idx,
+                batch_rows(l, b), l->seed, l->epoch, threaded);
+}
+
+static void *worker_main(void *arg) {
+  ln_loader *l = arg;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    while (!l->stop && !(l->next_assign < l->nbatches && l->next_assign < l->consumed + l->depth))
+      pthread_cond_wait(&l->work, &l->mu);
+    if (l->stop) break;
+    int64_t b = l->next_assign++;
+    l->busy++;
+    pthread_mutex_unlock(&l->mu);
+    assemble(l, b, 0);
+    pthread_mutex_lock(&l->mu);
+    l->busy--;
+    l->slot_batch[b % l->nslots] = b;
+    pthread_cond_broadcast(&l->done);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_size,
+                         const ln_transform *tf, int workers, int depth) {
+  const char *fn = "loader";
+  if (batch_size < 1) return ln_error_null("%s: batch_size must be >= 1, got %lld", fn, (long long)batch_size);
+  if (workers < 0 || workers > 256) return ln_error_null("%s: workers must be in 0..256, got %d", fn, workers);
+  if (depth < 0) return ln_error_null("%s: prefetch depth must be >= 0, got %d", fn, depth);
+  if (workers > 0 && depth == 0) depth = 2 * workers;
+  if (workers > 0 && depth < workers) depth = workers;
+  if (workers == 0) depth = 0;
+  ln_loader *l = calloc(1, sizeof *l);
+  if (!l) return ln_error_null("%s: out of memory", fn);
+  int ndim, dt, yndim;
+  int64_t shape[LN_MAX_DIMS], yshape[LN_MAX_DIMS];
+  if (ln_gather_plan_make(fn, &l->plan, x, y, tf, batch_size, &ndim, shape, &dt, &yndim, yshape) != 0) {
+    free(l);
+    return NULL;
+  }
+  if (ln_tensor_sync(x) != 0 || (y && ln_tensor_sync(y) != 0)) { free(l); return NULL; }
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->work, NULL);
+  pthread_cond_init(&l->done, NULL);
+  l->batch = batch_size;
+  l->nworkers = workers;
+  l->depth = depth;
+  l->nslots = depth + 2;
+  l->x = ln_alias(x);
+  l->y = y ? ln_alias(y) : NULL;
+  l->sx = calloc((size_t)l->nslots, sizeof *l->sx);
+  l->sy = y ? calloc((size_t)l->nslots, sizeof *l->sy) : NULL;
+  l->slot_batch = malloc(sizeof(int64_t) * (size_t)l->nslots);
+  l->threads = calloc((size_t)LN_MAX(workers, 1), sizeof *l->threads);
+  if (!l->x || (y && !l->y) || !l->sx || (y && !l->sy) || !l->slot_batch || !l->threads) {
+    ln_error("%s: out of memory", fn);
+    goto fail;
+  }
+  for (int s = 0; s < l->nslots; s++) {
+    l->slot_batch[s] = -1;
+    if (!(l->sx[s] = ln_empty(ndim, shape, dt, 0))) goto fail;
+    if (y && !(l->sy[s] = ln_empty(yndim, yshape, y->dtype_id, 0))) goto fail;
+  }
+  /* the plan points into the aliases' storages, the same memory as x's */
+  l->plan.x = ln_data_ptr(l->x);
+  l->plan.y = l->y ? ln_data_ptr(l->y) : NULL;
+  for (int i = 0; i < workers; i++) {
+    if (pthread_create(&l->threads[i], NULL, worker_main, l) != 0) {
+      ln_error("%s: cannot start worker thread %d of %d", fn, i + 1, workers);
+      goto fail;
+    }
+    l->nthreads++;
+  }
+  return l;
+fail:
+  ln_loader_free(l);
+  return NULL;
+}
+
+void ln_loader_free(ln_loader *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  pthread_cond_broadcast(&l->work);
+  pthread_mutex_unlock(&l->mu);
+  for (int i = 0; i < l->nthreads; i++) pthread_join(l->threads[i], NULL);
+  for (int s = 0; s < l->nslots; s++) {
+    if (l->sx && l->sx[s]) ln_tensor_free(l->sx[s]);
+    if (l->sy && l->sy[s]) ln_tensor_free(l->sy[s]);
+  }
+  if (l->x) ln_tensor_free(l->x);
+  if (l->y) ln_tensor_free(l->y);
+  free(l->sx); free(l->sy); free(l->slot_batch); free(l->threads); free(l->order);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->work);
+  pthread_cond_destroy(&l->done);
+  free(l);
+}
+
+int ln_loader_nslots(const ln_loader *l) {
+  if (!l) return ln_error("loader_nslots: loader is NULL");
+  return l->nslots;
+}
+
+ln_tensor *ln_loader_slot(const ln_loader *l, int s, int which) {
+  if (!l) return ln_error_null("loader_slot: loader is NULL");
+  if (s < 0 || s >= l->nslots) return ln_error_null("loader_slot: slot %d out of range 0..%d", s, l->nslots - 1);
+  if (which == 0) return ln_alias(l->sx[s]);
+  if (which == 1) return l->sy ? ln_alias(l->sy[s]) : NULL;
+  return ln_error_null("loader_slot: which must be 0 (inputs) or 1 (targets), got %d", which);
+}
+
+int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch, int drop_last,
+                        uint64_t seed, uint64_t epoch) {
+  const char *fn = "loader_start";
+  if (!l) return ln_error("%s: loader is NULL", fn);
+  if (n < 0 || (n > 0 && !order)) return ln_error("%s: no sample order given", fn);
+  int64_t N = l->x->shape[0];
+  for (int64_t i = 0; i < n; i++)
+    if (order[i] < 0 || order[i] >= N)
+      return ln_error("%s: sample %lld of the order is %lld, out of range for %lld samples", fn,
+                      (long long)i, (long long)order[i], (long long)N);
+  int64_t nb = drop_last ? n / l->batch : (n + l->batch - 1) / l->batch;
+  if (first_batch < 0 || first_batch > nb)
+    return ln_error("%s: cannot resume at batch %lld of an epoch of %lld batches", fn,
+                    (long long)first_batch + 1, (long long)nb);
+  pthread_mutex_lock(&l->mu);
+  while (l->busy > 0) pthread_cond_wait(&l->done, &l->mu);   /* let running assemblies finish */
+  if (n > l->cap) {
+    int64_t *o = realloc(l->order, sizeof(int64_t) * (size_t)n);
+    if (!o) { pthread_mutex_unlock(&l->mu); return ln_error("%s: out of memory", fn); }
+    l->order = o;
+    l->cap = n;
+  }
+  if (n) memcpy(l->order, order, sizeof(int64_t) * (size_t)n);
+  l->n = n;
+  l->nbatches = nb;
+  l->seed = seed;
+  l->epoch = epoch;
+  l->next_assign = l->consumed = first_batch;
+  for (int s = 0; s < l->nslots; s++) l->slot_batch[s] = -1;
+  pthread_cond_broadcast(&l->work);
+  pthread_mutex_unlock(&l->mu);
+  return nb;
+}
+
+int ln_loader_next(ln_loader *l, int64_t *rows) {
+  if (!l) return ln_error("loader_next: loader is NULL");
+  pthread_mutex_lock(&l->mu);
+  int64_t b = l->consumed;
+  if (b >= l->nbatches) {
+    pthread_mutex_unlock(&l->mu);
+    return ln_error("loader_next: the epoch has ended (%lld batches)", (long long)l->nbatches);
+  }
+  int s = (int)(b % l->nslots);
+  if (l->nworkers == 0) {
+    pthread_mutex_unlock(&l->mu);
+    assemble(l, b, 1);
+    pthread_mutex_lock(&l->mu);
+  } else {
+    while (l->slot_batch[s] != b) pthread_cond_wait(&l->done, &l->mu);
+  }
+  l->consumed = b + 1;
+  pthread_cond_broadcast(&l->work);
+  pthread_mutex_unlock(&l->mu);
+  if (rows) *rows = batch_rows(l, b);
+  return s;
+}

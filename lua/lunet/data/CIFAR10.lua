@@ -1,0 +1,71 @@
+-- lunet.data.CIFAR10{root=..., train=true}: the binary version's batches
+-- (data_batch_1..5.bin for train, test_batch.bin for test; gzip or plain;
+-- under root or root/cifar-10-batches-bin) as an image TensorDataset: x uint8
+-- (N,3,32,32), y int64 labels 1..10.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local TensorDataset = require 'lunet.data.TensorDataset'
+local C = core.C
+
+local M = {}
+
+-- CIFAR-10 binary files -> images uint8 (N,3,32,32), labels int64 1..10
+function M.read_cifar10(paths)
+  if type(paths) == 'string' then paths = { paths } end
+  if type(paths) ~= 'table' or #paths == 0 then error('read_cifar10: expected a path or a list of paths', 2) end
+  local cpaths = ffi.new('const char *[?]', #paths)
+  for i, p in ipairs(paths) do
+    if type(p) ~= 'string' then error(('read_cifar10: path %d is not a string'):format(i), 2) end
+    cpaths[i - 1] = p
+  end
+  local pi, pl = ffi.new('ln_tensor *[1]'), ffi.new('ln_tensor *[1]')
+  if C.ln_cifar10_read(#paths, cpaths, pi, pl) ~= 0 then core.raise(2) end
+  local images, labels = T.wrap(pi[0]), T.wrap(pl[0])
+  return images, labels:add_(1)
+end
+
+local function exists(p)
+  local f = io.open(p, 'rb')
+  if f then f:close() return true end
+  return false
+end
+
+local function locate(root, name)
+  root = root:gsub('/+$', '')
+  for _, dir in ipairs({ root, root .. '/cifar-10-batches-bin' }) do
+    for _, suffix in ipairs({ '', '.gz' }) do
+      local p = dir .. '/' .. name .. suffix
+      if exists(p) then return p end
+    end
+  end
+  error(('CIFAR10: cannot find %s under %s (or %s/cifar-10-batches-bin); pass root = the folder of the binary version')
+    :format(name, root, root), 4)
+end
+
+local CIFAR10 = TensorDataset:extend('CIFAR10')
+CIFAR10.default_root = 'data/cifar-10-batches-bin'
+CIFAR10.classes = { 'airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck' }
+
+function CIFAR10:__init(opts)
+  opts = opts or {}
+  if type(opts) ~= 'table' then error('CIFAR10: options must be a table', 3) end
+  local root = opts.root or CIFAR10.default_root
+  local train = opts.train ~= false
+  local names = train and { 'data_batch_1.bin', 'data_batch_2.bin', 'data_batch_3.bin', 'data_batch_4.bin',
+    'data_batch_5.bin' } or { 'test_batch.bin' }
+  if opts.files then names = opts.files end
+  local paths = {}
+  for i, n in ipairs(names) do paths[i] = locate(root, n) end
+  local ok, images, labels = pcall(M.read_cifar10, paths)
+  if not ok then error(images, 3) end
+  TensorDataset.__init(self, images, labels, { image = true, transform = opts.transform })
+  self.root, self.train = root, train
+end
+
+function CIFAR10:__tostring()
+  return ('CIFAR10(%s, %d samples, root %s)'):format(self.train and 'train' or 'test', self:__len(), self.root)
+end
+
+M.CIFAR10 = CIFAR10
+return M

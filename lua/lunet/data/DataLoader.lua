@@ -1,0 +1,277 @@
+-- lunet.data.DataLoader(ds, opts): batches of a dataset, as in PyTorch.
+--
+--   local loader = data.DataLoader(ds, {batch_size = 64, shuffle = true, seed = 1,
+--                                       drop_last = false, workers = 2, transform = tf})
+--   #loader                               -- batches per epoch
+--   for x, y in loader:iter() do ... end  -- one epoch; the next iter() is the next epoch
+--   local st = loader:state_dict()        -- {epoch, position, seed}: resume mid-epoch
+--   loader2:load_state_dict(st)           -- its next iter() continues where st was taken
+--
+-- Tensor datasets (TensorDataset, FashionMNIST, MNIST, CIFAR10, Synthetic and
+-- Subsets of them) are batched in C: `workers` threads assemble batches ahead
+-- of the loop into a ring of pre-allocated buffers, with the transforms
+-- applied on the way. Those batches are VIEWS of the ring: a batch stays
+-- valid until the next-but-one batch is taken (batch k is overwritten when
+-- batch k+2 is returned); keep one longer with :clone(), or pass copy = true.
+-- Other datasets (Lua classes with ds:get(i)) are batched in Lua, on the
+-- calling thread, into fresh tensors (workers is ignored for them).
+--
+-- The order of an epoch is a permutation keyed by (seed, epoch) and random
+-- transforms by (seed, epoch, sample index), so batches are the same for any
+-- worker count, and a restored state gives the same remaining batches.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local Dataset = require 'lunet.data.Dataset'
+local TensorDataset = require 'lunet.data.TensorDataset'
+local subset = require 'lunet.data.Subset'
+local transforms = require 'lunet.data.transforms'
+local C = core.C
+
+local Subset, len = subset.Subset, subset.len
+local DataLoader = Dataset.class('DataLoader')
+
+local function int_opt(name, v, default, min)
+  if v == nil then return default end
+  if type(v) ~= 'number' or v % 1 ~= 0 or v < min then
+    error(('DataLoader: %s must be an integer >= %d, got %s'):format(name, min, tostring(v)), 4)
+  end
+  return v
+end
+
+-- The tensor dataset under a chain of Subsets, and the 0-based rows of it
+-- that the n samples of ds are (nil: the identity).
+local function resolve(ds, n)
+  local base, map = ds, nil
+  while Dataset.is_a(base, Subset) do
+    local m = base.map
+    if map == nil then
+      map = ffi.new('int64_t[?]', math.max(n, 1))
+      ffi.copy(map, m, n * 8)
+    else
+      for k = 0, n - 1 do map[k] = m[map[k]] end
+    end
+    base = base.dataset
+  end
+  return base, map
+end
+
+function DataLoader:__init(ds, opts)
+  if type(ds) ~= 'userdata' and type(ds) ~= 'table' then
+    error('DataLoader: expected a dataset, got ' .. type(ds), 3)
+  end
+  opts = opts or {}
+  if type(opts) ~= 'table' then error('DataLoader: options must be a table', 3) end
+  self.dataset = ds
+  self.n = len(ds)
+  self.batch_size = int_opt('batch_size', opts.batch_size, 1, 1)
+  self.workers = int_opt('workers', opts.workers, 0, 0)
+  self.shuffle = opts.shuffle and true or false
+  self.drop_last = opts.drop_last and true or false
+  self.copy = opts.copy and true or false
+  self.seed = int_opt('seed', opts.seed, nil, 0)
+  if self.seed == nil then self.seed = require('lunet').randint(0, 2 ^ 31 - 1, { 1 }):item() end
+  self.epoch, self.position = 0, 0
+  self.order = ffi.new('int64_t[?]', math.max(self.n, 1))
+  self.rows = ffi.new('int64_t[1]')
+  local base, map = resolve(ds, self.n)
+  self.map = map
+  local transform = opts.transform
+  if transform == nil and Dataset.is_a(base, TensorDataset) then transform = base.transform end
+  self.transform = transform
+  if Dataset.is_a(base, TensorDataset) then
+    local tf = nil
+    if base.image or transform ~= nil then tf = transforms.compile(transform, base.x.dtype) end
+    local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, self.batch_size, tf, self.workers,
+      int_opt('prefetch', opts.prefetch, 0, 0))
+    if h == nil then core.raise(2) end
+    self.handle = ffi.gc(h, C.ln_loader_free)
+    self.slots_x, self.slots_y, self.short = {}, {}, {}
+    for s = 0, C.ln_loader_nslots(h) - 1 do
+      self.slots_x[s] = T.wrap(C.ln_loader_slot(h, s, 0), 2)
+      if base.y then self.slots_y[s] = T.wrap(C.ln_loader_slot(h, s, 1), 2) end
+    end
+  else
+    if type(transform) == 'function' then self.sample_transform = transform
+    elseif transform ~= nil then transforms.compile(transform, 'float32') end   -- checks it
+  end
+end
+
+function DataLoader:__len()
+  local n, b = self.n, self.batch_size
+  return self.drop_last and math.floor(n / b) or math.ceil(n / b)
+end
+
+function DataLoader:__tostring()
+  return ('DataLoader(%d samples, batch_size %d, %d batches, shuffle %s, workers %d, epoch %d)'):format(
+    self.n, self.batch_size, self:__len(), tostring(self.shuffle), self.workers, self.epoch)
+end
+
+-- This epoch's order (0-based rows of the base dataset) into self.order.
+local function fill_order(self)
+  local n, order, map = self.n, self.order, self.map
+  if self.shuffle then
+    if C.ln_data_permutation(order, n, self.seed, self.epoch) ~= 0 then core.raise(3) end
+    if map then for k = 0, n - 1 do order[k] = map[order[k]] end end
+  elseif map then
+    ffi.copy(order, map, n * 8)
+  else
+    for k = 0, n - 1 do order[k] = k end
+  end
+end
+
+-- ---- the Lua path: ds:get(i) for each sample, stacked ---------------------------------
+
+local function stack(items, m, what)
+  local first = items[1]
+  local lunet = require 'lunet'
+  if type(first) == 'number' or type(first) == 'boolean' then
+    local buf, integral = ffi.new('double[?]', m), true
+    for k = 1, m do
+      local v = items[k]
+      if type(v) == 'boolean' then v = v and 1 or 0 end
+      if type(v) ~= 'number' then error(('DataLoader: sample %d %s is %s, sample 1 a number'):format(k, what, type(v)), 4) end
+      buf[k - 1] = v
+      if v % 1 ~= 0 then integral = false end
+    end
+    return lunet.from_buffer(buf, { m }, 'float64'):to(integral and 'int64' or 'float32')
+  end
+  if not T.is_tensor(first) then
+    error(('DataLoader: a sample %s must be a number or a tensor, got %s'):format(what, type(first)), 4)
+  end
+  local size = first:size()
+  local shape = { m }
+  for d = 1, #size do shape[d + 1] = size[d] end
+  local out = lunet.empty(shape, { dtype = first.dtype })
+  for k = 1, m do
+    local v = items[k]
+    if not T.is_tensor(v) or v:dim() ~= #size then
+      error(('DataLoader: sample %d %s does not match sample 1 (shape {%s})'):format(k, what, table.concat(size, ',')), 4)
+    end
+    for d = 1, #size do
+      if v:size(d) ~= size[d] then
+        error(('DataLoader: sample %d %s has shape {%s}, sample 1 {%s}'):format(k, what,
+          table.concat(v:size(), ','), table.concat(size, ',')), 4)
+      end
+    end
+    out:select(1, k):copy_(v)
+  end
+  return out
+end
+
+local function lua_batch(self, b, nb)
+  local B, ds = self.batch_size, self.dataset
+  local first = b * B
+  local m = math.min(B, self.n - first)
+  local xs, ys, has_y = {}, {}, false
+  for k = 1, m do
+    local i = tonumber(self.order[first + k - 1]) + 1
+    local x, y = ds:get(i)
+    if self.sample_transform then x = self.sample_transform(x) end
+    xs[k], ys[k] = x, y
+    if y ~= nil then has_y = true end
+  end
+  local x = stack(xs, m, 'input')
+  if self.transform ~= nil and not self.sample_transform then
+    if x:dim() ~= 4 then error(('DataLoader: transforms need image samples (C,H,W), got %d-d'):format(x:dim() - 1), 3) end
+    local tf = transforms.compile(self.transform, x.dtype)
+    local idx = ffi.new('int64_t[?]', m)
+    for k = 0, m - 1 do idx[k] = k end
+    local shape, dt = ffi.new('int64_t[8]'), ffi.new('int[1]')
+    local nd = C.ln_batch_shape(x.p, tf, m, shape, dt)
+    if nd < 0 then core.raise(3) end
+    local out = T.wrap(C.ln_empty(nd, shape, dt[0], 0), 3)
+    if C.ln_batch_gather(out.p, nil, x.p, nil, idx, self.order + first, m, tf, self.seed, self.epoch) ~= 0 then
+      core.raise(3)
+    end
+    x = out
+  end
+  if has_y then return x, stack(ys, m, 'target') end
+  return x
+end
+
+-- ---- iteration ----------------------------------------------------------------------------
+
+-- The views of slot s for a batch of `rows` rows.
+local function slot_views(self, s, rows)
+  local x, y = self.slots_x[s], self.slots_y[s]
+  if rows < self.batch_size then
+    local c = self.short[s]
+    if not c or c.rows ~= rows then
+      c = { rows = rows, x = x:narrow(1, 1, rows), y = y and y:narrow(1, 1, rows) }
+      self.short[s] = c
+    end
+    x, y = c.x, c.y
+  end
+  if self.copy then return x:clone(), y and y:clone() end
+  return x, y
+end
+
+-- One epoch: the next one, or the rest of a restored one.
+function DataLoader:iter()
+  if self.closed then error('DataLoader: iter() after close()', 2) end
+  local nb = self:__len()
+  if not (self.resume and self.epoch > 0 and self.position < nb) then
+    self.epoch, self.position = self.epoch + 1, 0
+  end
+  self.resume = false
+  fill_order(self)
+  local h = self.handle
+  if h then
+    local got = C.ln_loader_start(h, self.order, self.n, self.position, self.drop_last and 1 or 0,
+      self.seed, self.epoch)
+    if got < 0 then core.raise(2) end
+  end
+  local epoch = self.epoch
+  return function()
+    if self.epoch ~= epoch then error('DataLoader: this iterator was superseded by a newer iter()', 2) end
+    local b = self.position
+    if b >= nb then return nil end
+    self.position = b + 1
+    if not h then return lua_batch(self, b, nb) end
+    local s = C.ln_loader_next(h, self.rows)
+    if s < 0 then core.raise(2) end
+    return slot_views(self, s, tonumber(self.rows[0]))
+  end
+end
+
+-- Make the next iter() run epoch e (1-based), from its start.
+function DataLoader:set_epoch(e)
+  if type(e) ~= 'number' or e % 1 ~= 0 or e < 1 then error('set_epoch: epoch must be an integer >= 1', 2) end
+  self.epoch, self.position, self.resume = e - 1, 0, false
+end
+
+function DataLoader:state_dict()
+  return { epoch = self.epoch, position = self.position, seed = self.seed,
+           batch_size = self.batch_size, num_samples = self.n, shuffle = self.shuffle }
+end
+
+function DataLoader:load_state_dict(st)
+  if type(st) ~= 'table' then error('load_state_dict: expected a table from state_dict()', 2) end
+  for _, k in ipairs({ 'epoch', 'position', 'seed' }) do
+    if type(st[k]) ~= 'number' or st[k] % 1 ~= 0 or st[k] < 0 then
+      error(('load_state_dict: %s must be a non-negative integer, got %s'):format(k, tostring(st[k])), 2)
+    end
+  end
+  if st.num_samples and st.num_samples ~= self.n then
+    error(('load_state_dict: the state is for %d samples, this loader has %d'):format(st.num_samples, self.n), 2)
+  end
+  if st.batch_size and st.batch_size ~= self.batch_size then
+    error(('load_state_dict: the state is for batch_size %d, this loader has %d'):format(st.batch_size, self.batch_size), 2)
+  end
+  if st.position > self:__len() then
+    error(('load_state_dict: position %d is past the %d batches of an epoch'):format(st.position, self:__len()), 2)
+  end
+  self.epoch, self.position, self.seed, self.resume = st.epoch, st.position, st.seed, true
+end
+
+-- Stop the worker threads now (the GC would do it later).
+function DataLoader:close()
+  if self.handle then
+    C.ln_loader_free(ffi.gc(self.handle, nil))
+    self.handle = nil
+  end
+  self.closed = true
+end
+
+return DataLoader

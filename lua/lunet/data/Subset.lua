@@ -1,0 +1,110 @@
+-- lunet.data.Subset(ds, indices): the samples of ds at indices (1-based; a
+-- Lua list or an integer tensor). random_split(ds, lengths[, seed]) cuts ds
+-- into non-overlapping random Subsets: lengths are counts summing to #ds, or
+-- fractions summing to 1 (remainders go to the first parts, as in PyTorch).
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local Dataset = require 'lunet.data.Dataset'
+local C = core.C
+
+local Subset = Dataset:extend('Subset')
+
+-- Length of any dataset: proxies and tables with __len or len().
+local function len(ds)
+  if type(ds) == 'userdata' then return #ds end
+  if type(ds) == 'table' then
+    local mt = getmetatable(ds)
+    if mt and mt.__len then return mt.__len(ds) end
+    if type(ds.len) == 'function' then return ds:len() end
+    if type(ds.__len) == 'function' then return ds:__len() end
+  end
+  error('dataset: cannot take the length of a ' .. type(ds) .. ' (define __len)', 3)
+end
+Subset.len = len
+
+function Subset:__init(ds, indices)
+  if ds == nil then error('Subset: dataset is nil', 3) end
+  local n = len(ds)
+  local m
+  if T.is_tensor(indices) then
+    if indices:dim() ~= 1 then error('Subset: indices must be 1-d', 3) end
+    local buf, cnt = indices:long():read()
+    m = cnt
+    self.map = ffi.new('int64_t[?]', math.max(m, 1))
+    for k = 0, m - 1 do self.map[k] = buf[k] - 1 end
+  elseif type(indices) == 'table' then
+    m = #indices
+    self.map = ffi.new('int64_t[?]', math.max(m, 1))
+    for k = 1, m do
+      local i = indices[k]
+      if type(i) ~= 'number' or i % 1 ~= 0 then error(('Subset: index %d is not an integer'):format(k), 3) end
+      self.map[k - 1] = i - 1
+    end
+  else
+    error('Subset: indices must be a list or a tensor, got ' .. type(indices), 3)
+  end
+  for k = 0, m - 1 do
+    local i = self.map[k]
+    if i < 0 or i >= n then
+      error(('Subset: index %d is out of range 1..%d'):format(tonumber(i) + 1, n), 3)
+    end
+  end
+  self.dataset, self.n = ds, m
+end
+
+-- from a 0-based int64 array that random_split made
+local function from_map(ds, map, n)
+  local s = Subset.new(Subset, ds, {})
+  s.map, s.n = map, n
+  return s
+end
+
+function Subset:__len() return self.n end
+
+function Subset:get(i)
+  if type(i) ~= 'number' or i % 1 ~= 0 or i < 1 or i > self.n then
+    error(('Subset:get: index %s out of range 1..%d'):format(tostring(i), self.n), 2)
+  end
+  return self.dataset:get(tonumber(self.map[i - 1]) + 1)
+end
+
+function Subset:__tostring() return ('Subset(%d of %s)'):format(self.n, tostring(self.dataset)) end
+
+local SPLIT_EPOCH = 0xFFFFFFFF   -- a permutation stream no loader epoch reaches
+
+local function random_split(ds, lengths, seed)
+  local n = len(ds)
+  if type(lengths) ~= 'table' or #lengths == 0 then error('random_split: lengths must be a list', 2) end
+  local counts, total = {}, 0
+  for i, v in ipairs(lengths) do
+    if type(v) ~= 'number' or v < 0 then error(('random_split: length %d must be a non-negative number'):format(i), 2) end
+    total = total + v
+  end
+  if math.abs(total - 1) < 1e-9 and total <= 1 then   -- fractions, as PyTorch decides
+    local used = 0
+    for i, f in ipairs(lengths) do counts[i] = math.floor(n * f); used = used + counts[i] end
+    for i = 0, n - used - 1 do local k = i % #counts + 1; counts[k] = counts[k] + 1 end
+  else
+    for i, v in ipairs(lengths) do
+      if v % 1 ~= 0 then error('random_split: lengths must be integers or fractions summing to 1', 2) end
+      counts[i] = v
+    end
+    if total ~= n then
+      error(('random_split: lengths sum to %d but the dataset has %d samples'):format(total, n), 2)
+    end
+  end
+  if seed == nil then seed = require('lunet').randint(0, 2 ^ 31 - 1, { 1 }):item() end
+  local perm = ffi.new('int64_t[?]', math.max(n, 1))
+  if C.ln_data_permutation(perm, n, seed, SPLIT_EPOCH) ~= 0 then core.raise(2) end
+  local parts, pos = {}, 0
+  for i, c in ipairs(counts) do
+    local map = ffi.new('int64_t[?]', math.max(c, 1))
+    ffi.copy(map, perm + pos, c * 8)
+    parts[i] = from_map(ds, map, c)
+    pos = pos + c
+  end
+  return parts
+end
+
+return { Subset = Subset, random_split = random_split, len = len }

@@ -1,0 +1,24 @@
+-- lunet.data: datasets, transforms and the batch loader.
+--   local data = lunet.data
+--   local train = data.FashionMNIST{train = true}
+--   local loader = data.DataLoader(train, {batch_size = 64, shuffle = true, workers = 2})
+--   for x, y in loader:iter() do ... end      -- x float32 (64,1,28,28), y int64 1..10
+local subset = require 'lunet.data.Subset'
+local mnist = require 'lunet.data.FashionMNIST'
+local cifar = require 'lunet.data.CIFAR10'
+
+return {
+  Dataset = require 'lunet.data.Dataset',
+  TensorDataset = require 'lunet.data.TensorDataset',
+  Subset = subset.Subset,
+  random_split = subset.random_split,
+  len = subset.len,
+  DataLoader = require 'lunet.data.DataLoader',
+  FashionMNIST = mnist.FashionMNIST,
+  MNIST = mnist.MNIST,
+  CIFAR10 = cifar.CIFAR10,
+  Synthetic = require 'lunet.data.Synthetic',
+  transforms = require 'lunet.data.transforms',
+  read_idx = mnist.read_idx,
+  read_cifar10 = cifar.read_cifar10,
+}
