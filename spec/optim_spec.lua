@@ -21,7 +21,7 @@ end
 local coef_cache = {}
 local function grad_of(p, k, s)
   local n, dt = p:numel(), p.dtype
-  local key = dt .. k
+  local key = dt .. k .. ':' .. n
   local a = coef_cache[key]
   if not a then
     local t = {}
@@ -271,5 +271,106 @@ describe('optim.clip_grad_norm', function()
     local total = optim.clip_grad_norm(p, 1e9)
     assert.are.equal(math.sqrt(100000 * 0.25), total)
     assert.are.equal(0.5, optim.clip_grad_norm(p, 1e9, math.huge))
+  end)
+end)
+
+describe('optim in training', function()
+  it('fits a linear regression through autograd with every optimizer, scheduler and clipping', function()
+    lunet.manual_seed(7)
+    local x = lunet.randn(64, 5)
+    local y = x:matmul(lunet.randn(5, 1)) + 0.5
+    local setups = {
+      {'SGD', {lr = 0.1, momentum = 0.9}}, {'Adam', {lr = 0.05}}, {'AdamW', {lr = 0.05}},
+      {'RMSprop', {lr = 0.01, centered = true}},
+    }
+    for _, s in ipairs(setups) do
+      local w = lunet.zeros(5, 1, {requires_grad = true})
+      local b = lunet.zeros(1, {requires_grad = true})
+      local opt = optim[s[1]]({w, b}, s[2])
+      local sched = optim.CosineAnnealingLR(opt, {T_max = 150})
+      local first, last
+      for i = 1, 150 do
+        opt:zero_grad()
+        local loss = ((x:matmul(w) + b - y) ^ 2):mean()
+        loss:backward()
+        optim.clip_grad_norm({w, b}, 10)
+        opt:step()
+        sched:step()
+        last = loss:item()
+        first = first or last
+      end
+      assert(first > 1 and last < 1e-3, ('%s: loss %g -> %g'):format(s[1], first, last))
+    end
+  end)
+
+  it('resumes exactly from a checkpoint file (optimizer and scheduler state)', function()
+    local function setup()
+      local ps = {lunet.tensor({1, -2, 3}, {dtype = 'float64'}), lunet.tensor({0.5, 0.25}, {dtype = 'float64'})}
+      local opt = optim.Adam({{params = {ps[1]}}, {params = {ps[2]}, lr = 0.02, amsgrad = true}}, {lr = 0.05})
+      return ps, opt, optim.MultiStepLR(opt, {milestones = {3, 6}, gamma = 0.5})
+    end
+    local function train(ps, opt, sched, from, to)
+      for s = from, to do
+        for k, p in ipairs(ps) do p.grad = grad_of(p, k, s) end
+        opt:step()
+        sched:step()
+      end
+    end
+    local ps, opt, sched = setup()
+    train(ps, opt, sched, 1, 4)
+    local path = os.tmpname()
+    lunet.checkpoint.save(path, {params = ps, optimizer = opt:state_dict(), scheduler = sched:state_dict()})
+    train(ps, opt, sched, 5, 10)
+    local saved = lunet.checkpoint.load(path)
+    os.remove(path)
+    local ps2, opt2, sched2 = setup()
+    for k = 1, 2 do ps2[k]:copy_(saved.params[k]) end
+    opt2:load_state_dict(saved.optimizer)
+    sched2:load_state_dict(saved.scheduler)
+    train(ps2, opt2, sched2, 5, 10)
+    for k = 1, 2 do assert.tensor_near(ps2[k], ps[k], 0) end
+    assert.are.same(sched:get_last_lr(), sched2:get_last_lr())
+  end)
+
+  it('runs queued on virtual CPU devices with the same results (LUNET_CPU_DEVICES=2)', function()
+    local script = os.tmpname()
+    local f = assert(io.open(script, 'w'))
+    f:write([[
+      local lunet = require 'lunet'
+      local optim = lunet.optim
+      local function run(dev, n)
+        lunet.manual_seed(3)
+        local p = lunet.randn(n, {dtype = 'float32'}):to(dev)
+        local q = lunet.randn(n, {dtype = 'float64'}):to(dev)
+        local o1 = optim.Adam({p}, {lr = 0.01, amsgrad = true})
+        local o2 = optim.RMSprop({q}, {lr = 0.01, centered = true, momentum = 0.5})
+        local o3 = optim.SGD({q}, {lr = 0.01, momentum = 0.9, nesterov = true})
+        for s = 1, 5 do
+          p.grad = (p * 0.5 + s):sin()
+          q.grad = (q * 0.25 - s):cos()
+          o1:step(); o2:step(); o3:step()
+          optim.clip_grad_norm({p, q}, 1.0)
+        end
+        return p:to('cpu:0'), q:to('cpu:0')
+      end
+      for _, n in ipairs({7, 100000}) do
+        local p0, q0 = run('cpu:0', n)
+        local p1, q1 = run('cpu:1', n)
+        assert(p0.device == 'cpu:0' and p1.device == 'cpu:0')
+        local a, m = p0:read()
+        local b = p1:read()
+        for i = 0, m - 1 do assert(a[i] == b[i], 'float32 differs at ' .. i) end
+        a, m = q0:read()
+        b = q1:read()
+        for i = 0, m - 1 do assert(a[i] == b[i], 'float64 differs at ' .. i) end
+      end
+      print('ok')
+    ]])
+    f:close()
+    local pipe = io.popen(('LUNET_CPU_DEVICES=2 luajit %s 2>&1'):format(script))
+    local out = pipe:read('*a')
+    pipe:close()
+    os.remove(script)
+    assert.are.equal('ok\n', out)
   end)
 end)
