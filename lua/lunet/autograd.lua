@@ -11,6 +11,13 @@
 -- (C kernels); nothing is done per element in Lua. With no input requiring
 -- grad the wrappers cost one check and a tail call.
 local ffi = require 'ffi'
+
+-- One autograd per process: the Tensor metatype (set once by the first load of
+-- lunet.tensor) keeps that load's methods and records, so a re-require (busted
+-- unloads modules between spec files) must return the first instance.
+local registry = debug.getregistry()
+if registry.lunet_autograd then return registry.lunet_autograd end
+
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local C = core.C
@@ -763,4 +770,5 @@ end
 A.node = node
 A.enabled = function() return enabled end
 
+registry.lunet_autograd = A
 return A
