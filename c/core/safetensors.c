@@ -539,7 +539,7 @@ static int name_cmp(const void *a, const void *b) {
 /* Every tensor's bytes must match its shape and dtype, and together they
  * must tile the data section exactly: in range, no overlap, no hole. */
 static int check_layout(ln_st_file *f) {
-  qsort(f->e, (size_t)f->n, sizeof *f->e, entry_cmp);
+  if (f->n > 1) qsort(f->e, (size_t)f->n, sizeof *f->e, entry_cmp);
   uint64_t pos = 0;
   for (int i = 0; i < f->n; i++) {
     st_entry *e = &f->e[i];
@@ -578,7 +578,7 @@ static int check_layout(ln_st_file *f) {
   const char **names = malloc((size_t)(f->n ? f->n : 1) * sizeof *names);
   if (!names) return ln_error("load: %s: out of memory", f->path);
   for (int i = 0; i < f->n; i++) names[i] = f->e[i].name;
-  qsort(names, (size_t)f->n, sizeof *names, name_cmp);
+  if (f->n > 1) qsort(names, (size_t)f->n, sizeof *names, name_cmp);
   for (int i = 1; i < f->n; i++)
     if (strcmp(names[i], names[i - 1]) == 0) {
       int rc = ln_error("load: %s: tensor '%s' is described twice", f->path, names[i]);
