@@ -127,6 +127,16 @@ describe('autograd gradcheck (float64 finite differences)', function()
     check(function(x, y) return lunet.cat({ x:t(), y:t() }, 2) end, { x, y })
     check(function(x, y) return x:cat(y, 1) end, { x, y })
     check(function(x) return lunet.stack({ x[1], x[3], x[1] }, 2) end, { x })
+    check(function(x)
+      local p = x:split(3, 2)
+      return p[1] * 2 + p[2]:sum(2, true)
+    end, { x })
+    check(function(x)
+      local p = x:chunk(2, 1)
+      local u = x:unbind(2)
+      return lunet.cat({ p[2] * 3, p[1] }, 1) + u[4]:view(3, 1)
+    end, { x })
+    check(function(x) return x.T * 2 end, { x })
   end)
 
   it('composite expressions through a shared subgraph', function()
@@ -232,6 +242,22 @@ describe('autograd graph', function()
     assert.has_error(function() h:requires_grad_(false) end)
   end)
 
+  it('hooks: register_hook can rewrite a gradient; post-accumulate hooks see the new .grad', function()
+    local a = lunet.tensor({ 1, 2 }, { requires_grad = true })
+    local seen = {}
+    local h1 = a:register_hook(function(g) return g * 10 end)
+    a:register_post_accumulate_grad_hook(function(t) seen[#seen + 1] = t.grad:totable() end)
+    local mid = a * 3
+    mid:register_hook(function(g) return g + 1 end)
+    mid:sum():backward()
+    assert.tensor_near(a.grad, { 60, 60 })
+    assert.same({ { 60, 60 } }, seen)
+    h1.remove()
+    ;(a * 1):sum():backward()
+    assert.tensor_near(a.grad, { 61, 61 })
+    assert.has_error(function() lunet.ones(2):register_hook(function() end) end)
+  end)
+
   it('costs ~nothing when no input requires grad', function()
     local a, b = lunet.randn(4), lunet.randn(4)
     local t0 = os.clock()
@@ -240,5 +266,47 @@ describe('autograd graph', function()
     assert.is_true(plain < 2)  -- sanity: the wrapper is one check and a tail call
     local c = a + b
     assert.is_nil(c.grad_fn)
+  end)
+end)
+
+describe('autograd across virtual CPU devices', function()
+  setup(function()
+    collectgarbage(); collectgarbage()
+    lunet.synchronize()
+    lunet.set_cpu_devices(2)
+  end)
+  teardown(function()
+    -- finalizers free the autograd records, whose gradients go a cycle later
+    for _ = 1, 4 do collectgarbage() end
+    lunet.synchronize()
+    lunet.set_cpu_devices(1)
+  end)
+
+  it('a graph that crosses devices sends each gradient back to its leaf device', function()
+    local x = lunet.tensor({ { 1, 2 }, { 3, 4 } }, { dtype = 'float64', requires_grad = true })
+    local w = lunet.tensor({ 0.5, -1 }, { dtype = 'float64', device = 'cpu:1', requires_grad = true })
+    local y = (x:to('cpu:1') * w):exp():sum()
+    y:backward()
+    assert.equal('cpu:0', x.grad.device)
+    assert.equal('cpu:1', w.grad.device)
+    local e = function(v) return math.exp(v) end
+    assert.tensor_near(x.grad, { { 0.5 * e(0.5), -e(-2) }, { 0.5 * e(1.5), -e(-4) } }, 1e-12)
+    assert.tensor_near(w.grad, { e(0.5) + 3 * e(1.5), 2 * e(-2) + 4 * e(-4) }, 1e-12)
+  end)
+
+  it('Module:to(device) moves parameters in place and trains there', function()
+    local nn = lunet.nn
+    local m = nn.Sequential { nn.Conv2d(2, 3, 3, { padding = 1 }), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(12, 2) }
+    local w = m['0'].weight
+    local before = w:totable()
+    m:to('cpu:1')
+    assert.equal(w, m['0'].weight)
+    assert.equal('cpu:1', w.device)
+    assert.equal('cpu:1', m['1'].running_mean.device)
+    assert.tensor_near(w, before, 0)
+    local x = lunet.randn({ 4, 2, 2, 2 }, { device = 'cpu:1' })
+    local loss = nn.CrossEntropyLoss()(m(x), lunet.tensor({ 1, 2, 2, 1 }, { dtype = 'int64', device = 'cpu:1' }))
+    loss:backward()
+    for _, p in ipairs(m:parameters()) do assert.equal('cpu:1', p.grad.device) end
   end)
 end)

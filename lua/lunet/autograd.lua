@@ -410,6 +410,7 @@ viewlike('contiguous', function(n, g) return g end)
 viewlike('clone', function(n, g) return g end)
 viewlike('transpose', function(n, g) return g:transpose(n.x1, n.x2) end, true)
 viewlike('t', function(n, g) return g:t() end)
+T.getters.T = function(self) return Tensor.t(self) end
 viewlike('expand', function(n, g) return sum_to(g, n.shape) end)
 viewlike('permute', function(n, g)
   local dims = type(n.x1) == 'table' and n.x1 or { n.x1, n.x2, n.x3 }
@@ -439,6 +440,49 @@ end, true)
 viewlike('select', function(n, g)
   return scatter_slice(n, g, function(z, n) return raw.select(z, n.x1, n.x2) end)
 end, true)
+
+-- split/chunk/unbind return several views; each part gets a node that puts
+-- its gradient back in place (chunk calls split)
+local function parts_node(a, parts, d, starts, lens, sel)
+  for i = 1, #parts do
+    local n = node(function(n, g)
+      return scatter_slice(n, g, function(z, n)
+        if n.sel then return raw.select(z, n.x1, n.x2) end
+        return raw.narrow(z, n.x1, n.x2, n.x3)
+      end)
+    end, sel and 'unbind' or 'split', edge(a))
+    n.shape, n.x1, n.sel = a:size(), d, sel
+    if sel then n.x2 = i else n.x2, n.x3 = starts[i], lens[i] end
+    attach(parts[i], n)
+  end
+  return parts
+end
+
+if Tensor.split then
+  local orig = Tensor.split
+  raw.split = orig
+  Tensor.split = function(a, size, dim)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, size, dim) end
+    local parts = orig(a, size, dim)
+    local d = T.cdim('split', a, dim or 1) + 1
+    local starts, lens, pos = {}, {}, 1
+    for i = 1, #parts do
+      starts[i], lens[i] = pos, tonumber(parts[i].p.shape[d - 1])
+      pos = pos + lens[i]
+    end
+    return parts_node(a, parts, d, starts, lens, false)
+  end
+end
+
+if Tensor.unbind then
+  local orig = Tensor.unbind
+  raw.unbind = orig
+  Tensor.unbind = function(a, dim)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim) end
+    local parts = orig(a, dim)
+    return parts_node(a, parts, T.cdim('unbind', a, dim or 1) + 1, nil, nil, true)
+  end
+end
 
 -- casts and device moves: the gradient goes back to the input's dtype and device
 local function back_cast(n, g)
@@ -652,16 +696,59 @@ end
 
 -- ---- backward -----------------------------------------------------------------------------
 
+local function run_hooks(hooks, g)
+  for i = 1, #hooks do
+    local r = hooks[i](g)
+    if r ~= nil then g = r end
+  end
+  return g
+end
+
 local function accumulate_leaf(x, g)
   if g.p.dtype_id ~= x.p.dtype_id then g = g:to(core.dtypes[x.p.dtype_id]) end
+  if g.p.device_id ~= x.p.device_id then g = g:to(core.device_name(x.p.device_id)) end
   if not same_shape(g, x) then g = g:reshape(x:size()) end
-  local old = x.grad
+  local rec = record(x, true)
+  if rec.hooks then g = run_hooks(rec.hooks, g) end
+  local old = rec.grad
   if old then
-    x.grad = old + g
+    rec.grad = old + g
   else
     -- a fresh, contiguous tensor the leaf owns (g may be shared or a view)
-    x.grad = raw.clone(g)
+    rec.grad = raw.clone(g)
   end
+  local post = rec.post_hooks
+  if post then for i = 1, #post do post[i](x) end end
+end
+
+-- t:register_hook(fn): fn(grad) runs when t's gradient is computed (before
+-- it is accumulated, for a leaf) and may return a replacement. Returns a
+-- handle with :remove().
+local function add_hook(list_owner, key, fn)
+  local list = list_owner[key]
+  if not list then list = {}; list_owner[key] = list end
+  list[#list + 1] = fn
+  return { remove = function()
+    for i = #list, 1, -1 do if list[i] == fn then table.remove(list, i) end end
+  end }
+end
+
+function Tensor.register_hook(self, fn)
+  if type(fn) ~= 'function' then error('register_hook: expected a function', 2) end
+  if self.p.grad_flag == 0 then error("register_hook: tensor does not require grad", 2) end
+  local r = record(self, true)
+  if r.grad_fn then return add_hook(r.grad_fn, 'hooks', fn) end
+  return add_hook(r, 'hooks', fn)
+end
+
+-- t:register_post_accumulate_grad_hook(fn): for a leaf, fn(t) runs right
+-- after t.grad has been updated (data parallelism starts a bucket's
+-- all-reduce from here while backward goes on)
+function Tensor.register_post_accumulate_grad_hook(self, fn)
+  if type(fn) ~= 'function' then error('register_post_accumulate_grad_hook: expected a function', 2) end
+  local r = record(self, true)
+  if r.grad_fn then error('register_post_accumulate_grad_hook: only for leaf tensors', 2) end
+  return add_hook(r, 'post_hooks', fn)
 end
 
 local function add_grad(pending, e, g)
@@ -725,6 +812,7 @@ function Tensor.backward(self, grad, opts)
       local gs1, gs2, gs3
       local ni = n.ni
       if g then
+        if n.hooks then g = run_hooks(n.hooks, g) end
         if n.retain then accumulate_leaf(n.retain, g) end
         gs1, gs2, gs3 = n.fn(n, g)
       end
@@ -746,7 +834,7 @@ function Tensor.backward(self, grad, opts)
       if not retain then
         -- free what the node saved; keep the edges so a second call can tell
         for k in pairs(n) do
-          if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' then n[k] = nil end
+          if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' and k ~= 'hooks' then n[k] = nil end
         end
         n.freed = true
       end
