@@ -248,6 +248,32 @@ describe('optim schedulers match PyTorch', function()
   end
 end)
 
+describe('optim LambdaLR and step(closure)', function()
+  it('LambdaLR multiplies the initial lr by each group\'s function of the step', function()
+    local opt = optim.SGD({{params = {lunet.zeros(1)}}, {params = {lunet.zeros(1)}, lr = 1}}, {lr = 0.1})
+    local sched = optim.LambdaLR(opt, {lr_lambda = {function(e) return 0.5 ^ e end, function(e) return 1 / (e + 1) end}})
+    for e = 0, 5 do
+      if e > 0 then sched:step() end
+      assert.are.same({0.1 * 0.5 ^ e, 1 / (e + 1)}, sched:get_last_lr())
+    end
+    assert.is_nil(sched:state_dict().lr_lambdas)
+  end)
+
+  it('step(closure) evaluates the closure first and returns its loss', function()
+    local p = lunet.tensor{1, 2}
+    local opt = optim.SGD({p}, {lr = 0.5})
+    local calls = 0
+    local loss = opt:step(function()
+      calls = calls + 1
+      p.grad = lunet.tensor{2, -2}
+      return 42
+    end)
+    assert.are.equal(1, calls)
+    assert.are.equal(42, loss)
+    assert.are.same({0, 3}, p:totable())
+  end)
+end)
+
 describe('optim.clip_grad_norm', function()
   it('matches torch.nn.utils.clip_grad_norm_ (norms 1, 2, 3, inf; clipped and not)', function()
     for _, c in ipairs(clip_fx) do

@@ -143,6 +143,7 @@ SCHEDS = [
     ("cosine", ("SGD", [0.1, 0.05], {}), "CosineAnnealingLR", dict(T_max=10, eta_min=0.001)),
     ("linear_default", ("SGD", [0.1], {}), "LinearLR", dict()),
     ("linear_warmup", ("Adam", [0.01], {}), "LinearLR", dict(start_factor=0.25, end_factor=1.0, total_iters=8)),
+    ("exponential", ("RMSprop", [0.01, 0.1], {}), "ExponentialLR", dict(gamma=0.9)),
     ("onecycle_sgd", ("SGD", [0.1, 0.05], dict(momentum=0.9)), "OneCycleLR", dict(max_lr=0.5, total_steps=30)),
     ("onecycle_adam_three_phase_linear", ("Adam", [0.01], {}), "OneCycleLR",
      dict(max_lr=[0.02], epochs=3, steps_per_epoch=10, pct_start=0.25, anneal_strategy="linear", three_phase=True,

@@ -115,8 +115,15 @@ function Optimizer:zero_grad(set_to_none)
   end
 end
 
--- One update of every param that has a grad (params without .grad are skipped).
-function Optimizer:step()
+-- One update of every param that has a grad (params without .grad are
+-- skipped). closure, when given, is called first (it should zero the grads,
+-- compute the loss and call backward) and its result is returned.
+function Optimizer:step(closure)
+  local loss
+  if closure ~= nil then
+    if type(closure) ~= 'function' then Optimizer.fail(self.name .. ':step', 'closure must be a function') end
+    loss = closure()
+  end
   local state = self.state
   for _, group in ipairs(self.param_groups) do
     for _, p in ipairs(group.params) do
@@ -128,6 +135,7 @@ function Optimizer:step()
       end
     end
   end
+  return loss
 end
 
 -- ---- saving and resuming ------------------------------------------------------------

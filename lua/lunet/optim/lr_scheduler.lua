@@ -1,6 +1,6 @@
 -- lunet.optim schedulers: StepLR, MultiStepLR, CosineAnnealingLR, LinearLR,
--- OneCycleLR, as torch.optim.lr_scheduler (1.13), chainable forms included,
--- so the lr sequences match PyTorch's. Construction takes the first step
+-- ExponentialLR, LambdaLR, OneCycleLR, as torch.optim.lr_scheduler (1.13),
+-- chainable forms included, so the lr sequences match PyTorch's. Construction takes the first step
 -- (last_epoch 0); call sched:step() after each opt:step().
 --   local sched = optim.StepLR(opt, {step_size = 30, gamma = 0.1})
 --   sched:step(); sched:get_last_lr()  --> {lr of group 1, ...}
@@ -53,16 +53,19 @@ local function copy(v)
   return c
 end
 
--- Every field but the optimizer, as plain Lua values.
+-- not saved: the optimizer, and LambdaLR's functions (as in PyTorch)
+local unsaved = {optimizer = true, lr_lambdas = true}
+
+-- Every other field, as plain Lua values.
 function Scheduler:state_dict()
   local sd = {}
-  for k, v in pairs(self) do if k ~= 'optimizer' then sd[k] = copy(v) end end
+  for k, v in pairs(self) do if not unsaved[k] then sd[k] = copy(v) end end
   return sd
 end
 
 function Scheduler:load_state_dict(sd)
   if type(sd) ~= 'table' then fail(self.name .. ':load_state_dict', 'expected a table, got ' .. type(sd)) end
-  for k, v in pairs(sd) do if k ~= 'optimizer' then self[k] = copy(v) end end
+  for k, v in pairs(sd) do if not unsaved[k] then self[k] = copy(v) end end
 end
 
 function Scheduler:__tostring()
@@ -85,7 +88,7 @@ end
 
 local function group_lrs(self, f)
   local lrs = {}
-  for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = f(g, self.base_lrs[i]) end
+  for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = f(g, self.base_lrs[i], i) end
   return lrs
 end
 
@@ -151,6 +154,30 @@ end, function(self)
   if e == 0 then return group_lrs(self, function(g) return g.lr * s end) end
   if e > n then return group_lrs(self, function(g) return g.lr end) end
   return group_lrs(self, function(g) return g.lr * (1 + (f - s) / (n * s + (e - 1) * (f - s))) end)
+end)
+
+-- ExponentialLR(opt, {gamma = g}): lr *= gamma every step
+class('ExponentialLR', 'gamma', function(self, o)
+  if type(o.gamma) ~= 'number' then fail('ExponentialLR', 'gamma must be a number, got ' .. type(o.gamma)) end
+  self.gamma = o.gamma
+end, function(self)
+  if self.last_epoch == 0 then return group_lrs(self, function(g) return g.lr end) end
+  return group_lrs(self, function(g) return g.lr * self.gamma end)
+end)
+
+-- LambdaLR(opt, {lr_lambda = f or {f per group}}): lr = initial_lr * f(step).
+-- The functions are not part of state_dict.
+class('LambdaLR', 'lr_lambda', function(self, o)
+  local f, n = o.lr_lambda, #self.optimizer.param_groups
+  local fs = {}
+  for i = 1, n do fs[i] = type(f) == 'table' and f[i] or f end
+  if type(f) == 'table' and #f ~= n then fail('LambdaLR', ('expected %d lr_lambdas, got %d'):format(n, #f)) end
+  for i = 1, n do
+    if type(fs[i]) ~= 'function' then fail('LambdaLR', 'lr_lambda must be a function or a list of functions') end
+  end
+  self.lr_lambdas = fs
+end, function(self)
+  return group_lrs(self, function(_, b, i) return b * self.lr_lambdas[i](self.last_epoch) end)
 end)
 
 require('lunet.optim.one_cycle')(M, base, fail)
