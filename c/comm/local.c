@@ -25,6 +25,7 @@
  * runs (it never waits for the receiver); the recv task waits for that copy,
  * then copies out. Sends are matched to receives in order per (src, dst). */
 #include "comm.h"
+#include "../cpu/iter.h"   /* LN_SIMD */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -101,11 +102,32 @@ typedef struct {
   uint16_t *wdst;
 } reduce_ctx;
 
-static inline float wire_to_float(int wire, uint16_t v) {
-  return wire == LN_BFLOAT16 ? ln_bf16_to_float(v) : ln_half_to_float(v);
+/* wire <-> float32 over a run of elements (vectorised; float16 through the
+ * compiler's _Float16, which uses F16C where the CPU has it) */
+LN_SIMD static void wire_load(float *o, const uint16_t *w, int64_t n, int wire) {
+  if (wire == LN_BFLOAT16) {
+    for (int64_t i = 0; i < n; i++) { uint32_t u = (uint32_t)w[i] << 16; memcpy(o + i, &u, 4); }
+  } else {
+#ifdef __FLT16_MAX__
+    const _Float16 *h = (const _Float16 *)w;
+    for (int64_t i = 0; i < n; i++) o[i] = (float)h[i];
+#else
+    for (int64_t i = 0; i < n; i++) o[i] = ln_half_to_float(w[i]);
+#endif
+  }
 }
-static inline uint16_t float_to_wire(int wire, float f) {
-  return wire == LN_BFLOAT16 ? ln_float_to_bf16(f) : ln_float_to_half(f);
+
+LN_SIMD static void wire_store(uint16_t *w, const float *x, int64_t n, int wire) {
+  if (wire == LN_BFLOAT16) {
+    for (int64_t i = 0; i < n; i++) w[i] = ln_float_to_bf16(x[i]);
+  } else {
+#ifdef __FLT16_MAX__
+    _Float16 *h = (_Float16 *)w;
+    for (int64_t i = 0; i < n; i++) h[i] = (_Float16)x[i];
+#else
+    for (int64_t i = 0; i < n; i++) w[i] = ln_float_to_half(x[i]);
+#endif
+  }
 }
 
 #define REDUCE_BLOCK(T, SRC_EXPR)                                                   \
@@ -131,11 +153,11 @@ static void reduce_f32(void *p, int64_t b, int64_t e) {
   for (int64_t s = b; s < e; s += BLK) {
     int64_t len = LN_MIN((int64_t)BLK, e - s);
     if (c->wire >= 0) {
-      const uint16_t *w0 = (const uint16_t *)c->src[0] + s;
-      for (int64_t i = 0; i < len; i++) acc[i] = wire_to_float(c->wire, w0[i]);
+      float x[BLK];
+      wire_load(acc, (const uint16_t *)c->src[0] + s, len, c->wire);
       for (int k = 1; k < c->n; k++) {
-        const uint16_t *w = (const uint16_t *)c->src[k] + s;
-        REDUCE_BLOCK(float, wire_to_float(c->wire, w[i]));
+        wire_load(x, (const uint16_t *)c->src[k] + s, len, c->wire);
+        REDUCE_BLOCK(float, x[i]);
       }
     } else {
       memcpy(acc, (const float *)c->src[0] + s, (size_t)len * sizeof(float));
@@ -149,11 +171,8 @@ static void reduce_f32(void *p, int64_t b, int64_t e) {
       for (int64_t i = 0; i < len; i++) acc[i] /= d;
     }
     if (c->wdst) {
-      for (int64_t i = 0; i < len; i++) {
-        uint16_t w = float_to_wire(c->wire, acc[i]);
-        c->wdst[s + i] = w;
-        dst[s + i] = wire_to_float(c->wire, w);
-      }
+      wire_store(c->wdst + s, acc, len, c->wire);
+      wire_load(dst + s, c->wdst + s, len, c->wire);
     } else {
       memcpy(dst + s, acc, (size_t)len * sizeof(float));
     }
@@ -192,15 +211,11 @@ static void parallel_memcpy(char *dst, const char *src, int64_t nbytes) {
 
 static void to_wire_range(void *p, int64_t b, int64_t e) {
   const copy_ctx *c = p;
-  const float *x = (const float *)c->src;
-  uint16_t *w = (uint16_t *)c->dst;
-  for (int64_t i = b; i < e; i++) w[i] = float_to_wire(c->wire, x[i]);
+  wire_store((uint16_t *)c->dst + b, (const float *)c->src + b, e - b, c->wire);
 }
 static void from_wire_range(void *p, int64_t b, int64_t e) {
   const copy_ctx *c = p;
-  const uint16_t *w = (const uint16_t *)c->src;
-  float *x = (float *)c->dst;
-  for (int64_t i = b; i < e; i++) x[i] = wire_to_float(c->wire, w[i]);
+  wire_load((float *)c->dst + b, (const uint16_t *)c->src + b, e - b, c->wire);
 }
 
 /* ---- the rank's part of each collective -------------------------------------------- */

@@ -4,6 +4,41 @@
 #include "cpu.h"
 #include "iter.h"
 #include <math.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+/* ---- streaming stores -------------------------------------------------------- */
+/* An output of at least STREAM_MIN bytes, written contiguously, is computed
+ * in chunks into an L1 buffer and sent to memory with non-temporal stores:
+ * the destination lines are not read first (no read-for-ownership) and the
+ * inputs are not evicted, as memcpy does for large copies. */
+enum { STREAM_MIN = 16 << 20, STREAM_CHUNK = 2048 };   /* chunk: elements, <= 16 KB */
+
+static bool stream_output(const ln_iter *it, int es) {
+  return it->items && it->outer * it->inner * es >= STREAM_MIN;
+}
+
+static void stream_out(char *dst, const char *src, int64_t n) {
+#if defined(__x86_64__)
+  while (n > 0 && ((uintptr_t)dst & 15)) { *dst++ = *src++; n--; }
+  for (; n >= 64; n -= 64, dst += 64, src += 64) {
+    __m128i x0 = _mm_loadu_si128((const __m128i *)src), x1 = _mm_loadu_si128((const __m128i *)(src + 16));
+    __m128i x2 = _mm_loadu_si128((const __m128i *)(src + 32)), x3 = _mm_loadu_si128((const __m128i *)(src + 48));
+    _mm_stream_si128((__m128i *)dst, x0);
+    _mm_stream_si128((__m128i *)(dst + 16), x1);
+    _mm_stream_si128((__m128i *)(dst + 32), x2);
+    _mm_stream_si128((__m128i *)(dst + 48), x3);
+  }
+#endif
+  if (n > 0) memcpy(dst, src, (size_t)n);
+}
+
+static void stream_fence(void) {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
 
 /* ---- binary ------------------------------------------------------------------ */
 
@@ -85,13 +120,24 @@ DEF_BIN_INT(bin_u8, uint8_t)
 
 typedef void (*bin_fn)(int, double, char *, const char *, const char *, int64_t, int64_t,
                        int64_t, int64_t);
-typedef struct { bin_fn fn; int op; double alpha; } bin_ctx;
+typedef struct { bin_fn fn; int op; double alpha; bool stream; int es; } bin_ctx;
 
 static inline void bin_item(const bin_ctx *c, const ln_iter *it, int64_t item) {
   char *p[3];
   int64_t n = ln_iter_item(it, item, p);
   int d = it->ndim - 1;
-  c->fn(c->op, c->alpha, p[0], p[1], p[2], n, it->stride[0][d], it->stride[1][d], it->stride[2][d]);
+  int64_t so = it->stride[0][d], sa = it->stride[1][d], sb = it->stride[2][d];
+  if (c->stream && so == c->es) {
+    _Alignas(64) char tmp[STREAM_CHUNK * 8];
+    for (int64_t s = 0; s < n; s += STREAM_CHUNK) {
+      int64_t len = LN_MIN((int64_t)STREAM_CHUNK, n - s);
+      c->fn(c->op, c->alpha, tmp, p[1] + s * sa, p[2] + s * sb, len, so, sa, sb);
+      stream_out(p[0] + s * so, tmp, len * so);
+    }
+    stream_fence();
+    return;
+  }
+  c->fn(c->op, c->alpha, p[0], p[1], p[2], n, so, sa, sb);
 }
 
 int ln_cpu_binary(void *p) {
@@ -110,6 +156,8 @@ int ln_cpu_binary(void *p) {
   ln_kview v[3] = {a->out, a->a, a->b};
   ln_iter it;
   ln_iter_init(&it, 3, v);
+  c.es = ln_dtype_size(a->out.dtype);
+  c.stream = stream_output(&it, c.es);
   LN_ITER_PARALLEL(&it, bin_item, &c);
   return 0;
 }
@@ -188,13 +236,24 @@ DEF_UN_INT(un_i64, int64_t, x_ < 0 ? -x_ : x_)
 DEF_UN_INT(un_u8, uint8_t, x_)
 
 typedef void (*un_fn)(int, double, double, char *, const char *, int64_t, int64_t, int64_t);
-typedef struct { un_fn fn; int op; double p0, p1; } un_ctx;
+typedef struct { un_fn fn; int op; double p0, p1; bool stream; int es; } un_ctx;
 
 static inline void un_item(const un_ctx *c, const ln_iter *it, int64_t item) {
   char *p[2];
   int64_t n = ln_iter_item(it, item, p);
   int d = it->ndim - 1;
-  c->fn(c->op, c->p0, c->p1, p[0], p[1], n, it->stride[0][d], it->stride[1][d]);
+  int64_t so = it->stride[0][d], sa = it->stride[1][d];
+  if (c->stream && so == c->es) {
+    _Alignas(64) char tmp[STREAM_CHUNK * 8];
+    for (int64_t s = 0; s < n; s += STREAM_CHUNK) {
+      int64_t len = LN_MIN((int64_t)STREAM_CHUNK, n - s);
+      c->fn(c->op, c->p0, c->p1, tmp, p[1] + s * sa, len, so, sa);
+      stream_out(p[0] + s * so, tmp, len * so);
+    }
+    stream_fence();
+    return;
+  }
+  c->fn(c->op, c->p0, c->p1, p[0], p[1], n, so, sa);
 }
 
 int ln_cpu_unary(void *p) {
@@ -211,6 +270,8 @@ int ln_cpu_unary(void *p) {
   ln_kview v[2] = {a->out, a->a};
   ln_iter it;
   ln_iter_init(&it, 2, v);
+  c.es = ln_dtype_size(a->out.dtype);
+  c.stream = stream_output(&it, c.es);
   LN_ITER_PARALLEL(&it, un_item, &c);
   return 0;
 }
@@ -269,20 +330,35 @@ LN_SIMD static void cast_run(int dti, int dto, char *po, const char *pa, int64_t
   }
 }
 
-typedef struct { int dti, dto; } cast_ctx;
+typedef struct { int dti, dto; bool stream; int es; } cast_ctx;
 static inline void cast_item(const cast_ctx *c, const ln_iter *it, int64_t item) {
   char *p[2];
   int64_t n = ln_iter_item(it, item, p);
   int d = it->ndim - 1;
-  cast_run(c->dti, c->dto, p[0], p[1], n, it->stride[0][d], it->stride[1][d]);
+  int64_t so = it->stride[0][d], sa = it->stride[1][d];
+  if (c->stream && so == c->es) {
+    if (c->dti == c->dto && sa == so) stream_out(p[0], p[1], n * so);   /* plain copy */
+    else {
+      _Alignas(64) char tmp[STREAM_CHUNK * 8];
+      for (int64_t s = 0; s < n; s += STREAM_CHUNK) {
+        int64_t len = LN_MIN((int64_t)STREAM_CHUNK, n - s);
+        cast_run(c->dti, c->dto, tmp, p[1] + s * sa, len, so, sa);
+        stream_out(p[0] + s * so, tmp, len * so);
+      }
+    }
+    stream_fence();
+    return;
+  }
+  cast_run(c->dti, c->dto, p[0], p[1], n, so, sa);
 }
 
 int ln_cpu_copy(void *p) {
   ln_copy_args *a = p;
-  cast_ctx c = {a->src.dtype, a->dst.dtype};
+  cast_ctx c = {a->src.dtype, a->dst.dtype, false, ln_dtype_size(a->dst.dtype)};
   ln_kview v[2] = {a->dst, a->src};
   ln_iter it;
   ln_iter_init(&it, 2, v);
+  c.stream = stream_output(&it, c.es);
   LN_ITER_PARALLEL(&it, cast_item, &c);
   return 0;
 }

@@ -1,0 +1,80 @@
+-- Allreduce bandwidth on 2 virtual CPU devices (local backend) beside memcpy
+-- (make bench). For a buffer of S bytes per rank:
+--   algbw = S / time (as nccl-tests), busbw = algbw * 2(n-1)/n (the bytes each
+--   rank must send and receive in a ring), memcpy = S / time of memcpy(S).
+--   luajit bench/comm.lua [--runs R] [--max MB]
+package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
+local ffi = require 'ffi'
+local lunet = require 'lunet'
+local C = lunet.C
+
+local args = {}
+for i = 1, #arg do args[arg[i]:gsub('^%-%-', '')] = arg[i + 1] or true end
+local RUNS = tonumber(args.runs) or 7
+local MAX_MB = tonumber(args.max) or 256
+local NDEV = 2
+
+if not pcall(ffi.typeof, 'struct lunet_bench_timespec') then
+  ffi.cdef [[
+    struct lunet_bench_timespec { long tv_sec; long tv_nsec; };
+    int lunet_bench_clock(int clk, struct lunet_bench_timespec *ts) __asm__("clock_gettime");
+    void *lunet_bench_memcpy(void *dst, const void *src, size_t n) __asm__("memcpy");
+  ]]
+end
+local ts = ffi.new('struct lunet_bench_timespec')
+local function now()
+  ffi.C.lunet_bench_clock(1, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
+end
+
+lunet.set_cpu_devices(NDEV)
+local devices = lunet.devices()
+local comm = lunet.comm.Communicator(devices)
+
+print(('lunet %s allreduce (local backend): %d devices x %d thread(s), %d cores, median of %d runs')
+  :format(lunet.version, NDEV, C.ln_device_threads(0), C.ln_num_cores(), RUNS))
+local head = ('%-8s  %12s  %12s  %12s  %14s  %8s'):format('size', 'time', 'algbw', 'busbw', 'bf16 algbw', 'memcpy')
+print(head)
+print(('-'):rep(#head))
+
+local mb = 1
+while mb <= MAX_MB do
+  local numel = mb * 2 ^ 20 / 4
+  local list, list16 = {}, {}
+  for i = 1, NDEV do
+    list[i] = lunet.rand({numel}, {device = devices[i]})
+    list16[i] = lunet.rand({numel}, {device = devices[i]})
+  end
+  local src, dst = lunet.rand({numel}), lunet.empty({numel})
+  local ps, pd = C.ln_data_ptr(src.p), C.ln_data_ptr(dst.p)
+  local bytes = numel * 4
+  local runs = mb >= 64 and math.max(3, math.floor(RUNS / 2)) or RUNS
+  local function allreduce() comm:allreduce(list, {op = 'avg'}); lunet.synchronize() end
+  local function allreduce16() comm:allreduce(list16, {op = 'avg', compress = 'bf16'}); lunet.synchronize() end
+  local function memcpy() ffi.C.lunet_bench_memcpy(pd, ps, bytes) end
+  allreduce(); allreduce16(); memcpy()
+  local t, t16, tm = {}, {}, {}
+  for r = 1, runs do            -- interleaved, so that all three see the same load
+    local t0 = now(); allreduce(); t[r] = now() - t0
+    t0 = now(); allreduce16(); t16[r] = now() - t0
+    t0 = now(); memcpy(); tm[r] = now() - t0
+  end
+  local s, s16, sm = median(t), median(t16), median(tm)
+  local alg = bytes / s / 1e9
+  print(('%-8s  %9.2f ms  %7.2f GB/s  %7.2f GB/s  %9.2f GB/s  %5.2f GB/s'):format(mb .. ' MB', s * 1e3, alg,
+    alg * 2 * (NDEV - 1) / NDEV, bytes / s16 / 1e9, bytes / sm / 1e9))
+  list, list16, src, dst = nil, nil, nil, nil
+  collectgarbage(); collectgarbage()
+  for i = 0, NDEV - 1 do lunet.empty_cache(i) end
+  mb = mb * 4
+end
+
+comm = nil
+collectgarbage(); collectgarbage()
+lunet.synchronize()
+lunet.set_cpu_devices(1)
