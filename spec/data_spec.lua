@@ -589,6 +589,9 @@ describe('datasets', function()
     for _, y in data.DataLoader(sq, { batch_size = 5, shuffle = true, seed = 1 }):iter() do sh = vals(y) end
     table.sort(sh)
     assert.same({ 1, 4, 9, 16, 25 }, sh)
+    -- a Subset of a Lua dataset
+    local _, ysub = data.DataLoader(data.Subset(sq, { 4, 2 }), { batch_size = 2 }):iter()()
+    assert.same({ 16, 4 }, vals(ysub))
     -- C transforms on the stacked float images of a Lua dataset
     local Imgs = data.Dataset:extend('Imgs')
     function Imgs:__len() return 3 end

@@ -80,8 +80,8 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
     int64_t ph = p->H + (tf->crop == LN_CROP_RANDOM ? 2 * tf->pad : 0);
     int64_t pw = p->W + (tf->crop == LN_CROP_RANDOM ? 2 * tf->pad : 0);
     if (p->OH < 1 || p->OW < 1 || p->OH > ph || p->OW > pw)
-      return ln_error("%s: crop %lldx%lld does not fit the %s input %lldx%lld", fn, (long long)p->OH,
-                      (long long)p->OW, tf->pad ? "padded" : "", (long long)ph, (long long)pw);
+      return ln_error("%s: crop %lldx%lld does not fit the %sinput %lldx%lld", fn, (long long)p->OH,
+                      (long long)p->OW, tf->pad ? "padded " : "", (long long)ph, (long long)pw);
   }
   if (!(tf->flip_p >= 0 && tf->flip_p <= 1))
     return ln_error("%s: flip probability must be in [0, 1], got %g", fn, tf->flip_p);

@@ -60,7 +60,7 @@ static void *worker_main(void *arg) {
 
 ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_size,
                          const ln_transform *tf, int workers, int depth) {
-  const char *fn = "loader";
+  const char *fn = "DataLoader";
   if (batch_size < 1) return ln_error_null("%s: batch_size must be >= 1, got %lld", fn, (long long)batch_size);
   if (workers < 0 || workers > 256) return ln_error_null("%s: workers must be in 0..256, got %d", fn, workers);
   if (depth < 0) return ln_error_null("%s: prefetch depth must be >= 0, got %d", fn, depth);

@@ -75,7 +75,7 @@ function DataLoader:__init(ds, opts)
   self.order = ffi.new('int64_t[?]', math.max(self.n, 1))
   self.rows = ffi.new('int64_t[1]')
   local base, map = resolve(ds, self.n)
-  self.map = map
+  self.map, self.source = map, base   -- samples are rows `order` of `source`
   local transform = opts.transform
   if transform == nil and Dataset.is_a(base, TensorDataset) then transform = base.transform end
   self.transform = transform
@@ -160,7 +160,7 @@ local function stack(items, m, what)
 end
 
 local function lua_batch(self, b, nb)
-  local B, ds = self.batch_size, self.dataset
+  local B, ds = self.batch_size, self.source
   local first = b * B
   local m = math.min(B, self.n - first)
   local xs, ys, has_y = {}, {}, false

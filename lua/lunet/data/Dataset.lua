@@ -36,7 +36,14 @@ local function new(cls, ...)
   mt.__newindex = fields
   mt.__len = function(self) return self:__len() end
   mt.__tostring = function(self) return self:__tostring() end
-  if cls.__init then cls.__init(obj, ...) end
+  if cls.__init then
+    -- errors of a constructor point at the caller's line, not at lunet's files
+    local ok, err = pcall(cls.__init, obj, ...)
+    if not ok then
+      if type(err) == 'string' then err = err:gsub('^[^\n]-lunet/data/[%w_]+%.lua:%d+: ', '', 1) end
+      error(err, 2)
+    end
+  end
   return obj
 end
 class_mt.__call = new
