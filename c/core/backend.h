@@ -48,6 +48,10 @@ typedef struct ln_backend {
   /* later issues add entries here: reduce, index ops, nn kernels, optimizers */
   ln_task_fn reduce, index_select, gather, scatter_add;   /* c/ops/reduce.c, c/ops/index.c */
   ln_task_fn sgd_step, adam_step, rmsprop_step, norm_pow_sum;   /* optimizers (c/ops/optim.c) */
+  /* nn kernels: argument blocks in c/nn/nn.h */
+  ln_task_fn conv2d_fwd, conv2d_bwd, maxpool2d_fwd, maxpool2d_bwd, avgpool2d_fwd, avgpool2d_bwd,
+      adaptive_avgpool2d_fwd, adaptive_avgpool2d_bwd, batchnorm_fwd, batchnorm_bwd, softmax_fwd,
+      softmax_bwd, nll_loss_fwd, nll_loss_bwd, relu_bwd;
 } ln_backend;
 
 const ln_backend *ln_backend_of(int device);

@@ -1,5 +1,6 @@
 /* backend.c -- the CPU kernel table. */
 #include "cpu.h"
+#include "../nn/nn.h"
 #include <stdio.h>
 
 int ln_cpu_reduce(void *args);        /* reduce.c */
@@ -25,6 +26,21 @@ const ln_backend ln_cpu_backend = {
   .adam_step = ln_cpu_adam_step,
   .rmsprop_step = ln_cpu_rmsprop_step,
   .norm_pow_sum = ln_cpu_norm_pow_sum,
+  .conv2d_fwd = ln_cpu_conv2d_fwd,
+  .conv2d_bwd = ln_cpu_conv2d_bwd,
+  .maxpool2d_fwd = ln_cpu_maxpool2d_fwd,
+  .maxpool2d_bwd = ln_cpu_maxpool2d_bwd,
+  .avgpool2d_fwd = ln_cpu_avgpool2d_fwd,
+  .avgpool2d_bwd = ln_cpu_avgpool2d_bwd,
+  .adaptive_avgpool2d_fwd = ln_cpu_adaptive_avgpool2d_fwd,
+  .adaptive_avgpool2d_bwd = ln_cpu_adaptive_avgpool2d_bwd,
+  .batchnorm_fwd = ln_cpu_batchnorm_fwd,
+  .batchnorm_bwd = ln_cpu_batchnorm_bwd,
+  .softmax_fwd = ln_cpu_softmax_fwd,
+  .softmax_bwd = ln_cpu_softmax_bwd,
+  .nll_loss_fwd = ln_cpu_nll_loss_fwd,
+  .nll_loss_bwd = ln_cpu_nll_loss_bwd,
+  .relu_bwd = ln_cpu_relu_bwd,
 };
 
 const ln_backend *ln_backend_of(int device) {

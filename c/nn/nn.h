@@ -1,0 +1,121 @@
+/* nn.h -- neural-network kernels: the argument blocks that the front ends
+ * (c/nn/ files: the ln_*_forward/backward functions of lunet.h) pass to the
+ * backend's kernels, the CPU kernels themselves, and helpers the front ends
+ * share (c/nn/common.c).
+ *
+ * Front ends make every input contiguous (ln_contiguous) and write into a
+ * contiguous temporary when a caller's output is a non-contiguous view, so
+ * kernels see plain pointers to dense row-major arrays plus sizes: nothing
+ * that refers to an ln_tensor header, so the block can be queued on a virtual
+ * device and run later. A NULL pointer means "not given / not wanted". */
+#ifndef LN_NN_H
+#define LN_NN_H
+#include "../core/backend.h"
+
+/* ---- argument blocks -------------------------------------------------------- */
+
+/* conv2d. in (N,C,H,W), w (O,C/G,KH,KW), b (O), out (N,O,OH,OW).
+ * scratch: nthreads slices of `slice` elements (im2col columns), then for the
+ * weight gradient nthreads-1 private (O,C/G,KH,KW) accumulators. */
+typedef struct {
+  int dtype, nthreads;
+  int64_t N, C, H, W, O, KH, KW, OH, OW;
+  ln_conv2d_params p;
+  int64_t tile;        /* output positions per im2col tile */
+  int64_t chunk;       /* input channels per backward-data work item */
+  int64_t slice;       /* elements of one thread's column scratch */
+  char *out, *in, *w, *b;
+  char *din, *dw, *db, *dout;
+  char *scratch;
+} ln_conv2d_args;
+
+/* max/avg/adaptive pools over planes = N*C of (H,W) -> (OH,OW);
+ * idx int64 (planes,OH,OW) for max pooling. */
+typedef struct {
+  int dtype;
+  int64_t planes, H, W, OH, OW;
+  ln_pool2d_params p;
+  char *out, *in, *din, *dout;
+  int64_t *idx;
+} ln_pool2d_args;
+
+/* batch norm over in (N,C,S); mean/invstd/running/weight/bias (C) */
+typedef struct {
+  int dtype, training;
+  int64_t N, C, S;
+  double momentum, eps;
+  char *out, *in, *weight, *bias, *save_mean, *save_invstd, *running_mean, *running_var;
+  char *din, *dweight, *dbias, *dout;
+} ln_batchnorm_args;
+
+/* softmax over D of (outer, D, inner) */
+typedef struct {
+  int dtype, log;
+  int64_t outer, D, inner;
+  char *out, *in, *din, *dout;
+} ln_softmax_args;
+
+/* nll loss of logp (N,C) at target (N) */
+typedef struct {
+  int dtype, reduction;
+  int64_t N, C, ignore_index, base;
+  char *out, *logp, *weight, *dlogp, *dout;
+  const int64_t *target;
+} ln_nll_args;
+
+/* din = dout * (out > 0), n elements */
+typedef struct {
+  int dtype;
+  int64_t n;
+  char *din, *dout, *out;
+} ln_relu_bwd_args;
+
+/* ---- CPU kernels (c/nn/) ----------------------------------------------------- */
+
+int ln_cpu_conv2d_fwd(void *args);
+int ln_cpu_conv2d_bwd(void *args);
+int ln_cpu_maxpool2d_fwd(void *args);
+int ln_cpu_maxpool2d_bwd(void *args);
+int ln_cpu_avgpool2d_fwd(void *args);
+int ln_cpu_avgpool2d_bwd(void *args);
+int ln_cpu_adaptive_avgpool2d_fwd(void *args);
+int ln_cpu_adaptive_avgpool2d_bwd(void *args);
+int ln_cpu_batchnorm_fwd(void *args);
+int ln_cpu_batchnorm_bwd(void *args);
+int ln_cpu_softmax_fwd(void *args);
+int ln_cpu_softmax_bwd(void *args);
+int ln_cpu_nll_loss_fwd(void *args);
+int ln_cpu_nll_loss_bwd(void *args);
+int ln_cpu_relu_bwd(void *args);
+
+/* ---- front-end helpers (c/nn/common.c) ---------------------------------------- */
+
+/* An input made contiguous: t itself when it already is, else a copy that
+ * nn_in_free releases. */
+typedef struct { const ln_tensor *t; ln_tensor *owned; } nn_in;
+int nn_input(const char *fn, const char *name, const ln_tensor *t, nn_in *in);
+void nn_in_free(nn_in *in);
+
+/* An output the kernel writes densely: t itself when contiguous, else a
+ * temporary copied into t by nn_out_finish (queued after the kernel). */
+typedef struct { ln_tensor *user, *t; } nn_out;
+int nn_output(const char *fn, const char *name, ln_tensor *t, nn_out *out);
+int nn_out_finish(nn_out *out, int rc);   /* copies back on rc == 0, frees */
+
+/* Checks: a float32/float64 tensor of dtype `dtype` (or any float when
+ * dtype < 0) on `device`, with ndim dims and, where shape[i] >= 0, that size. */
+int nn_check(const char *fn, const char *name, const ln_tensor *t, int dtype, int device,
+             int ndim, const int64_t *shape);
+/* "{2,3,4}" of a tensor's shape */
+const char *nn_shape(char *buf, size_t n, const ln_tensor *t);
+/* Scratch memory from the device's caching allocator, held by the launched
+ * kernel (pass nn_scratch_keep's tensor in keep) and released after it. */
+typedef struct { ln_tensor hold; char *data; } nn_scratch;
+int nn_scratch_new(const char *fn, int device, size_t nbytes, nn_scratch *s);
+void nn_scratch_free(nn_scratch *s);
+/* Char pointer to a (contiguous) tensor's first element, NULL for NULL. */
+static inline char *nn_ptr(const ln_tensor *t) { return t ? (char *)ln_data_ptr(t) : NULL; }
+/* Threads a kernel on `device` may use. */
+int nn_device_threads(int device);
+
+#endif

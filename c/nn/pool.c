@@ -1,0 +1,390 @@
+/* pool.c -- max, average and adaptive average 2-D pooling (torch semantics:
+ * ceil_mode, padding, dilation for max pooling, count_include_pad), front
+ * ends and CPU kernels. Inputs are (N,C,H,W) or (C,H,W); kernels run over
+ * the N*C planes in parallel, one plane per work item, so backward passes
+ * scatter into their own plane without races. */
+#include "nn.h"
+#include <math.h>
+#include <omp.h>
+
+/* threads for `work` element-visits */
+static int pool_threads(int64_t work, int64_t planes) {
+  int nt = ln_kernel_threads();
+  if (work < 32768) nt = 1;
+  if (nt > planes) nt = (int)LN_MAX(planes, 1);
+  return nt;
+}
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+#define DEF_POOL(T, SFX)                                                                     \
+  static void maxpool_fwd_##SFX(const ln_pool2d_args *a, int nt) {                          \
+    const ln_pool2d_params *p = &a->p;                                                       \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
+      const T *x = (const T *)a->in + pl * H * W;                                            \
+      T *y = (T *)a->out + pl * OH * OW;                                                     \
+      int64_t *ix = a->idx + pl * OH * OW;                                                   \
+      for (int64_t oh = 0; oh < OH; oh++) {                                                  \
+        int64_t hs = oh * p->stride_h - p->pad_h;                                            \
+        int64_t he = LN_MIN(hs + (int64_t)(p->kh - 1) * p->dil_h + 1, H);                   \
+        while (hs < 0) hs += p->dil_h;                                                       \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                \
+          int64_t ws = ow * p->stride_w - p->pad_w;                                          \
+          int64_t we = LN_MIN(ws + (int64_t)(p->kw - 1) * p->dil_w + 1, W);                 \
+          while (ws < 0) ws += p->dil_w;                                                     \
+          T m = -INFINITY;                                                                   \
+          int64_t mi = hs * W + ws;                                                          \
+          for (int64_t h = hs; h < he; h += p->dil_h)                                        \
+            for (int64_t w = ws; w < we; w += p->dil_w) {                                    \
+              T v = x[h * W + w];                                                            \
+              if (v > m || v != v) { m = v; mi = h * W + w; }                                \
+            }                                                                                \
+          y[oh * OW + ow] = m;                                                               \
+          ix[oh * OW + ow] = mi;                                                             \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }                                                                                          \
+  static int maxpool_bwd_##SFX(const ln_pool2d_args *a, int nt) {                           \
+    const int64_t HW = a->H * a->W, OHW = a->OH * a->OW;                                     \
+    int bad = 0;                                                                             \
+    int64_t bad_index = 0;                                                                   \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
+      T *dx = (T *)a->din + pl * HW;                                                         \
+      const T *dy = (const T *)a->dout + pl * OHW;                                           \
+      const int64_t *ix = a->idx + pl * OHW;                                                 \
+      memset(dx, 0, (size_t)HW * sizeof(T));                                                 \
+      for (int64_t o = 0; o < OHW; o++) {                                                    \
+        int64_t i = ix[o];                                                                   \
+        if (i < 0 || i >= HW) { bad = 1; bad_index = i; continue; }                          \
+        dx[i] += dy[o];                                                                      \
+      }                                                                                      \
+    }                                                                                        \
+    if (bad)                                                                                 \
+      return ln_error("max_pool2d_backward: index %lld out of range for a %lldx%lld plane",  \
+                      (long long)bad_index, (long long)a->H, (long long)a->W);               \
+    return 0;                                                                                \
+  }                                                                                          \
+  /* window [hs,he) x [ws,we) clipped to the image, and torch's divisor */                   \
+  static void avgpool_fwd_##SFX(const ln_pool2d_args *a, int nt) {                          \
+    const ln_pool2d_params *p = &a->p;                                                       \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
+      const T *x = (const T *)a->in + pl * H * W;                                            \
+      T *y = (T *)a->out + pl * OH * OW;                                                     \
+      for (int64_t oh = 0; oh < OH; oh++) {                                                  \
+        int64_t hs = oh * p->stride_h - p->pad_h, he = LN_MIN(hs + p->kh, H + p->pad_h);     \
+        int64_t ph = he - hs;                                                                \
+        hs = LN_MAX(hs, 0); he = LN_MIN(he, H);                                              \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                \
+          int64_t ws = ow * p->stride_w - p->pad_w, we = LN_MIN(ws + p->kw, W + p->pad_w);   \
+          int64_t pool = ph * (we - ws);                                                     \
+          ws = LN_MAX(ws, 0); we = LN_MIN(we, W);                                            \
+          if (hs >= he || ws >= we) { y[oh * OW + ow] = 0; continue; }                       \
+          T s = 0;                                                                           \
+          for (int64_t h = hs; h < he; h++)                                                  \
+            for (int64_t w = ws; w < we; w++) s += x[h * W + w];                             \
+          int64_t div = p->count_include_pad ? pool : (he - hs) * (we - ws);                 \
+          y[oh * OW + ow] = s / (T)div;                                                      \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }                                                                                          \
+  static void avgpool_bwd_##SFX(const ln_pool2d_args *a, int nt) {                          \
+    const ln_pool2d_params *p = &a->p;                                                       \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
+      T *dx = (T *)a->din + pl * H * W;                                                      \
+      const T *dy = (const T *)a->dout + pl * OH * OW;                                       \
+      memset(dx, 0, (size_t)(H * W) * sizeof(T));                                            \
+      for (int64_t oh = 0; oh < OH; oh++) {                                                  \
+        int64_t hs = oh * p->stride_h - p->pad_h, he = LN_MIN(hs + p->kh, H + p->pad_h);     \
+        int64_t ph = he - hs;                                                                \
+        hs = LN_MAX(hs, 0); he = LN_MIN(he, H);                                              \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                \
+          int64_t ws = ow * p->stride_w - p->pad_w, we = LN_MIN(ws + p->kw, W + p->pad_w);   \
+          int64_t pool = ph * (we - ws);                                                     \
+          ws = LN_MAX(ws, 0); we = LN_MIN(we, W);                                            \
+          if (hs >= he || ws >= we) continue;                                                \
+          int64_t div = p->count_include_pad ? pool : (he - hs) * (we - ws);                 \
+          T g = dy[oh * OW + ow] / (T)div;                                                   \
+          for (int64_t h = hs; h < he; h++)                                                  \
+            for (int64_t w = ws; w < we; w++) dx[h * W + w] += g;                            \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }                                                                                          \
+  /* adaptive bins: [floor(o*H/OH), ceil((o+1)*H/OH)) */                                     \
+  static void adaptive_fwd_##SFX(const ln_pool2d_args *a, int nt) {                         \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
+      const T *x = (const T *)a->in + pl * H * W;                                            \
+      T *y = (T *)a->out + pl * OH * OW;                                                     \
+      for (int64_t oh = 0; oh < OH; oh++) {                                                  \
+        int64_t hs = oh * H / OH, he = ((oh + 1) * H + OH - 1) / OH;                         \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                \
+          int64_t ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;                       \
+          T s = 0;                                                                           \
+          for (int64_t h = hs; h < he; h++)                                                  \
+            for (int64_t w = ws; w < we; w++) s += x[h * W + w];                             \
+          y[oh * OW + ow] = s / (T)((he - hs) * (we - ws));                                  \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }                                                                                          \
+  static void adaptive_bwd_##SFX(const ln_pool2d_args *a, int nt) {                         \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
+      T *dx = (T *)a->din + pl * H * W;                                                      \
+      const T *dy = (const T *)a->dout + pl * OH * OW;                                       \
+      memset(dx, 0, (size_t)(H * W) * sizeof(T));                                            \
+      for (int64_t oh = 0; oh < OH; oh++) {                                                  \
+        int64_t hs = oh * H / OH, he = ((oh + 1) * H + OH - 1) / OH;                         \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                \
+          int64_t ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;                       \
+          T g = dy[oh * OW + ow] / (T)((he - hs) * (we - ws));                               \
+          for (int64_t h = hs; h < he; h++)                                                  \
+            for (int64_t w = ws; w < we; w++) dx[h * W + w] += g;                            \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+
+DEF_POOL(float, f32)
+DEF_POOL(double, f64)
+
+static int64_t window(const ln_pool2d_args *a) { return (int64_t)a->p.kh * a->p.kw; }
+
+int ln_cpu_maxpool2d_fwd(void *args) {
+  const ln_pool2d_args *a = args;
+  int nt = pool_threads(a->planes * a->OH * a->OW * window(a), a->planes);
+  if (a->dtype == LN_FLOAT64) maxpool_fwd_f64(a, nt); else maxpool_fwd_f32(a, nt);
+  return 0;
+}
+
+int ln_cpu_maxpool2d_bwd(void *args) {
+  const ln_pool2d_args *a = args;
+  int nt = pool_threads(a->planes * (a->OH * a->OW + a->H * a->W), a->planes);
+  return a->dtype == LN_FLOAT64 ? maxpool_bwd_f64(a, nt) : maxpool_bwd_f32(a, nt);
+}
+
+int ln_cpu_avgpool2d_fwd(void *args) {
+  const ln_pool2d_args *a = args;
+  int nt = pool_threads(a->planes * a->OH * a->OW * window(a), a->planes);
+  if (a->dtype == LN_FLOAT64) avgpool_fwd_f64(a, nt); else avgpool_fwd_f32(a, nt);
+  return 0;
+}
+
+int ln_cpu_avgpool2d_bwd(void *args) {
+  const ln_pool2d_args *a = args;
+  int nt = pool_threads(a->planes * (a->OH * a->OW * window(a) + a->H * a->W), a->planes);
+  if (a->dtype == LN_FLOAT64) avgpool_bwd_f64(a, nt); else avgpool_bwd_f32(a, nt);
+  return 0;
+}
+
+int ln_cpu_adaptive_avgpool2d_fwd(void *args) {
+  const ln_pool2d_args *a = args;
+  int nt = pool_threads(a->planes * (a->H * a->W + a->OH * a->OW), a->planes);
+  if (a->dtype == LN_FLOAT64) adaptive_fwd_f64(a, nt); else adaptive_fwd_f32(a, nt);
+  return 0;
+}
+
+int ln_cpu_adaptive_avgpool2d_bwd(void *args) {
+  const ln_pool2d_args *a = args;
+  int nt = pool_threads(a->planes * (a->H * a->W + a->OH * a->OW), a->planes);
+  if (a->dtype == LN_FLOAT64) adaptive_bwd_f64(a, nt); else adaptive_bwd_f32(a, nt);
+  return 0;
+}
+
+/* ---- front ends -------------------------------------------------------------- */
+
+/* in (N,C,H,W) or (C,H,W): planes, H, W */
+static int pool_input(const char *fn, const char *name, const ln_tensor *t, int dtype, int device,
+                      ln_pool2d_args *a) {
+  char s[160];
+  if (nn_check(fn, name, t, dtype, device, -1, NULL) != 0) return -1;
+  if (t->ndim != 3 && t->ndim != 4)
+    return ln_error("%s: %s must be 3-d (C,H,W) or 4-d (N,C,H,W), got shape %s", fn, name,
+                    nn_shape(s, sizeof s, t));
+  a->dtype = t->dtype_id;
+  a->planes = t->shape[0] * (t->ndim == 4 ? t->shape[1] : 1);
+  a->H = t->shape[t->ndim - 2];
+  a->W = t->shape[t->ndim - 1];
+  return 0;
+}
+
+static int64_t pool_out_size(int64_t in, int k, int s, int pad, int d, int ceil_mode) {
+  int64_t num = in + 2 * (int64_t)pad - (int64_t)d * (k - 1) - 1;
+  if (num < 0) return 0;
+  int64_t out = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pad) out--;
+  return out;
+}
+
+/* Checks params against the input size and fills OH, OW. */
+static int pool_geometry(const char *fn, const ln_pool2d_params *p, bool avg, ln_pool2d_args *a) {
+  if (!p) return ln_error("%s: params is NULL", fn);
+  if (p->kh < 1 || p->kw < 1) return ln_error("%s: kernel size must be >= 1, got (%d,%d)", fn, p->kh, p->kw);
+  if (p->stride_h < 1 || p->stride_w < 1)
+    return ln_error("%s: stride must be >= 1, got (%d,%d)", fn, p->stride_h, p->stride_w);
+  if (p->pad_h < 0 || p->pad_w < 0) return ln_error("%s: padding must be >= 0, got (%d,%d)", fn, p->pad_h, p->pad_w);
+  if (avg && (p->dil_h != 1 || p->dil_w != 1))
+    return ln_error("%s: dilation must be 1 for average pooling, got (%d,%d)", fn, p->dil_h, p->dil_w);
+  if (p->dil_h < 1 || p->dil_w < 1) return ln_error("%s: dilation must be >= 1, got (%d,%d)", fn, p->dil_h, p->dil_w);
+  if (p->pad_h > p->kh / 2 || p->pad_w > p->kw / 2)
+    return ln_error("%s: padding (%d,%d) must be at most half the kernel size (%d,%d)", fn, p->pad_h, p->pad_w,
+                    p->kh, p->kw);
+  a->p = *p;
+  a->OH = pool_out_size(a->H, p->kh, p->stride_h, p->pad_h, p->dil_h, p->ceil_mode);
+  a->OW = pool_out_size(a->W, p->kw, p->stride_w, p->pad_w, p->dil_w, p->ceil_mode);
+  if (a->OH < 1 || a->OW < 1)
+    return ln_error("%s: input %lldx%lld is too small for kernel (%d,%d) with padding (%d,%d) and dilation (%d,%d)",
+                    fn, (long long)a->H, (long long)a->W, p->kh, p->kw, p->pad_h, p->pad_w, p->dil_h, p->dil_w);
+  return 0;
+}
+
+/* Shape of t with its last two dims replaced by (h, w). */
+static void plane_shape(const ln_tensor *t, int64_t h, int64_t w, int64_t *shape) {
+  for (int i = 0; i < t->ndim; i++) shape[i] = t->shape[i];
+  shape[t->ndim - 2] = h;
+  shape[t->ndim - 1] = w;
+}
+
+static int check_indices(const char *fn, const ln_tensor *idx, int device, int ndim, const int64_t *shape) {
+  char s1[160], s2[160];
+  if (ln_check_tensor(fn, idx, "indices") != 0) return -1;
+  if (idx->dtype_id != LN_INT64)
+    return ln_error("%s: indices must be int64, got %s", fn, ln_dtype_name(idx->dtype_id));
+  if (idx->device_id != device) return ln_error("%s: indices are on another device than the input", fn);
+  bool ok = idx->ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++) ok = idx->shape[i] == shape[i];
+  if (!ok)
+    return ln_error("%s: indices have shape %s, expected %s", fn, nn_shape(s1, sizeof s1, idx),
+                    ln_shape_str(s2, sizeof s2, ndim, shape));
+  return 0;
+}
+
+/* forward: out (and idx) from in */
+static int pool_forward(const char *fn, ln_task_fn kernel, ln_tensor *out, ln_tensor *indices,
+                        const ln_tensor *in, ln_pool2d_args *a) {
+  int dev = in->device_id;
+  nn_in xi = {0};
+  nn_out o = {0}, io = {0};
+  int rc = -1;
+  if (nn_input(fn, "input", in, &xi) != 0 || nn_output(fn, "out", out, &o) != 0 ||
+      nn_output(fn, "indices", indices, &io) != 0)
+    goto done;
+  a->in = nn_ptr(xi.t);
+  a->out = nn_ptr(o.t);
+  a->idx = (int64_t *)nn_ptr(io.t);
+  const ln_tensor *keep[3] = {o.t, io.t, xi.t};
+  rc = ln_launch(dev, fn, kernel, a, sizeof *a, keep, 3);
+done:
+  rc = nn_out_finish(&o, rc);
+  rc = nn_out_finish(&io, rc);
+  nn_in_free(&xi);
+  return rc;
+}
+
+static int pool_backward(const char *fn, ln_task_fn kernel, ln_tensor *din, const ln_tensor *dout,
+                         const ln_tensor *indices, ln_pool2d_args *a) {
+  int dev = din->device_id;
+  nn_in gi = {0}, ii = {0};
+  nn_out o = {0};
+  int rc = -1;
+  if (nn_input(fn, "grad_output", dout, &gi) != 0 || nn_input(fn, "indices", indices, &ii) != 0 ||
+      nn_output(fn, "grad_input", din, &o) != 0)
+    goto done;
+  a->dout = nn_ptr(gi.t);
+  a->din = nn_ptr(o.t);
+  a->idx = (int64_t *)nn_ptr(ii.t);
+  const ln_tensor *keep[3] = {o.t, gi.t, ii.t};
+  rc = ln_launch(dev, fn, kernel, a, sizeof *a, keep, 3);
+done:
+  rc = nn_out_finish(&o, rc);
+  nn_in_free(&gi);
+  nn_in_free(&ii);
+  return rc;
+}
+
+int ln_maxpool2d_forward(ln_tensor *out, ln_tensor *indices, const ln_tensor *in, const ln_pool2d_params *p) {
+  const char *fn = "max_pool2d";
+  ln_pool2d_args a = {0};
+  if (pool_input(fn, "input", in, -1, -1, &a) != 0 || pool_geometry(fn, p, false, &a) != 0) return -1;
+  int64_t shape[4];
+  plane_shape(in, a.OH, a.OW, shape);
+  if (nn_check(fn, "out", out, in->dtype_id, in->device_id, in->ndim, shape) != 0) return -1;
+  if (check_indices(fn, indices, in->device_id, in->ndim, shape) != 0) return -1;
+  return pool_forward(fn, ln_backend_of(in->device_id)->maxpool2d_fwd, out, indices, in, &a);
+}
+
+int ln_maxpool2d_backward(ln_tensor *din, const ln_tensor *dout, const ln_tensor *indices,
+                          const ln_pool2d_params *p) {
+  const char *fn = "max_pool2d_backward";
+  ln_pool2d_args a = {0};
+  if (pool_input(fn, "grad_input", din, -1, -1, &a) != 0 || pool_geometry(fn, p, false, &a) != 0) return -1;
+  int64_t shape[4];
+  plane_shape(din, a.OH, a.OW, shape);
+  if (nn_check(fn, "grad_output", dout, din->dtype_id, din->device_id, din->ndim, shape) != 0) return -1;
+  if (check_indices(fn, indices, din->device_id, din->ndim, shape) != 0) return -1;
+  return pool_backward(fn, ln_backend_of(din->device_id)->maxpool2d_bwd, din, dout, indices, &a);
+}
+
+int ln_avgpool2d_forward(ln_tensor *out, const ln_tensor *in, const ln_pool2d_params *p) {
+  const char *fn = "avg_pool2d";
+  ln_pool2d_args a = {0};
+  if (pool_input(fn, "input", in, -1, -1, &a) != 0 || pool_geometry(fn, p, true, &a) != 0) return -1;
+  int64_t shape[4];
+  plane_shape(in, a.OH, a.OW, shape);
+  if (nn_check(fn, "out", out, in->dtype_id, in->device_id, in->ndim, shape) != 0) return -1;
+  return pool_forward(fn, ln_backend_of(in->device_id)->avgpool2d_fwd, out, NULL, in, &a);
+}
+
+int ln_avgpool2d_backward(ln_tensor *din, const ln_tensor *dout, const ln_pool2d_params *p) {
+  const char *fn = "avg_pool2d_backward";
+  ln_pool2d_args a = {0};
+  if (pool_input(fn, "grad_input", din, -1, -1, &a) != 0 || pool_geometry(fn, p, true, &a) != 0) return -1;
+  int64_t shape[4];
+  plane_shape(din, a.OH, a.OW, shape);
+  if (nn_check(fn, "grad_output", dout, din->dtype_id, din->device_id, din->ndim, shape) != 0) return -1;
+  return pool_backward(fn, ln_backend_of(din->device_id)->avgpool2d_bwd, din, dout, NULL, &a);
+}
+
+/* in and out agree on the leading dims; out's last two are the bins */
+static int adaptive_geometry(const char *fn, const ln_tensor *big, const char *bname, const ln_tensor *small,
+                             const char *sname, ln_pool2d_args *a) {
+  if (pool_input(fn, bname, big, -1, -1, a) != 0) return -1;
+  if (nn_check(fn, sname, small, big->dtype_id, big->device_id, -1, NULL) != 0) return -1;
+  int64_t shape[4];
+  plane_shape(big, -1, -1, shape);
+  if (nn_check(fn, sname, small, big->dtype_id, big->device_id, big->ndim, shape) != 0) return -1;
+  a->OH = small->shape[small->ndim - 2];
+  a->OW = small->shape[small->ndim - 1];
+  if (a->OH < 1 || a->OW < 1 || a->H < 1 || a->W < 1) {
+    char s1[160], s2[160];
+    return ln_error("%s: empty plane: input %s, output %s", fn, nn_shape(s1, sizeof s1, big),
+                    nn_shape(s2, sizeof s2, small));
+  }
+  return 0;
+}
+
+int ln_adaptive_avgpool2d_forward(ln_tensor *out, const ln_tensor *in) {
+  const char *fn = "adaptive_avg_pool2d";
+  ln_pool2d_args a = {0};
+  if (adaptive_geometry(fn, in, "input", out, "out", &a) != 0) return -1;
+  return pool_forward(fn, ln_backend_of(in->device_id)->adaptive_avgpool2d_fwd, out, NULL, in, &a);
+}
+
+int ln_adaptive_avgpool2d_backward(ln_tensor *din, const ln_tensor *dout) {
+  const char *fn = "adaptive_avg_pool2d_backward";
+  ln_pool2d_args a = {0};
+  if (adaptive_geometry(fn, din, "grad_input", dout, "grad_output", &a) != 0) return -1;
+  return pool_backward(fn, ln_backend_of(din->device_id)->adaptive_avgpool2d_bwd, din, dout, NULL, &a);
+}
