@@ -153,6 +153,8 @@ def misc_cases():
                     ("ce_weight", dict(weight=True)), ("ce_smooth", dict(label_smoothing=0.1)),
                     ("ce_smooth_weight", dict(label_smoothing=0.2, weight=True)),
                     ("ce_ignore", dict(ignore_index=3)), ("ce_smooth_ignore_sum", dict(label_smoothing=0.1, ignore_index=3, reduction="sum")),
+                    ("ce_smooth_ignore_mean", dict(label_smoothing=0.3, ignore_index=3)),
+                    ("ce_smooth_weight_ignore", dict(label_smoothing=0.2, weight=True, ignore_index=2)),
                     ("nll_weight", dict(weight=True, nll=True))]:
         w = weight.double() if o.get("weight") else None
         tgt = target.clone()

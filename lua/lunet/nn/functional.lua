@@ -371,7 +371,7 @@ function F.cross_entropy(x, target, opts)
     C.ln_fill_(m1.p, -1)
     local denom = A.no_grad(F.nll_loss, m1, target, { weight = opts.weight, reduction = 'sum', ignore_index = ignore })
     s = sum_all(smooth) / denom
-  else s = sum_all(smooth) / N end
+  else s = sum_all(smooth) / sum_all(keep) end   -- mean over the targets not ignored
   return loss * (1 - eps) + s * (eps / Cc)
 end
 
