@@ -181,7 +181,8 @@ end
 -- ---- fit ----------------------------------------------------------------------------
 
 function Trainer:fit(loader)
-  if type(loader) ~= 'table' or not loader.iter then error('fit: loader must be a DataLoader', 2) end
+  local tl = type(loader)
+  if (tl ~= 'table' and tl ~= 'userdata') or not loader.iter then error('fit: loader must be a DataLoader', 2) end
   if self.resume and self.ckpt_path and io.open(self.ckpt_path, 'rb') then
     self:load_state_dict(checkpoint.load(self.ckpt_path), loader)
     self.resumed = true
