@@ -305,6 +305,30 @@ describe('reductions of views', function()
   end)
 end)
 
+describe('reductions over several dims', function()
+  local x = lunet.arange(24):float():view(2, 3, 4)
+
+  it('sum/mean/amax/var/norm over a list of dims, with keepdim', function()
+    assert.same({66, 210}, x:sum({2, 3}):totable())
+    assert.same({66, 210}, x:sum({-1, 2}):totable())
+    assert.same({1, 3, 1}, x:mean({1, 3}, true):size())
+    assert.same({7.5, 11.5, 15.5}, x:mean({1, 3}):totable())
+    assert.same({0, 1, 2, 3}, x:amin({1, 2}):totable())
+    assert.same({20, 21, 22, 23}, x:amax({1, 2}):totable())
+    assert.near(50, x:var({1, 2, 3}):item(), 1e-5)
+    assert.tensor_near(x:std({2, 3}, {correction = 0}), {math.sqrt(143 / 12), math.sqrt(143 / 12)}, 1e-6)
+    assert.near(math.sqrt(506), x:norm(2, {2, 3}):totable()[1], 1e-5)
+    assert.equal(276, x:sum({}):item())   -- an empty list reduces everything, as in PyTorch
+  end)
+
+  it('a transposed input gives the same answer; repeated dims are refused', function()
+    local xt = x:transpose(1, 3)                 -- 4x3x2
+    assert.same({66, 210}, xt:sum({1, 2}):totable())
+    assert.matches('sum: dim 1 appears twice', err_of(function() return x:sum({1, -3}) end))
+    assert.matches('sum: dim 5 out of range', err_of(function() return x:sum({1, 5}) end))
+  end)
+end)
+
 describe('reduction argument errors', function()
   local t = lunet.ones(2, 3)
   it('name the function for bad dims, keepdim and self', function()

@@ -3,11 +3,13 @@
 -- t:max() (0-d), t:max(dim) -> values, indices (1-based int64), t:max(u)
 -- (elementwise maximum), t:argmax([dim]), t:var(dim, {correction = 0}),
 -- t:std(), t:norm([p[, dim[, keepdim]]]), t:any(), t:all().
+-- sum, mean, prod, any, all, amax, amin, var, std and norm also take a list
+-- of dims: t:mean({3, 4}).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local C = core.C
-local Tensor, wrap, is_tensor, cdim = T.Tensor, T.wrap, T.is_tensor, T.cdim
+local Tensor, wrap, is_tensor = T.Tensor, T.wrap, T.is_tensor
 
 local idx_box = ffi.new('ln_tensor*[1]')
 
@@ -22,16 +24,69 @@ local function keepdim_flag(fn, k)
   error(('%s: keepdim must be a boolean, got %s'):format(fn, type(k)), 3)
 end
 
--- dim (1-based, negative from the end, nil = all elements) -> C dim
-local function rdim(fn, t, dim)
-  if dim == nil then return -1 end
-  return cdim(fn, t, dim)
+-- 1-based (or negative) dim -> C dim; errors `level` frames above the caller
+local function to_cdim(fn, t, d, level)
+  if type(d) ~= 'number' or d % 1 ~= 0 then
+    error(('%s: dim must be an integer or a list of dims, got %s'):format(fn, tostring(d)), level + 1)
+  end
+  local n = t.p.ndim
+  local c = d < 0 and n + d or d - 1
+  if c < 0 or c >= n then
+    error(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, n), level + 1)
+  end
+  return c
 end
 
+local perm_buf, shape_buf = ffi.new('int[8]'), ffi.new('int64_t[8]')
+
+-- Reduce over several dims {d1, d2, ...}: move them last, merge them into one
+-- (a view when the layout allows, else a copy), reduce that one. `level`:
+-- the user's frame as seen from here.
+local function over_dims(fn, op, self, dims, keepdim, p, level)
+  local t = self.p
+  local nd, red, k = t.ndim, {}, 0
+  if #dims == 0 then return wrap(C.ln_reduce(op, t, -1, keepdim, p, nil), level) end
+  for i = 1, #dims do
+    local d = to_cdim(fn, self, dims[i], level)
+    if red[d] then error(('%s: dim %d appears twice'):format(fn, d + 1), level) end
+    red[d] = true
+  end
+  local n = 1
+  for d = 0, nd - 1 do
+    if not red[d] then perm_buf[k] = d; shape_buf[k] = t.shape[d]; k = k + 1 end
+  end
+  local kept = k
+  for d = 0, nd - 1 do
+    if red[d] then perm_buf[k] = d; k = k + 1; n = n * tonumber(t.shape[d]) end
+  end
+  shape_buf[kept] = n
+  local x = wrap(C.ln_permute(t, nd, perm_buf), level)
+  x = wrap(C.ln_reshape(x.p, kept + 1, shape_buf), level)
+  local r = wrap(C.ln_reduce(op, x.p, kept, 0, p, nil), level)
+  if keepdim == 1 then
+    for d = 0, nd - 1 do shape_buf[d] = red[d] and 1 or t.shape[d] end
+    r = wrap(C.ln_view(r.p, nd, shape_buf), level)
+  end
+  return r
+end
+
+-- the common path of every entry point: called (not tail-called) by it
+local function reduce(fn, op, self, dim, keepdim, p)
+  local kd
+  if keepdim == nil or keepdim == false then kd = 0
+  elseif keepdim == true then kd = 1
+  else error(('%s: keepdim must be a boolean, got %s'):format(fn, type(keepdim)), 3) end
+  if type(dim) == 'table' then return over_dims(fn, op, self, dim, kd, p, 4) end
+  local cd = dim == nil and -1 or to_cdim(fn, self, dim, 3)
+  return wrap(C.ln_reduce(op, self.p, cd, kd, p, nil), 3)
+end
+
+-- t:sum([dim[, keepdim]]); dim may be a list of dims: t:sum({3, 4})
 local function reducer(name, op)
   return function(self, dim, keepdim)
-    local p = need(name, self)
-    return wrap(C.ln_reduce(op, p, rdim(name, self, dim), keepdim_flag(name, keepdim), 0, nil))
+    need(name, self)
+    local r = reduce(name, op, self, dim, keepdim, 0)
+    return r
   end
 end
 
@@ -49,7 +104,7 @@ local function extreme(name, op, elementwise)
     local p = need(name, self)
     if is_tensor(dim) or type(dim) == 'number' and dim % 1 ~= 0 then return elementwise(self, dim) end
     if dim == nil then return wrap(C.ln_reduce(op, p, -1, 0, 0, nil)) end
-    local values = C.ln_reduce(op, p, rdim(name, self, dim), keepdim_flag(name, keepdim), 0, idx_box)
+    local values = C.ln_reduce(op, p, to_cdim(name, self, dim, 2), keepdim_flag(name, keepdim), 0, idx_box)
     local v = wrap(values)
     local idx = wrap(idx_box[0])
     return v, idx:add_(1)
@@ -61,7 +116,8 @@ Tensor.min = extreme('min', C.LN_RMIN, function(a, b) return Tensor.minimum(a, b
 local function arg(name, op)
   return function(self, dim, keepdim)
     local p = need(name, self)
-    local r = wrap(C.ln_reduce(op, p, rdim(name, self, dim), keepdim_flag(name, keepdim), 0, nil))
+    local cd = dim == nil and -1 or to_cdim(name, self, dim, 2)
+    local r = wrap(C.ln_reduce(op, p, cd, keepdim_flag(name, keepdim), 0, nil))
     return r:add_(1)
   end
 end
@@ -73,7 +129,9 @@ Tensor.argmin = arg('argmin', C.LN_RARGMIN)
 local function spread(name, op)
   return function(self, dim, opt, keepdim)
     local p = need(name, self)
-    if type(dim) == 'table' or type(dim) == 'boolean' then dim, opt, keepdim = nil, dim, opt end
+    if type(dim) == 'boolean' or type(dim) == 'table' and (dim[1] == nil and next(dim) ~= nil) then
+      dim, opt, keepdim = nil, dim, opt
+    end
     local corr = 1
     if type(opt) == 'table' then
       if opt.correction ~= nil then corr = opt.correction
@@ -85,7 +143,8 @@ local function spread(name, op)
       error(('%s: expected a boolean (unbiased) or an options table, got %s'):format(name, type(opt)), 2)
     end
     if type(corr) ~= 'number' then error(name .. ': correction must be a number', 2) end
-    return wrap(C.ln_reduce(op, p, rdim(name, self, dim), keepdim_flag(name, keepdim), corr, nil))
+    local r = reduce(name, op, self, dim, keepdim, corr)
+    return r
   end
 end
 Tensor.var = spread('var', C.LN_RVAR)
@@ -96,7 +155,8 @@ function Tensor.norm(self, p, dim, keepdim)
   local tp = need('norm', self)
   if p == nil or p == 'fro' then p = 2 end
   if type(p) ~= 'number' then error('norm: p must be a number or "fro", got ' .. tostring(p), 2) end
-  return wrap(C.ln_reduce(C.LN_RNORM, tp, rdim('norm', self, dim), keepdim_flag('norm', keepdim), p, nil))
+  local r = reduce('norm', C.LN_RNORM, self, dim, keepdim, p)
+  return r
 end
 
 return Tensor
