@@ -533,6 +533,47 @@ describe('DataLoader', function()
   end)
 end)
 
+describe('DataLoader with queued devices (LUNET_CPU_DEVICES=2)', function()
+  it('does not refill a slot that queued work still reads', function()
+    local script = tmpname('.lua')
+    write(script, [[
+      local lunet = require 'lunet'
+      local data = lunet.data
+      local n = 48
+      local x = lunet.arange(n * 6):fmod(251):view(n, 1, 2, 3):byte()
+      local ds = data.TensorDataset(x, lunet.arange(1, n + 1))
+      local w = lunet.randn(300, 300)
+      for _, workers in ipairs({0, 2}) do
+        for _, dev in ipairs({'cpu:0', 'cpu:1'}) do
+          local kept, labels = {}, {}
+          for xb, yb in data.DataLoader(ds, {batch_size = 4, workers = workers}):iter() do
+            for _ = 1, 3 do w = w:matmul(w):mul_(1e-3) end      -- keep cpu:0 busy
+            kept[#kept + 1] = (xb * 1):to(dev)                  -- queued behind it
+            labels[#labels + 1] = yb:clone():to(dev)
+          end
+          for k, t in ipairs(kept) do
+            local v = t:to('cpu:0'):read()
+            local l = labels[k]:to('cpu:0'):read()
+            for i = 0, 23 do
+              local want = ((k - 1) * 24 + i) % 251 / 255
+              assert(math.abs(v[i] - want) < 1e-6, ('batch %d value %d: %g, expected %g (workers %d, %s)')
+                :format(k, i, v[i], want, workers, dev))
+            end
+            assert(tonumber(l[0]) == (k - 1) * 4 + 1, ('labels of batch %d: %s (workers %d, %s)'):format(k, tostring(l[0]), workers, dev))
+          end
+        end
+      end
+      print('ok')
+    ]])
+    local lib = os.getenv('LUNET_LIB')
+    local pipe = io.popen(('LUNET_CPU_DEVICES=2 %s luajit %s 2>&1'):format(
+      lib and ("LUNET_LIB='" .. lib .. "'") or '', script))
+    local out = pipe:read('*a')
+    pipe:close()
+    assert(out:match('ok\n$'), out)
+  end)
+end)
+
 describe('datasets', function()
   it('Subset and random_split: sizes, disjoint cover, loader over a subset', function()
     local x8 = pattern(12, 1, 2, 2)

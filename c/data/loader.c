@@ -5,7 +5,13 @@
  * Batch b of the epoch goes to slot b % nslots, nslots = depth + 2. When the
  * consumer has taken c batches, it may still be using batches c-1 and c-2;
  * workers fill batches c .. c+depth-1 (b < consumed + depth), which needs
- * exactly the other depth slots. Nothing is allocated per batch. */
+ * exactly the other depth slots. Nothing is allocated per batch.
+ *
+ * Work queued on a device stream may still read a batch after the consumer
+ * moved on (a virtual CPU device runs its kernels later). When a slot is
+ * released (its batch is two behind, or a new epoch starts) the loader
+ * records an event on every CPU device, and a slot is refilled only after
+ * those events have completed. */
 #include "data.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,6 +29,8 @@ struct ln_loader {
   int64_t next_assign, consumed;
   int64_t *slot_batch;         /* the batch a slot holds ready, -1 none */
   int busy, stop;
+  int ndev;                    /* CPU devices: events per slot */
+  ln_event *ev;                /* nslots x ndev: work that may read the slot */
   pthread_t *threads;
   int nthreads;
 };
@@ -31,8 +39,14 @@ static int64_t batch_rows(const ln_loader *l, int64_t b) {
   return LN_MIN(l->batch, l->n - b * l->batch);
 }
 
+/* The slot's batch is no longer the consumer's: mark the streams' work so far. */
+static void release_slot(ln_loader *l, int s) {
+  for (int d = 0; d < l->ndev; d++) ln_event_record(d, &l->ev[s * l->ndev + d]);
+}
+
 static void assemble(ln_loader *l, int64_t b, int threaded) {
   int s = (int)(b % l->nslots);
+  for (int d = 0; d < l->ndev; d++) ln_event_synchronize(&l->ev[s * l->ndev + d]);
   const int64_t *idx = l->order + b * l->batch;
   ln_gather_run(&l->plan, ln_data_ptr(l->sx[s]), l->sy ? ln_data_ptr(l->sy[s]) : NULL, idx, idx,
                 batch_rows(l, b), l->seed, l->epoch, threaded);
@@ -88,13 +102,16 @@ ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_s
   l->sx = calloc((size_t)l->nslots, sizeof *l->sx);
   l->sy = y ? calloc((size_t)l->nslots, sizeof *l->sy) : NULL;
   l->slot_batch = malloc(sizeof(int64_t) * (size_t)l->nslots);
+  l->ndev = ln_cpu_device_count();
+  l->ev = calloc((size_t)(l->nslots * LN_MAX(l->ndev, 1)), sizeof *l->ev);
   l->threads = calloc((size_t)LN_MAX(workers, 1), sizeof *l->threads);
-  if (!l->x || (y && !l->y) || !l->sx || (y && !l->sy) || !l->slot_batch || !l->threads) {
+  if (!l->x || (y && !l->y) || !l->sx || (y && !l->sy) || !l->slot_batch || !l->threads || !l->ev) {
     ln_error("%s: out of memory", fn);
     goto fail;
   }
   for (int s = 0; s < l->nslots; s++) {
     l->slot_batch[s] = -1;
+    release_slot(l, s);
     if (!(l->sx[s] = ln_empty(ndim, shape, dt, 0))) goto fail;
     if (y && !(l->sy[s] = ln_empty(yndim, yshape, y->dtype_id, 0))) goto fail;
   }
@@ -127,7 +144,7 @@ void ln_loader_free(ln_loader *l) {
   }
   if (l->x) ln_tensor_free(l->x);
   if (l->y) ln_tensor_free(l->y);
-  free(l->sx); free(l->sy); free(l->slot_batch); free(l->threads); free(l->order);
+  free(l->sx); free(l->sy); free(l->slot_batch); free(l->threads); free(l->order); free(l->ev);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work);
   pthread_cond_destroy(&l->done);
@@ -175,7 +192,10 @@ int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t f
   l->seed = seed;
   l->epoch = epoch;
   l->next_assign = l->consumed = first_batch;
-  for (int s = 0; s < l->nslots; s++) l->slot_batch[s] = -1;
+  for (int s = 0; s < l->nslots; s++) {
+    l->slot_batch[s] = -1;
+    release_slot(l, s);
+  }
   pthread_cond_broadcast(&l->work);
   pthread_mutex_unlock(&l->mu);
   return nb;
@@ -190,6 +210,7 @@ int ln_loader_next(ln_loader *l, int64_t *rows) {
     return ln_error("loader_next: the epoch has ended (%lld batches)", (long long)l->nbatches);
   }
   int s = (int)(b % l->nslots);
+  if (b >= 2) release_slot(l, (int)((b - 2) % l->nslots));   /* before a worker may refill it */
   if (l->nworkers == 0) {
     pthread_mutex_unlock(&l->mu);
     assemble(l, b, 1);

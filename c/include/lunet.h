@@ -437,7 +437,8 @@ LN_API int ln_batch_gather(ln_tensor *out, ln_tensor *out_y, const ln_tensor *x,
  * epoch are assembled into them in order, by `workers` threads running up to
  * `depth` batches ahead of the consumer (workers 0: on the calling thread
  * inside ln_loader_next). A batch handed out stays untouched until the
- * next-but-one batch is handed out; then its slot is refilled. */
+ * next-but-one batch is handed out; then its slot is refilled, once the work
+ * queued on the CPU devices before that moment (which may read it) has run. */
 typedef struct ln_loader ln_loader;   /* opaque */
 LN_API ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_size,
                                 const ln_transform *tf, int workers, int depth);

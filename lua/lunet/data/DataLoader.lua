@@ -13,6 +13,8 @@
 -- applied on the way. Those batches are VIEWS of the ring: a batch stays
 -- valid until the next-but-one batch is taken (batch k is overwritten when
 -- batch k+2 is returned); keep one longer with :clone(), or pass copy = true.
+-- Work already queued on a (virtual) CPU device that reads a batch is waited
+-- for before its buffer is refilled.
 -- Other datasets (Lua classes with ds:get(i)) are batched in Lua, on the
 -- calling thread, into fresh tensors (workers is ignored for them).
 --
