@@ -5,13 +5,17 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 static gzFile open_file(const char *fn, const char *path) {
   if (!path) { ln_error("%s: path is NULL", fn); return NULL; }
   FILE *probe = fopen(path, "rb");   /* gzopen's errors are vague: check first */
   if (!probe) { ln_error("%s: cannot open '%s': %s", fn, path, strerror(errno)); return NULL; }
+  struct stat st;
+  int dir = fstat(fileno(probe), &st) == 0 && S_ISDIR(st.st_mode);
   fclose(probe);
+  if (dir) { ln_error("%s: cannot open '%s': it is a directory", fn, path); return NULL; }
   gzFile f = gzopen(path, "rb");
   if (!f) { ln_error("%s: cannot open '%s': %s", fn, path, strerror(errno)); return NULL; }
   gzbuffer(f, 1 << 17);
@@ -82,7 +86,7 @@ ln_tensor *ln_idx_read(const char *path) {
   for (int d = 0; d < ndim; d++) {
     shape[d] = be32(hdr + 4 + 4 * d);
     if (shape[d] > ((int64_t)1 << 31) || (numel && shape[d] && numel > ((int64_t)1 << 40) / shape[d])) {
-      ln_error("%s: '%s' has an implausible size %lld in dim %d", fn, path, (long long)shape[d], d);
+      ln_error("%s: '%s' has an implausible size %lld in dim %d", fn, path, (long long)shape[d], d + 1);
       goto fail;
     }
     numel *= shape[d];
