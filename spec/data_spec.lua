@@ -484,6 +484,21 @@ describe('DataLoader', function()
     end end end
   end)
 
+  it('allocates nothing per batch in the steady state (C path)', function()
+    local T = data.transforms
+    local syn = data.Synthetic { n = 300, shape = { 3, 8, 8 } }
+    local l = data.DataLoader(syn, { batch_size = 32, shuffle = true, workers = 2,
+      transform = T.Compose { T.RandomCrop(8, { padding = 2 }), T.Normalize(0.5, 0.2) } })
+    for _ in l:iter() do end
+    collectgarbage(); collectgarbage()
+    lunet.synchronize()
+    local before = lunet.memory_allocated()
+    local n = 0
+    for _ = 1, 3 do for x in l:iter() do n = n + x:size(1) end end
+    assert.equal(900, n)
+    assert.equal(before, lunet.memory_allocated())
+  end)
+
   it('resumes from state_dict mid-epoch with the same remaining batches', function()
     local tf = data.transforms.Compose { data.transforms.RandomCrop(5, { padding = 1 }),
       data.transforms.RandomHorizontalFlip() }

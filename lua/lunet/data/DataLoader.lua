@@ -78,10 +78,13 @@ function DataLoader:__init(ds, opts)
   self.rows = ffi.new('int64_t[1]')
   local base, map = resolve(ds, self.n)
   self.map, self.source = map, base   -- samples are rows `order` of `source`
+  -- the C path serves tensor datasets whose samples are their rows (a
+  -- subclass that overrides get goes through get)
+  local fast = Dataset.is_a(base, TensorDataset) and base.get == TensorDataset.get
   local transform = opts.transform
-  if transform == nil and Dataset.is_a(base, TensorDataset) then transform = base.transform end
+  if transform == nil and fast then transform = base.transform end
   self.transform = transform
-  if Dataset.is_a(base, TensorDataset) then
+  if fast then
     local tf = nil
     if base.image or transform ~= nil then tf = transforms.compile(transform, base.x.dtype) end
     local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, self.batch_size, tf, self.workers,
