@@ -119,7 +119,16 @@ mt.__sub = function(a, b) return Tensor.sub(a, b) end
 mt.__mul = function(a, b) return Tensor.mul(a, b) end
 mt.__div = function(a, b) return Tensor.div(a, b) end
 mt.__pow = function(a, b) return Tensor.pow(a, b) end
-mt.__mod = function(a, b) return Tensor.fmod(a, b) end
+-- remainder (Python's and Lua's %): the sign of the divisor, unlike fmod
+function Tensor.remainder(a, b)
+  local r = Tensor.fmod(a, b)
+  local neg_b = type(b) == 'number' and (b < 0) or (type(b) ~= 'number' and Tensor.lt(b, 0))
+  local wrong                      -- r ~= 0 with the sign opposite to b's
+  if type(neg_b) == 'boolean' then wrong = neg_b and Tensor.gt(r, 0) or Tensor.lt(r, 0)
+  else wrong = Tensor.ne(r, 0):logical_and(Tensor.lt(r, 0):ne(neg_b)) end
+  return Tensor.where(Tensor.add(r, b), wrong, r)
+end
+mt.__mod = function(a, b) return Tensor.remainder(a, b) end
 mt.__unm = function(a) return Tensor.neg(a) end
 
 function Tensor.where(self, cond, other)  -- torch: a.where(cond, b)

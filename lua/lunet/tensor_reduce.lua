@@ -102,7 +102,7 @@ Tensor.amin = reducer('amin', C.LN_RMIN)
 local function extreme(name, op, elementwise)
   return function(self, dim, keepdim)
     local p = need(name, self)
-    if is_tensor(dim) or type(dim) == 'number' and dim % 1 ~= 0 then return elementwise(self, dim) end
+    if is_tensor(dim) then return elementwise(self, dim) end
     if dim == nil then return wrap(C.ln_reduce(op, p, -1, 0, 0, nil)) end
     local values = C.ln_reduce(op, p, to_cdim(name, self, dim, 2), keepdim_flag(name, keepdim), 0, idx_box)
     local v = wrap(values)
