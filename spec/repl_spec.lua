@@ -74,6 +74,32 @@ describe('lunet REPL on a terminal', function()
     assert.equal(0, p:close())
   end)
 
+  it('drops the line on Ctrl-C at the prompt and interrupts running code', function()
+    local p = start()
+    p:send('1 + ')
+    assert.truthy(p:expect_clean('1 + '))
+    p:send('\3')                       -- a key at the prompt: the line is dropped
+    local out = pty.clean(p:expect('lunet> '))
+    assert.truthy(out:find('^C', 1, true), out)
+    assert.truthy(eval(p, '2 + 2'):find('\n4\n', 1, true))
+    p:send('for i = 1, 3 do\r')
+    assert.truthy(p:expect('  ...> '))
+    p:send('\3')                       -- also drops an unfinished block
+    assert.truthy(p:expect('lunet> '))
+    assert.truthy(eval(p, '3 + 3'):find('\n6\n', 1, true))
+    for round = 1, 2 do                 -- SIGINT while code runs, twice: re-armed each time
+      -- (the marker is not in the echoed line: Ctrl-C goes only once the loop runs)
+      p:send('io.write("spin" .. "ning\\n") io.flush() jit.off() while true do end\r')
+      assert.truthy(p:expect('spinning'), pty.clean(p.out))
+      p:send('\3')
+      out = p:expect('lunet> ')
+      assert.truthy(out and out:find('interrupted!', 1, true), pty.clean(p.out))
+    end
+    assert.truthy(eval(p, 'jit.on() return 5 + 5'):find('\n10\n', 1, true))
+    p:send('\4')
+    assert.equal(0, p:close())
+  end)
+
   it('keeps history in ~/.lunet_history across sessions', function()
     os.remove(home .. '/.lunet_history')
     local p = start()

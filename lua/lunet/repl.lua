@@ -22,7 +22,18 @@ local function declare()
     'extern char *(*rl_completion_entry_function)(const char *text, int state);',
     'extern const char *rl_basic_word_break_characters;', 'extern const char *rl_completer_word_break_characters;',
     'extern int rl_completion_append_character;', 'extern const char *rl_readline_name;',
+    'void rl_callback_handler_install(const char *prompt, void (*handler)(char *line));',
+    'void rl_callback_read_char(void);', 'void rl_callback_handler_remove(void);',
+    'int rl_bind_key(int key, int (*fn)(int count, int key));', 'void rl_redisplay(void);',
+    'extern int rl_done;', 'extern int rl_point;', 'extern int rl_end;', 'extern int rl_catch_signals;',
     'char *strdup(const char *s);', 'void free(void *p);', 'int isatty(int fd);',
+    'struct lnrl_pollfd { int fd; short events; short revents; };',
+    'int poll(struct lnrl_pollfd *fds, unsigned long n, int timeout);',
+    'struct lnrl_termios { unsigned int iflag, oflag, cflag, lflag; unsigned char line, cc[32];'
+      .. ' unsigned int ispeed, ospeed; };',
+    'int tcgetattr(int fd, struct lnrl_termios *t);',
+    'int tcsetattr(int fd, int when, const struct lnrl_termios *t);',
+    'int sigaction(int sig, const void *act, void *old);',
   }) do pcall(ffi.cdef, d) end
 end
 
@@ -197,14 +208,55 @@ local function make_reader(env, lunet)
     if hist then
       if lib.read_history(hist) ~= 0 then lib.write_history(hist) end
     end
-    local function read(prompt)
-      local p = lib.readline(prompt)
-      if p == nil then return nil end
-      local s = ffi.string(p)
-      ffi.C.free(p)
-      return s
+    -- Lines come through readline's callback interface, so that Ctrl-C at
+    -- the prompt is a key (the terminal's ISIG is off while waiting) that
+    -- drops the line, as in Python, instead of a signal.
+    lib.rl_catch_signals = 0
+    local line, done, interrupted
+    local handler = ffi.cast('void (*)(char *)', function(p)
+      done = true
+      if p ~= nil then line = ffi.string(p); ffi.C.free(p) else line = nil end
+      lib.rl_callback_handler_remove()
+    end)
+    local ctrl_c = ffi.cast('int (*)(int, int)', function()
+      interrupted = true
+      lib.rl_point = lib.rl_end
+      lib.rl_redisplay()
+      lib.rl_done = 1
+      return 0
+    end)
+    lib.rl_bind_key(3, ctrl_c)
+    local fds = ffi.new('struct lnrl_pollfd[1]')
+    local tio, raw = ffi.new('struct lnrl_termios'), ffi.new('struct lnrl_termios')
+    local function no_isig(t)
+      t.lflag = bit.band(t.lflag, bit.bnot(1))   -- ISIG
+      ffi.C.tcsetattr(0, 0, t)
     end
-    jit.off(read)
+    local function read(prompt)
+      done, line, interrupted = false, nil, false
+      -- ISIG off before readline saves the settings (it restores them after
+      -- the line), again once it has set its own, and back on at the end
+      local have_tio = ffi.C.tcgetattr(0, tio) == 0
+      if have_tio then ffi.copy(raw, tio, ffi.sizeof(tio)); no_isig(raw) end
+      local ok, err = pcall(function()
+        lib.rl_callback_handler_install(prompt, handler)
+        if have_tio and ffi.C.tcgetattr(0, raw) == 0 then no_isig(raw) end
+        while not done do
+          fds[0].fd, fds[0].events, fds[0].revents = 0, 1, 0
+          local n = ffi.C.poll(fds, 1, -1)
+          if n > 0 then
+            if bit.band(fds[0].revents, 32) ~= 0 then lib.rl_callback_handler_remove(); break end  -- POLLNVAL
+            lib.rl_callback_read_char()
+          end
+        end
+      end)
+      if not ok and not done then lib.rl_callback_handler_remove() end
+      if have_tio then ffi.C.tcsetattr(0, 0, tio) end
+      if not ok then error(err, 0) end
+      if interrupted then io.write('^C\n'); return false end
+      return line
+    end
+    jit.off(read, true)
     local function remember(line)
       lib.add_history(line)
       if hist then
@@ -212,7 +264,7 @@ local function make_reader(env, lunet)
         lib.history_truncate_file(hist, HISTORY_MAX)
       end
     end
-    return read, remember, { breaks, gen }, true   -- (anchors)
+    return read, remember, { breaks, gen, handler, ctrl_c }, true   -- (anchors)
   end
   local tty = ffi.C.isatty(0) == 1
   local function read(prompt)
@@ -262,44 +314,44 @@ function M.run(opts)
     io.write(('lunet %s on %s (%s) -- devices: %s -- Ctrl-D to quit\n'):format(lunet.version, jit.version,
       jit.arch, table.concat(lunet.devices(), ' ')))
   end
-  local buffer = nil
+  -- While code runs, Ctrl-C is SIGINT: luajit's own handler (saved here and
+  -- re-armed before each evaluation, as it disarms itself) makes the running
+  -- Lua code raise "interrupted!". A tight JIT-compiled loop may not see it.
+  local sigint = ffi.new('char[256]')
+  local have_sigint = ffi.C.sigaction(2, nil, sigint) == 0
+  local buffer
+  local function step()
+    local line = read(buffer and '  ...> ' or 'lunet> ')
+    if line == nil then return true end
+    if line == false then buffer = nil; return end      -- Ctrl-C at the prompt
+    local src = buffer and (buffer .. '\n' .. line) or line
+    if not src:match('%S') then return end
+    local f, err, more = M.compile(src)
+    if not f and more then buffer = src; return end
+    buffer = nil
+    remember((src:gsub('\n', ' ')))
+    if not f then io.write(err, '\n'); return end
+    setfenv(f, env)
+    if have_sigint then ffi.C.sigaction(2, sigint, nil) end
+    local n, res = pack(xpcall(f, traceback))
+    if res[1] then
+      show(n - 1, unpack(res, 2, n))
+      if n > 1 then rawset(env, '_', res[2]) end
+    else
+      io.write(tostring(res[2]), '\n')
+    end
+  end
   while true do
-    local ok, line = pcall(read, buffer and '  ...> ' or 'lunet> ')
-    if not ok then            -- Ctrl-C while reading: start over
-      io.write('\n'); buffer = nil
-    elseif line == nil then
+    local ok, stop = pcall(step)   -- (an interrupt may land in the loop's own code)
+    if not ok then io.write(tostring(stop), '\n'); buffer = nil
+    elseif stop then
       if tty then io.write('\n') end
       break
-    else
-      local src = buffer and (buffer .. '\n' .. line) or line
-      if src:match('%S') then
-        local f, err, more = M.compile(src)
-        if not f and more then
-          buffer = src
-        else
-          buffer = nil
-          remember((src:gsub('\n', ' ')))
-          if not f then
-            io.write(err, '\n')
-          else
-            setfenv(f, env)
-            local n, res = pack(xpcall(f, traceback))
-            if res[1] then
-              show(n - 1, unpack(res, 2, n))
-              if n > 1 then rawset(env, '_', res[2]) end
-            else
-              io.write(tostring(res[2]), '\n')
-            end
-          end
-        end
-      elseif buffer then
-        buffer = src
-      end
     end
     io.flush()
   end
   return 0
 end
-jit.off(M.run)
+jit.off(M.run, true)
 
 return M
