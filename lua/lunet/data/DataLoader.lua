@@ -28,6 +28,7 @@ local Dataset = require 'lunet.data.Dataset'
 local TensorDataset = require 'lunet.data.TensorDataset'
 local subset = require 'lunet.data.Subset'
 local transforms = require 'lunet.data.transforms'
+local collate = require 'lunet.data.collate'
 local C = core.C
 
 local Subset, len = subset.Subset, subset.len
@@ -125,76 +126,6 @@ local function fill_order(self)
   end
 end
 
--- ---- the Lua path: ds:get(i) for each sample, stacked ---------------------------------
-
-local function stack(items, m, what)
-  local first = items[1]
-  local lunet = require 'lunet'
-  if type(first) == 'number' or type(first) == 'boolean' then
-    local buf, integral = ffi.new('double[?]', m), true
-    for k = 1, m do
-      local v = items[k]
-      if type(v) == 'boolean' then v = v and 1 or 0 end
-      if type(v) ~= 'number' then error(('DataLoader: sample %d %s is %s, sample 1 a number'):format(k, what, type(v)), 4) end
-      buf[k - 1] = v
-      if v % 1 ~= 0 then integral = false end
-    end
-    return lunet.from_buffer(buf, { m }, 'float64'):to(integral and 'int64' or 'float32')
-  end
-  if not T.is_tensor(first) then
-    error(('DataLoader: a sample %s must be a number or a tensor, got %s'):format(what, type(first)), 4)
-  end
-  local size = first:size()
-  local shape = { m }
-  for d = 1, #size do shape[d + 1] = size[d] end
-  local out = lunet.empty(shape, { dtype = first.dtype })
-  for k = 1, m do
-    local v = items[k]
-    if not T.is_tensor(v) or v:dim() ~= #size then
-      error(('DataLoader: sample %d %s does not match sample 1 (shape {%s})'):format(k, what, table.concat(size, ',')), 4)
-    end
-    for d = 1, #size do
-      if v:size(d) ~= size[d] then
-        error(('DataLoader: sample %d %s has shape {%s}, sample 1 {%s}'):format(k, what,
-          table.concat(v:size(), ','), table.concat(size, ',')), 4)
-      end
-    end
-    out:select(1, k):copy_(v)
-  end
-  return out
-end
-
-local function lua_batch(self, b, nb)
-  local B, ds = self.batch_size, self.source
-  local first = b * B
-  local m = math.min(B, self.n - first)
-  local xs, ys, has_y = {}, {}, false
-  for k = 1, m do
-    local i = tonumber(self.order[first + k - 1]) + 1
-    local x, y = ds:get(i)
-    if self.sample_transform then x = self.sample_transform(x) end
-    xs[k], ys[k] = x, y
-    if y ~= nil then has_y = true end
-  end
-  local x = stack(xs, m, 'input')
-  if self.transform ~= nil and not self.sample_transform then
-    if x:dim() ~= 4 then error(('DataLoader: transforms need image samples (C,H,W), got %d-d'):format(x:dim() - 1), 3) end
-    local tf = transforms.compile(self.transform, x.dtype)
-    local idx = ffi.new('int64_t[?]', m)
-    for k = 0, m - 1 do idx[k] = k end
-    local shape, dt = ffi.new('int64_t[8]'), ffi.new('int[1]')
-    local nd = C.ln_batch_shape(x.p, tf, m, shape, dt)
-    if nd < 0 then core.raise(3) end
-    local out = T.wrap(C.ln_empty(nd, shape, dt[0], 0), 3)
-    if C.ln_batch_gather(out.p, nil, x.p, nil, idx, self.order + first, m, tf, self.seed, self.epoch) ~= 0 then
-      core.raise(3)
-    end
-    x = out
-  end
-  if has_y then return x, stack(ys, m, 'target') end
-  return x
-end
-
 -- ---- iteration ----------------------------------------------------------------------------
 
 -- The views of slot s for a batch of `rows` rows.
@@ -233,7 +164,7 @@ function DataLoader:iter()
     local b = self.position
     if b >= nb then return nil end
     self.position = b + 1
-    if not h then return lua_batch(self, b, nb) end
+    if not h then return collate.batch(self, b) end
     local s = C.ln_loader_next(h, self.rows)
     if s < 0 then core.raise(2) end
     return slot_views(self, s, tonumber(self.rows[0]))

@@ -148,7 +148,7 @@ local tostr = {
 function Transform:__tostring() return tostr[self.kind](self) end
 
 -- Apply to a (C,H,W) or (N,C,H,W) uint8/float32 tensor.
-local idx_buf, key_buf = ffi.new('int64_t[1]'), nil
+local idx_buf = ffi.new('int64_t[1]')
 function Transform:__call(x, opts)
   if not T.is_tensor(x) then error('transform: input must be a tensor', 2) end
   opts = opts or {}

@@ -1,0 +1,84 @@
+-- lunet.data.collate: batches of datasets defined in Lua (ds:get(i) per
+-- sample), stacked into fresh tensors on the calling thread. Numbers become
+-- an int64 tensor (float32 if any is fractional); tensors are stacked along a
+-- new first dim. A loader's transforms object then runs on the stacked
+-- float images in C; a Lua function transform runs on each sample first.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local transforms = require 'lunet.data.transforms'
+local C = core.C
+
+local M = {}
+
+-- items[1..m] (numbers or same-shaped tensors) -> one tensor (m, ...)
+function M.stack(items, m, what)
+  local first = items[1]
+  local lunet = require 'lunet'
+  if type(first) == 'number' or type(first) == 'boolean' then
+    local buf, integral = ffi.new('double[?]', m), true
+    for k = 1, m do
+      local v = items[k]
+      if type(v) == 'boolean' then v = v and 1 or 0 end
+      if type(v) ~= 'number' then error(('DataLoader: sample %d %s is %s, sample 1 a number'):format(k, what, type(v)), 4) end
+      buf[k - 1] = v
+      if v % 1 ~= 0 then integral = false end
+    end
+    return lunet.from_buffer(buf, { m }, 'float64'):to(integral and 'int64' or 'float32')
+  end
+  if not T.is_tensor(first) then
+    error(('DataLoader: a sample %s must be a number or a tensor, got %s'):format(what, type(first)), 4)
+  end
+  local size = first:size()
+  local shape = { m }
+  for d = 1, #size do shape[d + 1] = size[d] end
+  local out = lunet.empty(shape, { dtype = first.dtype })
+  for k = 1, m do
+    local v = items[k]
+    if not T.is_tensor(v) or v:dim() ~= #size then
+      error(('DataLoader: sample %d %s does not match sample 1 (shape {%s})'):format(k, what, table.concat(size, ',')), 4)
+    end
+    for d = 1, #size do
+      if v:size(d) ~= size[d] then
+        error(('DataLoader: sample %d %s has shape {%s}, sample 1 {%s}'):format(k, what,
+          table.concat(v:size(), ','), table.concat(size, ',')), 4)
+      end
+    end
+    out:select(1, k):copy_(v)
+  end
+  return out
+end
+
+-- Batch b (0-based) of loader `self`: rows self.order[b*B ...] of self.source.
+function M.batch(self, b)
+  local B, ds = self.batch_size, self.source
+  local first = b * B
+  local m = math.min(B, self.n - first)
+  local xs, ys, has_y = {}, {}, false
+  for k = 1, m do
+    local i = tonumber(self.order[first + k - 1]) + 1
+    local x, y = ds:get(i)
+    if self.sample_transform then x = self.sample_transform(x) end
+    xs[k], ys[k] = x, y
+    if y ~= nil then has_y = true end
+  end
+  local x = M.stack(xs, m, 'input')
+  if self.transform ~= nil and not self.sample_transform then
+    if x:dim() ~= 4 then error(('DataLoader: transforms need image samples (C,H,W), got %d-d'):format(x:dim() - 1), 3) end
+    local tf = transforms.compile(self.transform, x.dtype)
+    local idx = ffi.new('int64_t[?]', m)
+    for k = 0, m - 1 do idx[k] = k end
+    local shape, dt = ffi.new('int64_t[8]'), ffi.new('int[1]')
+    local nd = C.ln_batch_shape(x.p, tf, m, shape, dt)
+    if nd < 0 then core.raise(3) end
+    local out = T.wrap(C.ln_empty(nd, shape, dt[0], 0), 3)
+    if C.ln_batch_gather(out.p, nil, x.p, nil, idx, self.order + first, m, tf, self.seed, self.epoch) ~= 0 then
+      core.raise(3)
+    end
+    x = out
+  end
+  if has_y then return x, M.stack(ys, m, 'target') end
+  return x
+end
+
+return M
