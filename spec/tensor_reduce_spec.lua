@@ -82,6 +82,24 @@ describe('sum / mean / prod', function()
     assert.is_true(math.abs(m:sum(2):double():sum():item() - m:double():sum():item()) < 1e-3)
   end)
 
+  it('results are bitwise the same for 1 and 2 kernel threads (fixed chunking)', function()
+    local C = lunet.C
+    lunet.manual_seed(4)
+    local x = lunet.randn(3, 300000)
+    local dev = x.device_id
+    local before = C.ln_device_threads(dev)
+    local function run()
+      local v, i = x:max(2)
+      return {x:sum():item(), x:var():item(), x:norm():item(), x:sum(2):totable(), x:mean(1):sum():item(), i:totable()}
+    end
+    C.ln_set_device_threads(dev, 2)
+    local two = run()
+    C.ln_set_device_threads(dev, 1)
+    local one = run()
+    C.ln_set_device_threads(dev, before)
+    assert.same(one, two)
+  end)
+
   it('match float64 per-dim recomputation on a 3-d tensor, every dim', function()
     local x = sample(3, 4, 5)
     local v = x:totable()
