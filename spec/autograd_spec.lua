@@ -258,6 +258,52 @@ describe('autograd graph', function()
     assert.has_error(function() lunet.ones(2):register_hook(function() end) end)
   end)
 
+  it('refuses in-place changes of leaves that require grad while recording', function()
+    local w = lunet.ones({ 2 }, { requires_grad = true })
+    local ok, err = pcall(function() w:mul_(2) end)
+    assert.is_false(ok)
+    assert.matches('mul_: a leaf tensor that requires grad (or a view of one) cannot be changed in place', err, 1, true)
+    assert.has_error(function() w[1] = 5 end)
+    assert.has_error(function() w:narrow(1, 1, 1):fill_(0) end)
+    lunet.no_grad(function() w:mul_(2) end)
+    assert.tensor_near(w, { 2, 2 })
+    -- gradients accumulate in place into the leaf's own .grad
+    ;(w * 1):sum():backward()
+    local g = w.grad
+    ;(w * 2):sum():backward()
+    assert.equal(g, w.grad)
+    assert.tensor_near(g, { 3, 3 })
+  end)
+
+  it('records in-place ops on non-leaf tensors and on tensors that receive a grad-requiring argument', function()
+    local x = leaf(3, 4)
+    local y = leaf(4)
+    check(function(x, y)
+      local h = x * 1
+      h:mul_(y):add_(2):tanh_():clamp_(-0.5, 0.5)
+      local acc = lunet.zeros({ 3, 4 }, f64)
+      acc:add_(h):sub_(x, 0.5)
+      local c = lunet.zeros({ 3, 4 }, f64)
+      c:copy_(y)
+      return acc * c
+    end, { x, y })
+    local h = x * 1
+    h:fill_(3)
+    assert.is_false(h.requires_grad)
+    assert.is_true(lunet.tensor({ 1, 2 }, { requires_grad = true }):double():abs():mul_(2):add_(1).requires_grad)
+  end)
+
+  it('frees a deep graph that never ran backward within a few GC cycles', function()
+    for _ = 1, 3 do collectgarbage() end
+    local base = lunet.memory_allocated('cpu:0')
+    do
+      local h = lunet.randn({ 1000 }, { requires_grad = true })
+      for _ = 1, 60 do h = (h * 1.01):tanh() end   -- 120 saved 4 KB tensors
+    end
+    for _ = 1, 3 do collectgarbage() end
+    assert.is_true(lunet.memory_allocated('cpu:0') - base < 50000)
+  end)
+
   it('costs ~nothing when no input requires grad', function()
     local a, b = lunet.randn(4), lunet.randn(4)
     local t0 = os.clock()
@@ -277,8 +323,11 @@ describe('autograd across virtual CPU devices', function()
   end)
   teardown(function()
     -- finalizers free the autograd records, whose gradients go a cycle later
-    for _ = 1, 4 do collectgarbage() end
-    lunet.synchronize()
+    for _ = 1, 10 do
+      collectgarbage()
+      lunet.synchronize()
+      if lunet.memory_allocated('cpu:1') == 0 then break end
+    end
     lunet.set_cpu_devices(1)
   end)
 

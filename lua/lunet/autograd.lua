@@ -73,6 +73,14 @@ local function attach(r, node)
 end
 A.attach, A.edge, A.needs = attach, edge, needs
 
+-- what a node saves: a new header on the same storage, without the
+-- input's autograd record, so saved tensors never chain graphs together
+local function saved(x)
+  if type(x) == 'cdata' then return wrap(C.ln_alias(x.p)) end
+  return x
+end
+A.saved = saved
+
 local function same_shape(a, b)
   local pa, pb = a.p, b.p
   if pa.ndim ~= pb.ndim then return false end
@@ -153,7 +161,7 @@ local function unary(name, bw, save_in, save_out)
     if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, ...) end
     local r = orig(a, ...)
     local n = node(bw, name, edge(a))
-    if save_in then n.a = a end
+    if save_in then n.a = saved(a) end
     if save_out then n.r = r:detach() end
     return attach(r, n)
   end
@@ -203,7 +211,7 @@ do
     if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, lo, hi) end
     local r = orig(a, lo, hi)
     local n = node(bw, 'clamp', edge(a))
-    n.a, n.lo, n.hi = a, lo, hi
+    n.a, n.lo, n.hi = saved(a), lo, hi
     return attach(r, n)
   end
 end
@@ -217,7 +225,7 @@ local function binary(name, bw, save)
     local r = orig(a, b, c)
     local n = node(bw, name, edge(a), edge(b))
     n.sa, n.sb = bshape(a, r), bshape(b, r)
-    if save then n.a, n.b = a, b end
+    if save then n.a, n.b = saved(a), saved(b) end
     n.c = c
     if save == 'out' then n.r = r:detach() end
     return attach(r, n)
@@ -303,7 +311,7 @@ do
     if not enabled or not (needs(a) or needs(b)) then return orig(a, cond, b) end
     local r = orig(a, cond, b)
     local n = node(bw, 'where', edge(a), edge(b))
-    n.cond, n.sa, n.sb = cond, bshape(a, r), bshape(b, r)
+    n.cond, n.sa, n.sb = saved(cond), bshape(a, r), bshape(b, r)
     return attach(r, n)
   end
 end
@@ -337,7 +345,7 @@ do
     if not enabled or not (needs(a) or needs(b)) then return orig(a, b) end
     local r = orig(a, b)
     local n = node(bw, 'matmul', edge(a), edge(b))
-    n.a, n.b = a, b
+    n.a, n.b = saved(a), saved(b)
     return attach(r, n)
   end
 end
@@ -355,7 +363,7 @@ do
     if not enabled or not (needs(a) or needs(b)) then return orig(a, b) end
     local r = orig(a, b)
     local n = node(bw, 'bmm', edge(a), edge(b))
-    n.a, n.b = a, b
+    n.a, n.b = saved(a), saved(b)
     return attach(r, n)
   end
 end
@@ -376,7 +384,7 @@ do
     if not enabled or not (needs(c) or needs(a) or needs(b)) then return orig(c, a, b, opts) end
     local r = orig(c, a, b, opts)
     local n = node(bw, 'addmm', edge(c), edge(a), edge(b))
-    n.a, n.b, n.sc = a, b, bshape(c, r)
+    n.a, n.b, n.sc = saved(a), saved(b), bshape(c, r)
     n.beta, n.alpha = opts and opts.beta or 1, opts and opts.alpha or 1
     return attach(r, n)
   end
@@ -385,7 +393,10 @@ end
 -- ---- views and copies ------------------------------------------------------------------
 
 -- wrap a shape-changing method; bw(n, g) gets n.shape (input's size) and n.args
+local view_ops = { view = true, reshape = true, squeeze = true, unsqueeze = true, transpose = true, t = true,
+  expand = true, permute = true, narrow = true, select = true }
 local function viewlike(name, bw, keep_args)
+  local is_view = view_ops[name] or nil
   local orig = Tensor[name]
   if not orig then return end
   raw[name] = orig
@@ -395,6 +406,7 @@ local function viewlike(name, bw, keep_args)
     if r == a then return r end
     local n = node(bw, name, edge(a))
     n.shape = a:size()
+    n.view = is_view
     if keep_args then n.x1, n.x2, n.x3 = ... end
     n.dtype, n.device = a.p.dtype_id, a.p.device_id
     return attach(r, n)
@@ -451,7 +463,7 @@ local function parts_node(a, parts, d, starts, lens, sel)
         return raw.narrow(z, n.x1, n.x2, n.x3)
       end)
     end, sel and 'unbind' or 'split', edge(a))
-    n.shape, n.x1, n.sel = a:size(), d, sel
+    n.shape, n.x1, n.sel, n.view = a:size(), d, sel, true
     if sel then n.x2 = i else n.x2, n.x3 = starts[i], lens[i] end
     attach(parts[i], n)
   end
@@ -611,7 +623,7 @@ local function extreme(name)
     if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 or is_tensor(dim) then return orig(a, dim, keepdim) end
     local r, idx = orig(a, dim, keepdim)
     local n = node(bw, name, edge(a))
-    n.a, n.r, n.shape, n.dim, n.keepdim = a, r:detach(), a:size(), dim, keepdim
+    n.a, n.r, n.shape, n.dim, n.keepdim = saved(a), r:detach(), a:size(), dim, keepdim
     if idx and is_tensor(idx) then n.idx = idx end
     return attach(r, n), idx
   end
@@ -712,7 +724,7 @@ local function accumulate_leaf(x, g)
   if rec.hooks then g = run_hooks(rec.hooks, g) end
   local old = rec.grad
   if old then
-    rec.grad = old + g
+    raw.add_(old, g)   -- the leaf owns its .grad (cloned on first assignment)
   else
     -- a fresh, contiguous tensor the leaf owns (g may be shared or a view)
     rec.grad = raw.clone(g)
@@ -841,7 +853,88 @@ function Tensor.backward(self, grad, opts)
     end
   end)
   enabled = old_enabled
+  local cbs = A.callbacks
+  if cbs[1] then
+    -- callbacks queued during this backward (A.queue_callback) run once it
+    -- ends, with ok = false when it failed; their own errors are raised too
+    A.callbacks = {}
+    for i = 1, #cbs do
+      local ok2, err2 = pcall(cbs[i], ok)
+      if ok and not ok2 then ok, err = false, err2 end
+    end
+  end
   if not ok then error(err, 2) end
+end
+
+-- A.queue_callback(fn): fn(ok) runs when the backward in progress ends (as
+-- torch's Variable._execution_engine.queue_callback; DataParallel launches
+-- its remaining all-reduces from there)
+A.callbacks = {}
+function A.queue_callback(fn) A.callbacks[#A.callbacks + 1] = fn end
+
+-- ---- in-place ops ------------------------------------------------------------------------
+-- As in PyTorch: changing a leaf that requires grad (or a view of one) in
+-- place while recording is an error (run it inside lunet.no_grad, as
+-- optimizers and initialisers do). On other tensors, when the tensor or an
+-- argument requires grad, the op is recorded by computing it out of place,
+-- copying the result in and moving its grad_fn to the tensor; fill-like ops
+-- cut the history. With nothing requiring grad they cost one or two checks.
+do
+  local leaf_msg = '%s: a leaf tensor that requires grad (or a view of one) cannot be changed in place' ..
+    ' while recording; use the out-of-place op, or lunet.no_grad'
+  local cutting = { fill_ = true, zero_ = true, uniform_ = true, normal_ = true, bernoulli_ = true }
+  local raw_copy = Tensor.copy_
+
+  local function copy_bw(n, g)
+    g = sum_to(g, n.ss)
+    return back_cast(n, g)
+  end
+
+  local names = {}
+  for name, f in pairs(Tensor) do
+    if type(f) == 'function' and name:sub(-1) == '_' and name ~= 'requires_grad_' and name ~= 'detach_' then
+      names[#names + 1] = name
+    end
+  end
+  for _, name in ipairs(names) do
+    local f = Tensor[name]
+    raw[name] = f
+    local base = name:sub(1, -2)
+    Tensor[name] = function(self, a1, ...)
+      if not enabled or type(self) ~= 'cdata' then return f(self, a1, ...) end
+      local self_grad = self.p.grad_flag ~= 0
+      if not self_grad and not (type(a1) == 'cdata' and a1.p.grad_flag ~= 0) then return f(self, a1, ...) end
+      if self_grad then
+        local r = record(self)
+        local fn = r and r.grad_fn
+        if not fn or (fn.view and type(fn[1]) == 'cdata') then error(leaf_msg:format(name), 2) end
+      end
+      if cutting[name] then
+        f(self, a1, ...)
+        return Tensor.detach_(self)
+      end
+      local r
+      if name == 'copy_' then
+        local src = a1
+        raw_copy(self, src)
+        if type(src) ~= 'cdata' or src.p.grad_flag == 0 then return Tensor.detach_(self) end
+        local n = node(copy_bw, 'copy_', edge(src))
+        n.ss = bshape(src, self)
+        n.dtype, n.device = src.p.dtype_id, src.p.device_id
+        return attach(self, n)
+      end
+      local out_of_place = Tensor[base]
+      if type(out_of_place) ~= 'function' or not raw[base] then
+        error(name .. ': not differentiable in place; use lunet.no_grad or an out-of-place form', 2)
+      end
+      -- on a copy of self: the op may save its input, which is overwritten next
+      r = out_of_place(Tensor.clone(self), a1, ...)
+      raw_copy(self, r)
+      local rr = record(r)
+      if rr and rr.grad_fn then return attach(self, rr.grad_fn) end
+      return Tensor.detach_(self)
+    end
+  end
 end
 
 -- lunet.autograd.grad-like helper for specs: the gradients of out wrt inputs

@@ -126,7 +126,7 @@ function F.conv2d(x, w, b, opts)
   check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params))
   if grad_on(x, w, b) then
     local n = node(conv_bw, 'conv2d', edge(x), edge(w), edge(b))
-    n.x, n.w, n.params = x, w, params
+    n.x, n.w, n.params = A.saved(x), A.saved(w), params
     attach(out, n)
   end
   return out
@@ -270,7 +270,7 @@ function F.batch_norm(x, running_mean, running_var, weight, bias, training, mome
     momentum or 0.1, eps or 1e-5))
   if grad_on(x, weight, bias) then
     local n = node(bn_bw, 'batch_norm', edge(x), edge(weight), edge(bias))
-    n.x, n.w, n.mean, n.invstd, n.training = x, weight, mean, invstd, training and 1 or 0
+    n.x, n.w, n.mean, n.invstd, n.training = A.saved(x), A.saved(weight), mean, invstd, training and 1 or 0
     attach(out, n)
   end
   return out
