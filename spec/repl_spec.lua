@@ -132,6 +132,7 @@ describe('lunet REPL without a terminal', function()
     local out = p:read('*a'); p:close()
     assert.equal('2\n{2}\nbad\ns\tnil\t{1, b = true}\n', out)   -- no banner, no prompts
     assert.is_nil(out:find('lunet> ', 1, true))
+    assert.is_nil((readfile(home .. '/.lunet_history') or ''):find('lunet.ones(2):size()', 1, true))  -- not history
   end)
 
   it('runs scripts and -e code with lunet preloaded', function()

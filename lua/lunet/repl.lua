@@ -271,8 +271,8 @@ local function make_reader(env, lunet)
     if tty then io.write(prompt); io.flush() end
     return io.read('*l')
   end
-  local function remember(line)
-    if not hist then return end
+  local function remember(line)   -- (piped input is not history)
+    if not hist or not tty then return end
     local f = io.open(hist, 'a')
     if f then f:write(line, '\n'); f:close() end
   end

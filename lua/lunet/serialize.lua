@@ -64,6 +64,75 @@ function M.save(path, tensors, metadata)
   return path
 end
 
+-- A file opened for reading single tensors (large checkpoints):
+--   local r = lunet.serialize.open(path)
+--   r:names() (file order), r:info(name) -> {dtype =, shape =}, r.metadata,
+--   r:get(name[, {device =}]) -> tensor, r:close() (also on collection)
+local Reader = {}
+Reader.__index = Reader
+
+local info_dtype, info_ndim = ffi.new('int[1]'), ffi.new('int[1]')
+local info_shape = ffi.new('int64_t[8]')
+
+function M.open(path)
+  if type(path) ~= 'string' or path == '' then
+    error('open: path must be a non-empty string, got ' .. type(path), 2)
+  end
+  local f = C.ln_st_open(path)
+  if f == nil then core.raise() end
+  f = ffi.gc(f, C.ln_st_close)
+  local r = setmetatable({ path = path, f = f, index = {}, order = {}, metadata = {} }, Reader)
+  for i = 0, C.ln_st_count(f) - 1 do
+    local name = ffi.string(C.ln_st_name(f, i))
+    r.index[name], r.order[i + 1] = i, name
+  end
+  for i = 0, C.ln_st_meta_count(f) - 1 do
+    r.metadata[ffi.string(C.ln_st_meta_key(f, i))] = ffi.string(C.ln_st_meta_value(f, i))
+  end
+  return r
+end
+
+local function entry(r, fn, name)
+  if not r.f then error(('%s: %s is closed'):format(fn, r.path), 3) end
+  local i = r.index[name]
+  if not i then error(("%s: %s has no tensor '%s'"):format(fn, r.path, tostring(name)), 3) end
+  return i
+end
+
+function Reader:names()
+  local out = {}
+  for k, v in ipairs(self.order) do out[k] = v end
+  return out
+end
+
+function Reader:info(name)
+  local i = entry(self, 'info', name)
+  C.ln_st_info(self.f, i, info_dtype, info_ndim, info_shape)
+  local shape = {}
+  for d = 0, info_ndim[0] - 1 do shape[d + 1] = tonumber(info_shape[d]) end
+  return { dtype = core.dtypes[info_dtype[0]], shape = shape }
+end
+
+function Reader:get(name, opts)
+  local i = entry(self, 'get', name)
+  local p = C.ln_st_tensor(self.f, i, core.device_id('get', opts and opts.device))
+  if p == nil then core.raise() end
+  return T.wrap(p)
+end
+
+function Reader:close()
+  if self.f then
+    local f = self.f
+    self.f = nil
+    ffi.gc(f, nil)
+    C.ln_st_close(f)
+  end
+end
+
+Reader.__tostring = function(self)
+  return ('safetensors file %s (%d tensors%s)'):format(self.path, #self.order, self.f and '' or ', closed')
+end
+
 -- load(path[, {device = 'cpu:0'}]) -> {name = tensor, ...}, {key = value, ...}
 function M.load(path, opts)
   if type(path) ~= 'string' or path == '' then
@@ -78,10 +147,9 @@ function M.load(path, opts)
   f = ffi.gc(f, C.ln_st_close)
   local out, meta = {}, {}
   for i = 0, C.ln_st_count(f) - 1 do
-    local name = ffi.string(C.ln_st_name(f, i))
     local p = C.ln_st_tensor(f, i, device)
     if p == nil then core.raise() end
-    out[name] = T.wrap(p)
+    out[ffi.string(C.ln_st_name(f, i))] = T.wrap(p)
   end
   for i = 0, C.ln_st_meta_count(f) - 1 do
     meta[ffi.string(C.ln_st_meta_key(f, i))] = ffi.string(C.ln_st_meta_value(f, i))
