@@ -212,6 +212,51 @@ describe('train and eval modes', function()
 end)
 
 describe('BasicBlock and training', function()
+  it("loads PyTorch's state_dict of a BasicBlock and matches its output, gradients and running stats", function()
+    local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
+    local fx = lunet.load(here .. 'fixtures/nn_layers.safetensors')
+    local sd = {}
+    for k, v in pairs(fx) do
+      local key = k:match('^block%.sd%.(.*)$')
+      if key then sd[key] = v end
+    end
+    local blk = nn.BasicBlock(4, 8, 2)
+    blk:load_state_dict(sd)   -- strict: PyTorch's keys are ours
+    assert.equal(3, blk.bn1.num_batches_tracked:item())
+    local x = fx['block.x']:detach():requires_grad_()
+    local out = blk(x)
+    assert.tensor_near(out, fx['block.out'], 1e-5)
+    out:backward(fx['block.dout'])
+    assert.tensor_near(x.grad, fx['block.dx'], 1e-5)
+    for _, e in ipairs(blk:named_parameters()) do
+      assert.tensor_near(e[2].grad, fx['block.grad.' .. e[1]], 1e-4)
+    end
+    for _, e in ipairs(blk:named_buffers()) do
+      assert.tensor_near(e[2], fx['block.after.' .. e[1]], 1e-5)
+    end
+  end)
+
+  it('custom modules register fields on assignment; Sequential indexes from 1', function()
+    local Net = nn.Module:extend('Net')
+    function Net:__init(n)
+      self.body = nn.Sequential { nn.Linear(n, 4), nn.Tanh() }
+      self.scale = lunet.ones({ 4 }, { requires_grad = true })
+      self.note = 'plain field'
+    end
+    function Net:forward(x) return self.body(x) * self.scale end
+    local m = Net(3)
+    local names = {}
+    for i, e in ipairs(m:named_parameters()) do names[i] = e[1] end
+    assert.same({ 'scale', 'body.0.weight', 'body.0.bias' }, names)
+    assert.equal('plain field', m.note)
+    assert.equal(m.body['0'], m.body[1])
+    assert.equal(nn.Tanh, getmetatable(m.body[2]))
+    assert.is_nil(m.body[3])
+    m(lunet.randn(2, 3)):sum():backward()
+    assert.same({ 4 }, m.scale.grad:size())
+    assert.matches('Net {\n  (body): nn.Sequential {', tostring(m), 1, true)
+  end)
+
   it('BasicBlock keeps or changes the shape and backpropagates to every parameter', function()
     local b1, b2 = nn.BasicBlock(4, 4, 1), nn.BasicBlock(4, 8, 2)
     assert.is_nil(b1.shortcut)

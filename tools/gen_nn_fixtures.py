@@ -179,12 +179,60 @@ def misc_cases():
         {"x": f32(3, 4, scale=3), "y": torch.rand(3, 4).float()}, ["x", "y"], extra={"pos_weight": pw})
 
 
+class BasicBlock(torch.nn.Module):
+    """torchvision's BasicBlock with the shortcut named as lunet.nn.BasicBlock's"""
+
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        nn = torch.nn
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.shortcut = nn.Sequential(nn.Conv2d(cin, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return torch.relu(out + self.shortcut(x))
+
+
+def block_case():
+    """a whole module: PyTorch's state_dict loaded into lunet.nn.BasicBlock"""
+    m = BasicBlock(4, 8, 2)
+    with torch.no_grad():
+        for name, b in m.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(torch.randn(b.shape) * 0.1)
+            elif name.endswith("running_var"):
+                b.copy_(torch.rand(b.shape) + 0.5)
+            else:
+                b.fill_(3)
+        for p in m.parameters():
+            if p.dim() == 1:
+                p.copy_(torch.randn(p.shape) * 0.2 + (1 if p is not None else 0))
+    for k, v in m.state_dict().items():
+        tensors[f"block.sd.{k}"] = v.clone()
+    x = f32(2, 4, 7, 6)
+    md = m.double()
+    xd = x.double().requires_grad_()
+    out = md(xd)
+    dout = f32(*out.shape)
+    out.backward(dout.double())
+    tensors["block.x"], tensors["block.out"], tensors["block.dout"], tensors["block.dx"] = x, out.detach(), dout, xd.grad
+    for k, p in md.named_parameters():
+        tensors[f"block.grad.{k}"] = p.grad
+    for k, b in md.named_buffers():
+        tensors[f"block.after.{k}"] = b.clone()
+
+
 def main():
     torch.manual_seed(0)
     conv_cases()
     pool_cases()
     bn_cases()
     misc_cases()
+    block_case()
     here = os.path.dirname(os.path.abspath(__file__))
     out = os.path.join(here, "..", "spec", "fixtures", "nn_layers.safetensors")
     save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})

@@ -28,8 +28,20 @@ function Module.extend(parent, name)
   cls.__name = name
   cls.__call = parent.__call
   cls.__tostring = parent.__tostring
+  cls.__newindex = parent.__newindex
   cls.super = parent
   return cls
+end
+
+-- Assigning a new field registers it, as PyTorch's __setattr__ does:
+-- self.fc = nn.Linear(...) adds a child, self.w = <tensor requiring grad>
+-- a parameter; anything else is a plain field.
+function Module.__newindex(self, k, v)
+  if rawget(self, '_params') and type(k) == 'string' then
+    if type(v) == 'table' and rawget(v, '_params') then return Module.add_module(self, k, v) end
+    if is_tensor(v) and v.requires_grad and v:is_leaf() then return Module.register_parameter(self, k, v) end
+  end
+  rawset(self, k, v)
 end
 
 function Module.__init(self)

@@ -5,6 +5,15 @@ local Module = require 'lunet.nn.Module'
 
 local Sequential = Module:extend('nn.Sequential')
 
+-- seq[i] is the i-th module (1-based); other keys are fields and methods
+Sequential.__index = function(self, k)
+  if type(k) == 'number' then
+    local names = rawget(self, '_children')
+    return names and names[k] and rawget(self, names[k])
+  end
+  return Sequential[k]
+end
+
 function Sequential:__init(first, ...)
   local list = first
   if first == nil or first._params then list = { first, ... } end
