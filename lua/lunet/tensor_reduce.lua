@@ -95,8 +95,17 @@ Tensor.mean = reducer('mean', C.LN_RMEAN)
 Tensor.prod = reducer('prod', C.LN_RPROD)
 Tensor.any = reducer('any', C.LN_RANY)
 Tensor.all = reducer('all', C.LN_RALL)
-Tensor.amax = reducer('amax', C.LN_RMAX)
-Tensor.amin = reducer('amin', C.LN_RMIN)
+-- amax/amin: max/min values only; the C message names max/min, so rename it
+local function renamed(name, inner)
+  local f = reducer(inner, name == 'amax' and C.LN_RMAX or C.LN_RMIN)
+  return function(self, dim, keepdim)
+    local ok, r = pcall(f, self, dim, keepdim)
+    if ok then return r end
+    error((tostring(r):gsub('^.-' .. inner .. ':', name .. ':', 1)), 2)
+  end
+end
+Tensor.amax = renamed('amax', 'max')
+Tensor.amin = renamed('amin', 'min')
 
 -- max/min: no dim -> 0-d tensor; dim -> values, indices (1-based); tensor -> elementwise
 local function extreme(name, op, elementwise)
