@@ -130,6 +130,32 @@ describe('virtual CPU devices', function()
     assert.same(3, a[1]:item())
   end)
 
+  it('keeps an error on its device: other devices go on working', function()
+    local a = lunet.ones(10, {device = 'cpu:1'})
+    local b = lunet.ones(10, {device = 'cpu:2'})
+    assert.equal(0, C.ln_stream_inject_error(1, 'only here'))
+    a:add_(1)
+    b:add_(1)
+    assert.same(20, b:sum():item())              -- cpu:2 is not affected
+    local ok, err = pcall(function() return a:sum():item() end)
+    assert.is_false(ok)
+    assert.matches('only here (in inject_error, cpu:1)', err, 1, true)
+    assert.same(10, a:sum():item())              -- the add_ after the error was skipped
+  end)
+
+  it('raises a source device error when the destination of a copy is read', function()
+    local a = lunet.ones(1000, {device = 'cpu:1'})
+    assert.equal(0, C.ln_stream_inject_error(1, 'source broke'))
+    local b = a:to('cpu:2')                      -- the copy on cpu:1 is skipped
+    local ok, err = pcall(function() return b:totable() end)
+    assert.is_false(ok)
+    assert.matches('event_wait: cpu:1, whose work this waits for, failed: source broke', err, 1, true)
+    assert.matches('cpu:2', err, 1, true)
+    assert.has_error(function() lunet.synchronize('cpu:1') end)
+    lunet.synchronize()
+    assert.same(1000, a:to('cpu:2'):sum():item())  -- reported once; copies work again
+  end)
+
   it('raises an out-of-range index found by a kernel on a worker at the next read', function()
     local a = lunet.arange(5, {dtype = 'float32', device = 'cpu:1'})
     local idx = lunet.tensor({1, 9}, {dtype = 'int64', device = 'cpu:1'})

@@ -320,17 +320,21 @@ static int coll_alloc_wire(coll *c, int64_t numel) {
 
 /* Enqueue rank r's task on each device; keep[r] holds its tensors. */
 static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
-  for (int r = 0; r < c->n; r++) {
+  /* once the last task is queued the workers may finish and free c: read
+   * nothing from it after that */
+  int n = c->n, kind = c->kind;
+  for (int r = 0; r < n; r++) {
     coll_args args = {c, r};
     const ln_tensor *keep[2] = {a ? a[r] : NULL, b ? b[r] : NULL};
-    if (ln_launch_flags(c->devices[r], kind_names[c->kind], coll_task, &args, sizeof args, keep, 2,
-                        LN_TASK_ALWAYS) != 0) {
-      /* ranks before r are queued: abort them; drop the references of the rest */
+    int dev = c->devices[r];
+    if (ln_launch_flags(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS) != 0) {
+      /* ranks before r are queued (and hold references, so c lives): abort
+       * them, then drop the references of the ranks not queued */
       char why[800];
-      snprintf(why, sizeof why, "could not enqueue rank %d (cpu:%d): %s", r, c->devices[r], ln_last_error());
+      snprintf(why, sizeof why, "could not enqueue rank %d (cpu:%d): %s", r, dev, ln_last_error());
       coll_abort(c, why);
-      for (int k = r; k < c->n; k++) coll_release(c);
-      return ln_error("%s: %s", kind_names[c->kind], why);
+      for (int k = r; k < n; k++) coll_release(c);
+      return ln_error("%s: %s", kind_names[kind], why);
     }
   }
   return 0;
@@ -485,10 +489,11 @@ static int local_recv(ln_comm *cm, ln_tensor *t, int rank, int src) {
                     ln_dtype_name(t->dtype_id));
   msg_args args = {m, ln_data_ptr(t)};
   const ln_tensor *keep[1] = {t};
+  msg *next = m->next;   /* the queue's reference passes to the recv task, which may free m */
   if (ln_launch_flags(cm->devices[rank], "recv", recv_task, &args, sizeof args, keep, 1, LN_TASK_ALWAYS) != 0)
     return -1;
-  li->head[q] = m->next;
-  if (!li->head[q]) li->tail[q] = NULL;
+  li->head[q] = next;
+  if (!next) li->tail[q] = NULL;
   return 0;
 }
 

@@ -37,6 +37,7 @@ typedef struct device {
   int64_t submitted, completed;
   bool stop, has_error;
   char error[1024];
+  int64_t error_seq;     /* index of the task that failed */
 } device;
 
 static device devices[LN_MAX_CPU_DEVICES];
@@ -87,6 +88,7 @@ static void *worker_main(void *arg) {
       snprintf(d->error, sizeof d->error, "%s (in %s, cpu:%d)", ln_last_error(), t->op,
                (int)(d - devices));
       d->has_error = true;
+      d->error_seq = d->completed;
     }
     d->completed++;
     pthread_cond_broadcast(&d->done_cv);
@@ -295,6 +297,22 @@ int ln_event_record(int id, ln_event *ev) {
   return 0;
 }
 
+/* A task that stores the monotonic clock where the caller asked (the caller
+ * keeps *out alive until the stream has passed it). */
+typedef struct { double *out; } stamp_args;
+static int stamp_task(void *p) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  *((stamp_args *)p)->out = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  return 0;
+}
+
+int ln_stream_timestamp(int id, double *out) {
+  if (!out) return ln_error("stream_timestamp: out is NULL");
+  stamp_args a = {out};
+  return ln_launch(id, "stream_timestamp", stamp_task, &a, sizeof a, NULL, 0);
+}
+
 /* Testing hook: a task that fails with `message`, to exercise the deferred
  * error path of a stream (ln_sync raises it naming the op). */
 typedef struct { char msg[512]; } fail_args;
@@ -306,8 +324,25 @@ int ln_stream_inject_error(int id, const char *message) {
   return ln_launch(id, "inject_error", fail_task, &a, sizeof a, NULL, 0);
 }
 
+/* Has the producer an unreported error from before seq (so the work waited
+ * for failed or was skipped)? Then the consumer must not go on silently with
+ * stale data: it fails too, naming the producer. (An error already reported
+ * by ln_sync does not propagate again.) */
+static int check_producer(const char *fn, device *p, int64_t seq) {
+  int rc = 0;
+  pthread_mutex_lock(&p->lock);
+  if (p->has_error && p->error_seq < seq)
+    rc = ln_error("%s: cpu:%d, whose work this waits for, failed: %s", fn, (int)(p - devices), p->error);
+  pthread_mutex_unlock(&p->lock);
+  return rc;
+}
+
 typedef struct { device *producer; int64_t seq; } wait_args;
-static int wait_task(void *p) { wait_args *a = p; return wait_seq(a->producer, a->seq); }
+static int wait_task(void *p) {
+  wait_args *a = p;
+  wait_seq(a->producer, a->seq);
+  return check_producer("event_wait", a->producer, a->seq);
+}
 
 int ln_event_wait(int id, const ln_event *ev) {
   device *d = get_device("event_wait", id);
@@ -322,8 +357,9 @@ int ln_event_wait(int id, const ln_event *ev) {
 int ln_event_synchronize(const ln_event *ev) {
   device *p = get_device("event_synchronize", ev->device);
   if (!p) return -1;
-  if (p->has_worker) wait_seq(p, ev->seq);
-  return 0;
+  if (!p->has_worker) return 0;
+  wait_seq(p, ev->seq);
+  return check_producer("event_synchronize", p, ev->seq);
 }
 
 int ln_event_query(const ln_event *ev) {
