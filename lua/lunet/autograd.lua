@@ -797,6 +797,7 @@ function Tensor.backward(self, grad, opts)
 
   local old_enabled = enabled
   enabled = false
+  local current   -- the node running, to name it in an error
   local ok, err = pcall(function()
     -- count consumers of each node reachable from root
     local deps = { [root] = 0 }
@@ -816,14 +817,18 @@ function Tensor.backward(self, grad, opts)
       end
     end
     local pending = { [root] = grad }
-    local ready, rp = { root }, 1
-    while rp > 0 do
-      local n = ready[rp]; ready[rp] = nil; rp = rp - 1
+    -- ready nodes run first in, first out: independent branches (the
+    -- replicas of DataParallel) advance together, so each one's gradients
+    -- (and the all-reduces they start) reach its device's stream early
+    local ready, head, rp = { root }, 1, 1
+    while head <= rp do
+      local n = ready[head]; ready[head] = nil; head = head + 1
       local g = pending[n]
       pending[n] = nil
       local gs1, gs2, gs3
       local ni = n.ni
       if g then
+        current = n.name
         if n.hooks then g = run_hooks(n.hooks, g) end
         if n.retain then accumulate_leaf(n.retain, g) end
         gs1, gs2, gs3 = n.fn(n, g)
@@ -853,6 +858,9 @@ function Tensor.backward(self, grad, opts)
     end
   end)
   enabled = old_enabled
+  if not ok and current then
+    err = ('backward of %s: %s'):format(current, tostring(err):gsub('^[^:\n]*:%d+: ', '', 1))
+  end
   local cbs = A.callbacks
   if cbs[1] then
     -- callbacks queued during this backward (A.queue_callback) run once it
