@@ -168,6 +168,14 @@ def misc_cases():
             fn = lambda x, kw=kw, tgt=tgt, o=o: F.cross_entropy(x, tgt, label_smoothing=o.get("label_smoothing", 0.0), **kw)
         add(name, "cross_entropy", o, fn, {"x": f32(N, C, scale=2)}, ["x"],
             extra={"target": tgt + 1, "weight": weight})
+    st = torch.randint(0, 4, (2, 3, 5))
+    st[0, 1, 2] = 1
+    for name, o in [("ce_spatial", dict(label_smoothing=0.1)), ("ce_spatial_none", dict(reduction="none", ignore_index=2))]:
+        ign = o.get("ignore_index", -100)
+        kw = dict(reduction=o.get("reduction", "mean"), ignore_index=ign - 1 if ign != -100 else -100,
+                  label_smoothing=o.get("label_smoothing", 0.0))
+        add(name, "cross_entropy", o, lambda x, kw=kw: F.cross_entropy(x, st, **kw), {"x": f32(2, 4, 3, 5)}, ["x"],
+            extra={"target": st + 1, "weight": weight})
     add("mse", "mse_loss", {}, lambda x, y: F.mse_loss(x, y), {"x": f32(3, 4), "y": f32(3, 4)}, ["x", "y"])
     add("mse_sum", "mse_loss", dict(reduction="sum"), lambda x, y: F.mse_loss(x, y, reduction="sum"),
         {"x": f32(5), "y": f32(5)}, ["x", "y"])

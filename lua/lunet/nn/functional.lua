@@ -327,8 +327,32 @@ local function check_target(fn, x, target)
   return target
 end
 
--- nll_loss(logp (N,C), target (N) int64 in 1..C, {weight, reduction='mean', ignore_index=-100})
+-- (N, C, d1, ...) and target (N, d1, ...) -> (N*d1*..., C) and (N*d1*...), and
+-- the shape to give back a reduction = 'none' result
+local function flatten_spatial(fn, x, target)
+  local nd = x.p.ndim
+  if not is_tensor(target) or target.p.ndim ~= nd - 1 then
+    error(('%s: a %d-d input (N, C, d1, ...) needs a %d-d target (N, d1, ...)'):format(fn, nd, nd - 1), 3)
+  end
+  local perm = { 1 }
+  for i = 3, nd do perm[#perm + 1] = i end
+  perm[#perm + 1] = 2
+  local shape = target:size()
+  return x:permute(perm):reshape(-1, x:size(2)), target:reshape(-1), shape
+end
+
+local function spatial(fn, f, x, target, opts)
+  local x2, t2, shape = flatten_spatial(fn, x, target)
+  local r = f(x2, t2, opts)
+  if opts and opts.reduction == 'none' then r = r:reshape(shape) end
+  return r
+end
+
+-- nll_loss(logp (N,C) or (N,C,d1,...), target (N) or (N,d1,...) int64 in 1..C,
+--          {weight, reduction='mean', ignore_index=-100})
 function F.nll_loss(logp, target, opts)
+  need('nll_loss', logp, 'input')
+  if logp.p.ndim > 2 then return spatial('nll_loss', F.nll_loss, logp, target, opts) end
   need('nll_loss', logp, 'input', 2)
   kernel('nll_loss', 'ln_nll_loss_forward')
   target = check_target('nll_loss', logp, target)
@@ -345,8 +369,11 @@ function F.nll_loss(logp, target, opts)
   return out
 end
 
--- cross_entropy(logits (N,C), target (N) in 1..C, {weight, reduction, ignore_index, label_smoothing})
+-- cross_entropy(logits (N,C) or (N,C,d1,...), target (N) or (N,d1,...) in 1..C,
+--               {weight, reduction, ignore_index, label_smoothing})
 function F.cross_entropy(x, target, opts)
+  need('cross_entropy', x, 'input')
+  if x.p.ndim > 2 then return spatial('cross_entropy', F.cross_entropy, x, target, opts) end
   need('cross_entropy', x, 'input', 2)
   opts = opts or {}
   local eps = opts.label_smoothing or 0
