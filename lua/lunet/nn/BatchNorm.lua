@@ -1,8 +1,8 @@
 -- The shared body of nn.BatchNorm1d and nn.BatchNorm2d:
 -- (num_features[, {eps = 1e-5, momentum = 0.1, affine = true,
 -- track_running_stats = true, dtype, device}]). Buffers running_mean,
--- running_var and num_batches_tracked (int64); momentum = nil means a
--- cumulative average, as in PyTorch.
+-- running_var and num_batches_tracked (int64); momentum = false means a
+-- cumulative average (PyTorch's momentum=None).
 local lunet = require 'lunet'
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
@@ -14,7 +14,9 @@ function BatchNorm:__init(num_features, opts)
   opts = opts or {}
   self.num_features = num_features
   self.eps = opts.eps or 1e-5
-  if opts.momentum == nil and opts.cumulative ~= true then self.momentum = 0.1 else self.momentum = opts.momentum end
+  -- momentum = false (or cumulative = true): a cumulative moving average (PyTorch's momentum=None)
+  if opts.momentum == false or opts.cumulative then self.momentum = nil
+  else self.momentum = opts.momentum or 0.1 end
   self.affine = opts.affine ~= false
   self.track_running_stats = opts.track_running_stats ~= false
   local o = { dtype = opts.dtype, device = opts.device }
@@ -55,7 +57,8 @@ end
 function BatchNorm:extra_repr()
   local r = tostring(self.num_features)
   if self.eps ~= 1e-5 then r = r .. ', eps ' .. self.eps end
-  if self.momentum ~= 0.1 then r = r .. ', momentum ' .. tostring(self.momentum) end
+  if self.momentum == nil then r = r .. ', cumulative'
+  elseif self.momentum ~= 0.1 then r = r .. ', momentum ' .. self.momentum end
   if not self.affine then r = r .. ', affine false' end
   if not self.track_running_stats then r = r .. ', no running stats' end
   return r
