@@ -128,11 +128,44 @@ static int save_cmp(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
+/* A strided host view, gathered row by row through a bounded buffer (no
+ * full-size copy of a large non-contiguous tensor). After a sync. */
+static int write_strided(int fd, const ln_tensor *t) {
+  enum { CHUNK = 1 << 20 };
+  int es = ln_dtype_size(t->dtype_id), nd = t->ndim, last = nd - 1;
+  int64_t rows = 1, len = t->shape[last], st = t->stride[last];
+  for (int d = 0; d < last; d++) rows *= t->shape[d];
+  size_t rowbytes = (size_t)len * (size_t)es, cap = rowbytes > CHUNK ? rowbytes : CHUNK;
+  char *buf = malloc(cap);
+  if (!buf) { errno = ENOMEM; return -1; }
+  const char *base = ln_data_ptr(t);
+  int64_t idx[LN_MAX_DIMS] = {0};
+  size_t used = 0;
+  int rc = 0;
+  for (int64_t r = 0; r < rows && rc == 0; r++) {
+    int64_t off = 0;
+    for (int d = 0; d < last; d++) off += idx[d] * t->stride[d];
+    if (used + rowbytes > cap) { rc = write_full(fd, buf, used); used = 0; }
+    char *dst = buf + used;
+    if (st == 1) memcpy(dst, base + off * es, rowbytes);
+    else for (int64_t i = 0; i < len; i++) memcpy(dst + i * es, base + (off + i * st) * es, (size_t)es);
+    used += rowbytes;
+    for (int d = last - 1; d >= 0; d--) {
+      if (++idx[d] < t->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  if (rc == 0 && used) rc = write_full(fd, buf, used);
+  free(buf);
+  return rc;
+}
+
 static int write_tensor(int fd, const ln_tensor *t, size_t nbytes) {
   if (nbytes == 0) return 0;
-  if (t->device_id < LN_CUDA_BASE && ln_is_contiguous(t)) {
+  if (t->device_id < LN_CUDA_BASE) {   /* host memory: write it in place */
     if (ln_sync(t->device_id) != 0) return -2;
-    return write_full(fd, ln_data_ptr(t), nbytes);
+    if (ln_is_contiguous(t)) return write_full(fd, ln_data_ptr(t), nbytes);
+    if (t->ndim > 0) return write_strided(fd, t);
   }
   void *buf = malloc(nbytes);
   if (!buf) { errno = ENOMEM; return -1; }
