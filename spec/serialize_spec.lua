@@ -215,6 +215,9 @@ describe('lunet.save is atomic', function()
     assert.is_false(ok)
     assert.truthy(tostring(err):find("save: 'b' must be a tensor", 1, true), err)
     assert.tensor_near(lunet.load(p).a, {0, 0, 0, 0}, 0)
+    local mode = io.popen('stat -c %a ' .. p):read('*l')   -- 0666 less the umask, not mkstemp's 0600
+    local um = io.popen('sh -c umask'):read('*l')
+    assert.equal(('%o'):format(bit.band(tonumber('666', 8), bit.bnot(tonumber(um, 8)))), mode)
     ok, err = pcall(lunet.save, tmp('no/such/dir/x.safetensors'), {a = lunet.ones(1)})
     assert.is_false(ok)
     assert.truthy(tostring(err):find('save: ' .. tmp('no/such/dir/x.safetensors'), 1, true), err)
@@ -230,6 +233,9 @@ describe('lunet.save is atomic', function()
       {{a = lunet.ones(1)}, {k = true}, "metadata 'k' must be a string"},
       {{a = lunet.ones(1)}, 'meta', 'metadata must be a table'},
       {'tensors', nil, 'tensors must be a table'},
+      {{['bad\255name'] = lunet.ones(1)}, nil, 'not valid UTF-8'},
+      {{a = lunet.ones(1)}, {k = 'caf\233'}, "metadata 'k' is not valid UTF-8"},
+      {{a = lunet.ones(1)}, {k = '\237\160\128'}, 'not valid UTF-8'},   -- a surrogate
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(lunet.save, p, c[1], c[2])

@@ -91,6 +91,37 @@ static void sb_json_str(sbuf *b, const char *s) {
   sb_put(b, "\"", 1);
 }
 
+/* 1 when s is well-formed UTF-8 (what JSON readers such as Python's demand) */
+static int utf8_ok(const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
+  while (*s) {
+    unsigned c = *s++, need, min;
+    if (c < 0x80) continue;
+    if (c >= 0xc2 && c < 0xe0) { need = 1; min = 0x80; c &= 0x1f; }
+    else if (c >= 0xe0 && c < 0xf0) { need = 2; min = 0x800; c &= 0x0f; }
+    else if (c >= 0xf0 && c < 0xf5) { need = 3; min = 0x10000; c &= 0x07; }
+    else return 0;
+    for (unsigned k = 0; k < need; k++, s++) {
+      if ((*s & 0xc0) != 0x80) return 0;
+      c = (c << 6) | (*s & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c < 0xe000)) return 0;
+  }
+  return 1;
+}
+
+/* the process umask, read without changing it (umask() would race threads) */
+static mode_t current_umask(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned m = 022;
+  if (!f) return (mode_t)m;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Umask: %o", &m) == 1) break;
+  fclose(f);
+  return (mode_t)m;
+}
+
 static int read_full(int fd, void *dst, size_t n, uint64_t off) {
   char *p = dst;
   while (n > 0) {
@@ -196,6 +227,7 @@ int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *con
     if (strcmp(names[i], "__metadata__") == 0) {
       free(items); return ln_error("save: %s: '__metadata__' is reserved, not a tensor name", path);
     }
+    if (!utf8_ok(names[i])) { free(items); return ln_error("save: %s: tensor name %d is not valid UTF-8", path, i + 1); }
     if (ln_check_tensor("save", tensors[i], names[i]) != 0) { free(items); return -1; }
     if (tensors[i]->dtype_id < 0 || tensors[i]->dtype_id >= LN_NDTYPES) {
       free(items); return ln_error("save: %s: tensor '%s' has an invalid dtype", path, names[i]);
@@ -210,6 +242,9 @@ int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *con
     }
   for (int i = 0; i < nmeta; i++)
     if (!meta_keys[i] || !meta_values[i]) { free(items); return ln_error("save: %s: metadata entry %d is NULL", path, i + 1); }
+    else if (!utf8_ok(meta_keys[i]) || !utf8_ok(meta_values[i])) {
+      free(items); return ln_error("save: %s: metadata '%.60s' is not valid UTF-8 text", path, meta_keys[i]);
+    }
 
   /* the header */
   sbuf h = {0};
@@ -250,8 +285,7 @@ int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *con
     free(tmp); free(h.p); free(items);
     return ln_error("save: %s: cannot create a temporary file: %s", path, strerror(e));
   }
-  mode_t um = umask(0); umask(um);
-  (void)fchmod(fd, 0666 & ~um);
+  (void)fchmod(fd, 0666 & ~current_umask());
 
   int rc = 0;
   const char *what = "write";
