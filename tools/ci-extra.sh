@@ -50,4 +50,12 @@ print('lunet ' .. lunet.version .. ' from ' .. lib .. ': ok')
 LUA
 out=$(echo '=lunet.ones(2):numel() + 40' | "$work/tree/bin/lunet")
 [ "$(echo "$out" | tail -1)" = "42" ] || { echo "installed bin/lunet printed: $out"; exit 1; }
+echo "== extra: make install into a prefix, used from /tmp with no paths set"
+# (BUILD: the build folder `make test` made; LUNET_BUILD picks another)
+make -C "$root" --no-print-directory install BUILD="${LUNET_BUILD:-build}" PREFIX="$work/prefix" \
+  >"$work/make-install.log" 2>&1 \
+  || { tail -20 "$work/make-install.log"; exit 1; }
+unset LUA_PATH LUA_CPATH
+out=$("$work/prefix/bin/lunet" -e 'local t = lunet.ones(2, 3) print(t:sum():item())' 2>&1)
+[ "$out" = "6" ] || { echo "make-installed bin/lunet printed: $out"; exit 1; }
 echo "== extra: packaging smoke test passed"
