@@ -115,6 +115,9 @@ LN_API int ln_event_record(int device, ln_event *ev);
 LN_API int ln_event_wait(int device, const ln_event *ev);  /* device waits on ev */
 LN_API int ln_event_synchronize(const ln_event *ev);       /* host waits on ev */
 LN_API int ln_event_query(const ln_event *ev);             /* 1 done, 0 pending */
+/* Enqueue a task that writes the monotonic clock (seconds) to *out when the
+ * stream reaches it (per-device step timing; *out must outlive the task). */
+LN_API int ln_stream_timestamp(int device, double *out);
 LN_API int64_t ln_memory_allocated(int device);  /* bytes in live storages */
 LN_API int64_t ln_memory_cached(int device);     /* bytes held by the cache */
 LN_API int64_t ln_memory_peak(int device);

@@ -1,0 +1,421 @@
+-- parallel.DataParallel(module, opts): one replica of module per device, the
+-- batch split along dim 1, gradients summed across replicas in buckets.
+--
+--   local dp = lunet.parallel.DataParallel(model, {devices = lunet.devices()})
+--   local opt = optim.SGD(dp:parameters(), {lr = 0.1})   -- every replica's parameters
+--   opt:zero_grad(); criterion(dp(x), y):backward(); opt:step()
+--
+-- opts: devices (default lunet.devices()), bucket_mb (25), accumulate (1),
+-- balance ('even' | 'auto' | {w1, w2, ...}), compress (nil | 'fp16' | 'bf16'),
+-- sync_bn (false), broadcast_buffers (true), overlap (true).
+--
+-- How it works. Replica 1 is `module` itself (moved to devices[1]); replica k
+-- is a copy on devices[k]. forward() sends shard k to device k, runs the
+-- replicas one after another (their ops are queued on their own devices, so
+-- they run at once) and gathers the outputs on devices[1] with recorded
+-- copies: the loss is computed there and backward carries its gradient back
+-- to every replica. Replica k's gradients are then d(global loss)/d(params)
+-- restricted to its shard, so their SUM is exactly the single-device gradient
+-- (for any split, even or not, and any loss reduction). As each gradient is
+-- accumulated (post-accumulate hooks) it is copied into its bucket (a flat
+-- buffer per device, parameters in reverse order); a bucket's all-reduce is
+-- enqueued as soon as it is complete on every replica, while backward goes
+-- on; afterwards p.grad is a view of the reduced bucket. Every replica's
+-- optimizer step then sees the same gradients, so the replicas stay
+-- identical without a per-step broadcast. state_dict() is replica 1's.
+local lunet = require 'lunet'
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local Module = require 'lunet.nn.Module'
+local autograd = require 'lunet.autograd'
+local Communicator = require('lunet.comm').Communicator
+local C = core.C
+
+local DataParallel = Module:extend('parallel.DataParallel')
+
+local function fail(msg, lvl) error('DataParallel: ' .. msg, (lvl or 1) + 1) end
+
+local function weights_of(opts, n)
+  local b = opts.balance or 'even'
+  if b == 'even' or b == 'auto' then
+    local w = {}
+    for k = 1, n do w[k] = 1 end
+    return w, b == 'auto'
+  end
+  if type(b) ~= 'table' then
+    fail(("balance must be 'even', 'auto' or a list of %d weights, got %s"):format(n, tostring(b)), 4)
+  end
+  if #b ~= n then fail(('balance has %d weights for %d devices'):format(#b, n), 4) end
+  for k = 1, n do
+    if type(b[k]) ~= 'number' or not (b[k] > 0) or b[k] == math.huge then
+      fail(('balance[%d] must be a positive number, got %s'):format(k, tostring(b[k])), 4)
+    end
+  end
+  return { unpack(b) }, false
+end
+
+function DataParallel:__init(module, opts)
+  if type(module) ~= 'table' or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
+  opts = opts or {}
+  if type(opts) ~= 'table' then fail('options must be a table', 3) end
+  local devs = opts.devices or lunet.devices()
+  if type(devs) ~= 'table' or #devs == 0 then fail('devices must be a non-empty list', 3) end
+  local names, seen = {}, {}
+  for k = 1, #devs do
+    local ok, id = pcall(core.device_id, 'DataParallel', devs[k])
+    if not ok then error(id, 3) end
+    names[k] = core.device_name(id)
+    if seen[names[k]] then fail('device ' .. names[k] .. ' appears twice', 3) end
+    seen[names[k]] = true
+  end
+  local n = #names
+  self.devices, self.n = names, n
+  self.bucket_mb = opts.bucket_mb or 25
+  if type(self.bucket_mb) ~= 'number' or not (self.bucket_mb > 0) then fail('bucket_mb must be > 0', 3) end
+  self.accumulate = opts.accumulate or 1
+  if type(self.accumulate) ~= 'number' or self.accumulate < 1 or self.accumulate % 1 ~= 0 then
+    fail('accumulate must be an integer >= 1, got ' .. tostring(opts.accumulate), 3)
+  end
+  if opts.compress ~= nil and opts.compress ~= 'fp16' and opts.compress ~= 'bf16' then
+    fail("compress must be nil, 'fp16' or 'bf16', got " .. tostring(opts.compress), 3)
+  end
+  self.compress = opts.compress
+  self.weights, self.auto = weights_of(opts, n)
+  self.sync_bn = opts.sync_bn and true or false
+  self.broadcast_buffers = opts.broadcast_buffers ~= false
+  self.overlap = opts.overlap ~= false
+  self.micro = 0
+
+  module:to(names[1])
+  local reps = { module }
+  for k = 2, n do reps[k] = module:clone():to(names[k]) end
+  self.replicas = reps
+  rawset(self, 'module', module)
+  for k = 1, n do self:add_module('replica' .. k, reps[k]) end
+  self.comm = n > 1 and Communicator(names) or nil
+  self.params, self.bufs = {}, {}
+  for k = 1, n do self.params[k], self.bufs[k] = reps[k]:parameters(), reps[k]:buffers() end
+  self:_hook()
+  if self.sync_bn then require('lunet.parallel.sync_bn').convert(self) end
+  if self.auto then
+    self.stamps = ffi.new('double[?]', 2 * n)
+    self.speed = {}
+  end
+end
+
+-- ---- buckets ---------------------------------------------------------------------------
+
+-- buckets of parameter indices in reverse order, at most bucket_mb each (the
+-- first, holding the last layers, is smaller so that its all-reduce starts early)
+function DataParallel:_build_buckets()
+  local P = self.params[1]
+  local cap = self.bucket_mb * 1048576
+  local buckets, of, slot = {}, {}, {}
+  local cur
+  for i = #P, 1, -1 do
+    local p = P[i]
+    local bytes = p:numel() * p:element_size()
+    local limit = (#buckets <= 1) and math.min(cap, 1048576) or cap
+    if not cur or cur.dtype ~= p.dtype or (cur.bytes > 0 and cur.bytes + bytes > limit) then
+      cur = { idx = {}, bytes = 0, numel = 0, dtype = p.dtype }
+      buckets[#buckets + 1] = cur
+    end
+    cur.idx[#cur.idx + 1] = i
+    slot[i] = cur.numel
+    cur.numel = cur.numel + p:numel()
+    cur.bytes = cur.bytes + bytes
+    of[i] = #buckets
+  end
+  local views = {}
+  for k = 1, self.n do views[k] = {} end
+  for _, b in ipairs(buckets) do
+    b.flat = {}
+    for k = 1, self.n do
+      b.flat[k] = lunet.zeros({ b.numel }, { dtype = b.dtype, device = self.devices[k] })
+      for _, i in ipairs(b.idx) do
+        local p = self.params[k][i]
+        views[k][i] = b.flat[k]:narrow(1, slot[i] + 1, p:numel()):view(p:size())
+      end
+    end
+  end
+  self.buckets, self.bucket_of, self.views = buckets, of, views
+  self.seen = {}
+end
+
+-- the hooks hold the wrapper weakly: parameters' records must not keep it
+-- (and its buckets) alive once the user drops it
+function DataParallel:_hook()
+  local np = #self.params[1]
+  local weak = setmetatable({ self }, { __mode = 'v' })
+  for k = 1, self.n do
+    if #self.params[k] ~= np then fail('replicas have different parameter counts', 3) end
+    for i, p in ipairs(self.params[k]) do
+      p:register_post_accumulate_grad_hook(function()
+        local dp = weak[1]
+        if dp then dp:_on_grad(k, i) end
+      end)
+    end
+  end
+  self._finish = function(ok)
+    local dp = weak[1]
+    if dp then dp:_end_backward(ok) end
+  end
+end
+
+-- p.grad becomes its bucket view (the gradient copied in; zeros when none)
+local function into_view(p, v)
+  local g = p.grad
+  if rawequal(g, v) then return end
+  if g == nil then v:zero_() else v:copy_(g) end
+  p.grad = v
+end
+
+function DataParallel:_on_grad(k, i)
+  local st = self.step
+  if not st or not st.sync then return end
+  if not st.queued then autograd.queue_callback(self._finish); st.queued = true end
+  local key = (k - 1) * #self.params[1] + i
+  local b = self.bucket_of[i]
+  if self.seen[key] == st then
+    if st.launched[b] then
+      fail(('parameter %d of replica %d got a second gradient after its bucket was reduced (a shared '
+        .. 'parameter?); use {overlap = false}'):format(i, k))
+    end
+    return
+  end
+  self.seen[key] = st
+  into_view(self.params[k][i], self.views[k][i])
+  if not self.overlap then return end
+  local r = (st.ready[b] or 0) + 1
+  st.ready[b] = r
+  if r == st.active * #self.buckets[b].idx then self:_launch(b) end
+end
+
+function DataParallel:_launch(b)
+  local st = self.step
+  st.launched[b] = true
+  local bucket = self.buckets[b]
+  local np = #self.params[1]
+  for k = 1, self.n do
+    for _, i in ipairs(bucket.idx) do
+      local key = (k - 1) * np + i
+      if self.seen[key] ~= st then
+        self.seen[key] = st
+        into_view(self.params[k][i], self.views[k][i])
+      end
+    end
+  end
+  if self.comm then self.comm:allreduce(bucket.flat, { op = 'sum', compress = self.compress }) end
+end
+
+-- end of backward: reduce the buckets not yet launched (unused parameters,
+-- overlap = false)
+function DataParallel:_end_backward(ok)
+  local st = self.step
+  self.step = nil
+  if not st then return end
+  self.last_step = st
+  if not ok then return end
+  self.step = st
+  for b = 1, #self.buckets do
+    if not st.launched[b] then self:_launch(b) end
+  end
+  self.step = nil
+end
+
+-- ---- splitting ---------------------------------------------------------------------------
+
+-- shard sizes for a batch of B: proportional to the weights (largest
+-- remainders), every device at least one sample while B >= n
+function DataParallel:split_sizes(B)
+  local n, w = self.n, self.weights
+  local total = 0
+  for k = 1, n do total = total + w[k] end
+  local sizes, rem, used = {}, {}, 0
+  for k = 1, n do
+    local exact = B * w[k] / total
+    sizes[k] = math.floor(exact)
+    rem[k] = exact - sizes[k]
+    used = used + sizes[k]
+  end
+  while used < B do
+    local best = 1
+    for k = 2, n do if rem[k] > rem[best] then best = k end end
+    sizes[best], rem[best], used = sizes[best] + 1, -1, used + 1
+  end
+  if B >= n then
+    for k = 1, n do
+      if sizes[k] == 0 then
+        local big = 1
+        for j = 2, n do if sizes[j] > sizes[big] then big = j end end
+        sizes[big], sizes[k] = sizes[big] - 1, 1
+      end
+    end
+  end
+  return sizes
+end
+
+-- balance = 'auto': weights follow each device's measured samples per second
+-- (forward time, smoothed). observe(times, sizes) is also a hook for specs.
+function DataParallel:observe(times, sizes)
+  local sp = self.speed
+  for k = 1, self.n do
+    if sizes[k] > 0 and times[k] > 0 then
+      local s = sizes[k] / times[k]
+      sp[k] = sp[k] and (0.7 * sp[k] + 0.3 * s) or s
+    end
+  end
+  for k = 1, self.n do if not sp[k] then return end end
+  for k = 1, self.n do self.weights[k] = sp[k] end
+end
+
+function DataParallel:_collect_times()
+  local pend = self.timing
+  if not pend then return end
+  self.timing = nil
+  for k = 1, self.n do if pend[k] > 0 then C.ln_sync(core.device_id('DataParallel', self.devices[k])) end end
+  local times = {}
+  for k = 1, self.n do times[k] = self.stamps[2 * k - 1] - self.stamps[2 * k - 2] end
+  self:observe(times, pend)
+end
+
+-- ---- forward -------------------------------------------------------------------------------
+
+function DataParallel:broadcast_buffers_()
+  if not self.comm then return end
+  autograd.no_grad(function()
+    local list = {}
+    for j = 1, #self.bufs[1] do
+      for k = 1, self.n do list[k] = self.bufs[k][j] end
+      self.comm:broadcast(list, { root = 1 })
+    end
+  end)
+end
+
+-- after changing replica 1 (load_state_dict, an edit): copy it to the others
+function DataParallel:broadcast_parameters()
+  if not self.comm then return end
+  autograd.no_grad(function()
+    local list = {}
+    for j = 1, #self.params[1] do
+      for k = 1, self.n do list[k] = self.params[k][j] end
+      self.comm:broadcast(list, { root = 1 })
+    end
+  end)
+  self:broadcast_buffers_()
+end
+
+function DataParallel:forward(x, ...)
+  if not lunet.is_tensor(x) then fail('forward: input must be a tensor, got ' .. type(x), 2) end
+  if x:dim() == 0 then fail('forward: input must have a batch dimension', 2) end
+  local B = x:size(1)
+  if B == 0 then fail('forward: empty batch', 2) end
+  if self.auto then self:_collect_times() end
+  local sizes = self:split_sizes(B)
+  local recording = autograd.is_grad_enabled() and self.training
+  if self.broadcast_buffers and not self.sync_bn and #self.bufs[1] > 0 then
+    self:broadcast_buffers_()
+  end
+  local active = 0
+  for k = 1, self.n do if sizes[k] > 0 then active = active + 1 end end
+  if recording then
+    if not self.buckets then self:_build_buckets() end
+    self.micro = self.micro + 1
+    local sync = not self.no_sync_depth and self.micro % self.accumulate == 0
+    if sync then self.micro = 0 end
+    self.step = { sync = sync and self.n > 1, active = active, ready = {}, launched = {} }
+  end
+  local ok, out = pcall(self._run, self, x, sizes, ...)
+  if not ok then self.step = nil; error(out, 2) end
+  return out
+end
+
+function DataParallel:_run(x, sizes, ...)
+  local outs, pos = {}, 1
+  local shards = {}
+  for k = 1, self.n do
+    if sizes[k] > 0 then
+      local s = x:narrow(1, pos, sizes[k])
+      if s.device ~= self.devices[k] then s = s:to(self.devices[k]) end
+      shards[k] = s
+      pos = pos + sizes[k]
+    end
+  end
+  local timing = self.auto and self.training
+  if self.sync_bn and self.training then
+    outs = require('lunet.parallel.sync_bn').run(self, shards, sizes, ...)
+  else
+    for k = 1, self.n do
+      if shards[k] then
+        if timing then C.ln_stream_timestamp(core.device_id('DataParallel', self.devices[k]), self.stamps + 2 * k - 2) end
+        local y = self.replicas[k]:forward(shards[k], ...)
+        if timing then C.ln_stream_timestamp(core.device_id('DataParallel', self.devices[k]), self.stamps + 2 * k - 1) end
+        if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. type(y), 3) end
+        outs[#outs + 1] = y.device ~= self.devices[1] and y:to(self.devices[1]) or y
+      end
+    end
+  end
+  if timing then self.timing = sizes end
+  if #outs == 1 then return outs[1] end
+  return lunet.cat(outs, 1)
+end
+
+-- dp:no_sync(fn, ...): backward passes inside fn only accumulate gradients
+-- locally; the next backward outside reduces the sum
+function DataParallel:no_sync(fn, ...)
+  if type(fn) ~= 'function' then fail('no_sync: expected a function, got ' .. type(fn), 2) end
+  local old = self.no_sync_depth
+  self.no_sync_depth = (old or 0) + 1
+  local res = { pcall(fn, ...) }
+  self.no_sync_depth = old
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+-- ---- Module interface ------------------------------------------------------------------------
+
+function DataParallel:state_dict() return self.module:state_dict() end
+
+function DataParallel:load_state_dict(sd, strict)
+  local ok, r = pcall(self.module.load_state_dict, self.module, sd, strict)
+  if not ok then error(r, 2) end
+  self:broadcast_parameters()
+  return r
+end
+
+-- m:to(dtype) casts every replica; a device other than the first is an error
+function DataParallel:to(what, more)
+  local dev, dtype
+  if type(what) == 'string' then
+    if core.dtype_ids[what] then dtype = what else dev, dtype = what, more end
+  elseif type(what) == 'table' then dev, dtype = what.device, what.dtype
+  else fail('to: expected a device, a dtype or {device=, dtype=}', 2) end
+  if dev then
+    local name = core.device_name(core.device_id('to', dev))
+    if name ~= self.devices[1] then
+      fail(('to: the replicas live on %s; create the DataParallel with the devices you want'):format(
+        table.concat(self.devices, ', ')), 2)
+    end
+  end
+  if dtype then
+    for k = 1, self.n do self.replicas[k]:to({ device = self.devices[k], dtype = dtype }) end
+    self.buckets = nil
+  end
+  return self
+end
+
+function DataParallel:extra_repr()
+  return ('%d devices: %s'):format(self.n, table.concat(self.devices, ', '))
+end
+
+function DataParallel:repr(indent)
+  indent = indent or ''
+  return ('%s(%s) {\n%s  (module): %s\n%s}'):format(self.__name, self:extra_repr(), indent,
+    self.module:repr(indent .. '  '), indent)
+end
+
+DataParallel.__tostring = function(self)
+  return self:repr() .. ('\n%d parameters per replica'):format(self.module:num_parameters())
+end
+
+return DataParallel

@@ -1,0 +1,346 @@
+-- lunet.parallel.DataParallel over 2, 3 and 4 virtual CPU devices: after a
+-- few optimizer steps the parameters equal those of one device trained on the
+-- same global batches (the reference is the plain module on cpu:0), and the
+-- replicas stay bit-identical to each other.
+local lunet = require 'lunet'
+local nn, optim = lunet.nn, lunet.optim
+local C = lunet.C
+
+local function cnn(bn)
+  -- (no conv bias before BatchNorm: its true gradient is 0, and Adam would amplify the rounding noise)
+  local layers = { nn.Conv2d(3, 4, 3, { padding = 1, bias = not bn }) }
+  if bn then layers[#layers + 1] = nn.BatchNorm2d(4) end
+  for _, m in ipairs({ nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 6), nn.ReLU(),
+    nn.Linear(6, 5) }) do layers[#layers + 1] = m end
+  return nn.Sequential(layers)
+end
+
+local function batches(count, B)
+  local list = {}
+  for i = 1, count do
+    list[i] = { lunet.randn(B, 3, 8, 8), lunet.randint(1, 6, { B }) }
+  end
+  return list
+end
+
+-- largest |a - b| / largest |b| over a tensor (a may live on another device)
+local function rel(a, b)
+  local d = (a:to('cpu:0') - b):abs():max():item()
+  return d / math.max(b:abs():max():item(), 1e-12)
+end
+
+local function max_rel(list_a, list_b)
+  local worst = 0
+  for i = 1, #list_b do worst = math.max(worst, rel(list_a[i], list_b[i])) end
+  return worst
+end
+
+-- every replica's parameters (and buffers, unless they are broadcast at the
+-- next forward) equal replica 1's bit for bit
+local function assert_identical(dp, params_only)
+  for _, which in ipairs(params_only and { 'params' } or { 'params', 'bufs' }) do
+    local first = dp[which][1]
+    for k = 2, dp.n do
+      for i, t in ipairs(dp[which][k]) do
+        local same = t:to('cpu:0'):eq(first[i]):all():item()
+        assert.is_true(same, ('%s %d of replica %d differs from replica 1'):format(which, i, k))
+      end
+    end
+  end
+end
+
+-- back to one device: everything on the others must be freed first (JIT
+-- traces can keep the last tensors they touched alive: flush them)
+local function release_devices()
+  jit.flush()
+  for _ = 1, 4 do collectgarbage() end
+  pcall(lunet.synchronize)
+  lunet.set_cpu_devices(1)
+end
+
+local function make_opt(kind, params)
+  if kind == 'adam' then return optim.Adam(params, { lr = 0.01 }) end
+  return optim.SGD(params, { lr = 0.1, momentum = 0.9 })
+end
+
+-- one device: micro-batches accumulated, then a step. With per_shard sizes the
+-- reference runs each shard through the model separately (BatchNorm with
+-- per-replica statistics) and keeps the running stats of shard 1 only, as
+-- DataParallel broadcasts replica 1's buffers.
+local function ref_step(model, opt, crit, micro, sizes)
+  opt:zero_grad()
+  local loss_sum = 0
+  for _, b in ipairs(micro) do
+    local x, y = b[1], b[2]
+    local out
+    if sizes then
+      local outs, pos, keep = {}, 1, nil
+      for k = 1, #sizes do
+        if sizes[k] > 0 then
+          outs[#outs + 1] = model(x:narrow(1, pos, sizes[k]))
+          pos = pos + sizes[k]
+          if k == 1 then keep = lunet.no_grad(function()
+            local c = {}
+            for i, t in ipairs(model:buffers()) do c[i] = t:clone() end
+            return c
+          end) end
+        end
+      end
+      lunet.no_grad(function() for i, t in ipairs(model:buffers()) do t:copy_(keep[i]) end end)
+      out = lunet.cat(outs, 1)
+    else
+      out = model(x)
+    end
+    local loss = crit(out, y)
+    loss:backward()
+    loss_sum = loss_sum + loss:item()
+  end
+  opt:step()
+  return loss_sum
+end
+
+local function dp_step(dp, opt, crit, micro, use_no_sync)
+  opt:zero_grad()
+  local loss_sum = 0
+  for j, b in ipairs(micro) do
+    local function go()
+      local loss = crit(dp(b[1]), b[2])
+      loss:backward()
+      loss_sum = loss_sum + loss:item()
+    end
+    if use_no_sync and j < #micro then dp:no_sync(go) else go() end
+  end
+  opt:step()
+  return loss_sum
+end
+
+-- train a reference and a DataParallel copy side by side; returns the worst
+-- relative parameter difference (and buffer difference) after `steps` steps
+local function compare(N, o)
+  lunet.manual_seed(o.seed or 7)
+  local model = o.model and o.model() or cnn(o.bn)
+  local ref = model:clone()
+  local dp = lunet.parallel.DataParallel(model, { devices = o.devices, balance = o.balance,
+    accumulate = o.accumulate, compress = o.compress, sync_bn = o.sync_bn, bucket_mb = o.bucket_mb or 0.0005,
+    overlap = o.overlap })
+  assert.are.equal(N, dp.n)
+  local ro, dpo = make_opt(o.optim, ref:parameters()), make_opt(o.optim, dp:parameters())
+  local crit = nn.CrossEntropyLoss()
+  local k = o.accumulate or o.micro or 1
+  local p0 = lunet.no_grad(function()
+    local c = {}
+    for i, p in ipairs(ref:parameters()) do c[i] = p:clone() end
+    return c
+  end)
+  for _ = 1, o.steps or 3 do
+    local micro = batches(k, o.B or 10)
+    local sizes = (o.bn and not o.sync_bn) and dp:split_sizes(o.B or 10) or nil
+    local l1 = ref_step(ref, ro, crit, micro, sizes)
+    local l2 = dp_step(dp, dpo, crit, micro, o.no_sync)
+    assert.is_true(math.abs(l1 - l2) <= 1e-4 * math.abs(l1) + 1e-6, ('loss %g vs %g'):format(l2, l1))
+  end
+  assert_identical(dp, o.bn and not o.sync_bn)
+  if o.bn and not o.sync_bn then
+    -- in eval mode every replica normalises with replica 1's running stats (broadcast)
+    local x = lunet.randn(o.B or 10, 3, 8, 8)
+    ref:eval(); dp:eval()
+    local w = rel(dp(x), ref(x))
+    ref:train(); dp:train()
+    assert.is_true(w <= 1e-5, 'eval outputs: relative difference ' .. w)
+    assert_identical(dp)
+  end
+  local pr, pd = ref:parameters(), dp.module:parameters()
+  local worst
+  if o.compress then
+    -- compare the updates (bf16 carries ~3 significant digits)
+    worst = 0
+    for i = 1, #pr do
+      local dref = pr[i] - p0[i]
+      local ddp = pd[i]:to('cpu:0') - p0[i]
+      worst = math.max(worst, rel(ddp, dref))
+    end
+  else
+    worst = max_rel(pd, pr)
+  end
+  local bworst = max_rel(dp.module:buffers(), ref:buffers())
+  return worst, bworst, dp
+end
+
+describe('parallel.DataParallel', function()
+  for _, N in ipairs({ 2, 3, 4 }) do
+    describe(('over %d devices'):format(N), function()
+      setup(function() lunet.set_cpu_devices(N) end)
+      teardown(release_devices)
+
+      it('SGD with momentum, even split: same parameters as one device', function()
+        local w = compare(N, { B = 12 })
+        assert.is_true(w <= 1e-5, 'relative difference ' .. w)
+      end)
+
+      it('Adam, uneven split (batch 11): same parameters as one device', function()
+        local w = compare(N, { B = 11, optim = 'adam' })
+        assert.is_true(w <= 1e-5, 'relative difference ' .. w)
+      end)
+
+      it('weighted split (balance = {1, 2, ...}) and a batch smaller than the device count', function()
+        local weights = {}
+        for k = 1, N do weights[k] = k end
+        local w = compare(N, { B = 13, balance = weights })
+        assert.is_true(w <= 1e-5, 'relative difference ' .. w)
+        local w2 = compare(N, { B = N - 1, optim = 'adam' })
+        assert.is_true(w2 <= 1e-5, 'relative difference (small batch) ' .. w2)
+      end)
+
+      it('accumulate = 2 and 4, and no_sync, equal accumulation on one device', function()
+        for _, acc in ipairs({ 2, 4 }) do
+          local w = compare(N, { B = 9, accumulate = acc, steps = 2 })
+          assert.is_true(w <= 1e-5, ('accumulate %d: relative difference %g'):format(acc, w))
+        end
+        local w = compare(N, { B = 9, micro = 3, no_sync = true, steps = 2, optim = 'adam' })
+        assert.is_true(w <= 1e-5, 'no_sync: relative difference ' .. w)
+      end)
+
+      it('BatchNorm with buffers broadcast from replica 1 (per-replica batch statistics)', function()
+        local w, b = compare(N, { B = 10, bn = true })
+        assert.is_true(w <= 1e-5, 'relative difference ' .. w)
+        assert.is_true(b <= 1e-5, 'buffers: relative difference ' .. b)
+      end)
+
+      it('BatchNorm with sync_bn: global batch statistics, as one device', function()
+        local w, b = compare(N, { B = 11, bn = true, sync_bn = true, optim = 'adam' })
+        assert.is_true(w <= 1e-5, 'relative difference ' .. w)
+        assert.is_true(b <= 1e-5, 'running stats: relative difference ' .. b)
+      end)
+
+      it("compress = 'bf16': updates within bf16's precision", function()
+        local w = compare(N, { B = 12, compress = 'bf16', optim = 'sgd' })
+        assert.is_true(w <= 2 ^ -6, 'relative difference of the updates ' .. w)
+      end)
+    end)
+  end
+
+  describe('errors and the Module interface (2 devices)', function()
+    setup(function() lunet.set_cpu_devices(2) end)
+    teardown(release_devices)
+
+    it('a shape error in forward reaches Lua; training goes on after it', function()
+      lunet.manual_seed(3)
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
+      local ok, err = pcall(dp, lunet.randn(6, 4, 8, 8))
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find('conv2d', 1, true), err)
+      local ref = dp.module:clone()
+      local ro, dpo = optim.SGD(ref:parameters(), { lr = 0.1 }), optim.SGD(dp:parameters(), { lr = 0.1 })
+      local crit = nn.CrossEntropyLoss()
+      for _ = 1, 2 do
+        local micro = batches(1, 6)
+        ref_step(ref, ro, crit, micro)
+        dp_step(dp, dpo, crit, micro)
+      end
+      assert.is_true(max_rel(dp.module:parameters(), ref:parameters()) <= 1e-5)
+      assert_identical(dp)
+    end)
+
+    it('an error on the second replica (a NaN check) reaches Lua; no worker hangs', function()
+      lunet.manual_seed(4)
+      local armed = false
+      local Check = nn.Module:extend('NaNCheck')
+      function Check:__init() end
+      function Check:forward(x)
+        if armed and x.device == 'cpu:1' then C.ln_stream_inject_error(1, 'NaN check failed on cpu:1') end
+        return x
+      end
+      local model = nn.Sequential { nn.Conv2d(3, 4, 3, { padding = 1 }), Check(), nn.Flatten(), nn.Linear(256, 5) }
+      local ref = model:clone()
+      local dp = lunet.parallel.DataParallel(model, { devices = { 'cpu:0', 'cpu:1' }, bucket_mb = 0.001 })
+      local ro, dpo = optim.SGD(ref:parameters(), { lr = 0.1 }), optim.SGD(dp:parameters(), { lr = 0.1 })
+      local crit = nn.CrossEntropyLoss()
+      armed = true
+      local ok, err = pcall(function()
+        dpo:zero_grad()
+        local loss = crit(dp(lunet.randn(6, 3, 8, 8)), lunet.randint(1, 6, { 6 }))
+        loss:backward()
+        loss:item()
+        lunet.synchronize()
+      end)
+      armed = false
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find('NaN check failed on cpu:1', 1, true), err)
+      pcall(lunet.synchronize)   -- the other devices report their share once
+      assert.has_no.errors(function() lunet.synchronize() end)
+      for _ = 1, 2 do
+        local micro = batches(1, 6)
+        ref_step(ref, ro, crit, micro)
+        dp_step(dp, dpo, crit, micro)
+      end
+      assert.is_true(max_rel(dp.module:parameters(), ref:parameters()) <= 1e-5)
+      assert_identical(dp)
+    end)
+
+    it('state_dict is the inner module\'s; load_state_dict reaches every replica; save and load', function()
+      lunet.manual_seed(5)
+      local model = cnn(true)
+      local dp = lunet.parallel.DataParallel(model, { devices = { 'cpu:0', 'cpu:1' } })
+      local sd = dp:state_dict()
+      local own = model:state_dict()
+      local n1, n2 = 0, 0
+      for k in pairs(sd) do n1 = n1 + 1; assert.truthy(own[k], k) end
+      for _ in pairs(own) do n2 = n2 + 1 end
+      assert.are.equal(n2, n1)
+      local other = cnn(true)
+      local path = os.tmpname()
+      lunet.save(path, other:state_dict())
+      dp:load_state_dict(lunet.load(path))
+      os.remove(path)
+      assert.is_true(max_rel(dp.module:parameters(), other:parameters()) == 0)
+      assert_identical(dp)
+      assert.has_error(function() dp:to('cpu:1') end)
+      dp:to('float64')
+      assert.are.equal('float64', dp.replicas[2]:parameters()[1].dtype)
+      local out = dp(lunet.randn(5, 3, 8, 8, { dtype = 'float64' }))
+      assert.are.same({ 5, 5 }, out:size())
+      assert.are.equal('cpu:0', out.device)
+      assert.truthy(tostring(dp):find('DataParallel', 1, true))
+    end)
+
+    it('lunet.fit trains through it', function()
+      lunet.manual_seed(6)
+      local data = lunet.data
+      local ds = data.Synthetic { n = 32, shape = { 3, 8, 8 }, classes = 5, seed = 1 }
+      local loader = data.DataLoader(ds, { batch_size = 8 })
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
+      local hist = lunet.fit(dp, loader, { epochs = 2, lr = 0.05, quiet = true, progress = false })
+      assert.are.equal(2, #hist)
+      assert.is_true(hist[2].train_loss == hist[2].train_loss)
+      assert_identical(dp)
+    end)
+
+    it('balance = auto moves samples toward the faster device', function()
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' }, balance = 'auto' })
+      assert.are.same({ 8, 8 }, dp:split_sizes(16))
+      -- measured: cpu:0 processed 8 samples in 1 s, cpu:1 8 samples in 3 s
+      dp:observe({ 1, 3 }, { 8, 8 })
+      assert.are.same({ 12, 4 }, dp:split_sizes(16))
+      -- and from real timings: a few steps run and keep a valid split
+      local crit = nn.CrossEntropyLoss()
+      for _ = 1, 3 do
+        local loss = crit(dp(lunet.randn(16, 3, 8, 8)), lunet.randint(1, 6, { 16 }))
+        loss:backward()
+      end
+      local s = dp:split_sizes(16)
+      assert.are.equal(16, s[1] + s[2])
+      assert.is_true(s[1] >= 1 and s[2] >= 1)
+    end)
+
+    it('rejects bad options with clear errors', function()
+      local m = cnn()
+      assert.has_error(function() lunet.parallel.DataParallel(m, { accumulate = 0 }) end,
+        'DataParallel: accumulate must be an integer >= 1, got 0')
+      assert.has_error(function() lunet.parallel.DataParallel(m, { compress = 'int8' }) end,
+        "DataParallel: compress must be nil, 'fp16' or 'bf16', got int8")
+      assert.has_error(function() lunet.parallel.DataParallel(m, { devices = { 'cpu:0', 'cpu:1' }, balance = { 1 } }) end,
+        'DataParallel: balance has 1 weights for 2 devices')
+      assert.has_error(function() lunet.parallel.DataParallel('x') end)
+    end)
+  end)
+end)
