@@ -3,8 +3,10 @@
 -- `expr` and `=expr` work, statements too, unfinished input continues on the
 -- next line, errors print and the loop goes on. GNU readline (through the
 -- FFI) gives line editing, Tab completion of globals, fields and tensor
--- methods, and a history kept in ~/.lunet_history; without readline (or
--- without a terminal) lines come from io.read.
+-- methods, and a history kept in ~/.lunet_history ($LUNET_HISTORY names
+-- another file); without readline (or a terminal, or with LUNET_NO_READLINE
+-- set) lines come from io.read. Ctrl-C drops the line being typed, or
+-- interrupts running Lua code ("interrupted!"); Ctrl-D quits.
 local ffi = require 'ffi'
 
 local M = {}
