@@ -632,6 +632,53 @@ if Tensor.sum then
   extreme('max'); extreme('min'); extreme('amax'); extreme('amin')
 end
 
+-- var/std/norm while recording: computed from differentiable ops (the
+-- plain kernels run otherwise). Arguments parsed as lunet.tensor_reduce does.
+local function spread_args(dim, opt, keepdim)
+  if type(dim) == 'table' or type(dim) == 'boolean' then dim, opt, keepdim = nil, dim, opt end
+  local corr = 1
+  if type(opt) == 'table' then
+    if opt.correction ~= nil then corr = opt.correction elseif opt.unbiased == false then corr = 0 end
+    if keepdim == nil then keepdim = opt.keepdim end
+  elseif type(opt) == 'boolean' then corr = opt and 1 or 0
+  elseif type(opt) == 'number' then corr = opt end
+  return dim, corr, keepdim
+end
+
+local function var_graph(a, dim, corr, keepdim)
+  local d
+  if dim == nil then d = a - Tensor.mean(a) else d = a - Tensor.mean(a, dim, true) end
+  local n = dim == nil and a:numel() or a:size(dim)
+  local s = dim == nil and Tensor.sum(d * d) or Tensor.sum(d * d, dim, keepdim)
+  return s / math.max(n - corr, 0)
+end
+
+if Tensor.var and Tensor.sum then
+  local orig_var, orig_std, orig_norm = Tensor.var, Tensor.std, Tensor.norm
+  raw.var, raw.std, raw.norm = orig_var, orig_std, orig_norm
+  Tensor.var = function(a, dim, opt, keepdim)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig_var(a, dim, opt, keepdim) end
+    return var_graph(a, spread_args(dim, opt, keepdim))
+  end
+  Tensor.std = function(a, dim, opt, keepdim)
+    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig_std(a, dim, opt, keepdim) end
+    return var_graph(a, spread_args(dim, opt, keepdim)):sqrt()
+  end
+  if orig_norm then
+    Tensor.norm = function(a, p, dim, keepdim)
+      if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig_norm(a, p, dim, keepdim) end
+      if p == nil or p == 'fro' then p = 2 end
+      if type(p) ~= 'number' or p <= 0 or p == math.huge then
+        if p == math.huge then return Tensor.amax(a:abs(), dim, keepdim) end
+        return orig_norm(a, p, dim, keepdim)
+      end
+      local x = p == 2 and a * a or a:abs():pow(p)
+      local s = dim == nil and Tensor.sum(x) or Tensor.sum(x, dim, keepdim)
+      return p == 2 and s:sqrt() or s:pow(1 / p)
+    end
+  end
+end
+
 -- cat/stack(list, dim): one edge per tensor
 local function joiner(name, stack)
   local orig = Tensor[name]
