@@ -14,7 +14,7 @@
 enum { LN_AXPY = LN_NBINARY };     /* internal binary op: a + alpha*b */
 enum { LN_CLAMP = LN_NUNARY };     /* internal unary op with p0, p1 bounds */
 
-typedef struct { int op; int scalar_side; double alpha; ln_kview out, a, b; char scalar[8]; } ln_binary_args;
+typedef struct { int op; int scalar_side; double alpha; ln_kview out, a, b; _Alignas(8) char scalar[8]; } ln_binary_args;
 typedef struct { int op; double p0, p1; ln_kview out, a; } ln_unary_args;
 typedef struct { ln_kview dst, src; } ln_copy_args;
 typedef struct { ln_kview out, cond, a, b; } ln_where_args;

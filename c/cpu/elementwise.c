@@ -389,7 +389,7 @@ int ln_cpu_where(void *p) {
 
 /* ---- fill, arange ------------------------------------------------------------------ */
 
-typedef struct { double start, step; int es; char value[8]; } fill_ctx;
+typedef struct { double start, step; int es; _Alignas(8) char value[8]; } fill_ctx;
 static inline void fill_item(const fill_ctx *c, const ln_iter *it, int64_t item) {
   char *p[1];
   int64_t n = ln_iter_item(it, item, p);
