@@ -470,6 +470,20 @@ describe('DataLoader', function()
     local z = 0
     for _, v in ipairs(vals(l2:iter()())) do if v == 0 then z = z + 1 end end
     assert.is_true(z > 0)
+    -- crops narrower than the padding (every offset, flipped or not) stay in bounds
+    local tiny = data.DataLoader(ds, { batch_size = 10, seed = 9,
+      transform = T.Compose { T.RandomCrop(1, { padding = 3 }), T.RandomHorizontalFlip() } })
+    for _ = 1, 3 do
+      local tv = vals(tiny:iter()())
+      for n = 1, 10 do
+        for c = 0, 2 do
+          local v, ok = tv[(n - 1) * 3 + c + 1], false
+          if v == 0 then ok = true end
+          for k = 1, 30 do if math.abs(raw[(n - 1) * 90 + c * 30 + k] / 255 - v) < 1e-6 then ok = true end end
+          assert.is_true(ok)
+        end
+      end
+    end
     assert.matches('crop 9x3 does not fit',
       err_of(data.DataLoader, ds, { transform = T.RandomCrop({ 9, 3 }, { padding = 1 }) }), 1, true)
   end)

@@ -136,22 +136,23 @@ static void image_sample(const ln_gather_plan *p, float *out, int64_t row, uint6
       int64_t sy = oy + i;
       float *orow = o + i * OW;
       if (sy < 0 || sy >= H) { for (int64_t j = 0; j < OW; j++) orow[j] = fill; continue; }
-      /* columns j with 0 <= x0 + j*dx < W */
+      /* columns j with 0 <= x0 + j*dx < W; the others are padding */
       int64_t jlo, jhi;
       if (dx > 0) { jlo = LN_MAX(0, -x0); jhi = LN_MIN(OW, W - x0); }
       else { jlo = LN_MAX(0, x0 - (W - 1)); jhi = LN_MIN(OW, x0 + 1); }
+      if (jlo > OW) jlo = OW;
       if (jhi < jlo) jhi = jlo;
       for (int64_t j = 0; j < jlo; j++) orow[j] = fill;
       for (int64_t j = jhi; j < OW; j++) orow[j] = fill;
-      int64_t base = (row * C + c) * H * W + sy * W + x0;
+      int64_t rowbase = (row * C + c) * H * W + sy * W;   /* source row start */
       if (p->xdtype == LN_UINT8) {
-        const uint8_t *s = (const uint8_t *)p->x + base;
-        if (dx > 0) for (int64_t j = jlo; j < jhi; j++) orow[j] = (float)s[j] * scale + shift;
-        else for (int64_t j = jlo; j < jhi; j++) orow[j] = (float)s[-j] * scale + shift;
+        const uint8_t *s = (const uint8_t *)p->x + rowbase;
+        if (dx > 0) for (int64_t j = jlo; j < jhi; j++) orow[j] = (float)s[x0 + j] * scale + shift;
+        else for (int64_t j = jlo; j < jhi; j++) orow[j] = (float)s[x0 - j] * scale + shift;
       } else {
-        const float *s = (const float *)p->x + base;
-        if (dx > 0) for (int64_t j = jlo; j < jhi; j++) orow[j] = s[j] * scale + shift;
-        else for (int64_t j = jlo; j < jhi; j++) orow[j] = s[-j] * scale + shift;
+        const float *s = (const float *)p->x + rowbase;
+        if (dx > 0) for (int64_t j = jlo; j < jhi; j++) orow[j] = s[x0 + j] * scale + shift;
+        else for (int64_t j = jlo; j < jhi; j++) orow[j] = s[x0 - j] * scale + shift;
       }
     }
   }

@@ -82,14 +82,15 @@ ln_tensor *ln_idx_read(const char *path) {
              ndim, 4 + 4 * ndim, (long long)(4 + got));
     goto fail;
   }
-  int64_t shape[LN_MAX_DIMS], numel = 1;
+  int64_t shape[LN_MAX_DIMS], numel = 1, nonzero = 1;   /* product of the non-zero dims <= 2^40 */
   for (int d = 0; d < ndim; d++) {
     shape[d] = be32(hdr + 4 + 4 * d);
-    if (shape[d] > ((int64_t)1 << 31) || (numel && shape[d] && numel > ((int64_t)1 << 40) / shape[d])) {
+    if (shape[d] > ((int64_t)1 << 31) || (shape[d] && nonzero > ((int64_t)1 << 40) / shape[d])) {
       ln_error("%s: '%s' has an implausible size %lld in dim %d", fn, path, (long long)shape[d], d + 1);
       goto fail;
     }
     numel *= shape[d];
+    if (shape[d]) nonzero *= shape[d];
   }
   int64_t nbytes = numel * es;
   t = ln_empty(ndim, shape, dtype, 0);
