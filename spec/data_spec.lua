@@ -498,11 +498,36 @@ describe('DataLoader', function()
     end end end
   end)
 
+  it('shards each epoch over num_replicas ranks (padded by wrapping, like DistributedSampler)', function()
+    local big = data.TensorDataset(lunet.zeros(11, 1), range_labels(11))
+    local function epoch(rank, e, workers)
+      local l = data.DataLoader(big, { batch_size = 2, shuffle = true, seed = 4, num_replicas = 3, rank = rank,
+        workers = workers })
+      l:set_epoch(e)
+      local out = {}
+      for _, y in l:iter() do for _, v in ipairs(vals(y)) do out[#out + 1] = v end end
+      return out, #l
+    end
+    local full = data.DataLoader(big, { batch_size = 11, shuffle = true, seed = 4 })
+    for e = 1, 2 do
+      full:set_epoch(e)
+      local order = vals(select(2, full:iter()()))
+      for r = 0, 2 do
+        local got, nb = epoch(r, e, r)
+        assert.equal(2, nb)
+        assert.equal(4, #got)           -- ceil(11 / 3)
+        for k = 1, 4 do assert.equal(order[(r + (k - 1) * 3) % 11 + 1], got[k]) end
+      end
+    end
+    assert.matches('rank 3 must be below num_replicas 3',
+      err_of(data.DataLoader, big, { num_replicas = 3, rank = 3 }), 1, true)
+  end)
+
   it('allocates nothing per batch in the steady state (C path)', function()
     local T = data.transforms
     local syn = data.Synthetic { n = 300, shape = { 3, 8, 8 } }
     local l = data.DataLoader(syn, { batch_size = 32, shuffle = true, workers = 2,
-      transform = T.Compose { T.RandomCrop(8, { padding = 2 }), T.Normalize(0.5, 0.2) } })
+      transform = { T.RandomCrop(8, { padding = 2 }), T.Normalize(0.5, 0.2) } })   -- a list composes
     for _ in l:iter() do end
     collectgarbage(); collectgarbage()
     lunet.synchronize()

@@ -7,6 +7,13 @@
 --   local st = loader:state_dict()        -- {epoch, position, seed}: resume mid-epoch
 --   loader2:load_state_dict(st)           -- its next iter() continues where st was taken
 --
+-- Options: batch_size (1), shuffle (false), seed (default: drawn from lunet's
+-- generator), drop_last (false), workers (0), prefetch (batches assembled
+-- ahead, default 2 * workers), transform (a data.transforms transform, a list
+-- of them, or a Lua function of one sample; default: the dataset's),
+-- copy (false), num_replicas and rank (0-based) to shard each epoch over
+-- processes.
+--
 -- Tensor datasets (TensorDataset, FashionMNIST, MNIST, CIFAR10, Synthetic and
 -- Subsets of them) are batched in C: `workers` threads assemble batches ahead
 -- of the loop into a ring of pre-allocated buffers, with the transforms
@@ -66,7 +73,16 @@ function DataLoader:__init(ds, opts)
   opts = opts or {}
   if type(opts) ~= 'table' then error('DataLoader: options must be a table', 3) end
   self.dataset = ds
-  self.n = len(ds)
+  self.total = len(ds)
+  -- sharding for multi-process data parallel (as torch's DistributedSampler):
+  -- rank r of W takes samples r, r+W, r+2W, ... of each epoch's order, padded
+  -- by wrapping around to ceil(total / W) samples. Every rank must use the same seed.
+  self.num_replicas = int_opt('num_replicas', opts.num_replicas, 1, 1)
+  self.rank = int_opt('rank', opts.rank, 0, 0)
+  if self.rank >= self.num_replicas then
+    error(('DataLoader: rank %d must be below num_replicas %d'):format(self.rank, self.num_replicas), 3)
+  end
+  self.n = self.num_replicas == 1 and self.total or math.ceil(self.total / self.num_replicas)
   self.batch_size = int_opt('batch_size', opts.batch_size, 1, 1)
   self.workers = int_opt('workers', opts.workers, 0, 0)
   self.shuffle = opts.shuffle and true or false
@@ -76,8 +92,9 @@ function DataLoader:__init(ds, opts)
   if self.seed == nil then self.seed = require('lunet').randint(0, 2 ^ 31 - 1, { 1 }):item() end
   self.epoch, self.position = 0, 0
   self.order = ffi.new('int64_t[?]', math.max(self.n, 1))
+  if self.num_replicas > 1 then self.full = ffi.new('int64_t[?]', math.max(self.total, 1)) end
   self.rows = ffi.new('int64_t[1]')
-  local base, map = resolve(ds, self.n)
+  local base, map = resolve(ds, self.total)
   self.map, self.source = map, base   -- samples are rows `order` of `source`
   -- the C path serves tensor datasets whose samples are their rows (a
   -- subclass that overrides get goes through get)
@@ -109,13 +126,14 @@ function DataLoader:__len()
 end
 
 function DataLoader:__tostring()
-  return ('DataLoader(%d samples, batch_size %d, %d batches, shuffle %s, workers %d, epoch %d)'):format(
-    self.n, self.batch_size, self:__len(), tostring(self.shuffle), self.workers, self.epoch)
+  local shard = self.num_replicas > 1 and (', rank %d of %d'):format(self.rank, self.num_replicas) or ''
+  return ('DataLoader(%d samples, batch_size %d, %d batches, shuffle %s, workers %d, epoch %d%s)'):format(
+    self.n, self.batch_size, self:__len(), tostring(self.shuffle), self.workers, self.epoch, shard)
 end
 
 -- This epoch's order (0-based rows of the base dataset) into self.order.
 local function fill_order(self)
-  local n, order, map = self.n, self.order, self.map
+  local n, order, map = self.total, self.full or self.order, self.map
   if self.shuffle then
     if C.ln_data_permutation(order, n, self.seed, self.epoch) ~= 0 then core.raise(3) end
     if map then for k = 0, n - 1 do order[k] = map[order[k]] end end
@@ -123,6 +141,10 @@ local function fill_order(self)
     ffi.copy(order, map, n * 8)
   else
     for k = 0, n - 1 do order[k] = k end
+  end
+  if self.full then
+    local W, r, out = self.num_replicas, self.rank, self.order
+    for k = 0, self.n - 1 do out[k] = order[(r + k * W) % n] end
   end
 end
 

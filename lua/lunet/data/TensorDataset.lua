@@ -2,8 +2,9 @@
 -- ds:get(i) returns x's row i and y's row i (a number when y is 1-D).
 -- A 4-D uint8 x is an image set (opts.image defaults to that): its samples
 -- come out as float32 in [0,1] (C,H,W), and the DataLoader assembles its
--- batches in C (threads, transforms). opts.transform applies to ds:get and is
--- the DataLoader's default transform.
+-- batches in C (threads, transforms). opts.transform applies to ds:get (its
+-- random choices keyed by seed 0, epoch 0 and the index) and is the
+-- DataLoader's default transform.
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'

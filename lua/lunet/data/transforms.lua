@@ -105,6 +105,7 @@ function M.compile(t, dtype)
   local tf = ffi.new('ln_transform')
   tf.scale = dtype == 'uint8' and 1 / 255 or 1
   if t == nil then return tf end
+  if type(t) == 'table' and not is_transform(t) and t[1] ~= nil then t = M.Compose(t) end  -- a plain list
   if not is_transform(t) then error('transform: expected a lunet.data.transforms transform, got ' .. type(t), 3) end
   local seen, crop_at, norm_at = {}, nil, nil
   local list = flatten(t, {})
