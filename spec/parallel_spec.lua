@@ -332,6 +332,27 @@ describe('parallel.DataParallel', function()
       assert.is_true(s[1] >= 1 and s[2] >= 1)
     end)
 
+    it("frozen parameters are left alone; compress = 'fp16'", function()
+      lunet.manual_seed(8)
+      local model = cnn()
+      local frozen = model:get(1).weight
+      frozen.requires_grad = false
+      local before = lunet.no_grad(function() return frozen:clone() end)
+      local ref = model:clone()
+      local dp = lunet.parallel.DataParallel(model, { devices = { 'cpu:0', 'cpu:1' }, compress = 'fp16' })
+      local ro, dpo = optim.SGD(ref:parameters(), { lr = 0.1 }), optim.SGD(dp:parameters(), { lr = 0.1 })
+      local crit = nn.CrossEntropyLoss()
+      for _ = 1, 2 do
+        local micro = batches(1, 8)
+        ref_step(ref, ro, crit, micro)
+        dp_step(dp, dpo, crit, micro)
+      end
+      assert.is_true(frozen:eq(before):all():item())
+      assert.is_nil(frozen.grad)
+      assert.is_true(max_rel(dp.module:parameters(), ref:parameters()) <= 2e-3)
+      assert_identical(dp)
+    end)
+
     it('rejects bad options with clear errors', function()
       local m = cnn()
       assert.has_error(function() lunet.parallel.DataParallel(m, { accumulate = 0 }) end,

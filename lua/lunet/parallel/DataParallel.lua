@@ -114,6 +114,7 @@ function DataParallel:_build_buckets()
   local cur
   for i = #P, 1, -1 do
     local p = P[i]
+    if not p.requires_grad then goto continue end   -- frozen: never reduced, never given a grad
     local bytes = p:numel() * p:element_size()
     local limit = (#buckets <= 1) and math.min(cap, 1048576) or cap
     if not cur or cur.dtype ~= p.dtype or (cur.bytes > 0 and cur.bytes + bytes > limit) then
@@ -125,6 +126,7 @@ function DataParallel:_build_buckets()
     cur.numel = cur.numel + p:numel()
     cur.bytes = cur.bytes + bytes
     of[i] = #buckets
+    ::continue::
   end
   local views = {}
   for k = 1, self.n do views[k] = {} end
@@ -174,8 +176,9 @@ function DataParallel:_on_grad(k, i)
   local st = self.step
   if not st or not st.sync then return end
   if not st.queued then autograd.queue_callback(self._finish); st.queued = true end
-  local key = (k - 1) * #self.params[1] + i
   local b = self.bucket_of[i]
+  if not b then return end
+  local key = (k - 1) * #self.params[1] + i
   if self.seen[key] == st then
     if st.launched[b] then
       fail(('parameter %d of replica %d got a second gradient after its bucket was reduced (a shared '
@@ -281,15 +284,39 @@ end
 
 -- ---- forward -------------------------------------------------------------------------------
 
-function DataParallel:broadcast_buffers_()
-  if not self.comm then return end
+-- every replica's buffers become views of one flat tensor per dtype, so a
+-- broadcast of replica 1's buffers is one collective per dtype
+function DataParallel:_flatten_buffers()
+  local groups, by = {}, {}
+  for j, t in ipairs(self.bufs[1]) do
+    local g = by[t.dtype]
+    if not g then g = { dtype = t.dtype, idx = {}, off = {}, numel = 0 }; by[t.dtype] = g; groups[#groups + 1] = g end
+    g.idx[#g.idx + 1] = j
+    g.off[j] = g.numel
+    g.numel = g.numel + t:numel()
+  end
   autograd.no_grad(function()
-    local list = {}
-    for j = 1, #self.bufs[1] do
-      for k = 1, self.n do list[k] = self.bufs[k][j] end
-      self.comm:broadcast(list, { root = 1 })
+    for _, g in ipairs(groups) do
+      g.flat = {}
+      for k = 1, self.n do
+        local flat = lunet.empty({ g.numel }, { dtype = g.dtype, device = self.devices[k] })
+        g.flat[k] = flat
+        for _, j in ipairs(g.idx) do
+          local t = self.bufs[k][j]
+          local v = flat:narrow(1, g.off[j] + 1, t:numel()):view(t:size())
+          v:copy_(t)
+          Module._swap_into(t, v)
+        end
+      end
     end
   end)
+  self.buf_groups = groups
+end
+
+function DataParallel:broadcast_buffers_()
+  if not self.comm or #self.bufs[1] == 0 then return end
+  if not self.buf_groups then self:_flatten_buffers() end
+  for _, g in ipairs(self.buf_groups) do self.comm:broadcast(g.flat, { root = 1 }) end
 end
 
 -- after changing replica 1 (load_state_dict, an edit): copy it to the others
@@ -399,7 +426,7 @@ function DataParallel:to(what, more)
   end
   if dtype then
     for k = 1, self.n do self.replicas[k]:to({ device = self.devices[k], dtype = dtype }) end
-    self.buckets = nil
+    self.buckets, self.buf_groups = nil, nil
   end
   return self
 end
