@@ -321,6 +321,25 @@ describe('autograd graph', function()
     assert.matches('backward of exp: hook broke', err, 1, true)
   end)
 
+  it('keeps recording when lunet is loaded a second time (busted reloads modules per spec file)', function()
+    local saved = {}
+    for k, v in pairs(package.loaded) do
+      if k == 'lunet' or k:match('^lunet%.') then saved[k] = v; package.loaded[k] = nil end
+    end
+    local ok, err = pcall(function()
+      local l2 = require 'lunet'
+      assert.are_not.equal(lunet, l2)
+      local a = l2.tensor({ 1, 2 }, { requires_grad = true })
+      local y = l2.cat({ a * 2, l2.where(a:gt(1), a, a * 0) }, 1):sum()
+      y:backward()
+      assert.tensor_near(a.grad, { 2, 3 })
+      assert.is_false(l2.no_grad(function() return (a * 2).requires_grad end))
+    end)
+    for k in pairs(package.loaded) do if k == 'lunet' or k:match('^lunet%.') then package.loaded[k] = nil end end
+    for k, v in pairs(saved) do package.loaded[k] = v end
+    assert(ok, err)
+  end)
+
   it('costs ~nothing when no input requires grad', function()
     local a, b = lunet.randn(4), lunet.randn(4)
     local t0 = os.clock()

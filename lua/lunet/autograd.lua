@@ -16,12 +16,19 @@ local ffi = require 'ffi'
 -- lunet.tensor) keeps that load's methods and records, so a re-require (busted
 -- unloads modules between spec files) must return the first instance.
 local registry = debug.getregistry()
-if registry.lunet_autograd then return registry.lunet_autograd end
+if registry.lunet_autograd then
+  -- a reloaded lunet.tensor has a new method table (reached through
+  -- lunet.cat, lunet.where, ...): wrap it too, with this instance's state
+  pcall(require, 'lunet.tensor_reduce')
+  pcall(require, 'lunet.tensor_index')
+  registry.lunet_autograd._install(require('lunet.tensor').Tensor)
+  return registry.lunet_autograd
+end
 
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local C = core.C
-local Tensor, wrap, record, is_tensor = T.Tensor, T.wrap, T.record, T.is_tensor
+local wrap, record, is_tensor = T.wrap, T.record, T.is_tensor
 
 -- the reductions may live in another module: load it first so its methods get wrapped
 pcall(require, 'lunet.tensor_reduce')
@@ -69,6 +76,7 @@ end
 local function attach(r, node)
   r.p.grad_flag = 1
   record(r, true).grad_fn = node
+  if A.anomaly_hook then A.anomaly_hook('forward', node, r) end   -- lunet.detect_anomaly
   return r
 end
 A.attach, A.edge, A.needs = attach, edge, needs
@@ -143,14 +151,20 @@ local function bshape(x, r)
   return x:size()
 end
 
--- ---- wrapping ----------------------------------------------------------------------------
-
-local raw = {}   -- the unwrapped methods
-A.raw = raw
-
 local function node(fn, name, n1, n2, n3)
   return { n1, n2 or false, n3 or false, fn = fn, name = name }
 end
+
+-- ---- wrapping ----------------------------------------------------------------------------
+-- install(Tensor) wraps the methods of a Tensor table (once per table; the
+-- first is the one the ln_ref metatype uses).
+local installed = setmetatable({}, { __mode = 'k' })
+local function install(Tensor)
+if installed[Tensor] then return end
+installed[Tensor] = true
+
+local raw = {}   -- the unwrapped methods
+if not A.raw then A.raw = raw end
 
 -- unary: r = f(a), backward uses (g, a, r)
 local function unary(name, bw, save_in, save_out)
@@ -879,6 +893,7 @@ function Tensor.backward(self, grad, opts)
         if n.hooks then g = run_hooks(n.hooks, g) end
         if n.retain then accumulate_leaf(n.retain, g) end
         gs1, gs2, gs3 = n.fn(n, g)
+        if A.anomaly_hook then A.anomaly_hook('backward', n, gs1, gs2, gs3) end
       end
       for i = 1, ni or 3 do
         local e = n[i]
@@ -924,7 +939,7 @@ end
 -- A.queue_callback(fn): fn(ok) runs when the backward in progress ends (as
 -- torch's Variable._execution_engine.queue_callback; DataParallel launches
 -- its remaining all-reduces from there)
-A.callbacks = {}
+A.callbacks = A.callbacks or {}
 function A.queue_callback(fn) A.callbacks[#A.callbacks + 1] = fn end
 
 -- ---- in-place ops ------------------------------------------------------------------------
@@ -991,6 +1006,10 @@ do
     end
   end
 end
+
+end -- install
+A._install = install
+install(T.Tensor)
 
 -- lunet.autograd.grad-like helper for specs: the gradients of out wrt inputs
 function A.grad(out, inputs, grad_out)
