@@ -99,6 +99,7 @@ function DataParallel:__init(module, opts)
   if self.sync_bn then require('lunet.parallel.sync_bn').convert(self) end
   if self.auto then
     self.stamps = ffi.new('double[?]', 2 * n)
+    self.stamp_events = ffi.new('ln_event[?]', n)
     self.speed = {}
   end
 end
@@ -259,7 +260,8 @@ function DataParallel:split_sizes(B)
 end
 
 -- balance = 'auto': weights follow each device's measured samples per second
--- (forward time, smoothed). observe(times, sizes) is also a hook for specs.
+-- (its forward's time between two stream timestamps, smoothed), at least
+-- 1/(4n) of the batch each. observe(times, sizes) is also a hook for specs.
 function DataParallel:observe(times, sizes)
   local sp = self.speed
   for k = 1, self.n do
@@ -269,14 +271,22 @@ function DataParallel:observe(times, sizes)
     end
   end
   for k = 1, self.n do if not sp[k] then return end end
-  for k = 1, self.n do self.weights[k] = sp[k] end
+  -- a floor of 1/(4n) of the batch: fixed per-step costs make a small shard
+  -- look slow per sample, which would otherwise starve a device for good
+  local total = 0
+  for k = 1, self.n do total = total + sp[k] end
+  for k = 1, self.n do self.weights[k] = math.max(sp[k], total / (4 * self.n)) end
 end
 
+-- read the stamps of the last timed forward once every device has passed
+-- them (never waits: an unfinished measurement is read at a later forward)
 function DataParallel:_collect_times()
   local pend = self.timing
   if not pend then return end
+  for k = 1, self.n do
+    if pend[k] > 0 and C.ln_event_query(self.stamp_events + k - 1) == 0 then return end
+  end
   self.timing = nil
-  for k = 1, self.n do if pend[k] > 0 then C.ln_sync(core.device_id('DataParallel', self.devices[k])) end end
   local times = {}
   for k = 1, self.n do times[k] = self.stamps[2 * k - 1] - self.stamps[2 * k - 2] end
   self:observe(times, pend)
@@ -368,7 +378,7 @@ function DataParallel:_run(x, sizes, ...)
       pos = pos + sizes[k]
     end
   end
-  local timing = self.auto and self.training
+  local timing = self.auto and self.training and not self.timing
   if self.sync_bn and self.training then
     outs = require('lunet.parallel.sync_bn').run(self, shards, sizes, ...)
   else
@@ -376,7 +386,11 @@ function DataParallel:_run(x, sizes, ...)
       if shards[k] then
         if timing then C.ln_stream_timestamp(core.device_id('DataParallel', self.devices[k]), self.stamps + 2 * k - 2) end
         local y = self.replicas[k]:forward(shards[k], ...)
-        if timing then C.ln_stream_timestamp(core.device_id('DataParallel', self.devices[k]), self.stamps + 2 * k - 1) end
+        if timing then
+          local id = core.device_id('DataParallel', self.devices[k])
+          C.ln_stream_timestamp(id, self.stamps + 2 * k - 1)
+          C.ln_event_record(id, self.stamp_events + k - 1)
+        end
         if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. type(y), 3) end
         outs[#outs + 1] = y.device ~= self.devices[1] and y:to(self.devices[1]) or y
       end
