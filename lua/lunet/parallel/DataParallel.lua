@@ -349,7 +349,7 @@ function DataParallel:forward(x, ...)
   if B == 0 then fail('forward: empty batch', 2) end
   if self.auto then self:_collect_times() end
   local sizes = self:split_sizes(B)
-  local recording = autograd.is_grad_enabled() and self.training
+  local recording = autograd.is_grad_enabled()   -- (in eval mode too: fine-tuning with frozen BatchNorm)
   if self.broadcast_buffers and not self.sync_bn and #self.bufs[1] > 0 then
     self:broadcast_buffers_()
   end
