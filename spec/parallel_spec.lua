@@ -214,7 +214,10 @@ describe('parallel.DataParallel', function()
 
       it("compress = 'bf16': updates within bf16's precision", function()
         local w = compare(N, { B = 12, compress = 'bf16', optim = 'sgd' })
+        -- bf16 keeps 8 significant bits: each summed gradient is within ~2^-8 of
+        -- its value, measured ~2^-7 of the largest update; allow 2^-6
         assert.is_true(w <= 2 ^ -6, 'relative difference of the updates ' .. w)
+        assert.is_true(w > 0, 'bf16 rounding should show')
       end)
     end)
   end
