@@ -335,6 +335,24 @@ describe('parallel.DataParallel', function()
       assert.is_true(s[1] >= 1 and s[2] >= 1)
     end)
 
+    it('launches each bucket during backward, replicas interleaved', function()
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' }, bucket_mb = 0.0002 })
+      local log = {}
+      local on, launch, finish = dp._on_grad, dp._launch, dp._end_backward
+      dp._on_grad = function(self, k, i) log[#log + 1] = 'g' .. k; return on(self, k, i) end
+      dp._launch = function(self, b) log[#log + 1] = 'L'; return launch(self, b) end
+      dp._end_backward = function(self, ok) log[#log + 1] = 'E'; return finish(self, ok) end
+      nn.CrossEntropyLoss()(dp(lunet.randn(6, 3, 8, 8)), lunet.randint(1, 6, { 6 })):backward()
+      local s = table.concat(log)
+      assert.is_true(#dp.buckets >= 3, 'buckets: ' .. #dp.buckets)
+      local _, launches = s:gsub('L', '')
+      assert.are.equal(#dp.buckets, launches)
+      -- every bucket started from a hook, the first one before the last gradient of replica 1
+      assert.truthy(s:match('L.*g1.*E$'), s)
+      assert.falsy(s:match('EL'), s)
+      assert.truthy(s:find('g1g1g2g2', 1, true) or s:find('g1g2', 1, true), s)
+    end)
+
     it("frozen parameters are left alone; compress = 'fp16'", function()
       lunet.manual_seed(8)
       local model = cnn()
