@@ -353,6 +353,17 @@ describe('parallel.DataParallel', function()
       assert.truthy(s:find('g1g1g2g2', 1, true) or s:find('g1g2', 1, true), s)
     end)
 
+    it('a second backward through a reduced forward is an error', function()
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
+      local loss = nn.CrossEntropyLoss()(dp(lunet.randn(6, 3, 8, 8)), lunet.randint(1, 6, { 6 }))
+      loss:backward({ retain_graph = true })
+      local ok, err = pcall(function() loss:backward() end)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find('second backward after the gradients were reduced', 1, true), err)
+      -- a new forward starts afresh
+      nn.CrossEntropyLoss()(dp(lunet.randn(6, 3, 8, 8)), lunet.randint(1, 6, { 6 })):backward()
+    end)
+
     it("frozen parameters are left alone; compress = 'fp16'", function()
       lunet.manual_seed(8)
       local model = cnn()

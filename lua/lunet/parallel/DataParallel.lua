@@ -175,7 +175,14 @@ end
 
 function DataParallel:_on_grad(k, i)
   local st = self.step
-  if not st or not st.sync then return end
+  if not st then
+    if self.reduced then
+      fail('a second backward after the gradients were reduced: run forward again for each backward '
+        .. '(or accumulate inside dp:no_sync)')
+    end
+    return
+  end
+  if not st.sync then return end
   if not st.queued then autograd.queue_callback(self._finish); st.queued = true end
   local b = self.bucket_of[i]
   if not b then return end
@@ -218,13 +225,13 @@ function DataParallel:_end_backward(ok)
   local st = self.step
   self.step = nil
   if not st then return end
-  self.last_step = st
   if not ok then return end
   self.step = st
   for b = 1, #self.buckets do
     if not st.launched[b] then self:_launch(b) end
   end
   self.step = nil
+  self.reduced = true   -- until the next forward
 end
 
 -- ---- splitting ---------------------------------------------------------------------------
@@ -355,6 +362,7 @@ function DataParallel:forward(x, ...)
   end
   local active = 0
   for k = 1, self.n do if sizes[k] > 0 then active = active + 1 end end
+  self.reduced = nil
   if recording then
     if not self.buckets then self:_build_buckets() end
     self.micro = self.micro + 1
