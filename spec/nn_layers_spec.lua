@@ -39,7 +39,8 @@ local function run(case, t)
     return F.cross_entropy(t.x, t.target, opts)
   elseif op == 'mse_loss' then return F.mse_loss(t.x, t.y, { reduction = o.reduction })
   elseif op == 'bce_with_logits' then
-    return F.binary_cross_entropy_with_logits(t.x, t.y, { reduction = o.reduction, pos_weight = o.pos_weight and t.pos_weight or nil })
+    return F.binary_cross_entropy_with_logits(t.x, t.y, { reduction = o.reduction,
+      pos_weight = o.pos_weight and t.pos_weight or nil, weight = o.weight and t.weight or nil })
   end
   error('unknown op ' .. op)
 end

@@ -182,6 +182,10 @@ def misc_cases():
     pw = (torch.rand(4) + 0.5).float()
     add("bce", "bce_with_logits", {}, lambda x, y: F.binary_cross_entropy_with_logits(x, y),
         {"x": f32(3, 4, scale=3), "y": torch.rand(3, 4).float()}, ["x", "y"])
+    bw = (torch.rand(3, 4) + 0.5).float()
+    add("bce_weight", "bce_with_logits", dict(weight=True, reduction="none"),
+        lambda x, y: F.binary_cross_entropy_with_logits(x, y, weight=bw.double(), reduction="none"),
+        {"x": f32(3, 4, scale=3), "y": torch.rand(3, 4).float()}, ["x", "y"], extra={"weight": bw})
     add("bce_pos_weight", "bce_with_logits", dict(pos_weight=True, reduction="sum"),
         lambda x, y: F.binary_cross_entropy_with_logits(x, y, pos_weight=pw.double(), reduction="sum"),
         {"x": f32(3, 4, scale=3), "y": torch.rand(3, 4).float()}, ["x", "y"], extra={"pos_weight": pw})
