@@ -210,6 +210,10 @@ describe('parallel.DataParallel', function()
         local w, b = compare(N, { B = 11, bn = true, sync_bn = true, optim = 'adam' })
         assert.is_true(w <= 1e-5, 'relative difference ' .. w)
         assert.is_true(b <= 1e-5, 'running stats: relative difference ' .. b)
+        -- fewer samples than devices: idle replicas still end with the same running stats
+        w, b = compare(N, { B = N - 1, bn = true, sync_bn = true, steps = 2 })
+        assert.is_true(w <= 1e-5, 'small batch: relative difference ' .. w)
+        assert.is_true(b <= 1e-5, 'small batch: running stats relative difference ' .. b)
       end)
 
       it("compress = 'bf16': updates within bf16's precision", function()

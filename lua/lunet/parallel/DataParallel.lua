@@ -372,6 +372,9 @@ function DataParallel:forward(x, ...)
   end
   local ok, out = pcall(self._run, self, x, sizes, ...)
   if not ok then self.step = nil; error(out, 2) end
+  -- sync_bn keeps the running stats equal by updating every replica alike;
+  -- replicas left without a sample this time get replica 1's
+  if self.sync_bn and active < self.n and self.training then self:broadcast_buffers_() end
   return out
 end
 
