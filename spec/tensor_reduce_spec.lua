@@ -202,6 +202,24 @@ describe('max / min / argmax / argmin', function()
     assert.equal(bi % 100000 + 1, i[math.floor(bi / 100000) + 1]:item())
   end)
 
+  it('first occurrence and NaN across long rows and columns', function()
+    for _, dt in ipairs({'float32', 'float64', 'int32', 'int64'}) do
+      local x = lunet.zeros(3, 300, {dtype = dt})
+      x[1][200] = 5; x[1][250] = 5; x[1][3] = -7
+      x[2][290] = 1
+      if dt:match('float') then x[3][100] = 0 / 0; x[3][280] = 0 / 0; x[3][5] = 9 end
+      local v, i = x:max(2)
+      assert.same({200, 290, dt:match('float') and 100 or 1}, i:totable(), dt)
+      assert.same({200, 290, dt:match('float') and 100 or 1}, x:argmax(2):totable(), dt)
+      assert.same({3, 1, dt:match('float') and 100 or 1}, x:argmin(2):totable(), dt)  -- NaN wins min too
+      local xt = x:t():contiguous()          -- the same through the column kernel
+      local vt, it = xt:max(1)
+      assert.same(i:totable(), it:totable(), dt)
+      assert.same(x:argmin(2):totable(), xt:argmin(1):totable(), dt)
+      assert.equal(5, v[1]:item())
+    end
+  end)
+
   it('reducing an empty tensor is a clear error', function()
     assert.matches('max: cannot reduce an empty tensor %(shape {0,3}%)', err_of(function() return lunet.zeros(0, 3):max() end))
     assert.matches('argmin: cannot reduce over dim 1 of size 0', err_of(function() return lunet.zeros(0, 3):argmin(1) end))

@@ -121,10 +121,18 @@ static void state_combine(const rctx *c, rstate *a, const rstate *b) {
             for (int64_t k = 0; k < n; k++) { best = x[k] < best ? x[k] : best; nan |= x[k] != x[k]; } \
           }                                                                                  \
           st->d = nan ? NAN : (double)best;                                                  \
-          if (c->need_idx) {                                                                 \
+          if (c->need_idx) {  /* first block holding the result, then a short scan */       \
             int64_t k = 0;                                                                   \
             if (nan) while (x[k] == x[k]) k++;                                               \
-            else while (x[k] != best) k++;                                                   \
+            else {                                                                           \
+              for (int64_t b0 = 0;; b0 += 64) {                                              \
+                int64_t e = LN_MIN(n, b0 + 64); int hit = 0;                                 \
+                _Pragma("omp simd reduction(|:hit)")                                         \
+                for (int64_t q = b0; q < e; q++) hit |= x[q] == best;                        \
+                if (hit) { k = b0; break; }                                                  \
+              }                                                                              \
+              while (x[k] != best) k++;                                                      \
+            }                                                                                \
             st->i = i0 + k;                                                                  \
           }                                                                                  \
           break;                                                                             \
@@ -140,9 +148,15 @@ static void state_combine(const rctx *c, rstate *a, const rstate *b) {
       }                                                                                      \
       case LN_RVAR: case LN_RSTD: {  /* two passes over the segment */                      \
         double acc = 0, m2 = 0;                                                              \
-        for (int64_t k = 0; k < n; k++) acc += (double)x[k * s];                             \
+        if (s == 1) {                                                                        \
+          _Pragma("omp simd reduction(+:acc)")                                               \
+          for (int64_t k = 0; k < n; k++) acc += (double)x[k];                               \
+        } else for (int64_t k = 0; k < n; k++) acc += (double)x[k * s];                      \
         double mean = acc / (double)n;                                                       \
-        for (int64_t k = 0; k < n; k++) { double dv = (double)x[k * s] - mean; m2 += dv * dv; } \
+        if (s == 1) {                                                                        \
+          _Pragma("omp simd reduction(+:m2)")                                                \
+          for (int64_t k = 0; k < n; k++) { double dv = (double)x[k] - mean; m2 += dv * dv; } \
+        } else for (int64_t k = 0; k < n; k++) { double dv = (double)x[k * s] - mean; m2 += dv * dv; } \
         st->d = mean; st->m2 = m2; break;                                                    \
       }                                                                                      \
       case LN_RNORM: {                                                                       \
@@ -205,7 +219,15 @@ static void state_combine(const rctx *c, rstate *a, const rstate *b) {
             _Pragma("omp simd reduction(min:best)")                                          \
             for (int64_t k = 0; k < n; k++) best = x[k] < best ? x[k] : best;                \
           }                                                                                  \
-          if (c->need_idx) while (x[bi] != best) bi++;                                       \
+          if (c->need_idx) {  /* first block holding the result, then a short scan */       \
+            for (int64_t b0 = 0;; b0 += 64) {                                                \
+              int64_t e = LN_MIN(n, b0 + 64); int hit = 0;                                   \
+              _Pragma("omp simd reduction(|:hit)")                                           \
+              for (int64_t q = b0; q < e; q++) hit |= x[q] == best;                          \
+              if (hit) { bi = b0; break; }                                                   \
+            }                                                                                \
+            while (x[bi] != best) bi++;                                                      \
+          }                                                                                  \
         } else                                                                               \
           for (int64_t k = 1; k < n; k++) {                                                  \
             T v = x[k * s];                                                                  \
@@ -355,12 +377,22 @@ static void long_row(const rctx *c, seg_fn seg, const char *p, int es, rstate *a
       case LN_RMAX: case LN_RMIN: case LN_RARGMAX: case LN_RARGMIN: {                         \
         bool mx = c->op == LN_RMAX || c->op == LN_RARGMAX;                                   \
         for (int64_t j = 0; j < m; j++) { acc[j] = (double)x[j]; bi[j] = 0; }                \
-        for (int64_t k = 1; k < r; k++) {                                                    \
+        for (int64_t k = 1; k < r; k++) {  /* branch-free: vectorises; NaN sticks */        \
           const T *row = x + k * sr;                                                         \
-          for (int64_t j = 0; j < m; j++) {                                                  \
-            double v = (double)row[j], b = acc[j];                                           \
-            if (b != b) continue;                                                            \
-            if (v != v || (mx ? v > b : v < b)) { acc[j] = v; bi[j] = k; }                   \
+          if (mx) {                                                                          \
+            _Pragma("omp simd")                                                              \
+            for (int64_t j = 0; j < m; j++) {                                                \
+              double v = (double)row[j], b = acc[j];                                         \
+              bool take = (v > b) | ((v != v) & (b == b));                                   \
+              acc[j] = take ? v : b; bi[j] = take ? k : bi[j];                               \
+            }                                                                                \
+          } else {                                                                           \
+            _Pragma("omp simd")                                                              \
+            for (int64_t j = 0; j < m; j++) {                                                \
+              double v = (double)row[j], b = acc[j];                                         \
+              bool take = (v < b) | ((v != v) & (b == b));                                   \
+              acc[j] = take ? v : b; bi[j] = take ? k : bi[j];                               \
+            }                                                                                \
           }                                                                                  \
         }                                                                                    \
         break;                                                                               \
