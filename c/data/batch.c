@@ -180,7 +180,10 @@ static void gather_range(void *v, int64_t begin, int64_t end) {
 void ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t *idx,
                    const int64_t *keys, int64_t b, uint64_t seed, uint64_t epoch, int threaded) {
   gather_ctx g = {p, out, out_y, idx, keys, seed, epoch};
-  if (threaded) ln_parallel_for(b, p->image ? 4 : 64, gather_range, &g);
+  /* threads only pay off for large batches: at least ~1 MB of output each */
+  int64_t per_row = p->image ? p->C * p->OH * p->OW * 4 : p->xrow;
+  int64_t grain = LN_MAX(1, ((int64_t)1 << 20) / LN_MAX(per_row, 1));
+  if (threaded && b > grain) ln_parallel_for(b, grain, gather_range, &g);
   else gather_range(&g, 0, b);
 }
 

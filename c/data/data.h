@@ -27,7 +27,7 @@ static inline void ln_data_philox(uint64_t seed, uint64_t epoch, uint64_t i, uin
 
 /* Batch assembly without checks (the loader checked once at creation):
  * rows idx[0..b) of x into the contiguous host buffers out / out_y.
- * threaded = 1 spreads the rows over the kernel threads. */
+ * threaded = 1 spreads the rows of a large batch over the kernel threads. */
 typedef struct ln_gather_plan {
   const char *x, *y;         /* dataset data (contiguous host memory) */
   int xdtype, image;         /* image: 4-D uint8/float32 through tf */

@@ -213,7 +213,7 @@ int ln_loader_next(ln_loader *l, int64_t *rows) {
   if (b >= 2) release_slot(l, (int)((b - 2) % l->nslots));   /* before a worker may refill it */
   if (l->nworkers == 0) {
     pthread_mutex_unlock(&l->mu);
-    assemble(l, b, 1);
+    assemble(l, b, 0);   /* one thread: a batch is too small for a parallel region to pay */
     pthread_mutex_lock(&l->mu);
   } else {
     while (l->slot_batch[s] != b) pthread_cond_wait(&l->done, &l->mu);
