@@ -236,6 +236,23 @@ describe('BasicBlock and training', function()
     end
   end)
 
+  it('ModuleList holds modules with PyTorch keys and iterates from 1', function()
+    local l = nn.ModuleList { nn.Linear(2, 2), nn.Linear(2, 3) }
+    l:append(nn.ReLU())
+    assert.equal(3, l:size())
+    local n = 0
+    for i, m in l:ipairs() do n = n + 1; assert.equal(l[i], m) end
+    assert.equal(3, n)
+    local keys = {}
+    for k in pairs(l:state_dict()) do keys[#keys + 1] = k end
+    table.sort(keys)
+    assert.same({ '0.bias', '0.weight', '1.bias', '1.weight' }, keys)
+    assert.has_error(function() l(lunet.randn(1, 2)) end)
+    local x = lunet.randn(4, 2)
+    for _, m in l:ipairs() do x = m(x) end
+    assert.same({ 4, 3 }, x:size())
+  end)
+
   it('custom modules register fields on assignment; Sequential indexes from 1', function()
     local Net = nn.Module:extend('Net')
     function Net:__init(n)

@@ -8,7 +8,7 @@ nn.F = nn.functional
 nn.init = require 'lunet.nn.initializers'
 
 for _, name in ipairs({
-  'Sequential', 'Linear', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'AdaptiveAvgPool2d',
+  'Sequential', 'ModuleList', 'Linear', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'AdaptiveAvgPool2d',
   'BatchNorm1d', 'BatchNorm2d', 'Flatten', 'Identity', 'Dropout',
   'ReLU', 'LeakyReLU', 'ELU', 'GELU', 'Sigmoid', 'Tanh', 'Softmax', 'LogSoftmax',
   'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'BCEWithLogitsLoss', 'BasicBlock',

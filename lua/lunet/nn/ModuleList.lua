@@ -1,0 +1,45 @@
+-- nn.ModuleList{m1, m2, ...}: holds modules (registered as '0', '1', ... so
+-- their parameters and state_dict keys are PyTorch's) without a forward of
+-- its own; list[i] is the i-th module (1-based), list:append(m), list:ipairs().
+local Module = require 'lunet.nn.Module'
+
+local ModuleList = Module:extend('nn.ModuleList')
+
+ModuleList.__index = function(self, k)
+  if type(k) == 'number' then
+    local names = rawget(self, '_children')
+    return names and names[k] and rawget(self, names[k])
+  end
+  return ModuleList[k]
+end
+
+function ModuleList:__init(list)
+  for i = 1, table.maxn(list or {}) do
+    if list[i] == nil then error(('nn.ModuleList: module %d is nil'):format(i), 3) end
+    self:append(list[i])
+  end
+end
+
+function ModuleList:append(m)
+  if type(m) ~= 'table' or not m._params then
+    error(('nn.ModuleList: append expects an nn.Module, got %s'):format(type(m)), 2)
+  end
+  self:add_module(tostring(#self._children), m)
+  return self
+end
+
+function ModuleList:size() return #self._children end
+
+-- for i, m in list:ipairs() do ... end
+function ModuleList:ipairs()
+  local i = 0
+  return function()
+    i = i + 1
+    local n = self._children[i]
+    if n then return i, self[n] end
+  end
+end
+
+function ModuleList:forward() error('nn.ModuleList: has no forward; call its modules', 2) end
+
+return ModuleList
