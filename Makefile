@@ -60,7 +60,8 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@bash tools/install-deps.sh bench
-	@for f in bench/*.lua; do echo "== $$f"; OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(LUAJIT) $$f || exit 1; echo; done
+	@for f in bench/*.lua; do echo "== $$f"; LUNET_LIB=$${LUNET_LIB:-$(CURDIR)/$(BUILD)/liblunet.so} \
+	   OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(LUAJIT) $$f || exit 1; echo; done
 
 install: all
 	install -d $(DESTDIR)$(LUADIR)/lunet $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)

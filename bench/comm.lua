@@ -32,6 +32,13 @@ local function median(xs)
   return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
 end
 
+local function loadavg()          -- the machine may be shared: say how busy it was
+  local f = io.open('/proc/loadavg')
+  local s = f and f:read('*l') or ''
+  if f then f:close() end
+  return s:match('^(%S+)') or '?'
+end
+
 lunet.set_cpu_devices(NDEV)
 local devices = lunet.devices()
 local comm = lunet.comm.Communicator(devices)
@@ -74,6 +81,7 @@ while mb <= MAX_MB do
   mb = mb * 4
 end
 
+print('load average: ' .. loadavg())
 comm = nil
 collectgarbage(); collectgarbage()
 lunet.synchronize()

@@ -51,6 +51,14 @@ local function compare(f, g, prep)
   return median(tf), median(tg)
 end
 
+local function loadavg()          -- the machine may be shared: say how busy it was
+  local f = io.open('/proc/loadavg')
+  local s = f and f:read('*l') or ''
+  if f then f:close() end
+  return s:match('^(%S+)') or '?'
+end
+local load_before = loadavg()
+
 local rows = {}
 local function row(name, size, secs, figure, unit, ref_name, ref_figure, target)
   local ratio = figure / ref_figure
@@ -113,4 +121,4 @@ print(('lunet %s tensor ops: %d cores (%s), %d threads, median of %d runs'):form
   C.ln_num_cores(), ffi.string(C.ln_cpu_features()), C.ln_device_threads(0), RUNS))
 line(head)
 for _, r in ipairs(rows) do line(r) end
-print(('matmul max |lunet - cblas| = %.3g'):format(maxdiff))
+print(('matmul max |lunet - cblas| = %.3g; load average %s before, %s after'):format(maxdiff, load_before, loadavg()))
