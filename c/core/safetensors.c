@@ -776,3 +776,35 @@ ln_tensor *ln_st_tensor(ln_st_file *f, int i, int device) {
   }
   return t;
 }
+
+/* ---- checksums ------------------------------------------------------------------ */
+
+#include <zlib.h>
+
+static uint32_t crc_bytes(uint32_t crc, const unsigned char *p, size_t n) {
+  uLong c = crc;
+  while (n > 0) {
+    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    c = crc32(c, p, k);
+    p += k; n -= k;
+  }
+  return (uint32_t)c;
+}
+
+int ln_tensor_crc32(const ln_tensor *t, uint32_t crc, uint32_t *out) {
+  if (ln_check_tensor("crc32", t, "tensor") != 0) return -1;
+  if (!out) return ln_error("crc32: out is NULL");
+  size_t nbytes = (size_t)ln_numel(t) * (size_t)ln_dtype_size(t->dtype_id);
+  if (nbytes == 0) { *out = crc; return 0; }
+  if (t->device_id < LN_CUDA_BASE && ln_is_contiguous(t)) {
+    if (ln_sync(t->device_id) != 0) return -1;
+    *out = crc_bytes(crc, ln_data_ptr(t), nbytes);
+    return 0;
+  }
+  unsigned char *buf = malloc(nbytes);
+  if (!buf) return ln_error("crc32: out of memory for %zu bytes", nbytes);
+  if (ln_tensor_read(t, buf) != 0) { free(buf); return -1; }
+  *out = crc_bytes(crc, buf, nbytes);
+  free(buf);
+  return 0;
+}

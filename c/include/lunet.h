@@ -271,6 +271,15 @@ LN_API const char *ln_st_meta_key(const ln_st_file *f, int i);
 LN_API const char *ln_st_meta_value(const ln_st_file *f, int i);
 LN_API ln_tensor *ln_st_tensor(ln_st_file *f, int i, int device);  /* reads the bytes */
 LN_API void ln_st_close(ln_st_file *f);
+/* crc32 (zlib's) of t's bytes in row-major order, continuing crc (start
+ * with 0); syncs t's device. Checkpoints keep it in their metadata. */
+LN_API int ln_tensor_crc32(const ln_tensor *t, uint32_t crc, uint32_t *out);
+/* SIGINT as a flag, for lunet.fit: ln_sigint_catch(1) installs a handler that
+ * only sets it (a second Ctrl-C before it is cleared goes to the previous
+ * handler), ln_sigint_catch(0) restores the previous one (calls nest);
+ * ln_sigint_pending(clear) reads it. */
+LN_API int ln_sigint_catch(int on);
+LN_API int ln_sigint_pending(int clear);
 
 /* ------------------------------------------------------------------------ */
 /* Neural-network kernels (forward/backward pairs)                            */

@@ -4,8 +4,13 @@
 -- ("model.0.weight", "optimizer.state.1.momentum_buffer"), so PyTorch can read
 -- the weights; everything else goes to the metadata as JSON ("lunet.state").
 -- lunet.save writes atomically: a crash leaves the previous file intact.
+-- A crc32 of the payload (every tensor's name, dtype, shape and bytes, then
+-- the state JSON) goes in the metadata ("lunet.crc32") and is checked on load:
+-- a flipped bit anywhere in the data gives an error, not a silently bad model.
+local ffi = require 'ffi'
 local json = require 'lunet.json'
 local T = require 'lunet.tensor'
+local core = require 'lunet.core'
 
 local checkpoint = {}
 local TENSOR = '__tensor__'   -- placeholder in the JSON tree
@@ -39,13 +44,39 @@ local function unflatten(value, tensors, file)
   return out
 end
 
+local crc_out = ffi.new('uint32_t[1]')
+local function crc_str(crc, s)
+  local buf = T.wrap(core.C.ln_from_buffer(s, 1, ffi.new('int64_t[1]', #s), core.C.LN_UINT8, 0))
+  if core.C.ln_tensor_crc32(buf.p, crc, crc_out) ~= 0 then core.raise() end
+  return crc_out[0]
+end
+
+-- the payload's crc32 as 8 hex digits: tensors in name order, then the JSON
+local function payload_crc(tensors, tree_json)
+  local names = {}
+  for k in pairs(tensors) do names[#names + 1] = k end
+  table.sort(names)
+  local crc = 0
+  for _, k in ipairs(names) do
+    local t = tensors[k]
+    crc = crc_str(crc, ('%s\0%s\0%s\0'):format(k, tostring(t.dtype), table.concat(t:size(), ',')))
+    if core.C.ln_tensor_crc32(t.p, crc, crc_out) ~= 0 then core.raise() end
+    crc = crc_out[0]
+  end
+  crc = crc_str(crc, tree_json)
+  return ('%08x'):format(crc)
+end
+checkpoint.payload_crc = payload_crc
+
 function checkpoint.save(path, state)
   if type(path) ~= 'string' then error('checkpoint.save: path must be a string', 2) end
   if type(state) ~= 'table' then error('checkpoint.save: state must be a table', 2) end
   local lunet = require 'lunet'
   local tensors = {}
   local tree = flatten(state, '', tensors)
-  lunet.save(path, tensors, { ['lunet.state'] = json.encode(tree), format = 'lunet-checkpoint-1' })
+  local text = json.encode(tree)
+  lunet.save(path, tensors, { ['lunet.state'] = text, format = 'lunet-checkpoint-1',
+                              ['lunet.crc32'] = payload_crc(tensors, text) })
 end
 
 function checkpoint.load(path, opts)
@@ -54,6 +85,14 @@ function checkpoint.load(path, opts)
   local tensors, meta = lunet.load(path, opts)
   if not meta or not meta['lunet.state'] then
     error(('checkpoint.load: %s is not a lunet checkpoint (no lunet.state metadata)'):format(path), 2)
+  end
+  local want = meta['lunet.crc32']
+  if want then   -- (files from before the checksum have none)
+    local got = payload_crc(tensors, meta['lunet.state'])
+    if got ~= want then
+      error(('checkpoint.load: %s: checksum mismatch (stored crc32 %s, computed %s): the file is corrupt'):format(
+        path, want, got), 2)
+    end
   end
   local ok, tree = pcall(json.decode, meta['lunet.state'])
   if not ok then error(('checkpoint.load: %s: bad metadata: %s'):format(path, tree), 2) end

@@ -35,6 +35,7 @@ function Trainer.new(model, opts)
   self.ckpt_every = opts.checkpoint_every or { epochs = 1 }
   self.resume = opts.resume
   self.max_steps = opts.max_steps              -- stop early (smoke runs, tests)
+  self.on_interrupt = opts.on_interrupt or 'error'   -- Ctrl-C: 'error' or 'return'
   self.quiet = opts.quiet
   self.progress = opts.progress
   if self.progress == nil then self.progress = ffi.C.isatty(1) == 1 and not self.quiet end
@@ -95,7 +96,11 @@ function Trainer:train_epoch(loader)
   local bar = self.progress and Progress.new(nbatches, ('epoch %d/%d'):format(self.epoch + 1, self.epochs))
   local t0 = lunet().clock()
   local start_images = run.seen
-  for x, y in loader:iter() do
+  -- resumed from a step checkpoint taken after the epoch's last batch: the
+  -- epoch has no batches left (the loader's next iter() would start the next)
+  local batches = self.epoch_done and function() return nil end or loader:iter()
+  self.epoch_done = nil
+  for x, y in batches do
     opt:zero_grad()
     local out = model(x)
     local loss = crit(out, y)
@@ -118,6 +123,10 @@ function Trainer:train_epoch(loader)
     end
     if self.ckpt_every.steps and self.step % self.ckpt_every.steps == 0 then self:save_checkpoint(loader) end
     if self.max_steps and self.step >= self.max_steps then break end
+    if self.sigint and self.sigint.ln_sigint_pending(1) == 1 then
+      self.interrupted, self.interrupted_running = true, run
+      break
+    end
   end
   if bar then bar:finish() end
   local dt = lunet().clock() - t0
@@ -183,13 +192,39 @@ end
 function Trainer:fit(loader)
   local tl = type(loader)
   if (tl ~= 'table' and tl ~= 'userdata') or not loader.iter then error('fit: loader must be a DataLoader', 2) end
+  -- Ctrl-C (SIGINT) ends the run at the next step boundary: a final
+  -- checkpoint, then the error 'fit: interrupted ...' (or, with
+  -- on_interrupt = 'return', the history so far). A second Ctrl-C acts at once.
+  local C = require('lunet.core').C
+  self.sigint = pcall(function() return C.ln_sigint_catch end) and C.ln_sigint_catch(1) == 0 and C
+  local ok, res = pcall(self.fit_loop, self, loader)
+  if self.sigint then C.ln_sigint_catch(0); self.sigint = nil end
+  if not ok then error(res, 0) end
+  return res
+end
+
+function Trainer:fit_loop(loader)
   if self.resume and self.ckpt_path and io.open(self.ckpt_path, 'rb') then
     self:load_state_dict(checkpoint.load(self.ckpt_path), loader)
     self.resumed = true
+    local ls = self.running and loader.state_dict and loader:state_dict()
+    self.epoch_done = ls and type(ls.position) == 'number' and ls.position >= #loader or nil
     if not self.quiet then print(('resumed from %s at epoch %d, step %d'):format(self.ckpt_path, self.epoch + 1, self.step)) end
   end
   while self.epoch < self.epochs do
     local rec = self:train_epoch(loader)
+    if self.interrupted then
+      self.running = self.interrupted_running
+      self:save_checkpoint(loader)
+      local where = ('at epoch %d, step %d'):format(self.epoch + 1, self.step)
+      local saved = self.ckpt_path and ('; checkpoint saved to %s (resume = true continues)'):format(self.ckpt_path)
+        or ' (no checkpoint path was given)'
+      if self.on_interrupt == 'return' then
+        if not self.quiet then print('fit: interrupted ' .. where .. saved) end
+        return self.history
+      end
+      error('fit: interrupted (SIGINT) ' .. where .. saved, 0)
+    end
     if self.max_steps and self.step >= self.max_steps and rec.time then
       -- a partial epoch (smoke run): still report it
     end

@@ -30,6 +30,9 @@ function lunet.load(path, opts) return require('lunet.serialize').load(path, opt
 lunet.autograd = autograd
 lunet.no_grad, lunet.enable_grad = autograd.no_grad, autograd.enable_grad
 lunet.set_grad_enabled, lunet.is_grad_enabled = autograd.set_grad_enabled, autograd.is_grad_enabled
+-- lunet.detect_anomaly(fn, ...): names the first op giving NaN/Inf (lunet/anomaly.lua)
+function lunet.detect_anomaly(fn, ...) return require('lunet.anomaly').detect_anomaly(fn, ...) end
+function lunet.set_detect_anomaly(on) return require('lunet.anomaly').set_detect_anomaly(on) end
 
 -- functional forms of the methods: lunet.add(a, b), lunet.matmul(a, b), ...
 setmetatable(lunet, {
