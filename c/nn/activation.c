@@ -7,8 +7,8 @@
   static void relu_bwd_##SFX(const ln_relu_bwd_args *a, int nt) {                           \
     const T *dy = (const T *)a->dout, *y = (const T *)a->out;                                \
     T *dx = (T *)a->din;                                                                     \
-    _Pragma("omp parallel for simd num_threads(nt) schedule(static) if (nt > 1)")            \
-    for (int64_t i = 0; i < a->n; i++) dx[i] = y[i] > 0 ? dy[i] : (T)0;                      \
+    _Pragma("omp parallel for simd num_threads(nt) schedule(static) if (parallel: nt > 1)")  \
+    for (int64_t i = 0; i < a->n; i++) { T g = dy[i]; dx[i] = y[i] > 0 ? g : (T)0; }        \
   }
 
 DEF_RELU_BWD(float, f32)

@@ -43,16 +43,6 @@ static void gemm(int dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
                 (const float *)B, (int)ldb, (float)beta, (float *)C, (int)ldc);
 }
 
-/* Valid output columns [lo, hi) for a kernel column whose input column is
- * iw = ow*sw + off: 0 <= iw < W. */
-static inline void valid_range(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *lo, int64_t *hi) {
-  int64_t l = off >= 0 ? 0 : (-off + sw - 1) / sw;
-  int64_t h = (W - 1 - off) < 0 ? 0 : (W - 1 - off) / sw + 1;
-  if (h > OW) h = OW;
-  if (l > h) l = h;
-  *lo = l; *hi = h;
-}
-
 /* im2col of Cc channels of one image (Cc,H,W) for output positions [p0,p1):
  * col (Cc*KH*KW, p1-p0). col2im adds such columns back into din (Cc,H,W). */
 #define DEF_IM2COL(T, SFX)                                                                   \
@@ -60,61 +50,103 @@ static inline void valid_range(int64_t off, int64_t sw, int64_t W, int64_t OW, i
                            int64_t p1, T *col) {                                             \
     const int64_t H = a->H, W = a->W, KH = a->KH, KW = a->KW, OW = a->OW;                   \
     const int64_t sh = a->p.stride_h, sw = a->p.stride_w, Tn = p1 - p0;                     \
+    const int64_t oh_first = p0 / OW, ow_first = p0 - oh_first * OW;                         \
+    const bool blocks = sw == 1 && sh == 1 && OW == W && ow_first == 0 && Tn % OW == 0;     \
     for (int64_t c = 0; c < Cc; c++)                                                         \
       for (int64_t kh = 0; kh < KH; kh++)                                                    \
         for (int64_t kw = 0; kw < KW; kw++) {                                                \
-          T *row = col + ((c * KH + kh) * KW + kw) * Tn;                                     \
+          T *dst = col + ((c * KH + kh) * KW + kw) * Tn;                                     \
           const T *plane = in + c * H * W;                                                   \
           int64_t offh = kh * a->p.dil_h - a->p.pad_h, offw = kw * a->p.dil_w - a->p.pad_w;  \
           int64_t lo, hi;                                                                    \
-          valid_range(offw, sw, W, OW, &lo, &hi);                                            \
-          for (int64_t p = p0; p < p1;) {                                                    \
-            int64_t oh = p / OW, ow0 = p - oh * OW;                                          \
-            int64_t ow1 = LN_MIN(OW, ow0 + (p1 - p));                                        \
-            T *dst = row + (p - p0) - ow0;                                                   \
+          nn_valid_range(offw, sw, W, OW, &lo, &hi);                                         \
+          if (blocks) {                                                                      \
+            /* stride 1, OW == W, whole rows: one shifted copy of the rows, then the      \
+             * columns that fall outside the image zeroed */                                 \
+            int64_t nrows = Tn / OW;                                                         \
+            int64_t A = LN_MAX(oh_first, -offh), B = LN_MIN(oh_first + nrows, H - offh);     \
+            if (A >= B) { memset(dst, 0, (size_t)Tn * sizeof(T)); continue; }                \
+            memset(dst, 0, (size_t)((A - oh_first) * OW) * sizeof(T));                        \
+            memset(dst + (B - oh_first) * OW, 0, (size_t)((oh_first + nrows - B) * OW) * sizeof(T)); \
+            T *d = dst + (A - oh_first) * OW;                                                \
+            int64_t s0 = (A + offh) * W + offw, cnt = (B - A) * OW;                          \
+            int64_t c0 = LN_MAX(0, -s0), c1 = LN_MIN(cnt, H * W - s0);                        \
+            memset(d, 0, (size_t)c0 * sizeof(T));                                            \
+            if (c1 > c0) memcpy(d + c0, plane + s0 + c0, (size_t)(c1 - c0) * sizeof(T));     \
+            if (c1 < cnt) memset(d + LN_MAX(c1, c0), 0, (size_t)(cnt - LN_MAX(c1, c0)) * sizeof(T)); \
+            if (lo > 0 || hi < OW)                                                           \
+              for (int64_t r = 0; r < B - A; r++) {                                          \
+                T *row = d + r * OW;                                                         \
+                for (int64_t ow = 0; ow < lo; ow++) row[ow] = 0;                             \
+                for (int64_t ow = hi; ow < OW; ow++) row[ow] = 0;                            \
+              }                                                                              \
+            continue;                                                                        \
+          }                                                                                  \
+          int64_t left = Tn, oh = oh_first, ow0 = ow_first;                                  \
+          while (left > 0) {                                                                 \
+            int64_t ow1 = LN_MIN(OW, ow0 + left), n = ow1 - ow0;                             \
             int64_t ih = oh * sh + offh;                                                     \
             if (ih < 0 || ih >= H) {                                                         \
-              for (int64_t ow = ow0; ow < ow1; ow++) dst[ow] = 0;                            \
+              memset(dst, 0, (size_t)n * sizeof(T));                                         \
             } else {                                                                         \
-              const T *src = plane + ih * W;                                                 \
+              const T *src = plane + ih * W + offw;                                          \
               int64_t a0 = LN_MIN(LN_MAX(ow0, lo), ow1), a1 = LN_MAX(a0, LN_MIN(ow1, hi));   \
-              for (int64_t ow = ow0; ow < a0; ow++) dst[ow] = 0;                             \
-              if (sw == 1)                                                                   \
-                for (int64_t ow = a0; ow < a1; ow++) dst[ow] = src[ow + offw];               \
-              else                                                                           \
-                for (int64_t ow = a0; ow < a1; ow++) dst[ow] = src[ow * sw + offw];          \
-              for (int64_t ow = a1; ow < ow1; ow++) dst[ow] = 0;                             \
+              T *d = dst - ow0;                                                              \
+              for (int64_t ow = ow0; ow < a0; ow++) d[ow] = 0;                               \
+              if (sw == 1) memcpy(d + a0, src + a0, (size_t)(a1 - a0) * sizeof(T));          \
+              else for (int64_t ow = a0; ow < a1; ow++) d[ow] = src[ow * sw];                \
+              for (int64_t ow = a1; ow < ow1; ow++) d[ow] = 0;                               \
             }                                                                                \
-            p += ow1 - ow0;                                                                  \
+            dst += n; left -= n; oh++; ow0 = 0;                                              \
           }                                                                                  \
         }                                                                                    \
   }                                                                                          \
-  static void col2im_##SFX(const T *col, int64_t Cc, const ln_conv2d_args *a, int64_t p0,   \
+  /* col is scratch: the blocked path zeroes its out-of-image columns */                   \
+  static void col2im_##SFX(T *col, int64_t Cc, const ln_conv2d_args *a, int64_t p0,         \
                            int64_t p1, T *din) {                                             \
     const int64_t H = a->H, W = a->W, KH = a->KH, KW = a->KW, OW = a->OW;                   \
     const int64_t sh = a->p.stride_h, sw = a->p.stride_w, Tn = p1 - p0;                     \
+    const int64_t oh_first = p0 / OW, ow_first = p0 - oh_first * OW;                         \
+    const bool blocks = sw == 1 && sh == 1 && OW == W && ow_first == 0 && Tn % OW == 0;     \
     for (int64_t c = 0; c < Cc; c++)                                                         \
       for (int64_t kh = 0; kh < KH; kh++)                                                    \
         for (int64_t kw = 0; kw < KW; kw++) {                                                \
-          const T *row = col + ((c * KH + kh) * KW + kw) * Tn;                               \
+          T *s = col + ((c * KH + kh) * KW + kw) * Tn;                                       \
           T *plane = din + c * H * W;                                                        \
           int64_t offh = kh * a->p.dil_h - a->p.pad_h, offw = kw * a->p.dil_w - a->p.pad_w;  \
           int64_t lo, hi;                                                                    \
-          valid_range(offw, sw, W, OW, &lo, &hi);                                            \
-          for (int64_t p = p0; p < p1;) {                                                    \
-            int64_t oh = p / OW, ow0 = p - oh * OW;                                          \
-            int64_t ow1 = LN_MIN(OW, ow0 + (p1 - p));                                        \
-            const T *s = row + (p - p0) - ow0;                                               \
+          nn_valid_range(offw, sw, W, OW, &lo, &hi);                                         \
+          if (blocks) {                                                                      \
+            int64_t nrows = Tn / OW;                                                         \
+            int64_t A = LN_MAX(oh_first, -offh), B = LN_MIN(oh_first + nrows, H - offh);     \
+            if (A >= B) continue;                                                            \
+            T *g = s + (A - oh_first) * OW;                                                  \
+            if (lo > 0 || hi < OW)                                                           \
+              for (int64_t r = 0; r < B - A; r++) {                                          \
+                T *row = g + r * OW;                                                         \
+                for (int64_t ow = 0; ow < lo; ow++) row[ow] = 0;                             \
+                for (int64_t ow = hi; ow < OW; ow++) row[ow] = 0;                            \
+              }                                                                              \
+            int64_t s0 = (A + offh) * W + offw, cnt = (B - A) * OW;                          \
+            int64_t c0 = LN_MAX(0, -s0), c1 = LN_MIN(cnt, H * W - s0);                        \
+            T *dst = plane + s0;                                                             \
+            for (int64_t i = c0; i < c1; i++) dst[i] += g[i];                                \
+            continue;                                                                        \
+          }                                                                                  \
+          int64_t left = Tn, oh = oh_first, ow0 = ow_first;                                  \
+          while (left > 0) {                                                                 \
+            int64_t ow1 = LN_MIN(OW, ow0 + left), n = ow1 - ow0;                             \
             int64_t ih = oh * sh + offh;                                                     \
             if (ih >= 0 && ih < H) {                                                         \
-              T *dst = plane + ih * W;                                                       \
+              T *dst = plane + ih * W + offw;                                                \
+              const T *g = s - ow0;                                                          \
               int64_t a0 = LN_MIN(LN_MAX(ow0, lo), ow1), a1 = LN_MAX(a0, LN_MIN(ow1, hi));   \
               if (sw == 1)                                                                   \
-                for (int64_t ow = a0; ow < a1; ow++) dst[ow + offw] += s[ow];                \
+                for (int64_t ow = a0; ow < a1; ow++) dst[ow] += g[ow];                       \
               else                                                                           \
-                for (int64_t ow = a0; ow < a1; ow++) dst[ow * sw + offw] += s[ow];           \
+                for (int64_t ow = a0; ow < a1; ow++) dst[ow * sw] += g[ow];                  \
             }                                                                                \
-            p += ow1 - ow0;                                                                  \
+            s += n; left -= n; oh++; ow0 = 0;                                                \
           }                                                                                  \
         }                                                                                    \
   }                                                                                          \
@@ -160,10 +192,10 @@ static void im2col(int dt, const char *in, int64_t Cc, const ln_conv2d_args *a, 
   else im2col_f32((const float *)in, Cc, a, p0, p1, (float *)col);
 }
 
-static void col2im(int dt, const char *col, int64_t Cc, const ln_conv2d_args *a, int64_t p0, int64_t p1,
+static void col2im(int dt, char *col, int64_t Cc, const ln_conv2d_args *a, int64_t p0, int64_t p1,
                    char *din) {
-  if (dt == LN_FLOAT64) col2im_f64((const double *)col, Cc, a, p0, p1, (double *)din);
-  else col2im_f32((const float *)col, Cc, a, p0, p1, (float *)din);
+  if (dt == LN_FLOAT64) col2im_f64((double *)col, Cc, a, p0, p1, (double *)din);
+  else col2im_f32((float *)col, Cc, a, p0, p1, (float *)din);
 }
 
 static bool is_pointwise(const ln_conv2d_args *a) {
@@ -361,6 +393,7 @@ static size_t conv_plan(ln_conv2d_args *a, int nt, bool want_din, bool want_dw) 
     int64_t want = (nt + a->N - 1) / LN_MAX(a->N, 1);
     T = LN_MAX((int64_t)MIN_TILE, (P + want - 1) / want);
   }
+  if (T < P && T > a->OW) T = T / a->OW * a->OW;   /* whole output rows when it can */
   a->tile = T;
   int64_t chunk = Cg;
   while (chunk > 1 && a->N * G * ((Cg + chunk - 1) / chunk) < nt) chunk = (chunk + 1) / 2;

@@ -118,4 +118,16 @@ static inline char *nn_ptr(const ln_tensor *t) { return t ? (char *)ln_data_ptr(
 /* Threads a kernel on `device` may use. */
 int nn_device_threads(int device);
 
+/* Output columns [lo, hi) of OW whose input column iw = ow*stride + off
+ * lies in 0 <= iw < W (im2col, pooling). */
+static inline void nn_valid_range(int64_t off, int64_t stride, int64_t W, int64_t OW, int64_t *lo,
+                                  int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  int64_t h = (W - 1 - off) < 0 ? 0 : (W - 1 - off) / stride + 1;
+  if (h > OW) h = OW;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
 #endif

@@ -17,32 +17,47 @@ static int pool_threads(int64_t work, int64_t planes) {
 
 /* ---- kernels ----------------------------------------------------------------- */
 
+enum { CHUNK = 256 };
+
+/* The loops run along output rows: for each window offset (kh, kw) in
+ * scan order, a branch-free pass over the valid output columns updates the
+ * row, so the compiler can vectorise and random data costs no mispredicts.
+ * Per output, candidates are still visited in PyTorch's order (kh outer, kw
+ * inner; strictly greater wins, NaN wins), so indices agree on ties. */
 #define DEF_POOL(T, SFX)                                                                     \
   static void maxpool_fwd_##SFX(const ln_pool2d_args *a, int nt) {                          \
     const ln_pool2d_params *p = &a->p;                                                       \
-    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW, sw = p->stride_w;              \
     _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
     for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
       const T *x = (const T *)a->in + pl * H * W;                                            \
-      T *y = (T *)a->out + pl * OH * OW;                                                     \
-      int64_t *ix = a->idx + pl * OH * OW;                                                   \
       for (int64_t oh = 0; oh < OH; oh++) {                                                  \
-        int64_t hs = oh * p->stride_h - p->pad_h;                                            \
-        int64_t he = LN_MIN(hs + (int64_t)(p->kh - 1) * p->dil_h + 1, H);                   \
-        while (hs < 0) hs += p->dil_h;                                                       \
+        T *m = (T *)a->out + (pl * OH + oh) * OW;                                            \
+        int64_t *mi = a->idx + (pl * OH + oh) * OW;                                          \
+        int64_t hs = oh * p->stride_h - p->pad_h, h0 = hs;                                   \
+        while (h0 < 0) h0 += p->dil_h;                                                       \
         for (int64_t ow = 0; ow < OW; ow++) {                                                \
-          int64_t ws = ow * p->stride_w - p->pad_w;                                          \
-          int64_t we = LN_MIN(ws + (int64_t)(p->kw - 1) * p->dil_w + 1, W);                 \
-          while (ws < 0) ws += p->dil_w;                                                     \
-          T m = -INFINITY;                                                                   \
-          int64_t mi = hs * W + ws;                                                          \
-          for (int64_t h = hs; h < he; h += p->dil_h)                                        \
-            for (int64_t w = ws; w < we; w += p->dil_w) {                                    \
-              T v = x[h * W + w];                                                            \
-              if (v > m || v != v) { m = v; mi = h * W + w; }                                \
+          int64_t w0 = ow * sw - p->pad_w;                                                   \
+          while (w0 < 0) w0 += p->dil_w;                                                     \
+          m[ow] = -INFINITY;                                                                 \
+          mi[ow] = h0 * W + w0;                                                              \
+        }                                                                                    \
+        for (int64_t kh = 0; kh < p->kh; kh++) {                                             \
+          int64_t h = hs + kh * p->dil_h;                                                    \
+          if (h < 0 || h >= H) continue;                                                     \
+          const T *row = x + h * W;                                                          \
+          for (int64_t kw = 0; kw < p->kw; kw++) {                                           \
+            int64_t off = kw * p->dil_w - p->pad_w, lo, hi;                                  \
+            nn_valid_range(off, sw, W, OW, &lo, &hi);                                        \
+            _Pragma("omp simd")                                                              \
+            for (int64_t ow = lo; ow < hi; ow++) {                                           \
+              int64_t iw = ow * sw + off;                                                    \
+              T v = row[iw], cur = m[ow];                                                    \
+              int64_t c = -(int64_t)((v > cur) | (v != v)); /* mask form vectorises */       \
+              m[ow] = c ? v : cur;                                                           \
+              mi[ow] = (mi[ow] & ~c) | ((h * W + iw) & c);                                   \
             }                                                                                \
-          y[oh * OW + ow] = m;                                                               \
-          ix[oh * OW + ow] = mi;                                                             \
+          }                                                                                  \
         }                                                                                    \
       }                                                                                      \
     }                                                                                        \
@@ -68,53 +83,77 @@ static int pool_threads(int64_t work, int64_t planes) {
                       (long long)bad_index, (long long)a->H, (long long)a->W);               \
     return 0;                                                                                \
   }                                                                                          \
-  /* window [hs,he) x [ws,we) clipped to the image, and torch's divisor */                   \
+  /* 1/divisor of output columns [c0, c1) of row oh (PyTorch's rule), 0 when the        \
+   * window holds no input */                                                                \
+  static void avg_scale_##SFX(const ln_pool2d_args *a, int64_t oh, int64_t c0, int64_t c1,  \
+                              T *r) {                                                        \
+    const ln_pool2d_params *p = &a->p;                                                       \
+    int64_t hs = oh * p->stride_h - p->pad_h, he = LN_MIN(hs + p->kh, a->H + p->pad_h);      \
+    int64_t ph = he - hs;                                                                    \
+    hs = LN_MAX(hs, 0); he = LN_MIN(he, a->H);                                               \
+    for (int64_t ow = c0; ow < c1; ow++) {                                                   \
+      int64_t ws = ow * p->stride_w - p->pad_w, we = LN_MIN(ws + p->kw, a->W + p->pad_w);    \
+      int64_t pool = ph * (we - ws);                                                         \
+      ws = LN_MAX(ws, 0); we = LN_MIN(we, a->W);                                             \
+      int64_t div = p->count_include_pad ? pool : (he - hs) * (we - ws);                     \
+      r[ow - c0] = (hs >= he || ws >= we) ? (T)0 : (T)1 / (T)div;                            \
+    }                                                                                        \
+  }                                                                                          \
   static void avgpool_fwd_##SFX(const ln_pool2d_args *a, int nt) {                          \
     const ln_pool2d_params *p = &a->p;                                                       \
-    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW, sw = p->stride_w;              \
     _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
     for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
       const T *x = (const T *)a->in + pl * H * W;                                            \
-      T *y = (T *)a->out + pl * OH * OW;                                                     \
       for (int64_t oh = 0; oh < OH; oh++) {                                                  \
-        int64_t hs = oh * p->stride_h - p->pad_h, he = LN_MIN(hs + p->kh, H + p->pad_h);     \
-        int64_t ph = he - hs;                                                                \
-        hs = LN_MAX(hs, 0); he = LN_MIN(he, H);                                              \
-        for (int64_t ow = 0; ow < OW; ow++) {                                                \
-          int64_t ws = ow * p->stride_w - p->pad_w, we = LN_MIN(ws + p->kw, W + p->pad_w);   \
-          int64_t pool = ph * (we - ws);                                                     \
-          ws = LN_MAX(ws, 0); we = LN_MIN(we, W);                                            \
-          if (hs >= he || ws >= we) { y[oh * OW + ow] = 0; continue; }                       \
-          T s = 0;                                                                           \
-          for (int64_t h = hs; h < he; h++)                                                  \
-            for (int64_t w = ws; w < we; w++) s += x[h * W + w];                             \
-          int64_t div = p->count_include_pad ? pool : (he - hs) * (we - ws);                 \
-          y[oh * OW + ow] = s / (T)div;                                                      \
+        T *y = (T *)a->out + (pl * OH + oh) * OW;                                            \
+        for (int64_t ow = 0; ow < OW; ow++) y[ow] = 0;                                       \
+        int64_t hs = oh * p->stride_h - p->pad_h;                                            \
+        for (int64_t kh = 0; kh < p->kh; kh++) {                                             \
+          int64_t h = hs + kh;                                                               \
+          if (h < 0 || h >= H) continue;                                                     \
+          const T *row = x + h * W;                                                          \
+          for (int64_t kw = 0; kw < p->kw; kw++) {                                           \
+            int64_t off = kw - p->pad_w, lo, hi;                                             \
+            nn_valid_range(off, sw, W, OW, &lo, &hi);                                        \
+            for (int64_t ow = lo; ow < hi; ow++) y[ow] += row[ow * sw + off];                \
+          }                                                                                  \
+        }                                                                                    \
+        for (int64_t c0 = 0; c0 < OW; c0 += CHUNK) {                                         \
+          T r[CHUNK];                                                                        \
+          int64_t c1 = LN_MIN(OW, c0 + CHUNK);                                               \
+          avg_scale_##SFX(a, oh, c0, c1, r);                                                 \
+          for (int64_t ow = c0; ow < c1; ow++) y[ow] *= r[ow - c0];                          \
         }                                                                                    \
       }                                                                                      \
     }                                                                                        \
   }                                                                                          \
   static void avgpool_bwd_##SFX(const ln_pool2d_args *a, int nt) {                          \
     const ln_pool2d_params *p = &a->p;                                                       \
-    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW, sw = p->stride_w;              \
     _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
     for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
       T *dx = (T *)a->din + pl * H * W;                                                      \
-      const T *dy = (const T *)a->dout + pl * OH * OW;                                       \
       memset(dx, 0, (size_t)(H * W) * sizeof(T));                                            \
       for (int64_t oh = 0; oh < OH; oh++) {                                                  \
-        int64_t hs = oh * p->stride_h - p->pad_h, he = LN_MIN(hs + p->kh, H + p->pad_h);     \
-        int64_t ph = he - hs;                                                                \
-        hs = LN_MAX(hs, 0); he = LN_MIN(he, H);                                              \
-        for (int64_t ow = 0; ow < OW; ow++) {                                                \
-          int64_t ws = ow * p->stride_w - p->pad_w, we = LN_MIN(ws + p->kw, W + p->pad_w);   \
-          int64_t pool = ph * (we - ws);                                                     \
-          ws = LN_MAX(ws, 0); we = LN_MIN(we, W);                                            \
-          if (hs >= he || ws >= we) continue;                                                \
-          int64_t div = p->count_include_pad ? pool : (he - hs) * (we - ws);                 \
-          T g = dy[oh * OW + ow] / (T)div;                                                   \
-          for (int64_t h = hs; h < he; h++)                                                  \
-            for (int64_t w = ws; w < we; w++) dx[h * W + w] += g;                            \
+        const T *dy = (const T *)a->dout + (pl * OH + oh) * OW;                              \
+        int64_t hs = oh * p->stride_h - p->pad_h;                                            \
+        for (int64_t c0 = 0; c0 < OW; c0 += CHUNK) {                                         \
+          T g[CHUNK];                                                                        \
+          int64_t c1 = LN_MIN(OW, c0 + CHUNK);                                               \
+          avg_scale_##SFX(a, oh, c0, c1, g);                                                 \
+          for (int64_t ow = c0; ow < c1; ow++) g[ow - c0] *= dy[ow];                         \
+          for (int64_t kh = 0; kh < p->kh; kh++) {                                           \
+            int64_t h = hs + kh;                                                             \
+            if (h < 0 || h >= H) continue;                                                   \
+            T *row = dx + h * W;                                                             \
+            for (int64_t kw = 0; kw < p->kw; kw++) {                                         \
+              int64_t off = kw - p->pad_w, lo, hi;                                           \
+              nn_valid_range(off, sw, W, OW, &lo, &hi);                                      \
+              lo = LN_MAX(lo, c0); hi = LN_MIN(hi, c1);                                      \
+              for (int64_t ow = lo; ow < hi; ow++) row[ow * sw + off] += g[ow - c0];         \
+            }                                                                                \
+          }                                                                                  \
         }                                                                                    \
       }                                                                                      \
     }                                                                                        \
@@ -131,8 +170,11 @@ static int pool_threads(int64_t work, int64_t planes) {
         for (int64_t ow = 0; ow < OW; ow++) {                                                \
           int64_t ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;                       \
           T s = 0;                                                                           \
-          for (int64_t h = hs; h < he; h++)                                                  \
-            for (int64_t w = ws; w < we; w++) s += x[h * W + w];                             \
+          for (int64_t h = hs; h < he; h++) {                                                \
+            const T *r = x + h * W;                                                          \
+            _Pragma("omp simd reduction(+:s)")                                               \
+            for (int64_t w = ws; w < we; w++) s += r[w];                                     \
+          }                                                                                  \
           y[oh * OW + ow] = s / (T)((he - hs) * (we - ws));                                  \
         }                                                                                    \
       }                                                                                      \
@@ -150,8 +192,11 @@ static int pool_threads(int64_t work, int64_t planes) {
         for (int64_t ow = 0; ow < OW; ow++) {                                                \
           int64_t ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;                       \
           T g = dy[oh * OW + ow] / (T)((he - hs) * (we - ws));                               \
-          for (int64_t h = hs; h < he; h++)                                                  \
-            for (int64_t w = ws; w < we; w++) dx[h * W + w] += g;                            \
+          for (int64_t h = hs; h < he; h++) {                                                \
+            T *r = dx + h * W;                                                               \
+            _Pragma("omp simd")                                                              \
+            for (int64_t w = ws; w < we; w++) r[w] += g;                                     \
+          }                                                                                  \
         }                                                                                    \
       }                                                                                      \
     }                                                                                        \

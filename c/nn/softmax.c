@@ -16,6 +16,25 @@ static int sm_threads(int64_t n, int64_t items) {
   return nt;
 }
 
+/* y = exp(x - m), returns the sum (libm's exp: these loops stay scalar) */
+static float exp_sum_f32(float *y, const float *x, int64_t D, float m) {
+  float s = 0;
+  for (int64_t d = 0; d < D; d++) { float e = expf(x[d] - m); y[d] = e; s += e; }
+  return s;
+}
+static double exp_sum_f64(double *y, const double *x, int64_t D, double m) {
+  double s = 0;
+  for (int64_t d = 0; d < D; d++) { double e = exp(x[d] - m); y[d] = e; s += e; }
+  return s;
+}
+/* dx = dy - exp(y) * s */
+static void logsm_bwd_f32(float *dx, const float *dy, const float *y, int64_t D, float s) {
+  for (int64_t d = 0; d < D; d++) dx[d] = dy[d] - expf(y[d]) * s;
+}
+static void logsm_bwd_f64(double *dx, const double *dy, const double *y, int64_t D, double s) {
+  for (int64_t d = 0; d < D; d++) dx[d] = dy[d] - exp(y[d]) * s;
+}
+
 #define DEF_SOFTMAX(T, SFX, EXP, LOG)                                                        \
   static void sm_fwd_##SFX(const ln_softmax_args *a, int nt) {                              \
     const int64_t D = a->D, inner = a->inner, nb = (inner + BLK - 1) / BLK;                  \
@@ -56,14 +75,14 @@ static int sm_threads(int64_t n, int64_t items) {
       const T *x = (const T *)a->in + o * D;                                                 \
       T *y = (T *)a->out + o * D;                                                            \
       T m = -INFINITY, s = 0;                                                                \
-      for (int64_t d = 0; d < D; d++) m = (x[d] > m || x[d] != x[d]) ? x[d] : m;             \
+      _Pragma("omp simd reduction(max:m)")                                                   \
+      for (int64_t d = 0; d < D; d++) m = x[d] > m ? x[d] : m;                               \
+      s = exp_sum_##SFX(y, x, D, m);                                                         \
       if (a->log) {                                                                          \
-        for (int64_t d = 0; d < D; d++) s += EXP(x[d] - m);                                  \
         T lse = m + LOG(s);                                                                  \
         _Pragma("omp simd")                                                                  \
         for (int64_t d = 0; d < D; d++) y[d] = x[d] - lse;                                   \
       } else {                                                                               \
-        for (int64_t d = 0; d < D; d++) { T e = EXP(x[d] - m); y[d] = e; s += e; }           \
         T r = 1 / s;                                                                         \
         _Pragma("omp simd")                                                                  \
         for (int64_t d = 0; d < D; d++) y[d] *= r;                                           \
@@ -107,7 +126,7 @@ static int sm_threads(int64_t n, int64_t items) {
       if (a->log) {                                                                          \
         _Pragma("omp simd reduction(+:s)")                                                   \
         for (int64_t d = 0; d < D; d++) s += dy[d];                                          \
-        for (int64_t d = 0; d < D; d++) dx[d] = dy[d] - EXP(y[d]) * s;                       \
+        logsm_bwd_##SFX(dx, dy, y, D, s);                                                    \
       } else {                                                                               \
         _Pragma("omp simd reduction(+:s)")                                                   \
         for (int64_t d = 0; d < D; d++) s += dy[d] * y[d];                                   \
