@@ -29,17 +29,19 @@ local function flatten(value, path, tensors)
   return out
 end
 
-local function unflatten(value, tensors, file)
+local function unflatten(value, tensors, file, depth)
+  depth = (depth or 0) + 1
+  if depth > 200 then error('nested too deeply', 0) end
   if type(value) ~= 'table' then return value end
   if value[TENSOR] then
     local t = tensors[value[TENSOR]]
-    if not t then error(('checkpoint.load: %s: tensor %s is missing'):format(file, value[TENSOR]), 0) end
+    if not t then error(('tensor %s is missing'):format(tostring(value[TENSOR])), 0) end
     return t
   end
   local out = {}
   for k, v in pairs(value) do
-    local key = k:sub(1, 1) == '#' and tonumber(k:sub(2)) or k
-    out[key] = unflatten(v, tensors, file)
+    local key = type(k) == 'string' and k:sub(1, 1) == '#' and tonumber(k:sub(2)) or k
+    out[key] = unflatten(v, tensors, file, depth)
   end
   return out
 end
@@ -96,7 +98,13 @@ function checkpoint.load(path, opts)
   end
   local ok, tree = pcall(json.decode, meta['lunet.state'])
   if not ok then error(('checkpoint.load: %s: bad metadata: %s'):format(path, tree), 2) end
-  return unflatten(tree, tensors, path)
+  -- (a hostile file may hold any JSON: a bad tree is an error naming the file)
+  local ok2, state = pcall(unflatten, tree, tensors, path)
+  if not ok2 or type(state) ~= 'table' then
+    error(('checkpoint.load: %s: bad lunet.state: %s'):format(path,
+      ok2 and ('a ' .. type(state) .. ', not an object') or tostring(state):gsub('^[^:]*:%d+: ', '')), 2)
+  end
+  return state
 end
 
 return checkpoint
