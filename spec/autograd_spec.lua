@@ -275,6 +275,15 @@ describe('autograd graph', function()
     assert.has_error(function() w:narrow(1, 1, 1):fill_(0) end)
     lunet.no_grad(function() w:mul_(2) end)
     assert.tensor_near(w, { 2, 2 })
+    -- a leaf never shares its .grad with another leaf or with the output grad
+    local a, b = lunet.ones({ 2 }, { requires_grad = true }), lunet.ones({ 2 }, { requires_grad = true })
+    local go = lunet.ones(2)
+    ;(a + b):view(2):backward(go)
+    assert.is_false(a.grad:is_same_storage(b.grad))
+    assert.is_false(a.grad:is_same_storage(go))
+    local c = lunet.ones({ 2, 2 }, { requires_grad = true })
+    ;(c:t() * 2):sum():backward()
+    assert.is_true(c.grad:is_contiguous())
     -- gradients accumulate in place into the leaf's own .grad
     ;(w * 1):sum():backward()
     local g = w.grad

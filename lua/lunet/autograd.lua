@@ -777,17 +777,20 @@ local function run_hooks(hooks, g)
   return g
 end
 
-local function accumulate_leaf(x, g)
-  if g.p.dtype_id ~= x.p.dtype_id then g = g:to(core.dtypes[x.p.dtype_id]) end
-  if g.p.device_id ~= x.p.device_id then g = g:to(core.device_name(x.p.device_id)) end
+-- fresh: g was made for this leaf alone (no other holder), so the leaf may keep it
+local function accumulate_leaf(x, g, fresh)
+  if g.p.dtype_id ~= x.p.dtype_id then g = g:to(core.dtypes[x.p.dtype_id]); fresh = true end
+  if g.p.device_id ~= x.p.device_id then g = g:to(core.device_name(x.p.device_id)); fresh = true end
   if not same_shape(g, x) then g = g:reshape(x:size()) end
   local rec = record(x, true)
-  if rec.hooks then g = run_hooks(rec.hooks, g) end
+  if rec.hooks then g = run_hooks(rec.hooks, g); fresh = false end
   local old = rec.grad
   if old then
-    raw.add_(old, g)   -- the leaf owns its .grad (cloned on first assignment)
+    raw.add_(old, g)   -- the leaf owns its .grad
+  elseif fresh and C.ln_is_contiguous(g.p) == 1 then
+    rec.grad = g
   else
-    -- a fresh, contiguous tensor the leaf owns (g may be shared or a view)
+    -- a contiguous copy the leaf owns (g may be shared or a view)
     rec.grad = raw.clone(g)
   end
   local post = rec.post_hooks
@@ -906,7 +909,11 @@ function Tensor.backward(self, grad, opts)
             deps[e] = d
             if d == 0 then rp = rp + 1; ready[rp] = e end
           elseif gi then
-            accumulate_leaf(e, gi)
+            -- fresh unless it shares the incoming gradient's storage (a
+            -- pass-through or a view of it) or was returned for another input too
+            local fresh = C.ln_same_storage(gi.p, g.p) == 0 and (i == 1 or (gi ~= gs1 and (i == 2 or gi ~= gs2)))
+            if ni then fresh = false end
+            accumulate_leaf(e, gi, fresh)
           end
         end
       end
