@@ -911,8 +911,9 @@ function Tensor.backward(self, grad, opts)
           elseif gi then
             -- fresh unless it shares the incoming gradient's storage (a
             -- pass-through or a view of it) or was returned for another input too
-            local fresh = C.ln_same_storage(gi.p, g.p) == 0 and (i == 1 or (gi ~= gs1 and (i == 2 or gi ~= gs2)))
-            if ni then fresh = false end
+            local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
+            if fresh and i > 1 and gs1 and C.ln_same_storage(gi.p, gs1.p) == 1 then fresh = false end
+            if fresh and i > 2 and gs2 and C.ln_same_storage(gi.p, gs2.p) == 1 then fresh = false end
             accumulate_leaf(e, gi, fresh)
           end
         end
