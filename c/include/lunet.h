@@ -285,7 +285,9 @@ LN_API int ln_sigint_pending(int clear);
 /* Neural-network kernels (forward/backward pairs)                            */
 /* Outputs are allocated by the caller with the documented shapes; backward
  * functions overwrite (never accumulate) din/dw/db, and any of them may be NULL
- * when not needed. Float32 and float64. */
+ * when not needed. Float32 and float64; all tensors of one call share dtype and
+ * device (indices/targets: int64). Inputs and outputs may be non-contiguous
+ * views (outputs must not be expanded). Implemented in c/nn/. */
 
 typedef struct ln_conv2d_params {
   int32_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
@@ -303,8 +305,11 @@ typedef struct ln_pool2d_params {
   int32_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, ceil_mode, count_include_pad;
 } ln_pool2d_params;
 
-/* in (N,C,H,W) -> out (N,C,OH,OW); indices int64 (N,C,OH,OW): the argmax's
- * position within its input plane (h*W + w), 0-based */
+/* in (N,C,H,W) or (C,H,W) -> out (N,C,OH,OW); indices int64 (N,C,OH,OW): the
+ * argmax's position within its input plane (h*W + w), 0-based. OH as torch:
+ * (H + 2*pad_h - dil_h*(kh-1) - 1) / stride_h + 1, rounded up with ceil_mode
+ * (a last window starting in the right padding is dropped); pad <= k/2.
+ * Average pooling needs dil_h = dil_w = 1 (count_include_pad as torch). */
 LN_API int ln_maxpool2d_forward(ln_tensor *out, ln_tensor *indices, const ln_tensor *in,
                                 const ln_pool2d_params *p);
 LN_API int ln_maxpool2d_backward(ln_tensor *din, const ln_tensor *dout, const ln_tensor *indices,
@@ -318,7 +323,9 @@ LN_API int ln_adaptive_avgpool2d_backward(ln_tensor *din, const ln_tensor *dout)
 /* Batch norm over dim 1 of in (N,C) or (N,C,*). training: normalise with the
  * batch statistics, write save_mean/save_invstd (C), update running_mean/var
  * (unbiased var) with momentum when they are not NULL; eval: use the running
- * statistics. weight/bias (C) may be NULL (affine = false). */
+ * statistics. weight/bias (C) may be NULL (affine = false). save_mean/
+ * save_invstd may be NULL when no backward follows; eval needs the running
+ * statistics; training needs more than one value per channel. */
 LN_API int ln_batchnorm_forward(ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd,
                                 const ln_tensor *in, const ln_tensor *weight, const ln_tensor *bias,
                                 ln_tensor *running_mean, ln_tensor *running_var, int training,
@@ -339,7 +346,8 @@ LN_API int ln_softmax_backward(ln_tensor *din, const ln_tensor *dout, const ln_t
  * ids base..base+C-1 (Lua passes base 1). weight (C) or NULL. reduction:
  * 0 none -> out (N), 1 mean -> out 0-d (divided by the summed target weights),
  * 2 sum -> out 0-d. Targets equal to ignore_index contribute nothing. A target
- * out of range is an error naming it. */
+ * out of range is an error naming it; the kernel finds it, so on a queued
+ * device it is raised by the next synchronisation (inline: by this call). */
 LN_API int ln_nll_loss_forward(ln_tensor *out, const ln_tensor *logp, const ln_tensor *target,
                                const ln_tensor *weight, int reduction, int64_t ignore_index,
                                int64_t base);
