@@ -232,6 +232,19 @@ describe('matrix products', function()
   end)
 end)
 
+describe('memory of temporaries', function()
+  it('dropped temporaries are collected before they pile up (the GC sees only handles)', function()
+    collectgarbage()
+    local base = lunet.memory_allocated()
+    local a = lunet.ones(1024, 1024)          -- 4 MB
+    for _ = 1, 150 do local r = a + a end      -- 600 MB if nothing were collected
+    local grown = lunet.memory_allocated() - base
+    assert.is_true(grown < 400 * 2 ^ 20, ('%.0f MB still allocated'):format(grown / 2 ^ 20))
+    a = nil
+    collectgarbage()
+  end)
+end)
+
 describe('argument errors', function()
   it('name the function for nil, wrong types and mismatched devices', function()
     assert.matches('add: second argument must be a tensor, got nil', err_of(function() return lunet.ones(2) + nil end))
