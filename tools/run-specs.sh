@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs the busted specs under LuaJIT (busted's own shebang picks plain Lua).
 # Usage: tools/run-specs.sh [spec files or dirs...]; LUNET_LIB picks the .so.
+# --no-auto-insulate: lunet is loaded once per process (the FFI metatype of
+# tensors is fixed at the first load, so reloading modules per file would
+# give tensors stale methods).
 set -u
 cd "$(dirname "$0")/.."
 export LUA_PATH="$PWD/lua/?.lua;$PWD/lua/?/init.lua;$PWD/spec/?.lua;${LUA_PATH:-;}"
@@ -12,4 +15,4 @@ if [ -n "${LUNET_ASAN:-}" ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
 [ $# -eq 0 ] && set -- spec
-LD_PRELOAD="$preload" luajit /usr/bin/busted --helper=spec/support/helper.lua -o spec/support/handler.lua "$@"
+LD_PRELOAD="$preload" luajit /usr/bin/busted --no-auto-insulate --helper=spec/support/helper.lua -o spec/support/handler.lua "$@"
