@@ -27,7 +27,7 @@ static int bn_threads(int64_t n, int64_t C) {
         double s = 0;                                                                        \
         for (int64_t n = 0; n < N; n++) {                                                    \
           const T *x = (const T *)a->in + (n * C + c) * S;                                   \
-          T part = 0;                                                                        \
+          double part = 0;                                                                   \
           _Pragma("omp simd reduction(+:part)")                                              \
           for (int64_t j = 0; j < S; j++) part += x[j];                                      \
           s += part;                                                                         \
@@ -37,7 +37,7 @@ static int bn_threads(int64_t n, int64_t C) {
         T mu = (T)mean;                                                                      \
         for (int64_t n = 0; n < N; n++) {                                                    \
           const T *x = (const T *)a->in + (n * C + c) * S;                                   \
-          T part = 0;                                                                        \
+          double part = 0;                                                                   \
           _Pragma("omp simd reduction(+:part)")                                              \
           for (int64_t j = 0; j < S; j++) { T d = x[j] - mu; part += d * d; }                \
           ss += part;                                                                        \
@@ -73,7 +73,7 @@ static int bn_threads(int64_t n, int64_t C) {
       for (int64_t n = 0; n < N; n++) {                                                      \
         const T *x = (const T *)a->in + (n * C + c) * S;                                     \
         const T *dy = (const T *)a->dout + (n * C + c) * S;                                  \
-        T p1 = 0, p2 = 0;                                                                    \
+        double p1 = 0, p2 = 0;                                                               \
         _Pragma("omp simd reduction(+:p1,p2)")                                               \
         for (int64_t j = 0; j < S; j++) { p1 += dy[j]; p2 += dy[j] * (x[j] - mu); }          \
         sdy += p1; dot += p2;                                                                \
