@@ -41,7 +41,19 @@ setmetatable(lunet, {
     if ok then rawset(self, k, mod); return mod end
     if not tostring(mod):find("module 'lunet." .. k .. "' not found", 1, true) then error(mod, 2) end
     local m = T.Tensor[k]
-    if type(m) == 'function' then rawset(self, k, m); return m end
+    if type(m) == 'function' then
+      -- the functional form names itself when its first argument is no
+      -- tensor (tables: cat/stack lists; numbers: binary ops like add(2, t))
+      local f = function(x, ...)
+        local tx = type(x)
+        if tx == 'nil' or tx == 'string' or tx == 'boolean' or tx == 'function' or tx == 'userdata' then
+          error(('%s: first argument must be a tensor, got %s'):format(k, tx), 2)
+        end
+        return m(x, ...)
+      end
+      rawset(self, k, f)
+      return f
+    end
     return nil
   end,
 })
@@ -50,6 +62,13 @@ setmetatable(lunet, {
 
 function lunet.set_cpu_devices(n)
   if type(n) ~= 'number' or n % 1 ~= 0 then error('set_cpu_devices: count must be an integer', 2) end
+  if n < C.ln_cpu_device_count() then
+    -- tensors the program dropped may still await the GC (or sit in a JIT
+    -- trace's snapshot): collect them before the devices they use go away
+    jit.flush()
+    collectgarbage()
+    collectgarbage()
+  end
   if C.ln_set_cpu_devices(n) ~= 0 then core.raise() end
 end
 
