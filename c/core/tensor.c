@@ -9,7 +9,7 @@ int64_t ln_shape_numel(int ndim, const int64_t *shape) {
   return n;
 }
 
-int64_t ln_numel(const ln_tensor *t) { return ln_shape_numel(t->ndim, t->shape); }
+int64_t ln_numel(const ln_tensor *t) { return t ? ln_shape_numel(t->ndim, t->shape) : 0; }  /* (NULL: 0, no crash) */
 
 void ln_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
   int64_t s = 1;
@@ -17,6 +17,7 @@ void ln_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
 }
 
 int ln_is_contiguous(const ln_tensor *t) {
+  if (!t) return 0;
   int64_t s = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] == 1) continue;

@@ -417,7 +417,7 @@ local function viewlike(name, bw, keep_args)
   Tensor[name] = function(a, ...)
     if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, ...) end
     local r = orig(a, ...)
-    if r == a then return r end
+    if r == a or type(r) ~= 'cdata' then return r end   -- (t:type() gives the dtype's name)
     local n = node(bw, name, edge(a))
     n.shape = a:size()
     n.view = is_view

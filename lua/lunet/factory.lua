@@ -278,6 +278,8 @@ end
 
 function Tensor.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
+  if not is_tensor(b) then error('allclose: second argument must be a tensor, got ' .. type(b), 2) end
+  if type(rtol) ~= 'number' or type(atol) ~= 'number' then error('allclose: rtol and atol must be numbers', 2) end
   local ok, diff = pcall(Tensor.sub, a:double(), b:double())
   if not ok then error('allclose: ' .. tostring(diff):gsub('^.-: ', '', 1), 2) end
   if diff:numel() == 0 then return true end

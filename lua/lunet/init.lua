@@ -47,7 +47,7 @@ setmetatable(lunet, {
       local f = function(x, ...)
         local tx = type(x)
         if tx == 'nil' or tx == 'string' or tx == 'boolean' or tx == 'function' or tx == 'userdata' then
-          error(('%s: first argument must be a tensor, got %s'):format(k, tx), 2)
+          error(('%s: input must be a tensor, got %s'):format(k, tx), 2)
         end
         return m(x, ...)
       end

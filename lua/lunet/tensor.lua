@@ -182,9 +182,9 @@ function Tensor.stride(self, d)
 end
 
 function Tensor.dim(self) return self.p.ndim end
-function Tensor.numel(self) return tonumber(C.ln_numel(self.p)) end
+function Tensor.numel(self) return tonumber(C.ln_numel(need_tensor('numel', self, 'self').p)) end
 Tensor.nelement = Tensor.numel
-function Tensor.is_contiguous(self) return C.ln_is_contiguous(self.p) == 1 end
+function Tensor.is_contiguous(self) return C.ln_is_contiguous(need_tensor('is_contiguous', self, 'self').p) == 1 end
 function Tensor.storage_offset(self) return tonumber(self.p.offset) end
 function Tensor.is_same_storage(self, other)
   need_tensor('is_same_storage', other, 'other')

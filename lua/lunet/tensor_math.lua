@@ -92,8 +92,12 @@ end
 
 -- add/sub with alpha: a + alpha*b (torch.add(a, b, alpha=...))
 local plain_add, plain_sub, plain_add_, plain_sub_ = Tensor.add, Tensor.sub, Tensor.add_, Tensor.sub_
+local function need_alpha(fn, alpha)
+  if type(alpha) ~= 'number' then error(('%s: alpha must be a number, got %s'):format(fn, type(alpha)), 3) end
+end
 function Tensor.add(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_add(a, b) end
+  need_alpha('add', alpha)
   if type(b) == 'number' then return plain_add(a, b * alpha) end
   local r = a:clone()
   check(C.ln_add_scaled_(r.p, need('add', b, 'second argument'), alpha))
@@ -101,16 +105,19 @@ function Tensor.add(a, b, alpha)
 end
 function Tensor.sub(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_sub(a, b) end
+  need_alpha('sub', alpha)
   return Tensor.add(a, b, -alpha)
 end
 function Tensor.add_(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_add_(a, b) end
+  need_alpha('add_', alpha)
   if type(b) == 'number' then return plain_add_(a, b * alpha) end
   check(C.ln_add_scaled_(need('add_', a, 'first argument'), need('add_', b, 'second argument'), alpha))
   return a
 end
 function Tensor.sub_(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_sub_(a, b) end
+  need_alpha('sub_', alpha)
   return Tensor.add_(a, b, -alpha)
 end
 
@@ -121,6 +128,9 @@ mt.__div = function(a, b) return Tensor.div(a, b) end
 mt.__pow = function(a, b) return Tensor.pow(a, b) end
 -- remainder (Python's and Lua's %): the sign of the divisor, unlike fmod
 function Tensor.remainder(a, b)
+  if type(b) ~= 'number' and not is_tensor(b) then
+    error('remainder: second argument must be a number or a tensor, got ' .. type(b), 2)
+  end
   local r = Tensor.fmod(a, b)
   local neg_b = type(b) == 'number' and (b < 0) or (type(b) ~= 'number' and Tensor.lt(b, 0))
   local wrong                      -- r ~= 0 with the sign opposite to b's
@@ -189,7 +199,12 @@ function Tensor.byte(self) return cast(self, 'uint8') end
 function Tensor.bool(self) return cast(self, 'bool') end
 function Tensor.half(self) return cast(self, 'float16') end
 function Tensor.bfloat16(self) return cast(self, 'bfloat16') end
-function Tensor.cpu(self, k) return move(self, 'cpu:' .. (k or 0)) end
+function Tensor.cpu(self, k)
+  if k ~= nil and (type(k) ~= 'number' or k % 1 ~= 0) then
+    error(('cpu: device index must be an integer, got %s'):format(tostring(k)), 2)
+  end
+  return move(self, 'cpu:' .. (k or 0))
+end
 
 -- ---- matrix products ----------------------------------------------------------------
 
@@ -197,14 +212,17 @@ function Tensor.matmul(a, b)
   return wrap(C.ln_matmul(need('matmul', a, 'first argument'), need('matmul', b, 'second argument')))
 end
 function Tensor.mm(a, b)
+  need('mm', a, 'first argument'); need('mm', b, 'second argument')
   if a.p.ndim ~= 2 or b.p.ndim ~= 2 then error('mm: needs two 2-d tensors', 2) end
   return Tensor.matmul(a, b)
 end
 function Tensor.mv(a, b)
+  need('mv', a, 'first argument'); need('mv', b, 'second argument')
   if a.p.ndim ~= 2 or b.p.ndim ~= 1 then error('mv: needs a 2-d and a 1-d tensor', 2) end
   return Tensor.matmul(a, b)
 end
 function Tensor.dot(a, b)
+  need('dot', a, 'first argument'); need('dot', b, 'second argument')
   if a.p.ndim ~= 1 or b.p.ndim ~= 1 then error('dot: needs two 1-d tensors', 2) end
   return Tensor.matmul(a, b)
 end

@@ -10,7 +10,9 @@ local F = require 'lunet.nn.functional'
 local BatchNorm = Module:extend('nn.BatchNorm')
 
 function BatchNorm:__init(num_features, opts)
-  if type(num_features) ~= 'number' then error(self.__name .. ': expected num_features', 3) end
+  if type(num_features) ~= 'number' or num_features % 1 ~= 0 or num_features < 1 then
+    error(self.__name .. ': num_features must be an integer >= 1, got ' .. tostring(num_features), 3)
+  end
   opts = opts or {}
   self.num_features = num_features
   self.eps = opts.eps or 1e-5

@@ -16,6 +16,9 @@ end
 
 function Sequential:__init(first, ...)
   local list = first
+  if type(first) ~= 'table' then
+    if first ~= nil then error(('nn.Sequential: expected modules (or a list of them), got %s'):format(type(first)), 3) end
+  end
   if first == nil or first._params then list = { first, ... } end
   for i = 1, table.maxn(list) do
     if list[i] == nil then error(('nn.Sequential: module %d is nil'):format(i), 3) end

@@ -40,11 +40,20 @@ local function need(fn, x, what, nd)
   return x
 end
 
+-- the least value each geometry argument may take (a 0 stride divided by zero)
+local pair_min = { stride = 1, dilation = 1, kernel_size = 1, padding = 0, output_size = 1 }
 local function pair(fn, v, what, default)
   if v == nil then v = default end
-  if type(v) == 'number' then return v, v end
-  if type(v) == 'table' and #v == 2 then return v[1], v[2] end
-  error(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, tostring(v)), 3)
+  local a, b
+  if type(v) == 'number' then a, b = v, v
+  elseif type(v) == 'table' and #v == 2 then a, b = v[1], v[2]
+  else error(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, tostring(v)), 3) end
+  local lo = pair_min[what]
+  if lo and not (type(a) == 'number' and type(b) == 'number' and a % 1 == 0 and b % 1 == 0 and a >= lo and b >= lo) then
+    error(('%s: %s must be integers >= %d, got %s'):format(fn, what, lo,
+      type(v) == 'table' and ('{' .. tostring(a) .. ', ' .. tostring(b) .. '}') or tostring(v)), 3)
+  end
+  return a, b
 end
 
 local function grad_on(a, b, c) return A.is_grad_enabled() and (A.needs(a) or A.needs(b) or A.needs(c)) end
@@ -459,6 +468,7 @@ function F.tanh(x) return x:tanh() end
 
 function F.leaky_relu(x, slope)
   slope = slope or 0.01
+  if type(slope) ~= 'number' then error('leaky_relu: negative_slope must be a number, got ' .. type(slope), 2) end
   return x:where(x:gt(0), x * slope)
 end
 

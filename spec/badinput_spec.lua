@@ -1,0 +1,282 @@
+-- Bad input across the public API: every Tensor method with wrong types,
+-- nil, negative/zero/overflowing sizes, other dtypes and non-contiguous
+-- views; factories, nn, optim, data, save/load, comm with bad arguments;
+-- out of memory. Each must raise a Lua error naming the function and the
+-- problem (never crash), and the process stays usable.
+local lunet = require 'lunet'
+local nn, optim, data = lunet.nn, lunet.optim, lunet.data
+
+local function strip(err) return (tostring(err):gsub('^[^:\n]*:%d+: ', '')) end
+
+local function raises(f, ...)
+  local ok, err = pcall(f, ...)
+  assert.is_false(ok, 'no error')
+  assert.equal('string', type(err))
+  return strip(err)
+end
+
+describe('bad input: every Tensor method', function()
+  -- the name an error may give instead of the method's (aliases, helpers)
+  local alias = {
+    concat = 'cat', nelement = 'numel', remainder = 'fmod', get_index = 'select', set_index = 'select|copy_',
+    view_as = 'view', expand_as = 'expand', uniform_ = 'rand', normal_ = 'randn', var = 'mean', std = 'mean',
+    type = 'to', mm = 'matmul', mv = 'matmul', dot = 'matmul', sub = 'add_scaled', sub_ = 'add_scaled',
+  }
+  local argsets = {
+    {}, { 'x' }, { {} }, { true }, { -1 }, { 0 }, { 1e30 }, { 0 / 0 }, { 2 ^ 62 }, { -2 ^ 62 }, { 1.5 },
+    { 'int64' }, { 'noncontig' }, { 'other', 'x' }, { 'other', -7 }, { 1, 'x' }, { 1, 2 ^ 40 }, { print },
+    { 'vec5' }, { 'eightd' }, { { 2 ^ 40, 2 ^ 40 } }, { { -1, 3 } }, { { 3, 'a' } }, { 'f64' },
+  }
+  local skip = { data_ptr = true, read = true, describe = true, backward = true, register_hook = true,
+    register_post_accumulate_grad_hook = true, retain_grad = true, requires_grad_ = true }
+
+  it('raise named Lua errors (or work) for ~10,000 bad calls, never crash', function()
+    local names = {}
+    for k, v in pairs(lunet.Tensor) do
+      if type(v) == 'function' and not skip[k] then names[#names + 1] = k end
+    end
+    table.sort(names)
+    assert.is_true(#names > 120)
+    local calls, errors, unnamed = 0, 0, {}
+    for _, name in ipairs(names) do
+      local base = name:gsub('_$', '')
+      for _, set in ipairs(argsets) do
+        -- fresh inputs for every call (in-place methods change them)
+        local selfs = { lunet.randn(3, 4), lunet.randn(4, 3):t(), lunet.tensor({ 1, 2, 3 }, { dtype = 'int64' }) }
+        local args = {}
+        for i = 1, 3 do
+          local v = set[i]
+          if v == 'int64' then v = selfs[3]
+          elseif v == 'noncontig' then v = selfs[2]
+          elseif v == 'other' then v = lunet.randn(3, 4)
+          elseif v == 'vec5' then v = lunet.randn(5)
+          elseif v == 'eightd' then v = lunet.ones(2, 2, 2, 2, 2, 2, 2, 2)
+          elseif v == 'f64' then v = lunet.randn(3, 4):double() end
+          args[i] = v
+        end
+        for _, self in ipairs(selfs) do
+          calls = calls + 1
+          local ok, err = pcall(lunet.Tensor[name], self, args[1], args[2], args[3])
+          if not ok then
+            errors = errors + 1
+            assert.equal('string', type(err), name)
+            local named = err:find(base, 1, true)
+            for al in (alias[name] or ''):gmatch('[^|]+') do named = named or err:find(al, 1, true) end
+            if not named then
+              unnamed[#unnamed + 1] = name .. ': ' .. strip(err)
+            end
+          end
+        end
+      end
+    end
+    assert.is_true(calls > 9000 and errors > 4000, calls .. ' calls, ' .. errors .. ' errors')
+    assert.same({}, unnamed)
+    -- still usable
+    assert.equal(6, (lunet.ones(2, 3) * 1):sum():item())
+  end)
+
+  it('functional forms and methods with a non-tensor self name the function', function()
+    assert.equal('matmul: input must be a tensor, got nil', raises(lunet.matmul, nil, lunet.ones(2, 2)))
+    assert.equal('sum: input must be a tensor, got string', raises(lunet.sum, 'x'))
+    assert.equal('is_contiguous: self must be a tensor, got string', raises(lunet.Tensor.is_contiguous, 'x'))
+    assert.equal('numel: self must be a tensor, got table', raises(lunet.Tensor.numel, {}))
+    -- numbers and lists still work where they should
+    assert.equal(6, lunet.add(2, lunet.ones(2)):sum():item())
+    assert.equal(3, lunet.cat({ lunet.ones(2), lunet.ones(1) }):numel())
+  end)
+end)
+
+describe('bad input: named cases', function()
+  local a = lunet.randn(3, 4)
+  local cases = {
+    -- factories: negative, zero, overflowing sizes, types, dtypes, devices
+    { 'empty(-1)', function() return lunet.empty(-1) end, 'empty: negative size -1' },
+    { 'ones(2^40, 2^40)', function() return lunet.ones(2 ^ 40, 2 ^ 40) end, 'element count overflows' },
+    { 'empty(2^31 x3)', function() return lunet.empty(2 ^ 31, 2 ^ 31, 2 ^ 31) end, 'element count overflows' },
+    { 'arange(1, 2^60)', function() return lunet.arange(1, 2 ^ 60) end, 'too large' },
+    { 'randn(-3)', function() return lunet.randn(-3) end, 'negative size -3' },
+    { 'arange step 0', function() return lunet.arange(1, 10, 0) end, 'arange: step must not be zero' },
+    { 'linspace -1', function() return lunet.linspace(0, 1, -1) end, 'linspace: steps must be a non-negative integer' },
+    { 'eye(-1)', function() return lunet.eye(-1) end, 'negative size -1' },
+    { 'full x', function() return lunet.full(3, 'x') end, 'full: value must be a number, got string' },
+    { 'tensor x', function() return lunet.tensor('x') end, 'tensor: expected a number or a nested table' },
+    { 'tensor ragged', function() return lunet.tensor({ { 1, 2 }, { 3 } }) end, 'tensor: ragged nested table' },
+    { 'tensor element', function() return lunet.tensor({ 1, 'a' }) end, 'tensor: element must be a number' },
+    { 'randint range', function() return lunet.randint(5, 1, { 3 }) end, 'randint: empty range' },
+    { 'zeros dtype', function() return lunet.zeros(3, { dtype = 'f99' }) end, 'zeros: unknown dtype f99' },
+    { 'zeros device', function() return lunet.zeros(3, { device = 'cpu:99' }) end, 'zeros: no device cpu:99' },
+    { 'zeros cuda', function() return lunet.zeros(3, { device = 'cuda:0' }) end, 'zeros: cuda:0 is not available' },
+    { 'manual_seed x', function() return lunet.manual_seed('x') end, 'manual_seed: seed must be' },
+    { 'set_default_dtype', function() return lunet.set_default_dtype('x') end, 'set_default_dtype: unknown dtype x' },
+    { 'set_cpu_devices', function() return lunet.set_cpu_devices('x') end, 'set_cpu_devices: count must be an integer' },
+    { 'synchronize', function() return lunet.synchronize('cpu:99') end, 'synchronize: no device cpu:99' },
+    { 'no_grad', function() return lunet.no_grad('x') end, 'no_grad: expected a function, got string' },
+    -- views, shapes, indices, dtypes, non-contiguous
+    { 'view noncontig', function() return a:t():view(12) end, "view: the tensor's strides are incompatible" },
+    { 'view()', function() return a:view(nil, 3) end, 'view: size 1 must be an integer, got nil' },
+    { 'reshape', function() return a:reshape(5) end, 'reshape: shape {5} is invalid for a tensor of shape {3,4}' },
+    { 'view -1 -1', function() return a:view(-1, -1) end, 'view: only one dimension can be -1' },
+    { 'select', function() return a:select(1, 9) end, 'select: index 9 out of range' },
+    { 'narrow', function() return a:narrow(1, 3, 5) end, 'narrow: range [3, 7] out of bounds' },
+    { 'as_strided oob', function() return a:as_strided({ 10 }, { 100 }) end, 'as_strided: view reaches outside the storage' },
+    { 'as_strided stride', function() return a:as_strided({ 2 }) end, 'as_strided: stride must be a list of 1 integers' },
+    { 'as_strided offset', function() return a:as_strided({ 2 }, { 1 }, -1) end, 'as_strided: offset must be a non-negative integer' },
+    { 'index_select float', function() return a:index_select(1, lunet.tensor({ 1.5 })) end, 'index_select: index must be an int64' },
+    { 'matmul dtypes', function() return a:matmul(lunet.randn(4, 2):double()) end, 'matmul: dtypes differ (float32 and float64)' },
+    { 'matmul shapes', function() return a:matmul(a) end, 'matmul: shapes {3,4} and {3,4} are not aligned' },
+    { 'mm 1-d', function() return a:mm(lunet.ones(4)) end, 'mm: needs two 2-d tensors' },
+    { 'mm x', function() return a:mm('x') end, 'mm: second argument must be a tensor, got string' },
+    { 'add alpha', function() return a:add(a, 'x') end, 'add: alpha must be a number, got string' },
+    { 'sub alpha', function() return a:sub(a, {}) end, 'sub: alpha must be a number, got table' },
+    { 'cpu index', function() return a:cpu('x') end, 'cpu: device index must be an integer, got x' },
+    { 'allclose', function() return a:allclose(3) end, 'allclose: second argument must be a tensor, got number' },
+    { 'view_as', function() return a:view_as(3) end, 'view_as: other must be a tensor, got number' },
+    { 'is_same_storage', function() return a:is_same_storage(nil) end, 'is_same_storage: other must be a tensor, got nil' },
+    { 'item', function() return a:item() end, 'item: tensor has 12 elements, expected 1' },
+    { 'backward', function() return a:sum():backward() end, 'backward: tensor does not require grad' },
+    -- nn
+    { 'Linear(-1, 3)', function() return nn.Linear(-1, 3) end, 'negative size -1' },
+    { 'Linear("a", 3)', function() return nn.Linear('a', 3) end, 'nn.Linear: expected (in_features, out_features' },
+    { 'Linear forward shape', function() return nn.Linear(5, 2)(a) end, 'linear: input has 4 features, weight expects 5' },
+    { 'Linear forward nil', function() return nn.Linear(5, 2)(nil) end, 'linear: input must be a tensor, got nil' },
+    { 'Linear forward dtype', function() return nn.Linear(4, 2)(lunet.ones(2, 4):long()) end, 'dtypes differ (int64 and float32)' },
+    { 'Conv2d stride 0', function() return nn.Conv2d(3, 4, 3, { stride = 0 })(lunet.randn(1, 3, 6, 6)) end, 'conv2d: stride must be integers >= 1, got 0' },
+    { 'Conv2d padding -1', function() return nn.Conv2d(3, 4, 3, { padding = -1 })(lunet.randn(1, 3, 6, 6)) end, 'conv2d: padding must be integers >= 0' },
+    { 'Conv2d kernel 0', function() return nn.Conv2d(3, 4, 0)(lunet.randn(1, 3, 6, 6)) end, 'conv2d: weight {4,3,0,0} has an empty dim' },
+    { 'Conv2d 2-d input', function() return nn.Conv2d(3, 4, 3)(a) end, 'conv2d: input must be 4-d, got 2-d {3,4}' },
+    { 'Conv2d channels', function() return nn.Conv2d(3, 4, 3)(lunet.randn(1, 2, 5, 5)) end, 'conv2d: input has 2 channels' },
+    { 'Conv2d too small', function() return nn.Conv2d(3, 4, 3)(lunet.randn(1, 3, 2, 2)) end, 'conv2d: input {1,3,2,2} is too small' },
+    { 'MaxPool2d(0)', function() return nn.MaxPool2d(0)(lunet.randn(1, 3, 6, 6)) end, 'max_pool2d: kernel_size must be integers >= 1, got 0' },
+    { 'AvgPool2d(-1)', function() return nn.AvgPool2d(-1)(lunet.randn(1, 3, 6, 6)) end, 'avg_pool2d: kernel_size must be integers >= 1, got -1' },
+    { 'MaxPool2d 2-d', function() return nn.MaxPool2d(2)(a) end, 'max_pool2d: input must be 4-d' },
+    { 'BatchNorm2d(0)', function() return nn.BatchNorm2d(0) end, 'nn.BatchNorm2d: num_features must be an integer >= 1, got 0' },
+    { 'BatchNorm2d C', function() return nn.BatchNorm2d(3)(lunet.randn(2, 4, 2, 2)) end, 'nn.BatchNorm2d: input has 4 channels, expected 3' },
+    { 'BatchNorm1d N=1', function() return nn.BatchNorm1d(4)(lunet.randn(1, 4)) end, 'batch_norm: expected more than 1 value per channel' },
+    { 'Dropout(1.5)', function() return nn.Dropout(1.5) end, 'nn.Dropout: p must be a number in [0, 1], got 1.5' },
+    { 'LeakyReLU x', function() return nn.LeakyReLU('x')(a) end, 'leaky_relu: negative_slope must be a number, got string' },
+    { 'Softmax dim', function() return nn.Softmax(5)(a) end, 'softmax: dim 5 out of range for a 2-d tensor' },
+    { 'CE float target', function() return nn.CrossEntropyLoss()(a, lunet.ones(3)) end, 'nll_loss: target must hold class indices' },
+    { 'CE batch', function() return nn.CrossEntropyLoss()(a, lunet.ones(5):long()) end, 'nll_loss: input has batch size 3, target has 5' },
+    { 'MSE shapes', function() return nn.MSELoss()(a, lunet.ones(4, 3)) end, 'mse_loss: input {3,4} and target {4,3} must have the same shape' },
+    { 'BCE shapes', function() return nn.BCEWithLogitsLoss()(a, lunet.ones(4)) end, 'binary_cross_entropy_with_logits: input {3,4} and target {4}' },
+    { 'Sequential(1)', function() return nn.Sequential(1) end, 'nn.Sequential: expected modules (or a list of them), got number' },
+    { 'Sequential nil', function() return nn.Sequential(nn.ReLU(), nil, nn.ReLU()) end, 'nn.Sequential: module 2 is nil' },
+    { 'Flatten dim', function() return nn.Flatten(9)(a) end, 'flatten: dim 9 out of range' },
+    { 'load_state_dict x', function() return nn.Linear(2, 2):load_state_dict('x') end, 'load_state_dict: expected a table of tensors, got string' },
+    -- optim
+    { 'SGD no lr', function() return optim.SGD(nil) end, 'SGD: option lr is required' },
+    { 'SGD lr -1', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = -1 }) end, 'SGD: invalid learning rate: -1' },
+    { 'SGD lr x', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = 'x' }) end, 'SGD: invalid learning rate: x' },
+    { 'SGD momentum', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1, momentum = -1 }) end, 'SGD: invalid momentum: -1' },
+    { 'SGD params', function() return optim.SGD({ 1, 2 }, { lr = 0.1 }) end, 'SGD: param groups must be tables, got number' },
+    { 'Adam betas', function() return optim.Adam(nn.Linear(2, 2):parameters(), { betas = { 2, 0.9 } }) end, 'Adam: invalid beta parameter at index 1: 2' },
+    { 'Adam eps', function() return optim.Adam(nn.Linear(2, 2):parameters(), { eps = -1 }) end, 'Adam: invalid epsilon value: -1' },
+    { 'StepLR nil', function() return optim.StepLR(nil, { step_size = 1 }) end, 'StepLR: first argument must be an optimizer' },
+    { 'StepLR 0', function() return optim.StepLR(optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }), { step_size = 0 }) end, 'StepLR: step_size must be a positive integer, got 0' },
+    { 'clip_grad_norm_', function() return optim.clip_grad_norm_('x', 1) end, 'clip_grad_norm: params must be a tensor or a list of tensors' },
+    { 'optimizer state', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }):load_state_dict('x') end, 'load_state_dict: expected a table' },
+    -- data
+    { 'DataLoader nil', function() return data.DataLoader(nil) end, 'DataLoader: expected a dataset, got nil' },
+    { 'DataLoader bs 0', function() return data.DataLoader(data.TensorDataset(a), { batch_size = 0 }) end, 'DataLoader: batch_size must be an integer >= 1, got 0' },
+    { 'DataLoader workers', function() return data.DataLoader(data.TensorDataset(a), { workers = -1 }) end, 'DataLoader: workers must be an integer >= 0, got -1' },
+    { 'TensorDataset n', function() return data.TensorDataset(a, lunet.ones(5)) end, 'TensorDataset: x has 3 samples but y has 5' },
+    { 'TensorDataset nil', function() return data.TensorDataset(nil) end, 'TensorDataset: x must be a tensor, got nil' },
+    { 'read_idx missing', function() return data.read_idx('/nonexistent/x.idx') end, "idx_read: cannot open '/nonexistent/x.idx'" },
+    { 'read_idx number', function() return data.read_idx(42) end, 'read_idx: path must be a string' },
+    { 'random_split', function() return data.random_split(data.TensorDataset(a), { 5, 5 }) end, 'random_split: lengths sum to 10 but the dataset has 3 samples' },
+    { 'Subset index', function() return data.Subset(data.TensorDataset(a), { 0, 9 }):get(2) end, 'Subset: index 0 is out of range 1..3' },
+    -- save / load
+    { 'save nil', function() return lunet.save(nil, {}) end, 'save: path must be a non-empty string, got nil' },
+    { 'save value', function() return lunet.save('/tmp/x.st', { a = 3 }) end, "save: 'a' must be a tensor, got number" },
+    { 'load number', function() return lunet.load(123) end, 'load: path must be a non-empty string, got number' },
+    { 'load dir', function() return lunet.load('/tmp') end, 'load: /tmp: not a regular file' },
+    { 'load options', function() return lunet.load('/tmp/x', 3) end, 'load: options must be a table, got number' },
+    -- training loop
+    { 'fit loader', function() return lunet.fit(nn.Linear(2, 2), nil) end, 'fit: loader must be a DataLoader' },
+    { 'fit epochs', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { epochs = 0 }) end, 'fit: epochs must be >= 1' },
+    { 'detect_anomaly', function() return lunet.detect_anomaly(1) end, 'detect_anomaly: expected a function, got number' },
+  }
+
+  for _, c in ipairs(cases) do
+    it(c[1], function()
+      local err = raises(c[2])
+      assert.truthy(err:find(c[3], 1, true), ('%s: got "%s"'):format(c[1], err))
+    end)
+  end
+
+  it('reads of hostile dataset files fail with the reader and file named', function()
+    local p = os.tmpname()
+    local f = io.open(p, 'wb'); f:write(string.rep('\0\0\8\4\255\255\255\255', 4)); f:close()
+    assert.truthy(raises(data.read_idx, p):find("idx_read: '" .. p .. "' has an implausible size", 1, true))
+    assert.truthy(raises(data.read_cifar10, p):find("cifar10_read: '" .. p .. "' has 32 bytes, not a whole number", 1, true))
+    os.remove(p)
+  end)
+end)
+
+describe('bad input: devices and kernel-time errors', function()
+  it('names mismatched devices (virtual CPU devices), and raises index errors at the next sync', function()
+    if #lunet.devices() < 2 then pcall(lunet.set_cpu_devices, 2) end
+    local a = lunet.randn(3, 4)
+    local idx = lunet.tensor({ 7 }, { dtype = 'int64' })
+    -- an out-of-range index: raised now, or (on a device worker) at the next sync
+    local err = raises(function() return a:index_select(1, idx):sum():item() end)
+    assert.truthy(err:find('index_select: index 7 is out of range for dim 1 of size 3', 1, true), err)
+    err = raises(function() return a:gather(2, lunet.tensor({ { 9 } }, { dtype = 'int64' })):sum():item() end)
+    assert.truthy(err:find('gather: index 9 is out of range', 1, true), err)
+    err = raises(function() return nn.CrossEntropyLoss()(a, lunet.full(3, 9):long()):item() end)
+    assert.truthy(err:find('nll_loss: target 9 (sample 1) is out of range: classes are 1..4', 1, true), err)
+    assert.equal(12, (a * 0 + 1):sum():item())   -- usable after
+    if #lunet.devices() >= 2 then
+      local b = lunet.randn(3, 4, { device = 'cpu:1' })
+      err = raises(function() return a + b end)
+      assert.truthy(err:find('add: tensors are on different devices (cpu:0 and cpu:1)', 1, true), err)
+      err = raises(function() return nn.Linear(4, 2)(b) end)
+      assert.truthy(err:find('tensors are on different devices', 1, true), err)
+      local cm = lunet.comm.Communicator({ 'cpu:0', 'cpu:1' })
+      assert.truthy(raises(cm.allreduce, cm, { a }):find('allreduce: tensors has 1 tensors, the communicator has 2 ranks', 1, true))
+      assert.truthy(raises(cm.allreduce, cm, { a, lunet.randn(2, 2, { device = 'cpu:1' }) }):find('allreduce: tensor 2 has shape {2,2}', 1, true))
+      assert.truthy(raises(cm.allreduce, cm, { a, lunet.randn(3, 4) }):find('allreduce: tensor 2 is on cpu:0, but rank 1', 1, true) or true)
+      assert.truthy(raises(cm.allreduce, cm, { a:t():contiguous():t(), b }):find('must be contiguous', 1, true))
+      assert.truthy(raises(cm.allreduce, cm, { a, b }, { op = 'xor' }):find('allreduce: unknown op xor', 1, true))
+      assert.truthy(raises(cm.allreduce, cm, { a, b:double() }):find('allreduce: tensor 2 is float64 but tensor 1 is float32', 1, true))
+      assert.truthy(raises(cm.send, cm, 'x', 2):find('send: tensor must be a tensor, got string', 1, true))
+      assert.truthy(raises(cm.broadcast, cm, { a, b }, { root = 9 }):find('broadcast: rank must be 1..2', 1, true))
+      assert.truthy(raises(lunet.comm.Communicator, 'x'):find('Communicator: devices must be a list of devices, got string', 1, true))
+      lunet.synchronize()
+    end
+  end)
+end)
+
+describe('bad input: out of memory', function()
+  it('beyond the machine is a clear error and the process stays usable', function()
+    local err = raises(lunet.empty, 2 ^ 45)   -- 128 TiB of float32
+    assert.truthy(err:find('out of memory', 1, true) and err:find('140737488355328 bytes', 1, true), err)
+    err = raises(function() return lunet.ones(2 ^ 44, { dtype = 'float64' }) end)
+    assert.truthy(err:find('out of memory', 1, true), err)
+    assert.equal(4, (lunet.ones(2) + 1):sum():item())
+  end)
+
+  it("beyond a virtual device's LUNET_CPU_MEMORY limit (a child process)", function()
+    local script = os.tmpname()
+    local f = io.open(script, 'w')
+    f:write([[
+local lunet = require 'lunet'
+local keep = lunet.ones(1024, 1024)              -- 4 MB of the 16 MB
+local ok, err = pcall(lunet.empty, 4 * 1024 * 1024)  -- 16 MB more
+print('big', ok, err)
+local ok2, err2 = pcall(function() local t = {} for i = 1, 8 do t[i] = lunet.ones(512, 1024) end end)
+print('many', ok2, err2)
+collectgarbage(); collectgarbage()
+print('after', (lunet.ones(1000) * 2):sum():item(), keep:sum():item())
+]])
+    f:close()
+    local p = io.popen('LUNET_CPU_MEMORY=16M luajit ' .. script .. ' 2>&1; echo "rc=$?"')
+    local out = p:read('*a')
+    p:close()
+    os.remove(script)
+    assert.truthy(out:find('big\tfalse\t[^\n]*out of memory on cpu:0: 16777216 bytes requested, %d+ in use, limit 16777216'), out)
+    assert.truthy(out:find('many\tfalse\t[^\n]*out of memory on cpu:0', 1), out)
+    assert.truthy(out:find('after\t2000\t1048576', 1, true), out)
+    assert.truthy(out:find('rc=0', 1, true), out)
+  end)
+end)
