@@ -60,8 +60,10 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@bash tools/install-deps.sh bench
-	@for f in bench/*.lua; do echo "== $$f"; LUNET_LIB=$${LUNET_LIB:-$(CURDIR)/$(BUILD)/liblunet.so} \
+	@for f in bench/*.lua; do [ $$f = bench/models.lua ] && continue; echo "== $$f"; \
+	   LUNET_LIB=$${LUNET_LIB:-$(CURDIR)/$(BUILD)/liblunet.so} \
 	   OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(LUAJIT) $$f || exit 1; echo; done
+	@echo "== bench/compare_torch"; LUNET_LIB=$${LUNET_LIB:-$(CURDIR)/$(BUILD)/liblunet.so} LUAJIT=$(LUAJIT) bench/compare_torch
 
 install: all
 	install -d $(DESTDIR)$(LUADIR)/lunet $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)

@@ -166,6 +166,7 @@ static void gemm(int dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
       for (int64_t n = 0; n < N; n++) {                                                      \
         const T *r = dout + (n * O + o) * P;                                                 \
         T part = 0;                                                                          \
+        _Pragma("omp simd reduction(+:part)")                                                \
         for (int64_t j = 0; j < P; j++) part += r[j];                                        \
         s += part;                                                                           \
       }                                                                                      \

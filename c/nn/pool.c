@@ -205,11 +205,64 @@ enum { CHUNK = 256 };
 DEF_POOL(float, f32)
 DEF_POOL(double, f64)
 
+/* The common 2x2, stride 2, no padding, no dilation case, every window inside
+ * the plane: two input rows per output row, no strided gathers. Candidates in
+ * the same order as the general loop (row h0: w0, w0+1; row h0+1: w0, w0+1;
+ * strictly greater or NaN wins), so values and indices agree with it. */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(LN_NO_CLONES)
+#define POOL_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define POOL_SIMD
+#endif
+#define DEF_MAXPOOL22(T, SFX)                                                                \
+  /* one output row from input rows r0, r1 (base: r0's offset in the plane) */              \
+  POOL_SIMD static void max22_row_##SFX(const T *restrict r0, const T *restrict r1,        \
+                                        T *restrict m, int64_t *restrict mi, int64_t OW,     \
+                                        int64_t base, int64_t W) {                           \
+    _Pragma("omp simd")                                                                      \
+    for (int64_t ow = 0; ow < OW; ow++) {                                                    \
+      T v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];          \
+      T best = v0;                                                                           \
+      int64_t bi = 0;                                                                        \
+      bool c = (v1 > best) | (v1 != v1); /* selects, not branches: vectorises */             \
+      best = c ? v1 : best; bi = c ? 1 : bi;                                                 \
+      c = (v2 > best) | (v2 != v2);                                                          \
+      best = c ? v2 : best; bi = c ? W : bi;                                                 \
+      c = (v3 > best) | (v3 != v3);                                                          \
+      best = c ? v3 : best; bi = c ? W + 1 : bi;                                             \
+      m[ow] = best;                                                                          \
+      mi[ow] = base + 2 * ow + bi;                                                           \
+    }                                                                                        \
+  }                                                                                          \
+  static void maxpool22_fwd_##SFX(const ln_pool2d_args *a, int nt) {                        \
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;                                \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t pl = 0; pl < a->planes; pl++) {                                             \
+      const T *x = (const T *)a->in + pl * H * W;                                            \
+      for (int64_t oh = 0; oh < OH; oh++)                                                    \
+        max22_row_##SFX(x + 2 * oh * W, x + (2 * oh + 1) * W, (T *)a->out + (pl * OH + oh) * OW, \
+                        a->idx + (pl * OH + oh) * OW, OW, 2 * oh * W, W);                    \
+    }                                                                                        \
+  }
+
+DEF_MAXPOOL22(float, f32)
+DEF_MAXPOOL22(double, f64)
+
+static bool is_pool22(const ln_pool2d_args *a) {
+  const ln_pool2d_params *p = &a->p;
+  return p->kh == 2 && p->kw == 2 && p->stride_h == 2 && p->stride_w == 2 && p->pad_h == 0 &&
+         p->pad_w == 0 && p->dil_h == 1 && p->dil_w == 1 && 2 * a->OH <= a->H && 2 * a->OW <= a->W;
+}
+
 static int64_t window(const ln_pool2d_args *a) { return (int64_t)a->p.kh * a->p.kw; }
 
 int ln_cpu_maxpool2d_fwd(void *args) {
   const ln_pool2d_args *a = args;
   int nt = pool_threads(a->planes * a->OH * a->OW * window(a), a->planes);
+  if (is_pool22(a)) {
+    if (a->dtype == LN_FLOAT64) maxpool22_fwd_f64(a, nt); else maxpool22_fwd_f32(a, nt);
+    return 0;
+  }
   if (a->dtype == LN_FLOAT64) maxpool_fwd_f64(a, nt); else maxpool_fwd_f32(a, nt);
   return 0;
 }

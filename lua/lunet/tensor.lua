@@ -19,8 +19,11 @@ local perm_buf = ffi.new('int[8]')
 -- LuaJIT's collector sees only the small handles, not the tensor memory behind
 -- them, so dropped temporaries piled up (800 MB after 200 adds of 4 MB each).
 -- wrap collects when a device's live tensor bytes have doubled since the last
--- collection (and are over 256 MB); freed blocks return to the device cache.
-local gc_next, GC_MIN = {}, 256 * 2 ^ 20
+-- collection (and are over LUNET_GC_MIN_MB, 32 MB by default: a full collection
+-- of a small Lua heap costs well under a millisecond, and a lower floor keeps
+-- a small model's training loop to a small resident set); freed blocks return
+-- to the device cache.
+local gc_next, GC_MIN = {}, (tonumber(os.getenv('LUNET_GC_MIN_MB')) or 32) * 2 ^ 20
 
 -- Wrap a C tensor pointer (NULL means the C call failed: raise its message
 -- at the user's line, `level` frames up from the caller).
