@@ -28,6 +28,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "import":
 import torch
 import torch.nn as nn
 
+POOL = 1024  # images per model and case
 INPUT = {"seed28": (1, 28, 28), "seed32": (3, 32, 32), "lenet5": (1, 28, 28), "resnet8": (3, 32, 32)}
 
 
@@ -71,23 +72,27 @@ def build(name):
 def make_step(name, mode, batch):
     torch.manual_seed(0)
     model = build(name)
-    x = torch.randn(batch, *INPUT[name])
-    y = torch.randint(0, 10, (batch,))
+    k = (POOL + batch - 1) // batch   # a pool of images taken in turn, as bench/cpu.lua
+    xs = [torch.randn(batch, *INPUT[name]) for _ in range(k)]
+    ys = [torch.randint(0, 10, (batch,)) for _ in range(k)]
+    it = [0]
     if mode == "infer":
         model.eval()
 
         def step():
             with torch.no_grad():
-                model(x)
+                model(xs[it[0]])
+            it[0] = (it[0] + 1) % k
         return step
     crit = nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)  # as bench/cpu.lua
 
     def step():
         opt.zero_grad()
-        loss = crit(model(x), y)
+        loss = crit(model(xs[it[0]]), ys[it[0]])
         loss.backward()
         opt.step()
+        it[0] = (it[0] + 1) % k
     return step
 
 
