@@ -9,6 +9,7 @@ case "${1:-}" in
   demo) pkgs="dataset-fashion-mnist" ;;
   bench) pkgs="python3-torch python3-numpy" ;;
   fixtures) pkgs="python3-torch python3-numpy" ;;
+  reliability) pkgs="clang libfuzzer-14-dev valgrind" ;;   # tools/ci-reliability.sh
 esac
 missing=""
 for p in $pkgs; do

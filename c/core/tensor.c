@@ -226,7 +226,10 @@ static int infer_shape(const char *fn, const ln_tensor *t, int ndim, const int64
       infer = i;
     } else if (in[i] < 0) {
       return ln_error("%s: invalid size %lld", fn, (long long)in[i]);
-    } else known *= in[i];
+    } else if (__builtin_mul_overflow(known, in[i], &known)) {
+      char b0[160];
+      return ln_error("%s: shape %s is too large (element count overflows)", fn, ln_shape_str(b0, sizeof b0, ndim, in));
+    }
   }
   int64_t n = ln_numel(t);
   char b1[160], b2[160];
@@ -287,12 +290,19 @@ ln_tensor *ln_reshape(const ln_tensor *t, int ndim, const int64_t *shape) {
   return v;
 }
 
+/* x + 1 for a 1-based message, saturating (no overflow on hostile input) */
+#define LN_SAT_ADD1(x) ((x) == INT64_MAX ? (x) : (x) + 1)
+static inline int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 ln_tensor *ln_narrow(const ln_tensor *t, int dim, int64_t start, int64_t length) {
   if (ln_check_tensor("narrow", t, "tensor") != 0 || ln_check_dim("narrow", t, dim) != 0) return NULL;
-  if (start < 0 || length < 0 || start + length > t->shape[dim])
+  if (start < 0 || length < 0 || start > t->shape[dim] || length > t->shape[dim] - start)
     return ln_error_null("narrow: range [%lld, %lld] out of bounds for dim %d of size %lld",
-                         (long long)start + 1, (long long)(start + length), dim + 1,
-                         (long long)t->shape[dim]);
+                         (long long)LN_SAT_ADD1(start), (long long)sat_add(start, length),
+                         dim + 1, (long long)t->shape[dim]);
   ln_tensor *v = view_header(t);
   if (!v) return NULL;
   v->shape[dim] = length;
@@ -304,7 +314,7 @@ ln_tensor *ln_select(const ln_tensor *t, int dim, int64_t index) {
   if (ln_check_tensor("select", t, "tensor") != 0 || ln_check_dim("select", t, dim) != 0) return NULL;
   if (index < 0 || index >= t->shape[dim])
     return ln_error_null("select: index %lld out of range for dim %d of size %lld",
-                         (long long)index + 1, dim + 1, (long long)t->shape[dim]);
+                         (long long)LN_SAT_ADD1(index), dim + 1, (long long)t->shape[dim]);
   ln_tensor *v = view_header(t);
   if (!v) return NULL;
   v->offset += index * t->stride[dim];

@@ -95,20 +95,41 @@ static void stream_fence(void) {
 
 static inline int64_t ipow(int64_t a, int64_t b) {
   if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
-  int64_t r = 1;
-  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+  int64_t r = 1;   /* wraps on overflow (no UB), as the other integer ops */
+  while (b) { if (b & 1) __builtin_mul_overflow(r, a, &r); __builtin_mul_overflow(a, a, &a); b >>= 1; }
   return r;
 }
+
+/* Integer add/sub/mul wrap around in two's complement, as in PyTorch (plain
+ * signed overflow would be undefined behaviour); a double alpha converts
+ * with saturation. */
+#define WRAP(T, OP, a, b) ({ T r_; __builtin_##OP##_overflow(a, b, &r_); r_; })
+static inline int64_t sat_i64(double x) {
+  return x != x ? 0 : x >= 9.2233720368547758e18 ? INT64_MAX : x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x;
+}
+#define BIN_COMMON_INT(T)                                                          \
+  case LN_ADD: BIN_LOOP(T, T, WRAP(T, add, a_, b_)); break;                        \
+  case LN_SUB: BIN_LOOP(T, T, WRAP(T, sub, a_, b_)); break;                        \
+  case LN_MUL: BIN_LOOP(T, T, WRAP(T, mul, a_, b_)); break;                        \
+  case LN_AXPY: BIN_LOOP(T, T, WRAP(T, add, a_, WRAP(T, mul, (T)sat_i64(alpha), b_))); break; \
+  case LN_EQ: BIN_LOOP(T, uint8_t, a_ == b_); break;                               \
+  case LN_NE: BIN_LOOP(T, uint8_t, a_ != b_); break;                               \
+  case LN_LT: BIN_LOOP(T, uint8_t, a_ < b_); break;                                \
+  case LN_LE: BIN_LOOP(T, uint8_t, a_ <= b_); break;                               \
+  case LN_GT: BIN_LOOP(T, uint8_t, a_ > b_); break;                                \
+  case LN_GE: BIN_LOOP(T, uint8_t, a_ >= b_); break;                               \
+  case LN_LOGICAL_AND: BIN_LOOP(T, uint8_t, (a_ != 0) & (b_ != 0)); break;         \
+  case LN_LOGICAL_OR: BIN_LOOP(T, uint8_t, (a_ != 0) | (b_ != 0)); break;
 
 #define DEF_BIN_INT(NAME, T)                                                       \
   static void NAME(int op, double alpha, char *po, const char *pa, const char *pb, \
                    int64_t n, int64_t so, int64_t sa, int64_t sb) {                \
     switch (op) {                                                                  \
-      BIN_COMMON(T)                                                                \
-      case LN_POW: BIN_LOOP(T, T, ipow(a_, b_)); break;                            \
+      BIN_COMMON_INT(T)                                                            \
+      case LN_POW: BIN_LOOP(T, T, (T)ipow(a_, b_)); break;                            \
       case LN_MAXIMUM: BIN_LOOP(T, T, a_ > b_ ? a_ : b_); break;                   \
       case LN_MINIMUM: BIN_LOOP(T, T, a_ < b_ ? a_ : b_); break;                   \
-      case LN_FMOD: BIN_LOOP(T, T, b_ == 0 ? 0 : a_ % b_); break;                  \
+      case LN_FMOD: BIN_LOOP(T, T, b_ == 0 || ((T)-1 < 0 && b_ == (T)-1) ? 0 : a_ % b_); break; \
     }                                                                              \
   }
 
@@ -219,11 +240,11 @@ DEF_UN_FLOAT(un_f64, double, F64)
                    int64_t n, int64_t so, int64_t sa) {                            \
     const double lo = p0, hi = p1;                                                 \
     switch (op) {                                                                  \
-      case LN_NEG: UN_LOOP(T, T, -x_); break;                                      \
+      case LN_NEG: UN_LOOP(T, T, WRAP(T, sub, (T)0, x_)); break;                   \
       case LN_ABS: UN_LOOP(T, T, ABS); break;                                      \
       case LN_RELU: UN_LOOP(T, T, x_ > 0 ? x_ : 0); break;                         \
       case LN_SIGN: UN_LOOP(T, T, (x_ > 0) - (x_ < 0)); break;                     \
-      case LN_SQUARE: UN_LOOP(T, T, x_ * x_); break;                               \
+      case LN_SQUARE: UN_LOOP(T, T, WRAP(T, mul, x_, x_)); break;                  \
       case LN_FLOOR: case LN_CEIL: case LN_ROUND: UN_LOOP(T, T, x_); break;        \
       case LN_LOGICAL_NOT: UN_LOOP(T, uint8_t, x_ == 0); break;                    \
       case LN_ISNAN: case LN_ISINF: UN_LOOP(T, uint8_t, 0 * x_); break;            \
@@ -231,8 +252,8 @@ DEF_UN_FLOAT(un_f64, double, F64)
     }                                                                              \
   }
 
-DEF_UN_INT(un_i32, int32_t, x_ < 0 ? -x_ : x_)
-DEF_UN_INT(un_i64, int64_t, x_ < 0 ? -x_ : x_)
+DEF_UN_INT(un_i32, int32_t, x_ < 0 ? WRAP(int32_t, sub, 0, x_) : x_)
+DEF_UN_INT(un_i64, int64_t, x_ < 0 ? WRAP(int64_t, sub, 0, x_) : x_)
 DEF_UN_INT(un_u8, uint8_t, x_)
 
 typedef void (*un_fn)(int, double, double, char *, const char *, int64_t, int64_t, int64_t);

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# CI reliability checks (called by tools/ci-extra.sh; about 1.5 minutes on 2 cores):
+#  1. libFuzzer targets for the safetensors, IDX and CIFAR-10 readers, each for
+#     FUZZ_SECONDS (default 20) from the committed seed corpus (tools/corpus/);
+#     a crash, leak, sanitizer report or timeout fails CI and prints the input;
+#  2. valgrind memcheck on a short training loop (2 virtual CPU devices,
+#     checkpoints every step): no errors and no definite/indirect/possible
+#     leaks beyond tools/valgrind.supp;
+#  3. the soak check (tools/soak.lua): resident set growth under 5% over
+#     5,000 training steps after a 5,000-step warm-up.
+# The specs (reliability, fault, badinput) run with the rest in make test /
+# make test-asan. Uses ${LUNET_BUILD:-build}/liblunet.so (built if missing).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash tools/install-deps.sh reliability
+build=${LUNET_BUILD:-build}
+[ -f "$build/liblunet.so" ] || make --no-print-directory BUILD="$build" -j2 all >/dev/null
+export LUNET_LIB="$root/$build/liblunet.so"
+export LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;"
+export OMP_WAIT_POLICY=passive
+unset LD_PRELOAD
+work=$(mktemp -d)
+trap 'rm -rf "$work"; rm -f /tmp/fuzz_idx_* /tmp/fuzz_cifar_* /tmp/fuzz_st_*' EXIT
+secs=${FUZZ_SECONDS:-20}
+start=$SECONDS
+
+echo "== reliability: libFuzzer, ${secs}s per target"
+fuzz() {   # fuzz NAME SOURCES... : build, run from a copy of tools/corpus/NAME
+  local name=$1; shift
+  clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -Ic/include -Ic/core "$@" c/core/error.c c/core/dtype.c -lz -lm -o "$work/fuzz_$name"
+  mkdir -p "$work/corpus_$name"
+  cp tools/corpus/"$name"/* "$work/corpus_$name/"
+  local rc=0
+  (cd "$work" && timeout $((secs + 60)) "./fuzz_$name" -max_total_time="$secs" -max_len=8192 -timeout=10 \
+     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/crash_$name-" \
+     "corpus_$name" >"$work/fuzz_$name.log" 2>&1) || rc=$?
+  local execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz_$name.log" | grep -o '[0-9]*$' || echo '?')
+  local cov=$(grep -o 'cov: [0-9]*' "$work/fuzz_$name.log" | tail -1 || true)
+  echo "fuzz $name: $execs inputs in ${secs}s, $cov, corpus $(ls "$work/corpus_$name" | wc -l) files, exit $rc"
+  if [ "$rc" -ne 0 ]; then
+    grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written' "$work/fuzz_$name.log" | head -40
+    for f in "$work"/crash_"$name"-*; do [ -f "$f" ] && { echo "input $f:"; od -A d -t x1 "$f" | head -20; }; done
+    return 1
+  fi
+}
+fuzz safetensors tools/fuzz_safetensors.c c/core/safetensors.c
+fuzz idx tools/fuzz_idx.c c/data/idx.c
+fuzz cifar tools/fuzz_cifar.c c/data/idx.c
+
+echo "== reliability: valgrind on a short training loop"
+vg_log="$work/valgrind.log"
+rc=0
+LUNET_CPU_DEVICES=2 timeout 300 valgrind --quiet --suppressions=tools/valgrind.supp --leak-check=full \
+  --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=99 --num-callers=30 --log-file="$vg_log" \
+  luajit spec/support/fault_child.lua "$work/vg.ckpt" "$work/vg.out" 1 1 >"$work/vg.stdout" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ] || ! grep -q '^done' "$work/vg.stdout"; then
+  echo "valgrind: exit $rc"; cat "$work/vg.stdout"; head -100 "$vg_log"; exit 1
+fi
+echo "valgrind: 12 training steps (2 virtual devices, a checkpoint each step), no errors, no leaks beyond tools/valgrind.supp"
+
+echo "== reliability: soak"
+timeout 300 luajit tools/soak.lua 5000 5 5000
+
+echo "== reliability: passed in $((SECONDS - start))s"
