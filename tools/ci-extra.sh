@@ -59,6 +59,6 @@ unset LUA_PATH LUA_CPATH
 out=$("$work/prefix/bin/lunet" -e 'local t = lunet.ones(2, 3) print(t:sum():item())' 2>&1)
 [ "$out" = "6" ] || { echo "make-installed bin/lunet printed: $out"; exit 1; }
 echo "== extra: packaging smoke test passed"
-# reliability: fuzzers, valgrind, soak (bounded: about 1.5 minutes)
+# reliability: fuzzers, valgrind, soak (bounded: under 2 minutes)
 bash "$root/tools/ci-reliability.sh"
 bash "$root/tools/ci-examples.sh"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# CI reliability checks (called by tools/ci-extra.sh; about 1.5 minutes on 2 cores):
-#  1. libFuzzer targets for the safetensors, IDX and CIFAR-10 readers, each for
+# CI reliability checks (called by tools/ci-extra.sh; under 2 minutes on 2 cores):
+#  1. libFuzzer targets for the safetensors, IDX and CIFAR-10 readers (and
+#     tools/fuzz_data.c: the readers plus the batch assembler), each for
 #     FUZZ_SECONDS (default 20) from the committed seed corpus (tools/corpus/);
 #     a crash, leak, sanitizer report or timeout fails CI and prints the input;
 #  2. valgrind memcheck on a short training loop (2 virtual CPU devices,
@@ -21,17 +22,17 @@ export LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;"
 export OMP_WAIT_POLICY=passive
 unset LD_PRELOAD
 work=$(mktemp -d)
-trap 'rm -rf "$work"; rm -f /tmp/fuzz_idx_* /tmp/fuzz_cifar_* /tmp/fuzz_st_*' EXIT
+trap 'rm -rf "$work"; rm -f /tmp/fuzz_idx_* /tmp/fuzz_cifar_* /tmp/fuzz_st_* /tmp/fuzz_data_*' EXIT
 secs=${FUZZ_SECONDS:-20}
 start=$SECONDS
 
 echo "== reliability: libFuzzer, ${secs}s per target"
-fuzz() {   # fuzz NAME SOURCES... : build, run from a copy of tools/corpus/NAME
-  local name=$1; shift
+fuzz() {   # fuzz NAME SEEDS SOURCES... : build, run from a copy of tools/corpus/{SEEDS}
+  local name=$1 seeds=$2; shift 2
   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -Ic/include -Ic/core "$@" c/core/error.c c/core/dtype.c -lz -lm -o "$work/fuzz_$name"
   mkdir -p "$work/corpus_$name"
-  cp tools/corpus/"$name"/* "$work/corpus_$name/"
+  for d in $seeds; do cp tools/corpus/"$d"/* "$work/corpus_$name/"; done
   local rc=0
   (cd "$work" && timeout $((secs + 60)) "./fuzz_$name" -max_total_time="$secs" -max_len=8192 -timeout=10 \
      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/crash_$name-" \
@@ -45,9 +46,11 @@ fuzz() {   # fuzz NAME SOURCES... : build, run from a copy of tools/corpus/NAME
     return 1
   fi
 }
-fuzz safetensors tools/fuzz_safetensors.c c/core/safetensors.c
-fuzz idx tools/fuzz_idx.c c/data/idx.c
-fuzz cifar tools/fuzz_cifar.c c/data/idx.c
+fuzz safetensors safetensors tools/fuzz_safetensors.c c/core/safetensors.c
+fuzz idx idx tools/fuzz_idx.c c/data/idx.c
+fuzz cifar cifar tools/fuzz_cifar.c c/data/idx.c
+# the data engineer's target: both readers and the batch assembler
+[ -f tools/fuzz_data.c ] && fuzz data "idx cifar" tools/fuzz_data.c c/data/idx.c c/data/batch.c
 
 echo "== reliability: valgrind on a short training loop"
 vg_log="$work/valgrind.log"
