@@ -93,6 +93,16 @@ ln_tensor *ln_idx_read(const char *path) {
     if (shape[d]) nonzero *= shape[d];
   }
   int64_t nbytes = numel * es;
+  /* an uncompressed file shorter than its header says: an error before the
+   * (possibly huge) allocation, so a hostile header costs no memory */
+  struct stat st;
+  if (gzdirect(f) && stat(path, &st) == 0 && (int64_t)st.st_size - (4 + 4 * ndim) < nbytes) {
+    char sb[128];
+    ln_error("%s: '%s' is truncated: its header promises %lld bytes of data (shape %s), the file has %lld",
+             fn, path, (long long)nbytes, ln_shape_str(sb, sizeof sb, ndim, shape),
+             (long long)LN_MAX((int64_t)st.st_size - (4 + 4 * ndim), 0));
+    goto fail;
+  }
   t = ln_empty(ndim, shape, dtype, 0);
   if (!t) goto fail;
   char *dst = ln_data_ptr(t);
