@@ -47,7 +47,7 @@ describe('fault: SIGKILL at random points', function()
     local every = math.random(1, 3)
     local dir = tmpdir()
     local t0 = lunet.clock()
-    local out, rc = sh(child(dir, 'ref', every, 0.004))
+    local out, rc = sh(child(dir, 'ref', every, 0.02))
     local t_ref = lunet.clock() - t0
     assert.equal(0, rc, out)
     assert.truthy(out:find('done'), out)
@@ -55,15 +55,15 @@ describe('fault: SIGKILL at random points', function()
     local msg = ('seed %d, every %d, reference run %.2fs'):format(seed, every, t_ref)
     while attempts < 12 do
       attempts = attempts + 1
-      local cmd = child(dir, 'run', every, 0.01)
+      local cmd = child(dir, 'run', every, 0.02)   -- (20 ms a step)
       if kills == 0 then
-        -- the first kill -9 lands anywhere, start-up included
-        local delay = t_ref * math.random()
+        -- the first kill -9 lands in the first half, start-up included
+        local delay = 0.5 * t_ref * math.random()
         cmd = ('timeout -s KILL %.3f %s'):format(delay, cmd)
         delays[#delays + 1] = ('%.3f'):format(delay)
       elseif kills < 5 then
         -- then kill -9 a random 20-120 ms into training (the child makes the file
-        -- at its first step): in a step or a checkpoint write, a few steps on
+        -- at its first step): in a step or a checkpoint write, 1-6 steps on
         local delay = 0.02 + 0.1 * math.random()
         delays[#delays + 1] = ('+%.3f'):format(delay)
         cmd = ('rm -f %s/started; FAULT_STARTED=%s/started %s & pid=$!; i=0; ' ..
@@ -87,6 +87,7 @@ describe('fault: SIGKILL at random points', function()
     assert.is_true(kills >= 3, msg .. (': only %d kills landed'):format(kills))
     assert.is_true(#resumed >= 1, msg .. ': never resumed')
     same_params(dir .. '/ref.out', dir .. '/run.out')
+    if os.getenv('FAULT_VERBOSE') then io.stderr:write(('\nSIGKILL: %s; %d kills, %d runs\n'):format(msg, kills, attempts)) end
     sh('rm -rf ' .. dir)
   end)
 end)
@@ -128,7 +129,7 @@ describe('fault: a full disk during a checkpoint write', function()
     local out, rc = sh(("trap '' XFSZ; ulimit -f 400; luajit %s/child.lua %s/d"):format(dir, dir))
     assert.equal(0, rc, out)
     check_disk_output(out)
-    assert.truthy(out:find("save: " .. dir .. "/d/ck: write failed: File too large", 1, true), out)
+    assert.truthy(out:find("err=[^\n]*checkpoint.save: save: " .. dir:gsub('%p', '%%%0') .. "/d/ck: write failed: File too large"), out)
     sh('rm -rf ' .. dir)
   end)
 
@@ -142,7 +143,7 @@ describe('fault: a full disk during a checkpoint write', function()
         :format(dir, dir, dir, dir))
       assert.equal(0, rc, out)
       check_disk_output(out)
-      assert.truthy(out:find('No space left on device', 1, true), out)
+      assert.truthy(out:find('checkpoint.save: save: [^\n]*/mnt/ck: write failed: No space left on device'), out)
       sh('rm -rf ' .. dir)
     end)
   end

@@ -77,8 +77,10 @@ function checkpoint.save(path, state)
   local tensors = {}
   local tree = flatten(state, '', tensors)
   local text = json.encode(tree)
-  lunet.save(path, tensors, { ['lunet.state'] = text, format = 'lunet-checkpoint-1',
+  local ok, err = pcall(lunet.save, path, tensors, { ['lunet.state'] = text, format = 'lunet-checkpoint-1',
                               ['lunet.crc32'] = payload_crc(tensors, text) })
+  -- (raised at the caller's line: "checkpoint.save: save: run.ckpt: write failed: No space left on device")
+  if not ok then error('checkpoint.save: ' .. tostring(err):gsub('^[^:\n]*:%d+: ', '', 1), 2) end
 end
 
 function checkpoint.load(path, opts)
