@@ -104,14 +104,14 @@ function Trainer:train_epoch(loader)
     opt:zero_grad()
     local out = model(x)
     local loss = crit(out, y)
-    -- checked before the update: the model (and any checkpoint) keeps the
-    -- last finite step's parameters
+    loss:backward()
+    -- checked before the update (backward is already queued): the model (and
+    -- any checkpoint) keeps the last finite step's parameters
     local l = loss:item()
     if l ~= l or l == math.huge or l == -math.huge then
       error(('fit: loss became %s at epoch %d, step %d; stopping (the parameters are those before this step;' ..
         ' lunet.detect_anomaly names the op that produced it)'):format(tostring(l), self.epoch + 1, self.step + 1), 0)
     end
-    loss:backward()
     opt:step()
     if self.scheduler and self.scheduler_per == 'step' then self.scheduler:step() end
     local n = x:size(1)
