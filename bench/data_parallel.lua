@@ -1,11 +1,12 @@
 -- DataParallel scaling on virtual CPU devices (make bench).
---   luajit bench/data_parallel.lua [--steps S] [--batch B] [--bucket-mb M] [--models seed,lenet5,resnet8]
---     [--no-comm-bench]
+--   luajit bench/data_parallel.lua [--steps S] [--groups G] [--rounds R] [--batch B] [--bucket-mb M] [--models seed,lenet5,resnet8]
+--     [--comm]
 -- For each model at global batch B (128):
 --   efficiency = throughput(2 devices x 1 core) / (2 x throughput(1 device x 1 core))
 --   hidden     = share of the all-reduce time hidden behind backward:
 --                1 - (step(DataParallel) - step(no all-reduce)) / time(all-reduce of every gradient alone)
--- then the all-reduce bandwidth for 1-256 MB beside memcpy (bench/comm.lua).
+-- With --comm, then the all-reduce bandwidth for 1-256 MB beside memcpy
+-- (bench/comm.lua, which `make bench` also runs on its own).
 -- Needs 2 cores; run it on a quiet machine (see `uptime`).
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
@@ -21,7 +22,9 @@ for i = 1, #arg do
     args[k] = v
   end
 end
-local STEPS = tonumber(args.steps) or 4
+local STEPS = tonumber(args.steps) or 3     -- steps per timed group
+local GROUPS = tonumber(args.groups) or 5   -- timed groups per measurement (the best counts)
+local ROUNDS = tonumber(args.rounds) or 2
 local BATCH = tonumber(args.batch) or 128
 local BUCKET_MB = tonumber(args['bucket-mb']) or 25
 local OVERLAP_MB = tonumber(args['overlap-bucket-mb']) or 0.05
@@ -73,7 +76,7 @@ local function time_steps(model, params, x, y, opts)
   step(); step()
   lunet.synchronize()
   local best = math.huge
-  for _ = 1, 2 do
+  for _ = 1, GROUPS do
     local t0 = lunet.clock()
     for _ = 1, STEPS do step() end
     lunet.synchronize()
@@ -99,51 +102,61 @@ local function time_allreduce(dp)
 end
 
 local f = io.popen('uptime'); local up = f:read('*l') or ''; f:close()
-print(('lunet %s DataParallel bench: global batch %d, %d timed steps x 2 (best), %d cores; %s'):format(
-  lunet.version, BATCH, STEPS, C.ln_num_cores(), up:match('load average.*') or up))
+print(('lunet %s DataParallel bench: global batch %d, best of %d rounds x %d groups of %d steps, %d cores; %s'):format(
+  lunet.version, BATCH, ROUNDS, GROUPS, STEPS, C.ln_num_cores(), up:match('load average.*') or up))
 
--- one device, one core
-lunet.set_cpu_devices(1)
-C.ln_set_device_threads(0, 1)
-local one = {}
-for _, name in ipairs(order) do
-  lunet.manual_seed(1)
-  local m = models[name].make()
-  local x, y = batch(models[name].shape)
-  one[name] = time_steps(m, m:parameters(), x, y)
+-- rounds alternate the two configurations, so that a burst of load from
+-- elsewhere hits both; each figure is the best seen
+local one, two, ov, nc, ar, nb, np = {}, {}, {}, {}, {}, {}, {}
+local function keep(t, k, v) t[k] = math.min(t[k] or math.huge, v) end
+for _ = 1, ROUNDS do
+  -- one device, one core
+  lunet.set_cpu_devices(1)
+  C.ln_set_device_threads(0, 1)
+  for _, name in ipairs(order) do
+    lunet.manual_seed(1)
+    local m = models[name].make()
+    local x, y = batch(models[name].shape)
+    keep(one, name, time_steps(m, m:parameters(), x, y))
+    np[name] = m:num_parameters()
+  end
+  free_all()
+  -- two devices, one core each
+  lunet.set_cpu_devices(2)
+  C.ln_set_device_threads(0, 1); C.ln_set_device_threads(1, 1)
+  for _, name in ipairs(order) do
+    lunet.manual_seed(1)
+    local x, y = batch(models[name].shape)
+    local dp = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = BUCKET_MB })
+    keep(two, name, time_steps(dp, dp:parameters(), x, y))
+    -- the hidden share with small buckets (these models are far below 25 MB)
+    local dpo = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = OVERLAP_MB })
+    keep(ov, name, time_steps(dpo, dpo:parameters(), x, y))
+    keep(nc, name, time_steps(dpo, dpo:parameters(), x, y, { no_sync = true }))
+    keep(ar, name, time_allreduce(dpo))
+    nb[name] = #dpo.buckets
+    dp, dpo = nil, nil
+    free_all()
+  end
 end
-free_all()
 
--- two devices, one core each
-lunet.set_cpu_devices(2)
-C.ln_set_device_threads(0, 1); C.ln_set_device_threads(1, 1)
-local head = ('%-8s %8s %10s %10s %8s %10s %10s %10s %8s'):format('model', 'params', '1 dev img/s',
-  '2 dev img/s', 'eff', 'no-comm s', 'allred s', 'overlap s', 'hidden')
+local head = ('%-8s %8s %11s %11s %7s %9s %9s %9s %9s %7s'):format('model', 'params', '1dev img/s',
+  '2dev img/s', 'eff', 'step 2dev', 'no-comm', 'small-bkt', 'allred', 'hidden')
 print(head)
 print(('-'):rep(#head))
 for _, name in ipairs(order) do
-  lunet.manual_seed(1)
-  local x, y = batch(models[name].shape)
-  local dp = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = BUCKET_MB })
-  local t2 = time_steps(dp, dp:parameters(), x, y)
-  -- the hidden share with small buckets (these models are far below 25 MB)
-  local dpo = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = OVERLAP_MB })
-  local t_ov = time_steps(dpo, dpo:parameters(), x, y)
-  local t_nc = time_steps(dpo, dpo:parameters(), x, y, { no_sync = true })
-  local t_ar = time_allreduce(dpo)
-  local hidden = 1 - math.max(0, math.min(1, (t_ov - t_nc) / t_ar))
-  local best2 = math.min(t2, t_ov)
-  print(('%-8s %8d %10.1f %10.1f %7.1f%% %10.4f %10.5f %10.4f %7.0f%%'):format(name,
-    dp.module:num_parameters(), BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2),
-    t_nc, t_ar, t_ov, 100 * hidden))
-  print(('%-8s   (bucket_mb %g: %.1f img/s, eff %.1f%%; bucket_mb %g: %d buckets, %.1f img/s)'):format('',
-    BUCKET_MB, BATCH / t2, 100 * one[name] / (2 * t2), OVERLAP_MB, #dpo.buckets, BATCH / t_ov))
-  dp, dpo = nil, nil
-  free_all()
+  local best2 = math.min(two[name], ov[name])
+  local hidden = 1 - math.max(0, math.min(1, (ov[name] - nc[name]) / ar[name]))
+  print(('%-8s %8d %11.1f %11.1f %6.1f%% %8.2fms %8.2fms %8.2fms %8.3fms %6.0f%%'):format(name, np[name],
+    BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), 1e3 * two[name], 1e3 * nc[name],
+    1e3 * ov[name], 1e3 * ar[name], 100 * hidden))
 end
+print(('(eff uses the better of bucket_mb %g and %g; no-comm = the same steps inside dp:no_sync;'):format(
+  BUCKET_MB, OVERLAP_MB))
+print((' small-bkt = bucket_mb %g; allred = all-reduce of every gradient alone; hidden = 1 - (small-bkt - no-comm) / allred)'):format(OVERLAP_MB))
 lunet.set_cpu_devices(1)
 
-if not args['no-comm-bench'] then
+if args.comm then
   print()
   io.stdout:flush()
   os.execute('luajit bench/comm.lua --runs 3')
