@@ -86,6 +86,36 @@ describe('bad input: every Tensor method', function()
   end)
 end)
 
+describe('bad input: nn.functional, nn, optim, data and transforms', function()
+  it('every public function and constructor gives a named error (no raw Lua error) on bad arguments', function()
+    local a = lunet.randn(2, 3, 4, 4)
+    local argsets = { {}, { 'x' }, { a }, { a, 'x' }, { a, -1 }, { a, a }, { -1, -1 }, { {} }, { a, { -1 } },
+      { a, 0, 0 }, { lunet.randn(3) }, { a:long() } }
+    local mods = { F = nn.functional, transforms = data.transforms, optim = optim, nn = nn, data = data }
+    local internal = { _new = true, sum_all = true }
+    local calls, raw = 0, {}
+    for mname, m in pairs(mods) do
+      for k, v in pairs(m) do
+        local callable = type(v) == 'function' or (type(v) == 'table' and getmetatable(v) and getmetatable(v).__call)
+        if callable and not internal[k] then
+          for _, args in ipairs(argsets) do
+            calls = calls + 1
+            local ok, err = pcall(v, args[1], args[2], args[3])
+            if not ok then
+              assert.equal('string', type(err), mname .. '.' .. k)
+              if err:find('attempt to', 1, true) or err:find('bad argument', 1, true) then
+                raw[#raw + 1] = mname .. '.' .. k .. ': ' .. strip(err)
+              end
+            end
+          end
+        end
+      end
+    end
+    assert.is_true(calls > 800, tostring(calls))
+    assert.same({}, raw)
+  end)
+end)
+
 describe('bad input: named cases', function()
   local a = lunet.randn(3, 4)
   local cases = {

@@ -6,6 +6,7 @@ local F = require 'lunet.nn.functional'
 local BCEWithLogitsLoss = Module:extend('nn.BCEWithLogitsLoss')
 
 function BCEWithLogitsLoss:__init(opts)
+  if opts ~= nil and type(opts) ~= 'table' then error('nn.BCEWithLogitsLoss: options must be a table, got ' .. type(opts), 3) end
   opts = opts or {}
   self.opts = { reduction = opts.reduction or 'mean' }
   if opts.weight then self:register_buffer('weight', opts.weight) end

@@ -6,6 +6,7 @@ local F = require 'lunet.nn.functional'
 local CrossEntropyLoss = Module:extend('nn.CrossEntropyLoss')
 
 function CrossEntropyLoss:__init(opts)
+  if opts ~= nil and type(opts) ~= 'table' then error('nn.CrossEntropyLoss: options must be a table, got ' .. type(opts), 3) end
   opts = opts or {}
   self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean',
     ignore_index = opts.ignore_index or -100, label_smoothing = opts.label_smoothing or 0 }

@@ -14,6 +14,7 @@ ModuleList.__index = function(self, k)
 end
 
 function ModuleList:__init(list)
+  if list ~= nil and type(list) ~= 'table' then error('nn.ModuleList: expected a list of modules, got ' .. type(list), 3) end
   for i = 1, table.maxn(list or {}) do
     if list[i] == nil then error(('nn.ModuleList: module %d is nil'):format(i), 3) end
     self:append(list[i])

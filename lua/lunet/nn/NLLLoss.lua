@@ -6,6 +6,7 @@ local F = require 'lunet.nn.functional'
 local NLLLoss = Module:extend('nn.NLLLoss')
 
 function NLLLoss:__init(opts)
+  if opts ~= nil and type(opts) ~= 'table' then error('nn.NLLLoss: options must be a table, got ' .. type(opts), 3) end
   opts = opts or {}
   self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean', ignore_index = opts.ignore_index or -100 }
   if opts.weight then self:register_buffer('weight', opts.weight) end

@@ -73,6 +73,9 @@ F.sum_all = sum_all
 -- pad the last two dims of x (N,C,H,W) with zeros: {left, right, top, bottom}
 function F.pad(x, p)
   need('pad', x, 'input', 4)
+  if type(p) ~= 'table' or type(p[1]) ~= 'number' or type(p[2]) ~= 'number' then
+    error('pad: padding must be a list {left, right[, top, bottom]} of numbers', 2)
+  end
   local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
   local s = x:size()
   local out = new(x, s[1], s[2], s[3] + t + b, s[4] + l + r)
@@ -259,6 +262,10 @@ end
 -- batch_norm(x (N,C[,...]), running_mean, running_var, weight, bias, training, momentum, eps)
 function F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
   need('batch_norm', x, 'input')
+  if running_mean ~= nil then need('batch_norm', running_mean, 'running_mean') end
+  if running_var ~= nil then need('batch_norm', running_var, 'running_var') end
+  if weight ~= nil then need('batch_norm', weight, 'weight') end
+  if bias ~= nil then need('batch_norm', bias, 'bias') end
   kernel('batch_norm', 'ln_batchnorm_forward')
   if x.p.ndim < 2 then error('batch_norm: input must be at least 2-d (N, C, ...)', 2) end
   local Cc = tonumber(x.p.shape[1])
@@ -462,22 +469,26 @@ function F.linear(x, w, b)
   return y
 end
 
-function F.relu(x) return x:relu() end
-function F.sigmoid(x) return x:sigmoid() end
-function F.tanh(x) return x:tanh() end
+function F.relu(x) return need('relu', x, 'input'):relu() end
+function F.sigmoid(x) return need('sigmoid', x, 'input'):sigmoid() end
+function F.tanh(x) return need('tanh', x, 'input'):tanh() end
 
 function F.leaky_relu(x, slope)
+  need('leaky_relu', x, 'input')
   slope = slope or 0.01
   if type(slope) ~= 'number' then error('leaky_relu: negative_slope must be a number, got ' .. type(slope), 2) end
   return x:where(x:gt(0), x * slope)
 end
 
 function F.elu(x, alpha)
+  need('elu', x, 'input')
   alpha = alpha or 1
+  if type(alpha) ~= 'number' then error('elu: alpha must be a number, got ' .. type(alpha), 2) end
   return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha)
 end
 
 function F.gelu(x, approximate)
+  need('gelu', x, 'input')
   if approximate == 'tanh' then
     local inner = (x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)
     return x * 0.5 * (inner:tanh() + 1)
@@ -487,8 +498,9 @@ end
 
 -- dropout(x, p=0.5, training=true): zeroes with probability p, scales the rest by 1/(1-p)
 function F.dropout(x, p, training)
+  need('dropout', x, 'input')
   p = p or 0.5
-  if p < 0 or p > 1 then error('dropout: p must be in [0, 1], got ' .. tostring(p), 2) end
+  if type(p) ~= 'number' or p < 0 or p > 1 then error('dropout: p must be in [0, 1], got ' .. tostring(p), 2) end
   if training == false or p == 0 then return x end
   if p == 1 then return x * 0 end
   local mask = new_like(x)
@@ -497,6 +509,6 @@ function F.dropout(x, p, training)
   return x * mask
 end
 
-function F.flatten(x, s, e) return x:flatten(s or 2, e or -1) end
+function F.flatten(x, s, e) return need('flatten', x, 'input'):flatten(s or 2, e or -1) end
 
 return F

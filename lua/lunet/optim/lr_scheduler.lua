@@ -17,6 +17,7 @@ local function base(class, name, opt, opts, init)
   if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
     fail(name, 'first argument must be an optimizer')
   end
+  if type(opts) ~= 'table' then fail(name, 'options must be a table, got ' .. type(opts)) end
   local self = setmetatable({name = name, optimizer = opt}, class)
   local last_epoch = opts.last_epoch or -1
   if init then init(self, opts) end
@@ -79,6 +80,7 @@ local function class(name, required, init, get_lr)
   -- Sched(opt, {opts}) or Sched(opt, required_value, {opts})
   local function new(_, opt, a, b)
     local opts = type(a) == 'table' and a or (b or {})
+    if type(opts) ~= 'table' then fail(name, 'options must be a table, got ' .. type(opts)) end
     if type(a) ~= 'table' and a ~= nil then opts = copy(opts); opts[required] = a end
     if required and opts[required] == nil then fail(name, 'option ' .. required .. ' is required') end
     return base(c, name, opt, opts, init)
