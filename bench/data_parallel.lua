@@ -88,7 +88,7 @@ end
 -- seconds for the all-reduce of every gradient bucket alone
 local function time_allreduce(dp)
   local function once()
-    for _, b in ipairs(dp.buckets) do dp.comm:allreduce(b.flat, { op = 'sum', compress = dp.compress }) end
+    for _, b in ipairs(dp.buckets) do dp.comm:allreduce(b.flat, { op = 'avg', compress = dp.compress }) end
   end
   once(); lunet.synchronize()
   local best = math.huge
@@ -100,6 +100,23 @@ local function time_allreduce(dp)
   end
   return best
 end
+
+-- CPU used by other processes while this runs (from /proc; Linux only):
+-- figures taken while others were busy are not this library's
+local function cpu_ticks()
+  local f = io.open('/proc/stat'); if not f then return nil end
+  local line = f:read('*l'); f:close()
+  local v = {}
+  for x in line:gmatch('%d+') do v[#v + 1] = tonumber(x) end
+  local busy = v[1] + v[2] + v[3] + (v[6] or 0) + (v[7] or 0) + (v[8] or 0)
+  local g = io.open('/proc/self/stat'); local st = g:read('*l'); g:close()
+  local rest = st:match('%) (.*)')
+  local fields = {}
+  for x in rest:gmatch('%S+') do fields[#fields + 1] = x end
+  return busy, v[1] + v[2] + v[3] + v[4] + (v[5] or 0) + (v[6] or 0) + (v[7] or 0) + (v[8] or 0),
+    tonumber(fields[12]) + tonumber(fields[13])
+end
+local busy0, total0, own0 = cpu_ticks()
 
 local f = io.popen('uptime'); local up = f:read('*l') or ''; f:close()
 print(('lunet %s DataParallel bench: global batch %d, best of %d rounds x %d groups of %d steps, %d cores; %s'):format(
@@ -155,6 +172,12 @@ print(('(eff uses the better of bucket_mb %g and %g; no-comm = the same steps in
   BUCKET_MB, OVERLAP_MB))
 print((' small-bkt = bucket_mb %g; allred = all-reduce of every gradient alone; hidden = 1 - (small-bkt - no-comm) / allred)'):format(OVERLAP_MB))
 lunet.set_cpu_devices(1)
+if busy0 then
+  local busy1, total1, own1 = cpu_ticks()
+  local others = math.max(0, (busy1 - busy0) - (own1 - own0)) / math.max(1, total1 - total0)
+  print(('other processes used %.0f%% of the machine\'s CPU during the run%s'):format(100 * others,
+    others > 0.05 and ' (CONTENDED: rerun on a quiet machine)' or ''))
+end
 
 if args.comm then
   print()

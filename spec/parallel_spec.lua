@@ -198,6 +198,10 @@ describe('parallel.DataParallel', function()
         end
         local w = compare(N, { B = 9, micro = 3, no_sync = true, steps = 2, optim = 'adam' })
         assert.is_true(w <= 1e-5, 'no_sync: relative difference ' .. w)
+        -- two synchronised backward passes without zero_grad between them: the
+        -- reduced gradient left in .grad is not counted again
+        w = compare(N, { B = 9, micro = 2, steps = 2 })
+        assert.is_true(w <= 1e-5, 'synchronised accumulation: relative difference ' .. w)
       end)
 
       it('BatchNorm with buffers broadcast from replica 1 (per-replica batch statistics)', function()

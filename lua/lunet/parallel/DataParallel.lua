@@ -15,14 +15,24 @@
 -- they run at once) and gathers the outputs on devices[1] with recorded
 -- copies: the loss is computed there and backward carries its gradient back
 -- to every replica. Replica k's gradients are then d(global loss)/d(params)
--- restricted to its shard, so their SUM is exactly the single-device gradient
--- (for any split, even or not, and any loss reduction). As each gradient is
+-- restricted to its shard, so their sum is exactly the single-device gradient
+-- (for any split, even or not, and any loss reduction; DataParallel scales
+-- them by n and averages, which is the same). As each gradient is
 -- accumulated (post-accumulate hooks) it is copied into its bucket (a flat
 -- buffer per device, parameters in reverse order); a bucket's all-reduce is
 -- enqueued as soon as it is complete on every replica, while backward goes
 -- on; afterwards p.grad is a view of the reduced bucket. Every replica's
 -- optimizer step then sees the same gradients, so the replicas stay
 -- identical without a per-step broadcast. state_dict() is replica 1's.
+--
+-- dp:no_sync(fn) (or accumulate = k) skips the all-reduce; gradients then add
+-- up locally and the next synchronised backward reduces their sum. Replicas
+-- of BatchNorm use their shard's statistics; buffers are broadcast from
+-- replica 1 at each forward (broadcast_buffers), or sync_bn = true uses the
+-- global batch's statistics. Use dp:to(dtype) (not dp.module:to) to cast.
+-- On CPU virtual devices a collective runs on the devices' own worker
+-- threads, between their kernels: launching buckets early then saves no time
+-- (keep bucket_mb large there); with a GPU backend it overlaps backward.
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local core = require 'lunet.core'
@@ -216,7 +226,7 @@ function DataParallel:_launch(b)
       end
     end
   end
-  if self.comm then self.comm:allreduce(bucket.flat, { op = 'sum', compress = self.compress }) end
+  if self.comm then self.comm:allreduce(bucket.flat, { op = 'avg', compress = self.compress }) end
 end
 
 -- end of backward: reduce the buckets not yet launched (unused parameters,
@@ -403,6 +413,7 @@ function DataParallel:_run(x, sizes, ...)
           C.ln_event_record(id, self.stamp_events + k - 1)
         end
         if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. type(y), 3) end
+        self:_scale_grad(y)
         outs[#outs + 1] = y.device ~= self.devices[1] and y:to(self.devices[1]) or y
       end
     end
@@ -410,6 +421,19 @@ function DataParallel:_run(x, sizes, ...)
   if timing then self.timing = sizes end
   if #outs == 1 then return outs[1] end
   return lunet.cat(outs, 1)
+end
+
+-- Each replica's gradient is scaled by n on its way in and the buckets are
+-- AVERAGED: the result is the same sum, but a gradient already reduced
+-- (left in .grad by a step without zero_grad) stays as it is instead of being
+-- counted n times, as with PyTorch's DDP.
+function DataParallel:_scale_grad(y)
+  if self.n == 1 or not y.requires_grad then return end
+  if not self.scale_hook then
+    local n = self.n
+    self.scale_hook = function(g) return g * n end
+  end
+  y:register_hook(self.scale_hook)
 end
 
 -- dp:no_sync(fn, ...): backward passes inside fn only accumulate gradients

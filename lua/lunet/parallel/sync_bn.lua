@@ -128,6 +128,7 @@ function M.run(dp, shards, sizes, ...)
   for _, k in ipairs(order) do
     local y = outs[k]
     if not lunet.is_tensor(y) then error('DataParallel: forward: the module must return a tensor', 0) end
+    dp:_scale_grad(y)
     list[#list + 1] = y.device ~= dp.devices[1] and y:to(dp.devices[1]) or y
   end
   return list
