@@ -91,7 +91,8 @@ describe('bad input: nn.functional, nn, optim, data and transforms', function()
     local a = lunet.randn(2, 3, 4, 4)
     local argsets = { {}, { 'x' }, { a }, { a, 'x' }, { a, -1 }, { a, a }, { -1, -1 }, { {} }, { a, { -1 } },
       { a, 0, 0 }, { lunet.randn(3) }, { a:long() } }
-    local mods = { F = nn.functional, transforms = data.transforms, optim = optim, nn = nn, data = data }
+    local mods = { F = nn.functional, transforms = data.transforms, optim = optim, nn = nn, data = data,
+      parallel = lunet.parallel, comm = lunet.comm }
     local internal = { _new = true, sum_all = true }
     local calls, raw = 0, {}
     for mname, m in pairs(mods) do
@@ -112,6 +113,64 @@ describe('bad input: nn.functional, nn, optim, data and transforms', function()
       end
     end
     assert.is_true(calls > 800, tostring(calls))
+    assert.same({}, raw)
+  end)
+end)
+
+describe('bad input: methods of modules, optimizers, schedulers, loaders, communicators, trainers', function()
+  it('raise named errors (no raw Lua error) for bad arguments', function()
+    if #lunet.devices() < 2 then pcall(lunet.set_cpu_devices, 2) end
+    local a = lunet.randn(4, 3)
+    local function methods(obj)
+      local out, seen, t = {}, {}, obj
+      while t do
+        if type(t) ~= 'table' then t = getmetatable(t) end
+        for k, v in pairs(t) do
+          if type(v) == 'function' and type(k) == 'string' and k:sub(1, 1) ~= '_' and not seen[k] then
+            seen[k] = true; out[#out + 1] = k
+          end
+        end
+        local mt = getmetatable(t)
+        t = mt and type(mt.__index) == 'table' and mt.__index or nil
+      end
+      return out
+    end
+    local makers = {
+      linear = function() return nn.Linear(3, 2) end,
+      seq = function() return nn.Sequential(nn.Linear(3, 2), nn.ReLU()) end,
+      bn = function() return nn.BatchNorm1d(3) end,
+      sgd = function() return optim.SGD(nn.Linear(3, 2):parameters(), { lr = 0.1, momentum = 0.9 }) end,
+      adam = function() return optim.Adam(nn.Linear(3, 2):parameters(), { lr = 0.1 }) end,
+      sched = function() return optim.StepLR(optim.SGD(nn.Linear(3, 2):parameters(), { lr = 0.1 }), { step_size = 2 }) end,
+      loader = function() return data.DataLoader(data.TensorDataset(a, lunet.ones(4):long()), { batch_size = 2 }) end,
+      dataset = function() return data.TensorDataset(a, lunet.ones(4):long()) end,
+      trainer = function() return lunet.Trainer(nn.Linear(3, 2), { quiet = true, progress = false }) end,
+    }
+    if #lunet.devices() >= 2 then makers.comm = function() return lunet.comm.Communicator({ 'cpu:0', 'cpu:1' }) end end
+    -- internal helpers (not API) and calls that would train
+    local skip = { c_fail = true, check = true, fail = true, new = true, number = true, update = true,
+      check_input = true, fit = true, train_epoch = true, fit_loop = true, barrier = true, close = true }
+    local argsets = { {}, { 'x' }, { a }, { -1 }, { {} }, { a, 'x' }, { 1e30 }, { true } }
+    local calls, raw = 0, {}
+    for name, make in pairs(makers) do
+      for _, k in ipairs(methods(make())) do
+        if not skip[k] then
+          for _, args in ipairs(argsets) do
+            local obj = make()
+            calls = calls + 1
+            local ok, err = pcall(obj[k], obj, args[1], args[2])
+            if not ok then
+              assert.equal('string', type(err), name .. ':' .. k)
+              if err:find('attempt to', 1, true) or err:find('bad argument', 1, true) then
+                raw[#raw + 1] = name .. ':' .. k .. ': ' .. strip(err)
+              end
+            end
+          end
+        end
+      end
+    end
+    lunet.synchronize()
+    assert.is_true(calls > 600, tostring(calls))
     assert.same({}, raw)
   end)
 end)

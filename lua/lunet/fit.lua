@@ -46,6 +46,9 @@ end
 -- ---- state for checkpoints ----------------------------------------------------------
 
 function Trainer:state_dict(loader)
+  if loader ~= nil and type(loader) ~= 'table' and type(loader) ~= 'userdata' then
+    error('Trainer:state_dict: loader must be a DataLoader, got ' .. type(loader), 2)
+  end
   local seed, offset = lunet().rng_state()
   return {
     model = self.model:state_dict(),
@@ -59,6 +62,10 @@ function Trainer:state_dict(loader)
 end
 
 function Trainer:load_state_dict(state, loader)
+  if type(state) ~= 'table' or type(state.model) ~= 'table' then
+    error('Trainer:load_state_dict: expected a state from Trainer:state_dict() (with model, optimizer, rng), got ' ..
+      (type(state) == 'table' and 'a table without model' or type(state)), 2)
+  end
   self.model:load_state_dict(state.model)
   self.optimizer:load_state_dict(state.optimizer)
   if self.scheduler and state.scheduler then self.scheduler:load_state_dict(state.scheduler) end
@@ -145,6 +152,8 @@ end
 
 -- Loss and accuracy of model on loader, without gradients.
 function Trainer:evaluate(loader)
+  local tl = type(loader)
+  if (tl ~= 'table' and tl ~= 'userdata') or not loader.iter then error('evaluate: loader must be a DataLoader', 2) end
   local model, crit = self.model, self.criterion
   model:eval()
   local loss, correct, k_correct, seen = 0, 0, 0, 0

@@ -42,6 +42,7 @@ end
 function BatchNorm:check_input(x) end
 
 function BatchNorm:forward(x)
+  if not require('lunet.tensor').is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(self.__name, type(x)), 3) end
   self:check_input(x)
   if x:size(2) ~= self.num_features then
     error(('%s: input has %d channels, expected %d'):format(self.__name, x:size(2), self.num_features), 3)

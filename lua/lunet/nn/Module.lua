@@ -97,6 +97,7 @@ end
 
 -- {{name, module}, ...} depth first, self first (name '')
 function Module:named_modules(prefix, out)
+  if prefix ~= nil and type(prefix) ~= 'string' then error('named_modules: prefix must be a string, got ' .. type(prefix), 2) end
   out = out or {}
   prefix = prefix or ''
   out[#out + 1] = { prefix, self }
@@ -127,8 +128,11 @@ local function named(self, list, prefix, out, seen)
 end
 
 -- {{name, tensor}, ...}; a tensor shared by two modules appears once
-function Module:named_parameters(prefix) return named(self, '_params', prefix, {}, {}) end
-function Module:named_buffers(prefix) return named(self, '_buffers', prefix, {}, {}) end
+local function need_prefix(fn, prefix)
+  if prefix ~= nil and type(prefix) ~= 'string' then error(fn .. ': prefix must be a string, got ' .. type(prefix), 3) end
+end
+function Module:named_parameters(prefix) need_prefix('named_parameters', prefix); return named(self, '_params', prefix, {}, {}) end
+function Module:named_buffers(prefix) need_prefix('named_buffers', prefix); return named(self, '_buffers', prefix, {}, {}) end
 
 function Module:parameters()
   local out = {}
@@ -149,6 +153,7 @@ function Module:num_parameters()
 end
 
 function Module:apply(fn)
+  if type(fn) ~= 'function' then error('apply: expected a function, got ' .. type(fn), 2) end
   for _, n in ipairs(self._children) do self[n]:apply(fn) end
   fn(self)
   return self
@@ -213,7 +218,10 @@ function Module:to(what, more)
 end
 function Module:float() return self:to('float32') end
 function Module:double() return self:to('float64') end
-function Module:cpu(k) return self:to('cpu:' .. (k or 0)) end
+function Module:cpu(k)
+  if k ~= nil and (type(k) ~= 'number' or k % 1 ~= 0) then error('cpu: device index must be an integer, got ' .. tostring(k), 2) end
+  return self:to('cpu:' .. (k or 0))
+end
 
 -- ---- state dicts ------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ function Optimizer.number(fn, group, key, what, cond, expected)
 end
 
 local function add_group(self, group, fn)
+  if type(group) ~= 'table' then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. type(group)) end
   local params = group.params
   if is_tensor(params) then params = {params} end
   if type(params) ~= 'table' or #params == 0 then
