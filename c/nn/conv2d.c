@@ -20,7 +20,8 @@
 #include <omp.h>
 #include <stdio.h>
 
-enum { COL_BUDGET = 1 << 19, MIN_TILE = 64 };   /* elements of one thread's im2col tile */
+/* COL_BUDGET: elements of one thread's im2col tile; SMALL_MACS: below, one thread */
+enum { COL_BUDGET = 1 << 19, MIN_TILE = 64, SMALL_MACS = 1 << 20 };
 
 /* ---- typed helpers ----------------------------------------------------------- */
 
@@ -386,6 +387,9 @@ static int conv_geometry(const char *fn, const ln_tensor *in, const ln_tensor *w
 static size_t conv_plan(ln_conv2d_args *a, int nt, bool want_din, bool want_dw) {
   const int64_t G = a->p.groups, Cg = a->C / G, KK = a->KH * a->KW, K = Cg * KK, P = a->OH * a->OW;
   const int64_t es = a->dtype == LN_FLOAT64 ? 8 : 4;
+  /* a small convolution (a batch-1 step) runs on one thread: waking the others
+   * costs more than their share of the work */
+  if ((double)a->N * (double)a->O * (double)P * (double)K < (double)SMALL_MACS) nt = 1;
   a->nthreads = nt;
   int64_t T = LN_MAX((int64_t)MIN_TILE, COL_BUDGET / LN_MAX(K, 1));
   if (T > P) T = LN_MAX(P, 1);
