@@ -53,6 +53,9 @@ function core.dtype_id(fn, dt)
 end
 
 local CUDA_BASE = 256
+-- (no closure inside device_id: one capturing `dev` made every call close an
+-- upvalue, which LuaJIT 2.1 cannot compile, so callers fell back to the interpreter)
+local function field_device_id(dev) return dev.device_id end
 function core.device_id(fn, dev)
   if dev == nil then return 0 end
   if type(dev) == 'number' then return dev end
@@ -74,7 +77,7 @@ function core.device_id(fn, dev)
     end
   end
   if type(dev) == 'cdata' or type(dev) == 'table' then
-    local ok, id = pcall(function() return dev.device_id end)
+    local ok, id = pcall(field_device_id, dev)
     if ok and id then return id end
   end
   error(("%s: invalid device %s (expected 'cpu:N' or 'cuda:N')"):format(fn, tostring(dev)), 3)

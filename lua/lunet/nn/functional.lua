@@ -26,10 +26,16 @@ end
 local function new_like(x) return wrap(C.ln_empty(x.p.ndim, x.p.shape, x.p.dtype_id, x.p.device_id), 3) end
 F._new = new
 
+-- checked once per symbol: a closure and a pcall per call kept the layers'
+-- calls out of LuaJIT's compiled traces
+local have_kernel = {}
+local function index_C(sym) return C[sym] end
 local function kernel(fn, sym)
-  if not pcall(function() return C[sym] end) then
+  if have_kernel[sym] then return end
+  if not pcall(index_C, sym) then
     error(('%s: the C kernel %s is not in this liblunet.so (rebuild with make)'):format(fn, sym), 3)
   end
+  have_kernel[sym] = true
 end
 
 local function need(fn, x, what, nd)
