@@ -9,13 +9,16 @@
  *   rest      the tensors' bytes, little-endian, row-major, back to back
  *
  * Writes are atomic: a temporary file in the target's directory, fsync,
- * rename over the target, fsync of the directory. Reading trusts nothing:
+ * rename over the target, fsync of the directory (then temporary files left
+ * by killed writers on this host are removed). Reading trusts nothing:
  * the header length, the JSON, every dtype, shape and offset are checked
  * against the file size before anything is allocated, so a truncated,
  * corrupt or hostile file gives an error naming the file and the problem. */
 #include "internal.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +216,53 @@ static void dir_of(const char *path, char *dir, size_t n) {
   else snprintf(dir, n, "%.*s", (int)(slash - path), path);
 }
 
+/* This host's name for temporary file names (no '/' or '.'). */
+static void tmp_host(char *host, size_t n) {
+  if (gethostname(host, n) != 0) snprintf(host, n, "host");
+  host[n - 1] = 0;
+  for (char *c = host; *c; c++) if (*c == '/' || *c == '.') *c = '_';
+}
+
+/* Temporary files are named PATH.tmp.HOST.PID.XXXXXX. A writer killed before
+ * its rename (SIGKILL, power loss) leaves one behind, as large as the file:
+ * after each successful save, those of this host whose process is gone are
+ * removed (a repeatedly preempted run would otherwise fill the disk). */
+/* 0 when pid is gone or a zombie (killed, not yet reaped) */
+static int process_alive(long pid) {
+  if (kill((pid_t)pid, 0) != 0) return errno != ESRCH;   /* EPERM: someone else's, alive */
+  char p[64], buf[512];
+  snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+  FILE *f = fopen(p, "r");
+  if (!f) return 1;
+  size_t k = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[k] = 0;
+  const char *rp = strrchr(buf, ')');   /* "pid (comm) S ..." */
+  return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+}
+
+static void remove_stale_tmp(const char *path, const char *host) {
+  char dir[4096], prefix[512];
+  dir_of(path, dir, sizeof dir);
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  int pn = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", base, host);
+  if (pn <= 0 || (size_t)pn >= sizeof prefix) return;
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, (size_t)pn) != 0) continue;
+    char *end;
+    long pid = strtol(e->d_name + pn, &end, 10);
+    if (end == e->d_name + pn || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
+    if (process_alive(pid)) continue;
+    char full[4096 + 300];
+    if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) < (int)sizeof full) unlink(full);
+  }
+  closedir(d);
+}
+
 int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *const *tensors,
                int nmeta, const char *const *meta_keys, const char *const *meta_values) {
   if (!path || !*path) return ln_error("save: path is empty");
@@ -275,10 +325,11 @@ int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *con
 
   /* the temporary file, next to the target so that rename is atomic */
   size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
+  char host[64];
+  tmp_host(host, sizeof host);
+  char *tmp = malloc(plen + sizeof host + 48);
   if (!tmp) { free(h.p); free(items); return ln_error("save: %s: out of memory", path); }
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+  snprintf(tmp, plen + sizeof host + 48, "%s.tmp.%s.%d.XXXXXX", path, host, (int)getpid());
   int fd = mkstemp(tmp);
   if (fd < 0) {
     int e = errno;
@@ -315,6 +366,7 @@ int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *con
   dir_of(path, dir, sizeof dir);
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
+  remove_stale_tmp(path, host);
   free(tmp); free(h.p); free(items);
   return 0;
 }
