@@ -173,7 +173,7 @@ local function measure(step, torch_setup)
     end
   end
   if TORCH then torch.ask('drop ' .. key) end
-  return median(tl), TORCH and median(tt) or nil
+  return median(tl), TORCH and median(tt) or nil, tl, TORCH and tt or nil
 end
 
 -- ---- the sgemm ceiling -----------------------------------------------------------------
@@ -221,12 +221,13 @@ for _, name in ipairs(names) do
   for _, cs in ipairs(cases) do
     local mode, batch, what = cs[1], cs[2], cs[3]
     local step, model = make_step(name, mode, batch)
-    local sl, st = measure(step, ('setup %%s %s %s %d %%g'):format(name, mode, batch))
+    local sl, st, wl, wt = measure(step, ('setup %%s %s %s %d %%g'):format(name, mode, batch))
     step, model = nil, nil
     collectgarbage(); collectgarbage()
     local flops = (mode == 'train' and train_flops or fwd_flops) * batch
     local r = { model = name, what = what, batch = batch, lunet_s = sl, torch_s = st,
-      lunet_gflops = flops / sl / 1e9, torch_gflops = st and flops / st / 1e9 }
+      lunet_gflops = flops / sl / 1e9, torch_gflops = st and flops / st / 1e9,
+      lunet_windows_s = wl, torch_windows_s = wt }   -- seconds per step of every window
     if what == 'step_b1' then
       r.unit, r.lunet, r.torch = 'ms/step', sl * 1e3, st and st * 1e3
       r.ratio = st and st / sl   -- > 1: lunet faster
