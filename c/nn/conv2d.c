@@ -19,6 +19,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* COL_BUDGET: elements of one thread's im2col tile; SMALL_MACS: below, one thread */
 enum { COL_BUDGET = 1 << 19, MIN_TILE = 64, SMALL_MACS = 1 << 20 };
@@ -209,6 +210,9 @@ static bool is_pointwise(const ln_conv2d_args *a) {
 
 int ln_cpu_conv2d_fwd(void *args) {
   const ln_conv2d_args *a = args;
+  /* small stride-1 float32 convolutions: the direct kernel (conv_direct.c);
+   * LUNET_CONV_GEMM=1 keeps every forward on im2col + GEMM (for comparison) */
+  if (nn_conv_direct_ok(a) && !getenv("LUNET_CONV_GEMM")) return nn_conv_direct_fwd(a);
   const int dt = a->dtype;
   const int64_t es = dt == LN_FLOAT64 ? 8 : 4, G = a->p.groups, Og = a->O / G, Cg = a->C / G;
   const int64_t K = Cg * a->KH * a->KW, P = a->OH * a->OW, HW = a->H * a->W, T = a->tile;

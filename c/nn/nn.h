@@ -74,6 +74,10 @@ typedef struct {
 
 int ln_cpu_conv2d_fwd(void *args);
 int ln_cpu_conv2d_bwd(void *args);
+/* direct float32 forward for small stride-1 convolutions (conv_direct.c):
+ * ok says whether it applies (and fits the planned scratch slices) */
+bool nn_conv_direct_ok(const ln_conv2d_args *a);
+int nn_conv_direct_fwd(const ln_conv2d_args *a);
 int ln_cpu_maxpool2d_fwd(void *args);
 int ln_cpu_maxpool2d_bwd(void *args);
 int ln_cpu_avgpool2d_fwd(void *args);
