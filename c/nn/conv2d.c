@@ -285,6 +285,10 @@ static void conv_data_grad(const ln_conv2d_args *a, int nt_max) {
   const int64_t es = dt == LN_FLOAT64 ? 8 : 4, G = a->p.groups, Og = a->O / G, Cg = a->C / G;
   const int64_t KK = a->KH * a->KW, K = Cg * KK, P = a->OH * a->OW, HW = a->H * a->W, T = a->tile;
   const int64_t ntiles = P > 0 ? (P + T - 1) / T : 0;
+  if (nn_conv_direct_bwd_data_ok(a) && !getenv("LUNET_CONV_GEMM")) {   /* conv_direct.c */
+    nn_conv_direct_bwd_data(a, nt_max);
+    return;
+  }
   if (is_pointwise(a)) {
     /* din[n,g] (Cg, P) = w[g]^T (Cg, Og) . dout[n,g] (Og, P), by column tiles */
     const int64_t items = a->N * G * ntiles;

@@ -9,7 +9,9 @@
  * registers: for each (c, kh, kw) one load of CW shifted inputs and OB
  * broadcast multiply-adds. No column matrix is written or packed.
  * Sums run over (c, kh, kw) in order per output, in float32 (as the GEMM path
- * does, up to its blocking order). */
+ * does, up to its blocking order). The data gradient of a stride-1
+ * convolution is the same kernel over grad_output with the weight transposed
+ * and flipped (direct_run's flip). */
 #include "nn.h"
 #include <omp.h>
 
@@ -74,37 +76,72 @@ DIRECT_SIMD static void direct_block(const float *restrict xp, const float *rest
     }
 }
 
-int nn_conv_direct_fwd(const ln_conv2d_args *a) {
-  const int64_t C = a->C, H = a->H, W = a->W, O = a->O, KH = a->KH, KW = a->KW, OH = a->OH, OW = a->OW;
-  const int64_t ph = a->p.pad_h, pw = a->p.pad_w, Hp = H + 2 * ph, Wp = W + 2 * pw;
-  const int64_t nblk = (O + OB - 1) / OB, items = a->N * nblk;
-  int nt = LN_MIN(a->nthreads, ln_kernel_threads());
+/* One direct convolution, stride 1: in (N, C, H, W) -> out (N, O, OH, OW),
+ * padding (ph, pw), kernel KH x KW. w is (O, C, KH, KW); with `flip` it is
+ * the forward's weight (C, O, KH, KW) used transposed and flipped, which makes
+ * this the data gradient of a stride-1 convolution (in = its grad_output,
+ * out = its grad_input, padding KH-1-pad). */
+static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t W, const float *w,
+                       bool flip, const float *b, float *out, int64_t O, int64_t KH, int64_t KW,
+                       int64_t ph, int64_t pw, int64_t OH, int64_t OW, char *scratch, int64_t slice,
+                       int nt) {
+  const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, KK = KH * KW;
+  const int64_t nblk = (O + OB - 1) / OB, items = N * nblk;
   if (nt > items) nt = (int)items;
   if (nt < 1) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    float *xp = (float *)a->scratch + (int64_t)omp_get_thread_num() * a->slice;
+    float *xp = (float *)scratch + (int64_t)omp_get_thread_num() * slice;
     float *wp = xp + C * Hp * Wp + CW;   /* this block's packed weights */
-    const int64_t KK = KH * KW;
     int64_t have = -1;   /* the image now in xp */
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; it++) {
       int64_t n = it / nblk, o0 = (it % nblk) * OB;
       if (n != have) {
-        const float *img = (const float *)a->in + n * C * H * W;
+        const float *img = in + n * C * H * W;
         memset(xp, 0, (size_t)(C * Hp * Wp + CW) * sizeof(float));
         for (int64_t c = 0; c < C; c++)
           for (int64_t h = 0; h < H; h++)
             memcpy(xp + (c * Hp + h + ph) * Wp + pw, img + (c * H + h) * W, (size_t)W * sizeof(float));
         have = n;
       }
-      const float *w = (const float *)a->w;
       int64_t ob = LN_MIN((int64_t)OB, O - o0);
-      for (int64_t k = 0; k < C * KK; k++)
-        for (int64_t o = 0; o < OB; o++) wp[k * OB + o] = o < ob ? w[(o0 + o) * C * KK + k] : 0.0f;
-      direct_block(xp, wp, (const float *)a->b, (float *)a->out + n * O * OH * OW, o0,
-                   LN_MIN((int64_t)OB, O - o0), C, Hp, Wp, KH, KW, OH, OW);
+      if (!flip) {
+        for (int64_t k = 0; k < C * KK; k++)
+          for (int64_t o = 0; o < OB; o++) wp[k * OB + o] = o < ob ? w[(o0 + o) * C * KK + k] : 0.0f;
+      } else {
+        for (int64_t c = 0; c < C; c++)
+          for (int64_t k = 0; k < KK; k++)
+            for (int64_t o = 0; o < OB; o++)
+              wp[(c * KK + k) * OB + o] = o < ob ? w[(c * O + o0 + o) * KK + (KK - 1 - k)] : 0.0f;
+      }
+      direct_block(xp, wp, b, out + n * O * OH * OW, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
     }
   }
+}
+
+int nn_conv_direct_fwd(const ln_conv2d_args *a) {
+  direct_run((const float *)a->in, a->N, a->C, a->H, a->W, (const float *)a->w, false, (const float *)a->b,
+             (float *)a->out, a->O, a->KH, a->KW, a->p.pad_h, a->p.pad_w, a->OH, a->OW, a->scratch, a->slice,
+             LN_MIN(a->nthreads, ln_kernel_threads()));
   return 0;
+}
+
+/* data gradient: the same shape rules with input and output channels swapped */
+bool nn_conv_direct_bwd_data_ok(const ln_conv2d_args *a) {
+  const ln_conv2d_params *p = &a->p;
+  if (a->dtype != LN_FLOAT32 || p->groups != 1 || p->stride_h != 1 || p->stride_w != 1 || p->dil_h != 1 ||
+      p->dil_w != 1 || p->pad_h > a->KH - 1 || p->pad_w > a->KW - 1)
+    return false;
+  if (a->O < 4 || a->C < 12 || a->W < 10 || a->N < 2 || a->KH * a->KW < 9 || a->O > 64 || a->C > 64 ||
+      !a->scratch)
+    return false;
+  int64_t php = a->KH - 1 - p->pad_h, pwp = a->KW - 1 - p->pad_w;
+  return a->slice >= a->O * (a->OH + 2 * php) * (a->OW + 2 * pwp) + CW + a->O * a->KH * a->KW * OB;
+}
+
+void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nt) {
+  direct_run((const float *)a->dout, a->N, a->O, a->OH, a->OW, (const float *)a->w, true, NULL,
+             (float *)a->din, a->C, a->KH, a->KW, a->KH - 1 - a->p.pad_h, a->KW - 1 - a->p.pad_w, a->H, a->W,
+             a->scratch, a->slice, nt);
 }

@@ -78,6 +78,8 @@ int ln_cpu_conv2d_bwd(void *args);
  * ok says whether it applies (and fits the planned scratch slices) */
 bool nn_conv_direct_ok(const ln_conv2d_args *a);
 int nn_conv_direct_fwd(const ln_conv2d_args *a);
+bool nn_conv_direct_bwd_data_ok(const ln_conv2d_args *a);
+void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nthreads);
 int ln_cpu_maxpool2d_fwd(void *args);
 int ln_cpu_maxpool2d_bwd(void *args);
 int ln_cpu_avgpool2d_fwd(void *args);
