@@ -4,7 +4,8 @@
 #   tools/install-deps.sh demo     + the Fashion-MNIST data set
 #   tools/install-deps.sh bench    + PyTorch for side-by-side figures
 set -e
-pkgs="gcc make luajit libluajit-5.1-dev lua-busted luarocks libopenblas-dev zlib1g-dev libreadline8 python3"
+# the specs read the real Fashion-MNIST files and check interop with numpy
+pkgs="gcc make luajit libluajit-5.1-dev lua-busted luarocks libopenblas-dev zlib1g-dev libreadline8 python3 python3-numpy dataset-fashion-mnist"
 case "${1:-}" in
   demo) pkgs="dataset-fashion-mnist" ;;
   bench) pkgs="python3-torch python3-numpy" ;;
