@@ -37,7 +37,7 @@ local sched = optim.OneCycleLR(opt, { max_lr = 4e-3, total_steps = epochs * #tra
 local t0 = lunet.clock()
 local history = lunet.fit(model, train_loader, {
   epochs = epochs, optimizer = opt, scheduler = sched, scheduler_step = 'step',
-  val_loader = test_loader, log = args.log, plot = args.plot or (not smoke and 'fashion_mnist_curves.svg' or nil),
+  val_loader = test_loader, log = args.log, plot = args.plot or (not smoke and 'build/fashion_mnist_curves.svg' or nil),
 })
 local last = history[#history]
 print(('test accuracy: %.2f%% (%d test images, %d epochs, %.0f s)'):format(100 * last.val_acc, #test,
