@@ -14,7 +14,12 @@
  * accumulates per thread and is reduced at the end; the data gradient is
  * split by (image, group, channel chunk) so col2im never races. Scratch comes
  * from the device's caching allocator (no system allocation in the steady
- * state) and is sized by a plan made on the calling thread. */
+ * state) and is sized by a plan made on the calling thread.
+ * Float32 one-group convolutions with 3+ input channels (4+ for the data
+ * gradient) run through oneDNN instead (conv_dnnl.c; conv_auto_dnnl below),
+ * and some small stride-1 ones through the direct kernels (conv_direct.c).
+ * LUNET_CONV_IMPL=gemm|direct|dnnl forces one for comparison (direct: the
+ * direct kernels where they apply, else im2col + GEMM). */
 #include "nn.h"
 #include <cblas.h>
 #include <omp.h>
@@ -208,11 +213,48 @@ static bool is_pointwise(const ln_conv2d_args *a) {
 
 /* ---- kernels ----------------------------------------------------------------- */
 
+/* Which implementation runs a float32 convolution. LUNET_CONV_IMPL=gemm|direct|dnnl
+ * forces one where it applies (the others fall back to im2col + GEMM;
+ * LUNET_CONV_GEMM=1 = gemm); otherwise the static rule of conv_auto_dnnl. */
+enum { IMPL_AUTO, IMPL_GEMM, IMPL_DIRECT, IMPL_DNNL };
+enum { PASS_FWD, PASS_DATA, PASS_WEIGHT };
+
+static int conv_impl(void) {
+  const char *e = getenv("LUNET_CONV_IMPL");
+  if (e && *e) {
+    if (!strcmp(e, "gemm")) return IMPL_GEMM;
+    if (!strcmp(e, "direct")) return IMPL_DIRECT;
+    if (!strcmp(e, "dnnl")) return IMPL_DNNL;
+  }
+  return getenv("LUNET_CONV_GEMM") ? IMPL_GEMM : IMPL_AUTO;
+}
+
+/* The measured rule (batch 1 and 64, 2 threads, AVX-512; bench/RESULTS.md):
+ * oneDNN's blocked-layout JIT kernels, reorders included, take 0.4-0.8x the
+ * time of im2col + GEMM or the direct kernel on every ResNet-8 3x3 layer
+ * (forward, data and weight gradients) and LeNet's 6->16 5x5; they lose on
+ * 1-channel inputs (LeNet's first layer: forward 1.2x, weight gradient 1.4x)
+ * and on the data gradient of 3-channel inputs (3.5x); 1x1 layers tie. */
+static bool conv_auto_dnnl(const ln_conv2d_args *a, int pass) {
+  return a->C >= (pass == PASS_DATA ? 4 : 3);
+}
+
+static bool use_dnnl(const ln_conv2d_args *a, int impl, int pass) {
+  if (!nn_conv_dnnl_ok(a)) return false;
+  return impl == IMPL_DNNL || (impl == IMPL_AUTO && conv_auto_dnnl(a, pass));
+}
+
+static int conv_nt(const ln_conv2d_args *a) {
+  int nt = LN_MIN(a->nthreads, ln_kernel_threads());
+  return nt < 1 ? 1 : nt;
+}
+
 int ln_cpu_conv2d_fwd(void *args) {
   const ln_conv2d_args *a = args;
-  /* small stride-1 float32 convolutions: the direct kernel (conv_direct.c);
-   * LUNET_CONV_GEMM=1 keeps every forward on im2col + GEMM (for comparison) */
-  if (nn_conv_direct_ok(a) && !getenv("LUNET_CONV_GEMM")) return nn_conv_direct_fwd(a);
+  const int impl = conv_impl();
+  if (use_dnnl(a, impl, PASS_FWD) && nn_conv_dnnl_fwd(a, conv_nt(a)) == 0) return 0;
+  /* small stride-1 float32 convolutions: the direct kernel (conv_direct.c) */
+  if (impl != IMPL_GEMM && nn_conv_direct_ok(a)) return nn_conv_direct_fwd(a);
   const int dt = a->dtype;
   const int64_t es = dt == LN_FLOAT64 ? 8 : 4, G = a->p.groups, Og = a->O / G, Cg = a->C / G;
   const int64_t K = Cg * a->KH * a->KW, P = a->OH * a->OW, HW = a->H * a->W, T = a->tile;
@@ -285,7 +327,7 @@ static void conv_data_grad(const ln_conv2d_args *a, int nt_max) {
   const int64_t es = dt == LN_FLOAT64 ? 8 : 4, G = a->p.groups, Og = a->O / G, Cg = a->C / G;
   const int64_t KK = a->KH * a->KW, K = Cg * KK, P = a->OH * a->OW, HW = a->H * a->W, T = a->tile;
   const int64_t ntiles = P > 0 ? (P + T - 1) / T : 0;
-  if (nn_conv_direct_bwd_data_ok(a) && !getenv("LUNET_CONV_GEMM")) {   /* conv_direct.c */
+  if (conv_impl() != IMPL_GEMM && nn_conv_direct_bwd_data_ok(a)) {   /* conv_direct.c */
     nn_conv_direct_bwd_data(a, nt_max);
     return;
   }
@@ -331,15 +373,18 @@ int ln_cpu_conv2d_bwd(void *args) {
   int nt = LN_MIN(a->nthreads, ln_kernel_threads());
   if (nt < 1) nt = 1;
   const int64_t P = a->OH * a->OW;
-  if (a->db) {
+  const int impl = conv_impl();
+  /* oneDNN's weight gradient also sums the bias gradient */
+  bool w_done = a->dw && use_dnnl(a, impl, PASS_WEIGHT) && nn_conv_dnnl_bwd_weights(a, nt, a->db != NULL) == 0;
+  if (a->db && !w_done) {
     int bt = a->N * a->O * P < 32768 ? 1 : nt;
     if (a->dtype == LN_FLOAT64) bias_grad_f64((double *)a->db, (const double *)a->dout, a->N, a->O, P, bt);
     else bias_grad_f32((float *)a->db, (const float *)a->dout, a->N, a->O, P, bt);
   }
-  if (a->dw) conv_weight_grad(a, nt);
+  if (a->dw && !w_done) conv_weight_grad(a, nt);
   if (a->din) {
     if (P == 0) memset(a->din, 0, (size_t)(a->N * a->C * a->H * a->W * (a->dtype == LN_FLOAT64 ? 8 : 4)));
-    else conv_data_grad(a, nt);
+    else if (!(use_dnnl(a, impl, PASS_DATA) && nn_conv_dnnl_bwd_data(a, nt) == 0)) conv_data_grad(a, nt);
   }
   return 0;
 }

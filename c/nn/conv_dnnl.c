@@ -1,0 +1,282 @@
+/* conv_dnnl.c -- float32 conv2d forward, data gradient and weight (+bias)
+ * gradient through oneDNN's C API (dnnl.h), used by conv2d.c's kernels where
+ * it wins (see nn_conv_pick in conv2d.c).
+ *
+ * Tensors stay plain NCHW / OIHW in and out. Each primitive is created with
+ * format_tag_any, so oneDNN picks its own (blocked) layouts; when they differ
+ * from the plain ones, reorder primitives copy the inputs in and the outputs
+ * back out through the calling thread's workspace (one buffer, grown to the
+ * largest entry's need, shared by all its entries). Plain NCHW src/dst given
+ * to oneDNN directly (no reorders) ran 2-4x slower here (its gemm-based
+ * fallback), hence the reorders.
+ *
+ * Cache: per calling thread (device worker threads run kernels concurrently;
+ * oneDNN streams are not shared), CACHE entries keyed by (op, shape, params,
+ * threads), least recently used replaced (ResNet-8's 9 layers x 3 passes
+ * fit); nothing is created per call in the steady state. Threads: oneDNN (built on OpenMP, libgomp as lunet) uses
+ * omp_get_max_threads() when a primitive is created and run, so both happen
+ * with omp_set_num_threads(nt) = the kernel's share (restored after). */
+#include "nn.h"
+#include <dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+enum { CACHE = 48, MAXSLOT = 4 };
+enum { OP_FWD, OP_BWD_DATA, OP_BWD_W };
+
+typedef struct {
+  int op, nt, bias, pad_;
+  int64_t N, C, H, W, O, KH, KW, OH, OW;
+  int64_t sh, sw, ph, pw, dh, dw;
+} dkey;
+
+typedef struct {
+  int arg;
+  bool out;
+  dnnl_memory_t user, inner;   /* inner == user when the layouts agree */
+  dnnl_primitive_t reorder;    /* user -> inner (inputs) or inner -> user (outputs) */
+  size_t off;                  /* inner's offset in the workspace */
+} dslot;
+
+typedef struct {
+  dkey key;
+  uint64_t tick;
+  dnnl_primitive_t prim;
+  int ns;
+  size_t ws;                   /* workspace bytes */
+  dslot s[MAXSLOT];
+} dentry;
+
+typedef struct {
+  dnnl_engine_t eng;
+  dnnl_stream_t stream;
+  uint64_t tick;
+  char *ws;
+  size_t ws_cap;
+  dentry e[CACHE];
+} dstate;
+
+static pthread_key_t state_key;
+static pthread_once_t state_once = PTHREAD_ONCE_INIT;
+
+static void entry_free(dentry *e) {
+  for (int i = 0; i < e->ns; i++) {
+    dslot *s = &e->s[i];
+    if (s->reorder) dnnl_primitive_destroy(s->reorder);
+    if (s->inner && s->inner != s->user) dnnl_memory_destroy(s->inner);
+    if (s->user) dnnl_memory_destroy(s->user);
+  }
+  if (e->prim) dnnl_primitive_destroy(e->prim);
+  memset(e, 0, sizeof *e);
+}
+
+static void state_free(void *p) {
+  dstate *st = p;
+  if (!st) return;
+  for (int i = 0; i < CACHE; i++) entry_free(&st->e[i]);
+  if (st->stream) dnnl_stream_destroy(st->stream);
+  if (st->eng) dnnl_engine_destroy(st->eng);
+  free(st->ws);
+  free(st);
+}
+
+static void state_key_init(void) { pthread_key_create(&state_key, state_free); }
+
+static dstate *state_get(void) {
+  pthread_once(&state_once, state_key_init);
+  dstate *st = pthread_getspecific(state_key);
+  if (st) return st;
+  st = calloc(1, sizeof *st);
+  if (!st) return NULL;
+  if (dnnl_engine_create(&st->eng, dnnl_cpu, 0) != dnnl_success ||
+      dnnl_stream_create(&st->stream, st->eng, dnnl_stream_default_flags) != dnnl_success) {
+    state_free(st);
+    return NULL;
+  }
+  pthread_setspecific(state_key, st);
+  return st;
+}
+
+#define CHK(x) do { if ((x) != dnnl_success) goto fail; } while (0)
+
+/* slot for one argument: user (plain) memory + the primitive's own layout */
+static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const dnnl_memory_desc_t *user_md,
+                               const_dnnl_primitive_desc_t pd, dnnl_query_t q, int qi) {
+  dslot *s = &e->s[e->ns++];
+  const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, q, qi);
+  dnnl_primitive_desc_t rpd = NULL;
+  dnnl_status_t r;
+  s->arg = arg; s->out = out;
+  if (!md) return dnnl_runtime_error;
+  if ((r = dnnl_memory_create(&s->user, user_md, st->eng, DNNL_MEMORY_NONE)) != dnnl_success) return r;
+  if (dnnl_memory_desc_equal(user_md, md)) { s->inner = s->user; return dnnl_success; }
+  if ((r = dnnl_memory_create(&s->inner, md, st->eng, DNNL_MEMORY_NONE)) != dnnl_success) return r;
+  s->off = e->ws;
+  e->ws += (dnnl_memory_desc_get_size(md) + 63) & ~(size_t)63;
+  r = out ? dnnl_reorder_primitive_desc_create(&rpd, md, st->eng, user_md, st->eng, NULL)
+          : dnnl_reorder_primitive_desc_create(&rpd, user_md, st->eng, md, st->eng, NULL);
+  if (r != dnnl_success) return r;
+  r = dnnl_primitive_create(&s->reorder, rpd);
+  dnnl_primitive_desc_destroy(rpd);
+  return r;
+}
+
+static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) {
+  memset(k, 0, sizeof *k);
+  k->op = op; k->nt = nt; k->bias = bias;
+  k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
+  k->OH = a->OH; k->OW = a->OW;
+  k->sh = a->p.stride_h; k->sw = a->p.stride_w; k->ph = a->p.pad_h; k->pw = a->p.pad_w;
+  k->dh = a->p.dil_h; k->dw = a->p.dil_w;
+}
+
+/* Creates the entry's primitive and slots (the current OpenMP thread count is nt). */
+static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
+  dnnl_memory_desc_t src_u, w_u, b_u, dst_u, src_a, w_a, b_a, dst_a;
+  dnnl_dims_t sd = {a->N, a->C, a->H, a->W}, wd = {a->O, a->C, a->KH, a->KW}, bd = {a->O};
+  dnnl_dims_t dd = {a->N, a->O, a->OH, a->OW};
+  dnnl_dims_t strides = {a->p.stride_h, a->p.stride_w}, dil = {a->p.dil_h - 1, a->p.dil_w - 1};
+  dnnl_dims_t pl = {a->p.pad_h, a->p.pad_w};
+  /* right padding that gives exactly OH x OW (may be below the left one) */
+  dnnl_dims_t pr = {(a->OH - 1) * a->p.stride_h + (a->KH - 1) * a->p.dil_h + 1 - a->H - a->p.pad_h,
+                    (a->OW - 1) * a->p.stride_w + (a->KW - 1) * a->p.dil_w + 1 - a->W - a->p.pad_w};
+  dnnl_convolution_desc_t fd, bdsc;
+  dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+  memset(e, 0, sizeof *e);
+  if (pr[0] < 0 || pr[1] < 0) return -1;
+  CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw));
+  CHK(dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
+  CHK(dnnl_memory_desc_init_by_tag(&b_u, 1, bd, dnnl_f32, dnnl_x));
+  CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, dnnl_nchw));
+  CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, dnnl_f32, dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, dnnl_f32, dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
+  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, dnnl_format_tag_any));
+  CHK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_a,
+                                                 &w_a, k->op == OP_FWD && k->bias ? &b_a : NULL, &dst_a,
+                                                 strides, dil, pl, pr));
+  CHK(dnnl_primitive_desc_create(&fpd, &fd, NULL, st->eng, NULL));
+  if (k->op == OP_FWD) {
+    pd = fpd; fpd = NULL;
+    CHK(slot_init(st, e, DNNL_ARG_SRC, false, &src_u, pd, dnnl_query_src_md, 0));
+    CHK(slot_init(st, e, DNNL_ARG_WEIGHTS, false, &w_u, pd, dnnl_query_weights_md, 0));
+    if (k->bias) CHK(slot_init(st, e, DNNL_ARG_BIAS, false, &b_u, pd, dnnl_query_weights_md, 1));
+    CHK(slot_init(st, e, DNNL_ARG_DST, true, &dst_u, pd, dnnl_query_dst_md, 0));
+  } else if (k->op == OP_BWD_DATA) {
+    CHK(dnnl_dilated_convolution_backward_data_desc_init(&bdsc, dnnl_convolution_direct, &src_a, &w_a, &dst_a,
+                                                         strides, dil, pl, pr));
+    CHK(dnnl_primitive_desc_create(&pd, &bdsc, NULL, st->eng, fpd));
+    CHK(slot_init(st, e, DNNL_ARG_DIFF_DST, false, &dst_u, pd, dnnl_query_diff_dst_md, 0));
+    CHK(slot_init(st, e, DNNL_ARG_WEIGHTS, false, &w_u, pd, dnnl_query_weights_md, 0));
+    CHK(slot_init(st, e, DNNL_ARG_DIFF_SRC, true, &src_u, pd, dnnl_query_diff_src_md, 0));
+  } else {
+    CHK(dnnl_dilated_convolution_backward_weights_desc_init(&bdsc, dnnl_convolution_direct, &src_a, &w_a,
+                                                            k->bias ? &b_a : NULL, &dst_a, strides, dil, pl, pr));
+    CHK(dnnl_primitive_desc_create(&pd, &bdsc, NULL, st->eng, fpd));
+    CHK(slot_init(st, e, DNNL_ARG_SRC, false, &src_u, pd, dnnl_query_src_md, 0));
+    CHK(slot_init(st, e, DNNL_ARG_DIFF_DST, false, &dst_u, pd, dnnl_query_diff_dst_md, 0));
+    CHK(slot_init(st, e, DNNL_ARG_DIFF_WEIGHTS, true, &w_u, pd, dnnl_query_diff_weights_md, 0));
+    if (k->bias)
+      CHK(slot_init(st, e, DNNL_ARG_DIFF_BIAS, true, &b_u, pd, dnnl_query_diff_weights_md, 1));
+  }
+  CHK(dnnl_primitive_create(&e->prim, pd));
+  dnnl_primitive_desc_destroy(pd);
+  if (fpd) dnnl_primitive_desc_destroy(fpd);
+  e->key = *k;
+  return 0;
+fail:
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (fpd) dnnl_primitive_desc_destroy(fpd);
+  entry_free(e);
+  return -1;
+}
+
+/* Runs op with the user pointers ptr[i] for the entry's slots (in slot order). */
+static int entry_run(dstate *st, dentry *e, char *const *ptr) {
+  dnnl_exec_arg_t args[MAXSLOT], ra[2];
+  if (e->ws > st->ws_cap) {
+    free(st->ws);
+    st->ws_cap = 0;
+    st->ws = aligned_alloc(64, e->ws);
+    if (!st->ws) return -1;
+    st->ws_cap = e->ws;
+  }
+  for (int i = 0; i < e->ns; i++) {
+    dslot *s = &e->s[i];
+    CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
+    if (s->inner != s->user) CHK(dnnl_memory_set_data_handle(s->inner, st->ws + s->off));
+    if (!s->out && s->reorder) {
+      ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->user};
+      ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->inner};
+      CHK(dnnl_primitive_execute(s->reorder, st->stream, 2, ra));
+    }
+    args[i] = (dnnl_exec_arg_t){s->arg, s->inner};
+  }
+  CHK(dnnl_primitive_execute(e->prim, st->stream, e->ns, args));
+  for (int i = 0; i < e->ns; i++) {
+    dslot *s = &e->s[i];
+    if (s->out && s->reorder) {
+      ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->inner};
+      ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->user};
+      CHK(dnnl_primitive_execute(s->reorder, st->stream, 2, ra));
+    }
+  }
+  CHK(dnnl_stream_wait(st->stream));
+  return 0;
+fail:
+  return -1;
+}
+
+/* Finds or creates the entry for (a, op) and runs it with nt OpenMP threads.
+ * Returns 0, or -1 when oneDNN cannot do it (the caller falls back). */
+static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
+  dstate *st = state_get();
+  if (!st) return -1;
+  dkey k;
+  key_of(&k, a, op, nt, bias);
+  int prev = omp_get_max_threads();
+  if (prev != nt) omp_set_num_threads(nt);
+  dentry *e = NULL, *victim = &st->e[0];
+  for (int i = 0; i < CACHE; i++) {
+    dentry *c = &st->e[i];
+    if (c->prim && memcmp(&c->key, &k, sizeof k) == 0) { e = c; break; }
+    if (!c->prim || (victim->prim && c->tick < victim->tick)) victim = c;
+  }
+  int rc = 0;
+  if (!e) {
+    entry_free(victim);
+    if (entry_init(st, victim, a, &k) == 0) e = victim;
+    else rc = -1;
+  }
+  if (e) {
+    e->tick = ++st->tick;
+    rc = entry_run(st, e, ptr);
+  }
+  if (prev != nt) omp_set_num_threads(prev);
+  return rc;
+}
+
+bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {
+  return a->dtype == LN_FLOAT32 && a->p.groups == 1 && a->N > 0 && a->OH > 0 && a->OW > 0;
+}
+
+int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nt) {
+  char *ptr[4];
+  int n = 0;
+  ptr[n++] = a->in; ptr[n++] = a->w;
+  if (a->b) ptr[n++] = a->b;
+  ptr[n++] = a->out;
+  return dnnl_conv(a, OP_FWD, a->b != NULL, nt, ptr);
+}
+
+int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nt) {
+  char *ptr[3] = {a->dout, a->w, a->din};
+  return dnnl_conv(a, OP_BWD_DATA, false, nt, ptr);
+}
+
+/* dw, and db when with_bias */
+int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nt, bool with_bias) {
+  char *ptr[4] = {a->in, a->dout, a->dw, a->db};
+  return dnnl_conv(a, OP_BWD_W, with_bias, nt, ptr);
+}
