@@ -226,6 +226,79 @@ describe('collectives (local backend)', function()
     assert.same(ref:totable(), ts2[3]:to('cpu:0'):totable())
   end)
 
+  it('async allreduce on the comm streams: the same results as the compute-stream path', function()
+    local cm = lunet.comm.Communicator(devs(4))
+    for _, o in ipairs({ {op = 'sum'}, {op = 'avg', compress = 'bf16'}, {op = 'max'} }) do
+      local a = make_inputs(4, 100003)
+      local b, c = {}, {}
+      for i = 1, 4 do b[i] = a[i]:clone(); c[i] = a[i]:clone():add_(1) end
+      -- the comm stream waits for the compute stream's work queued before
+      -- (add_), and the compute stream, after wait(), for the collective (mul_)
+      for i = 1, 4 do b[i]:add_(1) end
+      cm:allreduce(b, {op = o.op, compress = o.compress, async = true})
+      cm:wait()
+      for i = 1, 4 do b[i]:mul_(2) end
+      cm:allreduce(c, o)
+      for i = 1, 4 do
+        c[i]:mul_(2)
+        assert.same(c[i]:to('cpu:0'):totable(), b[i]:to('cpu:0'):totable())
+      end
+    end
+  end)
+
+  it('async allreduce runs on the comm stream while the compute stream goes on', function()
+    local cm = lunet.comm.Communicator(devs(4))
+    local big, ref = make_inputs(4, 1000000)
+    local small = make_inputs(4, 8)
+    local ms = {}
+    for i = 1, 4 do ms[i] = lunet.randn(256, 256, {device = 'cpu:' .. (i - 1)}) end
+    local comm_start = ffi.new('double[4]')   -- comm stream, after a tiny collective
+    local comm_end = ffi.new('double[4]')     -- comm stream, after the big one
+    local cstart, cend = ffi.new('double[4]'), ffi.new('double[4]')   -- compute stream
+    cm:allreduce(small, {async = true})
+    for d = 0, 3 do assert.equal(0, C.ln_comm_stream_timestamp(d, comm_start + d)) end
+    cm:allreduce(big, {async = true})
+    for d = 0, 3 do assert.equal(0, C.ln_comm_stream_timestamp(d, comm_end + d)) end
+    -- later compute-stream work (as the rest of backward)
+    local outs = {}
+    for d = 0, 3 do
+      assert.equal(0, C.ln_stream_timestamp(d, cstart + d))
+      local m = ms[d + 1]
+      for _ = 1, 24 do m = (m:matmul(ms[d + 1])):mul_(1 / 256) end
+      outs[d + 1] = m
+      assert.equal(0, C.ln_stream_timestamp(d, cend + d))
+    end
+    cm:wait()
+    lunet.synchronize()
+    for d = 0, 3 do
+      -- the compute stream went on to its later work before the collective
+      -- ended (never so on one stream)
+      assert.is_true(comm_start[d] > 0 and comm_start[d] <= comm_end[d])
+      assert.is_true(cstart[d] < comm_end[d], ('cpu:%d compute start %.6f, comm end %.6f'):format(d, cstart[d], comm_end[d]))
+    end
+    assert.same(ref:totable(), big[3]:to('cpu:0'):totable())
+  end)
+
+  it('async allreduce aborts when a compute stream failed earlier, then works again', function()
+    local cm = lunet.comm.Communicator(devs(3))
+    local ts = make_inputs(3, 100)
+    assert.equal(0, C.ln_stream_inject_error(1, 'disk on fire'))
+    cm:allreduce(ts, {async = true})
+    cm:wait()
+    for d = 0, 2 do
+      local ok, err = pcall(lunet.synchronize, 'cpu:' .. d)
+      assert.is_false(ok)
+      assert.matches('disk on fire', err, 1, true)
+      if d ~= 1 then
+        assert.matches('allreduce: aborted: rank 1 (cpu:1) failed earlier', err, 1, true)
+      end
+    end
+    local ts2, ref = make_inputs(3, 100)
+    cm:allreduce(ts2, {async = true})
+    cm:wait()
+    for d = 1, 3 do assert.same(ref:totable(), ts2[d]:to('cpu:0'):totable()) end
+  end)
+
   it('rejects bad arguments at the call with clear messages', function()
     local cm = lunet.comm.Communicator(devs(2))
     local a, b = lunet.zeros(4, {device = 'cpu:0'}), lunet.zeros(4, {device = 'cpu:1'})
@@ -293,5 +366,13 @@ describe('collectives on the default single inline device', function()
     local r = cm:recv(lunet.zeros(2), 1)
     assert.same({1.5, 2.5}, r:totable())
     cm:barrier()
+  end)
+
+  it('async allreduce runs inline too', function()
+    local cm = lunet.comm.Communicator()
+    local t = lunet.tensor{1.5, 2.5}
+    cm:allreduce({t}, {op = 'avg', async = true})
+    cm:wait()
+    assert.same({1.5, 2.5}, t:totable())
   end)
 end)

@@ -114,6 +114,22 @@ int ln_comm_allreduce(ln_comm *c, ln_tensor *const *ts, int op, int wire) {
   return c->be->allreduce(c, ts, op, wire);
 }
 
+int ln_comm_allreduce_async(ln_comm *c, ln_tensor *const *ts, int op, int wire) {
+  const char *fn = "allreduce";
+  if (check_list(fn, c, ts, "tensor") != 0 || check_same_shapes(fn, c, ts, "tensor") != 0 ||
+      check_reduce(fn, ts[0], op, wire) != 0)
+    return -1;
+  if (wire == ts[0]->dtype_id) wire = -1;
+  return c->be->allreduce_async ? c->be->allreduce_async(c, ts, op, wire) : c->be->allreduce(c, ts, op, wire);
+}
+
+int ln_comm_wait(ln_comm *c) {
+  if (!c) return ln_error("comm_wait: communicator is NULL");
+  for (int i = 0; i < c->n; i++)
+    if (ln_stream_wait_comm(c->devices[i]) != 0) return -1;
+  return 0;
+}
+
 int ln_comm_broadcast(ln_comm *c, ln_tensor *const *ts, int root) {
   const char *fn = "broadcast";
   if (check_list(fn, c, ts, "tensor") != 0 || check_same_shapes(fn, c, ts, "tensor") != 0) return -1;

@@ -17,6 +17,8 @@ typedef struct ln_comm_backend {
   int (*init)(ln_comm *c);          /* fills c->impl */
   void (*destroy)(ln_comm *c);      /* when the last reference goes */
   int (*allreduce)(ln_comm *c, ln_tensor *const *ts, int op, int wire);
+  /* on the devices' comm streams (NULL: allreduce stands in) */
+  int (*allreduce_async)(ln_comm *c, ln_tensor *const *ts, int op, int wire);
   int (*broadcast)(ln_comm *c, ln_tensor *const *ts, int root);
   int (*reduce_scatter)(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in, int op, int wire);
   int (*allgather)(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in);

@@ -318,8 +318,9 @@ static int coll_alloc_wire(coll *c, int64_t numel) {
   return 0;
 }
 
-/* Enqueue rank r's task on each device; keep[r] holds its tensors. */
-static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
+/* Enqueue rank r's task on each device (on its comm stream, after the
+ * compute stream's work so far, when `comm`); keep[r] holds its tensors. */
+static int coll_launch_on(coll *c, ln_tensor *const *a, ln_tensor *const *b, bool comm) {
   /* once the last task is queued the workers may finish and free c: read
    * nothing from it after that */
   int n = c->n, kind = c->kind;
@@ -327,7 +328,11 @@ static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
     coll_args args = {c, r};
     const ln_tensor *keep[2] = {a ? a[r] : NULL, b ? b[r] : NULL};
     int dev = c->devices[r];
-    if (ln_launch_flags(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS) != 0) {
+    int rc = comm ? ln_comm_stream_wait_compute(dev) : 0;
+    if (rc == 0)
+      rc = comm ? ln_launch_comm(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS)
+                : ln_launch_flags(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS);
+    if (rc != 0) {
       /* ranks before r are queued (and hold references, so c lives): abort
        * them, then drop the references of the ranks not queued */
       char why[800];
@@ -338,6 +343,10 @@ static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
     }
   }
   return 0;
+}
+
+static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
+  return coll_launch_on(c, a, b, false);
 }
 
 static void coll_discard(coll *c) {
@@ -351,6 +360,17 @@ static int local_allreduce(ln_comm *cm, ln_tensor *const *ts, int op, int wire) 
   for (int i = 0; i < cm->n; i++) c->in[i] = ln_data_ptr(ts[i]);
   if (wire >= 0 && coll_alloc_wire(c, c->numel) != 0) { coll_discard(c); return -1; }
   return coll_launch(c, ts, NULL);
+}
+
+/* on the comm streams; the single inline device has none: the plain path */
+static int local_allreduce_async(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
+  for (int i = 0; i < cm->n; i++)
+    if (!ln_device_has_comm_stream(cm->devices[i])) return local_allreduce(cm, ts, op, wire);
+  coll *c = coll_new(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]));
+  if (!c) return -1;
+  for (int i = 0; i < cm->n; i++) c->in[i] = ln_data_ptr(ts[i]);
+  if (wire >= 0 && coll_alloc_wire(c, c->numel) != 0) { coll_discard(c); return -1; }
+  return coll_launch_on(c, ts, NULL, true);
 }
 
 static int local_broadcast(ln_comm *cm, ln_tensor *const *ts, int root) {
@@ -527,6 +547,7 @@ const ln_comm_backend ln_comm_local_backend = {
   .init = local_init,
   .destroy = local_destroy,
   .allreduce = local_allreduce,
+  .allreduce_async = local_allreduce_async,
   .broadcast = local_broadcast,
   .reduce_scatter = local_reduce_scatter,
   .allgather = local_allgather,

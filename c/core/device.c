@@ -23,6 +23,8 @@ typedef struct task {
 } task;
 
 typedef struct device {
+  int id;                /* cpu:id; comm streams carry their device's id */
+  bool is_comm;          /* the second (communication) stream of device id */
   int threads;
   bool has_worker;
   /* allocator */
@@ -41,6 +43,9 @@ typedef struct device {
 } device;
 
 static device devices[LN_MAX_CPU_DEVICES];
+/* The communication streams: a second in-order stream (one thread) per
+ * device, started on first use, sharing the device's memory. */
+static device comm_streams[LN_MAX_CPU_DEVICES];
 static int ndevices;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -85,8 +90,8 @@ static void *worker_main(void *arg) {
     for (int i = 0; i < t->nkeep; i++) ln_storage_release(t->keep[i]);
     pthread_mutex_lock(&d->lock);
     if (rc != 0 && !d->has_error) {
-      snprintf(d->error, sizeof d->error, "%s (in %s, cpu:%d)", ln_last_error(), t->op,
-               (int)(d - devices));
+      snprintf(d->error, sizeof d->error, "%s (in %s, cpu:%d%s)", ln_last_error(), t->op,
+               d->id, d->is_comm ? " comm stream" : "");
       d->has_error = true;
       d->error_seq = d->completed;
     }
@@ -97,8 +102,8 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-static int start_worker(int i) {
-  device *d = &devices[i];
+static int start_stream(device *d) {
+  int i = d->id;
   if (!d->ring && !(d->ring = aligned_alloc(64, sizeof(task) * QUEUE_CAP)))
     return ln_error("set_cpu_devices: out of memory for the stream of cpu:%d", i);
   d->stop = false;
@@ -107,9 +112,9 @@ static int start_worker(int i) {
   d->has_worker = true;
   return 0;
 }
+static int start_worker(int i) { return start_stream(&devices[i]); }
 
-static void stop_worker(int i) {
-  device *d = &devices[i];
+static void stop_stream(device *d) {
   if (!d->has_worker) return;
   pthread_mutex_lock(&d->lock);
   d->stop = true;
@@ -118,6 +123,7 @@ static void stop_worker(int i) {
   pthread_join(d->worker, NULL);
   d->has_worker = false;
 }
+static void stop_worker(int i) { stop_stream(&devices[i]); }
 
 static void share_cores(int n) {
   int cores = ln_num_cores();
@@ -145,6 +151,12 @@ static int configure(int n) {
 
 static void runtime_init_once(void) {
   for (int i = 0; i < LN_MAX_CPU_DEVICES; i++) {
+    devices[i].id = comm_streams[i].id = i;
+    comm_streams[i].is_comm = true;
+    comm_streams[i].threads = 1;   /* the collectives are memory-bound */
+    pthread_mutex_init(&comm_streams[i].lock, NULL);
+    pthread_cond_init(&comm_streams[i].work_cv, NULL);
+    pthread_cond_init(&comm_streams[i].done_cv, NULL);
     pthread_mutex_init(&devices[i].alloc_lock, NULL);
     pthread_mutex_init(&devices[i].lock, NULL);
     pthread_cond_init(&devices[i].work_cv, NULL);
@@ -175,6 +187,7 @@ int ln_set_cpu_devices(int n) {
                       i, (long long)devices[i].allocated);
     if (rc == 0) {
       int old = ndevices;
+      for (int i = 0; i < old; i++) stop_stream(&comm_streams[i]);   /* restarted on use */
       for (int i = (n == 1 ? 0 : n); i < old; i++) stop_worker(i);
       for (int i = n; i < old; i++) ln_empty_cache(i);
       rc = configure(n);
@@ -223,6 +236,9 @@ int ln_kernel_threads(void) {
 bool ln_stream_failed(void) { return tls_failed; }
 const char *ln_stream_failure(void) { return tls_failed ? tls_failure : ""; }
 
+static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+                   const ln_tensor *const *keep, int nkeep, int flags);
+
 int ln_launch(int id, const char *op, ln_task_fn fn, const void *args, size_t argsize,
               const ln_tensor *const *keep, int nkeep) {
   return ln_launch_flags(id, op, fn, args, argsize, keep, nkeep, 0);
@@ -241,6 +257,11 @@ int ln_launch_flags(int id, const char *op, ln_task_fn fn, const void *args, siz
     memcpy(buf, args, argsize);
     return fn(buf);
   }
+  return enqueue(d, op, fn, args, argsize, keep, nkeep, flags);
+}
+
+static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+                   const ln_tensor *const *keep, int nkeep, int flags) {
   pthread_mutex_lock(&d->lock);
   while (d->submitted - d->completed >= QUEUE_CAP) pthread_cond_wait(&d->done_cv, &d->lock);
   task *t = &d->ring[d->submitted % QUEUE_CAP];
@@ -267,7 +288,9 @@ static int wait_seq(device *d, int64_t seq) {
 int ln_sync(int id) {
   device *d = get_device("sync", id);
   if (!d) return -1;
+  device *cs = &comm_streams[id];
   if (d->has_worker) wait_seq(d, d->submitted);
+  if (cs->has_worker) wait_seq(cs, cs->submitted);
   pthread_mutex_lock(&d->lock);
   int rc = 0;
   if (d->has_error) {
@@ -275,6 +298,12 @@ int ln_sync(int id) {
     d->has_error = false;
   }
   pthread_mutex_unlock(&d->lock);
+  pthread_mutex_lock(&cs->lock);   /* the comm stream's error, when the compute one had none */
+  if (cs->has_error) {
+    if (rc == 0) rc = ln_error("%s", cs->error);
+    cs->has_error = false;
+  }
+  pthread_mutex_unlock(&cs->lock);
   return rc;
 }
 
@@ -332,7 +361,8 @@ static int check_producer(const char *fn, device *p, int64_t seq) {
   int rc = 0;
   pthread_mutex_lock(&p->lock);
   if (p->has_error && p->error_seq < seq)
-    rc = ln_error("%s: cpu:%d, whose work this waits for, failed: %s", fn, (int)(p - devices), p->error);
+    rc = ln_error("%s: cpu:%d%s, whose work this waits for, failed: %s", fn, p->id,
+                  p->is_comm ? " comm stream" : "", p->error);
   pthread_mutex_unlock(&p->lock);
   return rc;
 }
@@ -369,6 +399,63 @@ int ln_event_query(const ln_event *ev) {
   int done = p->completed >= ev->seq;
   pthread_mutex_unlock(&p->lock);
   return done;
+}
+
+/* ---- the communication stream ---------------------------------------------- */
+/* Device id's second stream (CUDA/NCCL style): collectives queued there run
+ * while the compute stream goes on. ln_comm_stream_wait_compute orders it
+ * after the compute stream's work queued so far; ln_stream_wait_comm orders
+ * the compute stream after the comm stream's. A failure on one stream
+ * reaches the other through these waits (the waiting task fails, naming the
+ * producer), so a collective behind a failed compute stream aborts. */
+
+static device *comm_stream(const char *fn, int id) {
+  device *d = get_device(fn, id);
+  if (!d) return NULL;
+  if (!d->has_worker) return ln_error_null("%s: cpu:%d runs inline and has no comm stream", fn, id);
+  device *cs = &comm_streams[id];
+  pthread_mutex_lock(&config_lock);
+  int rc = cs->has_worker ? 0 : start_stream(cs);
+  pthread_mutex_unlock(&config_lock);
+  return rc == 0 ? cs : NULL;
+}
+
+int ln_device_has_comm_stream(int id) { return ln_device_valid(id) && devices[id].has_worker; }
+
+int ln_launch_comm(int id, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+                   const ln_tensor *const *keep, int nkeep, int flags) {
+  device *cs = comm_stream(op, id);
+  if (!cs) return -1;
+  if (argsize > LN_TASK_ARGS || nkeep > LN_TASK_KEEP)
+    return ln_error("%s: internal: task too large (%zu bytes, %d tensors)", op, argsize, nkeep);
+  return enqueue(cs, op, fn, args, argsize, keep, nkeep, flags);
+}
+
+static int stream_wait(device *consumer, device *producer, const char *op) {
+  pthread_mutex_lock(&producer->lock);
+  int64_t seq = producer->submitted;
+  pthread_mutex_unlock(&producer->lock);
+  wait_args a = {producer, seq};
+  return enqueue(consumer, op, wait_task, &a, sizeof a, NULL, 0, 0);
+}
+
+int ln_comm_stream_wait_compute(int id) {
+  device *cs = comm_stream("comm_stream_wait", id);
+  return cs ? stream_wait(cs, &devices[id], "comm_stream_wait") : -1;
+}
+
+int ln_stream_wait_comm(int id) {
+  device *d = get_device("stream_wait_comm", id);
+  if (!d) return -1;
+  device *cs = &comm_streams[id];
+  if (!d->has_worker || !cs->has_worker) return 0;   /* nothing ever queued there */
+  return stream_wait(d, cs, "stream_wait_comm");
+}
+
+int ln_comm_stream_timestamp(int id, double *out) {
+  if (!out) return ln_error("comm_stream_timestamp: out is NULL");
+  stamp_args a = {out};
+  return ln_launch_comm(id, "comm_stream_timestamp", stamp_task, &a, sizeof a, NULL, 0, 0);
 }
 
 /* ---- caching allocator ----------------------------------------------------- */

@@ -84,6 +84,15 @@ int ln_launch_flags(int device, const char *op, ln_task_fn fn, const void *args,
                     size_t argsize, const ln_tensor *const *keep, int nkeep, int flags);
 bool ln_stream_failed(void);
 const char *ln_stream_failure(void);
+/* The device's second (communication) stream, started on first use (not for
+ * an inline device: ln_device_has_comm_stream says). ln_launch_comm enqueues
+ * there; ln_comm_stream_wait_compute makes the comm stream wait for the work
+ * queued so far on the compute stream (ln_stream_wait_comm, in lunet.h, the
+ * other way round). */
+int ln_device_has_comm_stream(int device);
+int ln_launch_comm(int device, const char *op, ln_task_fn fn, const void *args,
+                   size_t argsize, const ln_tensor *const *keep, int nkeep, int flags);
+int ln_comm_stream_wait_compute(int device);
 
 /* Threads the current kernel may use (device share of the cores). */
 int ln_kernel_threads(void);

@@ -118,6 +118,11 @@ LN_API int ln_event_query(const ln_event *ev);             /* 1 done, 0 pending 
 /* Enqueue a task that writes the monotonic clock (seconds) to *out when the
  * stream reaches it (per-device step timing; *out must outlive the task). */
 LN_API int ln_stream_timestamp(int device, double *out);
+/* The device's communication stream (a second in-order stream; see
+ * ln_comm_allreduce_async): the compute stream waits for the work queued so
+ * far there; a timestamp taken on it. No-op / error on an inline device. */
+LN_API int ln_stream_wait_comm(int device);
+LN_API int ln_comm_stream_timestamp(int device, double *out);
 LN_API int64_t ln_memory_allocated(int device);  /* bytes in live storages */
 LN_API int64_t ln_memory_cached(int device);     /* bytes held by the cache */
 LN_API int64_t ln_memory_peak(int device);
@@ -502,6 +507,12 @@ LN_API int ln_comm_device(const ln_comm *c, int rank);
 LN_API const char *ln_comm_backend_name(const ln_comm *c);
 /* in place: ts[i] <- op over ranks of ts[*] */
 LN_API int ln_comm_allreduce(ln_comm *c, ln_tensor *const *ts, int op, int wire);
+/* The same on the devices' communication streams: each starts after the work
+ * queued so far on its compute stream, which goes on meanwhile; call
+ * ln_comm_wait before the compute streams read the results. (Inline devices:
+ * the same as ln_comm_allreduce.) */
+LN_API int ln_comm_allreduce_async(ln_comm *c, ln_tensor *const *ts, int op, int wire);
+LN_API int ln_comm_wait(ln_comm *c);  /* each compute stream waits for its comm stream */
 /* ts[i] <- ts[root] */
 LN_API int ln_comm_broadcast(ln_comm *c, ln_tensor *const *ts, int root);
 /* in[i] (n*m elements) -> out[i] (m) = op over ranks of in[*][i*m .. i*m+m) */

@@ -90,13 +90,24 @@ end
 
 local function check(rc) if rc ~= 0 then core.raise(3) end end
 
--- allreduce(tensors[, {op = 'sum'|'avg'|'max'|'min', compress = 'bf16'|'fp16'}]): in place
+-- allreduce(tensors[, {op = 'sum'|'avg'|'max'|'min', compress = 'bf16'|'fp16',
+-- async = true}]): in place. async: queued on the devices' communication
+-- streams, after the work queued so far on each compute stream, which goes
+-- on meanwhile; call comm:wait() before the compute streams read the results.
 function Communicator:allreduce(list, opts)
   fill(self, 'allreduce', self.buf_a, list, 'tensors')
   local op, wire = reduce_opts('allreduce', opts)
-  check(C.ln_comm_allreduce(self.handle, self.buf_a, op, wire))
+  if opts and opts.async then
+    check(C.ln_comm_allreduce_async(self.handle, self.buf_a, op, wire))
+  else
+    check(C.ln_comm_allreduce(self.handle, self.buf_a, op, wire))
+  end
   return list
 end
+
+-- wait(): each device's compute stream waits for its communication stream
+-- (the async collectives queued so far)
+function Communicator:wait() check(C.ln_comm_wait(self.handle)) end
 
 -- broadcast(tensors[, {root = 1}]): every tensor gets the root's values
 function Communicator:broadcast(list, opts)

@@ -30,9 +30,10 @@
 -- of BatchNorm use their shard's statistics; buffers are broadcast from
 -- replica 1 at each forward (broadcast_buffers), or sync_bn = true uses the
 -- global batch's statistics. Use dp:to(dtype) (not dp.module:to) to cast.
--- On CPU virtual devices a collective runs on the devices' own worker
--- threads, between their kernels: launching buckets early then saves no time
--- (keep bucket_mb large there); with a GPU backend it overlaps backward.
+-- With overlap each bucket's all-reduce is queued on the devices'
+-- communication streams (a second worker thread per device) as soon as its
+-- gradients are in, and runs while backward goes on; the compute streams wait
+-- for it at the end of backward, before the optimizer reads the gradients.
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local core = require 'lunet.core'
@@ -226,7 +227,9 @@ function DataParallel:_launch(b)
       end
     end
   end
-  if self.comm then self.comm:allreduce(bucket.flat, { op = 'avg', compress = self.compress }) end
+  if self.comm then
+    self.comm:allreduce(bucket.flat, { op = 'avg', compress = self.compress, async = self.overlap })
+  end
 end
 
 -- end of backward: reduce the buckets not yet launched (unused parameters,
@@ -235,11 +238,18 @@ function DataParallel:_end_backward(ok)
   local st = self.step
   self.step = nil
   if not st then return end
-  if not ok then return end
+  if not ok then
+    -- buckets already queued on the comm streams: order them before what follows
+    if self.overlap and self.comm and next(st.launched) then pcall(self.comm.wait, self.comm) end
+    return
+  end
   self.step = st
   for b = 1, #self.buckets do
     if not st.launched[b] then self:_launch(b) end
   end
+  -- the compute streams wait for the comm streams before anything reads the
+  -- reduced buckets (the gradients are views of them)
+  if self.overlap and self.comm then self.comm:wait() end
   self.step = nil
   self.reduced = true   -- until the next forward
 end
