@@ -1,7 +1,15 @@
 -- Allreduce bandwidth on 2 virtual CPU devices (local backend) beside memcpy
--- (make bench). For a buffer of S bytes per rank:
---   algbw = S / time (as nccl-tests), busbw = algbw * 2(n-1)/n (the bytes each
---   rank must send and receive in a ring), memcpy = S / time of memcpy(S).
+-- (make bench). For a float32 buffer of S bytes per rank, every figure is
+-- S / time (GB/s, 1e9 bytes), the algorithm bandwidth of nccl-tests:
+--   algbw   allreduce (avg) of the 2 buffers, in place, both devices' workers
+--   busbw   algbw * 2(n-1)/n (what each rank sends and receives in a ring)
+--   memcpy  memcpy(S) on one core (the host thread)
+--   2x cpy  each device's worker copies its own S-byte tensor, both at once
+-- An in-place allreduce of 2 ranks must read both buffers and write both
+-- (4S bytes of memory traffic): each worker reads S and writes S, the same as
+-- one memcpy(S) per worker. So "2x cpy" is the allreduce's roofline on this
+-- machine; it equals "memcpy" only where 2 cores get twice the memory
+-- bandwidth of one. Times include the launch and the synchronisation.
 --   luajit bench/comm.lua [--runs R] [--max MB]
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local ffi = require 'ffi'
@@ -45,7 +53,8 @@ local comm = lunet.comm.Communicator(devices)
 
 print(('lunet %s allreduce (local backend): %d devices x %d thread(s), %d cores, median of %d runs')
   :format(lunet.version, NDEV, C.ln_device_threads(0), C.ln_num_cores(), RUNS))
-local head = ('%-8s  %12s  %12s  %12s  %14s  %8s'):format('size', 'time', 'algbw', 'busbw', 'bf16 algbw', 'memcpy')
+local head = ('%-8s  %10s  %10s  %10s  %10s  %10s  %10s  %8s  %8s'):format('size', 'time', 'algbw', 'busbw',
+  'bf16 algbw', 'memcpy', '2x cpy', 'ar/cpy', 'ar/2xcpy')
 print(head)
 print(('-'):rep(#head))
 
@@ -58,29 +67,39 @@ while mb <= MAX_MB do
     list16[i] = lunet.rand({numel}, {device = devices[i]})
   end
   local src, dst = lunet.rand({numel}), lunet.empty({numel})
+  local csrc, cdst = {}, {}
+  for i = 1, NDEV do
+    csrc[i] = lunet.rand({numel}, {device = devices[i]})
+    cdst[i] = lunet.empty({numel}, {device = devices[i]})
+  end
   local ps, pd = C.ln_data_ptr(src.p), C.ln_data_ptr(dst.p)
   local bytes = numel * 4
   local runs = mb >= 64 and math.max(3, math.floor(RUNS / 2)) or RUNS
   local function allreduce() comm:allreduce(list, {op = 'avg'}); lunet.synchronize() end
   local function allreduce16() comm:allreduce(list16, {op = 'avg', compress = 'bf16'}); lunet.synchronize() end
   local function memcpy() ffi.C.lunet_bench_memcpy(pd, ps, bytes) end
-  allreduce(); allreduce16(); memcpy()
-  local t, t16, tm = {}, {}, {}
-  for r = 1, runs do            -- interleaved, so that all three see the same load
+  local function copy2() for i = 1, NDEV do cdst[i]:copy_(csrc[i]) end; lunet.synchronize() end
+  allreduce(); allreduce16(); memcpy(); copy2()
+  local t, t16, tm, t2 = {}, {}, {}, {}
+  for r = 1, runs do            -- interleaved, so that all four see the same load
     local t0 = now(); allreduce(); t[r] = now() - t0
     t0 = now(); allreduce16(); t16[r] = now() - t0
     t0 = now(); memcpy(); tm[r] = now() - t0
+    t0 = now(); copy2(); t2[r] = now() - t0
   end
-  local s, s16, sm = median(t), median(t16), median(tm)
+  local s, s16, sm, s2 = median(t), median(t16), median(tm), median(t2)
   local alg = bytes / s / 1e9
-  print(('%-8s  %9.2f ms  %7.2f GB/s  %7.2f GB/s  %9.2f GB/s  %5.2f GB/s'):format(mb .. ' MB', s * 1e3, alg,
-    alg * 2 * (NDEV - 1) / NDEV, bytes / s16 / 1e9, bytes / sm / 1e9))
-  list, list16, src, dst = nil, nil, nil, nil
+  print(('%-8s  %7.2f ms  %5.2f GB/s  %5.2f GB/s  %5.2f GB/s  %5.2f GB/s  %5.2f GB/s  %7.0f%%  %7.0f%%'):format(
+    mb .. ' MB', s * 1e3, alg, alg * 2 * (NDEV - 1) / NDEV, bytes / s16 / 1e9, bytes / sm / 1e9, bytes / s2 / 1e9,
+    100 * sm / s, 100 * s2 / s))
+  list, list16, src, dst, csrc, cdst = nil, nil, nil, nil, nil, nil
   collectgarbage(); collectgarbage()
   for i = 0, NDEV - 1 do lunet.empty_cache(i) end
   mb = mb * 4
 end
 
+print('(all GB/s = S / time for S bytes per rank; ar/cpy = allreduce algbw / memcpy, ar/2xcpy = allreduce')
+print(' algbw / 2x cpy, its roofline here: both read S and write S per worker)')
 print('load average: ' .. loadavg())
 comm = nil
 collectgarbage(); collectgarbage()

@@ -106,6 +106,89 @@ describe('collectives (local backend)', function()
     end)
   end
 
+  -- the wire path's exact semantics, from an independent reference: every
+  -- input rounded to the wire format, summed in rank order in float32, the
+  -- average divided, the result rounded again; every rank gets the same bits
+  for _, wire in ipairs({'bf16', 'fp16'}) do
+    it(('allreduce with %s compression equals the rounded single-device reference exactly'):format(wire), function()
+      local wdt = wire == 'bf16' and 'bfloat16' or 'float16'
+      for _, n in ipairs({2, 3, 4}) do
+        local cm = lunet.comm.Communicator(devs(n))
+        for _, numel in ipairs({2, 16 * n - 1, 2048 * n + 5}) do
+          for _, op in ipairs({'sum', 'avg'}) do
+            local ts, ref = {}, nil
+            for i = 1, n do
+              local t = lunet.randn({numel}) * 3
+              local r = t:to(wdt):to('float32')
+              ref = ref and ref + r or r
+              ts[i] = t:to('cpu:' .. (i - 1))
+            end
+            if op == 'avg' then ref = ref / n end
+            ref = ref:to(wdt):to('float32')
+            cm:allreduce(ts, {op = op, compress = wire})
+            for i = 1, n do
+              local got = ts[i]:to('cpu:0')
+              assert.equal(0, (got - ref):abs():max():item(),
+                ('%s %s, %d devices, %d elements, rank %d'):format(wire, op, n, numel, i))
+            end
+          end
+        end
+      end
+    end)
+  end
+
+  it('allreduce: sizes around the chunk, block and thread-grain boundaries, and fewer elements than ranks', function()
+    for _, n in ipairs({2, 3, 4}) do
+      local cm = lunet.comm.Communicator(devs(n))
+      for _, numel in ipairs({2, 3, 15, 16, 17, 16 * n - 1, 16 * n + 1, 2047, 2049, 32768 * n + 7, 131075}) do
+        local ts, ref = make_inputs(n, numel)
+        cm:allreduce(ts)
+        for i = 1, n do
+          assert.equal(0, (ts[i]:to('cpu:0') - ref):abs():max():item(), ('%d devices, %d elements'):format(n, numel))
+        end
+      end
+    end
+  end)
+
+  it('allreduce of views at different offsets (unaligned, different on each rank)', function()
+    local n = 3
+    local cm = lunet.comm.Communicator(devs(n))
+    local numel, pad = 5000, 8
+    local ts, ref, bases, before = {}, nil, {}, {}
+    for i = 1, n do
+      bases[i] = lunet.randn({numel + pad}):to('cpu:' .. (i - 1))
+      before[i] = bases[i]:to('cpu:0')
+      ts[i] = bases[i]:narrow(1, i, numel)          -- starts i - 1 elements in
+      local v = ts[i]:to('cpu:0')
+      ref = ref and ref + v or v
+    end
+    cm:allreduce(ts)
+    for i = 1, n do
+      local after = bases[i]:to('cpu:0')
+      assert.equal(0, (after:narrow(1, i, numel) - ref):abs():max():item())
+      -- the elements around the view are untouched
+      if i > 1 then assert.same(before[i]:narrow(1, 1, i - 1):totable(), after:narrow(1, 1, i - 1):totable()) end
+      local tail = pad - (i - 1)
+      assert.same(before[i]:narrow(1, i + numel, tail):totable(), after:narrow(1, i + numel, tail):totable())
+    end
+  end)
+
+  it('a large allreduce (16 MB per rank) and a large reduce_scatter (non-temporal output) are exact', function()
+    local cm = lunet.comm.Communicator(devs(2))
+    local numel = 4 * 1048576 + 5
+    local ts, ref = make_inputs(2, numel)
+    cm:allreduce(ts)
+    for i = 1, 2 do assert.equal(0, (ts[i]:to('cpu:0') - ref):abs():max():item()) end
+    local m = 4 * 1048576 + 3
+    local ins, rs = make_inputs(2, 2 * m)
+    local outs = cm:reduce_scatter(ins)
+    for i = 1, 2 do
+      assert.equal(0, (outs[i]:to('cpu:0') - rs:narrow(1, (i - 1) * m + 1, m)):abs():max():item())
+    end
+    ts, ins, outs = nil, nil, nil
+    release_all()
+  end)
+
   it('broadcast from a root given by position or device name', function()
     local cm = lunet.comm.Communicator(devs(3))
     local ts = make_inputs(3, 777, 'float64')

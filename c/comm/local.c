@@ -6,13 +6,25 @@
  * its own share and meets the others at barriers (a mutex, a condition
  * variable and a generation count):
  *
- *   allreduce (n ranks, N elements, rank r owns slice r = [N*r/n, N*(r+1)/n)):
- *     [wire: each rank rounds its buffer into its 16-bit staging buffer]
- *     barrier; rank r reduces slice r over all ranks into its own buffer
- *     (in rank order 0..n-1, so every element is computed once, the same way
- *     on every rank) [wire: and rounds the result into its staging buffer];
- *     barrier; rank r copies every other slice s from rank s; barrier.
- *   reduce_scatter: barrier; rank r reduces chunk r of all inputs; barrier.
+ *   allreduce (n ranks, N elements, rank r owns the contiguous chunk
+ *   [lo_r, lo_{r+1}), lo_r = N*r/n rounded down to 16 elements so that no
+ *   two ranks write into one cache line):
+ *     barrier (every peer's buffer is ready); rank r streams through its
+ *     chunk once, in blocks that stay in L1: it reads the block of every
+ *     rank's buffer, reduces them in rank order 0..n-1 (so each element is
+ *     computed once, the same way, and the ranks end bit-identical) and
+ *     writes the result into every rank's buffer; barrier (no rank's stream
+ *     goes on, or frees its buffer, while peers still write into it).
+ *     Each buffer is read once and written once: with 2 ranks each worker
+ *     reads and writes as many bytes as a memcpy of the whole buffer, and
+ *     both workers stream at once. (Plain stores: every line written was
+ *     just read, so it is in cache and costs no read-for-ownership.)
+ *     With a wire format (float16/bfloat16) the values are rounded as they
+ *     would travel: each rank's input is rounded, the reduction is done in
+ *     float32 and its result rounded again; shared memory needs no staging
+ *     buffer for that.
+ *   reduce_scatter: barrier; rank r reduces chunk r of all inputs into its
+ *     output (with non-temporal stores beyond the cache size); barrier.
  *   allgather / broadcast: barrier; each rank copies from the others; barrier.
  *
  * The last barrier keeps the buffers unchanged until every peer has read
@@ -28,6 +40,10 @@
 #include "../cpu/iter.h"   /* LN_SIMD */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE_SCATTER, K_ALLGATHER, K_BARRIER };
 static const char *kind_names[] = {"allreduce", "broadcast", "reduce_scatter", "allgather", "barrier"};
@@ -37,9 +53,8 @@ typedef struct coll {
   atomic_int refs;
   int kind, op, wire, dtype, n, root;
   int64_t numel;                        /* per-rank elements (in place) or chunk m */
+  bool nt;                              /* non-temporal stores (buffers beyond the cache) */
   char *in[LN_COMM_MAX_RANKS], *out[LN_COMM_MAX_RANKS];
-  uint16_t *wbuf[LN_COMM_MAX_RANKS];    /* staging in the wire format */
-  ln_storage *wstore[LN_COMM_MAX_RANKS];
   int devices[LN_COMM_MAX_RANKS];
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -52,7 +67,6 @@ typedef struct { coll *c; int rank; } coll_args;
 
 static void coll_release(coll *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
-  for (int i = 0; i < c->n; i++) ln_storage_release(c->wstore[i]);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
   free(c);
@@ -91,15 +105,17 @@ static int coll_barrier(coll *c) {
 }
 
 /* ---- reduction loops ------------------------------------------------------------ */
-/* dst[i] = op over k of src[k][i] for i in [b, e); sources are float32,
- * float64 or 16-bit wire values; dst is float32/float64, and when wdst is set
- * the result is also rounded to the wire format (dst gets the rounded value). */
+/* For i in [b, e): acc = op over k (in rank order) of src[k][i], then every
+ * dst[j][i] = acc. Sources and destinations are float32 or float64 and may be
+ * the same buffers (in place: a block is read in full before it is written).
+ * With a wire format each source is rounded to it first, and with round_out
+ * the result too. acc is one L1-resident block, not a staging copy. */
 
 typedef struct {
-  int n, op, dtype, wire;
+  int n, op, dtype, wire, ndst;
+  bool round_out, nt;
   const char *src[LN_COMM_MAX_RANKS];   /* element 0 of each source */
-  char *dst;
-  uint16_t *wdst;
+  char *dst[LN_COMM_MAX_RANKS];
 } reduce_ctx;
 
 /* wire <-> float32 over a run of elements (vectorised; float16 through the
@@ -130,6 +146,46 @@ LN_SIMD static void wire_store(uint16_t *w, const float *x, int64_t n, int wire)
   }
 }
 
+/* o = x rounded to the wire format and back (o may be x) */
+static void wire_round(float *o, const float *x, int64_t n, int wire) {
+  uint16_t w[BLK];
+  wire_store(w, x, n, wire);
+  wire_load(o, w, n, wire);
+}
+
+/* bytes from src to dst; nt: the 16-byte-aligned body with non-temporal
+ * stores (the caller fences) */
+static void put(char *dst, const void *src, size_t bytes, bool nt) {
+#ifdef __SSE2__
+  if (nt) {
+    const char *s = src;
+    size_t i = ((size_t)16 - ((uintptr_t)dst & 15)) & 15;
+    if (i > bytes) i = bytes;
+    memcpy(dst, s, i);
+    for (; i + 64 <= bytes; i += 64) {
+      __m128i a = _mm_loadu_si128((const __m128i *)(s + i)), b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+      __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32)), d = _mm_loadu_si128((const __m128i *)(s + i + 48));
+      _mm_stream_si128((__m128i *)(dst + i), a);
+      _mm_stream_si128((__m128i *)(dst + i + 16), b);
+      _mm_stream_si128((__m128i *)(dst + i + 32), c);
+      _mm_stream_si128((__m128i *)(dst + i + 48), d);
+    }
+    for (; i + 16 <= bytes; i += 16) _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(s + i)));
+    memcpy(dst + i, s + i, bytes - i);
+    return;
+  }
+#endif
+  memcpy(dst, src, bytes);
+}
+
+/* non-temporal stores must be visible before the barrier that publishes them */
+static void nt_fence(bool nt) {
+#ifdef __SSE2__
+  if (nt) _mm_sfence();
+#endif
+  (void)nt;
+}
+
 #define REDUCE_BLOCK(T, SRC_EXPR)                                                   \
   do {                                                                              \
     switch (c->op) {                                                                \
@@ -146,43 +202,32 @@ LN_SIMD static void wire_store(uint16_t *w, const float *x, int64_t n, int wire)
     }                                                                               \
   } while (0)
 
-static void reduce_f32(void *p, int64_t b, int64_t e) {
+LN_SIMD static void reduce_f32(void *p, int64_t b, int64_t e) {
   const reduce_ctx *c = p;
-  float acc[BLK];
-  float *dst = (float *)c->dst;
+  float acc[BLK], x[BLK];
   for (int64_t s = b; s < e; s += BLK) {
     int64_t len = LN_MIN((int64_t)BLK, e - s);
-    if (c->wire >= 0) {
-      float x[BLK];
-      wire_load(acc, (const uint16_t *)c->src[0] + s, len, c->wire);
-      for (int k = 1; k < c->n; k++) {
-        wire_load(x, (const uint16_t *)c->src[k] + s, len, c->wire);
-        REDUCE_BLOCK(float, x[i]);
-      }
-    } else {
-      memcpy(acc, (const float *)c->src[0] + s, (size_t)len * sizeof(float));
-      for (int k = 1; k < c->n; k++) {
-        const float *x = (const float *)c->src[k] + s;
-        REDUCE_BLOCK(float, x[i]);
-      }
+    const float *x0 = (const float *)c->src[0] + s;
+    if (c->wire >= 0) wire_round(acc, x0, len, c->wire);
+    else memcpy(acc, x0, (size_t)len * sizeof(float));
+    for (int k = 1; k < c->n; k++) {
+      const float *xk = (const float *)c->src[k] + s;
+      if (c->wire >= 0) { wire_round(x, xk, len, c->wire); xk = x; }
+      REDUCE_BLOCK(float, xk[i]);
     }
     if (c->op == LN_COMM_AVG) {
       float d = (float)c->n;
       for (int64_t i = 0; i < len; i++) acc[i] /= d;
     }
-    if (c->wdst) {
-      wire_store(c->wdst + s, acc, len, c->wire);
-      wire_load(dst + s, c->wdst + s, len, c->wire);
-    } else {
-      memcpy(dst + s, acc, (size_t)len * sizeof(float));
-    }
+    if (c->round_out) wire_round(acc, acc, len, c->wire);
+    for (int j = 0; j < c->ndst; j++) put(c->dst[j] + s * (int64_t)sizeof(float), acc, (size_t)len * sizeof(float), c->nt);
   }
+  nt_fence(c->nt);
 }
 
-static void reduce_f64(void *p, int64_t b, int64_t e) {
+LN_SIMD static void reduce_f64(void *p, int64_t b, int64_t e) {
   const reduce_ctx *c = p;
   double acc[BLK];
-  double *dst = (double *)c->dst;
   for (int64_t s = b; s < e; s += BLK) {
     int64_t len = LN_MIN((int64_t)BLK, e - s);
     memcpy(acc, (const double *)c->src[0] + s, (size_t)len * sizeof(double));
@@ -192,72 +237,69 @@ static void reduce_f64(void *p, int64_t b, int64_t e) {
     }
     if (c->op == LN_COMM_AVG)
       for (int64_t i = 0; i < len; i++) acc[i] /= (double)c->n;
-    memcpy(dst + s, acc, (size_t)len * sizeof(double));
+    for (int j = 0; j < c->ndst; j++) put(c->dst[j] + s * (int64_t)sizeof(double), acc, (size_t)len * sizeof(double), c->nt);
   }
+  nt_fence(c->nt);
+}
+
+/* Non-temporal stores pay off once the buffers no longer fit in the cache
+ * (below that, the reader, e.g. the optimizer, finds the result cached):
+ * half the last-level cache, LUNET_COMM_NT_BYTES overrides it. */
+static int64_t nt_threshold(void) {
+  static int64_t cached = -1;
+  if (cached < 0) {
+    const char *env = getenv("LUNET_COMM_NT_BYTES");
+    long llc = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    cached = env ? atoll(env) : (llc > 0 ? llc / 2 : 8 << 20);
+  }
+  return cached;
 }
 
 /* ---- copies and conversions ------------------------------------------------------ */
 
-typedef struct { char *dst; const char *src; int wire; } copy_ctx;
+typedef struct { char *dst; const char *src; } copy_ctx;
 
 static void copy_range(void *p, int64_t b, int64_t e) {   /* bytes */
   const copy_ctx *c = p;
   memcpy(c->dst + b, c->src + b, (size_t)(e - b));
 }
 static void parallel_memcpy(char *dst, const char *src, int64_t nbytes) {
-  copy_ctx c = {dst, src, -1};
+  copy_ctx c = {dst, src};
   ln_parallel_for(nbytes, (int64_t)1 << 20, copy_range, &c);
-}
-
-static void to_wire_range(void *p, int64_t b, int64_t e) {
-  const copy_ctx *c = p;
-  wire_store((uint16_t *)c->dst + b, (const float *)c->src + b, e - b, c->wire);
-}
-static void from_wire_range(void *p, int64_t b, int64_t e) {
-  const copy_ctx *c = p;
-  wire_load((float *)c->dst + b, (const uint16_t *)c->src + b, e - b, c->wire);
 }
 
 /* ---- the rank's part of each collective -------------------------------------------- */
 
-static void reduce_slice(coll *c, int64_t src_off, int64_t len, char *dst, uint16_t *wdst) {
-  reduce_ctx rc = {c->n, c->op, c->dtype, c->wire, {0}, dst, wdst};
-  int es = ln_dtype_size(c->dtype);
-  for (int k = 0; k < c->n; k++)
-    rc.src[k] = c->wire >= 0 ? (const char *)(c->wbuf[k] + src_off) : c->in[k] + src_off * es;
-  ln_parallel_for(len, GRAIN, c->dtype == LN_FLOAT64 ? reduce_f64 : reduce_f32, &rc);
+/* rank r's chunk of N elements: [chunk_lo(r), chunk_lo(r + 1)), on 16-element
+ * (cache line) boundaries */
+static int64_t chunk_lo(int64_t N, int r, int n) {
+  return r >= n ? N : (N * r / n) & ~(int64_t)15;
 }
 
-static void stage_wire(coll *c, int r, int64_t numel) {
-  copy_ctx cc = {(char *)c->wbuf[r], c->in[r], c->wire};
-  ln_parallel_for(numel, GRAIN, to_wire_range, &cc);
+static void reduce_run(coll *c, reduce_ctx *rc, int64_t len) {
+  ln_parallel_for(len, GRAIN, c->dtype == LN_FLOAT64 ? reduce_f64 : reduce_f32, rc);
 }
 
 static int run_allreduce(coll *c, int r) {
   int n = c->n, es = ln_dtype_size(c->dtype);
-  int64_t N = c->numel, lo = N * r / n, hi = N * (r + 1) / n;
-  if (c->wire >= 0) stage_wire(c, r, N);
+  int64_t lo = chunk_lo(c->numel, r, n), hi = chunk_lo(c->numel, r + 1, n);
+  reduce_ctx rc = {n, c->op, c->dtype, c->wire, n, c->wire >= 0, c->nt, {0}, {0}};
+  for (int k = 0; k < n; k++) rc.src[k] = rc.dst[k] = c->in[k] + lo * es;
   if (coll_barrier(c) != 0) return -1;
-  reduce_slice(c, lo, hi - lo, c->in[r] + lo * es, c->wire >= 0 ? c->wbuf[r] + lo : NULL);
-  if (coll_barrier(c) != 0) return -1;
-  for (int s = 0; s < n; s++) {
-    if (s == r) continue;
-    int64_t slo = N * s / n, shi = N * (s + 1) / n;
-    if (c->wire >= 0) {
-      copy_ctx cc = {c->in[r] + slo * es, (const char *)(c->wbuf[s] + slo), c->wire};
-      ln_parallel_for(shi - slo, GRAIN, from_wire_range, &cc);
-    } else {
-      parallel_memcpy(c->in[r] + slo * es, c->in[s] + slo * es, (shi - slo) * es);
-    }
-  }
+  reduce_run(c, &rc, hi - lo);
   return coll_barrier(c);
 }
 
 static int run_reduce_scatter(coll *c, int r) {
+  int n = c->n, es = ln_dtype_size(c->dtype);
   int64_t m = c->numel;
-  if (c->wire >= 0) stage_wire(c, r, m * c->n);
+  reduce_ctx rc = {n, c->op, c->dtype, c->wire, 1, false, c->nt, {0}, {c->out[r]}};
+  for (int k = 0; k < n; k++) rc.src[k] = c->in[k] + m * r * es;
   if (coll_barrier(c) != 0) return -1;
-  reduce_slice(c, m * r, m, c->out[r], NULL);
+  reduce_run(c, &rc, m);
   return coll_barrier(c);
 }
 
@@ -301,21 +343,18 @@ static coll *coll_new(ln_comm *cm, int kind, int op, int wire, int dtype, int64_
   coll *c = calloc(1, sizeof *c);
   if (!c) return ln_error_null("%s: out of host memory", kind_names[kind]);
   c->kind = kind; c->op = op; c->wire = wire; c->dtype = dtype; c->n = cm->n; c->numel = numel;
+  /* Non-temporal stores only where the destination was not just read: the
+   * output of reduce_scatter. An in-place allreduce has every line it writes
+   * in cache already (it read it a moment before), so plain stores cost no
+   * read-for-ownership, and measured, streaming over those lines was slower
+   * (bench/comm.lua, 256 MB: 56-84% of the 2-worker copy roofline with
+   * non-temporal stores, 93-103% without). */
+  c->nt = kind == K_REDUCE_SCATTER && numel * ln_dtype_size(dtype) * cm->n * cm->n > nt_threshold();
   for (int i = 0; i < cm->n; i++) c->devices[i] = cm->devices[i];
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   atomic_store(&c->refs, cm->n);
   return c;
-}
-
-/* staging buffers of `numel` wire elements on every rank's device */
-static int coll_alloc_wire(coll *c, int64_t numel) {
-  for (int i = 0; i < c->n; i++) {
-    c->wstore[i] = ln_storage_new(c->devices[i], (size_t)LN_MAX(numel, 1) * 2);
-    if (!c->wstore[i]) return ln_error("%s: %s", kind_names[c->kind], ln_last_error());
-    c->wbuf[i] = c->wstore[i]->data;
-  }
-  return 0;
 }
 
 /* Enqueue rank r's task on each device (on its comm stream, after the
@@ -349,16 +388,10 @@ static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
   return coll_launch_on(c, a, b, false);
 }
 
-static void coll_discard(coll *c) {
-  atomic_store(&c->refs, 1);
-  coll_release(c);
-}
-
 static int local_allreduce(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
   coll *c = coll_new(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]));
   if (!c) return -1;
   for (int i = 0; i < cm->n; i++) c->in[i] = ln_data_ptr(ts[i]);
-  if (wire >= 0 && coll_alloc_wire(c, c->numel) != 0) { coll_discard(c); return -1; }
   return coll_launch(c, ts, NULL);
 }
 
@@ -369,7 +402,6 @@ static int local_allreduce_async(ln_comm *cm, ln_tensor *const *ts, int op, int 
   coll *c = coll_new(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]));
   if (!c) return -1;
   for (int i = 0; i < cm->n; i++) c->in[i] = ln_data_ptr(ts[i]);
-  if (wire >= 0 && coll_alloc_wire(c, c->numel) != 0) { coll_discard(c); return -1; }
   return coll_launch_on(c, ts, NULL, true);
 }
 
@@ -385,7 +417,6 @@ static int local_reduce_scatter(ln_comm *cm, ln_tensor *const *out, ln_tensor *c
   coll *c = coll_new(cm, K_REDUCE_SCATTER, op, wire, in[0]->dtype_id, ln_numel(out[0]));
   if (!c) return -1;
   for (int i = 0; i < cm->n; i++) { c->in[i] = ln_data_ptr(in[i]); c->out[i] = ln_data_ptr(out[i]); }
-  if (wire >= 0 && coll_alloc_wire(c, c->numel * cm->n) != 0) { coll_discard(c); return -1; }
   return coll_launch(c, out, in);
 }
 
