@@ -3,12 +3,28 @@
 --     [--comm]
 -- For each model at global batch B (128):
 --   efficiency = throughput(2 devices x 1 core) / (2 x throughput(1 device x 1 core))
---   hidden     = share of the all-reduce time hidden behind backward:
---                1 - (step(DataParallel) - step(no all-reduce)) / time(all-reduce of every gradient alone)
+--   hidden     = share of the all-reduce time hidden behind backward (bucket_mb 0.05, so that
+--                these small models get several buckets):
+--                1 - exposed / allred, where
+--                allred  = time of the all-reduce of every gradient bucket alone (the same
+--                          async path on the comm streams, then wait), best of 5 x 4;
+--                exposed = time from the end of backward on the last device to the end of
+--                          the all-reduce: stream timestamps on each compute stream just
+--                          before and just after DataParallel:_end_backward (which launches
+--                          any bucket not yet launched, then waits for the comm streams),
+--                          max(after) - max(before) (a device waiting for a slower one's
+--                          gradients is skew, not communication), median over 10 steps.
+--   1st lead   = how long before the end of backward (last device) the first bucket's
+--                all-reduce had finished on the comm stream (median over the steps): the
+--                launches do not wait for the whole backward when this is a good part of it.
+--   d-step     = step(DataParallel) - step(same inside dp:no_sync): the all-reduce's cost
+--                in step time, shown for reference; it is the difference of two step
+--                times ~100x larger than the all-reduce, so it is mostly noise here.
 -- With --comm, then the all-reduce bandwidth for 1-256 MB beside memcpy
 -- (bench/comm.lua, which `make bench` also runs on its own).
 -- Needs 2 cores; run it on a quiet machine (see `uptime`).
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
+local ffi = require 'ffi'
 local lunet = require 'lunet'
 local nn, optim = lunet.nn, lunet.optim
 local C = lunet.C
@@ -85,10 +101,14 @@ local function time_steps(model, params, x, y, opts)
   return best
 end
 
--- seconds for the all-reduce of every gradient bucket alone
+-- seconds for the all-reduce of every gradient bucket alone, on the path
+-- DataParallel takes (the comm streams, then the compute streams wait)
 local function time_allreduce(dp)
   local function once()
-    for _, b in ipairs(dp.buckets) do dp.comm:allreduce(b.flat, { op = 'avg', compress = dp.compress }) end
+    for _, b in ipairs(dp.buckets) do
+      dp.comm:allreduce(b.flat, { op = 'avg', compress = dp.compress, async = true })
+    end
+    dp.comm:wait()
   end
   once(); lunet.synchronize()
   local best = math.huge
@@ -99,6 +119,55 @@ local function time_allreduce(dp)
     best = math.min(best, (lunet.clock() - t0) / 4)
   end
   return best
+end
+
+-- seconds per step from the end of backward on the last device to the end
+-- of the all-reduce: stamps on each compute stream just before and just after
+-- DataParallel:_end_backward;
+-- max(after) - max(before), so that a device waiting for a slower one's
+-- gradients (skew, not communication) does not count; median over the steps
+local stamps = ffi.new("double[?]", 2 * 16)
+local function time_exposed(dp, x, y, steps)
+  local opt = optim.SGD(dp:parameters(), { lr = 0.01, momentum = 0.9 })
+  local crit = nn.CrossEntropyLoss()
+  -- DataParallel:_end_backward runs when autograd has queued the last
+  -- backward op: it launches any bucket not yet launched and makes the
+  -- compute streams wait for the comm streams
+  local ids = {}
+  for k = 1, dp.n do ids[k] = C.ln_comm_device(dp.comm.handle, k - 1) end
+  -- and the end of the first bucket's all-reduce on the comm stream of
+  -- device 1: how long before the end of backward it was done
+  local first
+  dp._launch = function(self, b)
+    require('lunet.parallel.DataParallel')._launch(self, b)
+    if not first then first = true; C.ln_comm_stream_timestamp(ids[1], stamps + 2 * self.n) end
+  end
+  dp._end_backward = function(self, ok)
+    for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 2) end
+    require('lunet.parallel.DataParallel')._end_backward(self, ok)
+    for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 1) end
+  end
+  local t, lead = {}, {}
+  for s = 0, steps do
+    first = nil
+    opt:zero_grad()
+    crit(dp(x), y):backward()
+    opt:step()
+    lunet.synchronize()
+    local before, after = -math.huge, -math.huge
+    for k = 1, dp.n do
+      before = math.max(before, stamps[2 * k - 2])
+      after = math.max(after, stamps[2 * k - 1])
+    end
+    if s > 0 then   -- step 0: warm-up
+      t[#t + 1] = after - before
+      lead[#lead + 1] = before - stamps[2 * dp.n]
+    end
+  end
+  table.sort(t); table.sort(lead)
+  dp._end_backward, dp._launch = nil, nil
+  local mid = math.floor((#t + 1) / 2)
+  return t[mid], lead[mid]
 end
 
 -- CPU used by other processes while this runs (from /proc; Linux only):
@@ -124,7 +193,7 @@ print(('lunet %s DataParallel bench: global batch %d, best of %d rounds x %d gro
 
 -- rounds alternate the two configurations, so that a burst of load from
 -- elsewhere hits both; each figure is the best seen
-local one, two, ov, nc, ar, nb, np = {}, {}, {}, {}, {}, {}, {}
+local one, two, ov, nc, ar, nb, np, ex, lead = {}, {}, {}, {}, {}, {}, {}, {}, {}
 local function keep(t, k, v) t[k] = math.min(t[k] or math.huge, v) end
 for _ = 1, ROUNDS do
   -- one device, one core
@@ -151,26 +220,33 @@ for _ = 1, ROUNDS do
     keep(ov, name, time_steps(dpo, dpo:parameters(), x, y))
     keep(nc, name, time_steps(dpo, dpo:parameters(), x, y, { no_sync = true }))
     keep(ar, name, time_allreduce(dpo))
+    local e, l = time_exposed(dpo, x, y, 10)
+    keep(ex, name, e)
+    lead[name] = math.max(lead[name] or -math.huge, l)
     nb[name] = #dpo.buckets
     dp, dpo = nil, nil
     free_all()
   end
 end
 
-local head = ('%-8s %8s %11s %11s %7s %9s %9s %9s %9s %7s'):format('model', 'params', '1dev img/s',
-  '2dev img/s', 'eff', 'step 2dev', 'no-comm', 'small-bkt', 'allred', 'hidden')
+local head = ('%-8s %7s %10s %10s %6s | %4s %8s %8s %6s %8s | %8s %8s %8s %7s'):format('model', 'params',
+  '1dev img/s', '2dev img/s', 'eff', 'bkts', 'allred', 'exposed', 'hidden', '1st lead', 'step', 'no-comm',
+  'small-bk', 'd-step')
 print(head)
 print(('-'):rep(#head))
 for _, name in ipairs(order) do
   local best2 = math.min(two[name], ov[name])
-  local hidden = 1 - math.max(0, math.min(1, (ov[name] - nc[name]) / ar[name]))
-  print(('%-8s %8d %11.1f %11.1f %6.1f%% %8.2fms %8.2fms %8.2fms %8.3fms %6.0f%%'):format(name, np[name],
-    BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), 1e3 * two[name], 1e3 * nc[name],
-    1e3 * ov[name], 1e3 * ar[name], 100 * hidden))
+  local hidden = 1 - math.max(0, math.min(1, ex[name] / ar[name]))
+  print(('%-8s %7d %10.1f %10.1f %5.1f%% | %4d %6.3fms %6.3fms %5.0f%% %6.2fms | %6.2fms %6.2fms %6.2fms %5.2fms'):format(
+    name, np[name], BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), nb[name], 1e3 * ar[name],
+    1e3 * ex[name], 100 * hidden, 1e3 * lead[name], 1e3 * two[name], 1e3 * nc[name], 1e3 * ov[name], 1e3 * (ov[name] - nc[name])))
 end
-print(('(eff uses the better of bucket_mb %g and %g; no-comm = the same steps inside dp:no_sync;'):format(
-  BUCKET_MB, OVERLAP_MB))
-print((' small-bkt = bucket_mb %g; allred = all-reduce of every gradient alone; hidden = 1 - (small-bkt - no-comm) / allred)'):format(OVERLAP_MB))
+print(('(eff: the better of bucket_mb %g and %g; bkts, allred, exposed, hidden, small-bk: bucket_mb %g;'):format(
+  BUCKET_MB, OVERLAP_MB, OVERLAP_MB))
+print(' allred = all-reduce of every bucket alone; exposed = its part after the last device\'s backward ended;')
+print(' hidden = 1 - exposed / allred; 1st lead = how long before the end of backward the first bucket\'s')
+print(' all-reduce was done (median); step = bucket_mb ' .. BUCKET_MB .. '; no-comm = small-bk steps inside dp:no_sync;')
+print(' d-step = small-bk - no-comm: the all-reduce\'s cost in step time, mostly noise at these sizes)')
 lunet.set_cpu_devices(1)
 if busy0 then
   local busy1, total1, own1 = cpu_ticks()
