@@ -7,8 +7,8 @@
  * variable and a generation count):
  *
  *   allreduce (n ranks, N elements, rank r owns the contiguous chunk
- *   [lo_r, lo_{r+1}), lo_r = N*r/n rounded down to 16 elements so that no
- *   two ranks write into one cache line):
+ *   [lo_r, lo_{r+1}), lo_r = N*r/n rounded down to 16 elements so that in
+ *   aligned buffers no two ranks write into one cache line):
  *     barrier (every peer's buffer is ready); rank r streams through its
  *     chunk once, in blocks that stay in L1: it reads the block of every
  *     rank's buffer, reduces them in rank order 0..n-1 (so each element is
