@@ -10,7 +10,8 @@
 -- one memcpy(S) per worker. So "2x cpy" is the allreduce's roofline on this
 -- machine; it equals "memcpy" only where 2 cores get twice the memory
 -- bandwidth of one. Times include the launch and the synchronisation.
---   luajit bench/comm.lua [--runs R] [--max MB]
+--   luajit bench/comm.lua [--runs R] [--max MB] [--min MB] [--best]
+-- (--best: the fastest run of each instead of the median, for a loaded machine)
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local ffi = require 'ffi'
 local lunet = require 'lunet'
@@ -20,6 +21,8 @@ local args = {}
 for i = 1, #arg do args[arg[i]:gsub('^%-%-', '')] = arg[i + 1] or true end
 local RUNS = tonumber(args.runs) or 7
 local MAX_MB = tonumber(args.max) or 256
+local MIN_MB = tonumber(args.min) or 1
+local BEST = args.best
 local NDEV = 2
 
 if not pcall(ffi.typeof, 'struct lunet_bench_timespec') then
@@ -51,14 +54,14 @@ lunet.set_cpu_devices(NDEV)
 local devices = lunet.devices()
 local comm = lunet.comm.Communicator(devices)
 
-print(('lunet %s allreduce (local backend): %d devices x %d thread(s), %d cores, median of %d runs')
-  :format(lunet.version, NDEV, C.ln_device_threads(0), C.ln_num_cores(), RUNS))
+print(('lunet %s allreduce (local backend): %d devices x %d thread(s), %d cores, %s of %d runs')
+  :format(lunet.version, NDEV, C.ln_device_threads(0), C.ln_num_cores(), BEST and 'best' or 'median', RUNS))
 local head = ('%-8s  %10s  %10s  %10s  %10s  %10s  %10s  %8s  %8s'):format('size', 'time', 'algbw', 'busbw',
   'bf16 algbw', 'memcpy', '2x cpy', 'ar/cpy', 'ar/2xcpy')
 print(head)
 print(('-'):rep(#head))
 
-local mb = 1
+local mb = MIN_MB
 while mb <= MAX_MB do
   local numel = mb * 2 ^ 20 / 4
   local list, list16 = {}, {}
@@ -87,7 +90,8 @@ while mb <= MAX_MB do
     t0 = now(); memcpy(); tm[r] = now() - t0
     t0 = now(); copy2(); t2[r] = now() - t0
   end
-  local s, s16, sm, s2 = median(t), median(t16), median(tm), median(t2)
+  local pick = BEST and math.min or function(...) return median({...}) end
+  local s, s16, sm, s2 = pick(unpack(t)), pick(unpack(t16)), pick(unpack(tm)), pick(unpack(t2))
   local alg = bytes / s / 1e9
   print(('%-8s  %7.2f ms  %5.2f GB/s  %5.2f GB/s  %5.2f GB/s  %5.2f GB/s  %5.2f GB/s  %7.0f%%  %7.0f%%'):format(
     mb .. ' MB', s * 1e3, alg, alg * 2 * (NDEV - 1) / NDEV, bytes / s16 / 1e9, bytes / sm / 1e9, bytes / s2 / 1e9,
