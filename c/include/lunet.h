@@ -306,6 +306,24 @@ LN_API int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db,
                               const ln_tensor *dout, const ln_tensor *in, const ln_tensor *w,
                               const ln_conv2d_params *p);
 
+/* Inference-time fusion of conv -> batch norm (eval) -> + residual -> relu:
+ *   out = relu?(bn?(conv(in, w) + b) + residual?)
+ * bn: eval-mode batch norm with the running statistics (bn_mean and bn_var
+ * (O), both given or both NULL; bn_weight/bn_bias (O) may be NULL), folded
+ * into the convolution's weights and bias inside the kernel (the tensors are
+ * only read). residual: (N,O,OH,OW) or NULL. No backward: for forwards that
+ * record no gradient. Float32 on oneDNN runs it as one call with post-ops;
+ * other cases run the same passes in sequence. */
+typedef struct ln_conv2d_fuse {
+  const ln_tensor *bn_weight, *bn_bias, *bn_mean, *bn_var;
+  double bn_eps;
+  const ln_tensor *residual;
+  int32_t relu;
+} ln_conv2d_fuse;
+LN_API int ln_conv2d_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_tensor *w,
+                                   const ln_tensor *b, const ln_conv2d_fuse *f,
+                                   const ln_conv2d_params *p);
+
 typedef struct ln_pool2d_params {
   int32_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, ceil_mode, count_include_pad;
 } ln_pool2d_params;

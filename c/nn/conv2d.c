@@ -21,6 +21,7 @@
  * LUNET_CONV_IMPL=gemm|direct|dnnl forces one for comparison (direct: the
  * direct kernels where they apply, else im2col + GEMM). */
 #include "nn.h"
+#include <math.h>
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -249,8 +250,66 @@ static int conv_nt(const ln_conv2d_args *a) {
   return nt < 1 ? 1 : nt;
 }
 
+/* ---- fused forward (ln_conv2d_forward_fused) ------------------------------------ */
+
+/* Eval batch norm folded into the convolution: w' = w * s, b' = (b - mean) * s
+ * + beta with s = gamma / sqrt(var + eps), in double, written at scratch +
+ * fold_off (O*K weights, then O biases). */
+#define DEF_FOLD(T, SFX)                                                                     \
+  static void bn_fold_##SFX(const ln_conv2d_args *a, T *wf, T *bf) {                        \
+    const int64_t K = a->C / a->p.groups * a->KH * a->KW;                                    \
+    const T *w = (const T *)a->w, *b = (const T *)a->b, *g = (const T *)a->bn_w;             \
+    const T *be = (const T *)a->bn_b, *m = (const T *)a->bn_m, *v = (const T *)a->bn_v;      \
+    for (int64_t o = 0; o < a->O; o++) {                                                     \
+      double sc = (g ? (double)g[o] : 1.0) / sqrt((double)v[o] + a->bn_eps);                 \
+      for (int64_t k = 0; k < K; k++) wf[o * K + k] = (T)((double)w[o * K + k] * sc);        \
+      bf[o] = (T)(((b ? (double)b[o] : 0.0) - (double)m[o]) * sc + (be ? (double)be[o] : 0.0)); \
+    }                                                                                        \
+  }                                                                                          \
+  /* out += res, then relu, over n elements */                                              \
+  static void epilogue_##SFX(T *out, const T *res, bool relu, int64_t n, int nt) {           \
+    _Pragma("omp parallel for simd num_threads(nt) schedule(static) if (parallel: nt > 1)")  \
+    for (int64_t i = 0; i < n; i++) {                                                        \
+      T y = out[i] + (res ? res[i] : (T)0);                                                  \
+      out[i] = relu && !(y > 0) ? (T)0 : y;                                                  \
+    }                                                                                        \
+  }
+DEF_FOLD(float, f32)
+DEF_FOLD(double, f64)
+
+static int conv_fwd_plain(const ln_conv2d_args *a);
+
+/* a->fold_only: the first of the two launches, folding the batch norm (the
+ * task's tensors: weights, bias, batch-norm vectors); then the convolution
+ * with post-ops (its tensors: input, output, residual, the folded scratch). */
+static int conv_fwd_fused(const ln_conv2d_args *a0) {
+  const int64_t es = a0->dtype == LN_FLOAT64 ? 8 : 4;
+  const int64_t WN = a0->O * (a0->C / a0->p.groups) * a0->KH * a0->KW;
+  if (a0->bn_m) {
+    char *wf = a0->scratch + a0->fold_off;
+    if (a0->dtype == LN_FLOAT64) bn_fold_f64(a0, (double *)wf, (double *)(wf + WN * es));
+    else bn_fold_f32(a0, (float *)wf, (float *)(wf + WN * es));
+    return 0;
+  }
+  ln_conv2d_args a = *a0;
+  if (a.dtype == LN_FLOAT32 && use_dnnl(&a, conv_impl(), PASS_FWD) && nn_conv_dnnl_fwd(&a, conv_nt(&a)) == 0)
+    return 0;
+  a.res = NULL; a.relu = 0;
+  conv_fwd_plain(&a);
+  const int64_t n = a.N * a.O * a.OH * a.OW;
+  int nt = n < 65536 ? 1 : conv_nt(&a);
+  if (a.dtype == LN_FLOAT64) epilogue_f64((double *)a.out, (const double *)a0->res, a0->relu, n, nt);
+  else epilogue_f32((float *)a.out, (const float *)a0->res, a0->relu, n, nt);
+  return 0;
+}
+
 int ln_cpu_conv2d_fwd(void *args) {
   const ln_conv2d_args *a = args;
+  if (a->bn_m || a->res || a->relu) return conv_fwd_fused(a);
+  return conv_fwd_plain(a);
+}
+
+static int conv_fwd_plain(const ln_conv2d_args *a) {
   const int impl = conv_impl();
   if (use_dnnl(a, impl, PASS_FWD) && nn_conv_dnnl_fwd(a, conv_nt(a)) == 0) return 0;
   /* small stride-1 float32 convolutions: the direct kernel (conv_direct.c) */
@@ -468,35 +527,76 @@ static size_t conv_plan(ln_conv2d_args *a, int nt, bool want_din, bool want_dw) 
   return bytes;
 }
 
-int ln_conv2d_forward(ln_tensor *out, const ln_tensor *in, const ln_tensor *w, const ln_tensor *b,
-                      const ln_conv2d_params *p) {
-  const char *fn = "conv2d";
+static int conv_forward(const char *fn, ln_tensor *out, const ln_tensor *in, const ln_tensor *w,
+                        const ln_tensor *b, const ln_conv2d_fuse *f, const ln_conv2d_params *p) {
   ln_conv2d_args a;
   if (conv_geometry(fn, in, w, p, &a) != 0) return -1;
   int dt = in->dtype_id, dev = in->device_id;
   int64_t bshape[1] = {a.O}, oshape[4] = {a.N, a.O, a.OH, a.OW};
   if (b && nn_check(fn, "bias", b, dt, dev, 1, bshape) != 0) return -1;
   if (nn_check(fn, "out", out, dt, dev, 4, oshape) != 0) return -1;
-  nn_in xi, wi, bi;
-  nn_out o;
+  const bool bn = f && f->bn_mean;
+  if (f) {
+    if ((!f->bn_mean) != (!f->bn_var))
+      return ln_error("%s: give both bn_mean and bn_var (the running statistics), or neither", fn);
+    if (!bn && (f->bn_weight || f->bn_bias))
+      return ln_error("%s: bn_weight/bn_bias need bn_mean and bn_var", fn);
+    if ((f->bn_weight && nn_check(fn, "bn_weight", f->bn_weight, dt, dev, 1, bshape) != 0) ||
+        (f->bn_bias && nn_check(fn, "bn_bias", f->bn_bias, dt, dev, 1, bshape) != 0) ||
+        (bn && nn_check(fn, "bn_mean", f->bn_mean, dt, dev, 1, bshape) != 0) ||
+        (bn && nn_check(fn, "bn_var", f->bn_var, dt, dev, 1, bshape) != 0) ||
+        (f->residual && nn_check(fn, "residual", f->residual, dt, dev, 4, oshape) != 0))
+      return -1;
+    if (bn && !(f->bn_eps >= 0)) return ln_error("%s: bn_eps must be >= 0, got %g", fn, f->bn_eps);
+  }
+  nn_in xi = {0}, wi = {0}, bi = {0}, ri = {0}, gi = {0}, ei = {0}, mi = {0}, vi = {0};
+  nn_out o = {0};
   nn_scratch s = {0};
   int rc = -1;
-  xi.owned = wi.owned = bi.owned = NULL;
-  o.user = o.t = NULL;
   if (nn_input(fn, "input", in, &xi) != 0 || nn_input(fn, "weight", w, &wi) != 0 ||
       nn_input(fn, "bias", b, &bi) != 0 || nn_output(fn, "out", out, &o) != 0)
     goto done;
+  if (f && (nn_input(fn, "residual", f->residual, &ri) != 0 || nn_input(fn, "bn_weight", f->bn_weight, &gi) != 0 ||
+            nn_input(fn, "bn_bias", f->bn_bias, &ei) != 0 || nn_input(fn, "bn_mean", f->bn_mean, &mi) != 0 ||
+            nn_input(fn, "bn_var", f->bn_var, &vi) != 0))
+    goto done;
   size_t bytes = conv_plan(&a, nn_device_threads(dev), false, false);
+  const int64_t es = dt == LN_FLOAT64 ? 8 : 4, WN = a.O * w->shape[1] * a.KH * a.KW;
+  if (bn) {   /* the folded weights and bias after the column slices */
+    a.fold_off = (int64_t)((bytes + 63) & ~(size_t)63);
+    bytes = (size_t)a.fold_off + (size_t)((WN + a.O) * es);
+  }
   if (nn_scratch_new(fn, dev, bytes, &s) != 0) goto done;
   a.out = nn_ptr(o.t); a.in = nn_ptr(xi.t); a.w = nn_ptr(wi.t); a.b = nn_ptr(bi.t);
   a.scratch = s.data;
-  const ln_tensor *keep[5] = {o.t, xi.t, wi.t, bi.t, &s.hold};
-  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &a, sizeof a, keep, 5);
+  if (bn) {   /* launch 1 of 2: fold (a task keeps at most LN_TASK_KEEP tensors) */
+    a.bn_w = nn_ptr(gi.t); a.bn_b = nn_ptr(ei.t); a.bn_m = nn_ptr(mi.t); a.bn_v = nn_ptr(vi.t);
+    a.bn_eps = f->bn_eps;
+    const ln_tensor *keep[7] = {&s.hold, wi.t, bi.t, gi.t, ei.t, mi.t, vi.t};
+    if ((rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &a, sizeof a, keep, 7)) != 0) goto done;
+    a.bn_w = a.bn_b = a.bn_m = a.bn_v = NULL;
+    a.w = s.data + a.fold_off;
+    a.b = a.w + WN * es;
+  }
+  if (f) { a.res = nn_ptr(ri.t); a.relu = f->relu != 0; }
+  const ln_tensor *keep[6] = {o.t, xi.t, &s.hold, bn ? NULL : wi.t, bn ? NULL : bi.t, ri.t};
+  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &a, sizeof a, keep, 6);
 done:
   rc = nn_out_finish(&o, rc);
   nn_scratch_free(&s);
   nn_in_free(&xi); nn_in_free(&wi); nn_in_free(&bi);
+  nn_in_free(&ri); nn_in_free(&gi); nn_in_free(&ei); nn_in_free(&mi); nn_in_free(&vi);
   return rc;
+}
+
+int ln_conv2d_forward(ln_tensor *out, const ln_tensor *in, const ln_tensor *w, const ln_tensor *b,
+                      const ln_conv2d_params *p) {
+  return conv_forward("conv2d", out, in, w, b, NULL, p);
+}
+
+int ln_conv2d_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_tensor *w, const ln_tensor *b,
+                            const ln_conv2d_fuse *f, const ln_conv2d_params *p) {
+  return conv_forward("conv2d_fused", out, in, w, b, f, p);
 }
 
 int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_tensor *dout,

@@ -25,8 +25,10 @@
 enum { CACHE = 48, MAXSLOT = 4 };
 enum { OP_FWD, OP_BWD_DATA, OP_BWD_W };
 
+enum { POST_SUM = 1, POST_RELU = 2 };
+
 typedef struct {
-  int op, nt, bias, pad_;
+  int op, nt, bias, post;   /* post: POST_* of a fused forward */
   int64_t N, C, H, W, O, KH, KW, OH, OW;
   int64_t sh, sw, ph, pw, dh, dw;
 } dkey;
@@ -36,7 +38,9 @@ typedef struct {
   bool out;
   dnnl_memory_t user, inner;   /* inner == user when the layouts agree */
   dnnl_primitive_t reorder;    /* user -> inner (inputs) or inner -> user (outputs) */
+  dnnl_primitive_t reorder_in; /* dst with a sum post-op: residual (user layout) -> inner */
   size_t off;                  /* inner's offset in the workspace */
+  size_t ubytes;               /* size of the user (plain) array */
 } dslot;
 
 typedef struct {
@@ -64,6 +68,7 @@ static void entry_free(dentry *e) {
   for (int i = 0; i < e->ns; i++) {
     dslot *s = &e->s[i];
     if (s->reorder) dnnl_primitive_destroy(s->reorder);
+    if (s->reorder_in) dnnl_primitive_destroy(s->reorder_in);
     if (s->inner && s->inner != s->user) dnnl_memory_destroy(s->inner);
     if (s->user) dnnl_memory_destroy(s->user);
   }
@@ -108,6 +113,7 @@ static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const d
   dnnl_primitive_desc_t rpd = NULL;
   dnnl_status_t r;
   s->arg = arg; s->out = out;
+  s->ubytes = dnnl_memory_desc_get_size(user_md);
   if (!md) return dnnl_runtime_error;
   if ((r = dnnl_memory_create(&s->user, user_md, st->eng, DNNL_MEMORY_NONE)) != dnnl_success) return r;
   if (dnnl_memory_desc_equal(user_md, md)) { s->inner = s->user; return dnnl_success; }
@@ -119,12 +125,18 @@ static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const d
   if (r != dnnl_success) return r;
   r = dnnl_primitive_create(&s->reorder, rpd);
   dnnl_primitive_desc_destroy(rpd);
+  if (r != dnnl_success || !out || !(e->key.post & POST_SUM)) return r;
+  /* the sum post-op adds what dst holds: the residual, reordered in first */
+  if ((r = dnnl_reorder_primitive_desc_create(&rpd, user_md, st->eng, md, st->eng, NULL)) != dnnl_success) return r;
+  r = dnnl_primitive_create(&s->reorder_in, rpd);
+  dnnl_primitive_desc_destroy(rpd);
   return r;
 }
 
 static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) {
   memset(k, 0, sizeof *k);
   k->op = op; k->nt = nt; k->bias = bias;
+  if (op == OP_FWD) k->post = (a->res ? POST_SUM : 0) | (a->relu ? POST_RELU : 0);
   k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
   k->OH = a->OH; k->OW = a->OW;
   k->sh = a->p.stride_h; k->sw = a->p.stride_w; k->ph = a->p.pad_h; k->pw = a->p.pad_w;
@@ -143,7 +155,10 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
                     (a->OW - 1) * a->p.stride_w + (a->KW - 1) * a->p.dil_w + 1 - a->W - a->p.pad_w};
   dnnl_convolution_desc_t fd, bdsc;
   dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
   memset(e, 0, sizeof *e);
+  e->key = *k;   /* slot_init reads key.post */
   if (pr[0] < 0 || pr[1] < 0) return -1;
   CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw));
   CHK(dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
@@ -153,10 +168,20 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
   CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, dnnl_f32, dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
   CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, dnnl_format_tag_any));
-  CHK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_a,
-                                                 &w_a, k->op == OP_FWD && k->bias ? &b_a : NULL, &dst_a,
+  /* a fused forward records no gradient: inference kernels, with the
+   * residual add (sum) and relu run on the output tile while it is hot */
+  CHK(dnnl_dilated_convolution_forward_desc_init(&fd, k->post ? dnnl_forward_inference : dnnl_forward_training,
+                                                 dnnl_convolution_direct, &src_a, &w_a,
+                                                 k->op == OP_FWD && k->bias ? &b_a : NULL, &dst_a,
                                                  strides, dil, pl, pr));
-  CHK(dnnl_primitive_desc_create(&fpd, &fd, NULL, st->eng, NULL));
+  if (k->post) {
+    CHK(dnnl_post_ops_create(&po));
+    if (k->post & POST_SUM) CHK(dnnl_post_ops_append_sum(po, 1.0f));
+    if (k->post & POST_RELU) CHK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+    CHK(dnnl_primitive_attr_create(&attr));
+    CHK(dnnl_primitive_attr_set_post_ops(attr, po));
+  }
+  CHK(dnnl_primitive_desc_create(&fpd, &fd, attr, st->eng, NULL));
   if (k->op == OP_FWD) {
     pd = fpd; fpd = NULL;
     CHK(slot_init(st, e, DNNL_ARG_SRC, false, &src_u, pd, dnnl_query_src_md, 0));
@@ -183,17 +208,22 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
   CHK(dnnl_primitive_create(&e->prim, pd));
   dnnl_primitive_desc_destroy(pd);
   if (fpd) dnnl_primitive_desc_destroy(fpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (po) dnnl_post_ops_destroy(po);
   e->key = *k;
   return 0;
 fail:
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (fpd) dnnl_primitive_desc_destroy(fpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (po) dnnl_post_ops_destroy(po);
   entry_free(e);
   return -1;
 }
 
-/* Runs op with the user pointers ptr[i] for the entry's slots (in slot order). */
-static int entry_run(dstate *st, dentry *e, char *const *ptr) {
+/* Runs op with the user pointers ptr[i] for the entry's slots (in slot order);
+ * res: the residual a sum post-op adds (NULL without one). */
+static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res) {
   dnnl_exec_arg_t args[MAXSLOT], ra[2];
   if (e->ws > st->ws_cap) {
     free(st->ws);
@@ -206,6 +236,17 @@ static int entry_run(dstate *st, dentry *e, char *const *ptr) {
     dslot *s = &e->s[i];
     CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
     if (s->inner != s->user) CHK(dnnl_memory_set_data_handle(s->inner, st->ws + s->off));
+    if (s->out && res) {   /* dst starts as the residual */
+      if (s->reorder_in) {
+        CHK(dnnl_memory_set_data_handle(s->user, (void *)res));
+        ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->user};
+        ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->inner};
+        CHK(dnnl_primitive_execute(s->reorder_in, st->stream, 2, ra));
+        CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
+      } else if (res != ptr[i]) {
+        memcpy(ptr[i], res, s->ubytes);
+      }
+    }
     if (!s->out && s->reorder) {
       ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->user};
       ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->inner};
@@ -251,7 +292,7 @@ static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *c
   }
   if (e) {
     e->tick = ++st->tick;
-    rc = entry_run(st, e, ptr);
+    rc = entry_run(st, e, ptr, op == OP_FWD ? a->res : NULL);
   }
   if (prev != nt) omp_set_num_threads(prev);
   return rc;

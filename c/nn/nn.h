@@ -27,6 +27,13 @@ typedef struct {
   char *out, *in, *w, *b;
   char *din, *dw, *db, *dout;
   char *scratch;
+  /* forward only (ln_conv2d_forward_fused): out = relu?(bn?(conv + b) + res?).
+   * bn_m/bn_v (O) non-NULL: eval batch norm folded into w and b at
+   * scratch + fold_off (O*C/G*KH*KW weights, then O biases) */
+  char *res, *bn_w, *bn_b, *bn_m, *bn_v;
+  double bn_eps;
+  int relu;
+  int64_t fold_off;
 } ln_conv2d_args;
 
 /* max/avg/adaptive pools over planes = N*C of (H,W) -> (OH,OW);
@@ -83,6 +90,7 @@ void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nthreads);
 /* float32, one group, through oneDNN (conv_dnnl.c); 0, or -1 when oneDNN
  * cannot (the caller falls back to im2col + GEMM) */
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
+/* forward; a->res and a->relu run as oneDNN post-ops (sum, relu) */
 int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nthreads, bool with_bias);

@@ -29,6 +29,14 @@ function BasicBlock:__init(in_planes, planes, stride, opts)
 end
 
 function BasicBlock:forward(x)
+  local conv1, bn1, conv2, bn2 = self.conv1, self.bn1, self.conv2, self.bn2
+  if Conv2d.fusable(conv1, bn1) and Conv2d.fusable(conv2, bn2) then
+    -- eval: two fused kernels (batch norms folded, relu and the residual
+    -- add as post-ops); the shortcut's conv + bn fuse in its Sequential
+    local out = conv1:forward_fused(x, bn1, nil, true)
+    local residual = self.shortcut and self.shortcut(x) or x
+    return conv2:forward_fused(out, bn2, residual, true)
+  end
   local out = self.bn1(self.conv1(x)):relu()
   out = self.bn2(self.conv2(out))
   local residual = self.shortcut and self.shortcut(x) or x

@@ -38,8 +38,28 @@ end
 function Sequential:get(i) return self[self._children[i]] end
 function Sequential:size() return #self._children end
 
+-- Conv2d -> BatchNorm2d (eval) [-> ReLU] runs as one fused kernel
+-- (Conv2d:forward_fused): the batch norm folded into the convolution, the
+-- relu a post-op; same results as calling the three modules in turn.
+local Conv2d, ReLU
 function Sequential:forward(x)
-  for _, n in ipairs(self._children) do x = self[n]:forward(x) end
+  Conv2d = Conv2d or require 'lunet.nn.Conv2d'
+  ReLU = ReLU or require 'lunet.nn.ReLU'
+  local names = self._children
+  local i, n = 1, #names
+  while i <= n do
+    local m = self[names[i]]
+    local bn = i < n and self[names[i + 1]]
+    if bn and Conv2d.fusable(m, bn) then
+      local r = i + 1 < n and self[names[i + 2]]
+      local relu = r and getmetatable(r) == ReLU and rawget(r, 'forward') == nil
+      x = m:forward_fused(x, bn, nil, relu)
+      i = i + (relu and 3 or 2)
+    else
+      x = m:forward(x)
+      i = i + 1
+    end
+  end
   return x
 end
 

@@ -107,39 +107,46 @@ local function conv_bw(n, g)
   return din, dw, db
 end
 
--- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
---        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1})
-function F.conv2d(x, w, b, opts)
-  need('conv2d', x, 'input', 4)
-  need('conv2d', w, 'weight', 4)
-  if b ~= nil then need('conv2d', b, 'bias', 1) end
-  kernel('conv2d', 'ln_conv2d_forward')
+-- the geometry of conv2d(x, w, b, opts): x (padded when 'same' needs an odd
+-- extra row/col), params, and the output shape N, O, OH, OW
+local function conv_setup(fn, x, w, b, opts)
+  need(fn, x, 'input', 4)
+  need(fn, w, 'weight', 4)
+  if b ~= nil then need(fn, b, 'bias', 1) end
   opts = opts or {}
-  local sh, sw = pair('conv2d', opts.stride, 'stride', 1)
-  local dh, dw = pair('conv2d', opts.dilation, 'dilation', 1)
+  local sh, sw = pair(fn, opts.stride, 'stride', 1)
+  local dh, dw = pair(fn, opts.dilation, 'dilation', 1)
   local groups = opts.groups or 1
   local kh, kw = tonumber(w.p.shape[2]), tonumber(w.p.shape[3])
   local padding = opts.padding or 0
   local ph, pw
   if padding == 'valid' then ph, pw = 0, 0
   elseif padding == 'same' then
-    if sh ~= 1 or sw ~= 1 then error("conv2d: padding='same' needs stride 1", 2) end
+    if sh ~= 1 or sw ~= 1 then error(fn .. ": padding='same' needs stride 1", 3) end
     local th, tw = dh * (kh - 1), dw * (kw - 1)
     ph, pw = math.floor(th / 2), math.floor(tw / 2)
     if th % 2 == 1 or tw % 2 == 1 then  -- PyTorch puts the odd extra row/col at the end
       x = F.pad(x, { pw, tw - pw, ph, th - ph })
       ph, pw = 0, 0
     end
-  else ph, pw = pair('conv2d', padding, 'padding') end
+  else ph, pw = pair(fn, padding, 'padding') end
   local N, H, W = tonumber(x.p.shape[0]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
   local O = tonumber(w.p.shape[0])
   local OH = math.floor((H + 2 * ph - dh * (kh - 1) - 1) / sh) + 1
   local OW = math.floor((W + 2 * pw - dw * (kw - 1) - 1) / sw) + 1
   if OH < 1 or OW < 1 then
-    error(('conv2d: input {%s} is too small for a %dx%d kernel (output %dx%d)'):format(
-      table.concat(x:size(), ','), kh, kw, OH, OW), 2)
+    error(('%s: input {%s} is too small for a %dx%d kernel (output %dx%d)'):format(
+      fn, table.concat(x:size(), ','), kh, kw, OH, OW), 3)
   end
-  local params = ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, groups)
+  return x, ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, groups), N, O, OH, OW
+end
+
+-- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
+--        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1})
+function F.conv2d(x, w, b, opts)
+  kernel('conv2d', 'ln_conv2d_forward')
+  local params, N, O, OH, OW
+  x, params, N, O, OH, OW = conv_setup('conv2d', x, w, b, opts)
   local out = new(x, N, O, OH, OW)
   check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params))
   if grad_on(x, w, b) then
@@ -147,6 +154,50 @@ function F.conv2d(x, w, b, opts)
     n.x, n.w, n.params = A.saved(x), A.saved(w), params
     attach(out, n)
   end
+  return out
+end
+
+local needs = A.needs
+local fuse = ffi.new('ln_conv2d_fuse')
+
+-- conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_eps, residual, relu):
+--   relu?(batch_norm_eval?(conv2d(x, w, b, opts)) + residual?)
+-- bn_mean/bn_var (running statistics; nil: no batch norm), bn_weight/bn_bias
+-- (nil: affine off), residual (N,O,OH,OW) or nil, relu a boolean. One fused
+-- kernel (batch norm folded into the weights, add and relu as post-ops) when
+-- no gradient is recorded; otherwise the same composition of differentiable
+-- ops (conv2d, batch_norm in eval mode, add, relu).
+function F.conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_eps, residual, relu)
+  if bn_mean ~= nil or bn_var ~= nil then
+    need('conv2d_fused', bn_mean, 'bn_mean')
+    need('conv2d_fused', bn_var, 'bn_var')
+  end
+  if bn_weight ~= nil then need('conv2d_fused', bn_weight, 'bn_weight') end
+  if bn_bias ~= nil then need('conv2d_fused', bn_bias, 'bn_bias') end
+  if residual ~= nil then need('conv2d_fused', residual, 'residual') end
+  if A.is_grad_enabled() and (needs(x) or needs(w) or needs(b) or needs(bn_weight) or needs(bn_bias)
+      or needs(residual)) then
+    local y = F.conv2d(x, w, b, opts)
+    if bn_mean ~= nil then y = F.batch_norm(y, bn_mean, bn_var, bn_weight, bn_bias, false, 0, bn_eps or 1e-5) end
+    if residual ~= nil then y = y + residual end
+    if relu then y = y:relu() end
+    return y
+  end
+  kernel('conv2d_fused', 'ln_conv2d_forward_fused')
+  local params, N, O, OH, OW
+  x, params, N, O, OH, OW = conv_setup('conv2d_fused', x, w, b, opts)
+  local out = new(x, N, O, OH, OW)
+  fuse.bn_weight = bn_weight and bn_weight.p
+  fuse.bn_bias = bn_bias and bn_bias.p
+  fuse.bn_mean = bn_mean and bn_mean.p
+  fuse.bn_var = bn_var and bn_var.p
+  fuse.bn_eps = bn_eps or 1e-5
+  fuse.residual = residual and residual.p
+  fuse.relu = relu and 1 or 0
+  local rc = C.ln_conv2d_forward_fused(out.p, x.p, w.p, b and b.p, fuse, params)
+  -- drop the borrowed pointers before a possible error
+  fuse.bn_weight, fuse.bn_bias, fuse.bn_mean, fuse.bn_var, fuse.residual = nil, nil, nil, nil, nil
+  check(rc)
   return out
 end
 
