@@ -324,6 +324,22 @@ LN_API int ln_conv2d_forward_fused(ln_tensor *out, const ln_tensor *in, const ln
                                    const ln_tensor *b, const ln_conv2d_fuse *f,
                                    const ln_conv2d_params *p);
 
+/* Inference-time ResNet basic block in one call:
+ *   h = relu(bn1(conv1(in))), out = relu(bn2(conv2(h)) + shortcut),
+ *   shortcut = bn_s(conv_s(in)) (shortcut given) or in (NULL).
+ * Each ln_conv_bn: weight, bias (or NULL), params, and an optional eval-mode
+ * batch norm as in ln_conv2d_fuse (bn_mean/bn_var NULL: none). out is
+ * conv2's output shape (N,O,OH,OW), which must be the shortcut's. Float32 on
+ * oneDNN keeps h and the shortcut in oneDNN's blocked layout (in and out
+ * stay NCHW). No backward. */
+typedef struct ln_conv_bn {
+  const ln_tensor *weight, *bias, *bn_weight, *bn_bias, *bn_mean, *bn_var;
+  double bn_eps;
+  ln_conv2d_params p;
+} ln_conv_bn;
+LN_API int ln_basicblock_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *conv1,
+                                       const ln_conv_bn *conv2, const ln_conv_bn *shortcut);
+
 typedef struct ln_pool2d_params {
   int32_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, ceil_mode, count_include_pad;
 } ln_pool2d_params;

@@ -260,10 +260,10 @@ static int conv_nt(const ln_conv2d_args *a) {
     const int64_t K = a->C / a->p.groups * a->KH * a->KW;                                    \
     const T *w = (const T *)a->w, *b = (const T *)a->b, *g = (const T *)a->bn_w;             \
     const T *be = (const T *)a->bn_b, *m = (const T *)a->bn_m, *v = (const T *)a->bn_v;      \
-    for (int64_t o = 0; o < a->O; o++) {                                                     \
-      double sc = (g ? (double)g[o] : 1.0) / sqrt((double)v[o] + a->bn_eps);                 \
+    for (int64_t o = 0; o < a->O; o++) {   /* no batch norm (m NULL): a plain copy */        \
+      double sc = m ? (g ? (double)g[o] : 1.0) / sqrt((double)v[o] + a->bn_eps) : 1.0;       \
       for (int64_t k = 0; k < K; k++) wf[o * K + k] = (T)((double)w[o * K + k] * sc);        \
-      bf[o] = (T)(((b ? (double)b[o] : 0.0) - (double)m[o]) * sc + (be ? (double)be[o] : 0.0)); \
+      bf[o] = (T)(((b ? (double)b[o] : 0.0) - (m ? (double)m[o] : 0.0)) * sc + (m && be ? (double)be[o] : 0.0)); \
     }                                                                                        \
   }                                                                                          \
   /* out += res, then relu, over n elements */                                              \
@@ -285,7 +285,7 @@ static int conv_fwd_plain(const ln_conv2d_args *a);
 static int conv_fwd_fused(const ln_conv2d_args *a0) {
   const int64_t es = a0->dtype == LN_FLOAT64 ? 8 : 4;
   const int64_t WN = a0->O * (a0->C / a0->p.groups) * a0->KH * a0->KW;
-  if (a0->bn_m) {
+  if (a0->fold_only) {
     char *wf = a0->scratch + a0->fold_off;
     if (a0->dtype == LN_FLOAT64) bn_fold_f64(a0, (double *)wf, (double *)(wf + WN * es));
     else bn_fold_f32(a0, (float *)wf, (float *)(wf + WN * es));
@@ -303,9 +303,37 @@ static int conv_fwd_fused(const ln_conv2d_args *a0) {
   return 0;
 }
 
+/* ln_basicblock_forward_fused's kernel: float32 on oneDNN keeps the
+ * activations blocked between the convolutions (nn_conv_dnnl_block);
+ * otherwise the fused convolutions in turn through NCHW scratch. */
+static int conv_block_fwd(const ln_block_args *b) {
+  const ln_conv2d_args *c1 = &b->c[0], *c2 = &b->c[1], *cs = b->has_sc ? &b->c[2] : NULL;
+  const int impl = conv_impl();
+  if (c1->dtype == LN_FLOAT32 && use_dnnl(c1, impl, PASS_FWD) && use_dnnl(c2, impl, PASS_FWD) &&
+      (!cs || use_dnnl(cs, impl, PASS_FWD))) {
+    int nt = LN_MAX(conv_nt(c1), conv_nt(c2));
+    if (cs) nt = LN_MAX(nt, conv_nt(cs));
+    if (nn_conv_dnnl_block(c1, c2, cs, b->in, b->out, b->xb, b->hb, b->rb, nt) == 0) return 0;
+  }
+  ln_conv2d_args a = *c1;
+  a.block = 0; a.in = b->in; a.out = b->hb; a.res = NULL; a.relu = 1;
+  conv_fwd_fused(&a);
+  char *r = b->in;
+  if (cs) {
+    a = *cs;
+    a.in = b->in; a.out = b->rb; a.res = NULL; a.relu = 0;
+    conv_fwd_plain(&a);
+    r = b->rb;
+  }
+  a = *c2;
+  a.in = b->hb; a.out = b->out; a.res = r; a.relu = 1;
+  return conv_fwd_fused(&a);
+}
+
 int ln_cpu_conv2d_fwd(void *args) {
   const ln_conv2d_args *a = args;
-  if (a->bn_m || a->res || a->relu) return conv_fwd_fused(a);
+  if (a->block) return conv_block_fwd((const ln_block_args *)args);
+  if (a->fold_only || a->res || a->relu) return conv_fwd_fused(a);
   return conv_fwd_plain(a);
 }
 
@@ -451,6 +479,9 @@ int ln_cpu_conv2d_bwd(void *args) {
 /* ---- front ends -------------------------------------------------------------- */
 
 /* Checks input and weight against the parameters, fills the geometry. */
+static int conv_geometry_dims(const char *fn, const char *wname, int dt, int dev, const int64_t *ishape,
+                              const ln_tensor *w, const ln_conv2d_params *p, ln_conv2d_args *a);
+
 static int conv_geometry(const char *fn, const ln_tensor *in, const ln_tensor *w, const ln_conv2d_params *p,
                          ln_conv2d_args *a) {
   char s1[160];
@@ -458,7 +489,15 @@ static int conv_geometry(const char *fn, const ln_tensor *in, const ln_tensor *w
   if (nn_check(fn, "input", in, -1, -1, -1, NULL) != 0) return -1;
   if (in->ndim != 4)
     return ln_error("%s: input must be 4-d (N,C,H,W), got shape %s", fn, nn_shape(s1, sizeof s1, in));
-  if (nn_check(fn, "weight", w, in->dtype_id, in->device_id, -1, NULL) != 0) return -1;
+  return conv_geometry_dims(fn, "weight", in->dtype_id, in->device_id, in->shape, w, p, a);
+}
+
+/* the checks of conv_geometry for an input of shape ishape (N,C,H,W) */
+static int conv_geometry_dims(const char *fn, const char *wname, int dt, int dev, const int64_t *ishape,
+                              const ln_tensor *w, const ln_conv2d_params *p, ln_conv2d_args *a) {
+  char s1[160];
+  if (!p) return ln_error("%s: params is NULL", fn);
+  if (nn_check(fn, wname, w, dt, dev, -1, NULL) != 0) return -1;
   if (w->ndim != 4)
     return ln_error("%s: weight must be 4-d (out_channels, in_channels/groups, kH, kW), got shape %s", fn,
                     nn_shape(s1, sizeof s1, w));
@@ -469,7 +508,7 @@ static int conv_geometry(const char *fn, const ln_tensor *in, const ln_tensor *w
   if (p->dil_h < 1 || p->dil_w < 1)
     return ln_error("%s: dilation must be >= 1, got (%d,%d)", fn, p->dil_h, p->dil_w);
   if (p->groups < 1) return ln_error("%s: groups must be >= 1, got %d", fn, p->groups);
-  int64_t N = in->shape[0], C = in->shape[1], H = in->shape[2], W = in->shape[3];
+  int64_t N = ishape[0], C = ishape[1], H = ishape[2], W = ishape[3];
   int64_t O = w->shape[0], KH = w->shape[2], KW = w->shape[3];
   if (C % p->groups != 0)
     return ln_error("%s: input channels %lld are not divisible by groups %d", fn, (long long)C, p->groups);
@@ -487,7 +526,7 @@ static int conv_geometry(const char *fn, const ln_tensor *in, const ln_tensor *w
     return ln_error("%s: padded input %lldx%lld is smaller than the (dilated) kernel %lldx%lld", fn,
                     (long long)hp, (long long)wp, (long long)eh, (long long)ew);
   memset(a, 0, sizeof *a);
-  a->dtype = in->dtype_id;
+  a->dtype = dt;
   a->N = N; a->C = C; a->H = H; a->W = W; a->O = O; a->KH = KH; a->KW = KW;
   a->OH = (hp - eh) / p->stride_h + 1;
   a->OW = (wp - ew) / p->stride_w + 1;
@@ -572,8 +611,10 @@ static int conv_forward(const char *fn, ln_tensor *out, const ln_tensor *in, con
   if (bn) {   /* launch 1 of 2: fold (a task keeps at most LN_TASK_KEEP tensors) */
     a.bn_w = nn_ptr(gi.t); a.bn_b = nn_ptr(ei.t); a.bn_m = nn_ptr(mi.t); a.bn_v = nn_ptr(vi.t);
     a.bn_eps = f->bn_eps;
+    a.fold_only = 1;
     const ln_tensor *keep[7] = {&s.hold, wi.t, bi.t, gi.t, ei.t, mi.t, vi.t};
     if ((rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &a, sizeof a, keep, 7)) != 0) goto done;
+    a.fold_only = 0;
     a.bn_w = a.bn_b = a.bn_m = a.bn_v = NULL;
     a.w = s.data + a.fold_off;
     a.b = a.w + WN * es;
@@ -634,5 +675,121 @@ done:
   rc = nn_out_finish(&ob, rc);
   nn_scratch_free(&s);
   nn_in_free(&xi); nn_in_free(&wi); nn_in_free(&gi);
+  return rc;
+}
+
+/* ---- ln_basicblock_forward_fused -------------------------------------------------- */
+
+static int check_bn(const char *fn, const ln_conv_bn *c, int dt, int dev, int64_t O) {
+  int64_t shape[1] = {O};
+  if (!c->bn_mean != !c->bn_var)
+    return ln_error("%s: give both bn_mean and bn_var (the running statistics), or neither", fn);
+  if (!c->bn_mean && (c->bn_weight || c->bn_bias))
+    return ln_error("%s: bn_weight/bn_bias need bn_mean and bn_var", fn);
+  if (c->bn_mean && !(c->bn_eps >= 0)) return ln_error("%s: bn_eps must be >= 0, got %g", fn, c->bn_eps);
+  if ((c->bias && nn_check(fn, "bias", c->bias, dt, dev, 1, shape) != 0) ||
+      (c->bn_weight && nn_check(fn, "bn_weight", c->bn_weight, dt, dev, 1, shape) != 0) ||
+      (c->bn_bias && nn_check(fn, "bn_bias", c->bn_bias, dt, dev, 1, shape) != 0) ||
+      (c->bn_mean && nn_check(fn, "bn_mean", c->bn_mean, dt, dev, 1, shape) != 0) ||
+      (c->bn_mean && nn_check(fn, "bn_var", c->bn_var, dt, dev, 1, shape) != 0))
+    return -1;
+  return 0;
+}
+
+/* launches the fold of c (weights, bias, batch norm) into scratch + a->fold_off */
+static int fold_launch(const char *fn, int dev, ln_conv2d_args *a, const ln_conv_bn *c, nn_scratch *s) {
+  nn_in in[6] = {{0}};
+  const ln_tensor *t[6] = {c->weight, c->bias, c->bn_weight, c->bn_bias, c->bn_mean, c->bn_var};
+  int rc = -1;
+  for (int i = 0; i < 6; i++)
+    if (nn_input(fn, "conv/bn tensor", t[i], &in[i]) != 0) goto done;
+  ln_conv2d_args f = *a;
+  f.fold_only = 1;
+  f.scratch = s->data;
+  f.w = nn_ptr(in[0].t); f.b = nn_ptr(in[1].t);
+  f.bn_w = nn_ptr(in[2].t); f.bn_b = nn_ptr(in[3].t); f.bn_m = nn_ptr(in[4].t); f.bn_v = nn_ptr(in[5].t);
+  f.bn_eps = c->bn_eps;
+  const ln_tensor *keep[7] = {&s->hold, in[0].t, in[1].t, in[2].t, in[3].t, in[4].t, in[5].t};
+  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &f, sizeof f, keep, 7);
+done:
+  for (int i = 0; i < 6; i++) nn_in_free(&in[i]);
+  return rc;
+}
+
+int ln_basicblock_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *conv1,
+                                const ln_conv_bn *conv2, const ln_conv_bn *shortcut) {
+  const char *fn = "basicblock_fused";
+  ln_block_args b;
+  char s1[160];
+  memset(&b, 0, sizeof b);
+  if (!conv1 || !conv2) return ln_error("%s: conv1 and conv2 are required", fn);
+  if (nn_check(fn, "input", in, -1, -1, -1, NULL) != 0) return -1;
+  if (in->ndim != 4)
+    return ln_error("%s: input must be 4-d (N,C,H,W), got shape %s", fn, nn_shape(s1, sizeof s1, in));
+  const int dt = in->dtype_id, dev = in->device_id;
+  const ln_conv_bn *cb[3] = {conv1, conv2, shortcut};
+  if (conv_geometry_dims(fn, "conv1.weight", dt, dev, in->shape, conv1->weight, &conv1->p, &b.c[0]) != 0)
+    return -1;
+  int64_t hshape[4] = {b.c[0].N, b.c[0].O, b.c[0].OH, b.c[0].OW};
+  if (conv_geometry_dims(fn, "conv2.weight", dt, dev, hshape, conv2->weight, &conv2->p, &b.c[1]) != 0) return -1;
+  b.has_sc = shortcut != NULL;
+  int64_t rshape[4] = {in->shape[0], in->shape[1], in->shape[2], in->shape[3]};
+  if (shortcut) {
+    if (conv_geometry_dims(fn, "shortcut.weight", dt, dev, in->shape, shortcut->weight, &shortcut->p, &b.c[2]) != 0)
+      return -1;
+    rshape[1] = b.c[2].O; rshape[2] = b.c[2].OH; rshape[3] = b.c[2].OW;
+  }
+  int64_t oshape[4] = {b.c[1].N, b.c[1].O, b.c[1].OH, b.c[1].OW};
+  if (rshape[1] != oshape[1] || rshape[2] != oshape[2] || rshape[3] != oshape[3])
+    return ln_error("%s: conv2's output (%lld,%lld,%lld) does not match the shortcut's (%lld,%lld,%lld)", fn,
+                    (long long)oshape[1], (long long)oshape[2], (long long)oshape[3], (long long)rshape[1],
+                    (long long)rshape[2], (long long)rshape[3]);
+  if (nn_check(fn, "out", out, dt, dev, 4, oshape) != 0) return -1;
+  for (int i = 0; i < 3; i++)
+    if (cb[i] && check_bn(fn, cb[i], dt, dev, b.c[i].O) != 0) return -1;
+  /* scratch: column slices (the largest plan), the folded weights of each
+   * conv, then xb, hb, rb (blocked layouts pad channels to 16) */
+  const int nt = nn_device_threads(dev);
+  const int64_t es = dt == LN_FLOAT64 ? 8 : 4;
+  size_t bytes = 0;
+  for (int i = 0; i < 3; i++)
+    if (cb[i]) bytes = LN_MAX(bytes, conv_plan(&b.c[i], nt, false, false));
+  size_t off = bytes;
+  for (int i = 0; i < 3; i++) {
+    if (!cb[i]) continue;
+    off = (off + 63) & ~(size_t)63;
+    b.c[i].fold_off = (int64_t)off;
+    off += (size_t)((b.c[i].O * (b.c[i].C / b.c[i].p.groups) * b.c[i].KH * b.c[i].KW + b.c[i].O) * es);
+  }
+  size_t xs = LN_MAX(nn_conv_dnnl_blocked_bytes(rshape[0], in->shape[1], in->shape[2], in->shape[3]),
+                     (size_t)(ln_numel(in) * es));
+  size_t hs = LN_MAX(nn_conv_dnnl_blocked_bytes(hshape[0], hshape[1], hshape[2], hshape[3]),
+                     (size_t)(hshape[0] * hshape[1] * hshape[2] * hshape[3] * es));
+  size_t rs = LN_MAX(nn_conv_dnnl_blocked_bytes(oshape[0], oshape[1], oshape[2], oshape[3]),
+                     (size_t)(oshape[0] * oshape[1] * oshape[2] * oshape[3] * es));
+  size_t xo = (off + 63) & ~(size_t)63, ho = (xo + xs + 63) & ~(size_t)63, ro = (ho + hs + 63) & ~(size_t)63;
+  bytes = ro + (shortcut ? rs : 0);
+  nn_in xi = {0};
+  nn_out o = {0};
+  nn_scratch s = {0};
+  int rc = -1;
+  if (nn_input(fn, "input", in, &xi) != 0 || nn_output(fn, "out", out, &o) != 0) goto done;
+  if (nn_scratch_new(fn, dev, bytes, &s) != 0) goto done;
+  for (int i = 0; i < 3; i++) {
+    if (!cb[i]) continue;
+    if ((rc = fold_launch(fn, dev, &b.c[i], cb[i], &s)) != 0) goto done;
+    b.c[i].scratch = s.data;
+    b.c[i].w = s.data + b.c[i].fold_off;
+    b.c[i].b = b.c[i].w + (b.c[i].O * (b.c[i].C / b.c[i].p.groups) * b.c[i].KH * b.c[i].KW) * es;
+  }
+  b.c[0].block = 1;
+  b.in = nn_ptr(xi.t); b.out = nn_ptr(o.t);
+  b.xb = s.data + xo; b.hb = s.data + ho; b.rb = shortcut ? s.data + ro : NULL;
+  const ln_tensor *keep[3] = {o.t, xi.t, &s.hold};
+  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &b, sizeof b, keep, 3);
+done:
+  rc = nn_out_finish(&o, rc);
+  nn_scratch_free(&s);
+  nn_in_free(&xi);
   return rc;
 }

@@ -23,12 +23,17 @@
 #include <stdlib.h>
 
 enum { CACHE = 48, MAXSLOT = 4 };
-enum { OP_FWD, OP_BWD_DATA, OP_BWD_W };
+enum { OP_FWD, OP_BWD_DATA, OP_BWD_W, OP_REORDER };
+/* raw: src/dst given in the blocked layout BLK by the caller (block forwards
+ * keep activations blocked between their convolutions: no reorders) */
+enum { RAW_SRC = 1, RAW_DST = 2 };
+#define BLK dnnl_nChw16c
 
 enum { POST_SUM = 1, POST_RELU = 2 };
 
 typedef struct {
-  int op, nt, bias, post;   /* post: POST_* of a fused forward */
+  int op, nt, bias, post;   /* post: POST_* of a fused forward; OP_REORDER: bias = 1 blocked -> NCHW */
+  int raw, pad_;
   int64_t N, C, H, W, O, KH, KW, OH, OW;
   int64_t sh, sw, ph, pw, dh, dw;
 } dkey;
@@ -135,6 +140,7 @@ static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const d
 
 static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) {
   memset(k, 0, sizeof *k);
+  k->raw = op == OP_FWD ? a->raw : 0;
   k->op = op; k->nt = nt; k->bias = bias;
   if (op == OP_FWD) k->post = (a->res ? POST_SUM : 0) | (a->relu ? POST_RELU : 0);
   k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
@@ -159,15 +165,36 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
   dnnl_post_ops_t po = NULL;
   memset(e, 0, sizeof *e);
   e->key = *k;   /* slot_init reads key.post */
-  if (pr[0] < 0 || pr[1] < 0) return -1;
+  if (k->op == OP_REORDER) {   /* NCHW <-> BLK of (N, C, H, W) */
+    dnnl_memory_desc_t u, b;
+    CHK(dnnl_memory_desc_init_by_tag(&u, 4, sd, dnnl_f32, dnnl_nchw));
+    CHK(dnnl_memory_desc_init_by_tag(&b, 4, sd, dnnl_f32, BLK));
+    const dnnl_memory_desc_t *from = k->bias ? &b : &u, *to = k->bias ? &u : &b;
+    CHK(dnnl_reorder_primitive_desc_create(&pd, from, st->eng, to, st->eng, NULL));
+    e->ns = 2;
+    e->s[0].arg = DNNL_ARG_FROM; e->s[1].arg = DNNL_ARG_TO; e->s[1].out = true;
+    CHK(dnnl_memory_create(&e->s[0].user, from, st->eng, DNNL_MEMORY_NONE));
+    CHK(dnnl_memory_create(&e->s[1].user, to, st->eng, DNNL_MEMORY_NONE));
+    e->s[0].inner = e->s[0].user; e->s[1].inner = e->s[1].user;
+    CHK(dnnl_primitive_create(&e->prim, pd));
+    dnnl_primitive_desc_destroy(pd);
+    return 0;
+  }
+  /* a last input row/col that no window reaches (1x1 stride 2 on an even
+   * size) is right padding -1: oneDNN's forward takes it (checked by the
+   * specs against float64 references); the backward passes are left to the
+   * other implementations */
+  if (pr[0] < (k->op == OP_FWD ? -1 : 0) || pr[1] < (k->op == OP_FWD ? -1 : 0)) return -1;
   CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw));
   CHK(dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
   CHK(dnnl_memory_desc_init_by_tag(&b_u, 1, bd, dnnl_f32, dnnl_x));
   CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, dnnl_nchw));
-  CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, dnnl_f32, dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, dnnl_f32, k->raw & RAW_SRC ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, dnnl_f32, dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
-  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, k->raw & RAW_DST ? BLK : dnnl_format_tag_any));
+  if (k->raw & RAW_SRC) src_u = src_a;
+  if (k->raw & RAW_DST) dst_u = dst_a;
   /* a fused forward records no gradient: inference kernels, with the
    * residual add (sum) and relu run on the output tile while it is hot */
   CHK(dnnl_dilated_convolution_forward_desc_init(&fd, k->post ? dnnl_forward_inference : dnnl_forward_training,
@@ -269,33 +296,78 @@ fail:
   return -1;
 }
 
-/* Finds or creates the entry for (a, op) and runs it with nt OpenMP threads.
- * Returns 0, or -1 when oneDNN cannot do it (the caller falls back). */
-static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
+/* Finds or creates the entry for key k (geometry a) and runs it with
+ * k->nt OpenMP threads. Returns 0, or -1 when oneDNN cannot do it (the caller
+ * falls back). */
+static int cache_run(const dkey *k, const ln_conv2d_args *a, char *const *ptr, const char *res) {
   dstate *st = state_get();
   if (!st) return -1;
-  dkey k;
-  key_of(&k, a, op, nt, bias);
   int prev = omp_get_max_threads();
-  if (prev != nt) omp_set_num_threads(nt);
+  if (prev != k->nt) omp_set_num_threads(k->nt);
   dentry *e = NULL, *victim = &st->e[0];
   for (int i = 0; i < CACHE; i++) {
     dentry *c = &st->e[i];
-    if (c->prim && memcmp(&c->key, &k, sizeof k) == 0) { e = c; break; }
+    if (c->prim && memcmp(&c->key, k, sizeof *k) == 0) { e = c; break; }
     if (!c->prim || (victim->prim && c->tick < victim->tick)) victim = c;
   }
   int rc = 0;
   if (!e) {
     entry_free(victim);
-    if (entry_init(st, victim, a, &k) == 0) e = victim;
+    if (entry_init(st, victim, a, k) == 0) e = victim;
     else rc = -1;
   }
   if (e) {
     e->tick = ++st->tick;
-    rc = entry_run(st, e, ptr, op == OP_FWD ? a->res : NULL);
+    rc = entry_run(st, e, ptr, res);
   }
-  if (prev != nt) omp_set_num_threads(prev);
+  if (prev != k->nt) omp_set_num_threads(prev);
   return rc;
+}
+
+static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
+  dkey k;
+  key_of(&k, a, op, nt, bias);
+  return cache_run(&k, a, ptr, op == OP_FWD ? a->res : NULL);
+}
+
+/* (N,C,H,W) from NCHW to BLK (to_plain = false) or back */
+static int blk_reorder(int64_t N, int64_t C, int64_t H, int64_t W, bool to_plain, int nt, char *from, char *to) {
+  ln_conv2d_args g;
+  dkey k;
+  memset(&g, 0, sizeof g);
+  memset(&k, 0, sizeof k);
+  g.N = k.N = N; g.C = k.C = C; g.H = k.H = H; g.W = k.W = W;
+  k.op = OP_REORDER; k.bias = to_plain; k.nt = nt;
+  char *ptr[2] = {from, to};
+  return cache_run(&k, &g, ptr, NULL);
+}
+
+size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W) {
+  return (size_t)(N * ((C + 15) / 16 * 16) * H * W * 4);
+}
+
+/* Inference basic block with activations in BLK between the convolutions:
+ * in -> xb; c1: xb -> hb (+relu); cs: xb -> rb (or rb = xb); c2: hb -> rb
+ * (+ what rb holds, relu); rb -> out. c1/c2/cs carry folded weights and bias
+ * (their in/out pointers are ignored); xb, hb, rb hold
+ * nn_conv_dnnl_blocked_bytes of their shapes. */
+int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const ln_conv2d_args *cs,
+                       char *in, char *out, char *xb, char *hb, char *rb, int nt) {
+  ln_conv2d_args a = *c1;
+  if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, nt, in, xb) != 0) return -1;
+  a.raw = RAW_SRC | RAW_DST; a.res = NULL; a.relu = 1; a.in = xb; a.out = hb;
+  if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
+  char *r = xb;
+  if (cs) {
+    a = *cs;
+    a.raw = RAW_SRC | RAW_DST; a.res = NULL; a.relu = 0; a.in = xb; a.out = rb;
+    if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
+    r = rb;
+  }
+  a = *c2;
+  a.raw = RAW_SRC | RAW_DST; a.res = r; a.relu = 1; a.in = hb; a.out = r;   /* in place: dst = residual */
+  if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
+  return blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, nt, r, out);
 }
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {

@@ -34,7 +34,19 @@ typedef struct {
   double bn_eps;
   int relu;
   int64_t fold_off;
+  int fold_only;       /* the fold launch: folded w/b to scratch + fold_off, nothing else */
+  int raw;             /* conv_dnnl.c: src/dst already in its blocked layout */
+  int block;           /* this is the first member of an ln_block_args */
 } ln_conv2d_args;
+
+/* ln_basicblock_forward_fused: c[0] conv1, c[1] conv2, c[2] the shortcut conv
+ * (when has_sc), each with folded weights/bias; xb, hb, rb blocked or NCHW
+ * intermediates in scratch. c[0].block = 1 tells ln_cpu_conv2d_fwd. */
+typedef struct {
+  ln_conv2d_args c[3];
+  int has_sc;
+  char *in, *out, *xb, *hb, *rb;
+} ln_block_args;
 
 /* max/avg/adaptive pools over planes = N*C of (H,W) -> (OH,OW);
  * idx int64 (planes,OH,OW) for max pooling. */
@@ -92,6 +104,9 @@ void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nthreads);
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
 /* forward; a->res and a->relu run as oneDNN post-ops (sum, relu) */
 int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nthreads);
+int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const ln_conv2d_args *cs,
+                       char *in, char *out, char *xb, char *hb, char *rb, int nthreads);
+size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W);
 int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nthreads, bool with_bias);
 int ln_cpu_maxpool2d_fwd(void *args);

@@ -7,6 +7,8 @@ local Module = require 'lunet.nn.Module'
 local Conv2d = require 'lunet.nn.Conv2d'
 local BatchNorm2d = require 'lunet.nn.BatchNorm2d'
 local Sequential = require 'lunet.nn.Sequential'
+local F = require 'lunet.nn.functional'
+local A = require 'lunet.autograd'
 
 local BasicBlock = Module:extend('nn.BasicBlock')
 BasicBlock.expansion = 1
@@ -28,13 +30,39 @@ function BasicBlock:__init(in_planes, planes, stride, opts)
   end
 end
 
+local needs = A.needs
+local function grad_needed(x, ...)
+  if not A.is_grad_enabled() then return false end
+  if needs(x) then return true end
+  for i = 1, select('#', ...) do
+    local m = select(i, ...)
+    if m and (needs(m.weight) or needs(m.bias)) then return true end
+  end
+  return false
+end
+
+local function numeric_padding(conv) return type(conv.padding) ~= 'string' end
+
 function BasicBlock:forward(x)
   local conv1, bn1, conv2, bn2 = self.conv1, self.bn1, self.conv2, self.bn2
   if Conv2d.fusable(conv1, bn1) and Conv2d.fusable(conv2, bn2) then
-    -- eval: two fused kernels (batch norms folded, relu and the residual
-    -- add as post-ops); the shortcut's conv + bn fuse in its Sequential
+    -- eval mode: batch norms folded into the convolutions, relu and the
+    -- residual add as post-ops. Without gradients, the whole block in one
+    -- call (activations kept in oneDNN's blocked layout inside it)
+    local sc, sconv, sbn = self.shortcut, nil, nil
+    if sc then
+      sconv, sbn = sc[1], sc[2]
+      if not (getmetatable(sc) == Sequential and sc:size() == 2 and rawget(sc, 'forward') == nil
+          and Conv2d.fusable(sconv, sbn) and numeric_padding(sconv)) then
+        sconv = false
+      end
+    end
+    if sconv ~= false and numeric_padding(conv1) and numeric_padding(conv2)
+        and not grad_needed(x, conv1, bn1, conv2, bn2, sconv, sbn) then
+      return F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn)
+    end
     local out = conv1:forward_fused(x, bn1, nil, true)
-    local residual = self.shortcut and self.shortcut(x) or x
+    local residual = sc and sc(x) or x
     return conv2:forward_fused(out, bn2, residual, true)
   end
   local out = self.bn1(self.conv1(x)):relu()

@@ -201,6 +201,66 @@ function F.conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_e
   return out
 end
 
+-- basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn): the eval forward
+-- of nn.BasicBlock in one call (ln_basicblock_forward_fused), from its
+-- modules (nn.Conv2d with numeric padding, nn.BatchNorm2d in eval mode;
+-- sconv/sbn nil for the identity shortcut). Records no gradient: callers use
+-- it only when none is needed (see nn.BasicBlock).
+local cbn = ffi.new('ln_conv_bn[3]')
+local function conv_params(conv)
+  local p = rawget(conv, '_ln_params')
+  if p then return p end
+  local o = conv._opts
+  local sh, sw = pair('conv2d', o.stride, 'stride', 1)
+  local ph, pw = pair('conv2d', o.padding, 'padding', 0)
+  local dh, dw = pair('conv2d', o.dilation, 'dilation', 1)
+  p = ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, o.groups or 1)
+  rawset(conv, '_ln_params', p)
+  return p
+end
+local function fill_cbn(i, conv, bn)
+  local c = cbn[i]
+  c.weight, c.bias = conv.weight.p, conv.bias and conv.bias.p
+  c.bn_weight, c.bn_bias = bn.weight and bn.weight.p, bn.bias and bn.bias.p
+  c.bn_mean, c.bn_var, c.bn_eps = bn.running_mean.p, bn.running_var.p, bn.eps
+  c.p = conv_params(conv)
+end
+local function need_conv(c, what)
+  if type(c) ~= 'table' or not is_tensor(c.weight) or type(c._opts) ~= 'table' or type(c.kernel_size) ~= 'table' then
+    error(('basic_block_eval: %s must be an nn.Conv2d, got %s'):format(what, type(c)), 3)
+  end
+end
+local function need_bn(b, what)
+  if type(b) ~= 'table' or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
+    error(('basic_block_eval: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(what, type(b)), 3)
+  end
+end
+function F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn)
+  need('basic_block_eval', x, 'input', 4)
+  need_conv(conv1, 'conv1'); need_bn(bn1, 'bn1'); need_conv(conv2, 'conv2'); need_bn(bn2, 'bn2')
+  if sconv ~= nil then need_conv(sconv, 'shortcut conv'); need_bn(sbn, 'shortcut bn') end
+  kernel('basic_block_eval', 'ln_basicblock_forward_fused')
+  fill_cbn(0, conv1, bn1)
+  fill_cbn(1, conv2, bn2)
+  if sconv then fill_cbn(2, sconv, sbn) end
+  local p1, p2 = cbn[0].p, cbn[1].p
+  local N, H, W = tonumber(x.p.shape[0]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
+  local k1, k2 = conv1.kernel_size, conv2.kernel_size
+  local OH = math.floor((H + 2 * p1.pad_h - p1.dil_h * (k1[1] - 1) - 1) / p1.stride_h) + 1
+  local OW = math.floor((W + 2 * p1.pad_w - p1.dil_w * (k1[2] - 1) - 1) / p1.stride_w) + 1
+  OH = math.floor((OH + 2 * p2.pad_h - p2.dil_h * (k2[1] - 1) - 1) / p2.stride_h) + 1
+  OW = math.floor((OW + 2 * p2.pad_w - p2.dil_w * (k2[2] - 1) - 1) / p2.stride_w) + 1
+  if OH < 1 or OW < 1 then error(('basic_block_eval: input {%s} is too small'):format(table.concat(x:size(), ',')), 2) end
+  local out = new(x, N, conv2.out_channels, OH, OW)
+  local rc = C.ln_basicblock_forward_fused(out.p, x.p, cbn[0], cbn[1], sconv and cbn[2] or nil)
+  for i = 0, 2 do
+    local c = cbn[i]
+    c.weight, c.bias, c.bn_weight, c.bn_bias, c.bn_mean, c.bn_var = nil, nil, nil, nil, nil, nil
+  end
+  check(rc)
+  return out
+end
+
 -- ---- pooling ------------------------------------------------------------------------------
 
 local function pool_size(H, k, s, p, d, ceil_mode)
