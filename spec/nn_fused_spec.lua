@@ -177,6 +177,61 @@ describe('BasicBlock and Sequential in eval mode (fused)', function()
     end
   end
 
+  for _, impl in ipairs { false, 'gemm' } do
+    for _, dtype in ipairs { 'float32', 'float64' } do
+      it(('Sequential runs BasicBlocks in a row as one chain, same as block by block (%s, %s)'):format(dtype, impl or 'auto'), function()
+        with_impl(impl, function()
+          for _, spec in ipairs {
+            { { 16, 16, 1 }, { 16, 32, 2 }, { 32, 64, 2 } },   -- ResNet-8's blocks (blocked between blocks)
+            { { 16, 16, 1 }, { 16, 16, 1 }, { 16, 32, 1 }, { 32, 32, 1 } },
+            { { 3, 16, 1 }, { 16, 8, 2 } },                     -- channels not in 16s: NCHW between blocks
+          } do
+            local seq = nn.Sequential()
+            for _, c in ipairs(spec) do seq:add(trained_block(c[1], c[2], c[3], dtype)) end
+            seq:eval()
+            local x = lunet.randn({ 3, spec[1][1], 12, 12 }, { dtype = dtype })
+            local got = lunet.no_grad(function() return seq(x) end)
+            local want = lunet.no_grad(function()
+              local z = x:double():to(dtype)
+              for i = 1, seq:size() do z = block_reference(seq[i], z) end
+              return z
+            end)
+            assert.same(want:size(), got:size())
+            local tol = dtype == 'float64' and 1e-10 or 1e-4 * math.max(1, maxabs(want))
+            assert(maxdiff(got, want) <= tol, ('%d blocks: %g'):format(#spec, maxdiff(got, want)))
+          end
+        end)
+      end)
+    end
+  end
+
+  it('ResNet-8 (bench/models.lua) in eval: fused forward = module by module; output stays NCHW', function()
+    package.path = 'bench/?.lua;' .. package.path
+    local models = require 'models'
+    lunet.manual_seed(3)
+    local m = models.resnet8.build(nn)
+    local opt = lunet.optim.SGD(m:parameters(), { lr = 0.05, momentum = 0.9 })
+    for _ = 1, 3 do
+      opt:zero_grad()
+      nn.CrossEntropyLoss()(m(lunet.randn({ 8, 3, 32, 32 })), lunet.randint(1, 11, { 8 })):backward()
+      opt:step()
+    end
+    m:eval()
+    local x = lunet.randn({ 5, 3, 32, 32 })
+    local got = lunet.no_grad(function() return m(x) end)
+    local want = lunet.no_grad(function()
+      local z = x:double()
+      local dm = m:clone():to('float64')
+      for i = 1, dm:size() do
+        local mod = dm[i]
+        if getmetatable(mod) == nn.BasicBlock then z = block_reference(mod, z) else z = mod:forward(z) end
+      end
+      return z
+    end)
+    assert.same({ 5, 10 }, got:size())
+    assert(maxdiff(got, want) < 1e-4 * math.max(1, maxabs(want)), maxdiff(got, want))
+  end)
+
   it('BasicBlock in eval mode still backpropagates (float64 finite differences)', function()
     local blk = trained_block(2, 3, 2, 'float64')
     local x = lunet.randn({ 2, 2, 4, 4 }, { dtype = 'float64' }):requires_grad_()

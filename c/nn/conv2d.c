@@ -313,8 +313,11 @@ static int conv_block_fwd(const ln_block_args *b) {
       (!cs || use_dnnl(cs, impl, PASS_FWD))) {
     int nt = LN_MAX(conv_nt(c1), conv_nt(c2));
     if (cs) nt = LN_MAX(nt, conv_nt(cs));
-    if (nn_conv_dnnl_block(c1, c2, cs, b->in, b->out, b->xb, b->hb, b->rb, nt) == 0) return 0;
+    if (nn_conv_dnnl_block(c1, c2, cs, b->in, b->out, b->xb, b->hb, b->rb, b->in_blk, b->out_blk, nt) == 0)
+      return 0;
   }
+  if (b->in_blk || b->out_blk)   /* the front end saw every convolution fit for oneDNN */
+    return ln_error("basicblocks_fused: oneDNN could not run a block in its blocked layout");
   ln_conv2d_args a = *c1;
   a.block = 0; a.in = b->in; a.out = b->hb; a.res = NULL; a.relu = 1;
   conv_fwd_fused(&a);
@@ -716,80 +719,140 @@ done:
   return rc;
 }
 
-int ln_basicblock_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *conv1,
-                                const ln_conv_bn *conv2, const ln_conv_bn *shortcut) {
-  const char *fn = "basicblock_fused";
-  ln_block_args b;
+/* true when a run of blocks can stay in oneDNN's blocked layout between
+ * blocks: float32 on oneDNN (as conv_block_fwd decides) and channels in
+ * whole blocks of 16 */
+static bool chain_blocked(const ln_block_args *b, int nb) {
+  const int impl = conv_impl();
+  for (int i = 0; i < nb; i++)
+    for (int j = 0; j < (b[i].has_sc ? 3 : 2); j++) {
+      const ln_conv2d_args *c = &b[i].c[j];
+      if (c->dtype != LN_FLOAT32 || !use_dnnl(c, impl, PASS_FWD) || c->C % 16 || c->O % 16) return false;
+    }
+  return nb > 1;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* nb blocks, block i = (cb[3i], cb[3i+1], cb[3i+2] or NULL): each block's
+ * output feeds the next; intermediate outputs stay blocked when
+ * chain_blocked, else NCHW in scratch. One fold launch per convolution,
+ * then one launch per block, all holding one scratch allocation. */
+static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, const ln_conv_bn *const *cb,
+                          int nb) {
+  enum { MAXB = 16 };
+  ln_block_args b[MAXB];
   char s1[160];
-  memset(&b, 0, sizeof b);
-  if (!conv1 || !conv2) return ln_error("%s: conv1 and conv2 are required", fn);
+  if (nb < 1 || nb > MAXB) return ln_error("%s: expected 1 to %d blocks, got %d", fn, MAXB, nb);
   if (nn_check(fn, "input", in, -1, -1, -1, NULL) != 0) return -1;
   if (in->ndim != 4)
     return ln_error("%s: input must be 4-d (N,C,H,W), got shape %s", fn, nn_shape(s1, sizeof s1, in));
-  const int dt = in->dtype_id, dev = in->device_id;
-  const ln_conv_bn *cb[3] = {conv1, conv2, shortcut};
-  if (conv_geometry_dims(fn, "conv1.weight", dt, dev, in->shape, conv1->weight, &conv1->p, &b.c[0]) != 0)
-    return -1;
-  int64_t hshape[4] = {b.c[0].N, b.c[0].O, b.c[0].OH, b.c[0].OW};
-  if (conv_geometry_dims(fn, "conv2.weight", dt, dev, hshape, conv2->weight, &conv2->p, &b.c[1]) != 0) return -1;
-  b.has_sc = shortcut != NULL;
-  int64_t rshape[4] = {in->shape[0], in->shape[1], in->shape[2], in->shape[3]};
-  if (shortcut) {
-    if (conv_geometry_dims(fn, "shortcut.weight", dt, dev, in->shape, shortcut->weight, &shortcut->p, &b.c[2]) != 0)
-      return -1;
-    rshape[1] = b.c[2].O; rshape[2] = b.c[2].OH; rshape[3] = b.c[2].OW;
-  }
-  int64_t oshape[4] = {b.c[1].N, b.c[1].O, b.c[1].OH, b.c[1].OW};
-  if (rshape[1] != oshape[1] || rshape[2] != oshape[2] || rshape[3] != oshape[3])
-    return ln_error("%s: conv2's output (%lld,%lld,%lld) does not match the shortcut's (%lld,%lld,%lld)", fn,
-                    (long long)oshape[1], (long long)oshape[2], (long long)oshape[3], (long long)rshape[1],
-                    (long long)rshape[2], (long long)rshape[3]);
-  if (nn_check(fn, "out", out, dt, dev, 4, oshape) != 0) return -1;
-  for (int i = 0; i < 3; i++)
-    if (cb[i] && check_bn(fn, cb[i], dt, dev, b.c[i].O) != 0) return -1;
-  /* scratch: column slices (the largest plan), the folded weights of each
-   * conv, then xb, hb, rb (blocked layouts pad channels to 16) */
-  const int nt = nn_device_threads(dev);
+  const int dt = in->dtype_id, dev = in->device_id, nt = nn_device_threads(dev);
   const int64_t es = dt == LN_FLOAT64 ? 8 : 4;
+  int64_t xshape[MAXB + 1][4];
+  memcpy(xshape[0], in->shape, sizeof xshape[0]);
   size_t bytes = 0;
-  for (int i = 0; i < 3; i++)
-    if (cb[i]) bytes = LN_MAX(bytes, conv_plan(&b.c[i], nt, false, false));
-  size_t off = bytes;
-  for (int i = 0; i < 3; i++) {
-    if (!cb[i]) continue;
-    off = (off + 63) & ~(size_t)63;
-    b.c[i].fold_off = (int64_t)off;
-    off += (size_t)((b.c[i].O * (b.c[i].C / b.c[i].p.groups) * b.c[i].KH * b.c[i].KW + b.c[i].O) * es);
+  for (int i = 0; i < nb; i++) {
+    const ln_conv_bn *c1 = cb[3 * i], *c2 = cb[3 * i + 1], *cs = cb[3 * i + 2];
+    memset(&b[i], 0, sizeof b[i]);
+    if (!c1 || !c2) return ln_error("%s: block %d: conv1 and conv2 are required", fn, i + 1);
+    if (conv_geometry_dims(fn, "conv1.weight", dt, dev, xshape[i], c1->weight, &c1->p, &b[i].c[0]) != 0) return -1;
+    int64_t hshape[4] = {b[i].c[0].N, b[i].c[0].O, b[i].c[0].OH, b[i].c[0].OW};
+    if (conv_geometry_dims(fn, "conv2.weight", dt, dev, hshape, c2->weight, &c2->p, &b[i].c[1]) != 0) return -1;
+    int64_t rshape[4] = {xshape[i][0], xshape[i][1], xshape[i][2], xshape[i][3]};
+    b[i].has_sc = cs != NULL;
+    if (cs) {
+      if (conv_geometry_dims(fn, "shortcut.weight", dt, dev, xshape[i], cs->weight, &cs->p, &b[i].c[2]) != 0)
+        return -1;
+      rshape[1] = b[i].c[2].O; rshape[2] = b[i].c[2].OH; rshape[3] = b[i].c[2].OW;
+    }
+    int64_t *os = xshape[i + 1];
+    os[0] = b[i].c[1].N; os[1] = b[i].c[1].O; os[2] = b[i].c[1].OH; os[3] = b[i].c[1].OW;
+    if (rshape[1] != os[1] || rshape[2] != os[2] || rshape[3] != os[3])
+      return ln_error("%s: block %d: conv2's output (%lld,%lld,%lld) does not match the shortcut's (%lld,%lld,%lld)",
+                      fn, i + 1, (long long)os[1], (long long)os[2], (long long)os[3], (long long)rshape[1],
+                      (long long)rshape[2], (long long)rshape[3]);
+    for (int j = 0; j < 3; j++)
+      if (cb[3 * i + j] && check_bn(fn, cb[3 * i + j], dt, dev, b[i].c[j].O) != 0) return -1;
+    for (int j = 0; j < 3; j++)
+      if (cb[3 * i + j]) bytes = LN_MAX(bytes, conv_plan(&b[i].c[j], nt, false, false));
   }
-  size_t xs = LN_MAX(nn_conv_dnnl_blocked_bytes(rshape[0], in->shape[1], in->shape[2], in->shape[3]),
-                     (size_t)(ln_numel(in) * es));
-  size_t hs = LN_MAX(nn_conv_dnnl_blocked_bytes(hshape[0], hshape[1], hshape[2], hshape[3]),
-                     (size_t)(hshape[0] * hshape[1] * hshape[2] * hshape[3] * es));
-  size_t rs = LN_MAX(nn_conv_dnnl_blocked_bytes(oshape[0], oshape[1], oshape[2], oshape[3]),
-                     (size_t)(oshape[0] * oshape[1] * oshape[2] * oshape[3] * es));
-  size_t xo = (off + 63) & ~(size_t)63, ho = (xo + xs + 63) & ~(size_t)63, ro = (ho + hs + 63) & ~(size_t)63;
-  bytes = ro + (shortcut ? rs : 0);
+  if (nn_check(fn, "out", out, dt, dev, 4, xshape[nb]) != 0) return -1;
+  const bool blk = chain_blocked(b, nb);
+  /* scratch: column slices, folded weights, then per block xb, hb, rb and
+   * (NCHW chains) the block's output */
+#define ACT(sh) LN_MAX(nn_conv_dnnl_blocked_bytes((sh)[0], (sh)[1], (sh)[2], (sh)[3]), \
+                       (size_t)((sh)[0] * (sh)[1] * (sh)[2] * (sh)[3] * es))
+  size_t off = bytes, xo[MAXB], ho[MAXB], ro[MAXB], oo[MAXB];
+  for (int i = 0; i < nb; i++)
+    for (int j = 0; j < 3; j++) {
+      if (!cb[3 * i + j]) continue;
+      ln_conv2d_args *c = &b[i].c[j];
+      off = align64(off);
+      c->fold_off = (int64_t)off;
+      off += (size_t)((c->O * (c->C / c->p.groups) * c->KH * c->KW + c->O) * es);
+    }
+  for (int i = 0; i < nb; i++) {
+    int64_t hs[4] = {b[i].c[0].N, b[i].c[0].O, b[i].c[0].OH, b[i].c[0].OW};
+    xo[i] = off = align64(off); off += ACT(xshape[i]);
+    ho[i] = off = align64(off); off += ACT(hs);
+    ro[i] = off = align64(off); if (b[i].has_sc) off += ACT(xshape[i + 1]);
+    oo[i] = off = align64(off); if (!blk && i < nb - 1) off += ACT(xshape[i + 1]);
+  }
+#undef ACT
   nn_in xi = {0};
   nn_out o = {0};
   nn_scratch s = {0};
   int rc = -1;
   if (nn_input(fn, "input", in, &xi) != 0 || nn_output(fn, "out", out, &o) != 0) goto done;
-  if (nn_scratch_new(fn, dev, bytes, &s) != 0) goto done;
-  for (int i = 0; i < 3; i++) {
-    if (!cb[i]) continue;
-    if ((rc = fold_launch(fn, dev, &b.c[i], cb[i], &s)) != 0) goto done;
-    b.c[i].scratch = s.data;
-    b.c[i].w = s.data + b.c[i].fold_off;
-    b.c[i].b = b.c[i].w + (b.c[i].O * (b.c[i].C / b.c[i].p.groups) * b.c[i].KH * b.c[i].KW) * es;
+  if (nn_scratch_new(fn, dev, off, &s) != 0) goto done;
+  for (int i = 0; i < nb; i++)
+    for (int j = 0; j < 3; j++) {
+      ln_conv2d_args *c = &b[i].c[j];
+      if (!cb[3 * i + j]) continue;
+      if ((rc = fold_launch(fn, dev, c, cb[3 * i + j], &s)) != 0) goto done;
+      c->scratch = s.data;
+      c->w = s.data + c->fold_off;
+      c->b = c->w + (c->O * (c->C / c->p.groups) * c->KH * c->KW) * es;
+    }
+  char *prev = nn_ptr(xi.t);
+  for (int i = 0; i < nb; i++) {
+    b[i].c[0].block = 1;
+    b[i].in_blk = blk && i > 0;
+    b[i].out_blk = blk && i < nb - 1;
+    b[i].in = prev;
+    b[i].xb = b[i].in_blk ? prev : s.data + xo[i];
+    b[i].hb = s.data + ho[i];
+    b[i].rb = b[i].has_sc ? s.data + ro[i] : NULL;
+    b[i].out = i == nb - 1 ? nn_ptr(o.t) : b[i].out_blk ? NULL : s.data + oo[i];
+    /* a blocked output stays where conv2 wrote it: rb, or xb (identity) */
+    prev = b[i].out_blk ? (b[i].has_sc ? b[i].rb : b[i].xb) : b[i].out;
+    const ln_tensor *keep[3] = {o.t, xi.t, &s.hold};
+    if ((rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &b[i], sizeof b[i], keep, 3)) != 0) goto done;
   }
-  b.c[0].block = 1;
-  b.in = nn_ptr(xi.t); b.out = nn_ptr(o.t);
-  b.xb = s.data + xo; b.hb = s.data + ho; b.rb = shortcut ? s.data + ro : NULL;
-  const ln_tensor *keep[3] = {o.t, xi.t, &s.hold};
-  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &b, sizeof b, keep, 3);
 done:
   rc = nn_out_finish(&o, rc);
   nn_scratch_free(&s);
   nn_in_free(&xi);
   return rc;
+}
+
+int ln_basicblock_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *conv1,
+                                const ln_conv_bn *conv2, const ln_conv_bn *shortcut) {
+  const ln_conv_bn *cb[3] = {conv1, conv2, shortcut};
+  return blocks_forward("basicblock_fused", out, in, cb, 1);
+}
+
+int ln_basicblocks_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *convs, int nblocks) {
+  enum { MAXB = 16 };
+  const ln_conv_bn *cb[3 * MAXB];
+  if (!convs) return ln_error("basicblocks_fused: convs is NULL");
+  if (nblocks < 1 || nblocks > MAXB)
+    return ln_error("basicblocks_fused: expected 1 to %d blocks, got %d", MAXB, nblocks);
+  for (int i = 0; i < nblocks; i++) {
+    cb[3 * i] = &convs[3 * i];
+    cb[3 * i + 1] = &convs[3 * i + 1];
+    cb[3 * i + 2] = convs[3 * i + 2].weight ? &convs[3 * i + 2] : NULL;
+  }
+  return blocks_forward("basicblocks_fused", out, in, cb, nblocks);
 }

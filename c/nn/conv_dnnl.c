@@ -348,13 +348,16 @@ size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W) {
 
 /* Inference basic block with activations in BLK between the convolutions:
  * in -> xb; c1: xb -> hb (+relu); cs: xb -> rb (or rb = xb); c2: hb -> rb
- * (+ what rb holds, relu); rb -> out. c1/c2/cs carry folded weights and bias
+ * (+ what rb holds, relu); rb -> out. in_blk: in is already blocked (xb =
+ * in, overwritten by an identity block); out_blk: the output stays in rb
+ * (xb without a shortcut) for the next block. c1/c2/cs carry folded weights and bias
  * (their in/out pointers are ignored); xb, hb, rb hold
  * nn_conv_dnnl_blocked_bytes of their shapes. */
 int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const ln_conv2d_args *cs,
-                       char *in, char *out, char *xb, char *hb, char *rb, int nt) {
+                       char *in, char *out, char *xb, char *hb, char *rb, bool in_blk, bool out_blk, int nt) {
   ln_conv2d_args a = *c1;
-  if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, nt, in, xb) != 0) return -1;
+  if (in_blk) xb = in;   /* the previous block's blocked output */
+  else if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, nt, in, xb) != 0) return -1;
   a.raw = RAW_SRC | RAW_DST; a.res = NULL; a.relu = 1; a.in = xb; a.out = hb;
   if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
   char *r = xb;
@@ -367,7 +370,7 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
   a = *c2;
   a.raw = RAW_SRC | RAW_DST; a.res = r; a.relu = 1; a.in = hb; a.out = r;   /* in place: dst = residual */
   if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
-  return blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, nt, r, out);
+  return out_blk ? 0 : blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, nt, r, out);
 }
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {

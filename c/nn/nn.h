@@ -45,6 +45,7 @@ typedef struct {
 typedef struct {
   ln_conv2d_args c[3];
   int has_sc;
+  int in_blk, out_blk;   /* in / out in oneDNN's blocked layout (a run of blocks) */
   char *in, *out, *xb, *hb, *rb;
 } ln_block_args;
 
@@ -105,7 +106,8 @@ bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
 /* forward; a->res and a->relu run as oneDNN post-ops (sum, relu) */
 int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const ln_conv2d_args *cs,
-                       char *in, char *out, char *xb, char *hb, char *rb, int nthreads);
+                       char *in, char *out, char *xb, char *hb, char *rb, bool in_blk, bool out_blk,
+                       int nthreads);
 size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W);
 int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nthreads, bool with_bias);

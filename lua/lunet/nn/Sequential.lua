@@ -2,6 +2,7 @@
 -- modules in order. Children are named '0', '1', ... as in PyTorch (so
 -- state_dict keys match), while seq[1] is the first module, as in Lua.
 local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
 
 local Sequential = Module:extend('nn.Sequential')
 
@@ -41,16 +42,35 @@ function Sequential:size() return #self._children end
 -- Conv2d -> BatchNorm2d (eval) [-> ReLU] runs as one fused kernel
 -- (Conv2d:forward_fused): the batch norm folded into the convolution, the
 -- relu a post-op; same results as calling the three modules in turn.
-local Conv2d, ReLU
+-- Two or more nn.BasicBlocks in a row, in eval mode with no gradient
+-- recorded, run as one call that keeps the activations in oneDNN's blocked
+-- layout between the blocks (F.basic_blocks_eval).
+local Conv2d, ReLU, BasicBlock
+local MAXB = 16
 function Sequential:forward(x)
   Conv2d = Conv2d or require 'lunet.nn.Conv2d'
   ReLU = ReLU or require 'lunet.nn.ReLU'
+  BasicBlock = BasicBlock or require 'lunet.nn.BasicBlock'
   local names = self._children
   local i, n = 1, #names
   while i <= n do
     local m = self[names[i]]
     local bn = i < n and self[names[i + 1]]
-    if bn and Conv2d.fusable(m, bn) then
+    local run = 0
+    if bn and getmetatable(m) == BasicBlock then
+      while i + run <= n and run < MAXB and BasicBlock.eval_parts(self[names[i + run]], x) do run = run + 1 end
+    end
+    if run >= 2 then
+      local blocks = rawget(self, '_block_run')
+      if not blocks then blocks = {}; rawset(self, '_block_run', blocks) end
+      for k = 1, run do
+        local b = blocks[k] or {}
+        blocks[k] = b
+        b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + k - 1]], x)
+      end
+      x = F.basic_blocks_eval(x, blocks, run)
+      i = i + run
+    elseif bn and Conv2d.fusable(m, bn) then
       local r = i + 1 < n and self[names[i + 2]]
       local relu = r and getmetatable(r) == ReLU and rawget(r, 'forward') == nil
       x = m:forward_fused(x, bn, nil, relu)

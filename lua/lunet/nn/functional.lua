@@ -204,9 +204,13 @@ end
 -- basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn): the eval forward
 -- of nn.BasicBlock in one call (ln_basicblock_forward_fused), from its
 -- modules (nn.Conv2d with numeric padding, nn.BatchNorm2d in eval mode;
--- sconv/sbn nil for the identity shortcut). Records no gradient: callers use
--- it only when none is needed (see nn.BasicBlock).
-local cbn = ffi.new('ln_conv_bn[3]')
+-- sconv/sbn nil for the identity shortcut). basic_blocks_eval(x, blocks, n):
+-- n such blocks in a row ({conv1, bn1, conv2, bn2, sconv, sbn} each, up to
+-- 16), activations kept in oneDNN's blocked layout between them too. Both
+-- record no gradient: callers use them only when none is needed (see
+-- nn.BasicBlock, nn.Sequential).
+local MAXB = 16
+local cbn = ffi.new('ln_conv_bn[?]', 3 * MAXB)
 local function conv_params(conv)
   local p = rawget(conv, '_ln_params')
   if p then return p end
@@ -218,6 +222,16 @@ local function conv_params(conv)
   rawset(conv, '_ln_params', p)
   return p
 end
+local function need_conv(fn, c, what)
+  if type(c) ~= 'table' or not is_tensor(c.weight) or type(c._opts) ~= 'table' or type(c.kernel_size) ~= 'table' then
+    error(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, type(c)), 4)
+  end
+end
+local function need_bn(fn, b, what)
+  if type(b) ~= 'table' or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
+    error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, type(b)), 4)
+  end
+end
 local function fill_cbn(i, conv, bn)
   local c = cbn[i]
   c.weight, c.bias = conv.weight.p, conv.bias and conv.bias.p
@@ -225,38 +239,66 @@ local function fill_cbn(i, conv, bn)
   c.bn_mean, c.bn_var, c.bn_eps = bn.running_mean.p, bn.running_var.p, bn.eps
   c.p = conv_params(conv)
 end
-local function need_conv(c, what)
-  if type(c) ~= 'table' or not is_tensor(c.weight) or type(c._opts) ~= 'table' or type(c.kernel_size) ~= 'table' then
-    error(('basic_block_eval: %s must be an nn.Conv2d, got %s'):format(what, type(c)), 3)
-  end
+local function conv_out(H, W, p, k)
+  return math.floor((H + 2 * p.pad_h - p.dil_h * (k[1] - 1) - 1) / p.stride_h) + 1,
+    math.floor((W + 2 * p.pad_w - p.dil_w * (k[2] - 1) - 1) / p.stride_w) + 1
 end
-local function need_bn(b, what)
-  if type(b) ~= 'table' or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
-    error(('basic_block_eval: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(what, type(b)), 3)
+-- fills block i (0-based) of cbn; returns its output size
+local function fill_block(fn, i, H, W, conv1, bn1, conv2, bn2, sconv, sbn)
+  need_conv(fn, conv1, 'conv1'); need_bn(fn, bn1, 'bn1'); need_conv(fn, conv2, 'conv2'); need_bn(fn, bn2, 'bn2')
+  fill_cbn(3 * i, conv1, bn1)
+  fill_cbn(3 * i + 1, conv2, bn2)
+  if sconv ~= nil then
+    need_conv(fn, sconv, 'shortcut conv'); need_bn(fn, sbn, 'shortcut bn')
+    fill_cbn(3 * i + 2, sconv, sbn)
+  else
+    cbn[3 * i + 2].weight = nil
   end
+  H, W = conv_out(H, W, cbn[3 * i].p, conv1.kernel_size)
+  return conv_out(H, W, cbn[3 * i + 1].p, conv2.kernel_size)
 end
-function F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn)
-  need('basic_block_eval', x, 'input', 4)
-  need_conv(conv1, 'conv1'); need_bn(bn1, 'bn1'); need_conv(conv2, 'conv2'); need_bn(bn2, 'bn2')
-  if sconv ~= nil then need_conv(sconv, 'shortcut conv'); need_bn(sbn, 'shortcut bn') end
-  kernel('basic_block_eval', 'ln_basicblock_forward_fused')
-  fill_cbn(0, conv1, bn1)
-  fill_cbn(1, conv2, bn2)
-  if sconv then fill_cbn(2, sconv, sbn) end
-  local p1, p2 = cbn[0].p, cbn[1].p
-  local N, H, W = tonumber(x.p.shape[0]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
-  local k1, k2 = conv1.kernel_size, conv2.kernel_size
-  local OH = math.floor((H + 2 * p1.pad_h - p1.dil_h * (k1[1] - 1) - 1) / p1.stride_h) + 1
-  local OW = math.floor((W + 2 * p1.pad_w - p1.dil_w * (k1[2] - 1) - 1) / p1.stride_w) + 1
-  OH = math.floor((OH + 2 * p2.pad_h - p2.dil_h * (k2[1] - 1) - 1) / p2.stride_h) + 1
-  OW = math.floor((OW + 2 * p2.pad_w - p2.dil_w * (k2[2] - 1) - 1) / p2.stride_w) + 1
-  if OH < 1 or OW < 1 then error(('basic_block_eval: input {%s} is too small'):format(table.concat(x:size(), ',')), 2) end
-  local out = new(x, N, conv2.out_channels, OH, OW)
-  local rc = C.ln_basicblock_forward_fused(out.p, x.p, cbn[0], cbn[1], sconv and cbn[2] or nil)
-  for i = 0, 2 do
+local function clear_cbn(n)
+  for i = 0, 3 * n - 1 do
     local c = cbn[i]
     c.weight, c.bias, c.bn_weight, c.bn_bias, c.bn_mean, c.bn_var = nil, nil, nil, nil, nil, nil
   end
+end
+local function too_small(x, OH, OW)
+  if OH < 1 or OW < 1 then error(('basic_block_eval: input {%s} is too small'):format(table.concat(x:size(), ',')), 3) end
+end
+function F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn)
+  need('basic_block_eval', x, 'input', 4)
+  kernel('basic_block_eval', 'ln_basicblock_forward_fused')
+  local OH, OW = fill_block('basic_block_eval', 0, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]), conv1, bn1, conv2, bn2, sconv, sbn)
+  too_small(x, OH, OW)
+  local out = new(x, tonumber(x.p.shape[0]), conv2.out_channels, OH, OW)
+  local rc = C.ln_basicblock_forward_fused(out.p, x.p, cbn[0], cbn[1], sconv and cbn[2] or nil)
+  clear_cbn(1)
+  check(rc)
+  return out
+end
+function F.basic_blocks_eval(x, blocks, n)
+  need('basic_blocks_eval', x, 'input', 4)
+  kernel('basic_blocks_eval', 'ln_basicblocks_forward_fused')
+  if type(blocks) ~= 'table' then error('basic_blocks_eval: blocks must be a list of {conv1, bn1, conv2, bn2[, sconv, sbn]}', 2) end
+  n = n or #blocks
+  if type(n) ~= 'number' or n < 1 or n > MAXB or n % 1 ~= 0 then
+    error(('basic_blocks_eval: expected 1 to %d blocks, got %s'):format(MAXB, tostring(n)), 2)
+  end
+  local H, W = tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
+  local O
+  for i = 1, n do
+    local b = blocks[i]
+    if type(b) ~= 'table' then clear_cbn(MAXB); error(('basic_blocks_eval: block %d must be a table'):format(i), 2) end
+    local ok, e1, e2 = pcall(fill_block, 'basic_blocks_eval', i - 1, H, W, b[1], b[2], b[3], b[4], b[5], b[6])
+    if not ok then clear_cbn(MAXB); error(e1, 0) end
+    H, W = e1, e2
+    O = b[3].out_channels
+  end
+  too_small(x, H, W)
+  local out = new(x, tonumber(x.p.shape[0]), O, H, W)
+  local rc = C.ln_basicblocks_forward_fused(out.p, x.p, cbn, n)
+  clear_cbn(n)
   check(rc)
   return out
 end
