@@ -119,6 +119,25 @@ describe('conv2d_fused', function()
     assert(maxdiff(got, want) < 1e-4 * math.max(1, maxabs(want)))
   end)
 
+  it('conv2d backward with both gradients (oneDNN: grad_output blocked once) matches float64', function()
+    for _, c in ipairs { { 16, 16, 3, 1, 1, 10 }, { 16, 32, 3, 2, 1, 10 }, { 32, 64, 1, 2, 0, 8 }, { 8, 32, 3, 1, 1, 7 } } do
+      local Cc, O, k, st, pad, H = c[1], c[2], c[3], c[4], c[5], c[6]
+      local x = lunet.randn({ 3, Cc, H, H }):requires_grad_()
+      local w = (lunet.randn({ O, Cc, k, k }) * 0.2):requires_grad_()
+      local b = lunet.randn({ O }):requires_grad_()
+      local y = F.conv2d(x, w, b, { stride = st, padding = pad })
+      local g = lunet.randn(y:size())
+      lunet.sum(y * g):backward()
+      local x64, w64, b64 = x:detach():double():requires_grad_(), w:detach():double():requires_grad_(),
+        b:detach():double():requires_grad_()
+      lunet.sum(F.conv2d(x64, w64, b64, { stride = st, padding = pad }) * g:double()):backward()
+      for _, p in ipairs { { x, x64 }, { w, w64 }, { b, b64 } } do
+        local d = maxdiff(p[1].grad, p[2].grad)
+        assert(d < 1e-4 * math.max(1, maxabs(p[2].grad)), ('%d->%d: %g'):format(Cc, O, d))
+      end
+    end
+  end)
+
   it('bad input gives named errors', function()
     local x, w = lunet.randn({ 1, 2, 4, 4 }), lunet.randn({ 3, 2, 3, 3 })
     local rm = lunet.zeros({ 3 })

@@ -464,6 +464,10 @@ int ln_cpu_conv2d_bwd(void *args) {
   if (nt < 1) nt = 1;
   const int64_t P = a->OH * a->OW;
   const int impl = conv_impl();
+  /* both gradients on oneDNN: grad_output blocked once for the two */
+  if (a->dw && a->din && P > 0 && use_dnnl(a, impl, PASS_WEIGHT) && use_dnnl(a, impl, PASS_DATA) &&
+      nn_conv_dnnl_bwd(a, nt, a->db != NULL) == 0)
+    return 0;
   /* oneDNN's weight gradient also sums the bias gradient */
   bool w_done = a->dw && use_dnnl(a, impl, PASS_WEIGHT) && nn_conv_dnnl_bwd_weights(a, nt, a->db != NULL) == 0;
   if (a->db && !w_done) {

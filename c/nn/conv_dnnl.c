@@ -63,6 +63,8 @@ typedef struct {
   uint64_t tick;
   char *ws;
   size_t ws_cap;
+  char *gb;                    /* nn_conv_dnnl_bwd: grad_output, blocked once for both passes */
+  size_t gb_cap;
   dentry e[CACHE];
 } dstate;
 
@@ -88,6 +90,7 @@ static void state_free(void *p) {
   if (st->stream) dnnl_stream_destroy(st->stream);
   if (st->eng) dnnl_engine_destroy(st->eng);
   free(st->ws);
+  free(st->gb);
   free(st);
 }
 
@@ -140,7 +143,7 @@ static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const d
 
 static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) {
   memset(k, 0, sizeof *k);
-  k->raw = op == OP_FWD ? a->raw : 0;
+  k->raw = a->raw;
   k->op = op; k->nt = nt; k->bias = bias;
   if (op == OP_FWD) k->post = (a->res ? POST_SUM : 0) | (a->relu ? POST_RELU : 0);
   k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
@@ -395,4 +398,30 @@ int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nt) {
 int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nt, bool with_bias) {
   char *ptr[4] = {a->in, a->dout, a->dw, a->db};
   return dnnl_conv(a, OP_BWD_W, with_bias, nt, ptr);
+}
+
+/* Both gradients of one convolution: grad_output reordered to the blocked
+ * layout once and given to the weight (+bias) and the data gradient as is
+ * (each pass reordered it on its own before). 0, or -1 (the caller falls
+ * back to the passes one by one, which recompute everything). */
+int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
+  if (a->O % 16) return -1;
+  dstate *st = state_get();
+  if (!st) return -1;
+  size_t need = nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW);
+  if (need > st->gb_cap) {
+    free(st->gb);
+    st->gb_cap = 0;
+    st->gb = aligned_alloc(64, (need + 63) & ~(size_t)63);
+    if (!st->gb) return -1;
+    st->gb_cap = need;
+  }
+  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb) != 0) return -1;
+  ln_conv2d_args g = *a;
+  g.raw = RAW_DST;
+  g.dout = st->gb;
+  char *pw[4] = {g.in, g.dout, g.dw, g.db};
+  if (dnnl_conv(&g, OP_BWD_W, with_bias, nt, pw) != 0) return -1;
+  char *pd[3] = {g.dout, g.w, g.din};
+  return dnnl_conv(&g, OP_BWD_DATA, false, nt, pd);
 }

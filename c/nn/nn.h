@@ -111,6 +111,8 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
 size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W);
 int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nthreads, bool with_bias);
+/* both gradients (dw, db when with_bias, din), grad_output reordered once */
+int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nthreads, bool with_bias);
 int ln_cpu_maxpool2d_fwd(void *args);
 int ln_cpu_maxpool2d_bwd(void *args);
 int ln_cpu_avgpool2d_fwd(void *args);
