@@ -2,6 +2,29 @@
 -- breakdown of ResNet-8 in lunet (each op synchronised and timed; the totals
 -- include that sync, so compare shares, not absolute step times).
 package.path = 'bench/?.lua;lua/?.lua;lua/?/init.lua;' .. package.path
+-- the C kernels of the backward pass are timed through a proxy of core.C
+-- (installed before lunet's modules capture it)
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local realC, cacc, ccnt = core.C, {}, {}
+local timed = { ln_conv2d_backward = true, ln_batchnorm_backward = true, ln_relu_backward = true,
+  ln_conv2d_forward = true, ln_batchnorm_forward = true }
+local tbuf = ffi.new('struct { int64_t s, ns; }')
+ffi.cdef 'int clock_gettime(int, void *);'
+local function now() ffi.C.clock_gettime(1, tbuf); return tonumber(tbuf.s) + tonumber(tbuf.ns) * 1e-9 end
+core.C = setmetatable({}, { __index = function(_, k)
+  local f = realC[k]
+  if not timed[k] then return f end
+  return function(...)
+    realC.ln_sync_all()
+    local t0 = now()
+    local r = f(...)
+    realC.ln_sync_all()
+    cacc[k] = (cacc[k] or 0) + now() - t0
+    ccnt[k] = (ccnt[k] or 0) + 1
+    return r
+  end
+end })
 local lunet = require 'lunet'
 local models = require 'models'
 local nn, F, clock = lunet.nn, lunet.nn.functional, lunet.clock
@@ -51,6 +74,7 @@ else
 end
 for _ = 1, 3 do step() end
 acc, cnt = {}, {}
+for k in pairs(cacc) do cacc[k] = 0; ccnt[k] = 0 end
 local t0 = clock()
 for _ = 1, iters do step() end
 lunet.synchronize()
@@ -66,3 +90,7 @@ for _, k in ipairs(keys) do
   print(('  %-22s %8.2f ms %5.1f%%  (%d calls/step)'):format(k, ms, 100 * ms / (total * 1e3), (cnt[k] or iters) / iters))
 end
 print(('  %-22s %8.2f ms'):format('other (Lua, autograd)', total * 1e3 - sum))
+print('  C kernels (inside the above):')
+for k, v in pairs(cacc) do
+  print(('    %-22s %8.2f ms  (%d calls/step)'):format(k, v / iters * 1e3, ccnt[k] / iters))
+end

@@ -204,15 +204,34 @@ describe('BasicBlock and Sequential in eval mode (fused)', function()
             { { 16, 16, 1 }, { 16, 32, 2 }, { 32, 64, 2 } },   -- ResNet-8's blocks (blocked between blocks)
             { { 16, 16, 1 }, { 16, 16, 1 }, { 16, 32, 1 }, { 32, 32, 1 } },
             { { 3, 16, 1 }, { 16, 8, 2 } },                     -- channels not in 16s: NCHW between blocks
+            { stem = 3, { 16, 16, 1 } },                          -- a stem conv + bn + relu, one block
+            { stem = 3, { 16, 32, 2 }, { 32, 32, 1 } },
+            { stem = 2, { 8, 8, 1 } },                            -- stem to 8 channels: NCHW
           } do
             local seq = nn.Sequential()
+            local cin = spec[1][1]
+            if spec.stem then
+              cin = spec.stem
+              local o = { dtype = dtype }
+              local sbn = nn.BatchNorm2d(spec[1][1], o)
+              lunet.no_grad(function()
+                sbn.running_mean:copy_(lunet.randn({ spec[1][1] }, o))
+                sbn.running_var:copy_(lunet.rand({ spec[1][1] }, o) + 0.5)
+                sbn.weight:copy_(lunet.randn({ spec[1][1] }, o))
+              end)
+              seq:add(nn.Conv2d(cin, spec[1][1], 3, { padding = 1, bias = false, dtype = dtype }))
+              seq:add(sbn)
+              seq:add(nn.ReLU())
+            end
             for _, c in ipairs(spec) do seq:add(trained_block(c[1], c[2], c[3], dtype)) end
             seq:eval()
-            local x = lunet.randn({ 3, spec[1][1], 12, 12 }, { dtype = dtype })
+            local x = lunet.randn({ 3, cin, 12, 12 }, { dtype = dtype })
             local got = lunet.no_grad(function() return seq(x) end)
             local want = lunet.no_grad(function()
               local z = x:double():to(dtype)
-              for i = 1, seq:size() do z = block_reference(seq[i], z) end
+              for i = 1, seq:size() do
+                if getmetatable(seq[i]) == nn.BasicBlock then z = block_reference(seq[i], z) else z = seq[i]:forward(z) end
+              end
               return z
             end)
             assert.same(want:size(), got:size())

@@ -339,12 +339,13 @@ typedef struct ln_conv_bn {
 } ln_conv_bn;
 LN_API int ln_basicblock_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *conv1,
                                        const ln_conv_bn *conv2, const ln_conv_bn *shortcut);
-/* nblocks (1-16) basic blocks in a row, block i = convs[3i] (conv1),
- * convs[3i+1] (conv2), convs[3i+2] (shortcut; weight NULL: identity): on
- * oneDNN with channels in multiples of 16 the activations also stay blocked
- * between blocks. */
-LN_API int ln_basicblocks_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *convs,
-                                        int nblocks);
+/* stem (or NULL: none) = relu(bn(conv(in))), then nblocks (1-16) basic
+ * blocks in a row, block i = convs[3i] (conv1), convs[3i+1] (conv2),
+ * convs[3i+2] (shortcut; weight NULL: identity): on oneDNN with channels in
+ * multiples of 16 the activations also stay blocked between the stem and
+ * the blocks. */
+LN_API int ln_basicblocks_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *stem,
+                                        const ln_conv_bn *convs, int nblocks);
 
 typedef struct ln_pool2d_params {
   int32_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, ceil_mode, count_include_pad;

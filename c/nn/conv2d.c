@@ -294,6 +294,8 @@ static int conv_fwd_fused(const ln_conv2d_args *a0) {
   ln_conv2d_args a = *a0;
   if (a.dtype == LN_FLOAT32 && use_dnnl(&a, conv_impl(), PASS_FWD) && nn_conv_dnnl_fwd(&a, conv_nt(&a)) == 0)
     return 0;
+  if (a.raw)   /* the front end saw it fit for oneDNN (a chain's stem) */
+    return ln_error("basicblocks_fused: oneDNN could not run the stem convolution into its blocked layout");
   a.res = NULL; a.relu = 0;
   conv_fwd_plain(&a);
   const int64_t n = a.N * a.O * a.OH * a.OW;
@@ -726,14 +728,15 @@ done:
 /* true when a run of blocks can stay in oneDNN's blocked layout between
  * blocks: float32 on oneDNN (as conv_block_fwd decides) and channels in
  * whole blocks of 16 */
-static bool chain_blocked(const ln_block_args *b, int nb) {
+static bool chain_blocked(const ln_block_args *b, int nb, const ln_conv2d_args *stem) {
   const int impl = conv_impl();
+  if (stem && (stem->dtype != LN_FLOAT32 || !use_dnnl(stem, impl, PASS_FWD) || stem->O % 16)) return false;
   for (int i = 0; i < nb; i++)
     for (int j = 0; j < (b[i].has_sc ? 3 : 2); j++) {
       const ln_conv2d_args *c = &b[i].c[j];
       if (c->dtype != LN_FLOAT32 || !use_dnnl(c, impl, PASS_FWD) || c->C % 16 || c->O % 16) return false;
     }
-  return nb > 1;
+  return nb > 1 || stem;
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -742,10 +745,11 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
  * output feeds the next; intermediate outputs stay blocked when
  * chain_blocked, else NCHW in scratch. One fold launch per convolution,
  * then one launch per block, all holding one scratch allocation. */
-static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, const ln_conv_bn *const *cb,
-                          int nb) {
+static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, const ln_conv_bn *stem,
+                          const ln_conv_bn *const *cb, int nb) {
   enum { MAXB = 16 };
   ln_block_args b[MAXB];
+  ln_conv2d_args sa;
   char s1[160];
   if (nb < 1 || nb > MAXB) return ln_error("%s: expected 1 to %d blocks, got %d", fn, MAXB, nb);
   if (nn_check(fn, "input", in, -1, -1, -1, NULL) != 0) return -1;
@@ -756,6 +760,12 @@ static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, c
   int64_t xshape[MAXB + 1][4];
   memcpy(xshape[0], in->shape, sizeof xshape[0]);
   size_t bytes = 0;
+  if (stem) {   /* conv + bn + relu before the blocks: xshape[0] is its output */
+    if (conv_geometry_dims(fn, "stem.weight", dt, dev, in->shape, stem->weight, &stem->p, &sa) != 0) return -1;
+    if (check_bn(fn, stem, dt, dev, sa.O) != 0) return -1;
+    xshape[0][1] = sa.O; xshape[0][2] = sa.OH; xshape[0][3] = sa.OW;
+    bytes = conv_plan(&sa, nt, false, false);
+  }
   for (int i = 0; i < nb; i++) {
     const ln_conv_bn *c1 = cb[3 * i], *c2 = cb[3 * i + 1], *cs = cb[3 * i + 2];
     memset(&b[i], 0, sizeof b[i]);
@@ -782,12 +792,19 @@ static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, c
       if (cb[3 * i + j]) bytes = LN_MAX(bytes, conv_plan(&b[i].c[j], nt, false, false));
   }
   if (nn_check(fn, "out", out, dt, dev, 4, xshape[nb]) != 0) return -1;
-  const bool blk = chain_blocked(b, nb);
+  const bool blk = chain_blocked(b, nb, stem ? &sa : NULL);
   /* scratch: column slices, folded weights, then per block xb, hb, rb and
    * (NCHW chains) the block's output */
 #define ACT(sh) LN_MAX(nn_conv_dnnl_blocked_bytes((sh)[0], (sh)[1], (sh)[2], (sh)[3]), \
                        (size_t)((sh)[0] * (sh)[1] * (sh)[2] * (sh)[3] * es))
-  size_t off = bytes, xo[MAXB], ho[MAXB], ro[MAXB], oo[MAXB];
+  size_t off = bytes, xo[MAXB], ho[MAXB], ro[MAXB], oo[MAXB], so = 0;
+  if (stem) {
+    off = align64(off);
+    sa.fold_off = (int64_t)off;
+    off += (size_t)((sa.O * (sa.C / sa.p.groups) * sa.KH * sa.KW + sa.O) * es);
+    so = off = align64(off);
+    off += ACT(xshape[0]);
+  }
   for (int i = 0; i < nb; i++)
     for (int j = 0; j < 3; j++) {
       if (!cb[3 * i + j]) continue;
@@ -820,9 +837,19 @@ static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, c
       c->b = c->w + (c->O * (c->C / c->p.groups) * c->KH * c->KW) * es;
     }
   char *prev = nn_ptr(xi.t);
+  if (stem) {
+    if ((rc = fold_launch(fn, dev, &sa, stem, &s)) != 0) goto done;
+    sa.scratch = s.data;
+    sa.w = s.data + sa.fold_off;
+    sa.b = sa.w + (sa.O * (sa.C / sa.p.groups) * sa.KH * sa.KW) * es;
+    sa.in = prev; sa.out = s.data + so; sa.relu = 1; sa.raw = blk ? 2 : 0;   /* RAW_DST of conv_dnnl.c */
+    const ln_tensor *keep[3] = {xi.t, &s.hold, NULL};
+    if ((rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &sa, sizeof sa, keep, 3)) != 0) goto done;
+    prev = sa.out;
+  }
   for (int i = 0; i < nb; i++) {
     b[i].c[0].block = 1;
-    b[i].in_blk = blk && i > 0;
+    b[i].in_blk = blk && (i > 0 || stem);
     b[i].out_blk = blk && i < nb - 1;
     b[i].in = prev;
     b[i].xb = b[i].in_blk ? prev : s.data + xo[i];
@@ -844,10 +871,11 @@ done:
 int ln_basicblock_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *conv1,
                                 const ln_conv_bn *conv2, const ln_conv_bn *shortcut) {
   const ln_conv_bn *cb[3] = {conv1, conv2, shortcut};
-  return blocks_forward("basicblock_fused", out, in, cb, 1);
+  return blocks_forward("basicblock_fused", out, in, NULL, cb, 1);
 }
 
-int ln_basicblocks_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *convs, int nblocks) {
+int ln_basicblocks_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *stem,
+                                 const ln_conv_bn *convs, int nblocks) {
   enum { MAXB = 16 };
   const ln_conv_bn *cb[3 * MAXB];
   if (!convs) return ln_error("basicblocks_fused: convs is NULL");
@@ -858,5 +886,5 @@ int ln_basicblocks_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_c
     cb[3 * i + 1] = &convs[3 * i + 1];
     cb[3 * i + 2] = convs[3 * i + 2].weight ? &convs[3 * i + 2] : NULL;
   }
-  return blocks_forward("basicblocks_fused", out, in, cb, nblocks);
+  return blocks_forward("basicblocks_fused", out, in, stem, cb, nblocks);
 }

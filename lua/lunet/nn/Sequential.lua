@@ -47,6 +47,11 @@ function Sequential:size() return #self._children end
 -- layout between the blocks (F.basic_blocks_eval).
 local Conv2d, ReLU, BasicBlock
 local MAXB = 16
+local A = require 'lunet.autograd'
+local function grad_needed(x, conv, bn)
+  return A.is_grad_enabled() and (A.needs(x) or A.needs(conv.weight) or A.needs(conv.bias) or A.needs(bn.weight)
+    or A.needs(bn.bias))
+end
 function Sequential:forward(x)
   Conv2d = Conv2d or require 'lunet.nn.Conv2d'
   ReLU = ReLU or require 'lunet.nn.ReLU'
@@ -56,20 +61,26 @@ function Sequential:forward(x)
   while i <= n do
     local m = self[names[i]]
     local bn = i < n and self[names[i + 1]]
-    local run = 0
-    if bn and getmetatable(m) == BasicBlock then
-      while i + run <= n and run < MAXB and BasicBlock.eval_parts(self[names[i + run]], x) do run = run + 1 end
+    -- a stem: Conv2d -> BatchNorm2d -> ReLU right before the blocks
+    local s = 0
+    if bn and i + 3 <= n and Conv2d.fusable(m, bn) and not grad_needed(x, m, bn) then
+      local r = self[names[i + 2]]
+      if getmetatable(r) == ReLU and rawget(r, 'forward') == nil and type(m.padding) ~= 'string' then s = 3 end
     end
-    if run >= 2 then
+    local run = 0
+    if bn and getmetatable(self[names[i + s]]) == BasicBlock then
+      while i + s + run <= n and run < MAXB and BasicBlock.eval_parts(self[names[i + s + run]], x) do run = run + 1 end
+    end
+    if run >= 2 or (run >= 1 and s > 0) then
       local blocks = rawget(self, '_block_run')
       if not blocks then blocks = {}; rawset(self, '_block_run', blocks) end
       for k = 1, run do
         local b = blocks[k] or {}
         blocks[k] = b
-        b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + k - 1]], x)
+        b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + s + k - 1]], x)
       end
-      x = F.basic_blocks_eval(x, blocks, run)
-      i = i + run
+      if s > 0 then x = F.basic_blocks_eval(x, blocks, run, m, bn) else x = F.basic_blocks_eval(x, blocks, run) end
+      i = i + s + run
     elseif bn and Conv2d.fusable(m, bn) then
       local r = i + 1 < n and self[names[i + 2]]
       local relu = r and getmetatable(r) == ReLU and rawget(r, 'forward') == nil

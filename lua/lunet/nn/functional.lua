@@ -211,6 +211,7 @@ end
 -- nn.BasicBlock, nn.Sequential).
 local MAXB = 16
 local cbn = ffi.new('ln_conv_bn[?]', 3 * MAXB)
+local stem_cbn = ffi.new('ln_conv_bn[1]')
 local function conv_params(conv)
   local p = rawget(conv, '_ln_params')
   if p then return p end
@@ -232,8 +233,8 @@ local function need_bn(fn, b, what)
     error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, type(b)), 4)
   end
 end
-local function fill_cbn(i, conv, bn)
-  local c = cbn[i]
+local function fill_cbn(i, conv, bn, c)
+  c = c or cbn[i]
   c.weight, c.bias = conv.weight.p, conv.bias and conv.bias.p
   c.bn_weight, c.bn_bias = bn.weight and bn.weight.p, bn.bias and bn.bias.p
   c.bn_mean, c.bn_var, c.bn_eps = bn.running_mean.p, bn.running_var.p, bn.eps
@@ -277,7 +278,9 @@ function F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn)
   check(rc)
   return out
 end
-function F.basic_blocks_eval(x, blocks, n)
+-- basic_blocks_eval(x, blocks, n[, stem_conv, stem_bn]): with a stem, x
+-- first goes through relu(stem_bn(stem_conv(x))), kept blocked for the blocks
+function F.basic_blocks_eval(x, blocks, n, stem_conv, stem_bn)
   need('basic_blocks_eval', x, 'input', 4)
   kernel('basic_blocks_eval', 'ln_basicblocks_forward_fused')
   if type(blocks) ~= 'table' then error('basic_blocks_eval: blocks must be a list of {conv1, bn1, conv2, bn2[, sconv, sbn]}', 2) end
@@ -287,6 +290,14 @@ function F.basic_blocks_eval(x, blocks, n)
   end
   local H, W = tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
   local O
+  local stem = nil
+  if stem_conv ~= nil then
+    need_conv('basic_blocks_eval', stem_conv, 'stem conv')
+    need_bn('basic_blocks_eval', stem_bn, 'stem bn')
+    fill_cbn(0, stem_conv, stem_bn, stem_cbn[0])
+    H, W = conv_out(H, W, stem_cbn[0].p, stem_conv.kernel_size)
+    stem = stem_cbn
+  end
   for i = 1, n do
     local b = blocks[i]
     if type(b) ~= 'table' then clear_cbn(MAXB); error(('basic_blocks_eval: block %d must be a table'):format(i), 2) end
@@ -297,8 +308,10 @@ function F.basic_blocks_eval(x, blocks, n)
   end
   too_small(x, H, W)
   local out = new(x, tonumber(x.p.shape[0]), O, H, W)
-  local rc = C.ln_basicblocks_forward_fused(out.p, x.p, cbn, n)
+  local rc = C.ln_basicblocks_forward_fused(out.p, x.p, stem, cbn, n)
   clear_cbn(n)
+  local c = stem_cbn[0]
+  c.weight, c.bias, c.bn_weight, c.bn_bias, c.bn_mean, c.bn_var = nil, nil, nil, nil, nil, nil
   check(rc)
   return out
 end
