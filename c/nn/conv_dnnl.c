@@ -10,9 +10,19 @@
  * to oneDNN directly (no reorders) ran 2-4x slower here (its gemm-based
  * fallback), hence the reorders.
  *
+ * Fused inference (ln_conv2d_forward_fused, ln_basicblock(s)_forward_fused):
+ * the residual add and relu run as post-ops (sum, eltwise relu) of a
+ * forward_inference primitive, the residual reordered into dst first; the
+ * block functions give src/dst as "raw" pointers already in BLK (nChw16c),
+ * so activations stay blocked between the convolutions of a block and
+ * between blocks (reorders measured at about half of the oneDNN time per
+ * ResNet-8 convolution at batch 64-256). Training's two backward passes
+ * share one blocked copy of grad_output (nn_conv_dnnl_bwd).
+ *
  * Cache: per calling thread (device worker threads run kernels concurrently;
  * oneDNN streams are not shared), CACHE entries keyed by (op, shape, params,
- * threads), least recently used replaced (ResNet-8's 9 layers x 3 passes
+ * threads), least recently used replaced (ResNet-8's training entries, ~35 with the
+ * blocked grad_output variants, and its fused inference ones
  * fit); nothing is created per call in the steady state. Threads: oneDNN (built on OpenMP, libgomp as lunet) uses
  * omp_get_max_threads() when a primitive is created and run, so both happen
  * with omp_set_num_threads(nt) = the kernel's share (restored after). */
@@ -22,7 +32,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-enum { CACHE = 48, MAXSLOT = 4 };
+enum { CACHE = 64, MAXSLOT = 4 };
 enum { OP_FWD, OP_BWD_DATA, OP_BWD_W, OP_REORDER };
 /* raw: src/dst given in the blocked layout BLK by the caller (block forwards
  * keep activations blocked between their convolutions: no reorders) */
