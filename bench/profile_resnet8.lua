@@ -1,6 +1,8 @@
 -- luajit bench/profile_resnet8.lua [infer|train] [batch] [iters]: per-op time
 -- breakdown of ResNet-8 in lunet (each op synchronised and timed; the totals
--- include that sync, so compare shares, not absolute step times).
+-- include that sync, so compare shares, not absolute step times). The
+-- PyTorch counterpart: bench/profile_resnet8_torch.py. Pin both to one core
+-- (taskset -c 1) on a busy machine.
 package.path = 'bench/?.lua;lua/?.lua;lua/?/init.lua;' .. package.path
 -- the C kernels of the backward pass are timed through a proxy of core.C
 -- (installed before lunet's modules capture it)
