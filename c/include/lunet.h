@@ -306,6 +306,47 @@ LN_API int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db,
                               const ln_tensor *dout, const ln_tensor *in, const ln_tensor *w,
                               const ln_conv2d_params *p);
 
+/* Inference-time fusion of conv -> batch norm (eval) -> + residual -> relu:
+ *   out = relu?(bn?(conv(in, w) + b) + residual?)
+ * bn: eval-mode batch norm with the running statistics (bn_mean and bn_var
+ * (O), both given or both NULL; bn_weight/bn_bias (O) may be NULL), folded
+ * into the convolution's weights and bias inside the kernel (the tensors are
+ * only read). residual: (N,O,OH,OW) or NULL. No backward: for forwards that
+ * record no gradient. Float32 on oneDNN runs it as one call with post-ops;
+ * other cases run the same passes in sequence. */
+typedef struct ln_conv2d_fuse {
+  const ln_tensor *bn_weight, *bn_bias, *bn_mean, *bn_var;
+  double bn_eps;
+  const ln_tensor *residual;
+  int32_t relu;
+} ln_conv2d_fuse;
+LN_API int ln_conv2d_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_tensor *w,
+                                   const ln_tensor *b, const ln_conv2d_fuse *f,
+                                   const ln_conv2d_params *p);
+
+/* Inference-time ResNet basic block in one call:
+ *   h = relu(bn1(conv1(in))), out = relu(bn2(conv2(h)) + shortcut),
+ *   shortcut = bn_s(conv_s(in)) (shortcut given) or in (NULL).
+ * Each ln_conv_bn: weight, bias (or NULL), params, and an optional eval-mode
+ * batch norm as in ln_conv2d_fuse (bn_mean/bn_var NULL: none). out is
+ * conv2's output shape (N,O,OH,OW), which must be the shortcut's. Float32 on
+ * oneDNN keeps h and the shortcut in oneDNN's blocked layout (in and out
+ * stay NCHW). No backward. */
+typedef struct ln_conv_bn {
+  const ln_tensor *weight, *bias, *bn_weight, *bn_bias, *bn_mean, *bn_var;
+  double bn_eps;
+  ln_conv2d_params p;
+} ln_conv_bn;
+LN_API int ln_basicblock_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *conv1,
+                                       const ln_conv_bn *conv2, const ln_conv_bn *shortcut);
+/* stem (or NULL: none) = relu(bn(conv(in))), then nblocks (1-16) basic
+ * blocks in a row, block i = convs[3i] (conv1), convs[3i+1] (conv2),
+ * convs[3i+2] (shortcut; weight NULL: identity): on oneDNN with channels in
+ * multiples of 16 the activations also stay blocked between the stem and
+ * the blocks. */
+LN_API int ln_basicblocks_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_conv_bn *stem,
+                                        const ln_conv_bn *convs, int nblocks);
+
 typedef struct ln_pool2d_params {
   int32_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, ceil_mode, count_include_pad;
 } ln_pool2d_params;

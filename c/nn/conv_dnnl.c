@@ -10,9 +10,19 @@
  * to oneDNN directly (no reorders) ran 2-4x slower here (its gemm-based
  * fallback), hence the reorders.
  *
+ * Fused inference (ln_conv2d_forward_fused, ln_basicblock(s)_forward_fused):
+ * the residual add and relu run as post-ops (sum, eltwise relu) of a
+ * forward_inference primitive, the residual reordered into dst first; the
+ * block functions give src/dst as "raw" pointers already in BLK (nChw16c),
+ * so activations stay blocked between the convolutions of a block and
+ * between blocks (reorders measured at about half of the oneDNN time per
+ * ResNet-8 convolution at batch 64-256). Training's two backward passes
+ * share one blocked copy of grad_output (nn_conv_dnnl_bwd).
+ *
  * Cache: per calling thread (device worker threads run kernels concurrently;
  * oneDNN streams are not shared), CACHE entries keyed by (op, shape, params,
- * threads), least recently used replaced (ResNet-8's 9 layers x 3 passes
+ * threads), least recently used replaced (ResNet-8's training entries, ~35 with the
+ * blocked grad_output variants, and its fused inference ones
  * fit); nothing is created per call in the steady state. Threads: oneDNN (built on OpenMP, libgomp as lunet) uses
  * omp_get_max_threads() when a primitive is created and run, so both happen
  * with omp_set_num_threads(nt) = the kernel's share (restored after). */
@@ -22,11 +32,18 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-enum { CACHE = 48, MAXSLOT = 4 };
-enum { OP_FWD, OP_BWD_DATA, OP_BWD_W };
+enum { CACHE = 64, MAXSLOT = 4 };
+enum { OP_FWD, OP_BWD_DATA, OP_BWD_W, OP_REORDER };
+/* raw: src/dst given in the blocked layout BLK by the caller (block forwards
+ * keep activations blocked between their convolutions: no reorders) */
+enum { RAW_SRC = 1, RAW_DST = 2 };
+#define BLK dnnl_nChw16c
+
+enum { POST_SUM = 1, POST_RELU = 2 };
 
 typedef struct {
-  int op, nt, bias, pad_;
+  int op, nt, bias, post;   /* post: POST_* of a fused forward; OP_REORDER: bias = 1 blocked -> NCHW */
+  int raw, pad_;
   int64_t N, C, H, W, O, KH, KW, OH, OW;
   int64_t sh, sw, ph, pw, dh, dw;
 } dkey;
@@ -36,7 +53,9 @@ typedef struct {
   bool out;
   dnnl_memory_t user, inner;   /* inner == user when the layouts agree */
   dnnl_primitive_t reorder;    /* user -> inner (inputs) or inner -> user (outputs) */
+  dnnl_primitive_t reorder_in; /* dst with a sum post-op: residual (user layout) -> inner */
   size_t off;                  /* inner's offset in the workspace */
+  size_t ubytes;               /* size of the user (plain) array */
 } dslot;
 
 typedef struct {
@@ -54,6 +73,8 @@ typedef struct {
   uint64_t tick;
   char *ws;
   size_t ws_cap;
+  char *gb;                    /* nn_conv_dnnl_bwd: grad_output, blocked once for both passes */
+  size_t gb_cap;
   dentry e[CACHE];
 } dstate;
 
@@ -64,6 +85,7 @@ static void entry_free(dentry *e) {
   for (int i = 0; i < e->ns; i++) {
     dslot *s = &e->s[i];
     if (s->reorder) dnnl_primitive_destroy(s->reorder);
+    if (s->reorder_in) dnnl_primitive_destroy(s->reorder_in);
     if (s->inner && s->inner != s->user) dnnl_memory_destroy(s->inner);
     if (s->user) dnnl_memory_destroy(s->user);
   }
@@ -78,6 +100,7 @@ static void state_free(void *p) {
   if (st->stream) dnnl_stream_destroy(st->stream);
   if (st->eng) dnnl_engine_destroy(st->eng);
   free(st->ws);
+  free(st->gb);
   free(st);
 }
 
@@ -108,6 +131,7 @@ static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const d
   dnnl_primitive_desc_t rpd = NULL;
   dnnl_status_t r;
   s->arg = arg; s->out = out;
+  s->ubytes = dnnl_memory_desc_get_size(user_md);
   if (!md) return dnnl_runtime_error;
   if ((r = dnnl_memory_create(&s->user, user_md, st->eng, DNNL_MEMORY_NONE)) != dnnl_success) return r;
   if (dnnl_memory_desc_equal(user_md, md)) { s->inner = s->user; return dnnl_success; }
@@ -119,12 +143,19 @@ static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const d
   if (r != dnnl_success) return r;
   r = dnnl_primitive_create(&s->reorder, rpd);
   dnnl_primitive_desc_destroy(rpd);
+  if (r != dnnl_success || !out || !(e->key.post & POST_SUM)) return r;
+  /* the sum post-op adds what dst holds: the residual, reordered in first */
+  if ((r = dnnl_reorder_primitive_desc_create(&rpd, user_md, st->eng, md, st->eng, NULL)) != dnnl_success) return r;
+  r = dnnl_primitive_create(&s->reorder_in, rpd);
+  dnnl_primitive_desc_destroy(rpd);
   return r;
 }
 
 static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) {
   memset(k, 0, sizeof *k);
+  k->raw = a->raw;
   k->op = op; k->nt = nt; k->bias = bias;
+  if (op == OP_FWD) k->post = (a->res ? POST_SUM : 0) | (a->relu ? POST_RELU : 0);
   k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
   k->OH = a->OH; k->OW = a->OW;
   k->sh = a->p.stride_h; k->sw = a->p.stride_w; k->ph = a->p.pad_h; k->pw = a->p.pad_w;
@@ -143,20 +174,54 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
                     (a->OW - 1) * a->p.stride_w + (a->KW - 1) * a->p.dil_w + 1 - a->W - a->p.pad_w};
   dnnl_convolution_desc_t fd, bdsc;
   dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
   memset(e, 0, sizeof *e);
-  if (pr[0] < 0 || pr[1] < 0) return -1;
+  e->key = *k;   /* slot_init reads key.post */
+  if (k->op == OP_REORDER) {   /* NCHW <-> BLK of (N, C, H, W) */
+    dnnl_memory_desc_t u, b;
+    CHK(dnnl_memory_desc_init_by_tag(&u, 4, sd, dnnl_f32, dnnl_nchw));
+    CHK(dnnl_memory_desc_init_by_tag(&b, 4, sd, dnnl_f32, BLK));
+    const dnnl_memory_desc_t *from = k->bias ? &b : &u, *to = k->bias ? &u : &b;
+    CHK(dnnl_reorder_primitive_desc_create(&pd, from, st->eng, to, st->eng, NULL));
+    e->ns = 2;
+    e->s[0].arg = DNNL_ARG_FROM; e->s[1].arg = DNNL_ARG_TO; e->s[1].out = true;
+    CHK(dnnl_memory_create(&e->s[0].user, from, st->eng, DNNL_MEMORY_NONE));
+    CHK(dnnl_memory_create(&e->s[1].user, to, st->eng, DNNL_MEMORY_NONE));
+    e->s[0].inner = e->s[0].user; e->s[1].inner = e->s[1].user;
+    CHK(dnnl_primitive_create(&e->prim, pd));
+    dnnl_primitive_desc_destroy(pd);
+    return 0;
+  }
+  /* a last input row/col that no window reaches (1x1 stride 2 on an even
+   * size) is right padding -1: oneDNN's forward takes it (checked by the
+   * specs against float64 references); the backward passes are left to the
+   * other implementations */
+  if (pr[0] < (k->op == OP_FWD ? -1 : 0) || pr[1] < (k->op == OP_FWD ? -1 : 0)) return -1;
   CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw));
   CHK(dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
   CHK(dnnl_memory_desc_init_by_tag(&b_u, 1, bd, dnnl_f32, dnnl_x));
   CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, dnnl_nchw));
-  CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, dnnl_f32, dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, dnnl_f32, k->raw & RAW_SRC ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, dnnl_f32, dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
-  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, dnnl_format_tag_any));
-  CHK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_a,
-                                                 &w_a, k->op == OP_FWD && k->bias ? &b_a : NULL, &dst_a,
+  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, k->raw & RAW_DST ? BLK : dnnl_format_tag_any));
+  if (k->raw & RAW_SRC) src_u = src_a;
+  if (k->raw & RAW_DST) dst_u = dst_a;
+  /* a fused forward records no gradient: inference kernels, with the
+   * residual add (sum) and relu run on the output tile while it is hot */
+  CHK(dnnl_dilated_convolution_forward_desc_init(&fd, k->post ? dnnl_forward_inference : dnnl_forward_training,
+                                                 dnnl_convolution_direct, &src_a, &w_a,
+                                                 k->op == OP_FWD && k->bias ? &b_a : NULL, &dst_a,
                                                  strides, dil, pl, pr));
-  CHK(dnnl_primitive_desc_create(&fpd, &fd, NULL, st->eng, NULL));
+  if (k->post) {
+    CHK(dnnl_post_ops_create(&po));
+    if (k->post & POST_SUM) CHK(dnnl_post_ops_append_sum(po, 1.0f));
+    if (k->post & POST_RELU) CHK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+    CHK(dnnl_primitive_attr_create(&attr));
+    CHK(dnnl_primitive_attr_set_post_ops(attr, po));
+  }
+  CHK(dnnl_primitive_desc_create(&fpd, &fd, attr, st->eng, NULL));
   if (k->op == OP_FWD) {
     pd = fpd; fpd = NULL;
     CHK(slot_init(st, e, DNNL_ARG_SRC, false, &src_u, pd, dnnl_query_src_md, 0));
@@ -183,17 +248,22 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
   CHK(dnnl_primitive_create(&e->prim, pd));
   dnnl_primitive_desc_destroy(pd);
   if (fpd) dnnl_primitive_desc_destroy(fpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (po) dnnl_post_ops_destroy(po);
   e->key = *k;
   return 0;
 fail:
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (fpd) dnnl_primitive_desc_destroy(fpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (po) dnnl_post_ops_destroy(po);
   entry_free(e);
   return -1;
 }
 
-/* Runs op with the user pointers ptr[i] for the entry's slots (in slot order). */
-static int entry_run(dstate *st, dentry *e, char *const *ptr) {
+/* Runs op with the user pointers ptr[i] for the entry's slots (in slot order);
+ * res: the residual a sum post-op adds (NULL without one). */
+static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res) {
   dnnl_exec_arg_t args[MAXSLOT], ra[2];
   if (e->ws > st->ws_cap) {
     free(st->ws);
@@ -206,6 +276,17 @@ static int entry_run(dstate *st, dentry *e, char *const *ptr) {
     dslot *s = &e->s[i];
     CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
     if (s->inner != s->user) CHK(dnnl_memory_set_data_handle(s->inner, st->ws + s->off));
+    if (s->out && res) {   /* dst starts as the residual */
+      if (s->reorder_in) {
+        CHK(dnnl_memory_set_data_handle(s->user, (void *)res));
+        ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->user};
+        ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->inner};
+        CHK(dnnl_primitive_execute(s->reorder_in, st->stream, 2, ra));
+        CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
+      } else if (res != ptr[i]) {
+        memcpy(ptr[i], res, s->ubytes);
+      }
+    }
     if (!s->out && s->reorder) {
       ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->user};
       ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->inner};
@@ -228,33 +309,81 @@ fail:
   return -1;
 }
 
-/* Finds or creates the entry for (a, op) and runs it with nt OpenMP threads.
- * Returns 0, or -1 when oneDNN cannot do it (the caller falls back). */
-static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
+/* Finds or creates the entry for key k (geometry a) and runs it with
+ * k->nt OpenMP threads. Returns 0, or -1 when oneDNN cannot do it (the caller
+ * falls back). */
+static int cache_run(const dkey *k, const ln_conv2d_args *a, char *const *ptr, const char *res) {
   dstate *st = state_get();
   if (!st) return -1;
-  dkey k;
-  key_of(&k, a, op, nt, bias);
   int prev = omp_get_max_threads();
-  if (prev != nt) omp_set_num_threads(nt);
+  if (prev != k->nt) omp_set_num_threads(k->nt);
   dentry *e = NULL, *victim = &st->e[0];
   for (int i = 0; i < CACHE; i++) {
     dentry *c = &st->e[i];
-    if (c->prim && memcmp(&c->key, &k, sizeof k) == 0) { e = c; break; }
+    if (c->prim && memcmp(&c->key, k, sizeof *k) == 0) { e = c; break; }
     if (!c->prim || (victim->prim && c->tick < victim->tick)) victim = c;
   }
   int rc = 0;
   if (!e) {
     entry_free(victim);
-    if (entry_init(st, victim, a, &k) == 0) e = victim;
+    if (entry_init(st, victim, a, k) == 0) e = victim;
     else rc = -1;
   }
   if (e) {
     e->tick = ++st->tick;
-    rc = entry_run(st, e, ptr);
+    rc = entry_run(st, e, ptr, res);
   }
-  if (prev != nt) omp_set_num_threads(prev);
+  if (prev != k->nt) omp_set_num_threads(prev);
   return rc;
+}
+
+static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
+  dkey k;
+  key_of(&k, a, op, nt, bias);
+  return cache_run(&k, a, ptr, op == OP_FWD ? a->res : NULL);
+}
+
+/* (N,C,H,W) from NCHW to BLK (to_plain = false) or back */
+static int blk_reorder(int64_t N, int64_t C, int64_t H, int64_t W, bool to_plain, int nt, char *from, char *to) {
+  ln_conv2d_args g;
+  dkey k;
+  memset(&g, 0, sizeof g);
+  memset(&k, 0, sizeof k);
+  g.N = k.N = N; g.C = k.C = C; g.H = k.H = H; g.W = k.W = W;
+  k.op = OP_REORDER; k.bias = to_plain; k.nt = nt;
+  char *ptr[2] = {from, to};
+  return cache_run(&k, &g, ptr, NULL);
+}
+
+size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W) {
+  return (size_t)(N * ((C + 15) / 16 * 16) * H * W * 4);
+}
+
+/* Inference basic block with activations in BLK between the convolutions:
+ * in -> xb; c1: xb -> hb (+relu); cs: xb -> rb (or rb = xb); c2: hb -> rb
+ * (+ what rb holds, relu); rb -> out. in_blk: in is already blocked (xb =
+ * in, overwritten by an identity block); out_blk: the output stays in rb
+ * (xb without a shortcut) for the next block. c1/c2/cs carry folded weights and bias
+ * (their in/out pointers are ignored); xb, hb, rb hold
+ * nn_conv_dnnl_blocked_bytes of their shapes. */
+int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const ln_conv2d_args *cs,
+                       char *in, char *out, char *xb, char *hb, char *rb, bool in_blk, bool out_blk, int nt) {
+  ln_conv2d_args a = *c1;
+  if (in_blk) xb = in;   /* the previous block's blocked output */
+  else if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, nt, in, xb) != 0) return -1;
+  a.raw = RAW_SRC | RAW_DST; a.res = NULL; a.relu = 1; a.in = xb; a.out = hb;
+  if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
+  char *r = xb;
+  if (cs) {
+    a = *cs;
+    a.raw = RAW_SRC | RAW_DST; a.res = NULL; a.relu = 0; a.in = xb; a.out = rb;
+    if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
+    r = rb;
+  }
+  a = *c2;
+  a.raw = RAW_SRC | RAW_DST; a.res = r; a.relu = 1; a.in = hb; a.out = r;   /* in place: dst = residual */
+  if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
+  return out_blk ? 0 : blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, nt, r, out);
 }
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {
@@ -279,4 +408,30 @@ int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nt) {
 int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nt, bool with_bias) {
   char *ptr[4] = {a->in, a->dout, a->dw, a->db};
   return dnnl_conv(a, OP_BWD_W, with_bias, nt, ptr);
+}
+
+/* Both gradients of one convolution: grad_output reordered to the blocked
+ * layout once and given to the weight (+bias) and the data gradient as is
+ * (each pass reordered it on its own before). 0, or -1 (the caller falls
+ * back to the passes one by one, which recompute everything). */
+int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
+  if (a->O % 16) return -1;
+  dstate *st = state_get();
+  if (!st) return -1;
+  size_t need = nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW);
+  if (need > st->gb_cap) {
+    free(st->gb);
+    st->gb_cap = 0;
+    st->gb = aligned_alloc(64, (need + 63) & ~(size_t)63);
+    if (!st->gb) return -1;
+    st->gb_cap = need;
+  }
+  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb) != 0) return -1;
+  ln_conv2d_args g = *a;
+  g.raw = RAW_DST;
+  g.dout = st->gb;
+  char *pw[4] = {g.in, g.dout, g.dw, g.db};
+  if (dnnl_conv(&g, OP_BWD_W, with_bias, nt, pw) != 0) return -1;
+  char *pd[3] = {g.dout, g.w, g.din};
+  return dnnl_conv(&g, OP_BWD_DATA, false, nt, pd);
 }

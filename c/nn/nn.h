@@ -27,7 +27,27 @@ typedef struct {
   char *out, *in, *w, *b;
   char *din, *dw, *db, *dout;
   char *scratch;
+  /* forward only (ln_conv2d_forward_fused): out = relu?(bn?(conv + b) + res?).
+   * bn_m/bn_v (O) non-NULL: eval batch norm folded into w and b at
+   * scratch + fold_off (O*C/G*KH*KW weights, then O biases) */
+  char *res, *bn_w, *bn_b, *bn_m, *bn_v;
+  double bn_eps;
+  int relu;
+  int64_t fold_off;
+  int fold_only;       /* the fold launch: folded w/b to scratch + fold_off, nothing else */
+  int raw;             /* conv_dnnl.c: src/dst already in its blocked layout */
+  int block;           /* this is the first member of an ln_block_args */
 } ln_conv2d_args;
+
+/* ln_basicblock_forward_fused: c[0] conv1, c[1] conv2, c[2] the shortcut conv
+ * (when has_sc), each with folded weights/bias; xb, hb, rb blocked or NCHW
+ * intermediates in scratch. c[0].block = 1 tells ln_cpu_conv2d_fwd. */
+typedef struct {
+  ln_conv2d_args c[3];
+  int has_sc;
+  int in_blk, out_blk;   /* in / out in oneDNN's blocked layout (a run of blocks) */
+  char *in, *out, *xb, *hb, *rb;
+} ln_block_args;
 
 /* max/avg/adaptive pools over planes = N*C of (H,W) -> (OH,OW);
  * idx int64 (planes,OH,OW) for max pooling. */
@@ -83,9 +103,16 @@ void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nthreads);
 /* float32, one group, through oneDNN (conv_dnnl.c); 0, or -1 when oneDNN
  * cannot (the caller falls back to im2col + GEMM) */
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
+/* forward; a->res and a->relu run as oneDNN post-ops (sum, relu) */
 int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nthreads);
+int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const ln_conv2d_args *cs,
+                       char *in, char *out, char *xb, char *hb, char *rb, bool in_blk, bool out_blk,
+                       int nthreads);
+size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W);
 int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nthreads, bool with_bias);
+/* both gradients (dw, db when with_bias, din), grad_output reordered once */
+int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nthreads, bool with_bias);
 int ln_cpu_maxpool2d_fwd(void *args);
 int ln_cpu_maxpool2d_bwd(void *args);
 int ln_cpu_avgpool2d_fwd(void *args);

@@ -7,6 +7,8 @@ local Module = require 'lunet.nn.Module'
 local Conv2d = require 'lunet.nn.Conv2d'
 local BatchNorm2d = require 'lunet.nn.BatchNorm2d'
 local Sequential = require 'lunet.nn.Sequential'
+local F = require 'lunet.nn.functional'
+local A = require 'lunet.autograd'
 
 local BasicBlock = Module:extend('nn.BasicBlock')
 BasicBlock.expansion = 1
@@ -28,7 +30,56 @@ function BasicBlock:__init(in_planes, planes, stride, opts)
   end
 end
 
+local needs = A.needs
+local function grad_needed(x, ...)
+  if not A.is_grad_enabled() then return false end
+  if needs(x) then return true end
+  for i = 1, select('#', ...) do
+    local m = select(i, ...)
+    if m and (needs(m.weight) or needs(m.bias)) then return true end
+  end
+  return false
+end
+
+local function numeric_padding(conv) return type(conv.padding) ~= 'string' end
+
+-- When blk (an nn.BasicBlock, not a subclass or one with its own forward) can
+-- run its eval forward as one fused call on x: conv1, bn1, conv2, bn2, sconv,
+-- sbn (the last two nil for the identity shortcut); else nil. Needs eval
+-- mode (batch norms on running statistics), numeric padding and no
+-- gradient to record.
+function BasicBlock.eval_parts(blk, x)
+  if getmetatable(blk) ~= BasicBlock or rawget(blk, 'forward') ~= nil then return nil end
+  local conv1, bn1, conv2, bn2 = blk.conv1, blk.bn1, blk.conv2, blk.bn2
+  if not (Conv2d.fusable(conv1, bn1) and Conv2d.fusable(conv2, bn2) and numeric_padding(conv1)
+      and numeric_padding(conv2)) then
+    return nil
+  end
+  local sc, sconv, sbn = blk.shortcut, nil, nil
+  if sc then
+    sconv, sbn = sc[1], sc[2]
+    if not (getmetatable(sc) == Sequential and sc:size() == 2 and rawget(sc, 'forward') == nil
+        and Conv2d.fusable(sconv, sbn) and numeric_padding(sconv)) then
+      return nil
+    end
+  end
+  if grad_needed(x, conv1, bn1, conv2, bn2, sconv, sbn) then return nil end
+  return conv1, bn1, conv2, bn2, sconv, sbn
+end
+
 function BasicBlock:forward(x)
+  local conv1, bn1, conv2, bn2, sconv, sbn = BasicBlock.eval_parts(self, x)
+  -- eval mode, no gradient: the whole block in one call (batch norms folded
+  -- into the convolutions, relu and the residual add as post-ops,
+  -- activations kept in oneDNN's blocked layout inside it)
+  if conv1 then return F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn) end
+  conv1, bn1, conv2, bn2 = self.conv1, self.bn1, self.conv2, self.bn2
+  if Conv2d.fusable(conv1, bn1) and Conv2d.fusable(conv2, bn2) then
+    -- eval with gradients: the same fusion as differentiable compositions
+    local out = conv1:forward_fused(x, bn1, nil, true)
+    local residual = self.shortcut and self.shortcut(x) or x
+    return conv2:forward_fused(out, bn2, residual, true)
+  end
   local out = self.bn1(self.conv1(x)):relu()
   out = self.bn2(self.conv2(out))
   local residual = self.shortcut and self.shortcut(x) or x

@@ -35,6 +35,26 @@ end
 
 function Conv2d:forward(x) return F.conv2d(x, self.weight, self.bias, self._opts) end
 
+-- Inference fusion (used by nn.Sequential and nn.BasicBlock, see fusable):
+-- relu?(bn(self(x)) + residual?) in one kernel, bn an nn.BatchNorm2d in eval
+-- mode with running statistics; the same composition of differentiable ops
+-- when a gradient is recorded. Parameters and state_dict are untouched.
+function Conv2d:forward_fused(x, bn, residual, relu)
+  return F.conv2d_fused(x, self.weight, self.bias, self._opts, bn.weight, bn.bias, bn.running_mean,
+    bn.running_var, bn.eps, residual, relu)
+end
+
+-- true when conv -> bn can run as one fused kernel: exactly an nn.Conv2d and
+-- an nn.BatchNorm2d (not subclasses or instances with their own forward), the
+-- batch norm in eval mode on its running statistics, channels matching.
+local BatchNorm2d
+function Conv2d.fusable(conv, bn)
+  BatchNorm2d = BatchNorm2d or require 'lunet.nn.BatchNorm2d'
+  return getmetatable(conv) == Conv2d and getmetatable(bn) == BatchNorm2d and not bn.training
+    and bn.track_running_stats and bn.num_features == conv.out_channels
+    and rawget(conv, 'forward') == nil and rawget(bn, 'forward') == nil
+end
+
 local function show(v, name, default)
   if v == default then return '' end
   if type(v) == 'table' then

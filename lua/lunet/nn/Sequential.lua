@@ -2,6 +2,7 @@
 -- modules in order. Children are named '0', '1', ... as in PyTorch (so
 -- state_dict keys match), while seq[1] is the first module, as in Lua.
 local Module = require 'lunet.nn.Module'
+local F = require 'lunet.nn.functional'
 
 local Sequential = Module:extend('nn.Sequential')
 
@@ -38,8 +39,58 @@ end
 function Sequential:get(i) return self[self._children[i]] end
 function Sequential:size() return #self._children end
 
+-- Conv2d -> BatchNorm2d (eval) [-> ReLU] runs as one fused kernel
+-- (Conv2d:forward_fused): the batch norm folded into the convolution, the
+-- relu a post-op; same results as calling the three modules in turn.
+-- Two or more nn.BasicBlocks in a row, in eval mode with no gradient
+-- recorded, run as one call that keeps the activations in oneDNN's blocked
+-- layout between the blocks (F.basic_blocks_eval).
+local Conv2d, ReLU, BasicBlock
+local MAXB = 16
+local A = require 'lunet.autograd'
+local function grad_needed(x, conv, bn)
+  return A.is_grad_enabled() and (A.needs(x) or A.needs(conv.weight) or A.needs(conv.bias) or A.needs(bn.weight)
+    or A.needs(bn.bias))
+end
 function Sequential:forward(x)
-  for _, n in ipairs(self._children) do x = self[n]:forward(x) end
+  Conv2d = Conv2d or require 'lunet.nn.Conv2d'
+  ReLU = ReLU or require 'lunet.nn.ReLU'
+  BasicBlock = BasicBlock or require 'lunet.nn.BasicBlock'
+  local names = self._children
+  local i, n = 1, #names
+  while i <= n do
+    local m = self[names[i]]
+    local bn = i < n and self[names[i + 1]]
+    -- a stem: Conv2d -> BatchNorm2d -> ReLU right before the blocks
+    local s = 0
+    if bn and i + 3 <= n and Conv2d.fusable(m, bn) and not grad_needed(x, m, bn) then
+      local r = self[names[i + 2]]
+      if getmetatable(r) == ReLU and rawget(r, 'forward') == nil and type(m.padding) ~= 'string' then s = 3 end
+    end
+    local run = 0
+    if bn and getmetatable(self[names[i + s]]) == BasicBlock then
+      while i + s + run <= n and run < MAXB and BasicBlock.eval_parts(self[names[i + s + run]], x) do run = run + 1 end
+    end
+    if run >= 2 or (run >= 1 and s > 0) then
+      local blocks = rawget(self, '_block_run')
+      if not blocks then blocks = {}; rawset(self, '_block_run', blocks) end
+      for k = 1, run do
+        local b = blocks[k] or {}
+        blocks[k] = b
+        b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + s + k - 1]], x)
+      end
+      if s > 0 then x = F.basic_blocks_eval(x, blocks, run, m, bn) else x = F.basic_blocks_eval(x, blocks, run) end
+      i = i + s + run
+    elseif bn and Conv2d.fusable(m, bn) then
+      local r = i + 1 < n and self[names[i + 2]]
+      local relu = r and getmetatable(r) == ReLU and rawget(r, 'forward') == nil
+      x = m:forward_fused(x, bn, nil, relu)
+      i = i + (relu and 3 or 2)
+    else
+      x = m:forward(x)
+      i = i + 1
+    end
+  end
   return x
 end
 

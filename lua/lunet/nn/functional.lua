@@ -107,39 +107,46 @@ local function conv_bw(n, g)
   return din, dw, db
 end
 
--- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
---        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1})
-function F.conv2d(x, w, b, opts)
-  need('conv2d', x, 'input', 4)
-  need('conv2d', w, 'weight', 4)
-  if b ~= nil then need('conv2d', b, 'bias', 1) end
-  kernel('conv2d', 'ln_conv2d_forward')
+-- the geometry of conv2d(x, w, b, opts): x (padded when 'same' needs an odd
+-- extra row/col), params, and the output shape N, O, OH, OW
+local function conv_setup(fn, x, w, b, opts)
+  need(fn, x, 'input', 4)
+  need(fn, w, 'weight', 4)
+  if b ~= nil then need(fn, b, 'bias', 1) end
   opts = opts or {}
-  local sh, sw = pair('conv2d', opts.stride, 'stride', 1)
-  local dh, dw = pair('conv2d', opts.dilation, 'dilation', 1)
+  local sh, sw = pair(fn, opts.stride, 'stride', 1)
+  local dh, dw = pair(fn, opts.dilation, 'dilation', 1)
   local groups = opts.groups or 1
   local kh, kw = tonumber(w.p.shape[2]), tonumber(w.p.shape[3])
   local padding = opts.padding or 0
   local ph, pw
   if padding == 'valid' then ph, pw = 0, 0
   elseif padding == 'same' then
-    if sh ~= 1 or sw ~= 1 then error("conv2d: padding='same' needs stride 1", 2) end
+    if sh ~= 1 or sw ~= 1 then error(fn .. ": padding='same' needs stride 1", 3) end
     local th, tw = dh * (kh - 1), dw * (kw - 1)
     ph, pw = math.floor(th / 2), math.floor(tw / 2)
     if th % 2 == 1 or tw % 2 == 1 then  -- PyTorch puts the odd extra row/col at the end
       x = F.pad(x, { pw, tw - pw, ph, th - ph })
       ph, pw = 0, 0
     end
-  else ph, pw = pair('conv2d', padding, 'padding') end
+  else ph, pw = pair(fn, padding, 'padding') end
   local N, H, W = tonumber(x.p.shape[0]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
   local O = tonumber(w.p.shape[0])
   local OH = math.floor((H + 2 * ph - dh * (kh - 1) - 1) / sh) + 1
   local OW = math.floor((W + 2 * pw - dw * (kw - 1) - 1) / sw) + 1
   if OH < 1 or OW < 1 then
-    error(('conv2d: input {%s} is too small for a %dx%d kernel (output %dx%d)'):format(
-      table.concat(x:size(), ','), kh, kw, OH, OW), 2)
+    error(('%s: input {%s} is too small for a %dx%d kernel (output %dx%d)'):format(
+      fn, table.concat(x:size(), ','), kh, kw, OH, OW), 3)
   end
-  local params = ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, groups)
+  return x, ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, groups), N, O, OH, OW
+end
+
+-- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
+--        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1})
+function F.conv2d(x, w, b, opts)
+  kernel('conv2d', 'ln_conv2d_forward')
+  local params, N, O, OH, OW
+  x, params, N, O, OH, OW = conv_setup('conv2d', x, w, b, opts)
   local out = new(x, N, O, OH, OW)
   check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params))
   if grad_on(x, w, b) then
@@ -147,6 +154,165 @@ function F.conv2d(x, w, b, opts)
     n.x, n.w, n.params = A.saved(x), A.saved(w), params
     attach(out, n)
   end
+  return out
+end
+
+local needs = A.needs
+local fuse = ffi.new('ln_conv2d_fuse')
+
+-- conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_eps, residual, relu):
+--   relu?(batch_norm_eval?(conv2d(x, w, b, opts)) + residual?)
+-- bn_mean/bn_var (running statistics; nil: no batch norm), bn_weight/bn_bias
+-- (nil: affine off), residual (N,O,OH,OW) or nil, relu a boolean. One fused
+-- kernel (batch norm folded into the weights, add and relu as post-ops) when
+-- no gradient is recorded; otherwise the same composition of differentiable
+-- ops (conv2d, batch_norm in eval mode, add, relu).
+function F.conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_eps, residual, relu)
+  if bn_mean ~= nil or bn_var ~= nil then
+    need('conv2d_fused', bn_mean, 'bn_mean')
+    need('conv2d_fused', bn_var, 'bn_var')
+  end
+  if bn_weight ~= nil then need('conv2d_fused', bn_weight, 'bn_weight') end
+  if bn_bias ~= nil then need('conv2d_fused', bn_bias, 'bn_bias') end
+  if residual ~= nil then need('conv2d_fused', residual, 'residual') end
+  if A.is_grad_enabled() and (needs(x) or needs(w) or needs(b) or needs(bn_weight) or needs(bn_bias)
+      or needs(residual)) then
+    local y = F.conv2d(x, w, b, opts)
+    if bn_mean ~= nil then y = F.batch_norm(y, bn_mean, bn_var, bn_weight, bn_bias, false, 0, bn_eps or 1e-5) end
+    if residual ~= nil then y = y + residual end
+    if relu then y = y:relu() end
+    return y
+  end
+  kernel('conv2d_fused', 'ln_conv2d_forward_fused')
+  local params, N, O, OH, OW
+  x, params, N, O, OH, OW = conv_setup('conv2d_fused', x, w, b, opts)
+  local out = new(x, N, O, OH, OW)
+  fuse.bn_weight = bn_weight and bn_weight.p
+  fuse.bn_bias = bn_bias and bn_bias.p
+  fuse.bn_mean = bn_mean and bn_mean.p
+  fuse.bn_var = bn_var and bn_var.p
+  fuse.bn_eps = bn_eps or 1e-5
+  fuse.residual = residual and residual.p
+  fuse.relu = relu and 1 or 0
+  local rc = C.ln_conv2d_forward_fused(out.p, x.p, w.p, b and b.p, fuse, params)
+  -- drop the borrowed pointers before a possible error
+  fuse.bn_weight, fuse.bn_bias, fuse.bn_mean, fuse.bn_var, fuse.residual = nil, nil, nil, nil, nil
+  check(rc)
+  return out
+end
+
+-- basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn): the eval forward
+-- of nn.BasicBlock in one call (ln_basicblock_forward_fused), from its
+-- modules (nn.Conv2d with numeric padding, nn.BatchNorm2d in eval mode;
+-- sconv/sbn nil for the identity shortcut). basic_blocks_eval(x, blocks, n):
+-- n such blocks in a row ({conv1, bn1, conv2, bn2, sconv, sbn} each, up to
+-- 16), activations kept in oneDNN's blocked layout between them too. Both
+-- record no gradient: callers use them only when none is needed (see
+-- nn.BasicBlock, nn.Sequential).
+local MAXB = 16
+local cbn = ffi.new('ln_conv_bn[?]', 3 * MAXB)
+local stem_cbn = ffi.new('ln_conv_bn[1]')
+local function conv_params(conv)
+  local p = rawget(conv, '_ln_params')
+  if p then return p end
+  local o = conv._opts
+  local sh, sw = pair('conv2d', o.stride, 'stride', 1)
+  local ph, pw = pair('conv2d', o.padding, 'padding', 0)
+  local dh, dw = pair('conv2d', o.dilation, 'dilation', 1)
+  p = ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, o.groups or 1)
+  rawset(conv, '_ln_params', p)
+  return p
+end
+local function need_conv(fn, c, what)
+  if type(c) ~= 'table' or not is_tensor(c.weight) or type(c._opts) ~= 'table' or type(c.kernel_size) ~= 'table' then
+    error(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, type(c)), 4)
+  end
+end
+local function need_bn(fn, b, what)
+  if type(b) ~= 'table' or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
+    error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, type(b)), 4)
+  end
+end
+local function fill_cbn(i, conv, bn, c)
+  c = c or cbn[i]
+  c.weight, c.bias = conv.weight.p, conv.bias and conv.bias.p
+  c.bn_weight, c.bn_bias = bn.weight and bn.weight.p, bn.bias and bn.bias.p
+  c.bn_mean, c.bn_var, c.bn_eps = bn.running_mean.p, bn.running_var.p, bn.eps
+  c.p = conv_params(conv)
+end
+local function conv_out(H, W, p, k)
+  return math.floor((H + 2 * p.pad_h - p.dil_h * (k[1] - 1) - 1) / p.stride_h) + 1,
+    math.floor((W + 2 * p.pad_w - p.dil_w * (k[2] - 1) - 1) / p.stride_w) + 1
+end
+-- fills block i (0-based) of cbn; returns its output size
+local function fill_block(fn, i, H, W, conv1, bn1, conv2, bn2, sconv, sbn)
+  need_conv(fn, conv1, 'conv1'); need_bn(fn, bn1, 'bn1'); need_conv(fn, conv2, 'conv2'); need_bn(fn, bn2, 'bn2')
+  fill_cbn(3 * i, conv1, bn1)
+  fill_cbn(3 * i + 1, conv2, bn2)
+  if sconv ~= nil then
+    need_conv(fn, sconv, 'shortcut conv'); need_bn(fn, sbn, 'shortcut bn')
+    fill_cbn(3 * i + 2, sconv, sbn)
+  else
+    cbn[3 * i + 2].weight = nil
+  end
+  H, W = conv_out(H, W, cbn[3 * i].p, conv1.kernel_size)
+  return conv_out(H, W, cbn[3 * i + 1].p, conv2.kernel_size)
+end
+local function clear_cbn(n)
+  for i = 0, 3 * n - 1 do
+    local c = cbn[i]
+    c.weight, c.bias, c.bn_weight, c.bn_bias, c.bn_mean, c.bn_var = nil, nil, nil, nil, nil, nil
+  end
+end
+local function too_small(x, OH, OW)
+  if OH < 1 or OW < 1 then error(('basic_block_eval: input {%s} is too small'):format(table.concat(x:size(), ',')), 3) end
+end
+function F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn)
+  need('basic_block_eval', x, 'input', 4)
+  kernel('basic_block_eval', 'ln_basicblock_forward_fused')
+  local OH, OW = fill_block('basic_block_eval', 0, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]), conv1, bn1, conv2, bn2, sconv, sbn)
+  too_small(x, OH, OW)
+  local out = new(x, tonumber(x.p.shape[0]), conv2.out_channels, OH, OW)
+  local rc = C.ln_basicblock_forward_fused(out.p, x.p, cbn[0], cbn[1], sconv and cbn[2] or nil)
+  clear_cbn(1)
+  check(rc)
+  return out
+end
+-- basic_blocks_eval(x, blocks, n[, stem_conv, stem_bn]): with a stem, x
+-- first goes through relu(stem_bn(stem_conv(x))), kept blocked for the blocks
+function F.basic_blocks_eval(x, blocks, n, stem_conv, stem_bn)
+  need('basic_blocks_eval', x, 'input', 4)
+  kernel('basic_blocks_eval', 'ln_basicblocks_forward_fused')
+  if type(blocks) ~= 'table' then error('basic_blocks_eval: blocks must be a list of {conv1, bn1, conv2, bn2[, sconv, sbn]}', 2) end
+  n = n or #blocks
+  if type(n) ~= 'number' or n < 1 or n > MAXB or n % 1 ~= 0 then
+    error(('basic_blocks_eval: expected 1 to %d blocks, got %s'):format(MAXB, tostring(n)), 2)
+  end
+  local H, W = tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
+  local O
+  local stem = nil
+  if stem_conv ~= nil then
+    need_conv('basic_blocks_eval', stem_conv, 'stem conv')
+    need_bn('basic_blocks_eval', stem_bn, 'stem bn')
+    fill_cbn(0, stem_conv, stem_bn, stem_cbn[0])
+    H, W = conv_out(H, W, stem_cbn[0].p, stem_conv.kernel_size)
+    stem = stem_cbn
+  end
+  for i = 1, n do
+    local b = blocks[i]
+    if type(b) ~= 'table' then clear_cbn(MAXB); error(('basic_blocks_eval: block %d must be a table'):format(i), 2) end
+    local ok, e1, e2 = pcall(fill_block, 'basic_blocks_eval', i - 1, H, W, b[1], b[2], b[3], b[4], b[5], b[6])
+    if not ok then clear_cbn(MAXB); error(e1, 0) end
+    H, W = e1, e2
+    O = b[3].out_channels
+  end
+  too_small(x, H, W)
+  local out = new(x, tonumber(x.p.shape[0]), O, H, W)
+  local rc = C.ln_basicblocks_forward_fused(out.p, x.p, stem, cbn, n)
+  clear_cbn(n)
+  local c = stem_cbn[0]
+  c.weight, c.bias, c.bn_weight, c.bn_bias, c.bn_mean, c.bn_var = nil, nil, nil, nil, nil, nil
+  check(rc)
   return out
 end
 
