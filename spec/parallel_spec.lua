@@ -343,6 +343,34 @@ describe('parallel.DataParallel', function()
       assert.is_true(s[1] >= 1 and s[2] >= 1)
     end)
 
+    it('balance = auto gives a really slower device a smaller share', function()
+      -- cpu:1 made slow by real work on its stream: per sample, 64x64 matrix
+      -- products that cpu:0 does not do (a ~30x slower device, far beyond
+      -- timing noise; the speed estimate is smoothed over steps)
+      local Slow = nn.Module:extend('SlowOnCpu1')
+      function Slow:__init() end
+      function Slow:forward(x)
+        if x.device == 'cpu:1' then
+          lunet.no_grad(function()
+            local w = lunet.randn(64, 64, { device = x.device })
+            for _ = 1, 8 * x:size(1) do w = w:matmul(w) * 0.01 end
+          end)
+        end
+        return x
+      end
+      local model = nn.Sequential { nn.Conv2d(3, 4, 3, { padding = 1 }), Slow(), nn.Flatten(), nn.Linear(256, 5) }
+      local dp = lunet.parallel.DataParallel(model, { devices = { 'cpu:0', 'cpu:1' }, balance = 'auto' })
+      local crit = nn.CrossEntropyLoss()
+      for _ = 1, 10 do
+        local loss = crit(dp(lunet.randn(16, 3, 8, 8)), lunet.randint(1, 6, { 16 }))
+        loss:backward()
+        loss:item()
+      end
+      local s = dp:split_sizes(16)
+      assert.are.equal(16, s[1] + s[2])
+      assert.is_true(s[2] >= 1 and s[2] <= 4, ('split %d/%d'):format(s[1], s[2]))
+    end)
+
     it('launches each bucket during backward, replicas interleaved', function()
       local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' }, bucket_mb = 0.0002 })
       local log = {}
