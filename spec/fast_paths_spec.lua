@@ -70,3 +70,57 @@ describe('max_pool2d 2x2 stride 2 row kernel', function()
     end
   end)
 end)
+
+describe('direct convolution for 1-2 input channels (float32)', function()
+  local F = lunet.nn.functional
+
+  -- max |a - b| / (1 + max |b|)
+  local function rel_err(a, b)
+    local av, bv = flat(a), flat(b)
+    assert.are.equal(#bv, #av)
+    local m, s = 0, 0
+    for i = 1, #bv do
+      m = math.max(m, math.abs(av[i] - bv[i]))
+      s = math.max(s, math.abs(bv[i]))
+    end
+    return m / (1 + s)
+  end
+
+  -- forward (with bias), input, weight and bias gradients of the float32 path
+  -- against the float64 one (im2col + GEMM in double: the direct kernels are
+  -- float32 only), for LeNet's and seed28's first layers and odd shapes
+  local cases = {
+    {N = 4, C = 1, O = 6, H = 28, W = 28, k = 5, pad = 2},   -- LeNet-5 conv1
+    {N = 3, C = 1, O = 16, H = 28, W = 28, k = 3, pad = 1},  -- seed28
+    {N = 1, C = 1, O = 6, H = 28, W = 28, k = 5, pad = 2},   -- batch 1
+    {N = 2, C = 2, O = 9, H = 13, W = 19, k = 5, pad = 1},   -- 2 channels, 17 columns, 9 outputs
+    {N = 2, C = 1, O = 3, H = 12, W = 22, k = 7, pad = 0},   -- 7x7: the generic weight gradient
+    {N = 3, C = 1, O = 16, H = 9, W = 40, kh = 4, kw = 3, pad = 1},  -- 4x3
+    {N = 2, C = 1, O = 5, H = 10, W = 12, k = 3, pad = 0},   -- 10 columns: GEMM forward, direct gradient
+  }
+  for _, c in ipairs(cases) do
+    local kh, kw = c.kh or c.k, c.kw or c.k
+    it(('%dx%dx%dx%d -> %d, %dx%d kernel, pad %d: forward and gradients match float64'):format(
+      c.N, c.C, c.H, c.W, c.O, kh, kw, c.pad), function()
+      lunet.manual_seed(7)
+      local x64 = lunet.randn({c.N, c.C, c.H, c.W}, {dtype = 'float64'})
+      local w64 = lunet.randn({c.O, c.C, kh, kw}, {dtype = 'float64'})
+      local b64 = lunet.randn({c.O}, {dtype = 'float64'})
+      local x, w, b = x64:float():requires_grad_(), w64:float():requires_grad_(), b64:float():requires_grad_()
+      x64:requires_grad_(); w64:requires_grad_(); b64:requires_grad_()
+      local opts = {padding = c.pad}
+      local y, y64 = F.conv2d(x, w, b, opts), F.conv2d(x64, w64, b64, opts)
+      local g64 = lunet.randn(y64:size(), {dtype = 'float64'})
+      y:backward(g64:float())
+      y64:backward(g64)
+      assert.is_true(rel_err(y, y64) < 1e-5, 'forward')
+      assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, 'weight gradient')
+      assert.is_true(rel_err(b.grad, b64.grad) < 1e-5, 'bias gradient')
+      assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, 'input gradient')
+      -- and without a bias
+      w.grad = nil
+      F.conv2d(x, w, nil, opts):backward(g64:float())
+      assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, 'weight gradient, no bias')
+    end)
+  end
+end)
