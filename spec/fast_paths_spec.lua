@@ -124,3 +124,36 @@ describe('direct convolution for 1-2 input channels (float32)', function()
     end)
   end
 end)
+
+describe('backward frees the gradients it made once consumed', function()
+  it('keeps O(1) gradients of a chain alive, and shared gradients intact', function()
+    collectgarbage(); collectgarbage()
+    collectgarbage('stop')
+    local ok, err = pcall(function()
+      local n, size = 20, 65536   -- 256 KB tensors: under the collector's own trigger
+      local x = lunet.randn({ size }):requires_grad_()
+      local y = x
+      for _ = 1, n do y = (y * 1.5):relu() + 0 end
+      local s = y:sum()
+      local before = tonumber(C.ln_memory_allocated(0))
+      s:backward()
+      local grown = tonumber(C.ln_memory_allocated(0)) - before
+      -- x.grad (1 tensor) plus a few in flight, not 3 per link
+      assert.is_true(grown <= 4 * size * 4, ('grew by %d bytes'):format(grown))
+      -- the gradient is right: (1.5^n where x > 0)
+      local xv, gv = flat(x), flat(x.grad)
+      for i = 1, 100 do
+        local want = xv[i] > 0 and 1.5 ^ n or 0
+        assert.is_true(math.abs(gv[i] - want) <= 1e-5 * want + 1e-12, 'grad ' .. i)
+      end
+      -- one gradient handed to several nodes (add passes it to both inputs)
+      local a = lunet.randn({ 8 }):requires_grad_()
+      local z = (a * a + a * 3):sum()
+      z:backward()
+      local av, ag = flat(a), flat(a.grad)
+      for i = 1, 8 do assert.is_true(math.abs(ag[i] - (2 * av[i] + 3)) < 1e-5, 'shared ' .. i) end
+    end)
+    collectgarbage('restart')
+    if not ok then error(err, 0) end
+  end)
+end)
