@@ -844,7 +844,7 @@ local function drop(handed, t, free_early)
   handed[t] = c
   if c == 0 and free_early and t.p.slot == 0 then
     ffi.gc(t, nil)
-    C.ln_ref_free(t)
+    C.ln_tensor_free(t.p)   -- (ln_ref_free takes a struct by value: NYI in traces)
   end
 end
 
