@@ -391,7 +391,11 @@ do
     if n[1] then gc = sum_to(beta == 1 and g or g * beta, n.sc) end
     local ga_ = alpha == 1 and g or g * alpha
     if n[2] then ga = ga_:matmul(n.b:t()) end
-    if n[3] then gb = n.a:t():matmul(ga_) end
+    -- gb = a^T ga_, computed as (ga_^T a)^T: nn.Linear passes w:t() as b,
+    -- so the transposed view's backward hands the weight a contiguous
+    -- (out, in) gradient (as PyTorch's grad_output^T input), not a strided
+    -- one that every accumulation into .grad would walk across
+    if n[3] then gb = ga_:t():matmul(n.a):t() end
     return gc, ga, gb
   end
   Tensor.addmm = function(c, a, b, opts)
