@@ -48,7 +48,10 @@ int ln_cpu_gemm(void *p) {
   if (g->k == 0) { zero_or_scale(g); return 0; }
   int nt = ln_kernel_threads();
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
-  if (nt <= 1 || flops < 2e5) {
+  /* under 1M multiply-adds one thread, as conv2d's plan (SMALL_MACS): the
+   * second thread saves a few us on an idle machine and a barrier costs
+   * milliseconds on a loaded one (LeNet-5's 120->84 and 84->10 layers) */
+  if (nt <= 1 || flops < 2.0 * (1 << 20)) {
     for (int64_t b = 0; b < g->batch; b++) gemm_block(g, b, 0, g->m, 0, g->n);
     return 0;
   }

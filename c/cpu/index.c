@@ -4,6 +4,7 @@
  * order, so the first bad one is named) and fails before writing anything.
  * Messages show positions 1-based, as the rest of the API's messages do. */
 #include "../core/backend.h"
+#include "iter.h"
 #include <stdio.h>
 
 int ln_cpu_index_select(void *args);
@@ -95,7 +96,7 @@ static int run_select(ln_index_args *a, int gather, const char *fn) {
   for (int d = 0; d < o->ndim; d++) { n *= o->shape[d]; if (d < o->ndim - 1) rows *= o->shape[d]; }
   if (n == 0) return 0;
   sel_job j = {a, gather, ln_dtype_size(o->dtype), ln_dtype_size(a->index.dtype), rows};
-  if (ln_kernel_threads() > 1 && n > 32768) ln_parallel_for(rows, 1, sel_range, &j);
+  if (ln_kernel_threads() > 1 && n > LN_PAR_MIN) ln_parallel_for(rows, 1, sel_range, &j);
   else sel_range(&j, 0, rows);
   return 0;
 }
@@ -155,7 +156,7 @@ int ln_cpu_scatter_add(void *p) {
     nfib *= a->index.shape[d];
   }
   if (n == 0) return 0;
-  if (ln_kernel_threads() > 1 && n > 32768 && nfib > 1) ln_parallel_for(nfib, 1, sc_range, &j);
+  if (ln_kernel_threads() > 1 && n > LN_PAR_MIN && nfib > 1) ln_parallel_for(nfib, 1, sc_range, &j);
   else sc_range(&j, 0, nfib);
   return 0;
 }

@@ -8,6 +8,15 @@
 #define LN_CPU_ITER_H
 #include "../core/internal.h"
 
+/* Elementwise, reduction, indexing and optimizer kernels over fewer elements
+ * than this run on one thread. A parallel region costs a fork/join and a
+ * barrier; on a loaded machine (the 2 shared cores here) a barrier waits for
+ * a descheduled thread for milliseconds: at 32768, the three regions of a
+ * LeNet-5 batch-1 step (zeroing, accumulating and updating fc1's 48000
+ * weights) took 30x the rest of the step. 128K floats (512 KB) take ~20 us
+ * on one core. */
+enum { LN_PAR_MIN = 131072 };
+
 enum { LN_ITER_MAXOP = 4, LN_ITER_BLOCK = 8192 };
 
 typedef struct ln_iter {
@@ -71,7 +80,7 @@ static inline int64_t ln_iter_item(const ln_iter *it, int64_t item, char **p) {
     int64_t items_ = (it)->items;                                                 \
     int nt_ = ln_kernel_threads();                                                \
     int64_t total_ = items_ ? (it)->outer * (it)->inner : 0;                      \
-    if (nt_ > 1 && total_ > 32768 && items_ > 1) {                                \
+    if (nt_ > 1 && total_ > LN_PAR_MIN && items_ > 1) {                           \
       _Pragma("omp parallel for num_threads(nt_) schedule(static)")               \
       for (int64_t i_ = 0; i_ < items_; i_++) ITEM_FN(ctx, it, i_);               \
     } else {                                                                      \

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 
-enum { OPT_BLOCK = 16384, OPT_PAR_MIN = 32768 };
+enum { OPT_BLOCK = 16384, OPT_PAR_MIN = LN_PAR_MIN };
 
 typedef void (*opt_range_fn)(const ln_optim_args *a, int64_t begin, int64_t end);
 

@@ -554,7 +554,7 @@ int ln_cpu_reduce(void *p) {
     for (int d = 0; d < nk - 1; d++) { j.shape[d] = shape[d]; j.stride[d] = stride[d]; }
     j.ntile = (j.inner + TILE - 1) / TILE;
     int64_t items = nout / j.inner * j.ntile;
-    if (nt > 1 && work > 32768) ln_parallel_for(items, 1, cols_range, &j);
+    if (nt > 1 && work > LN_PAR_MIN) ln_parallel_for(items, 1, cols_range, &j);
     else cols_range(&j, 0, items);
     return 0;
   }
@@ -576,7 +576,7 @@ int ln_cpu_reduce(void *p) {
     }
     return 0;
   }
-  if (nt > 1 && work > 32768 && nout > 1) ln_parallel_for(nout, 1, rows_range, &j);
+  if (nt > 1 && work > LN_PAR_MIN && nout > 1) ln_parallel_for(nout, 1, rows_range, &j);
   else rows_range(&j, 0, nout);
   return 0;
 }

@@ -472,6 +472,11 @@ int ln_cpu_conv2d_bwd(void *args) {
     return 0;
   /* oneDNN's weight gradient also sums the bias gradient */
   bool w_done = a->dw && use_dnnl(a, impl, PASS_WEIGHT) && nn_conv_dnnl_bwd_weights(a, nt, a->db != NULL) == 0;
+  /* 1-2 input channels: the direct weight gradient (conv_direct.c), bias included */
+  if (!w_done && a->dw && impl != IMPL_GEMM && nn_conv_direct_wgrad_ok(a)) {
+    nn_conv_direct_wgrad(a, nt);
+    w_done = true;
+  }
   if (a->db && !w_done) {
     int bt = a->N * a->O * P < 32768 ? 1 : nt;
     if (a->dtype == LN_FLOAT64) bias_grad_f64((double *)a->db, (const double *)a->dout, a->N, a->O, P, bt);

@@ -214,13 +214,18 @@ DEF_POOL(double, f64)
 #else
 #define POOL_SIMD
 #endif
+/* Rows run in chunks of PC outputs with a constant trip count, so the whole
+ * chunk is vector code; the last partial chunk goes through a padded local
+ * copy (LeNet's rows are 14 and 5 wide: a scalar tail loop with branches on
+ * random data had been most of the pass). */
+enum { PC = 16 };
 #define DEF_MAXPOOL22(T, SFX)                                                                \
-  /* one output row from input rows r0, r1 (base: r0's offset in the plane) */              \
-  POOL_SIMD static void max22_row_##SFX(const T *restrict r0, const T *restrict r1,        \
-                                        T *restrict m, int64_t *restrict mi, int64_t OW,     \
-                                        int64_t base, int64_t W) {                           \
+  /* PC outputs from input rows r0, r1 (base: r0's offset in the plane) */                  \
+  static inline void max22_chunk_##SFX(const T *restrict r0, const T *restrict r1,         \
+                                       T *restrict m, int64_t *restrict mi, int64_t base,   \
+                                       int64_t W) {                                          \
     _Pragma("omp simd")                                                                      \
-    for (int64_t ow = 0; ow < OW; ow++) {                                                    \
+    for (int64_t ow = 0; ow < PC; ow++) {                                                    \
       T v0 = r0[2 * ow], v1 = r0[2 * ow + 1], v2 = r1[2 * ow], v3 = r1[2 * ow + 1];          \
       T best = v0;                                                                           \
       int64_t bi = 0;                                                                        \
@@ -232,6 +237,24 @@ DEF_POOL(double, f64)
       best = c ? v3 : best; bi = c ? W + 1 : bi;                                             \
       m[ow] = best;                                                                          \
       mi[ow] = base + 2 * ow + bi;                                                           \
+    }                                                                                        \
+  }                                                                                          \
+  /* one output row from input rows r0, r1 */                                               \
+  POOL_SIMD static void max22_row_##SFX(const T *restrict r0, const T *restrict r1,        \
+                                        T *restrict m, int64_t *restrict mi, int64_t OW,     \
+                                        int64_t base, int64_t W) {                           \
+    int64_t ow = 0;                                                                          \
+    for (; ow + PC <= OW; ow += PC)                                                          \
+      max22_chunk_##SFX(r0 + 2 * ow, r1 + 2 * ow, m + ow, mi + ow, base + 2 * ow, W);        \
+    if (ow < OW) {                                                                           \
+      T a0[2 * PC], a1[2 * PC], mo[PC];                                                      \
+      int64_t io[PC], n = OW - ow;                                                           \
+      for (int64_t j = 0; j < 2 * PC; j++) {                                                 \
+        a0[j] = j < 2 * n ? r0[2 * ow + j] : 0;                                              \
+        a1[j] = j < 2 * n ? r1[2 * ow + j] : 0;                                              \
+      }                                                                                      \
+      max22_chunk_##SFX(a0, a1, mo, io, base + 2 * ow, W);                                   \
+      for (int64_t j = 0; j < n; j++) { m[ow + j] = mo[j]; mi[ow + j] = io[j]; }             \
     }                                                                                        \
   }                                                                                          \
   static void maxpool22_fwd_##SFX(const ln_pool2d_args *a, int nt) {                        \

@@ -1,0 +1,159 @@
+-- The LeNet-5 fast paths (bench/RESULTS.md, issue 5) against plain
+-- references computed here: the 2x2/stride-2 max-pool row kernel (values and
+-- indices, ties and NaN, every row width up to 40) and the 1-input-channel
+-- direct convolution (forward with bias, weight and bias gradients) against
+-- a Lua loop in float64 and against the im2col + GEMM path.
+local ffi = require 'ffi'
+local lunet = require 'lunet'
+local C = lunet.C
+
+local function ok(rc)
+  if rc ~= 0 then error(ffi.string(C.ln_last_error()), 2) end
+end
+
+local function flat(t)
+  local b, n = t:double():read()
+  local r = {}
+  for i = 1, n do r[i] = b[i - 1] end
+  return r
+end
+
+-- values with many ties (small integers) and some NaN
+local function tie_tensor(shape, dtype, nan_every)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  local buf = ffi.new('double[?]', n)
+  local seed = 12345
+  for i = 0, n - 1 do
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    buf[i] = (seed % 5) - 2
+    if nan_every and i % nan_every == nan_every - 1 then buf[i] = 0 / 0 end
+  end
+  local t = lunet.from_buffer(buf, shape, 'float64')
+  return dtype == 'float32' and t:float() or t
+end
+
+describe('max_pool2d 2x2 stride 2 row kernel', function()
+  it('matches a scalar reference (values, indices; ties: first wins; a NaN always wins, as in PyTorch)', function()
+    local p = ffi.new('ln_pool2d_params', {kh = 2, kw = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0,
+      dil_h = 1, dil_w = 1})
+    for _, dt in ipairs({'float32', 'float64'}) do
+      for W = 2, 41 do
+        local H = 4 + W % 3
+        local x = tie_tensor({2, 3, H, W}, dt, (W % 4 == 0) and 7 or nil)
+        local OH, OW = math.floor(H / 2), math.floor(W / 2)
+        local y = lunet.empty({2, 3, OH, OW}, {dtype = dt})
+        local idx = lunet.empty({2, 3, OH, OW}, {dtype = 'int64'})
+        ok(C.ln_maxpool2d_forward(y.p, idx.p, x.p, p))
+        local xv, yv, iv = flat(x), flat(y), flat(idx)
+        for pl = 0, 5 do
+          for oh = 0, OH - 1 do
+            for ow = 0, OW - 1 do
+              local best, bi
+              for kh = 0, 1 do
+                for kw = 0, 1 do
+                  local i = (2 * oh + kh) * W + 2 * ow + kw
+                  local v = xv[pl * H * W + i + 1]
+                  if best == nil or v > best or v ~= v then best, bi = v, i end
+                end
+              end
+              local o = pl * OH * OW + oh * OW + ow + 1
+              local got = yv[o]
+              local what = ('%s W=%d plane %d (%d,%d)'):format(dt, W, pl, oh, ow)
+              if best ~= best then assert(got ~= got, what .. ': expected NaN')
+              else assert.are.equal(best, got, what) end
+              assert.are.equal(bi, iv[o], what .. ' index')
+            end
+          end
+        end
+      end
+    end
+  end)
+end)
+
+describe('direct convolution for 1-2 input channels (float32)', function()
+  local F = lunet.nn.functional
+
+  -- max |a - b| / (1 + max |b|)
+  local function rel_err(a, b)
+    local av, bv = flat(a), flat(b)
+    assert.are.equal(#bv, #av)
+    local m, s = 0, 0
+    for i = 1, #bv do
+      m = math.max(m, math.abs(av[i] - bv[i]))
+      s = math.max(s, math.abs(bv[i]))
+    end
+    return m / (1 + s)
+  end
+
+  -- forward (with bias), input, weight and bias gradients of the float32 path
+  -- against the float64 one (im2col + GEMM in double: the direct kernels are
+  -- float32 only), for LeNet's and seed28's first layers and odd shapes
+  local cases = {
+    {N = 4, C = 1, O = 6, H = 28, W = 28, k = 5, pad = 2},   -- LeNet-5 conv1
+    {N = 3, C = 1, O = 16, H = 28, W = 28, k = 3, pad = 1},  -- seed28
+    {N = 1, C = 1, O = 6, H = 28, W = 28, k = 5, pad = 2},   -- batch 1
+    {N = 2, C = 2, O = 9, H = 13, W = 19, k = 5, pad = 1},   -- 2 channels, 17 columns, 9 outputs
+    {N = 2, C = 1, O = 3, H = 12, W = 22, k = 7, pad = 0},   -- 7x7: the generic weight gradient
+    {N = 3, C = 1, O = 16, H = 9, W = 40, kh = 4, kw = 3, pad = 1},  -- 4x3
+    {N = 2, C = 1, O = 5, H = 10, W = 12, k = 3, pad = 0},   -- 10 columns: GEMM forward, direct gradient
+  }
+  for _, c in ipairs(cases) do
+    local kh, kw = c.kh or c.k, c.kw or c.k
+    it(('%dx%dx%dx%d -> %d, %dx%d kernel, pad %d: forward and gradients match float64'):format(
+      c.N, c.C, c.H, c.W, c.O, kh, kw, c.pad), function()
+      lunet.manual_seed(7)
+      local x64 = lunet.randn({c.N, c.C, c.H, c.W}, {dtype = 'float64'})
+      local w64 = lunet.randn({c.O, c.C, kh, kw}, {dtype = 'float64'})
+      local b64 = lunet.randn({c.O}, {dtype = 'float64'})
+      local x, w, b = x64:float():requires_grad_(), w64:float():requires_grad_(), b64:float():requires_grad_()
+      x64:requires_grad_(); w64:requires_grad_(); b64:requires_grad_()
+      local opts = {padding = c.pad}
+      local y, y64 = F.conv2d(x, w, b, opts), F.conv2d(x64, w64, b64, opts)
+      local g64 = lunet.randn(y64:size(), {dtype = 'float64'})
+      y:backward(g64:float())
+      y64:backward(g64)
+      assert.is_true(rel_err(y, y64) < 1e-5, 'forward')
+      assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, 'weight gradient')
+      assert.is_true(rel_err(b.grad, b64.grad) < 1e-5, 'bias gradient')
+      assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, 'input gradient')
+      -- and without a bias
+      w.grad = nil
+      F.conv2d(x, w, nil, opts):backward(g64:float())
+      assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, 'weight gradient, no bias')
+    end)
+  end
+end)
+
+describe('backward frees the gradients it made once consumed', function()
+  it('keeps O(1) gradients of a chain alive, and shared gradients intact', function()
+    collectgarbage(); collectgarbage()
+    collectgarbage('stop')
+    local ok, err = pcall(function()
+      local n, size = 20, 65536   -- 256 KB tensors: under the collector's own trigger
+      local x = lunet.randn({ size }):requires_grad_()
+      local y = x
+      for _ = 1, n do y = (y * 1.5):relu() + 0 end
+      local s = y:sum()
+      local before = tonumber(C.ln_memory_allocated(0))
+      s:backward()
+      local grown = tonumber(C.ln_memory_allocated(0)) - before
+      -- x.grad (1 tensor) plus a few in flight, not 3 per link
+      assert.is_true(grown <= 4 * size * 4, ('grew by %d bytes'):format(grown))
+      -- the gradient is right: (1.5^n where x > 0)
+      local xv, gv = flat(x), flat(x.grad)
+      for i = 1, 100 do
+        local want = xv[i] > 0 and 1.5 ^ n or 0
+        assert.is_true(math.abs(gv[i] - want) <= 1e-5 * want + 1e-12, 'grad ' .. i)
+      end
+      -- one gradient handed to several nodes (add passes it to both inputs)
+      local a = lunet.randn({ 8 }):requires_grad_()
+      local z = (a * a + a * 3):sum()
+      z:backward()
+      local av, ag = flat(a), flat(a.grad)
+      for i = 1, 8 do assert.is_true(math.abs(ag[i] - (2 * av[i] + 3)) < 1e-5, 'shared ' .. i) end
+    end)
+    collectgarbage('restart')
+    if not ok then error(err, 0) end
+  end)
+end)
