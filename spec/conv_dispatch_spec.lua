@@ -1,0 +1,55 @@
+-- Which kernels the convolutions of the benchmark models run on: oneDNN
+-- offers a reference implementation ("ref:any", plain loops, 100-1000x slower
+-- than its JIT kernels) for layouts its JIT kernels do not take; lunet must
+-- fall back to its own kernels then, never run the reference one. Checked from
+-- oneDNN's own log (DNNL_VERBOSE=1) of a child process training each model.
+local models = dofile('bench/models.lua')
+
+local function child_log(model, batch)
+  local script = os.tmpname()
+  local f = assert(io.open(script, 'w'))
+  f:write(([[
+package.path = 'bench/?.lua;' .. package.path
+local lunet = require 'lunet'
+local nn, optim = lunet.nn, lunet.optim
+local spec = require('models')[%q]
+local m = spec.build(nn)
+local opt = optim.SGD(m:parameters(), { lr = 0.001, momentum = 0.9 })
+local x = lunet.randn(%d, spec.input[1], spec.input[2], spec.input[3])
+local y = lunet.randint(1, 11, { %d })
+for _ = 1, 2 do
+  opt:zero_grad()
+  local loss = nn.CrossEntropyLoss()(m(x), y)
+  loss:backward()
+  opt:step()
+end
+m:eval()
+lunet.no_grad(function() m(x) end)
+print('done')
+]]):format(model, batch, batch))
+  f:close()
+  local p = io.popen('DNNL_VERBOSE=1 luajit ' .. script .. ' 2>&1')
+  local out = p:read('*a')
+  p:close()
+  os.remove(script)
+  return out
+end
+
+describe('convolution dispatch', function()
+  for _, name in ipairs(models.order) do
+    it(name .. ': no oneDNN reference kernel runs (training and inference)', function()
+      local out = child_log(name, 16)
+      assert.truthy(out:find('done', 1, true), out)
+      local execs, refs = 0, {}
+      for line in out:gmatch('[^\n]+') do
+        if line:find('^%a+_verbose,exec,') then   -- dnnl_verbose or onednn_verbose
+          execs = execs + 1
+          if line:find(',ref:', 1, true) then refs[#refs + 1] = line end
+        end
+      end
+      assert.is_true(#refs == 0, table.concat(refs, '\n'))
+      -- the models with 3+ input channels in a convolution use oneDNN at all
+      if name ~= 'seed28' then assert.is_true(execs > 0, 'no oneDNN primitive ran:\n' .. out:sub(1, 2000)) end
+    end)
+  end
+end)
