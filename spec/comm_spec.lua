@@ -330,35 +330,40 @@ describe('collectives (local backend)', function()
   end)
 
   it('async allreduce runs on the comm stream while the compute stream goes on', function()
+    -- ordered by a gate, not by timing: cpu:3's compute stream is held before
+    -- the collective, so its comm stream (which waits for that earlier work)
+    -- cannot join and the collective cannot end; meanwhile the compute
+    -- streams of cpu:0-2 must finish the work queued after the collective
     local cm = lunet.comm.Communicator(devs(4))
-    local big, ref = make_inputs(4, 1000000)
-    local small = make_inputs(4, 8)
+    local big, ref = make_inputs(4, 100000)
+    local gate = ffi.new('int[1]')
+    local comm_end = ffi.new('double[4]')                     -- comm stream, after the collective
+    local evs = ffi.new('ln_event[3]')
     local ms = {}
-    for i = 1, 4 do ms[i] = lunet.randn(256, 256, {device = 'cpu:' .. (i - 1)}) end
-    local comm_start = ffi.new('double[4]')   -- comm stream, after a tiny collective
-    local comm_end = ffi.new('double[4]')     -- comm stream, after the big one
-    local cstart, cend = ffi.new('double[4]'), ffi.new('double[4]')   -- compute stream
-    cm:allreduce(small, {async = true})
-    for d = 0, 3 do assert.equal(0, C.ln_comm_stream_timestamp(d, comm_start + d)) end
+    for d = 0, 2 do ms[d + 1] = lunet.randn(64, 64, {device = 'cpu:' .. d}) end
+    assert.equal(0, C.ln_stream_inject_gate(3, gate))
     cm:allreduce(big, {async = true})
     for d = 0, 3 do assert.equal(0, C.ln_comm_stream_timestamp(d, comm_end + d)) end
-    -- later compute-stream work (as the rest of backward)
     local outs = {}
-    for d = 0, 3 do
-      assert.equal(0, C.ln_stream_timestamp(d, cstart + d))
-      local m = ms[d + 1]
-      for _ = 1, 24 do m = (m:matmul(ms[d + 1])):mul_(1 / 256) end
-      outs[d + 1] = m
-      assert.equal(0, C.ln_stream_timestamp(d, cend + d))
+    for d = 0, 2 do
+      outs[d + 1] = ms[d + 1]:matmul(ms[d + 1])               -- later compute-stream work
+      assert.equal(0, C.ln_event_record(d, evs + d))
     end
+    pcall(ffi.cdef, 'int usleep(unsigned int usec);')
+    local done, deadline = false, os.time() + 60   -- a broken stream order fails here, not hangs
+    while not done and os.time() < deadline do
+      done = true
+      for d = 0, 2 do if C.ln_event_query(evs + d) ~= 1 then done = false end end
+      if not done then ffi.C.usleep(1000) end
+    end
+    local pending = {}
+    for d = 0, 3 do pending[d + 1] = comm_end[d] == 0 end
+    gate[0] = 1
     cm:wait()
     lunet.synchronize()
-    for d = 0, 3 do
-      -- the compute stream went on to its later work before the collective
-      -- ended (never so on one stream)
-      assert.is_true(comm_start[d] > 0 and comm_start[d] <= comm_end[d])
-      assert.is_true(cstart[d] < comm_end[d], ('cpu:%d compute start %.6f, comm end %.6f'):format(d, cstart[d], comm_end[d]))
-    end
+    assert.is_true(done, 'the compute streams of cpu:0-2 waited for the held collective')
+    assert.same({ true, true, true, true }, pending)   -- the collective was still held then
+    for d = 0, 3 do assert.is_true(comm_end[d] > 0) end
     assert.same(ref:totable(), big[3]:to('cpu:0'):totable())
   end)
 

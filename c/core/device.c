@@ -353,6 +353,20 @@ int ln_stream_inject_error(int id, const char *message) {
   return ln_launch(id, "inject_error", fail_task, &a, sizeof a, NULL, 0);
 }
 
+typedef struct { const int *gate; } gate_args;
+static int gate_task(void *p) {
+  const int *gate = ((gate_args *)p)->gate;
+  struct timespec pause = {0, 200000};   /* 0.2 ms: a test hook, not a hot path */
+  while (!__atomic_load_n(gate, __ATOMIC_ACQUIRE)) nanosleep(&pause, NULL);
+  return 0;
+}
+
+int ln_stream_inject_gate(int id, const int *gate) {
+  if (!gate) return ln_error("stream_inject_gate: gate is NULL");
+  gate_args a = {gate};
+  return ln_launch(id, "inject_gate", gate_task, &a, sizeof a, NULL, 0);
+}
+
 /* Has the producer an unreported error from before seq (so the work waited
  * for failed or was skipped)? Then the consumer must not go on silently with
  * stale data: it fails too, naming the producer. (An error already reported

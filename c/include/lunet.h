@@ -570,6 +570,10 @@ LN_API int ln_comm_recv(ln_comm *c, ln_tensor *t, int src_rank);
 LN_API int ln_comm_barrier(ln_comm *c);  /* every stream waits for all the others */
 /* Testing hook: enqueue a task that fails with message on device's stream. */
 LN_API int ln_stream_inject_error(int device, const char *message);
+/* Testing hook: enqueue a task that holds device's stream until *gate is
+ * nonzero (set by the caller later; *gate must outlive the task). Lets specs
+ * order work across streams deterministically instead of by timing. */
+LN_API int ln_stream_inject_gate(int device, const int *gate);
 
 #ifndef LN_CDEF
 #ifdef __cplusplus
