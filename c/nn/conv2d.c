@@ -238,8 +238,12 @@ static int conv_impl(void) {
  * and on the data gradient of 3-channel inputs (3.5x); 1x1 layers tie. */
 static bool conv_auto_dnnl(const ln_conv2d_args *a, int pass) {
   /* 16 outputs, narrow rows (LeNet's 6->16 5x5): the direct weight gradient
-   * over output-channel vectors, 1.7x faster than oneDNN's (conv_direct.c) */
+   * over output-channel vectors, 1.7x faster than oneDNN's (conv_direct.c;
+   * 1 thread, batch 64) */
   if (pass == PASS_WEIGHT && nn_conv_direct_wgrad16_ok(a)) return false;
+  /* data gradient into 3-8 channels of rows up to 16 (LeNet's conv2): the
+   * direct kernel's narrow shape, 1.35x oneDNN's (1 thread, batch 64) */
+  if (pass == PASS_DATA && nn_conv_direct_narrow_data_ok(a)) return false;
   return a->C >= (pass == PASS_DATA ? 4 : 3);
 }
 

@@ -171,7 +171,7 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
     float *xp = (float *)scratch + (int64_t)omp_get_thread_num() * slice;
     const int64_t xe = C * Hp * Wp + SCW + (shape == SHAPE_NARROW ? Wp : 0);   /* + a spare row */
     float *wp = xp + xe;   /* this block's packed weights */
-    int64_t have = -1;   /* the image now in xp */
+    int64_t have = -1, packed = -1;   /* the image now in xp, the block now in wp */
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; it++) {
       int64_t n = it / nblk, o0 = (it % nblk) * OBn;
@@ -184,7 +184,9 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
         have = n;
       }
       int64_t ob = LN_MIN(OBn, O - o0);
-      if (!flip) {
+      if (o0 == packed) {
+        /* one block of output channels (LeNet's layers): packed once per thread */
+      } else if (!flip) {
         for (int64_t k = 0; k < C * KK; k++)
           for (int64_t o = 0; o < OBn; o++) wp[k * OBn + o] = o < ob ? w[(o0 + o) * C * KK + k] : 0.0f;
       } else {
@@ -193,6 +195,7 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
             for (int64_t o = 0; o < OBn; o++)
               wp[(c * KK + k) * OBn + o] = o < ob ? w[(c * O + o0 + o) * KK + (KK - 1 - k)] : 0.0f;
       }
+      packed = o0;
       float *on = out + n * O * OH * OW;
       if (shape == SHAPE_SMALL) direct_block_small(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
       else if (shape == SHAPE_NARROW)
