@@ -242,7 +242,7 @@ static bool conv_auto_dnnl(const ln_conv2d_args *a, int pass) {
    * 1 thread, batch 64) */
   if (pass == PASS_WEIGHT && nn_conv_direct_wgrad16_ok(a)) return false;
   /* data gradient into 3-8 channels of rows up to 16 (LeNet's conv2): the
-   * direct kernel's narrow shape, 1.35x oneDNN's (1 thread, batch 64) */
+   * direct kernel's narrow shape, 1.5x oneDNN's (1 thread, batch 64) */
   if (pass == PASS_DATA && nn_conv_direct_narrow_data_ok(a)) return false;
   return a->C >= (pass == PASS_DATA ? 4 : 3);
 }

@@ -107,47 +107,52 @@ _Pragma("omp simd") \
 DEF_DIRECT_BLOCK(direct_block, OB, CW)
 DEF_DIRECT_BLOCK(direct_block_small, SOB, SCW)
 
-/* the narrow shape: NOB channels by CW columns, two output rows at a time
- * (each broadcast weight feeds both rows: 16 independent accumulator chains);
- * xp holds one spare zero row below the image for an odd OH */
-DIRECT_SIMD NO_MEMCPY static void direct_block_narrow(const float *restrict xp, const float *restrict wp,
-                                                    const float *b, float *restrict out, int64_t o0, int64_t ob,
-                                                    int64_t C, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,
-                                                    int64_t OH, int64_t OW, int64_t r0, int64_t r1) {
-  for (int64_t oh = 0; oh < OH; oh += 2)
-    for (int64_t ow0 = 0; ow0 < OW; ow0 += CW) {
-      float acc0[NOB][CW], acc1[NOB][CW];
-      for (int64_t o = 0; o < NOB; o++) {
-        float init = (b && o < ob) ? b[o0 + o] : 0.0f;
-        for (int64_t j = 0; j < CW; j++) acc0[o][j] = acc1[o][j] = init;
-      }
-      const float *wk = wp;
-      for (int64_t c = 0; c < C; c++)
-        for (int64_t kh = 0; kh < KH; kh++) {
-          /* rows [r0, r1) of xp hold the image, the others padding: skip pairs of zero rows */
-          if (oh + kh + 1 < r0 || oh + kh >= r1) { wk += KW * NOB; continue; }
-          const float *row = xp + (c * Hp + oh + kh) * Wp + ow0;
-          for (int64_t kw = 0; kw < KW; kw++, wk += NOB) {
-            const float *s0 = row + kw, *s1 = row + Wp + kw;
-            for (int64_t o = 0; o < NOB; o++) {
-              float wv = wk[o];
-_Pragma("omp simd")
-              for (int64_t j = 0; j < CW; j++) { acc0[o][j] += wv * s0[j]; acc1[o][j] += wv * s1[j]; }
-            }
-          }
-        }
-      int64_t n = OW - ow0 < CW ? OW - ow0 : CW;
-      for (int64_t o = 0; o < ob; o++) {
-        float *dst = out + ((o0 + o) * OH + oh) * OW + ow0;
-_Pragma("omp simd")
-        for (int64_t j = 0; j < n; j++) dst[j] = acc0[o][j];
-        if (oh + 1 < OH) {
-_Pragma("omp simd")
-          for (int64_t j = 0; j < n; j++) dst[OW + j] = acc1[o][j];
-        }
-      }
-    }
+/* the narrow shape: NB (4, 6 or 8 >= the channels) channels by CW columns,
+ * two output rows at a time (each broadcast weight feeds both rows: 2 x NB
+ * independent accumulator chains); xp holds one spare zero row below the
+ * image for an odd OH; rows [r0, r1) of xp hold the image, the others padding */
+#define DEF_NARROW(NB)                                                                       \
+DIRECT_SIMD NO_MEMCPY static void direct_block_narrow##NB(                                   \
+    const float *restrict xp, const float *restrict wp, const float *b, float *restrict out, \
+    int64_t o0, int64_t ob, int64_t C, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,        \
+    int64_t OH, int64_t OW, int64_t r0, int64_t r1) {                                         \
+  for (int64_t oh = 0; oh < OH; oh += 2)                                                      \
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += CW) {                                              \
+      float acc0[NB][CW], acc1[NB][CW];                                                       \
+      for (int64_t o = 0; o < NB; o++) {                                                      \
+        float init = (b && o < ob) ? b[o0 + o] : 0.0f;                                        \
+        for (int64_t j = 0; j < CW; j++) acc0[o][j] = acc1[o][j] = init;                      \
+      }                                                                                       \
+      const float *wk = wp;                                                                   \
+      for (int64_t c = 0; c < C; c++)                                                         \
+        for (int64_t kh = 0; kh < KH; kh++) {                                                 \
+          /* a pair of zero (padding) rows adds nothing */                                    \
+          if (oh + kh + 1 < r0 || oh + kh >= r1) { wk += KW * NB; continue; }                \
+          const float *row = xp + (c * Hp + oh + kh) * Wp + ow0;                              \
+          for (int64_t kw = 0; kw < KW; kw++, wk += NB) {                                     \
+            const float *s0 = row + kw, *s1 = row + Wp + kw;                                  \
+            for (int64_t o = 0; o < NB; o++) {                                                \
+              float wv = wk[o];                                                               \
+_Pragma("omp simd")                                                                           \
+              for (int64_t j = 0; j < CW; j++) { acc0[o][j] += wv * s0[j]; acc1[o][j] += wv * s1[j]; } \
+            }                                                                                 \
+          }                                                                                   \
+        }                                                                                     \
+      int64_t n = OW - ow0 < CW ? OW - ow0 : CW;                                              \
+      for (int64_t o = 0; o < ob; o++) {                                                      \
+        float *dst = out + ((o0 + o) * OH + oh) * OW + ow0;                                   \
+_Pragma("omp simd")                                                                           \
+        for (int64_t j = 0; j < n; j++) dst[j] = acc0[o][j];                                  \
+        if (oh + 1 < OH) {                                                                    \
+_Pragma("omp simd")                                                                           \
+          for (int64_t j = 0; j < n; j++) dst[OW + j] = acc1[o][j];                           \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
 }
+DEF_NARROW(4)
+DEF_NARROW(6)
+DEF_NARROW(8)
 
 /* block shapes of direct_run */
 enum { SHAPE_WIDE, SHAPE_SMALL, SHAPE_NARROW };
@@ -162,7 +167,8 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
                        int64_t ph, int64_t pw, int64_t OH, int64_t OW, char *scratch, int64_t slice,
                        int nt, int shape) {
   const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, KK = KH * KW;
-  const int64_t OBn = shape == SHAPE_WIDE ? OB : shape == SHAPE_SMALL ? SOB : NOB;
+  /* the narrow shape: blocks of 4, 6 or 8, the smallest that holds O */
+  const int64_t OBn = shape == SHAPE_WIDE ? OB : shape == SHAPE_SMALL ? SOB : O <= 4 ? 4 : O <= 6 ? 6 : NOB;
   const int64_t nblk = (O + OBn - 1) / OBn, items = N * nblk;
   if (nt > items) nt = (int)items;
   if (nt < 1) nt = 1;
@@ -198,8 +204,12 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
       packed = o0;
       float *on = out + n * O * OH * OW;
       if (shape == SHAPE_SMALL) direct_block_small(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
+      else if (shape == SHAPE_NARROW && OBn == 4)
+        direct_block_narrow4(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
+      else if (shape == SHAPE_NARROW && OBn == 6)
+        direct_block_narrow6(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
       else if (shape == SHAPE_NARROW)
-        direct_block_narrow(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
+        direct_block_narrow8(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
       else direct_block(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
     }
   }
