@@ -71,6 +71,50 @@ describe('max_pool2d 2x2 stride 2 row kernel', function()
   end)
 end)
 
+describe('max_pool2d 2x2 stride 2 backward', function()
+  local p = ffi.new('ln_pool2d_params', {kh = 2, kw = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0,
+    dil_h = 1, dil_w = 1})
+  -- dx = dy scattered (added) at the indices, zero elsewhere
+  local function check(dx, dy, idx, planes, HW, what)
+    local xv, yv, iv = flat(dx), flat(dy), flat(idx)
+    local OHW = #yv / planes
+    local want = {}
+    for i = 1, planes * HW do want[i] = 0 end
+    for pl = 0, planes - 1 do
+      for o = 1, OHW do
+        local k = pl * HW + iv[pl * OHW + o] + 1
+        want[k] = want[k] + yv[pl * OHW + o]
+      end
+    end
+    for i = 1, #want do assert.are.equal(want[i], xv[i], what .. ' at ' .. i) end
+  end
+  it('matches the scatter of grad_output at the forward indices (tiling and ragged planes)', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      for _, hw in ipairs({{28, 28}, {10, 10}, {4, 34}, {6, 2}, {7, 9}, {5, 12}}) do
+        local H, W = hw[1], hw[2]
+        local x = tie_tensor({2, 3, H, W}, dt, 11)
+        local OH, OW = math.floor(H / 2), math.floor(W / 2)
+        local y = lunet.empty({2, 3, OH, OW}, {dtype = dt})
+        local idx = lunet.empty({2, 3, OH, OW}, {dtype = 'int64'})
+        ok(C.ln_maxpool2d_forward(y.p, idx.p, x.p, p))
+        local dy = lunet.randn({2, 3, OH, OW}, {dtype = dt})
+        local dx = lunet.full({2, 3, H, W}, 7, {dtype = dt})
+        ok(C.ln_maxpool2d_backward(dx.p, dy.p, idx.p, p))
+        check(dx, dy, idx, 6, H * W, ('%s %dx%d'):format(dt, H, W))
+      end
+    end
+  end)
+  it('adds at an index outside its window (C API) as the general kernel does', function()
+    local dy = lunet.randn({1, 2, 2, 2})
+    -- plane 0: in-window indices; plane 1: two outputs pointing at element 0
+    local ib = ffi.new('double[8]', {1, 2, 9, 15, 0, 0, 10, 11})
+    local idx = lunet.from_buffer(ib, {1, 2, 2, 2}, 'float64'):to('int64')
+    local dx = lunet.full({1, 2, 4, 4}, 7)
+    ok(C.ln_maxpool2d_backward(dx.p, dy.p, idx.p, p))
+    check(dx, dy, idx, 2, 16, 'out-of-window')
+  end)
+end)
+
 describe('direct convolution for 1-2 input channels (float32)', function()
   local F = lunet.nn.functional
 
