@@ -20,7 +20,13 @@
  * gradient) has its own direct kernel, nn_conv_direct_wgrad: per image and
  * (output channel, kernel row), KW vector accumulators over the output
  * columns, each output row's gradient loaded once for KW shifted input rows;
- * per-thread partial sums added in thread order (deterministic). */
+ * per-thread partial sums added in thread order (deterministic).
+ *
+ * LeNet's second layer (6 -> 16, 5x5, 14x14 input, 10x10 output) has two
+ * more: its data gradient through the same kernel in a narrow shape (blocks
+ * of 4-8 channels by one 16-column vector, two rows at a time), and its
+ * weight gradient over vectors of the 16 output channels
+ * (nn_conv_direct_wgrad16); both beat oneDNN there (bench/RESULTS.md). */
 #include "nn.h"
 #include <omp.h>
 
