@@ -71,6 +71,50 @@ describe('max_pool2d 2x2 stride 2 row kernel', function()
   end)
 end)
 
+describe('max_pool2d 2x2 stride 2 backward', function()
+  local p = ffi.new('ln_pool2d_params', {kh = 2, kw = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0,
+    dil_h = 1, dil_w = 1})
+  -- dx = dy scattered (added) at the indices, zero elsewhere
+  local function check(dx, dy, idx, planes, HW, what)
+    local xv, yv, iv = flat(dx), flat(dy), flat(idx)
+    local OHW = #yv / planes
+    local want = {}
+    for i = 1, planes * HW do want[i] = 0 end
+    for pl = 0, planes - 1 do
+      for o = 1, OHW do
+        local k = pl * HW + iv[pl * OHW + o] + 1
+        want[k] = want[k] + yv[pl * OHW + o]
+      end
+    end
+    for i = 1, #want do assert.are.equal(want[i], xv[i], what .. ' at ' .. i) end
+  end
+  it('matches the scatter of grad_output at the forward indices (tiling and ragged planes)', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      for _, hw in ipairs({{28, 28}, {10, 10}, {4, 34}, {6, 2}, {7, 9}, {5, 12}}) do
+        local H, W = hw[1], hw[2]
+        local x = tie_tensor({2, 3, H, W}, dt, 11)
+        local OH, OW = math.floor(H / 2), math.floor(W / 2)
+        local y = lunet.empty({2, 3, OH, OW}, {dtype = dt})
+        local idx = lunet.empty({2, 3, OH, OW}, {dtype = 'int64'})
+        ok(C.ln_maxpool2d_forward(y.p, idx.p, x.p, p))
+        local dy = lunet.randn({2, 3, OH, OW}, {dtype = dt})
+        local dx = lunet.full({2, 3, H, W}, 7, {dtype = dt})
+        ok(C.ln_maxpool2d_backward(dx.p, dy.p, idx.p, p))
+        check(dx, dy, idx, 6, H * W, ('%s %dx%d'):format(dt, H, W))
+      end
+    end
+  end)
+  it('adds at an index outside its window (C API) as the general kernel does', function()
+    local dy = lunet.randn({1, 2, 2, 2})
+    -- plane 0: in-window indices; plane 1: two outputs pointing at element 0
+    local ib = ffi.new('double[8]', {1, 2, 9, 15, 0, 0, 10, 11})
+    local idx = lunet.from_buffer(ib, {1, 2, 2, 2}, 'float64'):to('int64')
+    local dx = lunet.full({1, 2, 4, 4}, 7)
+    ok(C.ln_maxpool2d_backward(dx.p, dy.p, idx.p, p))
+    check(dx, dy, idx, 2, 16, 'out-of-window')
+  end)
+end)
+
 describe('direct convolution for 1-2 input channels (float32)', function()
   local F = lunet.nn.functional
 
@@ -122,6 +166,69 @@ describe('direct convolution for 1-2 input channels (float32)', function()
       F.conv2d(x, w, nil, opts):backward(g64:float())
       assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, 'weight gradient, no bias')
     end)
+  end
+end)
+
+describe('direct gradients for narrow 3-16 channel convolutions (float32)', function()
+  local F = lunet.nn.functional
+  pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
+
+  local function rel_err(a, b)
+    local av, bv = flat(a), flat(b)
+    assert.are.equal(#bv, #av)
+    local m, s = 0, 0
+    for i = 1, #bv do
+      m = math.max(m, math.abs(av[i] - bv[i]))
+      s = math.max(s, math.abs(bv[i]))
+    end
+    return m / (1 + s)
+  end
+
+  -- 16 outputs and rows up to 16 wide: the weight gradient over output-channel
+  -- vectors (nn_conv_direct_wgrad16); 3-8 input channels, rows up to 16: the
+  -- narrow data gradient (LUNET_CONV_IMPL=direct; oneDNN's by default), each
+  -- against the float64 path (im2col + GEMM in double)
+  local cases = {
+    {N = 4, C = 6, O = 16, H = 14, W = 14, k = 5, pad = 0},   -- LeNet-5 conv2
+    {N = 3, C = 6, O = 16, H = 14, W = 14, k = 5, pad = 0},   -- odd batch over 2 threads
+    {N = 2, C = 3, O = 16, H = 11, W = 12, k = 5, pad = 2},   -- padded, odd rows
+    {N = 5, C = 8, O = 16, H = 13, W = 10, k = 3, pad = 1},   -- 3x3, 8 channels
+    {N = 2, C = 16, O = 16, H = 9, W = 16, k = 3, pad = 0},   -- 16 channels (data: wide shape)
+    {N = 2, C = 5, O = 12, H = 12, W = 15, k = 5, pad = 1},   -- 12 outputs: narrow data only
+  }
+  for _, impl in ipairs({'auto', 'direct'}) do
+    for _, c in ipairs(cases) do
+      it(('%s: %dx%dx%dx%d -> %d, %dx%d, pad %d: gradients match float64 (1 and 2 threads)'):format(
+        impl, c.N, c.C, c.H, c.W, c.O, c.k, c.k, c.pad), function()
+        local threads = C.ln_device_threads(0)
+        if impl == 'direct' then ffi.C.setenv('LUNET_CONV_IMPL', 'direct', 1) end
+        local ok_, err = pcall(function()
+          lunet.manual_seed(11)
+          local x64 = lunet.randn({c.N, c.C, c.H, c.W}, {dtype = 'float64'}):requires_grad_()
+          local w64 = lunet.randn({c.O, c.C, c.k, c.k}, {dtype = 'float64'}):requires_grad_()
+          local b64 = lunet.randn({c.O}, {dtype = 'float64'}):requires_grad_()
+          local opts = {padding = c.pad}
+          local y64 = F.conv2d(x64, w64, b64, opts)
+          local g64 = lunet.randn(y64:size(), {dtype = 'float64'})
+          y64:backward(g64)
+          for _, nt in ipairs({1, 2}) do
+            ok(C.ln_set_device_threads(0, nt))
+            local x, w, b = x64:detach():float():requires_grad_(), w64:detach():float():requires_grad_(),
+              b64:detach():float():requires_grad_()
+            F.conv2d(x, w, b, opts):backward(g64:float())
+            assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, nt .. ' threads: weight gradient')
+            assert.is_true(rel_err(b.grad, b64.grad) < 1e-5, nt .. ' threads: bias gradient')
+            assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, nt .. ' threads: input gradient')
+            w.grad = nil
+            F.conv2d(x, w, nil, opts):backward(g64:float())
+            assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, nt .. ' threads: weight gradient, no bias')
+          end
+        end)
+        ffi.C.unsetenv('LUNET_CONV_IMPL')
+        C.ln_set_device_threads(0, threads)
+        if not ok_ then error(err, 0) end
+      end)
+    end
   end
 end)
 

@@ -322,3 +322,56 @@ describe('BasicBlock and Sequential in eval mode (fused)', function()
     assert(maxdiff(m[2].running_mean, rm) > 0)
   end)
 end)
+
+describe('Sequential runs ReLU -> MaxPool2d as MaxPool2d -> ReLU', function()
+  local nn = lunet.nn
+  local ffi = require 'ffi'
+  local function vals(t)
+    local b, n = t:double():read()
+    local r = {}
+    for i = 1, n do r[i] = b[i - 1] end
+    return r
+  end
+  -- bitwise the same (NaN where NaN) as the modules called one by one
+  local function same(a, b, what)
+    local av, bv = vals(a), vals(b)
+    assert.are.equal(#bv, #av, what)
+    for i = 1, #bv do
+      if bv[i] ~= bv[i] then assert.is_true(av[i] ~= av[i], what .. ' NaN at ' .. i)
+      else assert.are.equal(bv[i], av[i], what .. ' at ' .. i) end
+    end
+  end
+  for _, pool in ipairs({ { 2 }, { 3, { stride = 2, padding = 1 } }, { 2, { ceil_mode = true } } }) do
+    for _, dt in ipairs({ 'float32', 'float64' }) do
+      it(('values and gradients match the unfused modules (%s, pool %s%s)'):format(dt, pool[1],
+        pool[2] and ' with options' or ''), function()
+        lunet.manual_seed(5)
+        -- many ties, exact zeros, all-negative windows and a few NaN
+        local n = 2 * 3 * 9 * 9
+        local buf = ffi.new('double[?]', n)
+        local seed = 99
+        for i = 0, n - 1 do
+          seed = (seed * 1103515245 + 12345) % 2147483648
+          buf[i] = (seed % 7) - 4
+          if i % 41 == 40 then buf[i] = 0 / 0 end
+        end
+        local x0 = lunet.from_buffer(buf, { 2, 3, 9, 9 }, 'float64')
+        if dt == 'float32' then x0 = x0:float() end
+        local conv = nn.Conv2d(3, 4, 1, { dtype = dt })
+        local relu, mp = nn.ReLU(), nn.MaxPool2d(pool[1], pool[2])
+        local seq = nn.Sequential { conv, relu, mp }
+        local x1, x2 = x0:clone():requires_grad_(), x0:clone():requires_grad_()
+        local y1 = seq(x1)
+        local y2 = mp(relu(conv(x2)))
+        same(y1, y2, 'output')
+        local g = lunet.randn(y2:size(), { dtype = dt })
+        y1:backward(g)
+        local gw1, gx1 = conv.weight.grad:clone(), x1.grad
+        conv.weight.grad, conv.bias.grad = nil, nil
+        y2:backward(g)
+        same(gx1, x2.grad, 'input gradient')
+        same(gw1, conv.weight.grad, 'weight gradient')
+      end)
+    end
+  end
+end)

@@ -20,11 +20,17 @@
  * gradient) has its own direct kernel, nn_conv_direct_wgrad: per image and
  * (output channel, kernel row), KW vector accumulators over the output
  * columns, each output row's gradient loaded once for KW shifted input rows;
- * per-thread partial sums added in thread order (deterministic). */
+ * per-thread partial sums added in thread order (deterministic).
+ *
+ * LeNet's second layer (6 -> 16, 5x5, 14x14 input, 10x10 output) has two
+ * more: its data gradient through the same kernel in a narrow shape (blocks
+ * of 4-8 channels by one 16-column vector, two rows at a time), and its
+ * weight gradient over vectors of the 16 output channels
+ * (nn_conv_direct_wgrad16); both beat oneDNN there (bench/RESULTS.md). */
 #include "nn.h"
 #include <omp.h>
 
-enum { OB = 16, CW = 16, SOB = 8, SCW = 32 };
+enum { OB = 16, CW = 16, SOB = 8, SCW = 32, NOB = 8 };
 
 #if defined(__x86_64__) && !defined(__clang__) && !defined(LN_NO_CLONES)
 #define DIRECT_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -107,6 +113,56 @@ _Pragma("omp simd") \
 DEF_DIRECT_BLOCK(direct_block, OB, CW)
 DEF_DIRECT_BLOCK(direct_block_small, SOB, SCW)
 
+/* the narrow shape: NB (4, 6 or 8 >= the channels) channels by CW columns,
+ * two output rows at a time (each broadcast weight feeds both rows: 2 x NB
+ * independent accumulator chains); xp holds one spare zero row below the
+ * image for an odd OH; rows [r0, r1) of xp hold the image, the others padding */
+#define DEF_NARROW(NB)                                                                       \
+DIRECT_SIMD NO_MEMCPY static void direct_block_narrow##NB(                                   \
+    const float *restrict xp, const float *restrict wp, const float *b, float *restrict out, \
+    int64_t o0, int64_t ob, int64_t C, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,        \
+    int64_t OH, int64_t OW, int64_t r0, int64_t r1) {                                         \
+  for (int64_t oh = 0; oh < OH; oh += 2)                                                      \
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += CW) {                                              \
+      float acc0[NB][CW], acc1[NB][CW];                                                       \
+      for (int64_t o = 0; o < NB; o++) {                                                      \
+        float init = (b && o < ob) ? b[o0 + o] : 0.0f;                                        \
+        for (int64_t j = 0; j < CW; j++) acc0[o][j] = acc1[o][j] = init;                      \
+      }                                                                                       \
+      const float *wk = wp;                                                                   \
+      for (int64_t c = 0; c < C; c++)                                                         \
+        for (int64_t kh = 0; kh < KH; kh++) {                                                 \
+          /* a pair of zero (padding) rows adds nothing */                                    \
+          if (oh + kh + 1 < r0 || oh + kh >= r1) { wk += KW * NB; continue; }                \
+          const float *row = xp + (c * Hp + oh + kh) * Wp + ow0;                              \
+          for (int64_t kw = 0; kw < KW; kw++, wk += NB) {                                     \
+            const float *s0 = row + kw, *s1 = row + Wp + kw;                                  \
+            for (int64_t o = 0; o < NB; o++) {                                                \
+              float wv = wk[o];                                                               \
+_Pragma("omp simd")                                                                           \
+              for (int64_t j = 0; j < CW; j++) { acc0[o][j] += wv * s0[j]; acc1[o][j] += wv * s1[j]; } \
+            }                                                                                 \
+          }                                                                                   \
+        }                                                                                     \
+      int64_t n = OW - ow0 < CW ? OW - ow0 : CW;                                              \
+      for (int64_t o = 0; o < ob; o++) {                                                      \
+        float *dst = out + ((o0 + o) * OH + oh) * OW + ow0;                                   \
+_Pragma("omp simd")                                                                           \
+        for (int64_t j = 0; j < n; j++) dst[j] = acc0[o][j];                                  \
+        if (oh + 1 < OH) {                                                                    \
+_Pragma("omp simd")                                                                           \
+          for (int64_t j = 0; j < n; j++) dst[OW + j] = acc1[o][j];                           \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+}
+DEF_NARROW(4)
+DEF_NARROW(6)
+DEF_NARROW(8)
+
+/* block shapes of direct_run */
+enum { SHAPE_WIDE, SHAPE_SMALL, SHAPE_NARROW };
+
 /* One direct convolution, stride 1: in (N, C, H, W) -> out (N, O, OH, OW),
  * padding (ph, pw), kernel KH x KW. w is (O, C, KH, KW); with `flip` it is
  * the forward's weight (C, O, KH, KW) used transposed and flipped, which makes
@@ -115,30 +171,34 @@ DEF_DIRECT_BLOCK(direct_block_small, SOB, SCW)
 static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t W, const float *w,
                        bool flip, const float *b, float *out, int64_t O, int64_t KH, int64_t KW,
                        int64_t ph, int64_t pw, int64_t OH, int64_t OW, char *scratch, int64_t slice,
-                       int nt, bool small) {
+                       int nt, int shape) {
   const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, KK = KH * KW;
-  const int64_t OBn = small ? SOB : OB;
+  /* the narrow shape: blocks of 4, 6 or 8, the smallest that holds O */
+  const int64_t OBn = shape == SHAPE_WIDE ? OB : shape == SHAPE_SMALL ? SOB : O <= 4 ? 4 : O <= 6 ? 6 : NOB;
   const int64_t nblk = (O + OBn - 1) / OBn, items = N * nblk;
   if (nt > items) nt = (int)items;
   if (nt < 1) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     float *xp = (float *)scratch + (int64_t)omp_get_thread_num() * slice;
-    float *wp = xp + C * Hp * Wp + SCW;   /* this block's packed weights */
-    int64_t have = -1;   /* the image now in xp */
+    const int64_t xe = C * Hp * Wp + SCW + (shape == SHAPE_NARROW ? Wp : 0);   /* + a spare row */
+    float *wp = xp + xe;   /* this block's packed weights */
+    int64_t have = -1, packed = -1;   /* the image now in xp, the block now in wp */
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; it++) {
       int64_t n = it / nblk, o0 = (it % nblk) * OBn;
       if (n != have) {
         const float *img = in + n * C * H * W;
-        memset(xp, 0, (size_t)(C * Hp * Wp + SCW) * sizeof(float));
+        memset(xp, 0, (size_t)xe * sizeof(float));
         for (int64_t c = 0; c < C; c++)
           for (int64_t h = 0; h < H; h++)
             memcpy(xp + (c * Hp + h + ph) * Wp + pw, img + (c * H + h) * W, (size_t)W * sizeof(float));
         have = n;
       }
       int64_t ob = LN_MIN(OBn, O - o0);
-      if (!flip) {
+      if (o0 == packed) {
+        /* one block of output channels (LeNet's layers): packed once per thread */
+      } else if (!flip) {
         for (int64_t k = 0; k < C * KK; k++)
           for (int64_t o = 0; o < OBn; o++) wp[k * OBn + o] = o < ob ? w[(o0 + o) * C * KK + k] : 0.0f;
       } else {
@@ -147,8 +207,16 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
             for (int64_t o = 0; o < OBn; o++)
               wp[(c * KK + k) * OBn + o] = o < ob ? w[(c * O + o0 + o) * KK + (KK - 1 - k)] : 0.0f;
       }
-      if (small) direct_block_small(xp, wp, b, out + n * O * OH * OW, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
-      else direct_block(xp, wp, b, out + n * O * OH * OW, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
+      packed = o0;
+      float *on = out + n * O * OH * OW;
+      if (shape == SHAPE_SMALL) direct_block_small(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
+      else if (shape == SHAPE_NARROW && OBn == 4)
+        direct_block_narrow4(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
+      else if (shape == SHAPE_NARROW && OBn == 6)
+        direct_block_narrow6(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
+      else if (shape == SHAPE_NARROW)
+        direct_block_narrow8(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
+      else direct_block(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
     }
   }
 }
@@ -156,27 +224,36 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
 int nn_conv_direct_fwd(const ln_conv2d_args *a) {
   direct_run((const float *)a->in, a->N, a->C, a->H, a->W, (const float *)a->w, false, (const float *)a->b,
              (float *)a->out, a->O, a->KH, a->KW, a->p.pad_h, a->p.pad_w, a->OH, a->OW, a->scratch, a->slice,
-             LN_MIN(a->nthreads, ln_kernel_threads()), small_ok(a));
+             LN_MIN(a->nthreads, ln_kernel_threads()), small_ok(a) ? SHAPE_SMALL : SHAPE_WIDE);
   return 0;
 }
 
 /* data gradient: the same shape rules with input and output channels swapped */
+/* data gradient into 3-8 channels of rows up to 16 wide (LeNet's 6->16 5x5
+ * at 14x14): blocks of NOB = 8 channels by one 16-column vector, where the
+ * wide shape would leave 10 of 16 channel accumulators empty */
+static bool narrow_ok(const ln_conv2d_args *a) { return a->C <= NOB && a->W <= CW; }
+
+bool nn_conv_direct_narrow_data_ok(const ln_conv2d_args *a) {
+  return narrow_ok(a) && nn_conv_direct_bwd_data_ok(a);
+}
+
 bool nn_conv_direct_bwd_data_ok(const ln_conv2d_args *a) {
   const ln_conv2d_params *p = &a->p;
   if (a->dtype != LN_FLOAT32 || p->groups != 1 || p->stride_h != 1 || p->stride_w != 1 || p->dil_h != 1 ||
       p->dil_w != 1 || p->pad_h > a->KH - 1 || p->pad_w > a->KW - 1)
     return false;
-  if (a->O < 4 || a->C < 12 || a->W < 10 || a->N < 2 || a->KH * a->KW < 9 || a->O > 64 || a->C > 64 ||
-      !a->scratch)
+  if (a->O < 4 || a->C < (narrow_ok(a) ? 3 : 12) || a->W < 10 || a->N < 2 || a->KH * a->KW < 9 || a->O > 64 ||
+      a->C > 64 || !a->scratch)
     return false;
   int64_t php = a->KH - 1 - p->pad_h, pwp = a->KW - 1 - p->pad_w;
-  return a->slice >= a->O * (a->OH + 2 * php) * (a->OW + 2 * pwp) + SCW + a->O * a->KH * a->KW * OB;
+  return a->slice >= a->O * (a->OH + 2 * php + 1) * (a->OW + 2 * pwp) + SCW + a->O * a->KH * a->KW * OB;
 }
 
 void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nt) {
   direct_run((const float *)a->dout, a->N, a->O, a->OH, a->OW, (const float *)a->w, true, NULL,
              (float *)a->din, a->C, a->KH, a->KW, a->KH - 1 - a->p.pad_h, a->KW - 1 - a->p.pad_w, a->H, a->W,
-             a->scratch, a->slice, nt, false);
+             a->scratch, a->slice, nt, narrow_ok(a) ? SHAPE_NARROW : SHAPE_WIDE);
 }
 
 /* ---- weight (and bias) gradient for 1-2 input channels ------------------------------ */
@@ -318,6 +395,118 @@ void nn_conv_direct_wgrad(const ln_conv2d_args *a, int nt) {
   }
   if (db)
     for (int64_t o = 0; o < O; o++) {
+      float s = part[0][WN + o];
+      for (int t = 1; t < nt; t++) s += part[t][WN + o];
+      db[o] = s;
+    }
+}
+
+/* ---- weight (and bias) gradient for 16 output channels ------------------------------ */
+
+/* LeNet's 6->16 5x5 (10x10 outputs: a 16-lane row vector would be 10/16 full,
+ * and oneDNN's kernel for it runs at ~40 GFLOP/s here): vectors over the 16
+ * output channels instead. Per image, grad_output is transposed to
+ * (OH*OW, 16) in scratch; then per input channel c the KH x KW accumulators
+ * (16 lanes = the output channels) stay in registers while every output
+ * position adds its grad_output vector times the broadcast input value
+ * under each kernel tap. No lane is idle and nothing is padded but the
+ * input's own zero padding. Images are split over the threads in order, the
+ * per-thread partials added in thread order (deterministic). */
+enum { VO = 16 };
+
+bool nn_conv_direct_wgrad16_ok(const ln_conv2d_args *a) {
+  const ln_conv2d_params *p = &a->p;
+  if (a->dtype != LN_FLOAT32 || p->groups != 1 || p->stride_h != 1 || p->stride_w != 1 || p->dil_h != 1 ||
+      p->dil_w != 1 || !a->scratch || !a->dw)
+    return false;
+  if (a->O != VO || a->C < 3 || a->C > 16 || !((a->KH == 5 && a->KW == 5) || (a->KH == 3 && a->KW == 3)) ||
+      a->OW > 16 || a->N < 2)
+    return false;
+  int64_t Hp = a->H + 2 * (int64_t)p->pad_h, Wp = a->W + 2 * (int64_t)p->pad_w;
+  return a->slice >= a->C * Hp * Wp + a->OH * a->OW * VO;
+}
+
+/* acc (C, KH*KW, VO) += the image's share; returns nothing: the bias sum is
+ * taken once per image by the caller. xp (C, Hp, Wp), dyt (OH*OW, VO). */
+#define DEF_WGRAD16(KH, KW)                                                                 \
+  DIRECT_SIMD static void wgrad16_##KH##x##KW(const float *restrict xp, int64_t C, int64_t Hp, \
+                                              int64_t Wp, const float *restrict dyt, int64_t OH, \
+                                              int64_t OW, float *restrict acc) {            \
+    for (int64_t c = 0; c < C; c++) {                                                        \
+      float r[KH * KW][VO];                                                                  \
+      float *ac = acc + c * KH * KW * VO;                                                    \
+      _Pragma("GCC unroll 25") for (int k = 0; k < KH * KW; k++)                             \
+      _Pragma("omp simd") for (int j = 0; j < VO; j++) r[k][j] = ac[k * VO + j];             \
+      const float *x = xp + c * Hp * Wp;                                                     \
+      for (int64_t oh = 0; oh < OH; oh++)                                                    \
+        for (int64_t ow = 0; ow < OW; ow++) {                                                \
+          const float *d = dyt + (oh * OW + ow) * VO, *xr = x + oh * Wp + ow;                \
+          _Pragma("GCC unroll 8") for (int kh = 0; kh < KH; kh++)                            \
+          _Pragma("GCC unroll 8") for (int kw = 0; kw < KW; kw++) {                          \
+            float xv = xr[kh * Wp + kw];                                                     \
+            _Pragma("omp simd") for (int j = 0; j < VO; j++) r[kh * KW + kw][j] += xv * d[j]; \
+          }                                                                                  \
+        }                                                                                    \
+      _Pragma("GCC unroll 25") for (int k = 0; k < KH * KW; k++)                             \
+      _Pragma("omp simd") for (int j = 0; j < VO; j++) ac[k * VO + j] = r[k][j];             \
+    }                                                                                        \
+  }
+DEF_WGRAD16(5, 5)
+DEF_WGRAD16(3, 3)
+
+/* dy (VO, P) -> dyt (P, VO); acb (VO) += the sums over P */
+DIRECT_SIMD static void transpose16(const float *restrict dy, int64_t P, float *restrict dyt, float *restrict acb) {
+  for (int64_t p = 0; p < P; p++) {
+    float v[VO];
+    for (int j = 0; j < VO; j++) v[j] = dy[j * P + p];
+#pragma omp simd
+    for (int j = 0; j < VO; j++) { dyt[p * VO + j] = v[j]; acb[j] += v[j]; }
+  }
+}
+
+void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nt) {
+  const int64_t N = a->N, C = a->C, H = a->H, W = a->W, KH = a->KH, KW = a->KW, OH = a->OH, OW = a->OW,
+                ph = a->p.pad_h, pw = a->p.pad_w, KK = KH * KW;
+  const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, WN = C * KK * VO;
+  if (nt > N) nt = (int)N;
+  if (nt > 16) nt = 16;   /* the partials live on this stack */
+  if (nt < 1) nt = 1;
+  float part[nt][16 * 25 * VO + VO] __attribute__((aligned(64)));
+  const float *in = (const float *)a->in, *dout = (const float *)a->dout;
+  const bool padded = ph || pw;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    int t = omp_get_thread_num(), T = omp_get_num_threads();
+    float *acc = part[t], *acb = part[t] + WN;
+    memset(acc, 0, (size_t)(WN + VO) * sizeof(float));
+    float *xp = (float *)a->scratch + (int64_t)t * a->slice, *dyt = xp + C * Hp * Wp;
+    if (padded) memset(xp, 0, (size_t)(C * Hp * Wp) * sizeof(float));
+    int64_t n0 = N * t / T, n1 = N * (t + 1) / T;
+    for (int64_t n = n0; n < n1; n++) {
+      const float *x = in + n * C * H * W;
+      if (padded) {
+        for (int64_t c = 0; c < C; c++)
+          for (int64_t h = 0; h < H; h++)
+            memcpy(xp + (c * Hp + h + ph) * Wp + pw, x + (c * H + h) * W, (size_t)W * sizeof(float));
+        x = xp;
+      }
+      transpose16(dout + n * VO * OH * OW, OH * OW, dyt, acb);
+      if (KH == 5) wgrad16_5x5(x, C, Hp, Wp, dyt, OH, OW, acc);
+      else wgrad16_3x3(x, C, Hp, Wp, dyt, OH, OW, acc);
+    }
+  }
+  /* dw[o][c][k] = sum over threads of acc[c][k][o], in thread order */
+  float *dw = (float *)a->dw, *db = (float *)a->db;
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t k = 0; k < KK; k++)
+      for (int64_t o = 0; o < VO; o++) {
+        int64_t i = (c * KK + k) * VO + o;
+        float s = part[0][i];
+        for (int t = 1; t < nt; t++) s += part[t][i];
+        dw[(o * C + c) * KK + k] = s;
+      }
+  if (db)
+    for (int64_t o = 0; o < VO; o++) {
       float s = part[0][WN + o];
       for (int t = 1; t < nt; t++) s += part[t][WN + o];
       db[o] = s;

@@ -100,9 +100,12 @@ bool nn_conv_direct_ok(const ln_conv2d_args *a);
 int nn_conv_direct_fwd(const ln_conv2d_args *a);
 bool nn_conv_direct_bwd_data_ok(const ln_conv2d_args *a);
 void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nthreads);
+bool nn_conv_direct_narrow_data_ok(const ln_conv2d_args *a);
 /* weight gradient (+ bias gradient when a->db) for 1-2 input channels */
 bool nn_conv_direct_wgrad_ok(const ln_conv2d_args *a);
 void nn_conv_direct_wgrad(const ln_conv2d_args *a, int nthreads);
+bool nn_conv_direct_wgrad16_ok(const ln_conv2d_args *a);
+void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nthreads);
 /* float32, one group, through oneDNN (conv_dnnl.c); 0, or -1 when oneDNN
  * cannot (the caller falls back to im2col + GEMM) */
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
