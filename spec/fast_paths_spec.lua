@@ -122,20 +122,20 @@ describe('max_pool2d 2x2 stride 2 backward', function()
   end)
 end)
 
+-- max |a - b| / (1 + max |b|)
+local function rel_err(a, b)
+  local av, bv = flat(a), flat(b)
+  assert.are.equal(#bv, #av)
+  local m, s = 0, 0
+  for i = 1, #bv do
+    m = math.max(m, math.abs(av[i] - bv[i]))
+    s = math.max(s, math.abs(bv[i]))
+  end
+  return m / (1 + s)
+end
+
 describe('direct convolution for 1-2 input channels (float32)', function()
   local F = lunet.nn.functional
-
-  -- max |a - b| / (1 + max |b|)
-  local function rel_err(a, b)
-    local av, bv = flat(a), flat(b)
-    assert.are.equal(#bv, #av)
-    local m, s = 0, 0
-    for i = 1, #bv do
-      m = math.max(m, math.abs(av[i] - bv[i]))
-      s = math.max(s, math.abs(bv[i]))
-    end
-    return m / (1 + s)
-  end
 
   -- forward (with bias), input, weight and bias gradients of the float32 path
   -- against the float64 one (im2col + GEMM in double: the direct kernels are
@@ -179,17 +179,6 @@ end)
 describe('direct gradients for narrow 3-16 channel convolutions (float32)', function()
   local F = lunet.nn.functional
   pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
-
-  local function rel_err(a, b)
-    local av, bv = flat(a), flat(b)
-    assert.are.equal(#bv, #av)
-    local m, s = 0, 0
-    for i = 1, #bv do
-      m = math.max(m, math.abs(av[i] - bv[i]))
-      s = math.max(s, math.abs(bv[i]))
-    end
-    return m / (1 + s)
-  end
 
   -- 16 outputs and rows up to 16 wide: the weight gradient over output-channel
   -- vectors (nn_conv_direct_wgrad16); 3-8 input channels, rows up to 16: the
