@@ -11,12 +11,8 @@ local function ok(rc)
   if rc ~= 0 then error(ffi.string(C.ln_last_error()), 2) end
 end
 
-local function flat(t)
-  local b, n = t:double():read()
-  local r = {}
-  for i = 1, n do r[i] = b[i - 1] end
-  return r
-end
+-- every element, in order, as Lua numbers
+local function flat(t) return t:double():flatten():totable() end
 
 -- values with many ties (small integers) and some NaN
 local function tie_tensor(shape, dtype, nan_every)

@@ -326,12 +326,7 @@ end)
 describe('Sequential runs ReLU -> MaxPool2d as MaxPool2d -> ReLU', function()
   local nn = lunet.nn
   local ffi = require 'ffi'
-  local function vals(t)
-    local b, n = t:double():read()
-    local r = {}
-    for i = 1, n do r[i] = b[i - 1] end
-    return r
-  end
+  local function vals(t) return t:double():flatten():totable() end
   -- bitwise the same (NaN where NaN) as the modules called one by one
   local function same(a, b, what)
     local av, bv = vals(a), vals(b)
