@@ -73,18 +73,20 @@ function Sequential:forward(x)
       local r = self[names[i + 2]]
       if getmetatable(r) == ReLU and rawget(r, 'forward') == nil and type(m.padding) ~= 'string' then s = 3 end
     end
+    -- the fusable blocks from i + s on, their parts kept in a reused table
     local run = 0
+    local blocks = rawget(self, '_block_run')
     if bn and getmetatable(self[names[i + s]]) == BasicBlock then
-      while i + s + run <= n and run < MAXB and BasicBlock.eval_parts(self[names[i + s + run]], x) do run = run + 1 end
+      if not blocks then blocks = {}; rawset(self, '_block_run', blocks) end
+      while i + s + run <= n and run < MAXB do
+        local b = blocks[run + 1] or {}
+        blocks[run + 1] = b
+        b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + s + run]], x)
+        if not b[1] then break end
+        run = run + 1
+      end
     end
     if run >= 2 or (run >= 1 and s > 0) then
-      local blocks = rawget(self, '_block_run')
-      if not blocks then blocks = {}; rawset(self, '_block_run', blocks) end
-      for k = 1, run do
-        local b = blocks[k] or {}
-        blocks[k] = b
-        b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + s + k - 1]], x)
-      end
       if s > 0 then x = F.basic_blocks_eval(x, blocks, run, m, bn) else x = F.basic_blocks_eval(x, blocks, run) end
       i = i + s + run
     elseif bn and Conv2d.fusable(m, bn) then
