@@ -360,6 +360,16 @@ static int cache_run(const dkey *k, const ln_conv2d_args *a, char *const *ptr, c
   return rc;
 }
 
+/* Has oneDNN already been found to offer only its reference kernel for this
+ * pass (see is_reference)? Lets callers skip the preparation for it. */
+static bool known_rejected(dstate *st, const ln_conv2d_args *a, int op, int nt, bool bias) {
+  dkey k;
+  key_of(&k, a, op, nt, bias);
+  for (int i = 0; i < CACHE; i++)
+    if (st->e[i].rejected && memcmp(&st->e[i].key, &k, sizeof k) == 0) return true;
+  return false;
+}
+
 static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
   dkey k;
   key_of(&k, a, op, nt, bias);
@@ -441,6 +451,10 @@ int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
   if (a->O % 16) return -1;
   dstate *st = state_get();
   if (!st) return -1;
+  ln_conv2d_args g = *a;
+  g.raw = RAW_DST;
+  if (known_rejected(st, &g, OP_BWD_W, nt, with_bias) || known_rejected(st, &g, OP_BWD_DATA, nt, false))
+    return -1;   /* no blocked copy of grad_output made for nothing */
   size_t need = nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW);
   if (need > st->gb_cap) {
     free(st->gb);
@@ -450,8 +464,6 @@ int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
     st->gb_cap = need;
   }
   if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb) != 0) return -1;
-  ln_conv2d_args g = *a;
-  g.raw = RAW_DST;
   g.dout = st->gb;
   char *pw[4] = {g.in, g.dout, g.dw, g.db};
   if (dnnl_conv(&g, OP_BWD_W, with_bias, nt, pw) != 0) return -1;
