@@ -37,6 +37,7 @@ typedef struct device {
   pthread_cond_t work_cv, done_cv;
   task *ring;
   int64_t submitted, completed;
+  int64_t wake_at;       /* the smallest seq a waiter on done_cv waits for (INT64_MAX: none) */
   bool stop, has_error;
   char error[1024];
   int64_t error_seq;     /* index of the task that failed */
@@ -71,6 +72,14 @@ static int64_t parse_bytes(const char *s) {
 
 /* ---- stream worker -------------------------------------------------------- */
 
+/* with d->lock held: block until task seq-1 of d is done */
+static void wait_locked(device *d, int64_t seq) {
+  while (d->completed < seq) {
+    if (seq < d->wake_at) d->wake_at = seq;
+    pthread_cond_wait(&d->done_cv, &d->lock);
+  }
+}
+
 static void *worker_main(void *arg) {
   device *d = arg;
   tls_threads = d->threads;
@@ -96,7 +105,13 @@ static void *worker_main(void *arg) {
       d->error_seq = d->completed;
     }
     d->completed++;
-    pthread_cond_broadcast(&d->done_cv);
+    /* wake waiters only when the one nearest its goal is there: a broadcast per
+     * task would wake a host waiting for queue space (or another stream waiting
+     * for an event) once per task, a context switch each on a busy machine */
+    if (d->completed >= d->wake_at) {
+      d->wake_at = INT64_MAX;
+      pthread_cond_broadcast(&d->done_cv);
+    }
   }
   pthread_mutex_unlock(&d->lock);
   return NULL;
@@ -157,10 +172,12 @@ static void runtime_init_once(void) {
     pthread_mutex_init(&comm_streams[i].lock, NULL);
     pthread_cond_init(&comm_streams[i].work_cv, NULL);
     pthread_cond_init(&comm_streams[i].done_cv, NULL);
+    comm_streams[i].wake_at = INT64_MAX;
     pthread_mutex_init(&devices[i].alloc_lock, NULL);
     pthread_mutex_init(&devices[i].lock, NULL);
     pthread_cond_init(&devices[i].work_cv, NULL);
     pthread_cond_init(&devices[i].done_cv, NULL);
+    devices[i].wake_at = INT64_MAX;
   }
   int n = requested_devices;
   const char *env = getenv("LUNET_CPU_DEVICES");
@@ -263,7 +280,8 @@ int ln_launch_flags(int id, const char *op, ln_task_fn fn, const void *args, siz
 static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
                    const ln_tensor *const *keep, int nkeep, int flags) {
   pthread_mutex_lock(&d->lock);
-  while (d->submitted - d->completed >= QUEUE_CAP) pthread_cond_wait(&d->done_cv, &d->lock);
+  /* full: wait until half of it is done, not for one slot (see worker_main) */
+  if (d->submitted - d->completed >= QUEUE_CAP) wait_locked(d, d->submitted - QUEUE_CAP / 2);
   task *t = &d->ring[d->submitted % QUEUE_CAP];
   t->fn = fn; t->op = op; t->nkeep = 0; t->flags = flags;
   for (int i = 0; i < nkeep; i++)
@@ -280,7 +298,7 @@ static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, s
 
 static int wait_seq(device *d, int64_t seq) {
   pthread_mutex_lock(&d->lock);
-  while (d->completed < seq) pthread_cond_wait(&d->done_cv, &d->lock);
+  wait_locked(d, seq);
   pthread_mutex_unlock(&d->lock);
   return 0;
 }
