@@ -230,6 +230,43 @@ describe('parallel.DataParallel', function()
     end)
   end
 
+  describe('pacing (3 devices: DataParallel on cpu:0-1, cpu:2 opens a gate)', function()
+    setup(function() lunet.set_cpu_devices(3) end)
+    teardown(release_devices)
+
+    it('the host queues up to two steps ahead of the devices, and no further', function()
+      lunet.manual_seed(6)
+      local ffi = require 'ffi'
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
+      local opt, crit = optim.SGD(dp:parameters(), { lr = 0.1 }), nn.CrossEntropyLoss()
+      local data = batches(3, 6)
+      local gate, fwd1 = ffi.new('int[1]'), ffi.new('ln_event[1]')
+      local function finish(out, i)
+        crit(out, data[i][2]):backward()
+        opt:step()
+      end
+      lunet.synchronize()
+      -- cpu:1 holds until cpu:2 opens the gate, 2 s from now: the host queues
+      -- steps 1 and 2 long before that; step 3 must wait for step 1's forward
+      -- (a host that waited too early or not at all fails the checks below)
+      assert.equal(0, C.ln_stream_inject_gate(1, gate))
+      assert.equal(0, C.ln_stream_inject_opener(2, gate, 2))
+      opt:zero_grad()
+      local out = dp(data[1][1])
+      assert.equal(0, C.ln_event_record(1, fwd1))         -- step 1's forward on cpu:1 ends here
+      finish(out, 1)
+      opt:zero_grad()
+      finish(dp(data[2][1]), 2)
+      assert.equal(0, C.ln_event_query(fwd1))              -- step 1 is still held on cpu:1
+      opt:zero_grad()
+      out = dp(data[3][1])
+      assert.equal(1, C.ln_event_query(fwd1))
+      finish(out, 3)
+      lunet.synchronize()
+      assert_identical(dp)
+    end)
+  end)
+
   describe('errors and the Module interface (2 devices)', function()
     setup(function() lunet.set_cpu_devices(2) end)
     teardown(release_devices)

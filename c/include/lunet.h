@@ -574,6 +574,9 @@ LN_API int ln_stream_inject_error(int device, const char *message);
  * nonzero (set by the caller later; *gate must outlive the task). Lets specs
  * order work across streams deterministically instead of by timing. */
 LN_API int ln_stream_inject_gate(int device, const int *gate);
+/* Testing hook: enqueue a task that sleeps `seconds`, then sets *gate to 1:
+ * a gate opened from another stream, for specs that check a host wait. */
+LN_API int ln_stream_inject_opener(int device, int *gate, double seconds);
 
 #ifndef LN_CDEF
 #ifdef __cplusplus
