@@ -523,6 +523,13 @@ describe('batch norm kernels', function()
       fails(C.ln_batchnorm_forward(lunet.zeros(2, 3).p, nil, nil, lunet.zeros(2, 3).p, lunet.zeros(4).p, nil, nil, nil, 1, 0.1, 1e-5)))
     assert.matches('batch_norm_backward: save_mean and save_invstd',
       fails(C.ln_batchnorm_backward(nil, nil, nil, x.p, x.p, nil, nil, nil, 1)))
+    assert.matches('batch_norm_relu: expected more than 1 value per channel when training',
+      fails(C.ln_batchnorm_relu_forward(lunet.zeros(1, 3).p, nil, nil, x.p, nil, nil, nil, nil, 1, 0.1, 1e-5)))
+    assert.matches('batch_norm_relu_backward: out %(the forward\'s output%) is required',
+      fails(C.ln_batchnorm_relu_backward(nil, nil, nil, x.p, nil, x.p, nil, x.p, x.p, 1)))
+    assert.matches('batch_norm_relu_backward: out has shape {2,3}, expected {1,3}',
+      fails(C.ln_batchnorm_relu_backward(nil, nil, nil, x.p, lunet.zeros(2, 3).p, x.p, nil, lunet.zeros(3).p,
+        lunet.zeros(3).p, 1)))
   end)
 end)
 

@@ -370,3 +370,67 @@ describe('Sequential runs ReLU -> MaxPool2d as MaxPool2d -> ReLU', function()
     end
   end
 end)
+
+-- training: BatchNorm2d -> ReLU runs as F.batch_norm_relu in nn.Sequential and
+-- nn.BasicBlock. The reference is the same modules with the fusion turned off
+-- (an instance with its own forward runs as written): the values must be the
+-- same bit for bit (same arithmetic, one pass instead of two).
+describe('BatchNorm -> ReLU in training (fused)', function()
+  local function unfused(model)
+    for _, m in ipairs(model:modules()) do
+      if m.__name == 'nn.BatchNorm2d' then rawset(m, 'forward', getmetatable(m).forward) end
+    end
+    return model
+  end
+  local function run(model, x, g)
+    local y = model(x)
+    y:backward(g)
+    local out = { y, x.grad }
+    for _, p in ipairs(model:parameters()) do out[#out + 1] = p.grad end
+    for _, b in ipairs(model:buffers()) do out[#out + 1] = b end
+    return out
+  end
+  local function same(a, b)
+    assert.equal(#b, #a)
+    for i = 1, #b do assert.equal(0, maxdiff(a[i], b[i]), 'tensor ' .. i) end
+  end
+
+  for _, case in ipairs({
+    { 'Sequential stem', function() return nn.Sequential { nn.Conv2d(3, 8, 3, { padding = 1, bias = false }),
+      nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2) } end, { 4, 3, 8, 8 } },
+    { 'BasicBlock 8 -> 16, stride 2', function() return nn.Sequential { nn.BasicBlock(8, 16, 2) } end, { 4, 8, 8, 8 } },
+    { 'ResNet-8', function()
+      package.path = 'bench/?.lua;' .. package.path
+      return require('models').resnet8.build(nn)
+    end, { 4, 3, 32, 32 } },
+  }) do
+    it(case[1] .. ': outputs, gradients and running statistics equal the unfused modules', function()
+      lunet.manual_seed(11)
+      local model = case[2]()
+      local ref = unfused(model:clone())
+      local x = lunet.randn(case[3])
+      local xa, xb = x:clone():requires_grad_(), x:clone():requires_grad_()
+      local g = lunet.randn(model:clone()(x):size())   -- (a clone: the running stats stay as they are)
+      model:zero_grad()
+      local a, b = run(model, xa, g), run(ref, xb, g)
+      same(a, b)
+      assert.is_true(maxabs(a[2]) > 0)   -- a gradient flowed through the fused op
+    end)
+  end
+
+  it('is not used for a BatchNorm with its own forward (as DataParallel sync_bn makes) or a subclass', function()
+    local BatchNorm = require 'lunet.nn.BatchNorm'
+    local bn = nn.BatchNorm2d(4)
+    assert.is_true(BatchNorm.fusable(bn))
+    rawset(bn, 'forward', function(self, x) return x end)
+    assert.is_false(BatchNorm.fusable(bn))
+    local Sub = nn.BatchNorm2d:extend('MyBN')
+    assert.is_false(BatchNorm.fusable(Sub(4)))
+    -- the module seen through the Sequential: its own forward runs
+    local calls = 0
+    local mine = nn.BatchNorm2d(4)
+    rawset(mine, 'forward', function(self, x) calls = calls + 1; return getmetatable(self).forward(self, x) end)
+    nn.Sequential { mine, nn.ReLU() }(lunet.randn(2, 4, 3, 3))
+    assert.equal(1, calls)
+  end)
+end)

@@ -65,7 +65,7 @@ ln_kview ln_kview_of(const ln_tensor *t);
 /* ---- devices, streams, launch ---------------------------------------------- */
 typedef int (*ln_task_fn)(void *args);
 
-enum { LN_TASK_ARGS = 2048, LN_TASK_KEEP = 8 };
+enum { LN_TASK_ARGS = 2048, LN_TASK_KEEP = 10 };
 
 /* Run fn(args) on the device's stream: inline for the default single CPU
  * device, queued for virtual devices. args are copied (argsize bytes, at most

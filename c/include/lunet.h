@@ -381,6 +381,16 @@ LN_API int ln_batchnorm_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *
                                  const ln_tensor *dout, const ln_tensor *in, const ln_tensor *weight,
                                  const ln_tensor *save_mean, const ln_tensor *save_invstd,
                                  int training);
+/* out = relu(batch_norm(in)) in one pass; the backward takes the forward's
+ * out and returns the gradients of relu(batch_norm(in)) (arguments as above) */
+LN_API int ln_batchnorm_relu_forward(ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd,
+                                     const ln_tensor *in, const ln_tensor *weight, const ln_tensor *bias,
+                                     ln_tensor *running_mean, ln_tensor *running_var, int training,
+                                     double momentum, double eps);
+LN_API int ln_batchnorm_relu_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias,
+                                      const ln_tensor *dout, const ln_tensor *out, const ln_tensor *in,
+                                      const ln_tensor *weight, const ln_tensor *save_mean,
+                                      const ln_tensor *save_invstd, int training);
 
 /* softmax or log-softmax (log = 1) along dim (0-based); backward takes the
  * forward's output */

@@ -2,7 +2,10 @@
  * front ends and CPU kernels. The kernels run one channel per work item over
  * its N planes of S contiguous elements: two passes for the statistics
  * (mean, then the centred sum of squares, accumulated in double per plane),
- * one fused scale-and-shift pass for the output. */
+ * one fused scale-and-shift pass for the output. The _relu variants apply a
+ * ReLU in that pass and mask the incoming gradient by its zeros in the
+ * backward: BatchNorm -> ReLU in training without the ReLU's two passes over
+ * memory (its forward, and its backward before this backward's). */
 #include "nn.h"
 #include <math.h>
 #include <omp.h>
@@ -57,8 +60,13 @@ static int bn_threads(int64_t n, int64_t C) {
       for (int64_t n = 0; n < N; n++) {                                                      \
         const T *x = (const T *)a->in + (n * C + c) * S;                                     \
         T *y = (T *)a->out + (n * C + c) * S;                                                \
-        _Pragma("omp simd")                                                                  \
-        for (int64_t j = 0; j < S; j++) y[j] = x[j] * k + sh;                                \
+        if (a->relu) {   /* (as the relu kernel: NaN stays NaN) */                           \
+          _Pragma("omp simd")                                                                \
+          for (int64_t j = 0; j < S; j++) { T v = x[j] * k + sh; y[j] = v < 0 ? (T)0 : v; }  \
+        } else {                                                                             \
+          _Pragma("omp simd")                                                                \
+          for (int64_t j = 0; j < S; j++) y[j] = x[j] * k + sh;                              \
+        }                                                                                    \
       }                                                                                      \
     }                                                                                        \
   }                                                                                          \
@@ -73,9 +81,18 @@ static int bn_threads(int64_t n, int64_t C) {
       for (int64_t n = 0; n < N; n++) {                                                      \
         const T *x = (const T *)a->in + (n * C + c) * S;                                     \
         const T *dy = (const T *)a->dout + (n * C + c) * S;                                  \
+        const T *fy = a->relu ? (const T *)a->out + (n * C + c) * S : NULL;                  \
         double p1 = 0, p2 = 0;                                                               \
-        _Pragma("omp simd reduction(+:p1,p2)")                                               \
-        for (int64_t j = 0; j < S; j++) { p1 += dy[j]; p2 += dy[j] * (x[j] - mu); }          \
+        if (a->relu) {                                                                       \
+          _Pragma("omp simd reduction(+:p1,p2)")                                             \
+          for (int64_t j = 0; j < S; j++) {                                                  \
+            T g = fy[j] > 0 ? dy[j] : (T)0;                                                  \
+            p1 += g; p2 += g * (x[j] - mu);                                                  \
+          }                                                                                  \
+        } else {                                                                             \
+          _Pragma("omp simd reduction(+:p1,p2)")                                             \
+          for (int64_t j = 0; j < S; j++) { p1 += dy[j]; p2 += dy[j] * (x[j] - mu); }        \
+        }                                                                                    \
         sdy += p1; dot += p2;                                                                \
       }                                                                                      \
       if (a->dbias) ((T *)a->dbias)[c] = (T)sdy;                                             \
@@ -92,7 +109,17 @@ static int bn_threads(int64_t n, int64_t C) {
         const T *x = (const T *)a->in + (n * C + c) * S;                                     \
         const T *dy = (const T *)a->dout + (n * C + c) * S;                                  \
         T *dx = (T *)a->din + (n * C + c) * S;                                               \
-        if (a->training) {                                                                   \
+        const T *fy = a->relu ? (const T *)a->out + (n * C + c) * S : NULL;                  \
+        if (a->training && a->relu) {                                                        \
+          _Pragma("omp simd")                                                                \
+          for (int64_t j = 0; j < S; j++) {                                                  \
+            T g = fy[j] > 0 ? dy[j] : (T)0;                                                  \
+            dx[j] = k * (g - km - (x[j] - mu) * kx);                                         \
+          }                                                                                  \
+        } else if (a->relu) {                                                                \
+          _Pragma("omp simd")                                                                \
+          for (int64_t j = 0; j < S; j++) dx[j] = k * (fy[j] > 0 ? dy[j] : (T)0);            \
+        } else if (a->training) {                                                            \
           _Pragma("omp simd")                                                                \
           for (int64_t j = 0; j < S; j++) dx[j] = k * (dy[j] - km - (x[j] - mu) * kx);       \
         } else {                                                                             \
@@ -140,11 +167,12 @@ static int check_vec(const char *fn, const char *name, const ln_tensor *t, const
   return t ? nn_check(fn, name, t, in->dtype_id, in->device_id, 1, shape) : 0;
 }
 
-int ln_batchnorm_forward(ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd, const ln_tensor *in,
-                         const ln_tensor *weight, const ln_tensor *bias, ln_tensor *running_mean,
-                         ln_tensor *running_var, int training, double momentum, double eps) {
-  const char *fn = "batch_norm";
+static int bn_forward(const char *fn, int relu, ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd,
+                      const ln_tensor *in, const ln_tensor *weight, const ln_tensor *bias,
+                      ln_tensor *running_mean, ln_tensor *running_var, int training, double momentum,
+                      double eps) {
   ln_batchnorm_args a = {0};
+  a.relu = relu;
   char s[160];
   if (bn_input(fn, "input", in, &a) != 0) return -1;
   if (nn_check(fn, "out", out, in->dtype_id, in->device_id, in->ndim, in->shape) != 0 ||
@@ -194,12 +222,28 @@ done:
   return rc;
 }
 
-int ln_batchnorm_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias, const ln_tensor *dout,
-                          const ln_tensor *in, const ln_tensor *weight, const ln_tensor *save_mean,
-                          const ln_tensor *save_invstd, int training) {
-  const char *fn = "batch_norm_backward";
+int ln_batchnorm_forward(ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd, const ln_tensor *in,
+                         const ln_tensor *weight, const ln_tensor *bias, ln_tensor *running_mean,
+                         ln_tensor *running_var, int training, double momentum, double eps) {
+  return bn_forward("batch_norm", 0, out, save_mean, save_invstd, in, weight, bias, running_mean, running_var,
+                    training, momentum, eps);
+}
+
+int ln_batchnorm_relu_forward(ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd, const ln_tensor *in,
+                              const ln_tensor *weight, const ln_tensor *bias, ln_tensor *running_mean,
+                              ln_tensor *running_var, int training, double momentum, double eps) {
+  return bn_forward("batch_norm_relu", 1, out, save_mean, save_invstd, in, weight, bias, running_mean,
+                    running_var, training, momentum, eps);
+}
+
+/* out: the relu variant's forward output (NULL: plain batch norm) */
+static int bn_backward(const char *fn, ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias, const ln_tensor *dout,
+                       const ln_tensor *out, const ln_tensor *in, const ln_tensor *weight,
+                       const ln_tensor *save_mean, const ln_tensor *save_invstd, int training) {
   ln_batchnorm_args a = {0};
   if (bn_input(fn, "input", in, &a) != 0) return -1;
+  if (out && nn_check(fn, "out", out, in->dtype_id, in->device_id, in->ndim, in->shape) != 0) return -1;
+  a.relu = out != NULL;
   if (nn_check(fn, "grad_output", dout, in->dtype_id, in->device_id, in->ndim, in->shape) != 0 ||
       (din && nn_check(fn, "grad_input", din, in->dtype_id, in->device_id, in->ndim, in->shape) != 0) ||
       check_vec(fn, "grad_weight", dweight, in, a.C) != 0 || check_vec(fn, "grad_bias", dbias, in, a.C) != 0 ||
@@ -212,22 +256,38 @@ int ln_batchnorm_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias, 
   if (!din && !dweight && !dbias) return 0;
   a.training = training != 0;
   int dev = in->device_id, rc = -1;
-  nn_in xi = {0}, wi = {0}, gi = {0}, mi = {0}, si = {0};
+  nn_in xi = {0}, wi = {0}, gi = {0}, mi = {0}, si = {0}, yi = {0};
   nn_out o = {0}, ow = {0}, ob = {0};
   if (nn_input(fn, "input", in, &xi) != 0 || nn_input(fn, "weight", weight, &wi) != 0 ||
+      nn_input(fn, "out", out, &yi) != 0 ||
       nn_input(fn, "grad_output", dout, &gi) != 0 || nn_input(fn, "save_mean", save_mean, &mi) != 0 ||
       nn_input(fn, "save_invstd", save_invstd, &si) != 0 || nn_output(fn, "grad_input", din, &o) != 0 ||
       nn_output(fn, "grad_weight", dweight, &ow) != 0 || nn_output(fn, "grad_bias", dbias, &ob) != 0)
     goto done;
   a.in = nn_ptr(xi.t); a.weight = nn_ptr(wi.t); a.dout = nn_ptr(gi.t);
   a.save_mean = nn_ptr(mi.t); a.save_invstd = nn_ptr(si.t);
-  a.din = nn_ptr(o.t); a.dweight = nn_ptr(ow.t); a.dbias = nn_ptr(ob.t);
-  const ln_tensor *keep[8] = {o.t, ow.t, ob.t, xi.t, wi.t, gi.t, mi.t, si.t};
-  rc = ln_launch(dev, fn, ln_backend_of(dev)->batchnorm_bwd, &a, sizeof a, keep, 8);
+  a.din = nn_ptr(o.t); a.dweight = nn_ptr(ow.t); a.dbias = nn_ptr(ob.t); a.out = nn_ptr(yi.t);
+  const ln_tensor *keep[9] = {o.t, ow.t, ob.t, xi.t, wi.t, gi.t, mi.t, si.t, yi.t};
+  rc = ln_launch(dev, fn, ln_backend_of(dev)->batchnorm_bwd, &a, sizeof a, keep, 9);
 done:
   rc = nn_out_finish(&o, rc);
   rc = nn_out_finish(&ow, rc);
   rc = nn_out_finish(&ob, rc);
-  nn_in_free(&xi); nn_in_free(&wi); nn_in_free(&gi); nn_in_free(&mi); nn_in_free(&si);
+  nn_in_free(&xi); nn_in_free(&wi); nn_in_free(&gi); nn_in_free(&mi); nn_in_free(&si); nn_in_free(&yi);
   return rc;
+}
+
+int ln_batchnorm_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias, const ln_tensor *dout,
+                          const ln_tensor *in, const ln_tensor *weight, const ln_tensor *save_mean,
+                          const ln_tensor *save_invstd, int training) {
+  return bn_backward("batch_norm_backward", din, dweight, dbias, dout, NULL, in, weight, save_mean, save_invstd,
+                     training);
+}
+
+int ln_batchnorm_relu_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias, const ln_tensor *dout,
+                               const ln_tensor *out, const ln_tensor *in, const ln_tensor *weight,
+                               const ln_tensor *save_mean, const ln_tensor *save_invstd, int training) {
+  if (!out) return ln_error("batch_norm_relu_backward: out (the forward's output) is required");
+  return bn_backward("batch_norm_relu_backward", din, dweight, dbias, dout, out, in, weight, save_mean,
+                     save_invstd, training);
 }

@@ -62,6 +62,7 @@ typedef struct {
 /* batch norm over in (N,C,S); mean/invstd/running/weight/bias (C) */
 typedef struct {
   int dtype, training;
+  int relu;   /* out = relu(bn(in)); backward: out is the forward's, its zeros mask dout */
   int64_t N, C, S;
   double momentum, eps;
   char *out, *in, *weight, *bias, *save_mean, *save_invstd, *running_mean, *running_var;

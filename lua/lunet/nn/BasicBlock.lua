@@ -2,10 +2,11 @@
 -- written by composing module outputs:
 --   out = relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
 -- shortcut is the identity, or a 1x1 strided conv + batch norm when the
--- shape changes.
+-- shape changes. relu(bn1(.)) runs as one op (F.batch_norm_relu) in training.
 local Module = require 'lunet.nn.Module'
 local Conv2d = require 'lunet.nn.Conv2d'
 local BatchNorm2d = require 'lunet.nn.BatchNorm2d'
+local BatchNorm = require 'lunet.nn.BatchNorm'
 local Sequential = require 'lunet.nn.Sequential'
 local F = require 'lunet.nn.functional'
 local A = require 'lunet.autograd'
@@ -80,8 +81,9 @@ function BasicBlock:forward(x)
     local residual = self.shortcut and self.shortcut(x) or x
     return conv2:forward_fused(out, bn2, residual, true)
   end
-  local out = self.bn1(self.conv1(x)):relu()
-  out = self.bn2(self.conv2(out))
+  local out = self.conv1(x)
+  if BatchNorm.fusable(bn1) then out = bn1:forward_relu(out) else out = bn1(out):relu() end
+  out = bn2(self.conv2(out))
   local residual = self.shortcut and self.shortcut(x) or x
   return (out + residual):relu()
 end

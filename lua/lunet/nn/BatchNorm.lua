@@ -41,11 +41,11 @@ end
 
 function BatchNorm:check_input(x) end
 
-function BatchNorm:forward(x)
-  if not require('lunet.tensor').is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(self.__name, type(x)), 3) end
+local function run(self, x, relu)
+  if not require('lunet.tensor').is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(self.__name, type(x)), 4) end
   self:check_input(x)
   if x:size(2) ~= self.num_features then
-    error(('%s: input has %d channels, expected %d'):format(self.__name, x:size(2), self.num_features), 3)
+    error(('%s: input has %d channels, expected %d'):format(self.__name, x:size(2), self.num_features), 4)
   end
   local momentum = self.momentum or 0
   if self.training and self.track_running_stats then
@@ -53,8 +53,25 @@ function BatchNorm:forward(x)
     if self.momentum == nil then momentum = 1 / self.num_batches_tracked:item() end
   end
   local use_batch = self.training or not self.track_running_stats
-  return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
-    momentum, self.eps)
+  return (relu and F.batch_norm_relu or F.batch_norm)(x, self.running_mean, self.running_var, self.weight,
+    self.bias, use_batch, momentum, self.eps)
+end
+
+function BatchNorm:forward(x) return run(self, x, false) end
+
+-- relu(self:forward(x)) in one pass (F.batch_norm_relu); for nn.Sequential
+-- and nn.BasicBlock, when fusable(bn) says that is the same as the two modules
+function BatchNorm:forward_relu(x) return run(self, x, true) end
+
+-- bn:forward(x):relu() may run as bn:forward_relu(x): a BatchNorm1d/2d
+-- itself (a subclass such as a user's, or an instance with its own forward,
+-- e.g. DataParallel's sync_bn, runs as written)
+local BN1d, BN2d
+function BatchNorm.fusable(bn)
+  BN1d = BN1d or require 'lunet.nn.BatchNorm1d'
+  BN2d = BN2d or require 'lunet.nn.BatchNorm2d'
+  local mt = getmetatable(bn)
+  return (mt == BN2d or mt == BN1d) and rawget(bn, 'forward') == nil
 end
 
 function BatchNorm:extra_repr()

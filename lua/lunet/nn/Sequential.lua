@@ -3,6 +3,7 @@
 -- state_dict keys match), while seq[1] is the first module, as in Lua.
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local BatchNorm = require 'lunet.nn.BatchNorm'
 
 local Sequential = Module:extend('nn.Sequential')
 
@@ -94,6 +95,9 @@ function Sequential:forward(x)
       local relu = r and getmetatable(r) == ReLU and rawget(r, 'forward') == nil
       x = m:forward_fused(x, bn, nil, relu)
       i = i + (relu and 3 or 2)
+    elseif bn and getmetatable(bn) == ReLU and rawget(bn, 'forward') == nil and BatchNorm.fusable(m) then
+      x = m:forward_relu(x)   -- BatchNorm -> ReLU in one pass (F.batch_norm_relu)
+      i = i + 2
     elseif bn and getmetatable(m) == ReLU and getmetatable(bn) == MaxPool2d and rawget(m, 'forward') == nil
       and rawget(bn, 'forward') == nil then
       x = m:forward(bn:forward(x))

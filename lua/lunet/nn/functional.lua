@@ -426,43 +426,55 @@ local function bn_bw(n, g)
   local din = n[1] and new_like(x) or nil
   local dw = n[2] and new_like(w) or nil
   local db = n[3] and new_like(w) or nil
-  check(C.ln_batchnorm_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w and w.p,
-    n.mean.p, n.invstd.p, n.training))
+  if n.out then
+    check(C.ln_batchnorm_relu_backward(din and din.p, dw and dw.p, db and db.p, g.p, n.out.p, x.p, w and w.p,
+      n.mean.p, n.invstd.p, n.training))
+  else
+    check(C.ln_batchnorm_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w and w.p,
+      n.mean.p, n.invstd.p, n.training))
+  end
   return din, dw, db
 end
 
--- batch_norm(x (N,C[,...]), running_mean, running_var, weight, bias, training, momentum, eps)
-function F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
-  need('batch_norm', x, 'input')
-  if running_mean ~= nil then need('batch_norm', running_mean, 'running_mean') end
-  if running_var ~= nil then need('batch_norm', running_var, 'running_var') end
-  if weight ~= nil then need('batch_norm', weight, 'weight') end
-  if bias ~= nil then need('batch_norm', bias, 'bias') end
-  kernel('batch_norm', 'ln_batchnorm_forward')
-  if x.p.ndim < 2 then error('batch_norm: input must be at least 2-d (N, C, ...)', 2) end
+local function batch_norm(fn, relu, x, running_mean, running_var, weight, bias, training, momentum, eps)
+  need(fn, x, 'input')
+  if running_mean ~= nil then need(fn, running_mean, 'running_mean') end
+  if running_var ~= nil then need(fn, running_var, 'running_var') end
+  if weight ~= nil then need(fn, weight, 'weight') end
+  if bias ~= nil then need(fn, bias, 'bias') end
+  kernel(fn, relu and 'ln_batchnorm_relu_forward' or 'ln_batchnorm_forward')
+  -- (level 2: F.batch_norm* tail-call this)
+  if x.p.ndim < 2 then error(fn .. ': input must be at least 2-d (N, C, ...)', 2) end
   local Cc = tonumber(x.p.shape[1])
   if not training and (running_mean == nil or running_var == nil) then
-    error('batch_norm: eval mode needs running_mean and running_var', 2)
+    error(fn .. ': eval mode needs running_mean and running_var', 2)
   end
   if training then
     local count = x:numel() / Cc
     if count <= 1 then
-      error(('batch_norm: expected more than 1 value per channel when training, got input {%s}'):format(
+      error(('%s: expected more than 1 value per channel when training, got input {%s}'):format(fn,
         table.concat(x:size(), ',')), 2)
     end
   end
   local out = new_like(x)
   local mean, invstd = new(x, Cc), new(x, Cc)
-  check(C.ln_batchnorm_forward(out.p, mean.p, invstd.p, x.p, weight and weight.p, bias and bias.p,
-    running_mean and running_mean.p, running_var and running_var.p, training and 1 or 0,
-    momentum or 0.1, eps or 1e-5))
+  check((relu and C.ln_batchnorm_relu_forward or C.ln_batchnorm_forward)(out.p, mean.p, invstd.p, x.p,
+    weight and weight.p, bias and bias.p, running_mean and running_mean.p, running_var and running_var.p,
+    training and 1 or 0, momentum or 0.1, eps or 1e-5))
   if grad_on(x, weight, bias) then
-    local n = node(bn_bw, 'batch_norm', edge(x), edge(weight), edge(bias))
+    local n = node(bn_bw, fn, edge(x), edge(weight), edge(bias))
     n.x, n.w, n.mean, n.invstd, n.training = A.saved(x), A.saved(weight), mean, invstd, training and 1 or 0
+    if relu then n.out = out:detach() end   -- (a handle without the record: no cycle)
     attach(out, n)
   end
   return out
 end
+
+-- batch_norm(x (N,C[,...]), running_mean, running_var, weight, bias, training, momentum, eps)
+function F.batch_norm(...) return batch_norm('batch_norm', false, ...) end
+-- relu(batch_norm(...)) in one pass each way (same arguments): what
+-- nn.BasicBlock and nn.Sequential run for BatchNorm2d -> ReLU in training
+function F.batch_norm_relu(...) return batch_norm('batch_norm_relu', true, ...) end
 
 -- ---- softmax and losses ---------------------------------------------------------------------
 
