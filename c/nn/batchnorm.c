@@ -17,14 +17,21 @@ static int bn_threads(int64_t n, int64_t C) {
   return nt;
 }
 
+/* each channel's work is a function compiled for AVX-512, AVX2 and baseline
+ * x86-64 (picked at load time), called from the OpenMP loop over channels */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(LN_NO_CLONES)
+#define BN_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define BN_SIMD
+#endif
+
 #define DEF_BN(T, SFX)                                                                       \
-  static void bn_fwd_##SFX(const ln_batchnorm_args *a, int nt) {                            \
+  BN_SIMD static void bn_fwd_ch_##SFX(const ln_batchnorm_args *a, int64_t c) {              \
     const int64_t N = a->N, C = a->C, S = a->S, M = N * S;                                   \
     const T *w = (const T *)a->weight, *b = (const T *)a->bias;                              \
     T *sm = (T *)a->save_mean, *si = (T *)a->save_invstd;                                    \
     T *rm = (T *)a->running_mean, *rv = (T *)a->running_var;                                 \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
-    for (int64_t c = 0; c < C; c++) {                                                        \
+    {                                                                                        \
       double mean, invstd;                                                                   \
       if (a->training) {                                                                     \
         double s = 0;                                                                        \
@@ -70,12 +77,15 @@ static int bn_threads(int64_t n, int64_t C) {
       }                                                                                      \
     }                                                                                        \
   }                                                                                          \
-  static void bn_bwd_##SFX(const ln_batchnorm_args *a, int nt) {                            \
+  static void bn_fwd_##SFX(const ln_batchnorm_args *a, int nt) {                            \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t c = 0; c < a->C; c++) bn_fwd_ch_##SFX(a, c);                                \
+  }                                                                                          \
+  BN_SIMD static void bn_bwd_ch_##SFX(const ln_batchnorm_args *a, int64_t c) {              \
     const int64_t N = a->N, C = a->C, S = a->S, M = N * S;                                   \
     const T *w = (const T *)a->weight, *sm = (const T *)a->save_mean;                        \
     const T *si = (const T *)a->save_invstd;                                                 \
-    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
-    for (int64_t c = 0; c < C; c++) {                                                        \
+    {                                                                                        \
       T mu = sm[c];                                                                          \
       double invstd = si[c], sdy = 0, dot = 0;                                               \
       for (int64_t n = 0; n < N; n++) {                                                      \
@@ -86,7 +96,7 @@ static int bn_threads(int64_t n, int64_t C) {
         if (a->relu) {                                                                       \
           _Pragma("omp simd reduction(+:p1,p2)")                                             \
           for (int64_t j = 0; j < S; j++) {                                                  \
-            T g = fy[j] > 0 ? dy[j] : (T)0;                                                  \
+            T d = dy[j], g = fy[j] > 0 ? d : (T)0;                                                  \
             p1 += g; p2 += g * (x[j] - mu);                                                  \
           }                                                                                  \
         } else {                                                                             \
@@ -97,7 +107,7 @@ static int bn_threads(int64_t n, int64_t C) {
       }                                                                                      \
       if (a->dbias) ((T *)a->dbias)[c] = (T)sdy;                                             \
       if (a->dweight) ((T *)a->dweight)[c] = (T)(dot * invstd);                              \
-      if (!a->din) continue;                                                                 \
+      if (!a->din) return;                                                                   \
       double wc = w ? (double)w[c] : 1.0;                                                    \
       T k = (T)(wc * invstd);                                                                \
       T km = 0, kx = 0;                                                                      \
@@ -113,12 +123,12 @@ static int bn_threads(int64_t n, int64_t C) {
         if (a->training && a->relu) {                                                        \
           _Pragma("omp simd")                                                                \
           for (int64_t j = 0; j < S; j++) {                                                  \
-            T g = fy[j] > 0 ? dy[j] : (T)0;                                                  \
+            T d = dy[j], g = fy[j] > 0 ? d : (T)0;                                                  \
             dx[j] = k * (g - km - (x[j] - mu) * kx);                                         \
           }                                                                                  \
         } else if (a->relu) {                                                                \
           _Pragma("omp simd")                                                                \
-          for (int64_t j = 0; j < S; j++) dx[j] = k * (fy[j] > 0 ? dy[j] : (T)0);            \
+          for (int64_t j = 0; j < S; j++) { T d = dy[j]; dx[j] = fy[j] > 0 ? k * d : (T)0; } \
         } else if (a->training) {                                                            \
           _Pragma("omp simd")                                                                \
           for (int64_t j = 0; j < S; j++) dx[j] = k * (dy[j] - km - (x[j] - mu) * kx);       \
@@ -128,6 +138,10 @@ static int bn_threads(int64_t n, int64_t C) {
         }                                                                                    \
       }                                                                                      \
     }                                                                                        \
+  }                                                                                          \
+  static void bn_bwd_##SFX(const ln_batchnorm_args *a, int nt) {                            \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                 \
+    for (int64_t c = 0; c < a->C; c++) bn_bwd_ch_##SFX(a, c);                                \
   }
 
 DEF_BN(float, f32)
