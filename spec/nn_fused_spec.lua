@@ -138,6 +138,40 @@ describe('conv2d_fused', function()
     end
   end)
 
+  it('conv2d training with the input kept blocked (ln_conv2d_forward_saving) = without', function()
+    local C = lunet.C
+    for _, c in ipairs { { 16, 16, 1, 10 }, { 16, 32, 2, 9 }, { 32, 32, 1, 6 } } do
+      local Cc, O, st, H = c[1], c[2], c[3], c[4]
+      local x = lunet.randn({ 3, Cc, H, H }):requires_grad_()
+      local w = (lunet.randn({ O, Cc, 3, 3 }) * 0.2):requires_grad_()
+      local b = lunet.randn({ O }):requires_grad_()
+      local opts = { stride = st, padding = 1 }
+      local params = require('ffi').new('ln_conv2d_params', st, st, 1, 1, 1, 1, 1)
+      local numel = tonumber(C.ln_conv2d_saved_numel(x.p, w.p, params))
+      assert.is_true(numel >= x:numel(), 'the saved path is taken for ' .. Cc .. '->' .. O)
+      local y = F.conv2d(x, w, b, opts)   -- (records the node with its saved input)
+      local g = lunet.randn(y:size())
+      y:backward(g)
+      -- the same convolution through the plain entry points (no saved input)
+      local y2, dx, dw, db = lunet.empty(y:size()), lunet.empty(x:size()), lunet.empty(w:size()), lunet.empty({ O })
+      assert.equal(0, C.ln_conv2d_forward(y2.p, x.p, w.p, b.p, params))
+      assert.equal(0, C.ln_conv2d_backward(dx.p, dw.p, db.p, g.p, x.p, w.p, params))
+      for _, p in ipairs { { y, y2 }, { x.grad, dx }, { w.grad, dw }, { b.grad, db } } do
+        assert.is_true(maxdiff(p[1], p[2]) <= 1e-5 * math.max(1, maxabs(p[2])), Cc .. '->' .. O)
+      end
+    end
+    -- misuse: a wrong size, a convolution that keeps no saved input
+    local x, w = lunet.randn({ 2, 16, 6, 6 }), lunet.randn({ 16, 16, 3, 3 })
+    local params = require('ffi').new('ln_conv2d_params', 1, 1, 1, 1, 1, 1, 1)
+    local out = lunet.empty({ 2, 16, 6, 6 })
+    assert.equal(-1, C.ln_conv2d_forward_saving(out.p, lunet.empty({ 7 }).p, x.p, w.p, nil, params))
+    assert.matches('conv2d: saved has shape {7}, expected', require('lunet.core').last_error())
+    local x3, w3 = lunet.randn({ 2, 3, 6, 6 }), lunet.randn({ 16, 3, 3, 3 })
+    assert.equal(0, tonumber(C.ln_conv2d_saved_numel(x3.p, w3.p, params)))
+    assert.equal(-1, C.ln_conv2d_forward_saving(out.p, lunet.empty({ 7 }).p, x3.p, w3.p, nil, params))
+    assert.matches('no saved input is used for this convolution', require('lunet.core').last_error())
+  end)
+
   it('bad input gives named errors', function()
     local x, w = lunet.randn({ 1, 2, 4, 4 }), lunet.randn({ 3, 2, 3, 3 })
     local rm = lunet.zeros({ 3 })

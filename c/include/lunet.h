@@ -305,6 +305,17 @@ LN_API int ln_conv2d_forward(ln_tensor *out, const ln_tensor *in, const ln_tenso
 LN_API int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db,
                               const ln_tensor *dout, const ln_tensor *in, const ln_tensor *w,
                               const ln_conv2d_params *p);
+/* Training with a saved input: when ln_conv2d_saved_numel(in, w, p) = n > 0
+ * (float32 convolutions whose passes all run on oneDNN, channels multiples of
+ * 16), the forward can also write the input in oneDNN's blocked layout to
+ * saved (float32, n elements) and the backward read it there instead of
+ * reordering the input again (one copy of the activation less per step). */
+LN_API int64_t ln_conv2d_saved_numel(const ln_tensor *in, const ln_tensor *w, const ln_conv2d_params *p);
+LN_API int ln_conv2d_forward_saving(ln_tensor *out, ln_tensor *saved, const ln_tensor *in,
+                                    const ln_tensor *w, const ln_tensor *b, const ln_conv2d_params *p);
+LN_API int ln_conv2d_backward_saved(ln_tensor *din, ln_tensor *dw, ln_tensor *db,
+                                    const ln_tensor *dout, const ln_tensor *in, const ln_tensor *w,
+                                    const ln_tensor *saved, const ln_conv2d_params *p);
 
 /* Inference-time fusion of conv -> batch norm (eval) -> + residual -> relu:
  *   out = relu?(bn?(conv(in, w) + b) + residual?)

@@ -345,6 +345,11 @@ static int conv_block_fwd(const ln_block_args *b) {
 int ln_cpu_conv2d_fwd(void *args) {
   const ln_conv2d_args *a = args;
   if (a->block) return conv_block_fwd((const ln_block_args *)args);
+  if (a->saved) {   /* training: the input kept blocked for the weight gradient */
+    int rc = nn_conv_dnnl_fwd_saving(a, conv_nt(a));
+    if (rc == -2) return ln_error("conv2d: cannot copy the input to the blocked layout (out of memory?)");
+    if (rc == 0) return 0;
+  }
   if (a->fold_only || a->res || a->relu) return conv_fwd_fused(a);
   return conv_fwd_plain(a);
 }
@@ -591,14 +596,26 @@ static size_t conv_plan(ln_conv2d_args *a, int nt, bool want_din, bool want_dw) 
   return bytes;
 }
 
+static int check_saved(const char *fn, const ln_tensor *saved, const ln_tensor *in, const ln_tensor *w,
+                       const ln_conv2d_params *p) {
+  int64_t n = ln_conv2d_saved_numel(in, w, p);
+  if (n == 0) return ln_error("%s: no saved input is used for this convolution (ln_conv2d_saved_numel is 0)", fn);
+  int64_t shape[1] = {n};
+  if (nn_check(fn, "saved", saved, LN_FLOAT32, in->device_id, 1, shape) != 0) return -1;
+  if (!ln_is_contiguous(saved)) return ln_error("%s: saved must be contiguous", fn);
+  return 0;
+}
+
 static int conv_forward(const char *fn, ln_tensor *out, const ln_tensor *in, const ln_tensor *w,
-                        const ln_tensor *b, const ln_conv2d_fuse *f, const ln_conv2d_params *p) {
+                        const ln_tensor *b, const ln_conv2d_fuse *f, ln_tensor *saved,
+                        const ln_conv2d_params *p) {
   ln_conv2d_args a;
   if (conv_geometry(fn, in, w, p, &a) != 0) return -1;
   int dt = in->dtype_id, dev = in->device_id;
   int64_t bshape[1] = {a.O}, oshape[4] = {a.N, a.O, a.OH, a.OW};
   if (b && nn_check(fn, "bias", b, dt, dev, 1, bshape) != 0) return -1;
   if (nn_check(fn, "out", out, dt, dev, 4, oshape) != 0) return -1;
+  if (saved && check_saved(fn, saved, in, w, p) != 0) return -1;
   const bool bn = f && f->bn_mean;
   if (f) {
     if ((!f->bn_mean) != (!f->bn_var))
@@ -645,8 +662,9 @@ static int conv_forward(const char *fn, ln_tensor *out, const ln_tensor *in, con
     a.b = a.w + WN * es;
   }
   if (f) { a.res = nn_ptr(ri.t); a.relu = f->relu != 0; }
-  const ln_tensor *keep[6] = {o.t, xi.t, &s.hold, bn ? NULL : wi.t, bn ? NULL : bi.t, ri.t};
-  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &a, sizeof a, keep, 6);
+  a.saved = saved ? nn_ptr(saved) : NULL;
+  const ln_tensor *keep[7] = {o.t, xi.t, &s.hold, bn ? NULL : wi.t, bn ? NULL : bi.t, ri.t, saved};
+  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_fwd, &a, sizeof a, keep, 7);
 done:
   rc = nn_out_finish(&o, rc);
   nn_scratch_free(&s);
@@ -657,19 +675,39 @@ done:
 
 int ln_conv2d_forward(ln_tensor *out, const ln_tensor *in, const ln_tensor *w, const ln_tensor *b,
                       const ln_conv2d_params *p) {
-  return conv_forward("conv2d", out, in, w, b, NULL, p);
+  return conv_forward("conv2d", out, in, w, b, NULL, NULL, p);
+}
+
+/* The saved copy pays off when both backward passes will run on oneDNN
+ * (nn_conv_dnnl_bwd) and the blocked layout needs no channel padding. */
+int64_t ln_conv2d_saved_numel(const ln_tensor *in, const ln_tensor *w, const ln_conv2d_params *p) {
+  ln_conv2d_args a;
+  if (!in || !w || !p || in->ndim != 4 || w->ndim != 4) return 0;
+  if (conv_geometry("conv2d_saved_numel", in, w, p, &a) != 0) { ln_clear_error(); return 0; }
+  const int impl = conv_impl();
+  if (a.C % 16 || a.O % 16 || a.OH * a.OW == 0 || !use_dnnl(&a, impl, PASS_FWD) ||
+      !use_dnnl(&a, impl, PASS_WEIGHT) || !use_dnnl(&a, impl, PASS_DATA))
+    return 0;
+  return (int64_t)(nn_conv_dnnl_blocked_bytes(a.N, a.C, a.H, a.W) / 4);
+}
+
+int ln_conv2d_forward_saving(ln_tensor *out, ln_tensor *saved, const ln_tensor *in, const ln_tensor *w,
+                             const ln_tensor *b, const ln_conv2d_params *p) {
+  return conv_forward("conv2d", out, in, w, b, NULL, saved, p);
 }
 
 int ln_conv2d_forward_fused(ln_tensor *out, const ln_tensor *in, const ln_tensor *w, const ln_tensor *b,
                             const ln_conv2d_fuse *f, const ln_conv2d_params *p) {
-  return conv_forward("conv2d_fused", out, in, w, b, f, p);
+  return conv_forward("conv2d_fused", out, in, w, b, f, NULL, p);
 }
 
-int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_tensor *dout,
-                       const ln_tensor *in, const ln_tensor *w, const ln_conv2d_params *p) {
+static int conv_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_tensor *dout,
+                         const ln_tensor *in, const ln_tensor *w, const ln_tensor *saved,
+                         const ln_conv2d_params *p) {
   const char *fn = "conv2d_backward";
   ln_conv2d_args a;
   if (conv_geometry(fn, in, w, p, &a) != 0) return -1;
+  if (saved && check_saved(fn, saved, in, w, p) != 0) return -1;
   int dt = in->dtype_id, dev = in->device_id;
   int64_t oshape[4] = {a.N, a.O, a.OH, a.OW}, bshape[1] = {a.O};
   if (nn_check(fn, "grad_output", dout, dt, dev, 4, oshape) != 0) return -1;
@@ -692,8 +730,9 @@ int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_te
   a.in = nn_ptr(xi.t); a.w = nn_ptr(wi.t); a.dout = nn_ptr(gi.t);
   a.din = nn_ptr(oi.t); a.dw = nn_ptr(ow.t); a.db = nn_ptr(ob.t);
   a.scratch = s.data;
-  const ln_tensor *keep[7] = {oi.t, ow.t, ob.t, xi.t, wi.t, gi.t, &s.hold};
-  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_bwd, &a, sizeof a, keep, 7);
+  a.saved = saved ? nn_ptr(saved) : NULL;
+  const ln_tensor *keep[8] = {oi.t, ow.t, ob.t, xi.t, wi.t, gi.t, &s.hold, saved};
+  rc = ln_launch(dev, fn, ln_backend_of(dev)->conv2d_bwd, &a, sizeof a, keep, 8);
 done:
   rc = nn_out_finish(&oi, rc);
   rc = nn_out_finish(&ow, rc);
@@ -701,6 +740,17 @@ done:
   nn_scratch_free(&s);
   nn_in_free(&xi); nn_in_free(&wi); nn_in_free(&gi);
   return rc;
+}
+
+int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_tensor *dout,
+                       const ln_tensor *in, const ln_tensor *w, const ln_conv2d_params *p) {
+  return conv_backward(din, dw, db, dout, in, w, NULL, p);
+}
+
+int ln_conv2d_backward_saved(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_tensor *dout,
+                             const ln_tensor *in, const ln_tensor *w, const ln_tensor *saved,
+                             const ln_conv2d_params *p) {
+  return conv_backward(din, dw, db, dout, in, w, saved, p);
 }
 
 /* ---- ln_basicblock_forward_fused -------------------------------------------------- */

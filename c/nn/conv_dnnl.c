@@ -432,6 +432,15 @@ int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nt) {
   return dnnl_conv(a, OP_FWD, a->b != NULL, nt, ptr);
 }
 
+int nn_conv_dnnl_fwd_saving(const ln_conv2d_args *a, int nt) {
+  if (blk_reorder(a->N, a->C, a->H, a->W, false, nt, a->in, a->saved) != 0) return -2;
+  ln_conv2d_args g = *a;
+  g.in = a->saved;
+  g.raw = RAW_SRC;
+  g.saved = NULL;
+  return nn_conv_dnnl_fwd(&g, nt);
+}
+
 int nn_conv_dnnl_bwd_data(const ln_conv2d_args *a, int nt) {
   char *ptr[3] = {a->dout, a->w, a->din};
   return dnnl_conv(a, OP_BWD_DATA, false, nt, ptr);
@@ -451,9 +460,15 @@ int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
   if (a->O % 16) return -1;
   dstate *st = state_get();
   if (!st) return -1;
-  ln_conv2d_args g = *a;
+  ln_conv2d_args g = *a, gd;
   g.raw = RAW_DST;
-  if (known_rejected(st, &g, OP_BWD_W, nt, with_bias) || known_rejected(st, &g, OP_BWD_DATA, nt, false))
+  g.saved = NULL;
+  gd = g;   /* the data gradient does not read the input */
+  if (a->saved) {   /* the forward's blocked copy of the input: one reorder less */
+    g.in = a->saved;
+    g.raw |= RAW_SRC;
+  }
+  if (known_rejected(st, &g, OP_BWD_W, nt, with_bias) || known_rejected(st, &gd, OP_BWD_DATA, nt, false))
     return -1;   /* no blocked copy of grad_output made for nothing */
   size_t need = nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW);
   if (need > st->gb_cap) {
@@ -464,9 +479,9 @@ int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
     st->gb_cap = need;
   }
   if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb) != 0) return -1;
-  g.dout = st->gb;
+  g.dout = gd.dout = st->gb;
   char *pw[4] = {g.in, g.dout, g.dw, g.db};
   if (dnnl_conv(&g, OP_BWD_W, with_bias, nt, pw) != 0) return -1;
-  char *pd[3] = {g.dout, g.w, g.din};
-  return dnnl_conv(&g, OP_BWD_DATA, false, nt, pd);
+  char *pd[3] = {gd.dout, gd.w, gd.din};
+  return dnnl_conv(&gd, OP_BWD_DATA, false, nt, pd);
 }

@@ -37,6 +37,10 @@ typedef struct {
   int fold_only;       /* the fold launch: folded w/b to scratch + fold_off, nothing else */
   int raw;             /* conv_dnnl.c: src/dst already in its blocked layout */
   int block;           /* this is the first member of an ln_block_args */
+  /* training (ln_conv2d_forward_saving / _backward_saved): the input in
+   * conv_dnnl.c's blocked layout, written by the forward (always, whichever
+   * implementation runs the convolution) and read by the weight gradient */
+  char *saved;
 } ln_conv2d_args;
 
 /* ln_basicblock_forward_fused: c[0] conv1, c[1] conv2, c[2] the shortcut conv
@@ -112,6 +116,9 @@ void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nthreads);
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
 /* forward; a->res and a->relu run as oneDNN post-ops (sum, relu) */
 int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nthreads);
+/* a->in to a->saved (blocked), then the forward from it: 0; -1 oneDNN cannot
+ * run this forward (saved is written: run another one); -2 the copy failed */
+int nn_conv_dnnl_fwd_saving(const ln_conv2d_args *a, int nthreads);
 int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const ln_conv2d_args *cs,
                        char *in, char *out, char *xb, char *hb, char *rb, bool in_blk, bool out_blk,
                        int nthreads);

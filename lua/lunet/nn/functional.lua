@@ -103,7 +103,11 @@ local function conv_bw(n, g)
   local din = n[1] and new_like(x) or nil
   local dw = n[2] and new_like(w) or nil
   local db = b and new(g, w.p.shape[0]) or nil
-  check(C.ln_conv2d_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w.p, n.params))
+  if n.saved then
+    check(C.ln_conv2d_backward_saved(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w.p, n.saved.p, n.params))
+  else
+    check(C.ln_conv2d_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w.p, n.params))
+  end
   return din, dw, db
 end
 
@@ -148,10 +152,18 @@ function F.conv2d(x, w, b, opts)
   local params, N, O, OH, OW
   x, params, N, O, OH, OW = conv_setup('conv2d', x, w, b, opts)
   local out = new(x, N, O, OH, OW)
-  check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params))
+  -- training a weight on oneDNN: the forward also keeps the input in its
+  -- blocked layout, which the weight gradient reads (one reorder less)
+  local saved
+  if grad_on(w) then
+    local numel = tonumber(C.ln_conv2d_saved_numel(x.p, w.p, params))
+    if numel > 0 then saved = new(x, numel) end
+  end
+  if saved then check(C.ln_conv2d_forward_saving(out.p, saved.p, x.p, w.p, b and b.p, params))
+  else check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params)) end
   if grad_on(x, w, b) then
     local n = node(conv_bw, 'conv2d', edge(x), edge(w), edge(b))
-    n.x, n.w, n.params = A.saved(x), A.saved(w), params
+    n.x, n.w, n.params, n.saved = A.saved(x), A.saved(w), params, saved
     attach(out, n)
   end
   return out
