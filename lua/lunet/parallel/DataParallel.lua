@@ -34,6 +34,7 @@
 -- communication streams (a second worker thread per device) as soon as its
 -- gradients are in, and runs while backward goes on; the compute streams wait
 -- for it at the end of backward, before the optimizer reads the gradients.
+-- The host queues up to two steps ahead of the devices (see _pace).
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local core = require 'lunet.core'
