@@ -4,6 +4,7 @@
  *
  * The device table is the one process-wide piece of state in lunet, as a GPU
  * driver's device list is: devices are a property of the process. */
+#define _GNU_SOURCE   /* pthread_setname_np */
 #include "internal.h"
 #include <errno.h>
 #include <omp.h>
@@ -87,6 +88,9 @@ static void wait_locked(device *d, int64_t seq) {
 
 static void *worker_main(void *arg) {
   device *d = arg;
+  char name[16];   /* what top -H, perf and gdb show for the thread */
+  snprintf(name, sizeof name, "lunet %s%d", d->is_comm ? "comm" : "cpu", d->id);
+  pthread_setname_np(pthread_self(), name);
   tls_threads = d->threads;
   omp_set_num_threads(d->threads);
   pthread_mutex_lock(&d->lock);
