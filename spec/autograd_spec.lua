@@ -57,6 +57,23 @@ describe('autograd gradcheck (float64 finite differences)', function()
     local cond = lunet.randn(3, 4):gt(0)
     check(function(a, b) return a:where(cond, b) end, { a, b })
     check(function(a, b) return lunet.where(cond, a, b) end, { a, b })
+    check(function(a) return a:where(cond, 0.5) end, { a })          -- a Lua number beside
+    check(function(b) return lunet.where(cond, -2, b) end, { b })
+  end)
+
+  it('prod, over all and over a dim, with zeros in the slices', function()
+    check(function(a) return a:prod() end, { leaf(2, 3) })
+    local z = lunet.tensor({ { 1.5, 0, -2 }, { 0.5, 0.7, 0 }, { 0, 0, 1.2 }, { -1, 2, 3 } }, { dtype = 'float64' })
+    z:requires_grad_()
+    check(function(x) return x:prod(2) end, { z })     -- slices with 0, 1 and 2 zeros
+    check(function(x) return x:prod(1, true) end, { z })
+    local one = lunet.tensor({ 1.5, 0, -2 }, { dtype = 'float64' }):requires_grad_()
+    check(function(x) return x:prod() end, { one })
+    one.grad = nil
+    one:prod():backward()
+    assert.same({ 0, -3, 0 }, one.grad:totable())    -- the product of the others
+    assert.matches('prod: the gradient over several dims at once is not supported',
+      select(2, pcall(function() return z:prod({ 1, 2 }) end)))
   end)
 
   it('matrix products', function()

@@ -165,6 +165,34 @@ describe('clamp, where, fill, copy', function()
       err_of(function() return lunet.where(lunet.ones(1), lunet.ones(1), lunet.ones(1)) end))
   end)
 
+  it('where takes Lua numbers for either branch (PyTorch\'s dtype rule for them)', function()
+    local x = lunet.tensor{-1, 2, -3}
+    local c = x:gt(0)
+    local r = x:where(c, 0)
+    assert.equal('float32', r.dtype)
+    assert.same({0, 2, 0}, r:totable())
+    assert.same({7, 2, 7}, lunet.where(c:logical_not(), 7, x):totable())
+    local i = lunet.tensor({1, 2, 3}, {dtype = 'int32'})
+    assert.equal('int32', lunet.where(c, i, 9).dtype)       -- an integer keeps the tensor's dtype
+    local f = lunet.where(c, i, 0.5)                          -- a fraction beside integers: float32
+    assert.equal('float32', f.dtype)
+    assert.same({0.5, 2, 0.5}, f:totable())
+    local both = lunet.where(c, 1, 0)
+    assert.equal('int64', both.dtype)
+    assert.same({0, 1, 0}, both:totable())
+    assert.equal('float32', lunet.where(c, 1.5, 0).dtype)
+    assert.matches('where: input must be a tensor, got string', err_of(function() return lunet.where(c, 'a', 1) end))
+  end)
+
+  it('integer tensors to negative integer powers are an error, not a truncated result', function()
+    local i = lunet.tensor({2, 3}, {dtype = 'int64'})
+    assert.matches('pow: integers to negative integer powers are not allowed %(exponent %-1 on int64',
+      err_of(function() return i:pow(-1) end))
+    assert.matches('pow_: integers to negative integer powers', err_of(function() return i:clone():pow_(-2) end))
+    assert.same({4, 9}, i:pow(2):totable())
+    assert.same({0.5, 0.25}, lunet.tensor({2, 4}):pow(-1):totable())
+  end)
+
   it('fill_, zero_ and copy_ across dtypes and into views', function()
     local t = lunet.zeros(2, 3, {dtype = 'int32'})
     t:fill_(7)

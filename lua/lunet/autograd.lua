@@ -323,6 +323,10 @@ do
   end
   Tensor.where = function(a, cond, b)
     if not enabled or not (needs(a) or needs(b)) then return orig(a, cond, b) end
+    if not (is_tensor(a) and is_tensor(b)) and is_tensor(cond) then   -- a Lua number beside
+      local ref = is_tensor(a) and a or b
+      a, b = T.scalar_for('where', a, ref, cond.p.device_id), T.scalar_for('where', b, ref, cond.p.device_id)
+    end
     local r = orig(a, cond, b)
     local n = node(bw, 'where', edge(a), edge(b))
     n.cond, n.sa, n.sb = saved(cond), bshape(a, r), bshape(b, r)
@@ -570,6 +574,43 @@ local function reduction(name, scale_by_count)
 end
 reduction('sum', false)
 reduction('mean', true)
+
+-- prod: d out / d x_i = the product of the other elements of x_i's slice. With
+-- no zero in the slice that is out / x_i; with one zero, the product of the
+-- rest at the zero's position and 0 elsewhere; with two or more, 0.
+do
+  local orig = Tensor.prod
+  if orig then
+    raw.prod = orig
+    local function bw(n, g)
+      local x, dim = n.x, n.dim
+      local zero = x:eq(0)
+      local rest = x:where(zero:logical_not(), 1)   -- the zeros as ones
+      local nz, p
+      if dim == nil then
+        nz, p = zero:sum(), rest:prod()
+        local ones = {}
+        for i = 1, x:dim() do ones[i] = 1 end
+        if x:dim() > 0 then nz, p, g = nz:reshape(ones), p:reshape(ones), g:reshape(ones) end
+      else
+        nz, p = zero:sum(dim, true), rest:prod(dim, true)
+        if not n.keepdim then g = g:unsqueeze(dim) end
+      end
+      local others = (p / x):where(nz:eq(0), p:where(zero, 0):where(nz:eq(1), 0))
+      return g * others
+    end
+    Tensor.prod = function(a, dim, keepdim, ...)
+      if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, keepdim, ...) end
+      if dim ~= nil and type(dim) ~= 'number' then
+        error('prod: the gradient over several dims at once is not supported; reduce one dim at a time', 2)
+      end
+      local r = orig(a, dim, keepdim, ...)
+      local n = node(bw, 'prod', edge(a))
+      n.x, n.dim, n.keepdim = saved(a), dim, keepdim
+      return attach(r, n)
+    end
+  end
+end
 
 -- ---- indexing ----------------------------------------------------------------------------
 

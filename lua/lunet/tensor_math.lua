@@ -90,6 +90,20 @@ for name, op in pairs(binary_ops) do
   end
 end
 
+-- integer tensors to negative integer powers: an error (as in PyTorch and
+-- NumPy) rather than a truncated result; checked for Lua number exponents
+-- (a tensor of exponents is not read back to the host for it)
+for _, name in ipairs({ 'pow', 'pow_' }) do
+  local plain = Tensor[name]
+  Tensor[name] = function(a, b)
+    if type(b) == 'number' and b < 0 and is_tensor(a) and not Tensor.is_floating_point(a) and a.dtype ~= 'bool' then
+      error(('%s: integers to negative integer powers are not allowed (exponent %s on %s; convert to float first)')
+        :format(name, tostring(b), a.dtype), 2)
+    end
+    return plain(a, b)
+  end
+end
+
 -- add/sub with alpha: a + alpha*b (torch.add(a, b, alpha=...))
 local plain_add, plain_sub, plain_add_, plain_sub_ = Tensor.add, Tensor.sub, Tensor.add_, Tensor.sub_
 local function need_alpha(fn, alpha)
@@ -141,9 +155,31 @@ end
 mt.__mod = function(a, b) return Tensor.remainder(a, b) end
 mt.__unm = function(a) return Tensor.neg(a) end
 
+-- A Lua number or boolean beside a tensor operand, as a 0-d tensor on ref's
+-- device (PyTorch's rule for wrapped numbers: it takes ref's dtype, unless it
+-- is a fraction and ref is integral: then float32; with no tensor operand,
+-- int64, float32 or bool)
+local function scalar_for(fn, v, ref, dev)
+  local tv = type(v)
+  if tv ~= 'number' and tv ~= 'boolean' then return v end
+  local dt
+  if tv == 'boolean' then dt = ref and ref.dtype or 'bool'
+  elseif ref then dt = (v % 1 ~= 0 and not Tensor.is_floating_point(ref)) and 'float32' or ref.dtype
+  else dt = v % 1 == 0 and 'int64' or 'float32' end
+  local t = wrap(C.ln_empty(0, nil, core.dtype_ids[dt], ref and ref.p.device_id or dev))
+  check(C.ln_fill_(t.p, num(v)))
+  return t
+end
+T.scalar_for = scalar_for
+
+-- a:where(cond, b), lunet.where(cond, a, b): a where cond is true, else b;
+-- a and b are tensors or Lua numbers (broadcast)
 function Tensor.where(self, cond, other)  -- torch: a.where(cond, b)
-  return wrap(C.ln_where(need('where', cond, 'condition'), need('where', self, 'input'),
-    need('where', other, 'other')))
+  need('where', cond, 'condition')
+  local dev = cond.p.device_id
+  local ref = is_tensor(self) and self or is_tensor(other) and other or nil
+  self, other = scalar_for('where', self, ref, dev), scalar_for('where', other, ref, dev)
+  return wrap(C.ln_where(cond.p, need('where', self, 'input'), need('where', other, 'other')))
 end
 
 -- ---- fill, copy, casts, devices ---------------------------------------------------
