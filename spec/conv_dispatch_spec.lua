@@ -53,3 +53,27 @@ describe('convolution dispatch', function()
     end)
   end
 end)
+
+describe('ResNet-8 inference on blocked layouts', function()
+  it('eval forward: all nine convolutions on oneDNN, activations blocked from the stem to the last block', function()
+    local out = child_log('resnet8', 8)
+    assert.truthy(out:find('done', 1, true), out)
+    -- the eval forward is the last thing the child runs: its log lines are the
+    -- tail after the last training backward pass
+    local lines = {}
+    for line in out:gmatch('[^\n]+') do
+      if line:find('^%a+_verbose,exec,') then lines[#lines + 1] = line end
+    end
+    local last_bwd = 0
+    for i, line in ipairs(lines) do if line:find('backward', 1, true) then last_bwd = i end end
+    local convs, act_reorders = 0, 0
+    for i = last_bwd + 1, #lines do
+      local line = lines[i]
+      if line:find(',convolution,', 1, true) then convs = convs + 1 end
+      -- an activation (4-d, batch 8) moving between plain abcd and blocked aBcd16b
+      if line:find(',reorder,', 1, true) and line:find(',8x%d+x%d+x%d+,') then act_reorders = act_reorders + 1 end
+    end
+    assert.equal(9, convs, table.concat(lines, '\n', last_bwd + 1))
+    assert.is_true(act_reorders <= 2, 'activations reordered between blocks:\n' .. table.concat(lines, '\n', last_bwd + 1))
+  end)
+end)
