@@ -256,7 +256,7 @@ static bool plain_1x1_strided(const ln_conv2d_args *a, int impl) {
 }
 
 static bool use_dnnl(const ln_conv2d_args *a, int impl, int pass) {
-  if (!nn_conv_dnnl_ok(a)) return false;
+  if (!(pass == PASS_FWD ? nn_conv_dnnl_ok(a) : nn_conv_dnnl_bwd_ok(a))) return false;
   return impl == IMPL_DNNL || (impl == IMPL_AUTO && conv_auto_dnnl(a, pass));
 }
 
@@ -693,11 +693,6 @@ int64_t ln_conv2d_saved_numel(const ln_tensor *in, const ln_tensor *w, const ln_
   if (!in || !w || !p || in->ndim != 4 || w->ndim != 4) return 0;
   if (conv_geometry("conv2d_saved_numel", in, w, p, &a) != 0) { ln_clear_error(); return 0; }
   const int impl = conv_impl();
-  /* a last row/col no window reaches (right padding -1): oneDNN runs the
-   * forward only (conv_dnnl.c), so a saved input would never be read */
-  int64_t prh = (a.OH - 1) * a.p.stride_h + (a.KH - 1) * a.p.dil_h + 1 - a.H - a.p.pad_h;
-  int64_t prw = (a.OW - 1) * a.p.stride_w + (a.KW - 1) * a.p.dil_w + 1 - a.W - a.p.pad_w;
-  if (prh < 0 || prw < 0) return 0;
   if (a.C % 16 || a.O % 16 || a.OH * a.OW == 0 || !use_dnnl(&a, impl, PASS_FWD) ||
       !use_dnnl(&a, impl, PASS_WEIGHT) || !use_dnnl(&a, impl, PASS_DATA))
     return 0;

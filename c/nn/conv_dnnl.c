@@ -173,6 +173,13 @@ static bool is_reference(const_dnnl_primitive_desc_t pd) {
   return strncmp(impl, "ref", 3) == 0;
 }
 
+/* The right padding that gives exactly out outputs (may be below the left
+ * one; -1 when a last input row/col is reached by no window, e.g. 1x1 stride 2
+ * on an even size: oneDNN's forward takes that, its backward passes do not). */
+static int64_t right_pad(int64_t out, int64_t stride, int64_t k, int64_t dil, int64_t in, int64_t pad) {
+  return (out - 1) * stride + (k - 1) * dil + 1 - in - pad;
+}
+
 /* Creates the entry's primitive and slots (the current OpenMP thread count is nt). */
 static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
   dnnl_memory_desc_t src_u, w_u, b_u, dst_u, src_a, w_a, b_a, dst_a;
@@ -180,9 +187,8 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
   dnnl_dims_t dd = {a->N, a->O, a->OH, a->OW};
   dnnl_dims_t strides = {a->p.stride_h, a->p.stride_w}, dil = {a->p.dil_h - 1, a->p.dil_w - 1};
   dnnl_dims_t pl = {a->p.pad_h, a->p.pad_w};
-  /* right padding that gives exactly OH x OW (may be below the left one) */
-  dnnl_dims_t pr = {(a->OH - 1) * a->p.stride_h + (a->KH - 1) * a->p.dil_h + 1 - a->H - a->p.pad_h,
-                    (a->OW - 1) * a->p.stride_w + (a->KW - 1) * a->p.dil_w + 1 - a->W - a->p.pad_w};
+  dnnl_dims_t pr = {right_pad(a->OH, a->p.stride_h, a->KH, a->p.dil_h, a->H, a->p.pad_h),
+                    right_pad(a->OW, a->p.stride_w, a->KW, a->p.dil_w, a->W, a->p.pad_w)};
   dnnl_convolution_desc_t fd, bdsc;
   dnnl_primitive_desc_t fpd = NULL, pd = NULL;
   dnnl_primitive_attr_t attr = NULL;
@@ -204,10 +210,8 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
     dnnl_primitive_desc_destroy(pd);
     return 0;
   }
-  /* a last input row/col that no window reaches (1x1 stride 2 on an even
-   * size) is right padding -1: oneDNN's forward takes it (checked by the
-   * specs against float64 references); the backward passes are left to the
-   * other implementations */
+  /* right padding -1: the forward only (checked by the specs against float64
+   * references); callers ask nn_conv_dnnl_bwd_ok before a backward pass */
   if (pr[0] < (k->op == OP_FWD ? -1 : 0) || pr[1] < (k->op == OP_FWD ? -1 : 0)) return -1;
   CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw));
   CHK(dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
@@ -421,6 +425,11 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {
   return a->dtype == LN_FLOAT32 && a->p.groups == 1 && a->N > 0 && a->OH > 0 && a->OW > 0;
+}
+
+bool nn_conv_dnnl_bwd_ok(const ln_conv2d_args *a) {
+  return nn_conv_dnnl_ok(a) && right_pad(a->OH, a->p.stride_h, a->KH, a->p.dil_h, a->H, a->p.pad_h) >= 0 &&
+         right_pad(a->OW, a->p.stride_w, a->KW, a->p.dil_w, a->W, a->p.pad_w) >= 0;
 }
 
 int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nt) {

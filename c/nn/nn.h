@@ -114,6 +114,8 @@ void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nthreads);
 /* float32, one group, through oneDNN (conv_dnnl.c); 0, or -1 when oneDNN
  * cannot (the caller falls back to im2col + GEMM) */
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
+/* ... and its backward passes too (no negative right padding) */
+bool nn_conv_dnnl_bwd_ok(const ln_conv2d_args *a);
 /* forward; a->res and a->relu run as oneDNN post-ops (sum, relu) */
 int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nthreads);
 /* a->in to a->saved (blocked), then the forward from it: 0; -1 oneDNN cannot
