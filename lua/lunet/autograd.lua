@@ -323,10 +323,7 @@ do
   end
   Tensor.where = function(a, cond, b)
     if not enabled or not (needs(a) or needs(b)) then return orig(a, cond, b) end
-    if not (is_tensor(a) and is_tensor(b)) and is_tensor(cond) then   -- a Lua number beside
-      local ref = is_tensor(a) and a or b
-      a, b = T.scalar_for('where', a, ref, cond.p.device_id), T.scalar_for('where', b, ref, cond.p.device_id)
-    end
+    a, b = T.where_operands(a, cond, b)   -- (a Lua number beside: a 0-d tensor)
     local r = orig(a, cond, b)
     local n = node(bw, 'where', edge(a), edge(b))
     n.cond, n.sa, n.sb = saved(cond), bshape(a, r), bshape(b, r)

@@ -159,7 +159,7 @@ mt.__unm = function(a) return Tensor.neg(a) end
 -- device (PyTorch's rule for wrapped numbers: it takes ref's dtype, unless it
 -- is a fraction and ref is integral: then float32; with no tensor operand,
 -- int64, float32 or bool)
-local function scalar_for(fn, v, ref, dev)
+local function scalar_for(v, ref, dev)
   local tv = type(v)
   if tv ~= 'number' and tv ~= 'boolean' then return v end
   local dt
@@ -170,15 +170,18 @@ local function scalar_for(fn, v, ref, dev)
   check(C.ln_fill_(t.p, num(v)))
   return t
 end
-T.scalar_for = scalar_for
+
+-- where's branches, a Lua number as a tensor (autograd's where uses it too)
+function T.where_operands(a, cond, b)
+  need('where', cond, 'condition')
+  local ref = is_tensor(a) and a or is_tensor(b) and b or nil
+  return scalar_for(a, ref, cond.p.device_id), scalar_for(b, ref, cond.p.device_id)
+end
 
 -- a:where(cond, b), lunet.where(cond, a, b): a where cond is true, else b;
 -- a and b are tensors or Lua numbers (broadcast)
 function Tensor.where(self, cond, other)  -- torch: a.where(cond, b)
-  need('where', cond, 'condition')
-  local dev = cond.p.device_id
-  local ref = is_tensor(self) and self or is_tensor(other) and other or nil
-  self, other = scalar_for('where', self, ref, dev), scalar_for('where', other, ref, dev)
+  self, other = T.where_operands(self, cond, other)
   return wrap(C.ln_where(cond.p, need('where', self, 'input'), need('where', other, 'other')))
 end
 
