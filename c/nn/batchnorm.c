@@ -31,49 +31,47 @@ static int bn_threads(int64_t n, int64_t C) {
     const T *w = (const T *)a->weight, *b = (const T *)a->bias;                              \
     T *sm = (T *)a->save_mean, *si = (T *)a->save_invstd;                                    \
     T *rm = (T *)a->running_mean, *rv = (T *)a->running_var;                                 \
-    {                                                                                        \
-      double mean, invstd;                                                                   \
-      if (a->training) {                                                                     \
-        double s = 0;                                                                        \
-        for (int64_t n = 0; n < N; n++) {                                                    \
-          const T *x = (const T *)a->in + (n * C + c) * S;                                   \
-          double part = 0;                                                                   \
-          _Pragma("omp simd reduction(+:part)")                                              \
-          for (int64_t j = 0; j < S; j++) part += x[j];                                      \
-          s += part;                                                                         \
-        }                                                                                    \
-        mean = s / (double)M;                                                                \
-        double ss = 0;                                                                       \
-        T mu = (T)mean;                                                                      \
-        for (int64_t n = 0; n < N; n++) {                                                    \
-          const T *x = (const T *)a->in + (n * C + c) * S;                                   \
-          double part = 0;                                                                   \
-          _Pragma("omp simd reduction(+:part)")                                              \
-          for (int64_t j = 0; j < S; j++) { T d = x[j] - mu; part += d * d; }                \
-          ss += part;                                                                        \
-        }                                                                                    \
-        double var = ss / (double)M;                                                         \
-        invstd = 1.0 / sqrt(var + a->eps);                                                   \
-        if (rm) rm[c] = (T)((1 - a->momentum) * rm[c] + a->momentum * mean);                 \
-        if (rv) rv[c] = (T)((1 - a->momentum) * rv[c] + a->momentum * var * (double)M / (double)(M - 1)); \
-      } else {                                                                               \
-        mean = rm[c];                                                                        \
-        invstd = 1.0 / sqrt((double)rv[c] + a->eps);                                         \
-      }                                                                                      \
-      if (sm) sm[c] = (T)mean;                                                               \
-      if (si) si[c] = (T)invstd;                                                             \
-      double scale = (w ? (double)w[c] : 1.0) * invstd;                                      \
-      T k = (T)scale, sh = (T)((b ? (double)b[c] : 0.0) - mean * scale);                     \
+    double mean, invstd;                                                                     \
+    if (a->training) {                                                                       \
+      double s = 0;                                                                          \
       for (int64_t n = 0; n < N; n++) {                                                      \
         const T *x = (const T *)a->in + (n * C + c) * S;                                     \
-        T *y = (T *)a->out + (n * C + c) * S;                                                \
-        if (a->relu) {   /* (as the relu kernel: NaN stays NaN) */                           \
-          _Pragma("omp simd")                                                                \
-          for (int64_t j = 0; j < S; j++) { T v = x[j] * k + sh; y[j] = v < 0 ? (T)0 : v; }  \
-        } else {                                                                             \
-          _Pragma("omp simd")                                                                \
-          for (int64_t j = 0; j < S; j++) y[j] = x[j] * k + sh;                              \
-        }                                                                                    \
+        double part = 0;                                                                     \
+        _Pragma("omp simd reduction(+:part)")                                                \
+        for (int64_t j = 0; j < S; j++) part += x[j];                                        \
+        s += part;                                                                           \
+      }                                                                                      \
+      mean = s / (double)M;                                                                  \
+      double ss = 0;                                                                         \
+      T mu = (T)mean;                                                                        \
+      for (int64_t n = 0; n < N; n++) {                                                      \
+        const T *x = (const T *)a->in + (n * C + c) * S;                                     \
+        double part = 0;                                                                     \
+        _Pragma("omp simd reduction(+:part)")                                                \
+        for (int64_t j = 0; j < S; j++) { T d = x[j] - mu; part += d * d; }                  \
+        ss += part;                                                                          \
+      }                                                                                      \
+      double var = ss / (double)M;                                                           \
+      invstd = 1.0 / sqrt(var + a->eps);                                                     \
+      if (rm) rm[c] = (T)((1 - a->momentum) * rm[c] + a->momentum * mean);                   \
+      if (rv) rv[c] = (T)((1 - a->momentum) * rv[c] + a->momentum * var * (double)M / (double)(M - 1)); \
+    } else {                                                                                 \
+      mean = rm[c];                                                                          \
+      invstd = 1.0 / sqrt((double)rv[c] + a->eps);                                           \
+    }                                                                                        \
+    if (sm) sm[c] = (T)mean;                                                                 \
+    if (si) si[c] = (T)invstd;                                                               \
+    double scale = (w ? (double)w[c] : 1.0) * invstd;                                        \
+    T k = (T)scale, sh = (T)((b ? (double)b[c] : 0.0) - mean * scale);                       \
+    for (int64_t n = 0; n < N; n++) {                                                        \
+      const T *x = (const T *)a->in + (n * C + c) * S;                                       \
+      T *y = (T *)a->out + (n * C + c) * S;                                                  \
+      if (a->relu) {   /* (as the relu kernel: NaN stays NaN) */                             \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t j = 0; j < S; j++) { T v = x[j] * k + sh; y[j] = v < 0 ? (T)0 : v; }    \
+      } else {                                                                               \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t j = 0; j < S; j++) y[j] = x[j] * k + sh;                                \
       }                                                                                      \
     }                                                                                        \
   }                                                                                          \
@@ -85,57 +83,55 @@ static int bn_threads(int64_t n, int64_t C) {
     const int64_t N = a->N, C = a->C, S = a->S, M = N * S;                                   \
     const T *w = (const T *)a->weight, *sm = (const T *)a->save_mean;                        \
     const T *si = (const T *)a->save_invstd;                                                 \
-    {                                                                                        \
-      T mu = sm[c];                                                                          \
-      double invstd = si[c], sdy = 0, dot = 0;                                               \
-      for (int64_t n = 0; n < N; n++) {                                                      \
-        const T *x = (const T *)a->in + (n * C + c) * S;                                     \
-        const T *dy = (const T *)a->dout + (n * C + c) * S;                                  \
-        const T *fy = a->relu ? (const T *)a->out + (n * C + c) * S : NULL;                  \
-        double p1 = 0, p2 = 0;                                                               \
-        if (a->relu) {                                                                       \
-          _Pragma("omp simd reduction(+:p1,p2)")                                             \
-          for (int64_t j = 0; j < S; j++) {                                                  \
-            T d = dy[j], g = fy[j] > 0 ? d : (T)0;                                                  \
-            p1 += g; p2 += g * (x[j] - mu);                                                  \
-          }                                                                                  \
-        } else {                                                                             \
-          _Pragma("omp simd reduction(+:p1,p2)")                                             \
-          for (int64_t j = 0; j < S; j++) { p1 += dy[j]; p2 += dy[j] * (x[j] - mu); }        \
+    T mu = sm[c];                                                                            \
+    double invstd = si[c], sdy = 0, dot = 0;                                                 \
+    for (int64_t n = 0; n < N; n++) {                                                        \
+      const T *x = (const T *)a->in + (n * C + c) * S;                                       \
+      const T *dy = (const T *)a->dout + (n * C + c) * S;                                    \
+      const T *fy = a->relu ? (const T *)a->out + (n * C + c) * S : NULL;                    \
+      double p1 = 0, p2 = 0;                                                                 \
+      if (a->relu) {                                                                         \
+        _Pragma("omp simd reduction(+:p1,p2)")                                               \
+        for (int64_t j = 0; j < S; j++) {                                                    \
+          T d = dy[j], g = fy[j] > 0 ? d : (T)0;                                             \
+          p1 += g; p2 += g * (x[j] - mu);                                                    \
         }                                                                                    \
-        sdy += p1; dot += p2;                                                                \
+      } else {                                                                               \
+        _Pragma("omp simd reduction(+:p1,p2)")                                               \
+        for (int64_t j = 0; j < S; j++) { p1 += dy[j]; p2 += dy[j] * (x[j] - mu); }          \
       }                                                                                      \
-      if (a->dbias) ((T *)a->dbias)[c] = (T)sdy;                                             \
-      if (a->dweight) ((T *)a->dweight)[c] = (T)(dot * invstd);                              \
-      if (!a->din) return;                                                                   \
-      double wc = w ? (double)w[c] : 1.0;                                                    \
-      T k = (T)(wc * invstd);                                                                \
-      T km = 0, kx = 0;                                                                      \
-      if (a->training) {                                                                     \
-        km = (T)(sdy / (double)M);                                                           \
-        kx = (T)(invstd * invstd * dot / (double)M);                                         \
-      }                                                                                      \
-      for (int64_t n = 0; n < N; n++) {                                                      \
-        const T *x = (const T *)a->in + (n * C + c) * S;                                     \
-        const T *dy = (const T *)a->dout + (n * C + c) * S;                                  \
-        T *dx = (T *)a->din + (n * C + c) * S;                                               \
-        const T *fy = a->relu ? (const T *)a->out + (n * C + c) * S : NULL;                  \
-        if (a->training && a->relu) {                                                        \
-          _Pragma("omp simd")                                                                \
-          for (int64_t j = 0; j < S; j++) {                                                  \
-            T d = dy[j], g = fy[j] > 0 ? d : (T)0;                                                  \
-            dx[j] = k * (g - km - (x[j] - mu) * kx);                                         \
-          }                                                                                  \
-        } else if (a->relu) {                                                                \
-          _Pragma("omp simd")                                                                \
-          for (int64_t j = 0; j < S; j++) { T d = dy[j]; dx[j] = fy[j] > 0 ? k * d : (T)0; } \
-        } else if (a->training) {                                                            \
-          _Pragma("omp simd")                                                                \
-          for (int64_t j = 0; j < S; j++) dx[j] = k * (dy[j] - km - (x[j] - mu) * kx);       \
-        } else {                                                                             \
-          _Pragma("omp simd")                                                                \
-          for (int64_t j = 0; j < S; j++) dx[j] = k * dy[j];                                 \
+      sdy += p1; dot += p2;                                                                  \
+    }                                                                                        \
+    if (a->dbias) ((T *)a->dbias)[c] = (T)sdy;                                               \
+    if (a->dweight) ((T *)a->dweight)[c] = (T)(dot * invstd);                                \
+    if (!a->din) return;                                                                     \
+    double wc = w ? (double)w[c] : 1.0;                                                      \
+    T k = (T)(wc * invstd);                                                                  \
+    T km = 0, kx = 0;                                                                        \
+    if (a->training) {                                                                       \
+      km = (T)(sdy / (double)M);                                                             \
+      kx = (T)(invstd * invstd * dot / (double)M);                                           \
+    }                                                                                        \
+    for (int64_t n = 0; n < N; n++) {                                                        \
+      const T *x = (const T *)a->in + (n * C + c) * S;                                       \
+      const T *dy = (const T *)a->dout + (n * C + c) * S;                                    \
+      T *dx = (T *)a->din + (n * C + c) * S;                                                 \
+      const T *fy = a->relu ? (const T *)a->out + (n * C + c) * S : NULL;                    \
+      if (a->training && a->relu) {                                                          \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t j = 0; j < S; j++) {                                                    \
+          T d = dy[j], g = fy[j] > 0 ? d : (T)0;                                             \
+          dx[j] = k * (g - km - (x[j] - mu) * kx);                                           \
         }                                                                                    \
+      } else if (a->relu) {                                                                  \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t j = 0; j < S; j++) { T d = dy[j]; dx[j] = fy[j] > 0 ? k * d : (T)0; }   \
+      } else if (a->training) {                                                              \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t j = 0; j < S; j++) dx[j] = k * (dy[j] - km - (x[j] - mu) * kx);         \
+      } else {                                                                               \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t j = 0; j < S; j++) dx[j] = k * dy[j];                                   \
       }                                                                                      \
     }                                                                                        \
   }                                                                                          \
