@@ -14,6 +14,10 @@
 --                          any bucket not yet launched, then waits for the comm streams),
 --                          max(after) - max(before) (a device waiting for a slower one's
 --                          gradients is skew, not communication), median over 10 steps.
+--   indep      = the efficiency of two independent copies of the model, one per device,
+--                each training on half the batch (no communication at all): the ceiling
+--                for any data-parallel scheme on this machine; of-ind = DataParallel's
+--                throughput over that pair's.
 --   1st lead   = how long before the end of backward (last device) the first bucket's
 --                all-reduce had finished on the comm stream (median over the steps): the
 --                launches do not wait for the whole backward when this is a good part of it.
@@ -88,6 +92,42 @@ local function time_steps(model, params, x, y, opts)
     local go = function() crit(model(x), y):backward() end
     if opts and opts.no_sync then model:no_sync(go) else go() end
     opt:step()
+  end
+  step(); step()
+  lunet.synchronize()
+  local best = math.huge
+  for _ = 1, GROUPS do
+    local t0 = lunet.clock()
+    for _ = 1, STEPS do step() end
+    lunet.synchronize()
+    best = math.min(best, (lunet.clock() - t0) / STEPS)
+  end
+  return best
+end
+
+-- seconds per step of two independent copies of a model, one per device, each
+-- training on half the batch (no scatter, gather or all-reduce): what any
+-- data-parallel scheme could reach on these two cores, whose throughput with
+-- both busy is often well below twice one's (shared memory bandwidth, clock,
+-- the hypervisor taking time: the steal printed below)
+local function time_independent(name, x, y)
+  local half = math.floor(BATCH / 2)
+  local m, opt, xs, ys = {}, {}, {}, {}
+  for k = 1, 2 do
+    local dev = 'cpu:' .. (k - 1)
+    lunet.manual_seed(1)
+    m[k] = models[name].make():to(dev)
+    opt[k] = optim.SGD(m[k]:parameters(), { lr = 0.01, momentum = 0.9 })
+    xs[k] = x:narrow(1, 1 + (k - 1) * half, half):to(dev)
+    ys[k] = y:narrow(1, 1 + (k - 1) * half, half):to(dev)
+  end
+  local crit = nn.CrossEntropyLoss()
+  local function step()
+    for k = 1, 2 do
+      opt[k]:zero_grad()
+      crit(m[k](xs[k]), ys[k]):backward()
+      opt[k]:step()
+    end
   end
   step(); step()
   lunet.synchronize()
@@ -177,15 +217,15 @@ local function cpu_ticks()
   local line = f:read('*l'); f:close()
   local v = {}
   for x in line:gmatch('%d+') do v[#v + 1] = tonumber(x) end
-  local busy = v[1] + v[2] + v[3] + (v[6] or 0) + (v[7] or 0) + (v[8] or 0)
+  local busy = v[1] + v[2] + v[3] + (v[6] or 0) + (v[7] or 0)
   local g = io.open('/proc/self/stat'); local st = g:read('*l'); g:close()
   local rest = st:match('%) (.*)')
   local fields = {}
   for x in rest:gmatch('%S+') do fields[#fields + 1] = x end
   return busy, v[1] + v[2] + v[3] + v[4] + (v[5] or 0) + (v[6] or 0) + (v[7] or 0) + (v[8] or 0),
-    tonumber(fields[12]) + tonumber(fields[13])
+    tonumber(fields[12]) + tonumber(fields[13]), v[8] or 0
 end
-local busy0, total0, own0 = cpu_ticks()
+local busy0, total0, own0, steal0 = cpu_ticks()
 
 local f = io.popen('uptime'); local up = f:read('*l') or ''; f:close()
 print(('lunet %s DataParallel bench: global batch %d, best of %d rounds x %d groups of %d steps, %d cores; %s'):format(
@@ -193,7 +233,7 @@ print(('lunet %s DataParallel bench: global batch %d, best of %d rounds x %d gro
 
 -- rounds alternate the two configurations, so that a burst of load from
 -- elsewhere hits both; each figure is the best seen
-local one, two, ov, nc, ar, nb, np, ex, lead = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local one, two, ov, nc, ar, nb, np, ex, lead, ind = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local function keep(t, k, v) t[k] = math.min(t[k] or math.huge, v) end
 for _ = 1, ROUNDS do
   -- one device, one core
@@ -215,6 +255,7 @@ for _ = 1, ROUNDS do
     local x, y = batch(models[name].shape)
     local dp = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = BUCKET_MB })
     keep(two, name, time_steps(dp, dp:parameters(), x, y))
+    keep(ind, name, time_independent(name, x, y))
     -- the hidden share with small buckets (these models are far below 25 MB)
     local dpo = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = OVERLAP_MB })
     keep(ov, name, time_steps(dpo, dpo:parameters(), x, y))
@@ -229,30 +270,35 @@ for _ = 1, ROUNDS do
   end
 end
 
-local head = ('%-8s %7s %10s %10s %6s | %4s %8s %8s %6s %8s | %8s %8s %8s %7s'):format('model', 'params',
-  '1dev img/s', '2dev img/s', 'eff', 'bkts', 'allred', 'exposed', 'hidden', '1st lead', 'step', 'no-comm',
-  'small-bk', 'd-step')
+local head = ('%-8s %7s %10s %10s %6s %6s %6s | %4s %8s %8s %6s %8s | %8s %8s %8s %7s'):format('model', 'params',
+  '1dev img/s', '2dev img/s', 'eff', 'indep', 'of-ind', 'bkts', 'allred', 'exposed', 'hidden', '1st lead', 'step',
+  'no-comm', 'small-bk', 'd-step')
 print(head)
 print(('-'):rep(#head))
 for _, name in ipairs(order) do
   local best2 = math.min(two[name], ov[name])
   local hidden = 1 - math.max(0, math.min(1, ex[name] / ar[name]))
-  print(('%-8s %7d %10.1f %10.1f %5.1f%% | %4d %6.3fms %6.3fms %5.0f%% %6.2fms | %6.2fms %6.2fms %6.2fms %5.2fms'):format(
-    name, np[name], BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), nb[name], 1e3 * ar[name],
+  print(('%-8s %7d %10.1f %10.1f %5.1f%% %5.1f%% %5.1f%% | %4d %6.3fms %6.3fms %5.0f%% %6.2fms | %6.2fms %6.2fms %6.2fms %5.2fms'):format(
+    name, np[name], BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), 100 * one[name] / (2 * ind[name]),
+    100 * ind[name] / best2, nb[name], 1e3 * ar[name],
     1e3 * ex[name], 100 * hidden, 1e3 * lead[name], 1e3 * two[name], 1e3 * nc[name], 1e3 * ov[name], 1e3 * (ov[name] - nc[name])))
 end
-print(('(eff: the better of bucket_mb %g and %g; bkts, allred, exposed, hidden, small-bk: bucket_mb %g;'):format(
-  BUCKET_MB, OVERLAP_MB, OVERLAP_MB))
+print(('(eff: the better of bucket_mb %g and %g; indep: the same efficiency for two independent copies of the'):format(
+  BUCKET_MB, OVERLAP_MB))
+print(' model training on half the batch each, one per device, no communication: the ceiling of any data-parallel')
+print(' scheme on this machine; of-ind = DataParallel throughput / that pair\'s;')
+print((' bkts, allred, exposed, hidden, small-bk: bucket_mb %g;'):format(OVERLAP_MB))
 print(' allred = all-reduce of every bucket alone; exposed = its part after the last device\'s backward ended;')
 print(' hidden = 1 - exposed / allred; 1st lead = how long before the end of backward the first bucket\'s')
 print(' all-reduce was done (median); step = bucket_mb ' .. BUCKET_MB .. '; no-comm = small-bk steps inside dp:no_sync;')
 print(' d-step = small-bk - no-comm: the all-reduce\'s cost in step time, mostly noise at these sizes)')
 lunet.set_cpu_devices(1)
 if busy0 then
-  local busy1, total1, own1 = cpu_ticks()
+  local busy1, total1, own1, steal1 = cpu_ticks()
   local others = math.max(0, (busy1 - busy0) - (own1 - own0)) / math.max(1, total1 - total0)
-  print(('other processes used %.0f%% of the machine\'s CPU during the run%s'):format(100 * others,
-    others > 0.05 and ' (CONTENDED: rerun on a quiet machine)' or ''))
+  local steal = (steal1 - steal0) / math.max(1, total1 - total0)
+  print(('other processes used %.0f%% of the machine\'s CPU during the run, the hypervisor took %.0f%% (steal)%s'):format(
+    100 * others, 100 * steal, (others > 0.05 or steal > 0.05) and ' (CONTENDED: rerun on a quiet machine)' or ''))
 end
 
 if args.comm then

@@ -180,8 +180,9 @@ static int64_t right_pad(int64_t out, int64_t stride, int64_t k, int64_t dil, in
   return (out - 1) * stride + (k - 1) * dil + 1 - in - pad;
 }
 
-/* Creates the entry's primitive and slots (the current OpenMP thread count is nt). */
-static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
+/* Creates the entry's primitive and slots with algorithm alg (the current
+ * OpenMP thread count is nt). */
+static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k, dnnl_alg_kind_t alg) {
   dnnl_memory_desc_t src_u, w_u, b_u, dst_u, src_a, w_a, b_a, dst_a;
   dnnl_dims_t sd = {a->N, a->C, a->H, a->W}, wd = {a->O, a->C, a->KH, a->KW}, bd = {a->O};
   dnnl_dims_t dd = {a->N, a->O, a->OH, a->OW};
@@ -226,7 +227,7 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
   /* a fused forward records no gradient: inference kernels, with the
    * residual add (sum) and relu run on the output tile while it is hot */
   CHK(dnnl_dilated_convolution_forward_desc_init(&fd, k->post ? dnnl_forward_inference : dnnl_forward_training,
-                                                 dnnl_convolution_direct, &src_a, &w_a,
+                                                 alg, &src_a, &w_a,
                                                  k->op == OP_FWD && k->bias ? &b_a : NULL, &dst_a,
                                                  strides, dil, pl, pr));
   if (k->post) {
@@ -244,14 +245,14 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
     if (k->bias) CHK(slot_init(st, e, DNNL_ARG_BIAS, false, &b_u, pd, dnnl_query_weights_md, 1));
     CHK(slot_init(st, e, DNNL_ARG_DST, true, &dst_u, pd, dnnl_query_dst_md, 0));
   } else if (k->op == OP_BWD_DATA) {
-    CHK(dnnl_dilated_convolution_backward_data_desc_init(&bdsc, dnnl_convolution_direct, &src_a, &w_a, &dst_a,
+    CHK(dnnl_dilated_convolution_backward_data_desc_init(&bdsc, alg, &src_a, &w_a, &dst_a,
                                                          strides, dil, pl, pr));
     CHK(dnnl_primitive_desc_create(&pd, &bdsc, NULL, st->eng, fpd));
     CHK(slot_init(st, e, DNNL_ARG_DIFF_DST, false, &dst_u, pd, dnnl_query_diff_dst_md, 0));
     CHK(slot_init(st, e, DNNL_ARG_WEIGHTS, false, &w_u, pd, dnnl_query_weights_md, 0));
     CHK(slot_init(st, e, DNNL_ARG_DIFF_SRC, true, &src_u, pd, dnnl_query_diff_src_md, 0));
   } else {
-    CHK(dnnl_dilated_convolution_backward_weights_desc_init(&bdsc, dnnl_convolution_direct, &src_a, &w_a,
+    CHK(dnnl_dilated_convolution_backward_weights_desc_init(&bdsc, alg, &src_a, &w_a,
                                                             k->bias ? &b_a : NULL, &dst_a, strides, dil, pl, pr));
     CHK(dnnl_primitive_desc_create(&pd, &bdsc, NULL, st->eng, fpd));
     CHK(slot_init(st, e, DNNL_ARG_SRC, false, &src_u, pd, dnnl_query_src_md, 0));
@@ -280,6 +281,28 @@ fail:
   if (po) dnnl_post_ops_destroy(po);
   if (!e->rejected) entry_free(e);
   return -1;
+}
+
+/* Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, all three passes) where it
+ * measured faster than the direct kernels, reorders included (batch 64, 2
+ * threads, AVX-512; forward + both gradients): 1.2-1.4x on 32->32 channels at
+ * 16x16, 1.7-2.8x on 64->64 at 8x8, no gain on 16->16 at 32x32. Its error
+ * against float64 (1-2e-6 of the largest output) stays within float32
+ * training's (spec/conv_winograd_spec.lua). LUNET_WINOGRAD=0 turns it off
+ * (read when a primitive is created). */
+static bool winograd_wanted(const ln_conv2d_args *a) {
+  const char *e = getenv("LUNET_WINOGRAD");
+  if (e && e[0] == '0') return false;
+  return a->KH == 3 && a->KW == 3 && a->p.stride_h == 1 && a->p.stride_w == 1 && a->p.dil_h == 1 &&
+         a->p.dil_w == 1 && a->C >= 32 && a->O >= 32 && a->C % 16 == 0 && a->O % 16 == 0;
+}
+
+/* Creates the entry: Winograd where wanted and oneDNN offers it (its JIT
+ * kernel exists only for some CPUs, layouts and post-ops), else direct. */
+static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
+  if (k->op != OP_REORDER && winograd_wanted(a) && entry_init_alg(st, e, a, k, dnnl_convolution_winograd) == 0)
+    return 0;
+  return entry_init_alg(st, e, a, k, dnnl_convolution_direct);
 }
 
 /* Runs op with the user pointers ptr[i] for the entry's slots (in slot order);

@@ -1,0 +1,116 @@
+-- Winograd convolutions: float32 3x3 stride-1 layers of 32+ channels (multiples
+-- of 16) run on oneDNN's Winograd kernel (jit_wino_4x3, AVX-512 only) in all
+-- three passes, where it measured faster than the direct one (c/nn/conv_dnnl.c,
+-- winograd_wanted). Its results are checked against float64, and the rule
+-- against oneDNN's own log (DNNL_VERBOSE=1) of child processes.
+local lunet = require 'lunet'
+local nn = lunet.nn
+local F = nn.functional
+
+-- largest difference relative to the largest magnitude of the float64 value
+local function rel(got, want)
+  return (got:double() - want):abs():max():item() / want:abs():max():item()
+end
+
+-- does this CPU have AVX-512 (F, BW, VL, DQ: oneDNN's avx512_core)?
+local function avx512_core()
+  local f = io.open('/proc/cpuinfo')
+  if not f then return false end
+  local s = f:read('*a'); f:close()
+  local flags = s:match('\nflags%s*:([^\n]*)') or ''
+  for _, x in ipairs { 'avx512f', 'avx512bw', 'avx512vl', 'avx512dq' } do
+    if not flags:find(' ' .. x .. ' ', 1, true) and not flags:find(' ' .. x .. '$') then return false end
+  end
+  return true
+end
+
+describe('Winograd convolutions', function()
+  lunet.manual_seed(5)
+
+  it('forward, input, weight and bias gradients match float64 (training, saved blocked input)', function()
+    -- {C, O, H, W, padding, bias}
+    for _, c in ipairs { { 32, 32, 16, 16, 1, false }, { 64, 64, 8, 8, 1, true }, { 48, 32, 9, 13, 1, true },
+      { 32, 64, 10, 10, 0, false } } do
+      local x = lunet.randn({ 4, c[1], c[3], c[4] })
+      local w = lunet.randn({ c[2], c[1], 3, 3 }) * (1 / math.sqrt(9 * c[1]))
+      local b = c[6] and lunet.randn({ c[2] }) or nil
+      local opts = { padding = c[5] }
+      local function run(dtype)
+        local xx = x:to(dtype):detach():requires_grad_()
+        local ww = w:to(dtype):detach():requires_grad_()
+        local bb = b and b:to(dtype):detach():requires_grad_()
+        local y = F.conv2d(xx, ww, bb, opts)
+        lunet.manual_seed(9)
+        y:backward(lunet.randn(y:size(), { dtype = dtype }))
+        return y, xx.grad, ww.grad, bb and bb.grad
+      end
+      local y, dx, dw, db = run('float32')
+      local y64, dx64, dw64, db64 = run('float64')
+      local what = ('%d->%d %dx%d pad %d'):format(c[1], c[2], c[3], c[4], c[5])
+      assert(rel(y, y64) < 2e-5, what .. ' output: ' .. rel(y, y64))
+      assert(rel(dx, dx64) < 2e-5, what .. ' input gradient: ' .. rel(dx, dx64))
+      assert(rel(dw, dw64) < 2e-5, what .. ' weight gradient: ' .. rel(dw, dw64))
+      if db then assert(rel(db, db64) < 2e-5, what .. ' bias gradient: ' .. rel(db, db64)) end
+    end
+  end)
+
+  it('a 32-channel BasicBlock in eval mode (fused, blocked layouts) matches its float64 copy', function()
+    local blk = nn.BasicBlock(32, 32, 1)
+    for _ = 1, 2 do blk(lunet.randn({ 4, 32, 8, 8 }) * 2 + 1) end   -- running statistics
+    blk:eval()
+    local blk64 = blk:clone():double()
+    local x = lunet.randn({ 3, 32, 12, 12 })
+    local got = lunet.no_grad(function() return blk(x) end)
+    local want = lunet.no_grad(function() return blk64(x:double()) end)
+    assert(rel(got, want) < 2e-5, rel(got, want))
+  end)
+
+  -- oneDNN's log of a child training one 32->32 and one 16->16 layer
+  local function child_log(env)
+    local script = os.tmpname()
+    local f = assert(io.open(script, 'w'))
+    f:write([[
+local lunet = require 'lunet'
+local F = lunet.nn.functional
+for _, c in ipairs { 32, 16 } do
+  local x = lunet.randn({ 2, c, 8, 8 }):requires_grad_()
+  local w = lunet.randn({ c, c, 3, 3 }):requires_grad_()
+  F.conv2d(x, w, nil, { padding = 1 }):sum():backward()
+end
+print('done')
+]])
+    f:close()
+    local p = io.popen(env .. ' DNNL_VERBOSE=1 luajit ' .. script .. ' 2>&1')
+    local out = p:read('*a')
+    p:close()
+    os.remove(script)
+    assert.truthy(out:find('done', 1, true), out)
+    local wino = { [32] = {}, [16] = {} }
+    for line in out:gmatch('[^\n]+') do
+      if line:find(',convolution,', 1, true) and line:find('^%a+_verbose,exec,') and line:find('wino', 1, true) then
+        local c = tonumber(line:match('_ic(%d+)oc'))
+        local pass = line:match(',(forward_%a+),') or line:match(',(backward_%a+),')
+        if wino[c] and pass then wino[c][pass] = true end
+      end
+    end
+    return wino, out
+  end
+
+  it('runs where the rule says: 32 channels on Winograd in all three passes, 16 channels direct', function()
+    local wino, out = child_log('env -u LUNET_WINOGRAD')
+    if avx512_core() then
+      for _, pass in ipairs { 'forward_training', 'backward_data', 'backward_weights' } do
+        assert.is_true(wino[32][pass] == true, '32->32 ' .. pass .. ' not on Winograd:\n' .. out)
+      end
+    else   -- oneDNN has no Winograd kernel here: the direct one runs
+      assert.is_nil(next(wino[32]), out)
+    end
+    assert.is_nil(next(wino[16]), '16->16 on Winograd:\n' .. out)
+  end)
+
+  it('LUNET_WINOGRAD=0 turns it off', function()
+    local wino, out = child_log('LUNET_WINOGRAD=0')
+    assert.is_nil(next(wino[32]), out)
+    assert.is_nil(next(wino[16]), out)
+  end)
+end)
