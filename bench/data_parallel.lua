@@ -10,8 +10,9 @@
 --                          async path on the comm streams, then wait), best of 5 x 4;
 --                exposed = time from the end of backward on the last device to the end of
 --                          the all-reduce: stream timestamps on each compute stream just
---                          before and just after DataParallel:_end_backward (which launches
---                          any bucket not yet launched, then waits for the comm streams),
+--                          before the last bucket's launch (which runs it on the compute
+--                          streams) and just after DataParallel:_end_backward (which waits
+--                          for the comm streams),
 --                          max(after) - max(before) (a device waiting for a slower one's
 --                          gradients is skew, not communication), median over 10 steps.
 --   indep      = the efficiency of two independent copies of the model, one per device,
@@ -178,12 +179,19 @@ local function time_exposed(dp, x, y, steps)
   -- and the end of the first bucket's all-reduce on the comm stream of
   -- device 1: how long before the end of backward it was done
   local first
+  -- "before" is stamped where backward's compute ends: before each launch
+  -- (the last one wins; DataParallel runs the last bucket on the compute
+  -- streams, so the stamp must precede it) and, when buckets are left for
+  -- _end_backward to launch, at its start
   dp._launch = function(self, b)
+    for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 2) end
     require('lunet.parallel.DataParallel')._launch(self, b)
     if not first then first = true; C.ln_comm_stream_timestamp(ids[1], stamps + 2 * self.n) end
   end
   dp._end_backward = function(self, ok)
-    for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 2) end
+    local left = false
+    for b = 1, #self.buckets do left = left or not (self.step and self.step.launched[b]) end
+    if left then for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 2) end end
     require('lunet.parallel.DataParallel')._end_backward(self, ok)
     for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 1) end
   end

@@ -426,6 +426,33 @@ describe('parallel.DataParallel', function()
       assert.truthy(s:find('g1g1g2g2', 1, true) or s:find('g1g2', 1, true), s)
     end)
 
+    it('all-reduces every bucket on the comm streams but the last, which runs on the compute streams', function()
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' }, bucket_mb = 0.0002 })
+      local ref = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' }, overlap = false })
+      ref:load_state_dict(dp:state_dict())
+      local modes = {}
+      local allreduce = dp.comm.allreduce
+      dp.comm.allreduce = function(cm, ts, opts)
+        modes[#modes + 1] = opts.async and 'a' or 's'
+        return allreduce(cm, ts, opts)
+      end
+      local x, y = lunet.randn(6, 3, 8, 8), lunet.randint(1, 6, { 6 })
+      for _ = 1, 2 do
+        for _, m in ipairs { dp, ref } do
+          m:zero_grad()
+          nn.CrossEntropyLoss()(m(x), y):backward()
+        end
+      end
+      assert.is_true(#dp.buckets >= 3, 'buckets: ' .. #dp.buckets)
+      local per_step = ('a'):rep(#dp.buckets - 1) .. 's'
+      assert.are.equal(per_step .. per_step, table.concat(modes))
+      -- the same reduced gradients as one all-reduce after backward
+      local pa, pb = dp:parameters(), ref:parameters()
+      for i = 1, #pa do
+        assert.is_true((pa[i].grad - pb[i].grad):abs():max():item() <= 1e-6 * (1 + pb[i].grad:abs():max():item()))
+      end
+    end)
+
     it('a second backward through a reduced forward is an error', function()
       local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
       local loss = nn.CrossEntropyLoss()(dp(lunet.randn(6, 3, 8, 8)), lunet.randint(1, 6, { 6 }))

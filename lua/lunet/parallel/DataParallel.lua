@@ -34,6 +34,7 @@
 -- communication streams (a second worker thread per device) as soon as its
 -- gradients are in, and runs while backward goes on; the compute streams wait
 -- for it at the end of backward, before the optimizer reads the gradients.
+-- The last bucket's all-reduce runs on the compute streams themselves.
 -- The host queues up to two steps ahead of the devices (see _pace).
 local lunet = require 'lunet'
 local ffi = require 'ffi'
@@ -220,6 +221,7 @@ end
 function DataParallel:_launch(b)
   local st = self.step
   st.launched[b] = true
+  st.nlaunched = st.nlaunched + 1
   local bucket = self.buckets[b]
   local np = #self.params[1]
   for k = 1, self.n do
@@ -232,7 +234,11 @@ function DataParallel:_launch(b)
     end
   end
   if self.comm then
-    self.comm:allreduce(bucket.flat, { op = 'avg', compress = self.compress, async = self.overlap })
+    -- the last bucket of the step goes on the compute streams, which would
+    -- only wait for it anyway: no hand-off to the comm workers and back (two
+    -- thread wake-ups per device, most of a small bucket's time)
+    local async = self.overlap and st.nlaunched < #self.buckets
+    self.comm:allreduce(bucket.flat, { op = 'avg', compress = self.compress, async = async })
   end
 end
 
@@ -393,7 +399,7 @@ function DataParallel:forward(x, ...)
     self.micro = self.micro + 1
     local sync = not self.no_sync_depth and self.micro % self.accumulate == 0
     if sync then self.micro = 0 end
-    self.step = { sync = sync and self.n > 1, active = active, ready = {}, launched = {} }
+    self.step = { sync = sync and self.n > 1, active = active, ready = {}, launched = {}, nlaunched = 0 }
   end
   local ok, out = pcall(self._run, self, x, sizes, ...)
   if not ok then self.step = nil; error(out, 2) end
