@@ -1,6 +1,6 @@
 -- Winograd convolutions: float32 3x3 stride-1 layers of 32+ channels (multiples
--- of 16) run on oneDNN's Winograd kernel (jit_wino_4x3, AVX-512 only) in all
--- three passes, where it measured faster than the direct one (c/nn/conv_dnnl.c,
+-- of 16) and 512+ output pixels per channel (N*OH*OW) run on oneDNN's Winograd
+-- kernel (jit_wino_4x3, AVX-512 only) in all three passes, where it measured faster than the direct one (c/nn/conv_dnnl.c,
 -- winograd_wanted). Its results are checked against float64, and the rule
 -- against oneDNN's own log (DNNL_VERBOSE=1) of child processes.
 local lunet = require 'lunet'
@@ -31,7 +31,7 @@ describe('Winograd convolutions', function()
     -- {C, O, H, W, padding, bias}
     for _, c in ipairs { { 32, 32, 16, 16, 1, false }, { 64, 64, 8, 8, 1, true }, { 48, 32, 9, 13, 1, true },
       { 32, 64, 10, 10, 0, false } } do
-      local x = lunet.randn({ 4, c[1], c[3], c[4] })
+      local x = lunet.randn({ 8, c[1], c[3], c[4] })
       local w = lunet.randn({ c[2], c[1], 3, 3 }) * (1 / math.sqrt(9 * c[1]))
       local b = c[6] and lunet.randn({ c[2] }) or nil
       local opts = { padding = c[5] }
@@ -59,22 +59,23 @@ describe('Winograd convolutions', function()
     for _ = 1, 2 do blk(lunet.randn({ 4, 32, 8, 8 }) * 2 + 1) end   -- running statistics
     blk:eval()
     local blk64 = blk:clone():double()
-    local x = lunet.randn({ 3, 32, 12, 12 })
+    local x = lunet.randn({ 4, 32, 12, 12 })
     local got = lunet.no_grad(function() return blk(x) end)
     local want = lunet.no_grad(function() return blk64(x:double()) end)
     assert(rel(got, want) < 2e-5, rel(got, want))
   end)
 
-  -- oneDNN's log of a child training one 32->32 and one 16->16 layer
+  -- oneDNN's log of a child training a 32->32, a 16->16 layer (2 x 16x16
+  -- images: 512 output pixels) and a 48->48 one on 2 x 8x8 (128)
   local function child_log(env)
     local script = os.tmpname()
     local f = assert(io.open(script, 'w'))
     f:write([[
 local lunet = require 'lunet'
 local F = lunet.nn.functional
-for _, c in ipairs { 32, 16 } do
-  local x = lunet.randn({ 2, c, 8, 8 }):requires_grad_()
-  local w = lunet.randn({ c, c, 3, 3 }):requires_grad_()
+for _, c in ipairs { { 32, 16 }, { 16, 16 }, { 48, 8 } } do
+  local x = lunet.randn({ 2, c[1], c[2], c[2] }):requires_grad_()
+  local w = lunet.randn({ c[1], c[1], 3, 3 }):requires_grad_()
   F.conv2d(x, w, nil, { padding = 1 }):sum():backward()
 end
 print('done')
@@ -85,7 +86,7 @@ print('done')
     p:close()
     os.remove(script)
     assert.truthy(out:find('done', 1, true), out)
-    local wino = { [32] = {}, [16] = {} }
+    local wino = { [32] = {}, [16] = {}, [48] = {} }
     for line in out:gmatch('[^\n]+') do
       if line:find(',convolution,', 1, true) and line:find('^%a+_verbose,exec,') and line:find('wino', 1, true) then
         local c = tonumber(line:match('_ic(%d+)oc'))
@@ -96,7 +97,7 @@ print('done')
     return wino, out
   end
 
-  it('runs where the rule says: 32 channels on Winograd in all three passes, 16 channels direct', function()
+  it('runs where the rule says: 32 channels on Winograd in all three passes; 16 channels, and 128 pixels, direct', function()
     local wino, out = child_log('env -u LUNET_WINOGRAD')
     if avx512_core() then
       for _, pass in ipairs { 'forward_training', 'backward_data', 'backward_weights' } do
@@ -106,11 +107,11 @@ print('done')
       assert.is_nil(next(wino[32]), out)
     end
     assert.is_nil(next(wino[16]), '16->16 on Winograd:\n' .. out)
+    assert.is_nil(next(wino[48]), '48->48 on 2 x 8x8 on Winograd:\n' .. out)
   end)
 
   it('LUNET_WINOGRAD=0 turns it off', function()
     local wino, out = child_log('LUNET_WINOGRAD=0')
-    assert.is_nil(next(wino[32]), out)
-    assert.is_nil(next(wino[16]), out)
+    for _, c in ipairs { 32, 16, 48 } do assert.is_nil(next(wino[c]), out) end
   end)
 end)
