@@ -19,6 +19,10 @@
  *     reads and writes as many bytes as a memcpy of the whole buffer, and
  *     both workers stream at once. (Plain stores: every line written was
  *     just read, so it is in cache and costs no read-for-ownership.)
+ *     Small allreduces (up to SMALL_ALLREDUCE_BYTES over all ranks) take one
+ *     barrier instead: its last rank to arrive reduces the whole buffer into
+ *     every rank's while the others wait in it (one thread wake-up, not two).
+ *     A rank early at a barrier spins briefly (SPIN_S) before it sleeps.
  *     With a wire format (float16/bfloat16) the values are rounded as they
  *     would travel: each rank's input is rounded, the reduction is done in
  *     float32 and its result rounded again; shared memory needs no staging
