@@ -339,8 +339,9 @@ if #results.conv3x3 > 0 then
       TORCH and ('%.1f | %.2f |'):format(r.torch_gflops, r.torch_s / r.lunet_s) or ''))
   end
   p('(GFLOP/s = direct-convolution FLOPs, 3 x 2*C*O*9*OH*OW*64, / time. lunet runs stride-1 layers of 32+')
-  p(' channels as Winograd F(4x4,3x3) on AVX-512 (c/nn/conv_dnnl.c, winograd_wanted), which needs fewer')
-  p(' multiplications: their figures are effective rates. LUNET_WINOGRAD=0 gives the direct kernels.)')
+  p(' channels (and the weight gradient of 16->16) as Winograd F(4x4,3x3) on AVX-512 (c/nn/conv_dnnl.c,')
+  p(' winograd_wanted), which needs fewer multiplications: their figures are effective rates.')
+  p(' LUNET_WINOGRAD=0 gives the direct kernels.)')
 end
 p('')
 local rs, rq = results.rss_lenet5_kib, results.require_s

@@ -1,8 +1,10 @@
--- Winograd convolutions: float32 3x3 stride-1 layers of 32+ channels (multiples
--- of 16) and 512+ output pixels per channel (N*OH*OW) run on oneDNN's Winograd
--- kernel (jit_wino_4x3, AVX-512 only) in all three passes, where it measured faster than the direct one (c/nn/conv_dnnl.c,
--- winograd_wanted). Its results are checked against float64, and the rule
--- against oneDNN's own log (DNNL_VERBOSE=1) of child processes.
+-- Winograd convolutions (oneDNN's jit_wino_4x3, AVX-512 only) for float32 3x3
+-- stride-1 layers with channels in multiples of 16, where it measured faster
+-- than the direct kernel (c/nn/conv_dnnl.c, winograd_wanted): all three passes
+-- with 32+ channels and 512+ output pixels per channel (N*OH*OW), the weight
+-- gradient alone with 16 channels and 32768+ pixels. Its results are checked
+-- against float64, and the rule against oneDNN's own log (DNNL_VERBOSE=1) of
+-- child processes.
 local lunet = require 'lunet'
 local nn = lunet.nn
 local F = nn.functional
@@ -28,10 +30,10 @@ describe('Winograd convolutions', function()
   lunet.manual_seed(5)
 
   it('forward, input, weight and bias gradients match float64 (training, saved blocked input)', function()
-    -- {C, O, H, W, padding, bias}
-    for _, c in ipairs { { 32, 32, 16, 16, 1, false }, { 64, 64, 8, 8, 1, true }, { 48, 32, 9, 13, 1, true },
-      { 32, 64, 10, 10, 0, false } } do
-      local x = lunet.randn({ 8, c[1], c[3], c[4] })
+    -- {C, O, H, W, padding, bias, batch}
+    for _, c in ipairs { { 32, 32, 16, 16, 1, false, 8 }, { 64, 64, 8, 8, 1, true, 8 }, { 48, 32, 9, 13, 1, true, 8 },
+      { 32, 64, 10, 10, 0, false, 8 }, { 16, 16, 32, 32, 1, true, 32 } } do
+      local x = lunet.randn({ c[7], c[1], c[3], c[4] })
       local w = lunet.randn({ c[2], c[1], 3, 3 }) * (1 / math.sqrt(9 * c[1]))
       local b = c[6] and lunet.randn({ c[2] }) or nil
       local opts = { padding = c[5] }
@@ -65,16 +67,17 @@ describe('Winograd convolutions', function()
     assert(rel(got, want) < 2e-5, rel(got, want))
   end)
 
-  -- oneDNN's log of a child training a 32->32, a 16->16 layer (2 x 16x16
-  -- images: 512 output pixels) and a 48->48 one on 2 x 8x8 (128)
+  -- oneDNN's log of a child training layers of {channels, size, batch}; the
+  -- passes that ran on Winograd, by "channels/size/batch"
+  local layers = { { 32, 16, 2 }, { 16, 16, 2 }, { 48, 8, 2 }, { 16, 32, 32 } }
   local function child_log(env)
     local script = os.tmpname()
     local f = assert(io.open(script, 'w'))
     f:write([[
 local lunet = require 'lunet'
 local F = lunet.nn.functional
-for _, c in ipairs { { 32, 16 }, { 16, 16 }, { 48, 8 } } do
-  local x = lunet.randn({ 2, c[1], c[2], c[2] }):requires_grad_()
+for _, c in ipairs { { 32, 16, 2 }, { 16, 16, 2 }, { 48, 8, 2 }, { 16, 32, 32 } } do
+  local x = lunet.randn({ c[3], c[1], c[2], c[2] }):requires_grad_()
   local w = lunet.randn({ c[1], c[1], 3, 3 }):requires_grad_()
   F.conv2d(x, w, nil, { padding = 1 }):sum():backward()
 end
@@ -86,32 +89,38 @@ print('done')
     p:close()
     os.remove(script)
     assert.truthy(out:find('done', 1, true), out)
-    local wino = { [32] = {}, [16] = {}, [48] = {} }
+    local wino = {}
+    for _, c in ipairs(layers) do wino[table.concat(c, '/')] = {} end
     for line in out:gmatch('[^\n]+') do
       if line:find(',convolution,', 1, true) and line:find('^%a+_verbose,exec,') and line:find('wino', 1, true) then
-        local c = tonumber(line:match('_ic(%d+)oc'))
+        local mb, ic, ih = line:match('mb(%d+)_ic(%d+)oc%d+_ih(%d+)')
         local pass = line:match(',(forward_%a+),') or line:match(',(backward_%a+),')
-        if wino[c] and pass then wino[c][pass] = true end
+        local key = ('%s/%s/%s'):format(ic, ih, mb)
+        if wino[key] and pass then wino[key][pass] = true end
       end
     end
     return wino, out
   end
 
-  it('runs where the rule says: 32 channels on Winograd in all three passes; 16 channels, and 128 pixels, direct', function()
+  it('runs where the rule says', function()
     local wino, out = child_log('env -u LUNET_WINOGRAD')
     if avx512_core() then
       for _, pass in ipairs { 'forward_training', 'backward_data', 'backward_weights' } do
-        assert.is_true(wino[32][pass] == true, '32->32 ' .. pass .. ' not on Winograd:\n' .. out)
+        assert.is_true(wino['32/16/2'][pass] == true, '32->32 ' .. pass .. ' not on Winograd:\n' .. out)
       end
+      -- 16 channels: the weight gradient, from 32768 pixels
+      assert.is_true(wino['16/32/32'].backward_weights == true, '16->16 on 32 x 32x32, weights:\n' .. out)
+      assert.is_nil(wino['16/32/32'].forward_training, out)
+      assert.is_nil(wino['16/32/32'].backward_data, out)
     else   -- oneDNN has no Winograd kernel here: the direct one runs
-      assert.is_nil(next(wino[32]), out)
+      for _, c in ipairs(layers) do assert.is_nil(next(wino[table.concat(c, '/')]), out) end
     end
-    assert.is_nil(next(wino[16]), '16->16 on Winograd:\n' .. out)
-    assert.is_nil(next(wino[48]), '48->48 on 2 x 8x8 on Winograd:\n' .. out)
+    assert.is_nil(next(wino['16/16/2']), '16->16 on 2 x 16x16 on Winograd:\n' .. out)
+    assert.is_nil(next(wino['48/8/2']), '48->48 on 2 x 8x8 (128 pixels) on Winograd:\n' .. out)
   end)
 
   it('LUNET_WINOGRAD=0 turns it off', function()
     local wino, out = child_log('LUNET_WINOGRAD=0')
-    for _, c in ipairs { 32, 16, 48 } do assert.is_nil(next(wino[c]), out) end
+    for _, c in ipairs(layers) do assert.is_nil(next(wino[table.concat(c, '/')]), out) end
   end)
 end)

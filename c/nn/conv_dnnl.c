@@ -283,27 +283,33 @@ fail:
   return -1;
 }
 
-/* Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, all three passes) where it
- * measured faster than the direct kernels, reorders included (2 threads,
- * AVX-512; forward + both gradients): at batch 64 1.2-1.4x on 32->32
- * channels at 16x16, 1.7-2.8x on 64->64 at 8x8, no gain on 16->16 at 32x32;
- * from 512 output pixels per channel (N*OH*OW) on, 1.1-1.8x (32->32 at batch
- * 2: a tie); below, slower (256: 0.6-0.9x). Its error against float64 (1-2e-6
- * of the largest output) stays within float32 training's
- * (spec/conv_winograd_spec.lua). LUNET_WINOGRAD=0 turns it off (read when a
- * primitive is created). */
-static bool winograd_wanted(const ln_conv2d_args *a) {
+/* Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3) for op where it measured
+ * faster than the direct kernels, reorders included (2 threads, AVX-512):
+ * - 32+ channels, all three passes: at batch 64 1.2-1.4x on 32->32 at 16x16
+ *   and 1.7-2.8x on 64->64 at 8x8 (forward + both gradients), each pass
+ *   faster; from 512 output pixels per channel (N*OH*OW) on, 1.1-1.8x (32->32
+ *   at batch 2: a tie); below, slower (256: 0.6-0.9x);
+ * - 16 channels, the weight gradient only: 16->16 at 32x32, batch 64: 1.3-1.9x
+ *   (forward a tie, data gradient 0.8x); batch 32 1.4x; batch 16 and below
+ *   slower, hence from 32768 pixels.
+ * Its error against float64 (1-2e-6 of the largest output) stays within
+ * float32 training's (spec/conv_winograd_spec.lua). LUNET_WINOGRAD=0 turns it
+ * off (read when a primitive is created). */
+static bool winograd_wanted(const ln_conv2d_args *a, int op) {
   const char *e = getenv("LUNET_WINOGRAD");
   if (e && e[0] == '0') return false;
-  return a->KH == 3 && a->KW == 3 && a->p.stride_h == 1 && a->p.stride_w == 1 && a->p.dil_h == 1 &&
-         a->p.dil_w == 1 && a->C >= 32 && a->O >= 32 && a->C % 16 == 0 && a->O % 16 == 0 &&
-         a->N * a->OH * a->OW >= 512;
+  if (!(a->KH == 3 && a->KW == 3 && a->p.stride_h == 1 && a->p.stride_w == 1 && a->p.dil_h == 1 &&
+        a->p.dil_w == 1 && a->C % 16 == 0 && a->O % 16 == 0 && a->C >= 16 && a->O >= 16))
+    return false;
+  const int64_t pixels = a->N * a->OH * a->OW;
+  if (a->C >= 32 && a->O >= 32) return pixels >= 512;
+  return op == OP_BWD_W && pixels >= 32768;
 }
 
 /* Creates the entry: Winograd where wanted and oneDNN offers it (its JIT
  * kernel exists only for some CPUs, layouts and post-ops), else direct. */
 static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
-  if (k->op != OP_REORDER && winograd_wanted(a) && entry_init_alg(st, e, a, k, dnnl_convolution_winograd) == 0)
+  if (k->op != OP_REORDER && winograd_wanted(a, k->op) && entry_init_alg(st, e, a, k, dnnl_convolution_winograd) == 0)
     return 0;
   return entry_init_alg(st, e, a, k, dnnl_convolution_direct);
 }
