@@ -14,7 +14,7 @@
 --                          streams) and just after DataParallel:_end_backward (which waits
 --                          for the comm streams),
 --                          max(after) - max(before) (a device waiting for a slower one's
---                          gradients is skew, not communication), median over 10 steps.
+--                          gradients is skew, not communication), median over 30 steps.
 --   indep      = the efficiency of two independent copies of the model, one per device,
 --                each training on half the batch (no communication at all): the ceiling
 --                for any data-parallel scheme on this machine; of-ind = DataParallel's
@@ -269,7 +269,7 @@ for _ = 1, ROUNDS do
     keep(ov, name, time_steps(dpo, dpo:parameters(), x, y))
     keep(nc, name, time_steps(dpo, dpo:parameters(), x, y, { no_sync = true }))
     keep(ar, name, time_allreduce(dpo))
-    local e, l = time_exposed(dpo, x, y, 10)
+    local e, l = time_exposed(dpo, x, y, 30)
     keep(ex, name, e)
     lead[name] = math.max(lead[name] or -math.huge, l)
     nb[name] = #dpo.buckets
