@@ -143,6 +143,21 @@ describe('virtual CPU devices', function()
     assert.same(10, a:sum():item())              -- the add_ after the error was skipped
   end)
 
+  it('a copy to a new tensor on a busy device does not hold the source device', function()
+    local src = lunet.ones(1000, {device = 'cpu:1'})
+    lunet.synchronize()
+    -- cpu:2 holds until cpu:0 opens the gate, 2 s from now
+    local gate = ffi.new('int[1]')
+    assert.equal(0, C.ln_stream_inject_gate(2, gate))
+    assert.equal(0, C.ln_stream_inject_opener(0, gate, 2))
+    local dst = src:to('cpu:2')                   -- copied by cpu:1 into a fresh tensor
+    local after = src * 2                         -- cpu:1's next work
+    assert.equal(2000, after:sum():item())        -- done without waiting for cpu:2
+    assert.equal(0, gate[0])
+    assert.equal(1000, dst:sum():item())          -- cpu:2's later work sees the copy
+    assert.equal(1, gate[0])
+  end)
+
   it('raises a source device error when the destination of a copy is read', function()
     local a = lunet.ones(1000, {device = 'cpu:1'})
     assert.equal(0, C.ln_stream_inject_error(1, 'source broke'))

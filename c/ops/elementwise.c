@@ -324,7 +324,10 @@ ln_tensor *ln_cast(const ln_tensor *a, int dtype) {
   return out;
 }
 
-int ln_copy_(ln_tensor *dst, const ln_tensor *src) {
+/* dst_fresh: dst's storage was just allocated, so no queued work uses it
+ * (a storage goes back to the allocator only when the last task keeping it
+ * has run): a copy from another device need not wait for dst's stream */
+static int copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
   const char *fn = "copy_";
   if (ln_check_tensor(fn, dst, "destination") != 0 || ln_check_tensor(fn, src, "source") != 0 ||
       check_writable(fn, dst) != 0)
@@ -345,14 +348,19 @@ int ln_copy_(ln_tensor *dst, const ln_tensor *src) {
   if (dst->device_id == src->device_id)
     return ln_launch(dst->device_id, fn, ln_backend_of(dst->device_id)->copy, &args, sizeof args, keep, 2);
   /* across devices: the source's stream copies once the destination's earlier
-   * work is done; the destination's later work waits for the copy */
+   * work is done (it may still use dst; not for a fresh dst: then the two
+   * streams are not coupled both ways, DataParallel's scatter and gather
+   * included); the destination's later work waits for the copy */
   ln_event ev;
-  if (ln_event_record(dst->device_id, &ev) != 0 || ln_event_wait(src->device_id, &ev) != 0) return -1;
+  if (!dst_fresh && (ln_event_record(dst->device_id, &ev) != 0 || ln_event_wait(src->device_id, &ev) != 0))
+    return -1;
   if (ln_launch(src->device_id, fn, ln_backend_of(src->device_id)->copy, &args, sizeof args, keep, 2) != 0)
     return -1;
   if (ln_event_record(src->device_id, &ev) != 0) return -1;
   return ln_event_wait(dst->device_id, &ev);
 }
+
+int ln_copy_(ln_tensor *dst, const ln_tensor *src) { return copy_into(dst, src, false); }
 
 ln_tensor *ln_to_device(const ln_tensor *a, int device) {
   if (ln_check_tensor("to", a, "tensor") != 0) return NULL;
@@ -363,7 +371,7 @@ ln_tensor *ln_to_device(const ln_tensor *a, int device) {
   }
   if (device == a->device_id) return ln_alias(a);
   ln_tensor *out = ln_tensor_new_like_shape(a->ndim, a->shape, a->dtype_id, device);
-  if (out && ln_copy_(out, a) != 0) { ln_tensor_free(out); out = NULL; }
+  if (out && copy_into(out, a, true) != 0) { ln_tensor_free(out); out = NULL; }
   return out;
 }
 
