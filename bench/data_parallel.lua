@@ -84,17 +84,10 @@ local function batch(shape)
   return lunet.randn(s), lunet.randint(1, 11, { BATCH })
 end
 
--- seconds per training step (median of a few timed groups after a warm-up)
-local function time_steps(model, params, x, y, opts)
-  local opt = optim.SGD(params, { lr = 0.01, momentum = 0.9 })
-  local crit = nn.CrossEntropyLoss()
-  local function step()
-    opt:zero_grad()
-    local go = function() crit(model(x), y):backward() end
-    if opts and opts.no_sync then model:no_sync(go) else go() end
-    opt:step()
-  end
-  for _ = 1, 8 do step() end   -- the JIT compiles the step's traces in the first few
+-- seconds per call of step: the best of GROUPS timed groups of STEPS calls,
+-- after 8 calls of warm-up (the JIT compiles the step's traces in the first few)
+local function best_time(step)
+  for _ = 1, 8 do step() end
   lunet.synchronize()
   local best = math.huge
   for _ = 1, GROUPS do
@@ -104,6 +97,18 @@ local function time_steps(model, params, x, y, opts)
     best = math.min(best, (lunet.clock() - t0) / STEPS)
   end
   return best
+end
+
+-- seconds per training step
+local function time_steps(model, params, x, y, opts)
+  local opt = optim.SGD(params, { lr = 0.01, momentum = 0.9 })
+  local crit = nn.CrossEntropyLoss()
+  return best_time(function()
+    opt:zero_grad()
+    local go = function() crit(model(x), y):backward() end
+    if opts and opts.no_sync then model:no_sync(go) else go() end
+    opt:step()
+  end)
 end
 
 -- seconds per step of two independent copies of a model, one per device, each
@@ -123,23 +128,13 @@ local function time_independent(name, x, y)
     ys[k] = y:narrow(1, 1 + (k - 1) * half, half):to(dev)
   end
   local crit = nn.CrossEntropyLoss()
-  local function step()
+  return best_time(function()
     for k = 1, 2 do
       opt[k]:zero_grad()
       crit(m[k](xs[k]), ys[k]):backward()
       opt[k]:step()
     end
-  end
-  step(); step()
-  lunet.synchronize()
-  local best = math.huge
-  for _ = 1, GROUPS do
-    local t0 = lunet.clock()
-    for _ = 1, STEPS do step() end
-    lunet.synchronize()
-    best = math.min(best, (lunet.clock() - t0) / STEPS)
-  end
-  return best
+  end)
 end
 
 -- seconds for the all-reduce of every gradient bucket alone, on the path
