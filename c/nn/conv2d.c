@@ -604,12 +604,22 @@ static size_t conv_plan(ln_conv2d_args *a, int nt, bool want_din, bool want_dw) 
   return bytes;
 }
 
-static int check_saved(const char *fn, const ln_tensor *saved, const ln_tensor *in, const ln_tensor *w,
-                       const ln_conv2d_params *p) {
-  int64_t n = ln_conv2d_saved_numel(in, w, p);
+/* The saved copy pays off when both backward passes will run on oneDNN
+ * (nn_conv_dnnl_bwd) and the blocked layout needs no channel padding: its
+ * elements, or 0 (geometry a from conv_geometry). */
+static int64_t saved_numel(const ln_conv2d_args *a) {
+  const int impl = conv_impl();
+  if (a->C % 16 || a->O % 16 || a->OH * a->OW == 0 || !use_dnnl(a, impl, PASS_FWD) ||
+      !use_dnnl(a, impl, PASS_WEIGHT) || !use_dnnl(a, impl, PASS_DATA))
+    return 0;
+  return (int64_t)(nn_conv_dnnl_blocked_bytes(a->N, a->C, a->H, a->W) / 4);
+}
+
+static int check_saved(const char *fn, const ln_tensor *saved, const ln_conv2d_args *a, int dev) {
+  int64_t n = saved_numel(a);
   if (n == 0) return ln_error("%s: no saved input is used for this convolution (ln_conv2d_saved_numel is 0)", fn);
   int64_t shape[1] = {n};
-  if (nn_check(fn, "saved", saved, LN_FLOAT32, in->device_id, 1, shape) != 0) return -1;
+  if (nn_check(fn, "saved", saved, LN_FLOAT32, dev, 1, shape) != 0) return -1;
   if (!ln_is_contiguous(saved)) return ln_error("%s: saved must be contiguous", fn);
   return 0;
 }
@@ -623,7 +633,7 @@ static int conv_forward(const char *fn, ln_tensor *out, const ln_tensor *in, con
   int64_t bshape[1] = {a.O}, oshape[4] = {a.N, a.O, a.OH, a.OW};
   if (b && nn_check(fn, "bias", b, dt, dev, 1, bshape) != 0) return -1;
   if (nn_check(fn, "out", out, dt, dev, 4, oshape) != 0) return -1;
-  if (saved && check_saved(fn, saved, in, w, p) != 0) return -1;
+  if (saved && check_saved(fn, saved, &a, dev) != 0) return -1;
   const bool bn = f && f->bn_mean;
   if (f) {
     if ((!f->bn_mean) != (!f->bn_var))
@@ -686,17 +696,11 @@ int ln_conv2d_forward(ln_tensor *out, const ln_tensor *in, const ln_tensor *w, c
   return conv_forward("conv2d", out, in, w, b, NULL, NULL, p);
 }
 
-/* The saved copy pays off when both backward passes will run on oneDNN
- * (nn_conv_dnnl_bwd) and the blocked layout needs no channel padding. */
 int64_t ln_conv2d_saved_numel(const ln_tensor *in, const ln_tensor *w, const ln_conv2d_params *p) {
   ln_conv2d_args a;
   if (!in || !w || !p || in->ndim != 4 || w->ndim != 4) return 0;
   if (conv_geometry("conv2d_saved_numel", in, w, p, &a) != 0) { ln_clear_error(); return 0; }
-  const int impl = conv_impl();
-  if (a.C % 16 || a.O % 16 || a.OH * a.OW == 0 || !use_dnnl(&a, impl, PASS_FWD) ||
-      !use_dnnl(&a, impl, PASS_WEIGHT) || !use_dnnl(&a, impl, PASS_DATA))
-    return 0;
-  return (int64_t)(nn_conv_dnnl_blocked_bytes(a.N, a.C, a.H, a.W) / 4);
+  return saved_numel(&a);
 }
 
 int ln_conv2d_forward_saving(ln_tensor *out, ln_tensor *saved, const ln_tensor *in, const ln_tensor *w,
@@ -715,8 +719,8 @@ static int conv_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_
   const char *fn = "conv2d_backward";
   ln_conv2d_args a;
   if (conv_geometry(fn, in, w, p, &a) != 0) return -1;
-  if (saved && check_saved(fn, saved, in, w, p) != 0) return -1;
   int dt = in->dtype_id, dev = in->device_id;
+  if (saved && check_saved(fn, saved, &a, dev) != 0) return -1;
   int64_t oshape[4] = {a.N, a.O, a.OH, a.OW}, bshape[1] = {a.O};
   if (nn_check(fn, "grad_output", dout, dt, dev, 4, oshape) != 0) return -1;
   if (din && nn_check(fn, "grad_input", din, dt, dev, 4, in->shape) != 0) return -1;
