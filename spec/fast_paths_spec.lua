@@ -224,6 +224,61 @@ describe('direct gradients for narrow 3-16 channel convolutions (float32)', func
   end
 end)
 
+describe('RGB stems: direct forward and input gradient for 3 input channels (float32)', function()
+  local F = lunet.nn.functional
+
+  -- 3 input channels, at most 16 outputs, NCHW: the forward in the direct
+  -- kernel's 8 x 32 blocks (conv2d.c's direct_stem); the input gradient of
+  -- rows wider than 16 in the few shape (3 channels by 8 rows, conv_direct.c),
+  -- each against the float64 path (im2col + GEMM in double), 1 and 2 threads.
+  -- The shapes cover partial row blocks and column vectors, 5x5, and the
+  -- cases that keep other kernels (batch 1 gradient, 24 outputs forward).
+  local cases = {
+    {N = 4, C = 3, O = 16, H = 32, W = 32, k = 3, pad = 1},   -- ResNet-8 and seed32 stems
+    {N = 2, C = 3, O = 8, H = 19, W = 37, k = 3, pad = 0},    -- 17 rows, 35 columns: ragged blocks
+    {N = 3, C = 3, O = 6, H = 21, W = 20, k = 5, pad = 2},    -- 5x5, 6 outputs
+    {N = 2, C = 3, O = 12, H = 9, W = 17, k = 3, pad = 1},    -- 17 columns; gradient on GEMM (scratch too small)
+    {N = 1, C = 3, O = 16, H = 32, W = 32, k = 3, pad = 1},   -- batch 1
+    {N = 2, C = 3, O = 24, H = 12, W = 24, k = 3, pad = 1},   -- 24 outputs
+  }
+  for _, c in ipairs(cases) do
+    it(('%dx%dx%dx%d -> %d, %dx%d, pad %d: forward and gradients match float64 (1 and 2 threads)'):format(
+      c.N, c.C, c.H, c.W, c.O, c.k, c.k, c.pad), function()
+      local threads = C.ln_device_threads(0)
+      local ok_, err = pcall(function()
+        lunet.manual_seed(13)
+        local x64 = lunet.randn({c.N, c.C, c.H, c.W}, {dtype = 'float64'}):requires_grad_()
+        local w64 = lunet.randn({c.O, c.C, c.k, c.k}, {dtype = 'float64'}):requires_grad_()
+        local b64 = lunet.randn({c.O}, {dtype = 'float64'}):requires_grad_()
+        local opts = {padding = c.pad}
+        local y64 = F.conv2d(x64, w64, b64, opts)
+        local g64 = lunet.randn(y64:size(), {dtype = 'float64'})
+        y64:backward(g64)
+        for _, nt in ipairs({1, 2}) do
+          ok(C.ln_set_device_threads(0, nt))
+          local x, w, b = x64:detach():float():requires_grad_(), w64:detach():float():requires_grad_(),
+            b64:detach():float():requires_grad_()
+          local y = F.conv2d(x, w, b, opts)
+          assert.is_true(rel_err(y, y64) < 1e-5, nt .. ' threads: forward')
+          y:backward(g64:float())
+          assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, nt .. ' threads: input gradient')
+          assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, nt .. ' threads: weight gradient')
+          assert.is_true(rel_err(b.grad, b64.grad) < 1e-5, nt .. ' threads: bias gradient')
+          -- without a bias, and the input gradient alone
+          w = w64:detach():float()
+          x.grad = nil
+          local y2 = F.conv2d(x, w, nil, opts)
+          assert.is_true(rel_err(y2, y64 - b64:detach():view(1, c.O, 1, 1)) < 1e-5, nt .. ' threads: forward, no bias')
+          y2:backward(g64:float())
+          assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, nt .. ' threads: input gradient alone')
+        end
+      end)
+      C.ln_set_device_threads(0, threads)
+      if not ok_ then error(err, 0) end
+    end)
+  end
+end)
+
 describe('backward frees the gradients it made once consumed', function()
   it('keeps O(1) gradients of a chain alive, and shared gradients intact', function()
     collectgarbage(); collectgarbage()

@@ -362,9 +362,20 @@ int ln_cpu_conv2d_fwd(void *args) {
   return conv_fwd_plain(a);
 }
 
+/* An RGB stem with NCHW in and out (3 input channels, at most 16 outputs):
+ * the direct kernel's 8 x 32 blocks write NCHW at once, 1.3x oneDNN with its
+ * output reorder (3->16 at 32x32, batch 8 and 64), 2.8x for 8 outputs (which
+ * oneDNN pads to 16); ties at batch 1 and on 28 columns. The fused inference
+ * chain, whose stem writes blocked activations, still runs oneDNN. */
+static bool direct_stem(const ln_conv2d_args *a, int impl) {
+  return impl == IMPL_AUTO && a->C == 3 && nn_conv_direct_ok(a);
+}
+
 static int conv_fwd_plain(const ln_conv2d_args *a) {
   const int impl = conv_impl();
-  if (!plain_1x1_strided(a, impl) && use_dnnl(a, impl, PASS_FWD) && nn_conv_dnnl_fwd(a, conv_nt(a)) == 0) return 0;
+  if (!plain_1x1_strided(a, impl) && !direct_stem(a, impl) && use_dnnl(a, impl, PASS_FWD) &&
+      nn_conv_dnnl_fwd(a, conv_nt(a)) == 0)
+    return 0;
   /* small stride-1 float32 convolutions: the direct kernel (conv_direct.c) */
   if (impl != IMPL_GEMM && nn_conv_direct_ok(a)) return nn_conv_direct_fwd(a);
   const int dt = a->dtype;

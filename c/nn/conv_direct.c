@@ -26,7 +26,11 @@
  * more: its data gradient through the same kernel in a narrow shape (blocks
  * of 4-8 channels by one 16-column vector, two rows at a time), and its
  * weight gradient over vectors of the 16 output channels
- * (nn_conv_direct_wgrad16); both beat oneDNN there (bench/RESULTS.md). */
+ * (nn_conv_direct_wgrad16); both beat oneDNN there (bench/RESULTS.md).
+ *
+ * RGB stems (3 input channels, e.g. ResNet-8's and seed32's 3->16 3x3 at
+ * 32x32): the forward in the 8 x 32 blocks (NCHW out, no reorder), and the
+ * input gradient in a fourth shape, 3 channels by 8 rows of one vector. */
 #include "nn.h"
 #include <omp.h>
 
@@ -51,11 +55,12 @@ static int64_t padded_elems(const ln_conv2d_args *a) {
   return a->C * (a->H + 2 * (int64_t)a->p.pad_h) * (a->W + 2 * (int64_t)a->p.pad_w) + SCW;
 }
 
-/* 1-2 input channels, at most 16 outputs, rows of 16+ columns: the 8 x 32
+/* 1-3 input channels, at most 16 outputs, rows of 16+ columns: the 8 x 32
  * blocks (LeNet's first layer 1->6 5x5 at 28x28: forward 3-5x faster than
- * im2col + GEMM here, which oneDNN does not beat on 1 channel) */
+ * im2col + GEMM here, which oneDNN does not beat on 1 channel; RGB stems:
+ * conv2d.c's direct_stem) */
 static bool small_ok(const ln_conv2d_args *a) {
-  return a->C <= 2 && a->O <= 16 && a->OW >= 16 && a->KH * a->KW >= 9 && a->KH <= 7 && a->KW <= 7;
+  return a->C <= 3 && a->O <= 16 && a->OW >= 16 && a->KH * a->KW >= 9 && a->KH <= 7 && a->KW <= 7;
 }
 
 bool nn_conv_direct_ok(const ln_conv2d_args *a) {
@@ -160,8 +165,89 @@ DEF_NARROW(4)
 DEF_NARROW(6)
 DEF_NARROW(8)
 
+/* the few shape: 3 output channels (an RGB stem's input gradient: the
+ * forward's 16+ output channels in, 3 out, rows wider than 16) by FR rows of
+ * one CW-column vector: 3 x 8 accumulators, each shifted input row loaded
+ * once per (c, kh, kw) for the 3 channels. The narrow shape (4 channels by 2
+ * rows) ran at half the forward's rate per multiply-add here, bound by its
+ * loads, and im2col + GEMM + col2im took 1.8x the forward. Rows past the
+ * image read the next channel's rows (after the last, FR - 1 spare zero
+ * rows) into accumulators that are never stored. */
+enum { FR = 8, FNB = 3 };
+/* a CW-float vector that may sit at any float boundary */
+typedef float few_vec __attribute__((vector_size(CW * sizeof(float)), aligned(4)));
+#define DEF_FEW(NAME, ATTR, PIN)                                                                        \
+  ATTR NO_MEMCPY static void NAME(const float *restrict xp, const float *restrict wp, float *restrict out, \
+                                  int64_t ob, int64_t C, int64_t Hp, int64_t Wp, int64_t KH, int64_t KW,   \
+                                  int64_t OH, int64_t OW) {                                             \
+    for (int64_t oh0 = 0; oh0 < OH; oh0 += FR)                                                          \
+      for (int64_t ow0 = 0; ow0 < OW; ow0 += CW) {                                                      \
+        few_vec acc[FNB][FR];                                                                           \
+        for (int o = 0; o < FNB; o++)                                                                   \
+          for (int r = 0; r < FR; r++) acc[o][r] = (few_vec){0};                                        \
+        const float *wk = wp;                                                                           \
+        for (int64_t c = 0; c < C; c++)                                                                 \
+          for (int64_t kh = 0; kh < KH; kh++) {                                                         \
+            const float *row = xp + (c * Hp + oh0 + kh) * Wp + ow0;                                     \
+            for (int64_t kw = 0; kw < KW; kw++, wk += FNB) {                                            \
+              const float w0 = wk[0], w1 = wk[1], w2 = wk[2];                                           \
+              _Pragma("GCC unroll 8") for (int r = 0; r < FR; r++) {                                    \
+                few_vec v = *(const few_vec *)(row + r * Wp + kw);                                      \
+                PIN(v);                                                                                 \
+                acc[0][r] += w0 * v;                                                                    \
+                acc[1][r] += w1 * v;                                                                    \
+                acc[2][r] += w2 * v;                                                                    \
+              }                                                                                         \
+            }                                                                                           \
+          }                                                                                             \
+        int64_t n = OW - ow0 < CW ? OW - ow0 : CW, nr = OH - oh0 < FR ? OH - oh0 : FR;                  \
+        for (int64_t o = 0; o < ob; o++)                                                                \
+          for (int64_t r = 0; r < nr; r++) {                                                            \
+            float *dst = out + (o * OH + oh0 + r) * OW + ow0;                                           \
+            const float *a = (const float *)&acc[o][r];                                                 \
+            for (int64_t j = 0; j < n; j++) dst[j] = a[j];                                              \
+          }                                                                                             \
+      }                                                                                                 \
+  }
+#define FEW_NO_PIN(v) (void)0
+DEF_FEW(direct_block_few_any, DIRECT_SIMD, FEW_NO_PIN)
+#if defined(__x86_64__) && !defined(__clang__) && !defined(LN_NO_CLONES)
+/* AVX-512: the empty asm keeps each loaded vector in a register; without it
+ * GCC folds the load into each of the three multiply-adds, tripling the
+ * split cache-line loads (the kernel ran 2.6x slower that way) */
+#define FEW_PIN(v) __asm__("" : "+v"(v))
+DEF_FEW(direct_block_few_v4, __attribute__((target("arch=x86-64-v4"))), FEW_PIN)
+static void direct_block_few(const float *xp, const float *wp, float *out, int64_t ob, int64_t C, int64_t Hp,
+                             int64_t Wp, int64_t KH, int64_t KW, int64_t OH, int64_t OW) {
+  static int v4 = -1;   /* a benign race: every thread computes the same */
+  if (v4 < 0) v4 = __builtin_cpu_supports("x86-64-v4");
+  (v4 ? direct_block_few_v4 : direct_block_few_any)(xp, wp, out, ob, C, Hp, Wp, KH, KW, OH, OW);
+}
+#else
+#define direct_block_few direct_block_few_any
+#endif
+
 /* block shapes of direct_run */
-enum { SHAPE_WIDE, SHAPE_SMALL, SHAPE_NARROW };
+enum { SHAPE_WIDE, SHAPE_SMALL, SHAPE_NARROW, SHAPE_FEW };
+
+/* img (C, H, W) -> xp (C, H + 2 ph, W + 2 pw) with zero borders, xe floats
+ * zeroed in all; rows copied by vector loops (memcpy calls of one short row
+ * each had cost half as much as the few shape's kernel) */
+DIRECT_SIMD NO_MEMCPY static void pad_image(const float *restrict img, int64_t C, int64_t H, int64_t W, int64_t ph,
+                                            int64_t pw, float *restrict xp, int64_t xe) {
+  const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw;
+  memset(xp, 0, (size_t)xe * sizeof(float));
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t h = 0; h < H; h++) {
+      const float *src = img + (c * H + h) * W;
+      float *dst = xp + (c * Hp + h + ph) * Wp + pw;
+#pragma omp simd
+      for (int64_t j = 0; j < W; j++) dst[j] = src[j];
+    }
+}
+
+/* rows of zeros after the padded image that a shape's row blocks read past it */
+static int64_t spare_rows(int shape) { return shape == SHAPE_NARROW ? 1 : shape == SHAPE_FEW ? FR - 1 : 0; }
 
 /* One direct convolution, stride 1: in (N, C, H, W) -> out (N, O, OH, OW),
  * padding (ph, pw), kernel KH x KW. w is (O, C, KH, KW); with `flip` it is
@@ -174,14 +260,15 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
                        int nt, int shape) {
   const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, KK = KH * KW;
   /* the narrow shape: blocks of 4, 6 or 8, the smallest that holds O */
-  const int64_t OBn = shape == SHAPE_WIDE ? OB : shape == SHAPE_SMALL ? SOB : O <= 4 ? 4 : O <= 6 ? 6 : NOB;
+  const int64_t OBn = shape == SHAPE_WIDE ? OB : shape == SHAPE_SMALL ? SOB : shape == SHAPE_FEW ? FNB
+                      : O <= 4 ? 4 : O <= 6 ? 6 : NOB;
   const int64_t nblk = (O + OBn - 1) / OBn, items = N * nblk;
   if (nt > items) nt = (int)items;
   if (nt < 1) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     float *xp = (float *)scratch + (int64_t)omp_get_thread_num() * slice;
-    const int64_t xe = C * Hp * Wp + SCW + (shape == SHAPE_NARROW ? Wp : 0);   /* + a spare row */
+    const int64_t xe = C * Hp * Wp + SCW + spare_rows(shape) * Wp;
     float *wp = xp + xe;   /* this block's packed weights */
     int64_t have = -1, packed = -1;   /* the image now in xp, the block now in wp */
 #pragma omp for schedule(static)
@@ -189,10 +276,7 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
       int64_t n = it / nblk, o0 = (it % nblk) * OBn;
       if (n != have) {
         const float *img = in + n * C * H * W;
-        memset(xp, 0, (size_t)xe * sizeof(float));
-        for (int64_t c = 0; c < C; c++)
-          for (int64_t h = 0; h < H; h++)
-            memcpy(xp + (c * Hp + h + ph) * Wp + pw, img + (c * H + h) * W, (size_t)W * sizeof(float));
+        pad_image(img, C, H, W, ph, pw, xp, xe);
         have = n;
       }
       int64_t ob = LN_MIN(OBn, O - o0);
@@ -209,7 +293,8 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
       }
       packed = o0;
       float *on = out + n * O * OH * OW;
-      if (shape == SHAPE_SMALL) direct_block_small(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
+      if (shape == SHAPE_FEW) direct_block_few(xp, wp, on + o0 * OH * OW, ob, C, Hp, Wp, KH, KW, OH, OW);
+      else if (shape == SHAPE_SMALL) direct_block_small(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
       else if (shape == SHAPE_NARROW && OBn == 4)
         direct_block_narrow4(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
       else if (shape == SHAPE_NARROW && OBn == 6)
@@ -234,6 +319,15 @@ int nn_conv_direct_fwd(const ln_conv2d_args *a) {
  * wide shape would leave 10 of 16 channel accumulators empty */
 static bool narrow_ok(const ln_conv2d_args *a) { return a->C <= NOB && a->W <= CW; }
 
+/* data gradient into 3 channels of rows wider than 16 (an RGB stem's input
+ * gradient): the few shape, 1.2-1.4x im2col + GEMM + col2im (3->16 at 32x32,
+ * batch 64, 2 threads: 0.67 against 0.83-0.94 ms) */
+static bool few_ok(const ln_conv2d_args *a) { return a->C == FNB && a->W > CW; }
+
+static int data_shape(const ln_conv2d_args *a) {
+  return few_ok(a) ? SHAPE_FEW : narrow_ok(a) ? SHAPE_NARROW : SHAPE_WIDE;
+}
+
 bool nn_conv_direct_narrow_data_ok(const ln_conv2d_args *a) {
   return narrow_ok(a) && nn_conv_direct_bwd_data_ok(a);
 }
@@ -243,17 +337,19 @@ bool nn_conv_direct_bwd_data_ok(const ln_conv2d_args *a) {
   if (a->dtype != LN_FLOAT32 || p->groups != 1 || p->stride_h != 1 || p->stride_w != 1 || p->dil_h != 1 ||
       p->dil_w != 1 || p->pad_h > a->KH - 1 || p->pad_w > a->KW - 1)
     return false;
-  if (a->O < 4 || a->C < (narrow_ok(a) ? 3 : 12) || a->W < 10 || a->N < 2 || a->KH * a->KW < 9 || a->O > 64 ||
-      a->C > 64 || !a->scratch)
+  const int shape = data_shape(a);
+  if (a->O < 4 || a->C < (shape == SHAPE_WIDE ? 12 : 3) || a->W < 10 || a->N < 2 || a->KH * a->KW < 9 ||
+      a->O > 64 || a->C > 64 || !a->scratch)
     return false;
   int64_t php = a->KH - 1 - p->pad_h, pwp = a->KW - 1 - p->pad_w;
-  return a->slice >= a->O * (a->OH + 2 * php + 1) * (a->OW + 2 * pwp) + SCW + a->O * a->KH * a->KW * OB;
+  return a->slice >= a->O * (a->OH + 2 * php + spare_rows(shape)) * (a->OW + 2 * pwp) + SCW +
+                         a->O * a->KH * a->KW * OB;
 }
 
 void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nt) {
   direct_run((const float *)a->dout, a->N, a->O, a->OH, a->OW, (const float *)a->w, true, NULL,
              (float *)a->din, a->C, a->KH, a->KW, a->KH - 1 - a->p.pad_h, a->KW - 1 - a->p.pad_w, a->H, a->W,
-             a->scratch, a->slice, nt, narrow_ok(a) ? SHAPE_NARROW : SHAPE_WIDE);
+             a->scratch, a->slice, nt, data_shape(a));
 }
 
 /* ---- weight (and bias) gradient for 1-2 input channels ------------------------------ */
