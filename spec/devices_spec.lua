@@ -320,3 +320,58 @@ describe('LUNET_CPU_DEVICES from the environment', function()
     assert.is_true(tonumber(threads) >= 1)
   end)
 end)
+
+describe('set_flush_denormal', function()
+  -- 2^18 rows of 4 denormal float32 values (made before the mode changes)
+  -- summed per row (4e-39, still denormal): all kept with IEEE arithmetic, all
+  -- 0 with FTZ/DAZ. The rows are split over the kernel threads, so every
+  -- thread of the pool must have the mode; the nonzero sums are counted on
+  -- the device (the host's own conversion of a denormal to a Lua number would
+  -- flush it there)
+  local ROWS = 262144
+  local function kept(x) return x:sum(2):ne(0):sum():item() end
+
+  after_each(function()
+    lunet.set_flush_denormal(false)
+    lunet.set_cpu_devices(1)
+  end)
+
+  it('flushes denormals in the host thread and its pool, also in threads it starts later', function()
+    local old = C.ln_device_threads(0)
+    assert.equal(0, C.ln_set_device_threads(0, 3))
+    local x = lunet.full({ROWS, 4}, 1e-39)
+    assert.equal(ROWS, kept(x), 'IEEE: denormal results kept')
+    assert.is_false(lunet.flush_denormal())
+    assert.is_true(lunet.set_flush_denormal(true))
+    assert.is_true(lunet.flush_denormal())
+    assert.equal(0, kept(x))
+    assert.equal(0, C.ln_set_device_threads(0, 5))   -- a bigger pool: new threads
+    assert.equal(0, kept(x))
+    assert.is_true(lunet.set_flush_denormal(false))
+    assert.equal(ROWS, kept(x), 'IEEE again')
+    assert.equal(0, C.ln_set_device_threads(0, old))
+  end)
+
+  it('reaches the stream workers of virtual devices and their pools before their next task', function()
+    lunet.set_cpu_devices(2)
+    assert.equal(0, C.ln_set_device_threads(1, 3))
+    local x = lunet.full({ROWS, 4}, 1e-39, {device = 'cpu:1'})
+    assert.equal(ROWS, kept(x))
+    lunet.set_flush_denormal(true)
+    assert.equal(0, kept(x))
+    -- an all-reduce on the communication streams flushes too
+    local a = lunet.full({4096}, 1e-39, {device = 'cpu:0'})
+    local b = lunet.full({4096}, 1e-39, {device = 'cpu:1'})
+    local comm = lunet.comm.Communicator({'cpu:0', 'cpu:1'})
+    comm:allreduce({a, b}, {op = 'avg', async = true})
+    comm:wait()
+    assert.equal(0, b:ne(0):sum():item())
+    comm = nil
+    lunet.set_flush_denormal(false)
+    assert.equal(ROWS, kept(x))
+  end)
+
+  it('rejects a non-boolean', function()
+    assert.has_error(function() lunet.set_flush_denormal(1) end, 'set_flush_denormal: expected a boolean, got number')
+  end)
+end)

@@ -9,9 +9,14 @@
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define LN_HAVE_FLUSH_DENORMAL 1
+#endif
 
 /* QUEUE_CAP: tasks a stream holds before the host waits. Deep enough for the
  * host to queue a few training steps of a small CNN (~75 tasks a step for
@@ -76,6 +81,35 @@ static int64_t parse_bytes(const char *s) {
   return v > 0 ? (int64_t)v : 0;
 }
 
+/* ---- flush denormals --------------------------------------------------------
+ * Arithmetic on denormal floats (below 1.2e-38 in float32) takes microcode
+ * assists, many times slower per operation: momentum buffers decaying toward
+ * zero can spend most of a step there. ln_set_flush_denormal sets the FTZ and
+ * DAZ bits of MXCSR (as torch.set_flush_denormal does) in every thread that
+ * runs kernels: the caller and its OpenMP pool at once, each stream worker
+ * and its pool before its next task (fp_mode is read per task). Threads that
+ * a pool or the host starts later inherit the bits from their creator. */
+static atomic_int fp_mode;              /* 0: IEEE denormals, 1: flushed */
+static _Thread_local int tls_fp_mode;   /* this thread's bits */
+static _Thread_local int tls_team;      /* the most OpenMP threads this thread asked for */
+
+static void fp_apply_thread(int on) {
+#ifdef LN_HAVE_FLUSH_DENORMAL
+  unsigned csr = _mm_getcsr();
+  _mm_setcsr(on ? (csr | 0x8040u) : (csr & ~0x8040u));   /* FTZ bit 15, DAZ bit 6 */
+#endif
+  tls_fp_mode = on;
+}
+
+/* this thread and the n threads of its OpenMP pool */
+static void fp_apply_pool(int on, int n) {
+  fp_apply_thread(on);
+  if (n > 1) {
+#pragma omp parallel num_threads(n)
+    fp_apply_thread(on);
+  }
+}
+
 /* ---- stream worker -------------------------------------------------------- */
 
 /* with d->lock held: block until task seq-1 of d is done */
@@ -103,6 +137,9 @@ static void *worker_main(void *arg) {
     if (tls_failed) snprintf(tls_failure, sizeof tls_failure, "%s", d->error);
     pthread_mutex_unlock(&d->lock);
     tls_threads = d->threads;
+    if (tls_threads > tls_team) tls_team = tls_threads;
+    int mode = atomic_load_explicit(&fp_mode, memory_order_relaxed);
+    if (mode != tls_fp_mode) fp_apply_pool(mode, tls_team);
     int rc = skip ? 0 : t->fn(t->args);
     tls_failed = false;
     for (int i = 0; i < t->nkeep; i++) ln_storage_release(t->keep[i]);
@@ -251,6 +288,24 @@ int ln_set_device_threads(int id, int nthreads) {
   d->threads = nthreads;   /* the worker reads it per task */
   return 0;
 }
+
+int ln_set_flush_denormal(int on) {
+#ifdef LN_HAVE_FLUSH_DENORMAL
+  on = on != 0;
+  ln_runtime_init();
+  atomic_store(&fp_mode, on);
+  /* the host runs the single device's kernels inline, on its own pool */
+  int n = ln_num_cores();
+  for (int i = 0; i < ndevices; i++) n = LN_MAX(n, devices[i].threads);
+  fp_apply_pool(on, n);
+  return 1;
+#else
+  (void)on;
+  return 0;
+#endif
+}
+
+int ln_flush_denormal(void) { return atomic_load(&fp_mode); }
 
 int ln_kernel_threads(void) {
   if (tls_threads > 0) return tls_threads;

@@ -108,6 +108,11 @@ LN_API int ln_cpu_device_count(void);
 LN_API int ln_cuda_device_count(void);         /* 0 without a CUDA backend */
 LN_API int ln_device_threads(int device);
 LN_API int ln_set_device_threads(int device, int nthreads);
+/* Denormal floats flushed to zero (MXCSR FTZ + DAZ) in every thread that runs
+ * kernels, from now on (as torch.set_flush_denormal): 1 where supported
+ * (x86), else 0 and nothing changes. ln_flush_denormal: the mode now. */
+LN_API int ln_set_flush_denormal(int on);
+LN_API int ln_flush_denormal(void);
 LN_API int ln_device_valid(int device);        /* 1 if the id names a device */
 LN_API int ln_sync(int device);                /* wait for the stream; raise its error */
 LN_API int ln_sync_all(void);

@@ -96,6 +96,16 @@ function lunet.memory_cached(dev) return tonumber(C.ln_memory_cached(core.device
 function lunet.max_memory_allocated(dev) return tonumber(C.ln_memory_peak(core.device_id('max_memory_allocated', dev))) end
 function lunet.empty_cache(dev) C.ln_empty_cache(core.device_id('empty_cache', dev)) end
 
+-- Denormal floats flushed to zero in every kernel thread from now on (as
+-- torch.set_flush_denormal): arithmetic on them is many times slower, and
+-- decaying momentum buffers or dying activations can fill a step with them.
+-- Returns true where the CPU supports it (x86), false (and no change) elsewhere.
+function lunet.set_flush_denormal(on)
+  if type(on) ~= 'boolean' then error('set_flush_denormal: expected a boolean, got ' .. type(on), 2) end
+  return C.ln_set_flush_denormal(on and 1 or 0) == 1
+end
+function lunet.flush_denormal() return C.ln_flush_denormal() == 1 end
+
 function lunet.set_default_dtype(dt) core.default_dtype = core.dtype_id('set_default_dtype', dt) end
 function lunet.get_default_dtype() return core.dtypes[core.default_dtype] end
 
