@@ -258,11 +258,15 @@ if not args.models or args.models:match('resnet8') then
       w.grad, x.grad = nil, nil
       F.conv2d(x, w, nil, opts):backward(g)
     end
-    local sl, st = measure(step, ('conv %%s %d %d %d %d %d %%g'):format(cin, cout, h, s, B))
+    local sl, st, wl = measure(step, ('conv %%s %d %d %d %d %d %%g'):format(cin, cout, h, s, B))
     local flops = 3 * 2 * cin * cout * 9 * oh * oh * B
     local r = { layer = ('%d->%d %dx%d s%d'):format(cin, cout, h, h, s), lunet_s = sl, torch_s = st,
       lunet_gflops = flops / sl / 1e9, torch_gflops = st and flops / st / 1e9 }
     r.of_ceiling = r.lunet_gflops / ceiling
+    -- the best window beside the median: the ceiling is a best of 7, and on
+    -- a shared machine the layers (memory-heavier than sgemm) vary more
+    r.lunet_best_gflops = flops / math.min(unpack(wl)) / 1e9
+    r.of_ceiling_best = r.lunet_best_gflops / ceiling
     results.conv3x3[#results.conv3x3 + 1] = r
     io.stderr:write(('  conv3x3 %-16s lunet %6.1f GFLOP/s (%3.0f%% of sgemm)%s\n'):format(r.layer, r.lunet_gflops,
       100 * r.of_ceiling, st and ('  torch %6.1f GFLOP/s'):format(r.torch_gflops) or ''))
@@ -331,14 +335,16 @@ end
 if #results.conv3x3 > 0 then
   p('')
   p(('ResNet-8 3x3 convolutions, batch 64, forward + both gradients (target: >= 60%% of sgemm %.1f GFLOP/s)'):format(ceiling))
-  p(TORCH and '| layer | lunet GFLOP/s | of sgemm | PyTorch GFLOP/s | ratio |' or '| layer | lunet GFLOP/s | of sgemm |')
-  p(TORCH and '|---|---|---|---|---|' or '|---|---|---|')
+  p(TORCH and '| layer | lunet GFLOP/s | of sgemm | best window | PyTorch GFLOP/s | ratio |'
+    or '| layer | lunet GFLOP/s | of sgemm | best window |')
+  p(TORCH and '|---|---|---|---|---|---|' or '|---|---|---|---|')
   for _, r in ipairs(results.conv3x3) do
-    p(('| %s | %.1f | %.0f%% %s | %s'):format(r.layer, r.lunet_gflops, 100 * r.of_ceiling,
-      r.of_ceiling >= 0.6 and 'met' or 'MISSED',
+    p(('| %s | %.1f | %.0f%% %s | %.0f%% | %s'):format(r.layer, r.lunet_gflops, 100 * r.of_ceiling,
+      r.of_ceiling >= 0.6 and 'met' or 'MISSED', 100 * r.of_ceiling_best,
       TORCH and ('%.1f | %.2f |'):format(r.torch_gflops, r.torch_s / r.lunet_s) or ''))
   end
-  p('(GFLOP/s = direct-convolution FLOPs, 3 x 2*C*O*9*OH*OW*64, / time. lunet runs stride-1 layers of 32+')
+  p('(GFLOP/s = direct-convolution FLOPs, 3 x 2*C*O*9*OH*OW*64, / time: the median window, and the')
+  p(' best window against the ceiling, which is itself a best of 7. lunet runs stride-1 layers of 32+')
   p(' channels (and the weight gradient of 16->16) as Winograd F(4x4,3x3) on AVX-512 (c/nn/conv_dnnl.c,')
   p(' winograd_wanted), which needs fewer multiplications: their figures are effective rates.')
   p(' LUNET_WINOGRAD=0 gives the direct kernels.)')
