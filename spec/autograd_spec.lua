@@ -280,6 +280,11 @@ describe('autograd graph', function()
     h1.remove()
     ;(a * 1):sum():backward()
     assert.tensor_near(a.grad, { 61, 61 })
+    -- the method form removes too
+    local h2 = a:register_hook(function(g) return g * 0 end)
+    h2:remove()
+    ;(a * 1):sum():backward()
+    assert.tensor_near(a.grad, { 62, 62 })
     assert.has_error(function() lunet.ones(2):register_hook(function() end) end)
   end)
 

@@ -842,13 +842,25 @@ end
 -- t:register_hook(fn): fn(grad) runs when t's gradient is computed (before
 -- it is accumulated, for a leaf) and may return a replacement. Returns a
 -- handle with :remove().
+-- The handle's remove (h.remove() or h:remove()) is made on first access:
+-- creating a closure aborts the JIT trace of the caller, and DataParallel
+-- registers a hook on every step without ever removing it.
+local HookHandle = {}
+function HookHandle.__index(h, k)
+  if k ~= 'remove' then return nil end
+  local list, fn = h.list, h.fn
+  local function remove()
+    for i = #list, 1, -1 do if list[i] == fn then table.remove(list, i) end end
+  end
+  rawset(h, 'remove', remove)
+  return remove
+end
+
 local function add_hook(list_owner, key, fn)
   local list = list_owner[key]
   if not list then list = {}; list_owner[key] = list end
   list[#list + 1] = fn
-  return { remove = function()
-    for i = #list, 1, -1 do if list[i] == fn then table.remove(list, i) end end
-  end }
+  return setmetatable({ list = list, fn = fn }, HookHandle)
 end
 
 function Tensor.register_hook(self, fn)
