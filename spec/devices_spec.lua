@@ -237,6 +237,31 @@ describe('virtual CPU devices', function()
     assert.equal(-1, C.ln_memory_set_limit(1, -5))
   end)
 
+  it('under a memory limit, waits for queued work to return its tensors before calling it out of memory', function()
+    release_all()
+    lunet.synchronize()
+    assert.equal(0, C.ln_memory_set_limit(1, 8 * 1024 * 1024))
+    -- cpu:1 holds until cpu:0 opens the gate, 0.5 s from now; meanwhile six
+    -- 1 MB temporaries are queued there and dropped by Lua: only their queued
+    -- tasks keep them
+    local gate = ffi.new('int[1]')
+    assert.equal(0, C.ln_stream_inject_gate(1, gate))
+    assert.equal(0, C.ln_stream_inject_opener(0, gate, 0.5))
+    for _ = 1, 6 do local t = lunet.ones(256, 1024, {device = 'cpu:1'}); t = nil; collectgarbage() end
+    assert.equal(0, gate[0])
+    -- 4 MB more exceeds the limit until the queue has run: the host waits for it
+    local big = lunet.ones(1024, 1024, {device = 'cpu:1'})
+    assert.equal(1, gate[0])
+    assert.equal(1024 * 1024, big:sum():item())
+    -- what live tensors hold is still refused, with the same message
+    local ok, err = pcall(lunet.ones, 1024, 1024, {device = 'cpu:1'})
+    assert.is_false(ok)
+    assert.matches('out of memory on cpu:1', err, 1, true)
+    big = nil
+    release_all()
+    assert.equal(0, C.ln_memory_set_limit(1, 0))
+  end)
+
   it('reuses cached blocks: no growth over a loop of same-shaped temporaries', function()
     local x = lunet.randn({256, 256}, {device = 'cpu:1'})
     local function step() local y = (x * 2 + 1):relu(); return y:sum():item() end  -- as loss:item()

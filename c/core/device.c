@@ -63,6 +63,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static int requested_devices;               /* from ln_set_cpu_devices before init */
 static _Thread_local int tls_threads;       /* set by workers; 0 = inline */
+static _Thread_local bool tls_worker;       /* a stream worker (compute or comm) */
 static _Thread_local bool tls_failed;       /* LN_TASK_ALWAYS task on a failed stream */
 static _Thread_local char tls_failure[1024];
 
@@ -126,6 +127,7 @@ static void *worker_main(void *arg) {
   snprintf(name, sizeof name, "lunet %s%d", d->is_comm ? "comm" : "cpu", d->id);
   pthread_setname_np(pthread_self(), name);
   tls_threads = d->threads;
+  tls_worker = true;
   omp_set_num_threads(d->threads);
   pthread_mutex_lock(&d->lock);
   for (;;) {
@@ -618,6 +620,43 @@ int ln_empty_cache(int id) {
   return 0;
 }
 
+/* Queued tasks keep their tensors until they have run: before an allocation
+ * fails, a thread that is not a stream worker (the host, a data loader) lets
+ * device d's streams run everything queued so far, which returns what they
+ * held. A worker must not wait (its own stream, or a comm stream waiting on
+ * it, would never get there). Returns whether it waited. */
+static bool drain_for_memory(device *d) {
+  if (tls_worker) return false;
+  bool waited = false;
+  device *streams[2] = {d, &comm_streams[d->id]};
+  for (int i = 0; i < 2; i++) {
+    device *s = streams[i];
+    if (!s->has_worker) continue;
+    pthread_mutex_lock(&s->lock);
+    if (s->completed < s->submitted) {
+      wait_locked(s, s->submitted);
+      waited = true;
+    }
+    pthread_mutex_unlock(&s->lock);
+  }
+  return waited;
+}
+
+/* with d->alloc_lock held: a new block of cap bytes, or NULL (*over_limit
+ * says whether the device's limit refused it, else the system did) */
+static ln_storage *alloc_locked(device *d, size_t cap, bool *over_limit) {
+  *over_limit = false;
+  if (d->limit && d->allocated + d->cached + (int64_t)cap > d->limit) drop_cache_locked(d);
+  if (d->limit && d->allocated + (int64_t)cap > d->limit) { *over_limit = true; return NULL; }
+  ln_storage *s = calloc(1, sizeof *s);
+  void *data = s ? aligned_alloc(LN_ALIGN, cap) : NULL;
+  if (s && !data) { drop_cache_locked(d); data = aligned_alloc(LN_ALIGN, cap); }
+  if (!s || !data) { free(s); return NULL; }
+  s->data = data;
+  s->capacity = cap;
+  return s;
+}
+
 ln_storage *ln_storage_new(int id, size_t nbytes) {
   device *d = get_device("alloc", id);
   if (!d) return NULL;
@@ -632,22 +671,27 @@ ln_storage *ln_storage_new(int id, size_t nbytes) {
     d->free_list[c] = s->next_free;
     d->cached -= (int64_t)cap;
   } else {
-    if (d->limit && d->allocated + d->cached + (int64_t)cap > d->limit) drop_cache_locked(d);
-    if (d->limit && d->allocated + (int64_t)cap > d->limit) {
+    bool over_limit;
+    s = alloc_locked(d, cap, &over_limit);
+    if (!s) {   /* queued work may hold what is missing: let it run, then retry */
       pthread_mutex_unlock(&d->alloc_lock);
-      return ln_error_null("out of memory on cpu:%d: %zu bytes requested, %lld in use, limit %lld",
-                           id, nbytes, (long long)d->allocated, (long long)d->limit);
+      bool waited = drain_for_memory(d);
+      pthread_mutex_lock(&d->alloc_lock);
+      if (waited && c < NCLASS && d->free_list[c]) {   /* one they returned */
+        s = d->free_list[c];
+        d->free_list[c] = s->next_free;
+        d->cached -= (int64_t)cap;
+      } else if (waited) {
+        s = alloc_locked(d, cap, &over_limit);
+      }
     }
-    s = calloc(1, sizeof *s);
-    void *data = s ? aligned_alloc(LN_ALIGN, cap) : NULL;
-    if (s && !data) { drop_cache_locked(d); data = aligned_alloc(LN_ALIGN, cap); }
-    if (!s || !data) {
-      free(s);
+    if (!s) {
       pthread_mutex_unlock(&d->alloc_lock);
+      if (over_limit)
+        return ln_error_null("out of memory on cpu:%d: %zu bytes requested, %lld in use, limit %lld",
+                             id, nbytes, (long long)d->allocated, (long long)d->limit);
       return ln_error_null("out of memory on cpu:%d: %zu bytes requested", id, nbytes);
     }
-    s->data = data;
-    s->capacity = cap;
   }
   d->allocated += (int64_t)cap;
   if (d->allocated > d->peak) d->peak = d->allocated;
