@@ -214,14 +214,14 @@ DEF_FEW(direct_block_few_any, DIRECT_SIMD, FEW_NO_PIN)
 #if defined(__x86_64__) && !defined(__clang__) && !defined(LN_NO_CLONES)
 /* AVX-512: the empty asm keeps each loaded vector in a register; without it
  * GCC folds the load into each of the three multiply-adds, tripling the
- * split cache-line loads (the kernel ran 2.6x slower that way) */
+ * split cache-line loads (the kernel took twice as long that way) */
 #define FEW_PIN(v) __asm__("" : "+v"(v))
 DEF_FEW(direct_block_few_v4, __attribute__((target("arch=x86-64-v4"))), FEW_PIN)
 static void direct_block_few(const float *xp, const float *wp, float *out, int64_t ob, int64_t C, int64_t Hp,
                              int64_t Wp, int64_t KH, int64_t KW, int64_t OH, int64_t OW) {
-  static int v4 = -1;   /* a benign race: every thread computes the same */
-  if (v4 < 0) v4 = __builtin_cpu_supports("x86-64-v4");
-  (v4 ? direct_block_few_v4 : direct_block_few_any)(xp, wp, out, ob, C, Hp, Wp, KH, KW, OH, OW);
+  /* (a read of libgcc's cpu model, set at load time: cheap per block) */
+  (__builtin_cpu_supports("x86-64-v4") ? direct_block_few_v4 : direct_block_few_any)(xp, wp, out, ob, C, Hp, Wp,
+                                                                                    KH, KW, OH, OW);
 }
 #else
 #define direct_block_few direct_block_few_any
