@@ -902,6 +902,104 @@ local function drop(handed, t, free_early)
   end
 end
 
+-- The graph from root down, once: each node runs when every consumer has
+-- handed it its gradient. A plain function called through pcall (a closure
+-- made per backward would abort the JIT trace of the training loop);
+-- `current` names the node running, for the error message.
+local table_clear = require 'table.clear'
+local current
+local function run_graph(root, grad, retain)
+  -- count consumers of each node reachable from root
+  local deps = { [root] = 0 }
+  local stack, sp = { root }, 1
+  while sp > 0 do
+    local n = stack[sp]; stack[sp] = nil; sp = sp - 1
+    for i = 1, n.ni or 3 do
+      local e = n[i]
+      if e and type(e) == 'table' then
+        local d = deps[e]
+        if d == nil then
+          deps[e] = 1
+          if e.freed then error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 0) end
+          sp = sp + 1; stack[sp] = e
+        else deps[e] = d + 1 end
+      end
+    end
+  end
+  local pending = { [root] = grad }
+  local handed = { [grad] = 2 }   -- holders of each gradient (drop)
+  local free_early = C.ln_cpu_device_count() == 1 and C.ln_cuda_device_count() == 0
+  -- ready nodes run first in, first out: independent branches (the
+  -- replicas of DataParallel) advance together, so each one's gradients
+  -- (and the all-reduces they start) reach its device's stream early
+  local ready, head, rp = { root }, 1, 1
+  while head <= rp do
+    local n = ready[head]; ready[head] = nil; head = head + 1
+    local g = pending[n]
+    pending[n] = nil
+    local gs1, gs2, gs3
+    local ni = n.ni
+    if g then
+      current = n.name
+      if n.hooks then g = run_hooks(n.hooks, g) end
+      if n.retain then accumulate_leaf(n.retain, g) end
+      gs1, gs2, gs3 = n.fn(n, g)
+      if A.anomaly_hook then A.anomaly_hook('backward', n, gs1, gs2, gs3) end
+    end
+    for i = 1, ni or 3 do
+      local e = n[i]
+      if e then
+        local gi
+        if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
+        if type(e) == 'table' then
+          if gi then
+            local old = pending[e]
+            if old then
+              local sum = old + gi
+              pending[e] = sum
+              handed[sum] = 1
+              drop(handed, old, free_early)   -- e holds the sum instead
+            else
+              pending[e] = gi
+              handed[gi] = (handed[gi] or 0) + 1
+            end
+          end
+          local d = deps[e] - 1
+          deps[e] = d
+          if d == 0 then rp = rp + 1; ready[rp] = e end
+        elseif gi then
+          -- fresh unless it shares the incoming gradient's storage (a
+          -- pass-through or a view of it) or was returned for another input too
+          local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
+          if fresh and i > 1 and gs1 and C.ln_same_storage(gi.p, gs1.p) == 1 then fresh = false end
+          if fresh and i > 2 and gs2 and C.ln_same_storage(gi.p, gs2.p) == 1 then fresh = false end
+          handed[gi] = (handed[gi] or 0) + 2
+          accumulate_leaf(e, gi, fresh)
+        end
+      end
+    end
+    -- n is done with g: drop its hold (see drop)
+    if g and not retain and not n.hooks and not n.retain and not A.anomaly_hook then
+      drop(handed, g, free_early)
+    end
+    if not retain then
+      -- free what the node saved; keep the edges so a second call can tell
+      -- (table.clear and the few fields put back: a pairs() loop is not
+      -- compiled by LuaJIT and cost a third of this loop's time)
+      if ni then
+        for k in pairs(n) do
+          if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' and k ~= 'hooks' then n[k] = nil end
+        end
+      else
+        local e1, e2, e3, name, fn, hooks = n[1], n[2], n[3], n.name, n.fn, n.hooks
+        table_clear(n)
+        n[1], n[2], n[3], n.name, n.fn, n.hooks = e1, e2, e3, name, fn, hooks
+      end
+      n.freed = true
+    end
+  end
+end
+
 -- t:backward([grad], [opts]) with opts.retain_graph
 function Tensor.backward(self, grad, opts)
   if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
@@ -931,94 +1029,14 @@ function Tensor.backward(self, grad, opts)
 
   local old_enabled = enabled
   enabled = false
-  local current   -- the node running, to name it in an error
-  local ok, err = pcall(function()
-    -- count consumers of each node reachable from root
-    local deps = { [root] = 0 }
-    local stack, sp = { root }, 1
-    while sp > 0 do
-      local n = stack[sp]; stack[sp] = nil; sp = sp - 1
-      for i = 1, n.ni or 3 do
-        local e = n[i]
-        if e and type(e) == 'table' then
-          local d = deps[e]
-          if d == nil then
-            deps[e] = 1
-            if e.freed then error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 0) end
-            sp = sp + 1; stack[sp] = e
-          else deps[e] = d + 1 end
-        end
-      end
-    end
-    local pending = { [root] = grad }
-    local handed = { [grad] = 2 }   -- holders of each gradient (drop)
-    local free_early = C.ln_cpu_device_count() == 1 and C.ln_cuda_device_count() == 0
-    -- ready nodes run first in, first out: independent branches (the
-    -- replicas of DataParallel) advance together, so each one's gradients
-    -- (and the all-reduces they start) reach its device's stream early
-    local ready, head, rp = { root }, 1, 1
-    while head <= rp do
-      local n = ready[head]; ready[head] = nil; head = head + 1
-      local g = pending[n]
-      pending[n] = nil
-      local gs1, gs2, gs3
-      local ni = n.ni
-      if g then
-        current = n.name
-        if n.hooks then g = run_hooks(n.hooks, g) end
-        if n.retain then accumulate_leaf(n.retain, g) end
-        gs1, gs2, gs3 = n.fn(n, g)
-        if A.anomaly_hook then A.anomaly_hook('backward', n, gs1, gs2, gs3) end
-      end
-      for i = 1, ni or 3 do
-        local e = n[i]
-        if e then
-          local gi
-          if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
-          if type(e) == 'table' then
-            if gi then
-              local old = pending[e]
-              if old then
-                local sum = old + gi
-                pending[e] = sum
-                handed[sum] = 1
-                drop(handed, old, free_early)   -- e holds the sum instead
-              else
-                pending[e] = gi
-                handed[gi] = (handed[gi] or 0) + 1
-              end
-            end
-            local d = deps[e] - 1
-            deps[e] = d
-            if d == 0 then rp = rp + 1; ready[rp] = e end
-          elseif gi then
-            -- fresh unless it shares the incoming gradient's storage (a
-            -- pass-through or a view of it) or was returned for another input too
-            local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
-            if fresh and i > 1 and gs1 and C.ln_same_storage(gi.p, gs1.p) == 1 then fresh = false end
-            if fresh and i > 2 and gs2 and C.ln_same_storage(gi.p, gs2.p) == 1 then fresh = false end
-            handed[gi] = (handed[gi] or 0) + 2
-            accumulate_leaf(e, gi, fresh)
-          end
-        end
-      end
-      -- n is done with g: drop its hold (see drop)
-      if g and not retain and not n.hooks and not n.retain and not A.anomaly_hook then
-        drop(handed, g, free_early)
-      end
-      if not retain then
-        -- free what the node saved; keep the edges so a second call can tell
-        for k in pairs(n) do
-          if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' and k ~= 'hooks' then n[k] = nil end
-        end
-        n.freed = true
-      end
-    end
-  end)
+  local outer = current
+  current = nil
+  local ok, err = pcall(run_graph, root, grad, retain)
   enabled = old_enabled
   if not ok and current then
     err = ('backward of %s: %s'):format(current, tostring(err):gsub('^[^:\n]*:%d+: ', '', 1))
   end
+  current = outer   -- (a backward run from a hook inside another)
   local cbs = A.callbacks
   if cbs[1] then
     -- callbacks queued during this backward (A.queue_callback) run once it
