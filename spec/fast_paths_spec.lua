@@ -130,6 +130,44 @@ local function rel_err(a, b)
   return m / (1 + s)
 end
 
+-- The float64 reference of a convolution case c (N, C, O, H, W, k, pad):
+-- inputs requiring grad, output and gradients for a random grad_output.
+local function conv_reference(c, seed)
+  local F = lunet.nn.functional
+  lunet.manual_seed(seed)
+  local r = {opts = {padding = c.pad}}
+  r.x = lunet.randn({c.N, c.C, c.H, c.W}, {dtype = 'float64'}):requires_grad_()
+  r.w = lunet.randn({c.O, c.C, c.k, c.k}, {dtype = 'float64'}):requires_grad_()
+  r.b = lunet.randn({c.O}, {dtype = 'float64'}):requires_grad_()
+  r.y = F.conv2d(r.x, r.w, r.b, r.opts)
+  r.g = lunet.randn(r.y:size(), {dtype = 'float64'})
+  r.y:backward(r.g)
+  return r
+end
+
+-- float32 copies of the reference's inputs, requiring grad
+local function float_leaves(r)
+  return r.x:detach():float():requires_grad_(), r.w:detach():float():requires_grad_(),
+    r.b:detach():float():requires_grad_()
+end
+
+-- fn(nt) with cpu:0's kernel threads set to 1, then 2; the count (and
+-- LUNET_CONV_IMPL, when impl is given) restored afterwards, also on error
+pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
+local function on_1_and_2_threads(fn, impl)
+  local threads = C.ln_device_threads(0)
+  if impl then ffi.C.setenv('LUNET_CONV_IMPL', impl, 1) end
+  local ok_, err = pcall(function()
+    for _, nt in ipairs({1, 2}) do
+      ok(C.ln_set_device_threads(0, nt))
+      fn(nt)
+    end
+  end)
+  if impl then ffi.C.unsetenv('LUNET_CONV_IMPL') end
+  C.ln_set_device_threads(0, threads)
+  if not ok_ then error(err, 0) end
+end
+
 describe('direct convolution for 1-2 input channels (float32)', function()
   local F = lunet.nn.functional
 
@@ -174,7 +212,6 @@ end)
 
 describe('direct gradients for narrow 3-16 channel convolutions (float32)', function()
   local F = lunet.nn.functional
-  pcall(ffi.cdef, 'int setenv(const char *, const char *, int); int unsetenv(const char *);')
 
   -- 16 outputs and rows up to 16 wide: the weight gradient over output-channel
   -- vectors (nn_conv_direct_wgrad16); 3-8 input channels, rows up to 16: the
@@ -192,33 +229,17 @@ describe('direct gradients for narrow 3-16 channel convolutions (float32)', func
     for _, c in ipairs(cases) do
       it(('%s: %dx%dx%dx%d -> %d, %dx%d, pad %d: gradients match float64 (1 and 2 threads)'):format(
         impl, c.N, c.C, c.H, c.W, c.O, c.k, c.k, c.pad), function()
-        local threads = C.ln_device_threads(0)
-        if impl == 'direct' then ffi.C.setenv('LUNET_CONV_IMPL', 'direct', 1) end
-        local ok_, err = pcall(function()
-          lunet.manual_seed(11)
-          local x64 = lunet.randn({c.N, c.C, c.H, c.W}, {dtype = 'float64'}):requires_grad_()
-          local w64 = lunet.randn({c.O, c.C, c.k, c.k}, {dtype = 'float64'}):requires_grad_()
-          local b64 = lunet.randn({c.O}, {dtype = 'float64'}):requires_grad_()
-          local opts = {padding = c.pad}
-          local y64 = F.conv2d(x64, w64, b64, opts)
-          local g64 = lunet.randn(y64:size(), {dtype = 'float64'})
-          y64:backward(g64)
-          for _, nt in ipairs({1, 2}) do
-            ok(C.ln_set_device_threads(0, nt))
-            local x, w, b = x64:detach():float():requires_grad_(), w64:detach():float():requires_grad_(),
-              b64:detach():float():requires_grad_()
-            F.conv2d(x, w, b, opts):backward(g64:float())
-            assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, nt .. ' threads: weight gradient')
-            assert.is_true(rel_err(b.grad, b64.grad) < 1e-5, nt .. ' threads: bias gradient')
-            assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, nt .. ' threads: input gradient')
-            w.grad = nil
-            F.conv2d(x, w, nil, opts):backward(g64:float())
-            assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, nt .. ' threads: weight gradient, no bias')
-          end
-        end)
-        ffi.C.unsetenv('LUNET_CONV_IMPL')
-        C.ln_set_device_threads(0, threads)
-        if not ok_ then error(err, 0) end
+        local r = conv_reference(c, 11)
+        on_1_and_2_threads(function(nt)
+          local x, w, b = float_leaves(r)
+          F.conv2d(x, w, b, r.opts):backward(r.g:float())
+          assert.is_true(rel_err(w.grad, r.w.grad) < 1e-5, nt .. ' threads: weight gradient')
+          assert.is_true(rel_err(b.grad, r.b.grad) < 1e-5, nt .. ' threads: bias gradient')
+          assert.is_true(rel_err(x.grad, r.x.grad) < 1e-5, nt .. ' threads: input gradient')
+          w.grad = nil
+          F.conv2d(x, w, nil, r.opts):backward(r.g:float())
+          assert.is_true(rel_err(w.grad, r.w.grad) < 1e-5, nt .. ' threads: weight gradient, no bias')
+        end, impl == 'direct' and 'direct' or nil)
       end)
     end
   end
@@ -244,37 +265,23 @@ describe('RGB stems: direct forward and input gradient for 3 input channels (flo
   for _, c in ipairs(cases) do
     it(('%dx%dx%dx%d -> %d, %dx%d, pad %d: forward and gradients match float64 (1 and 2 threads)'):format(
       c.N, c.C, c.H, c.W, c.O, c.k, c.k, c.pad), function()
-      local threads = C.ln_device_threads(0)
-      local ok_, err = pcall(function()
-        lunet.manual_seed(13)
-        local x64 = lunet.randn({c.N, c.C, c.H, c.W}, {dtype = 'float64'}):requires_grad_()
-        local w64 = lunet.randn({c.O, c.C, c.k, c.k}, {dtype = 'float64'}):requires_grad_()
-        local b64 = lunet.randn({c.O}, {dtype = 'float64'}):requires_grad_()
-        local opts = {padding = c.pad}
-        local y64 = F.conv2d(x64, w64, b64, opts)
-        local g64 = lunet.randn(y64:size(), {dtype = 'float64'})
-        y64:backward(g64)
-        for _, nt in ipairs({1, 2}) do
-          ok(C.ln_set_device_threads(0, nt))
-          local x, w, b = x64:detach():float():requires_grad_(), w64:detach():float():requires_grad_(),
-            b64:detach():float():requires_grad_()
-          local y = F.conv2d(x, w, b, opts)
-          assert.is_true(rel_err(y, y64) < 1e-5, nt .. ' threads: forward')
-          y:backward(g64:float())
-          assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, nt .. ' threads: input gradient')
-          assert.is_true(rel_err(w.grad, w64.grad) < 1e-5, nt .. ' threads: weight gradient')
-          assert.is_true(rel_err(b.grad, b64.grad) < 1e-5, nt .. ' threads: bias gradient')
-          -- without a bias, and the input gradient alone
-          w = w64:detach():float()
-          x.grad = nil
-          local y2 = F.conv2d(x, w, nil, opts)
-          assert.is_true(rel_err(y2, y64 - b64:detach():view(1, c.O, 1, 1)) < 1e-5, nt .. ' threads: forward, no bias')
-          y2:backward(g64:float())
-          assert.is_true(rel_err(x.grad, x64.grad) < 1e-5, nt .. ' threads: input gradient alone')
-        end
+      local r = conv_reference(c, 13)
+      on_1_and_2_threads(function(nt)
+        local x, w, b = float_leaves(r)
+        local y = F.conv2d(x, w, b, r.opts)
+        assert.is_true(rel_err(y, r.y) < 1e-5, nt .. ' threads: forward')
+        y:backward(r.g:float())
+        assert.is_true(rel_err(x.grad, r.x.grad) < 1e-5, nt .. ' threads: input gradient')
+        assert.is_true(rel_err(w.grad, r.w.grad) < 1e-5, nt .. ' threads: weight gradient')
+        assert.is_true(rel_err(b.grad, r.b.grad) < 1e-5, nt .. ' threads: bias gradient')
+        -- without a bias, and the input gradient alone
+        w = r.w:detach():float()
+        x.grad = nil
+        local y2 = F.conv2d(x, w, nil, r.opts)
+        assert.is_true(rel_err(y2, r.y - r.b:detach():view(1, c.O, 1, 1)) < 1e-5, nt .. ' threads: forward, no bias')
+        y2:backward(r.g:float())
+        assert.is_true(rel_err(x.grad, r.x.grad) < 1e-5, nt .. ' threads: input gradient alone')
       end)
-      C.ln_set_device_threads(0, threads)
-      if not ok_ then error(err, 0) end
     end)
   end
 end)
