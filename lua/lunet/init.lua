@@ -96,6 +96,18 @@ function lunet.memory_cached(dev) return tonumber(C.ln_memory_cached(core.device
 function lunet.max_memory_allocated(dev) return tonumber(C.ln_memory_peak(core.device_id('max_memory_allocated', dev))) end
 function lunet.empty_cache(dev) C.ln_empty_cache(core.device_id('empty_cache', dev)) end
 
+-- Kernel threads of a device (default cpu:0), as torch.set_num_threads /
+-- get_num_threads: virtual devices share the cores (LUNET_CPU_DEVICES=N gives
+-- each cores/N); giving one fewer makes devices unequal, as balance = 'auto'
+-- expects of real ones. Waits for the device's queued work first.
+function lunet.set_num_threads(n, dev)
+  if type(n) ~= 'number' or n % 1 ~= 0 or n < 1 then
+    error('set_num_threads: thread count must be a positive integer, got ' .. tostring(n), 2)
+  end
+  if C.ln_set_device_threads(core.device_id('set_num_threads', dev), n) ~= 0 then core.raise() end
+end
+function lunet.get_num_threads(dev) return C.ln_device_threads(core.device_id('get_num_threads', dev)) end
+
 -- Denormal floats flushed to zero in every kernel thread from now on (as
 -- torch.set_flush_denormal): arithmetic on them is many times slower, and
 -- decaying momentum buffers or dying activations can fill a step with them.
