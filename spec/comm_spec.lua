@@ -137,6 +137,31 @@ describe('collectives (local backend)', function()
     end)
   end
 
+  -- special values through the wire rounding: NaN (quiet, either sign), the
+  -- infinities, signed zeros, ties to even either way, the largest float
+  -- (to infinity) and denormals, against the tensor cast to the wire dtype
+  it('allreduce compression rounds special values as a cast to the wire dtype does', function()
+    local vals = {0 / 0, -(0 / 0), 1 / 0, -1 / 0, 0, -0.0, 1 + 2 ^ -8, 1 + 3 * 2 ^ -8, -(1 + 2 ^ -8),
+      1 + 2 ^ -11, 1 + 3 * 2 ^ -11, 3.4028234663852886e38, 2 ^ -130, -2 ^ -140, 65504, 65520, 1e-8}
+    local cm = lunet.comm.Communicator(devs(2))
+    for _, wire in ipairs({'bf16', 'fp16'}) do
+      local a = lunet.tensor(vals, {dtype = 'float32'})
+      local want = a:to(wire == 'bf16' and 'bfloat16' or 'float16'):to('float32')
+      local b = lunet.zeros({#vals}, {device = 'cpu:1'})
+      cm:allreduce({a, b}, {op = 'sum', compress = wire})
+      for _, got in ipairs({a, b:to('cpu:0')}) do
+        local g, w = got:totable(), want:totable()
+        for i = 1, #vals do
+          if w[i] ~= w[i] then
+            assert.is_true(g[i] ~= g[i], ('%s: %s should stay NaN, got %s'):format(wire, vals[i], g[i]))
+          else
+            assert.equal(w[i], g[i], ('%s: %.17g'):format(wire, vals[i]))
+          end
+        end
+      end
+    end
+  end)
+
   it('allreduce: sizes around the chunk, block and thread-grain boundaries, and fewer elements than ranks', function()
     for _, n in ipairs({2, 3, 4}) do
       local cm = lunet.comm.Communicator(devs(n))
