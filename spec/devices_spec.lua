@@ -234,9 +234,13 @@ describe('virtual CPU devices', function()
     assert.tensor_near(a:matmul(b), ref, 1e-12)
     lunet.set_num_threads(old1, 'cpu:1')
     assert.has_error(function() lunet.set_num_threads(0) end,
-      'set_num_threads: thread count must be a positive integer, got 0')
+      'set_num_threads: thread count must be an integer in 1..1024, got 0')
     assert.has_error(function() lunet.set_num_threads(1.5, 'cpu:1') end,
-      'set_num_threads: thread count must be a positive integer, got 1.5')
+      'set_num_threads: thread count must be an integer in 1..1024, got 1.5')
+    assert.has_error(function() lunet.set_num_threads(1e6) end,
+      'set_num_threads: thread count must be an integer in 1..1024, got 1000000')
+    assert.equal(-1, C.ln_set_device_threads(1, 5000))
+    assert.matches('at most 1024 threads, got 5000', ffi.string(C.ln_last_error()), 1, true)
     local ok, err = pcall(lunet.set_num_threads, 2, 'cpu:9')
     assert.is_false(ok)
     assert.matches('set_num_threads: no device cpu:9', err, 1, true)

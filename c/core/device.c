@@ -286,6 +286,8 @@ int ln_set_device_threads(int id, int nthreads) {
   device *d = get_device("set_device_threads", id);
   if (!d) return -1;
   if (nthreads < 1) return ln_error("set_device_threads: need at least 1 thread, got %d", nthreads);
+  if (nthreads > 1024)   /* (a pool that size is a mistake, not a setting) */
+    return ln_error("set_device_threads: at most 1024 threads, got %d", nthreads);
   if (ln_sync(id) != 0) return -1;
   d->threads = nthreads;   /* the worker reads it per task */
   return 0;

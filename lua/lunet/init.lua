@@ -101,8 +101,8 @@ function lunet.empty_cache(dev) C.ln_empty_cache(core.device_id('empty_cache', d
 -- each cores/N); giving one fewer makes devices unequal, as balance = 'auto'
 -- expects of real ones. Waits for the device's queued work first.
 function lunet.set_num_threads(n, dev)
-  if type(n) ~= 'number' or n % 1 ~= 0 or n < 1 then
-    error('set_num_threads: thread count must be a positive integer, got ' .. tostring(n), 2)
+  if type(n) ~= 'number' or n % 1 ~= 0 or n < 1 or n > 1024 then
+    error('set_num_threads: thread count must be an integer in 1..1024, got ' .. tostring(n), 2)
   end
   if C.ln_set_device_threads(core.device_id('set_num_threads', dev), n) ~= 0 then core.raise() end
 end
