@@ -429,3 +429,61 @@ describe('set_flush_denormal', function()
     assert.has_error(function() lunet.set_flush_denormal(1) end, 'set_flush_denormal: expected a boolean, got number')
   end)
 end)
+
+describe('process exit with work still queued on virtual devices', function()
+  -- a child trains a ResNet-8 step under DataParallel on 2 devices and ends
+  -- at once, the backward still queued (oneDNN convolutions on cpu:1): before
+  -- the streams were drained at exit, the workers ran on while exit() tore
+  -- down oneDNN's globals, and most such runs died of SIGSEGV
+  local function run_child(ending)
+    local root = root_dir()
+    local lib = os.getenv('LUNET_LIB')
+    local script = os.tmpname()
+    local f = assert(io.open(script, 'w'))
+    f:write(([[
+package.path = '%sbench/?.lua;' .. package.path
+local lunet = require 'lunet'
+lunet.set_cpu_devices(2)
+local m = require('models').resnet8.build(lunet.nn)
+local dp = lunet.parallel.DataParallel(m)
+local x, y = lunet.randn(16, 3, 32, 32), lunet.randint(1, 11, {16})
+lunet.nn.CrossEntropyLoss()(dp(x), y):backward()
+io.write('queued\n')
+%s
+]]):format(root, ending))
+    f:close()
+    local cmd = ("cd '%s' && %s LUA_PATH='%slua/?.lua;%slua/?/init.lua;;' luajit %s 2>&1; echo \"rc=$?\""):format(
+      root, lib and ("LUNET_LIB='" .. lib .. "'") or '', root, root, script)
+    local p = io.popen(cmd)
+    local out = p:read('*a')
+    p:close()
+    os.remove(script)
+    return out
+  end
+
+  for _, case in ipairs({{'the end of the script', ''}, {'os.exit(0)', 'os.exit(0)'},
+                         {'an error', "error('stop here')"}}) do
+    it('exits cleanly at ' .. case[1] .. ' (5 runs)', function()
+      for _ = 1, 5 do
+        local out = run_child(case[2])
+        assert.truthy(out:find('queued', 1, true), out)
+        local want = case[2]:find('error') and 'rc=1' or 'rc=0'
+        assert.truthy(out:find(want, 1, true), out)
+      end
+    end)
+  end
+
+  it('drain gives up after its timeout on a stream that is held, and says so', function()
+    lunet.set_cpu_devices(2)
+    local gate = ffi.new('int[1]')
+    assert.equal(0, C.ln_stream_inject_gate(1, gate))
+    local t0 = lunet.clock()
+    assert.equal(-1, C.ln_drain(0.2))
+    assert.is_true(lunet.clock() - t0 < 5)
+    assert.matches('drain: cpu:1 still has 1 tasks queued after 0.2 s', ffi.string(C.ln_last_error()), 1, true)
+    gate[0] = 1
+    lunet.synchronize()
+    assert.equal(0, C.ln_drain(1))
+    lunet.set_cpu_devices(1)
+  end)
+end)

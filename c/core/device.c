@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -400,6 +401,38 @@ int ln_sync_all(void) {
   for (int i = 0; i < ndevices; i++)
     if (ln_sync(i) != 0 && rc == 0) { rc = -1; snprintf(first, sizeof first, "%s", ln_last_error()); }
   return rc ? ln_error("%s", first) : 0;
+}
+
+/* Every stream runs what is queued, or timeout_s passes (then -1). For the
+ * end of a process: a worker still inside oneDNN while exit() tears down
+ * its globals crashed scripts that ended without a synchronize. Errors stay
+ * where they are (nobody is left to report them to). */
+int ln_drain(double timeout_s) {
+  ln_runtime_init();
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);   /* (pthread_cond_timedwait's clock) */
+  double whole = timeout_s > 0 ? timeout_s : 0;
+  until.tv_sec += (time_t)whole;
+  until.tv_nsec += (long)((whole - (double)(time_t)whole) * 1e9);
+  if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+  int rc = 0;
+  for (int i = 0; i < LN_MAX_CPU_DEVICES; i++) {
+    device *streams[2] = {&devices[i], &comm_streams[i]};
+    for (int k = 0; k < 2; k++) {
+      device *d = streams[k];
+      if (!d->has_worker) continue;
+      pthread_mutex_lock(&d->lock);
+      int64_t seq = d->submitted;
+      while (d->completed < seq && rc == 0) {
+        if (seq < d->wake_at) d->wake_at = seq;
+        if (pthread_cond_timedwait(&d->done_cv, &d->lock, &until) == ETIMEDOUT && d->completed < seq)
+          rc = ln_error("drain: cpu:%d%s still has %lld tasks queued after %g s", d->id,
+                        d->is_comm ? " comm stream" : "", (long long)(seq - d->completed), timeout_s);
+      }
+      pthread_mutex_unlock(&d->lock);
+    }
+  }
+  return rc;
 }
 
 int ln_event_record(int id, ln_event *ev) {

@@ -116,6 +116,10 @@ LN_API int ln_flush_denormal(void);
 LN_API int ln_device_valid(int device);        /* 1 if the id names a device */
 LN_API int ln_sync(int device);                /* wait for the stream; raise its error */
 LN_API int ln_sync_all(void);
+/* Every stream runs what is queued, waiting at most timeout_s (then -1);
+ * stream errors are left in place. lunet calls it when its Lua state closes,
+ * so that no worker runs while the process exits. */
+LN_API int ln_drain(double timeout_s);
 LN_API int ln_event_record(int device, ln_event *ev);
 LN_API int ln_event_wait(int device, const ln_event *ev);  /* device waits on ev */
 LN_API int ln_event_synchronize(const ln_event *ev);       /* host waits on ev */

@@ -31,6 +31,21 @@ end
 core.C = lib
 local C = lib
 
+-- Before the process exits, the device streams finish what is queued: a
+-- worker still inside oneDNN while exit() tore down oneDNN's globals crashed
+-- scripts that ended without lunet.synchronize(). Done when the Lua state
+-- closes (the end of a script, an error, os.exit(code, true)) and by
+-- os.exit(code), which exits without closing it. (A C atexit handler would
+-- run too late: oneDNN registers its globals' destructors after lunet
+-- starts.) At most 60 s: a stream held forever must not keep the process
+-- from exiting.
+core._drain_at_close = ffi.gc(ffi.new('char[1]'), function() C.ln_drain(60) end)
+if not core._os_exit then
+  local os_exit = os.exit
+  core._os_exit = os_exit
+  os.exit = function(...) C.ln_drain(60); return os_exit(...) end
+end
+
 core.dtypes = { [0] = 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool', 'float16', 'bfloat16' }
 core.dtype_ids = {}
 for i = 0, #core.dtypes do core.dtype_ids[core.dtypes[i]] = i end
