@@ -408,7 +408,8 @@ int ln_sync_all(void) {
  * its globals crashed scripts that ended without a synchronize. Errors stay
  * where they are (nobody is left to report them to). */
 int ln_drain(double timeout_s) {
-  ln_runtime_init();
+  /* (no ln_runtime_init: before it, no stream has a worker, and starting
+   * them at exit would be waste) */
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);   /* (pthread_cond_timedwait's clock) */
   double whole = timeout_s > 0 ? timeout_s : 0;

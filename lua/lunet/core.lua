@@ -39,11 +39,14 @@ local C = lib
 -- run too late: oneDNN registers its globals' destructors after lunet
 -- starts.) At most 60 s: a stream held forever must not keep the process
 -- from exiting.
-core._drain_at_close = ffi.gc(ffi.new('char[1]'), function() C.ln_drain(60) end)
+-- (The function is resolved now: at lua_close the library handle may be
+-- finalized before this sentinel; the code stays mapped, -z nodelete.)
+local drain = C.ln_drain
+core._drain_at_close = ffi.gc(ffi.new('char[1]'), function() drain(60) end)
 if not core._os_exit then
   local os_exit = os.exit
   core._os_exit = os_exit
-  os.exit = function(...) C.ln_drain(60); return os_exit(...) end
+  os.exit = function(...) drain(60); return os_exit(...) end
 end
 
 core.dtypes = { [0] = 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool', 'float16', 'bfloat16' }
