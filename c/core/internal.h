@@ -113,11 +113,13 @@ uint16_t ln_float_to_half(float f);
 static inline float ln_bf16_to_float(uint16_t b) {
   uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f;
 }
+/* round to nearest even; NaN stays NaN, made quiet. A select, not an early
+ * return, so that loops over it vectorise (casts, compressed all-reduces). */
 static inline uint16_t ln_float_to_bf16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  /* NaN */
-  u += 0x7fffu + ((u >> 16) & 1u);  /* round to nearest even */
-  return (uint16_t)(u >> 16);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 /* generic element read/write as double (slow paths, small tensors) */
