@@ -403,37 +403,52 @@ int ln_sync_all(void) {
   return rc ? ln_error("%s", first) : 0;
 }
 
+/* Device id's compute and comm streams run what is queued so far; until
+ * (NULL: no limit) bounds the wait. Returns -1 when it passed first (error
+ * set), else whether there was anything to wait for. */
+static int drain_device(int id, const struct timespec *until) {
+  device *streams[2] = {&devices[id], &comm_streams[id]};
+  int waited = 0;
+  for (int k = 0; k < 2; k++) {
+    device *d = streams[k];
+    if (!d->has_worker) continue;
+    pthread_mutex_lock(&d->lock);
+    int64_t seq = d->submitted;
+    if (d->completed < seq) waited = 1;
+    if (!until) wait_locked(d, seq);
+    while (until && d->completed < seq) {
+      if (seq < d->wake_at) d->wake_at = seq;
+      if (pthread_cond_timedwait(&d->done_cv, &d->lock, until) == ETIMEDOUT && d->completed < seq) {
+        int64_t left = seq - d->completed;
+        pthread_mutex_unlock(&d->lock);
+        return ln_error("drain: cpu:%d%s still has %lld tasks queued", d->id, d->is_comm ? " comm stream" : "",
+                        (long long)left);
+      }
+    }
+    pthread_mutex_unlock(&d->lock);
+  }
+  return waited;
+}
+
 /* Every stream runs what is queued, or timeout_s passes (then -1). For the
  * end of a process: a worker still inside oneDNN while exit() tears down
  * its globals crashed scripts that ended without a synchronize. Errors stay
- * where they are (nobody is left to report them to). */
+ * where they are (nobody is left to report them to). (No ln_runtime_init:
+ * before it no stream has a worker, and starting them at exit is waste.) */
 int ln_drain(double timeout_s) {
-  /* (no ln_runtime_init: before it, no stream has a worker, and starting
-   * them at exit would be waste) */
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);   /* (pthread_cond_timedwait's clock) */
   double whole = timeout_s > 0 ? timeout_s : 0;
   until.tv_sec += (time_t)whole;
   until.tv_nsec += (long)((whole - (double)(time_t)whole) * 1e9);
   if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
-  int rc = 0;
-  for (int i = 0; i < LN_MAX_CPU_DEVICES; i++) {
-    device *streams[2] = {&devices[i], &comm_streams[i]};
-    for (int k = 0; k < 2; k++) {
-      device *d = streams[k];
-      if (!d->has_worker) continue;
-      pthread_mutex_lock(&d->lock);
-      int64_t seq = d->submitted;
-      while (d->completed < seq && rc == 0) {
-        if (seq < d->wake_at) d->wake_at = seq;
-        if (pthread_cond_timedwait(&d->done_cv, &d->lock, &until) == ETIMEDOUT && d->completed < seq)
-          rc = ln_error("drain: cpu:%d%s still has %lld tasks queued after %g s", d->id,
-                        d->is_comm ? " comm stream" : "", (long long)(seq - d->completed), timeout_s);
-      }
-      pthread_mutex_unlock(&d->lock);
+  for (int i = 0; i < LN_MAX_CPU_DEVICES; i++)
+    if (drain_device(i, &until) < 0) {
+      char msg[512];   /* (ln_error must not read the buffer it writes) */
+      snprintf(msg, sizeof msg, "%s", ln_last_error());
+      return ln_error("%s after %g s", msg, timeout_s);
     }
-  }
-  return rc;
+  return 0;
 }
 
 int ln_event_record(int id, ln_event *ev) {
@@ -661,22 +676,7 @@ int ln_empty_cache(int id) {
  * device d's streams run everything queued so far, which returns what they
  * held. A worker must not wait (its own stream, or a comm stream waiting on
  * it, would never get there). Returns whether it waited. */
-static bool drain_for_memory(device *d) {
-  if (tls_worker) return false;
-  bool waited = false;
-  device *streams[2] = {d, &comm_streams[d->id]};
-  for (int i = 0; i < 2; i++) {
-    device *s = streams[i];
-    if (!s->has_worker) continue;
-    pthread_mutex_lock(&s->lock);
-    if (s->completed < s->submitted) {
-      wait_locked(s, s->submitted);
-      waited = true;
-    }
-    pthread_mutex_unlock(&s->lock);
-  }
-  return waited;
-}
+static bool drain_for_memory(device *d) { return !tls_worker && drain_device(d->id, NULL) > 0; }
 
 /* with d->alloc_lock held: a new block of cap bytes, or NULL (*over_limit
  * says whether the device's limit refused it, else the system did) */

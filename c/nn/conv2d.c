@@ -366,8 +366,8 @@ int ln_cpu_conv2d_fwd(void *args) {
  * the direct kernel's 8 x 32 blocks write NCHW at once, 1.3x oneDNN with its
  * output reorder (3->16 at 32x32, batch 8 and 64), 2.8x for 8 outputs (which
  * oneDNN pads to 16), 1.3-1.5x on 64-224 pixel rows (batch 8); ties at batch
- * 1 and on 28 columns. The fused inference
- * chain, whose stem writes blocked activations, still runs oneDNN. */
+ * 1 and on 28 columns. The fused inference chain, whose stem writes blocked
+ * activations, still runs oneDNN. */
 static bool direct_stem(const ln_conv2d_args *a, int impl) {
   return impl == IMPL_AUTO && a->C == 3 && nn_conv_direct_ok(a);
 }
