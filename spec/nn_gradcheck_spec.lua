@@ -68,6 +68,13 @@ describe('nn gradcheck (float64)', function()
     local x, w, b = leaf(3, 4), leaf(2, 4), leaf(2)
     check(function(x, w, b) return F.linear(x, w, b) end, { x, w, b })
     check(function(x, w, b) return F.linear(x:view(3, 1, 4), w, b) end, { x, w, b })
+    -- a 2-d input is one 'linear' node (no transpose and addmm nodes); only
+    -- the inputs that require grad get one, with or without a bias
+    local fixed_w, fixed_x = w:detach(), x:detach()
+    check(function(x) return F.linear(x, fixed_w) end, { x })
+    check(function(w, b) return F.linear(fixed_x, w, b) end, { w, b })
+    check(function(x, w) return F.linear(x:t():t(), w:t():contiguous():t()) end, { x, w })
+    assert.equal('linear', F.linear(x, w, b).grad_fn.name)
     check(function(x) return F.leaky_relu(x, 0.1) end, { x })
     check(function(x) return F.elu(x, 0.7) end, { x })
     check(function(x) return F.gelu(x) end, { x })
