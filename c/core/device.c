@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,8 +172,18 @@ static int start_stream(device *d) {
   if (!d->ring && !(d->ring = aligned_alloc(64, sizeof(task) * QUEUE_CAP)))
     return ln_error("set_cpu_devices: out of memory for the stream of cpu:%d", i);
   d->stop = false;
-  if (pthread_create(&d->worker, NULL, worker_main, d) != 0)
-    return ln_error("set_cpu_devices: cannot start the worker of cpu:%d", i);
+  /* the worker (and the OpenMP pool it starts) is born with the process's
+   * asynchronous signals blocked, so that they reach the thread running Lua:
+   * luajit's SIGINT handler and its profiler's SIGPROF act on the Lua state,
+   * which they must not do from another thread. Faults stay deliverable. */
+  sigset_t all, old;
+  sigfillset(&all);
+  int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+  for (size_t k = 0; k < sizeof faults / sizeof faults[0]; k++) sigdelset(&all, faults[k]);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&d->worker, NULL, worker_main, d);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) return ln_error("set_cpu_devices: cannot start the worker of cpu:%d", i);
   d->has_worker = true;
   return 0;
 }
