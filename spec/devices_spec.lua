@@ -32,6 +32,31 @@ describe('virtual CPU devices', function()
     for d = 0, 2 do assert.is_true(C.ln_device_threads(d) >= 1) end
   end)
 
+  it('starts its stream workers with SIGINT and SIGPROF blocked, faults not (they reach the Lua thread)', function()
+    local a = lunet.ones(4, {device = 'cpu:1'}) + 1   -- the cpu:1 worker runs
+    lunet.synchronize()
+    local function bit(mask, signo)   -- bit signo-1 of a hex mask
+      local digit = tonumber(mask:sub(#mask - math.floor((signo - 1) / 4), #mask - math.floor((signo - 1) / 4)), 16)
+      return math.floor(digit / 2 ^ ((signo - 1) % 4)) % 2 == 1
+    end
+    local seen = 0
+    local pid = assert(io.open('/proc/self/stat')):read('*l'):match('^(%d+)')
+    for tid in io.popen('ls /proc/' .. pid .. '/task'):lines() do
+      local f = io.open('/proc/' .. pid .. '/task/' .. tid .. '/comm')
+      local name = f and f:read('*l'); if f then f:close() end
+      if name and name:match('^lunet cpu') then
+        local st = assert(io.open('/proc/' .. pid .. '/task/' .. tid .. '/status')):read('*a')
+        local mask = st:match('SigBlk:%s*(%x+)')
+        assert.is_true(bit(mask, 2), name .. ' SIGINT')
+        assert.is_true(bit(mask, 27), name .. ' SIGPROF')
+        assert.is_false(bit(mask, 11), name .. ' SIGSEGV')
+        seen = seen + 1
+      end
+    end
+    assert.is_true(seen >= 1)
+    assert.same({2, 2, 2, 2}, a:totable())
+  end)
+
   it('creates tensors on cpu:1 and computes there', function()
     local a = lunet.arange(6, {dtype = 'float32', device = 'cpu:1'}):view(2, 3)
     local b = lunet.ones(2, 3, {device = 'cpu:1'})
