@@ -317,4 +317,32 @@ describe('backward frees the gradients it made once consumed', function()
     collectgarbage('restart')
     if not ok then error(err, 0) end
   end)
+
+  it('frees a weight gradient once summed into .grad, inline and on a stream worker', function()
+    lunet.set_cpu_devices(2)
+    collectgarbage(); collectgarbage()
+    collectgarbage('stop')
+    local ok, err = pcall(function()
+      for _, dev in ipairs({ 'cpu:0', 'cpu:1' }) do
+        local id = tonumber(dev:match('%d+'))
+        local lin = lunet.nn.Linear(1024, 1024):to(dev)   -- a 4 MB weight gradient per backward
+        local x = lunet.randn({ 1, 1024 }):to(dev)
+        lin(x):sum():backward()
+        local once = lin.weight.grad:clone()
+        lunet.synchronize()
+        local before = tonumber(C.ln_memory_allocated(id))
+        for _ = 1, 10 do lin(x):sum():backward() end
+        lunet.synchronize()
+        local grown = tonumber(C.ln_memory_allocated(id)) - before
+        assert.is_true(grown < 4 * 1048576, ('%s: grew by %d bytes in 10 backwards'):format(dev, grown))
+        local want, got = flat(once * 11), flat(lin.weight.grad)
+        for i = 1, #want, 997 do
+          assert.is_true(math.abs(got[i] - want[i]) <= 1e-5 * math.abs(want[i]) + 1e-6, dev .. ' grad ' .. i)
+        end
+      end
+    end)
+    collectgarbage('restart')
+    lunet.set_cpu_devices(1)
+    if not ok then error(err, 0) end
+  end)
 end)

@@ -151,8 +151,13 @@ local function bshape(x, r)
   return x:size()
 end
 
+-- a node: edges 1-3, fn, name and room for the fields its op saves (x, w,
+-- params, ...) without growing the table (rehashes: ~80 a LeNet-5 step)
+local table_new = require 'table.new'
 local function node(fn, name, n1, n2, n3)
-  return { n1, n2 or false, n3 or false, fn = fn, name = name }
+  local n = table_new(3, 8)
+  n[1], n[2], n[3], n.fn, n.name = n1, n2 or false, n3 or false, fn, name
+  return n
 end
 
 -- ---- wrapping ----------------------------------------------------------------------------
@@ -819,7 +824,9 @@ local function run_hooks(hooks, g)
   return g
 end
 
--- fresh: g was made for this leaf alone (no other holder), so the leaf may keep it
+-- fresh: g was made for this leaf alone (no other holder), so the leaf may keep it.
+-- Returns true when a fresh g was added into the leaf's existing .grad (the
+-- caller may then free it: nothing else holds it)
 local function accumulate_leaf(x, g, fresh)
   if g.p.dtype_id ~= x.p.dtype_id then g = g:to(core.dtypes[x.p.dtype_id]); fresh = true end
   if g.p.device_id ~= x.p.device_id then g = g:to(core.device_name(x.p.device_id)); fresh = true end
@@ -827,8 +834,10 @@ local function accumulate_leaf(x, g, fresh)
   local rec = record(x, true)
   if rec.hooks then g = run_hooks(rec.hooks, g); fresh = false end
   local old = rec.grad
+  local added = false
   if old then
     raw.add_(old, g)   -- the leaf owns its .grad
+    added = fresh and g.p.slot == 0
   elseif fresh and C.ln_is_contiguous(g.p) == 1 then
     rec.grad = g
   else
@@ -837,6 +846,7 @@ local function accumulate_leaf(x, g, fresh)
   end
   local post = rec.post_hooks
   if post then for i = 1, #post do post[i](x) end end
+  return added
 end
 
 -- t:register_hook(fn): fn(grad) runs when t's gradient is computed (before
@@ -889,17 +899,20 @@ end
 -- +1 per node it was handed to (pending), -1 when that node has run or has
 -- it summed into a new tensor; a leaf's gradient and the caller's grad count
 -- 2 for good, as do gradients seen by hooks or in a retained or
--- anomaly-checked graph (not dropped). Only where kernels run inline
--- (free_early): a queued kernel's arguments may point at the header.
+-- anomaly-checked graph (not dropped). With the CPU devices' streams too
+-- (free_early): a queued task holds its tensors' storages (ln_launch's keep),
+-- never their headers, so the storage stays until the task has run.
+local function free_header(t)
+  ffi.gc(t, nil)
+  C.ln_tensor_free(t.p)   -- (ln_ref_free takes a struct by value: NYI in traces)
+end
+
 local function drop(handed, t, free_early)
   local c = handed[t]
   if not c then return end
   c = c - 1
   handed[t] = c
-  if c == 0 and free_early and t.p.slot == 0 then
-    ffi.gc(t, nil)
-    C.ln_tensor_free(t.p)   -- (ln_ref_free takes a struct by value: NYI in traces)
-  end
+  if c == 0 and free_early and t.p.slot == 0 then free_header(t) end
 end
 
 -- The graph from root down, once: each node runs when every consumer has
@@ -910,8 +923,10 @@ local table_clear = require 'table.clear'
 local current
 local function run_graph(root, grad, retain)
   -- count consumers of each node reachable from root
-  local deps = { [root] = 0 }
-  local stack, sp = { root }, 1
+  local deps = table_new(0, 32)
+  deps[root] = 0
+  local stack, sp = table_new(16, 0), 1
+  stack[1] = root
   while sp > 0 do
     local n = stack[sp]; stack[sp] = nil; sp = sp - 1
     for i = 1, n.ni or 3 do
@@ -926,18 +941,22 @@ local function run_graph(root, grad, retain)
       end
     end
   end
-  local pending = { [root] = grad }
-  local handed = { [grad] = 2 }   -- holders of each gradient (drop)
-  local free_early = C.ln_cpu_device_count() == 1 and C.ln_cuda_device_count() == 0
+  local pending = table_new(0, 16)
+  pending[root] = grad
+  local handed = table_new(0, 64)   -- holders of each gradient (drop)
+  handed[grad] = 2
+  local free_early = C.ln_cuda_device_count() == 0 and not A.anomaly_hook
   -- ready nodes run first in, first out: independent branches (the
   -- replicas of DataParallel) advance together, so each one's gradients
   -- (and the all-reduces they start) reach its device's stream early
-  local ready, head, rp = { root }, 1, 1
+  local ready, head, rp = table_new(32, 0), 1, 1
+  ready[1] = root
   while head <= rp do
     local n = ready[head]; ready[head] = nil; head = head + 1
     local g = pending[n]
     pending[n] = nil
     local gs1, gs2, gs3
+    local added1, added2, added3 = false, false, false   -- gs_i summed into a leaf's .grad
     local ni = n.ni
     if g then
       current = n.name
@@ -974,10 +993,18 @@ local function run_graph(root, grad, retain)
           if fresh and i > 1 and gs1 and C.ln_same_storage(gi.p, gs1.p) == 1 then fresh = false end
           if fresh and i > 2 and gs2 and C.ln_same_storage(gi.p, gs2.p) == 1 then fresh = false end
           handed[gi] = (handed[gi] or 0) + 2
-          accumulate_leaf(e, gi, fresh)
+          if accumulate_leaf(e, gi, fresh) and free_early then
+            if i == 1 then added1 = true elseif i == 2 then added2 = true else added3 = true end
+          end
         end
       end
     end
+    -- a fresh weight gradient summed into .grad is garbage now: its storage
+    -- goes back to the cache at once (after the queued add) instead of at
+    -- the next collection, unless the node returned the same tensor twice
+    if added1 and not rawequal(gs1, gs2) and not rawequal(gs1, gs3) then free_header(gs1) end
+    if added2 and not rawequal(gs2, gs1) and not rawequal(gs2, gs3) then free_header(gs2) end
+    if added3 and not rawequal(gs3, gs1) and not rawequal(gs3, gs2) then free_header(gs3) end
     -- n is done with g: drop its hold (see drop)
     if g and not retain and not n.hooks and not n.retain and not A.anomaly_hook then
       drop(handed, g, free_early)

@@ -12,6 +12,7 @@ local setters = {}
 local mt = {}
 
 local ref_ct = ffi.typeof('ln_ref')
+local table_new = require 'table.new'
 local shape_buf = ffi.new('int64_t[8]')
 local stride_buf = ffi.new('int64_t[8]')
 local perm_buf = ffi.new('int[8]')
@@ -138,10 +139,9 @@ local function record(self, create)
   if n > 0 then s = free_slots[n]; free_slots[n] = nil
   else s = next_slot; next_slot = next_slot + 1 end
   self.p.slot = s
-  local r = {}
+  local r = table_new(0, 2)   -- grad_fn, grad: no rehash when they arrive
   records[s] = r
-  ffi.gc(self, nil)
-  ffi.gc(self, release)
+  ffi.gc(self, release)   -- (replaces ln_ref_free: one finalizer-table write)
   return r
 end
 
@@ -171,7 +171,7 @@ getters.ndim = function(self) return self.p.ndim end
 function Tensor.size(self, d)
   local t = self.p
   if d ~= nil then return tonumber(t.shape[cdim('size', self, d)]) end
-  local s = {}
+  local s = table_new(t.ndim, 0)
   for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.shape[i]) end
   return s
 end
