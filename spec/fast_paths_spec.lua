@@ -342,6 +342,8 @@ describe('backward frees the gradients it made once consumed', function()
       end
     end)
     collectgarbage('restart')
+    collectgarbage(); collectgarbage()   -- the cpu:1 tensors, before cpu:1 goes
+    lunet.synchronize()
     lunet.set_cpu_devices(1)
     if not ok then error(err, 0) end
   end)
