@@ -923,9 +923,12 @@ local table_clear = require 'table.clear'
 local current
 local function run_graph(root, grad, retain)
   -- count consumers of each node reachable from root
-  local deps = table_new(0, 32)
+  -- (the tables are presized from the node count: grown key by key they
+  -- rehashed ~15 times a backward; sized for the largest graph, they made
+  -- small graphs' backwards leave kilobytes of garbage each)
+  local deps = table_new(0, 8)
   deps[root] = 0
-  local stack, sp = table_new(16, 0), 1
+  local stack, sp, nodes = table_new(8, 0), 1, 1
   stack[1] = root
   while sp > 0 do
     local n = stack[sp]; stack[sp] = nil; sp = sp - 1
@@ -935,21 +938,22 @@ local function run_graph(root, grad, retain)
         local d = deps[e]
         if d == nil then
           deps[e] = 1
+          nodes = nodes + 1
           if e.freed then error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 0) end
           sp = sp + 1; stack[sp] = e
         else deps[e] = d + 1 end
       end
     end
   end
-  local pending = table_new(0, 16)
+  local pending = table_new(0, nodes)
   pending[root] = grad
-  local handed = table_new(0, 64)   -- holders of each gradient (drop)
+  local handed = table_new(0, 2 * nodes)   -- holders of each gradient (drop)
   handed[grad] = 2
   local free_early = C.ln_cuda_device_count() == 0 and not A.anomaly_hook
   -- ready nodes run first in, first out: independent branches (the
   -- replicas of DataParallel) advance together, so each one's gradients
   -- (and the all-reduces they start) reach its device's stream early
-  local ready, head, rp = table_new(32, 0), 1, 1
+  local ready, head, rp = table_new(nodes, 0), 1, 1
   ready[1] = root
   while head <= rp do
     local n = ready[head]; ready[head] = nil; head = head + 1
