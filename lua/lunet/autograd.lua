@@ -151,11 +151,11 @@ local function bshape(x, r)
   return x:size()
 end
 
--- a node: edges 1-3, fn, name and room for the fields its op saves (x, w,
--- params, ...) without growing the table (rehashes: ~80 a LeNet-5 step)
+-- a node: edges 1-3, fn, name and room for two fields its op saves (x and w,
+-- a and b, ...) without growing the table (rehashes: ~80 a LeNet-5 step)
 local table_new = require 'table.new'
 local function node(fn, name, n1, n2, n3)
-  local n = table_new(3, 8)
+  local n = table_new(3, 4)
   n[1], n[2], n[3], n.fn, n.name = n1, n2 or false, n3 or false, fn, name
   return n
 end
