@@ -318,6 +318,30 @@ describe('backward frees the gradients it made once consumed', function()
     if not ok then error(err, 0) end
   end)
 
+  it('keeps gradients that were cast, shared or seen by a hook when summing into .grad', function()
+    local x = lunet.randn({ 1000 }):double():requires_grad_()
+    local y = lunet.randn({ 1000 }):requires_grad_()    -- float32: the float64 gradient is cast
+    local w = lunet.randn({ 1000 }):requires_grad_()
+    local c = lunet.randn({ 1000 }):double()             -- no grad: w alone gets add's gradient, cast
+    local z = lunet.randn({ 1000 }):requires_grad_()
+    local seen = {}
+    z:register_hook(function(g) seen[#seen + 1] = g end)   -- keeps every gradient it sees
+    for _ = 1, 3 do
+      ((x + y):sum() + (w + c):sum() * 3 + (z * 2):sum()):backward()
+      collectgarbage()
+    end
+    for i = 1, 1000, 111 do
+      assert.equal(3, flat(y.grad)[i]); assert.equal(3, flat(x.grad)[i]); assert.equal(6, flat(z.grad)[i])
+      assert.equal(9, flat(w.grad)[i])
+    end
+    for k = 1, 3 do assert.equal(2, flat(seen[k])[1]) end   -- still readable
+    -- the caller's own gradient, passed through add and cast for the leaf
+    local g64 = lunet.ones({ 1000 }):double()
+    for _ = 1, 3 do (w + c):backward(g64) end
+    assert.equal(1000, g64:sum():item())
+    assert.equal(12, flat(w.grad)[1])
+  end)
+
   it('frees a weight gradient once summed into .grad, inline and on a stream worker', function()
     lunet.set_cpu_devices(2)
     collectgarbage(); collectgarbage()

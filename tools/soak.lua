@@ -8,7 +8,7 @@
 -- largest of 5 samples taken while training, in each window. (It compared
 -- one sample right after a forced full collection, the lowest point of the
 -- collector's cycle, with the running size: up to +5.8% in CI from that
--- alone, while 30,000 more steps moved the running size by 1%.)
+-- alone, while 30,000 more steps moved the running size by ~2%.)
 -- Exits 1 when it grew by more than the limit. Prints one line of figures.
 local lunet = require 'lunet'
 local steps = tonumber(arg[1]) or 5000

@@ -825,19 +825,20 @@ local function run_hooks(hooks, g)
 end
 
 -- fresh: g was made for this leaf alone (no other holder), so the leaf may keep it.
--- Returns true when a fresh g was added into the leaf's existing .grad (the
--- caller may then free it: nothing else holds it)
+-- Returns true when that same g (fresh, not a cast, move or reshape of it)
+-- was added into the leaf's existing .grad: the caller may then free it
 local function accumulate_leaf(x, g, fresh)
+  local given = fresh and g
   if g.p.dtype_id ~= x.p.dtype_id then g = g:to(core.dtypes[x.p.dtype_id]); fresh = true end
   if g.p.device_id ~= x.p.device_id then g = g:to(core.device_name(x.p.device_id)); fresh = true end
   if not same_shape(g, x) then g = g:reshape(x:size()) end
   local rec = record(x, true)
-  if rec.hooks then g = run_hooks(rec.hooks, g); fresh = false end
+  if rec.hooks then g = run_hooks(rec.hooks, g); fresh = false; given = false end   -- a hook saw g
   local old = rec.grad
   local added = false
   if old then
     raw.add_(old, g)   -- the leaf owns its .grad
-    added = fresh and g.p.slot == 0
+    added = rawequal(g, given) and g.p.slot == 0
   elseif fresh and C.ln_is_contiguous(g.p) == 1 then
     rec.grad = g
   else
