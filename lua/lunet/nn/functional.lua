@@ -674,7 +674,8 @@ local function linear2d(x, w, b)
   local wt = C.ln_transpose(w.p, 0, 1)
   local r = wt ~= nil and (b and C.ln_addmm(b.p, x.p, wt, 1, 1) or C.ln_matmul(x.p, wt)) or nil
   C.ln_tensor_free(wt)
-  local y = wrap(r, 3)
+  if r == nil then error('linear: ' .. core.last_error(), 3) end
+  local y = wrap(r)
   if grad_on(x, w, b) then
     local n = node(linear_bw, 'linear', edge(x), edge(w), edge(b))
     n.x, n.w = A.saved(x), A.saved(w)
@@ -688,6 +689,13 @@ function F.linear(x, w, b)
   if x.p.ndim >= 1 and x.p.shape[x.p.ndim - 1] ~= w.p.shape[1] then
     error(('linear: input has %d features, weight expects %d'):format(tonumber(x.p.shape[x.p.ndim - 1]),
       tonumber(w.p.shape[1])), 2)
+  end
+  if b ~= nil then
+    need('linear', b, 'bias', 1)
+    if b.p.shape[0] ~= w.p.shape[0] then
+      error(('linear: bias has %d elements, weight has %d outputs'):format(tonumber(b.p.shape[0]),
+        tonumber(w.p.shape[0])), 2)
+    end
   end
   if x.p.ndim == 2 then return linear2d(x, w, b) end
   local y = x:matmul(w:t())
