@@ -41,7 +41,6 @@
  * runs (it never waits for the receiver); the recv task waits for that copy,
  * then copies out. Sends are matched to receives in order per (src, dst). */
 #include "comm.h"
-#include <sched.h>
 #include "../cpu/iter.h"   /* LN_SIMD */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +66,6 @@ typedef struct coll {
   int arrived, gen;
   atomic_int gen_seen;                  /* gen, readable without mu (barrier spin) */
   bool aborted;
-  bool on_compute;                      /* queued on the compute streams (see YIELD_S) */
   char why[800];
 } coll;
 
@@ -106,17 +104,6 @@ static double now_s(void) {
  * microseconds (more in a VM), most of a small all-reduce's time. */
 #define SPIN_S 20e-6
 
-/* After that, a rank of a collective on the compute streams (the last
- * gradient bucket of a DataParallel backward, a blocking all-reduce) keeps
- * checking for up to YIELD_S, giving its core away (sched_yield) whenever
- * another thread wants it: its device has nothing else to run until the
- * collective ends, and a sleeping rank woke tens of microseconds late. On 2
- * virtual devices (bench/data_parallel.lua) the all-reduce time left after
- * backward went from 0.05-0.08 ms to 0.006-0.007 ms for LeNet-5 (3 runs each),
- * throughput unchanged within noise. Comm-stream ranks still sleep: spinning
- * there beside the compute worker delayed the overlapped buckets. */
-#define YIELD_S 1e-3
-
 /* A barrier whose last rank to arrive first runs last(c, arg) (NULL: none)
  * while the others wait in it. */
 static int coll_barrier_then(coll *c, void (*last)(coll *, void *), void *arg) {
@@ -143,13 +130,6 @@ static int coll_barrier_then(coll *c, void (*last)(coll *, void *), void *arg) {
 #ifdef __SSE2__
         _mm_pause();
 #endif
-      }
-      if (c->on_compute) {
-        double yield_until = now_s() + YIELD_S;
-        while (now_s() < yield_until) {
-          if (atomic_load_explicit(&c->gen_seen, memory_order_acquire) != g) return 0;
-          sched_yield();
-        }
       }
       pthread_mutex_lock(&c->mu);
       while (g == c->gen && !c->aborted) pthread_cond_wait(&c->cv, &c->mu);
@@ -419,7 +399,6 @@ static int coll_launch_on(coll *c, ln_tensor *const *a, ln_tensor *const *b, boo
   /* once the last task is queued the workers may finish and free c: read
    * nothing from it after that */
   int n = c->n, kind = c->kind;
-  c->on_compute = !comm;
   for (int r = 0; r < n; r++) {
     coll_args args = {c, r};
     const ln_tensor *keep[2] = {a ? a[r] : NULL, b ? b[r] : NULL};
