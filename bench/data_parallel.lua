@@ -15,6 +15,9 @@
 --                          for the comm streams),
 --                          max(after) - max(before) (a device waiting for a slower one's
 --                          gradients is skew, not communication), median over 30 steps.
+--   awake      = share of those steps in which the replica done early met the late one
+--                awake at the last bucket (it woke as the late one began its last layer)
+--                instead of sleeping until it came (ln_comm_meet_stats).
 --   indep      = the efficiency of two independent copies of the model, one per device,
 --                each training on half the batch (no communication at all): the ceiling
 --                for any data-parallel scheme on this machine; of-ind = DataParallel's
@@ -190,9 +193,12 @@ local function time_exposed(dp, x, y, steps)
     require('lunet.parallel.DataParallel')._end_backward(self, ok)
     for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 1) end
   end
-  local t, lead = {}, {}
+  local t, lead, awake = {}, {}, 0
+  local met = ffi.new('int64_t[2]')
   for s = 0, steps do
     first = nil
+    C.ln_comm_meet_stats(dp.comm.handle, met)
+    local awake0 = met[1]
     opt:zero_grad()
     crit(dp(x), y):backward()
     opt:step()
@@ -202,7 +208,9 @@ local function time_exposed(dp, x, y, steps)
       before = math.max(before, stamps[2 * k - 2])
       after = math.max(after, stamps[2 * k - 1])
     end
+    C.ln_comm_meet_stats(dp.comm.handle, met)
     if s > 0 then   -- step 0: warm-up
+      if met[1] > awake0 then awake = awake + 1 end
       t[#t + 1] = after - before
       lead[#lead + 1] = before - stamps[2 * dp.n]
     end
@@ -210,7 +218,7 @@ local function time_exposed(dp, x, y, steps)
   table.sort(t); table.sort(lead)
   dp._end_backward, dp._launch = nil, nil
   local mid = math.floor((#t + 1) / 2)
-  return t[mid], lead[mid]
+  return t[mid], lead[mid], awake
 end
 
 -- CPU used by other processes while this runs (from /proc; Linux only):
@@ -236,7 +244,7 @@ print(('lunet %s DataParallel bench: global batch %d, best of %d rounds x %d gro
 
 -- rounds alternate the two configurations, so that a burst of load from
 -- elsewhere hits both; each figure is the best seen
-local one, two, ov, nc, ar, nb, np, ex, lead, ind = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local one, two, ov, nc, ar, nb, np, ex, lead, ind, awake = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local function keep(t, k, v) t[k] = math.min(t[k] or math.huge, v) end
 for _ = 1, ROUNDS do
   -- one device, one core
@@ -264,8 +272,9 @@ for _ = 1, ROUNDS do
     keep(ov, name, time_steps(dpo, dpo:parameters(), x, y))
     keep(nc, name, time_steps(dpo, dpo:parameters(), x, y, { no_sync = true }))
     keep(ar, name, time_allreduce(dpo))
-    local e, l = time_exposed(dpo, x, y, 30)
+    local e, l, a = time_exposed(dpo, x, y, 30)
     keep(ex, name, e)
+    awake[name] = (awake[name] or 0) + a / 30 / ROUNDS
     lead[name] = math.max(lead[name] or -math.huge, l)
     nb[name] = #dpo.buckets
     dp, dpo = nil, nil
@@ -273,18 +282,18 @@ for _ = 1, ROUNDS do
   end
 end
 
-local head = ('%-8s %7s %10s %10s %6s %6s %6s | %4s %8s %8s %6s %8s | %8s %8s %8s %7s'):format('model', 'params',
-  '1dev img/s', '2dev img/s', 'eff', 'indep', 'of-ind', 'bkts', 'allred', 'exposed', 'hidden', '1st lead', 'step',
+local head = ('%-8s %7s %10s %10s %6s %6s %6s | %4s %8s %8s %6s %5s %8s | %8s %8s %8s %7s'):format('model', 'params',
+  '1dev img/s', '2dev img/s', 'eff', 'indep', 'of-ind', 'bkts', 'allred', 'exposed', 'hidden', 'awake', '1st lead', 'step',
   'no-comm', 'small-bk', 'd-step')
 print(head)
 print(('-'):rep(#head))
 for _, name in ipairs(order) do
   local best2 = math.min(two[name], ov[name])
   local hidden = 1 - math.max(0, math.min(1, ex[name] / ar[name]))
-  print(('%-8s %7d %10.1f %10.1f %5.1f%% %5.1f%% %5.1f%% | %4d %6.3fms %6.3fms %5.0f%% %6.2fms | %6.2fms %6.2fms %6.2fms %5.2fms'):format(
+  print(('%-8s %7d %10.1f %10.1f %5.1f%% %5.1f%% %5.1f%% | %4d %6.3fms %6.3fms %5.0f%% %4.0f%% %6.2fms | %6.2fms %6.2fms %6.2fms %5.2fms'):format(
     name, np[name], BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), 100 * one[name] / (2 * ind[name]),
     100 * ind[name] / best2, nb[name], 1e3 * ar[name],
-    1e3 * ex[name], 100 * hidden, 1e3 * lead[name], 1e3 * two[name], 1e3 * nc[name], 1e3 * ov[name], 1e3 * (ov[name] - nc[name])))
+    1e3 * ex[name], 100 * hidden, 100 * awake[name], 1e3 * lead[name], 1e3 * two[name], 1e3 * nc[name], 1e3 * ov[name], 1e3 * (ov[name] - nc[name])))
 end
 print(('(eff: the better of bucket_mb %g and %g; indep: the same efficiency for two independent copies of the'):format(
   BUCKET_MB, OVERLAP_MB))
@@ -292,7 +301,8 @@ print(' model training on half the batch each, one per device, no communication:
 print(' scheme on this machine; of-ind = DataParallel throughput / that pair\'s;')
 print((' bkts, allred, exposed, hidden, small-bk: bucket_mb %g;'):format(OVERLAP_MB))
 print(' allred = all-reduce of every bucket alone; exposed = its part after the last device\'s backward ended;')
-print(' hidden = 1 - exposed / allred; 1st lead = how long before the end of backward the first bucket\'s')
+print(' hidden = 1 - exposed / allred; awake = share of the steps (all rounds) whose early replica met the late one')
+print(' awake at the last bucket (ln_comm_meet_stats); 1st lead = how long before the end of backward the first bucket\'s')
 print(' all-reduce was done (median); step = bucket_mb ' .. BUCKET_MB .. '; no-comm = small-bk steps inside dp:no_sync;')
 print(' d-step = small-bk - no-comm: the all-reduce\'s cost in step time, mostly noise at these sizes)')
 lunet.set_cpu_devices(1)

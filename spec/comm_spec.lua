@@ -305,6 +305,72 @@ describe('collectives (local backend)', function()
     assert.equal(1, C.ln_event_query(ev))
   end)
 
+  -- cpu:1's stream held by a gate, then `ops` small tasks, then its part of an
+  -- allreduce; cpu:0 reaches its part long before. Returns the change in
+  -- ln_comm_meet_stats (slept, met awake) and the reduced tensors.
+  pcall(ffi.cdef, 'int usleep(unsigned int usec);')
+  local function held_peer_allreduce(cm, ops, ts)
+    local before, after = ffi.new('int64_t[2]'), ffi.new('int64_t[2]')
+    assert.equal(0, C.ln_comm_meet_stats(cm.handle, before))
+    local gate = ffi.new('int[1]')
+    local small = lunet.zeros(4, {device = 'cpu:1'})
+    assert.equal(0, C.ln_stream_inject_gate(1, gate))
+    for _ = 1, ops do small:add_(1) end
+    cm:allreduce(ts)
+    ffi.C.usleep(30000)                              -- cpu:0 arrives and waits
+    gate[0] = 1
+    lunet.synchronize()
+    assert.equal(0, C.ln_comm_meet_stats(cm.handle, after))
+    assert.equal(ops, small[1]:item())
+    return tonumber(after[0] - before[0]), tonumber(after[1] - before[1])
+  end
+
+  it('an early rank sleeps while its peer is far from the collective and meets it awake as it nears', function()
+    local cm = lunet.comm.Communicator(devs(2))
+    -- far: six tasks between the gate and the collective. cpu:0 sleeps until
+    -- cpu:1 begins the last few of them, then spins and meets it awake (the
+    -- gate keeps cpu:0 early; retried in case a loaded machine let the gate
+    -- open before cpu:0 got there)
+    local met = 0
+    for _ = 1, 5 do
+      local ts, ref = make_inputs(2, 1000)
+      local _, awake = held_peer_allreduce(cm, 6, ts)
+      assert.same(ref:totable(), ts[1]:to('cpu:0'):totable())
+      assert.same(ref:totable(), ts[2]:to('cpu:0'):totable())
+      met = met + awake
+      if met > 0 then break end
+    end
+    assert.is_true(met > 0, 'cpu:0 never met its late peer awake')
+    -- near at once: cpu:1 is held just before the collective, so cpu:0 wakes
+    -- to spin at once, but only for a bounded time: then it sleeps (30 ms held)
+    local ts, ref = make_inputs(2, 1000)
+    local slept, awake = held_peer_allreduce(cm, 0, ts)
+    assert.equal(1, slept)
+    assert.equal(0, awake)
+    assert.same(ref:totable(), ts[1]:to('cpu:0'):totable())
+  end)
+
+  it('an early rank waiting for its peer to near the collective gets the abort when the peer fails', function()
+    local cm = lunet.comm.Communicator(devs(2))
+    local ts = make_inputs(2, 1000)
+    local gate = ffi.new('int[1]')
+    local small = lunet.zeros(4, {device = 'cpu:1'})
+    assert.equal(0, C.ln_stream_inject_gate(1, gate))
+    for _ = 1, 3 do small:add_(1) end
+    assert.equal(0, C.ln_stream_inject_error(1, 'late peer failed'))
+    for _ = 1, 3 do small:add_(1) end
+    cm:allreduce(ts)
+    ffi.C.usleep(30000)
+    gate[0] = 1
+    local ok, err = pcall(lunet.synchronize, 'cpu:0')
+    assert.is_false(ok)
+    assert.matches('allreduce: aborted: rank 1 (cpu:1) failed earlier: late peer failed', err, 1, true)
+    assert.has_error(function() lunet.synchronize('cpu:1') end)
+    local ts2, ref = make_inputs(2, 1000)
+    cm:allreduce(ts2)
+    assert.same(ref:totable(), ts2[1]:to('cpu:0'):totable())
+  end)
+
   it('aborts on every rank when one device failed earlier, then works again', function()
     local cm = lunet.comm.Communicator(devs(3))
     local ts = make_inputs(3, 100)

@@ -54,6 +54,13 @@ int ln_comm_device(const ln_comm *c, int rank) {
 }
 const char *ln_comm_backend_name(const ln_comm *c) { return c ? c->be->name : ""; }
 
+int ln_comm_meet_stats(ln_comm *c, int64_t out[2]) {
+  if (!c || !out) return ln_error("comm_meet_stats: communicator or output is NULL");
+  out[0] = atomic_load(&c->met_slept);
+  out[1] = atomic_load(&c->met_awake);
+  return 0;
+}
+
 /* ---- checks ------------------------------------------------------------------ */
 
 static int check_list(const char *fn, const ln_comm *c, ln_tensor *const *ts, const char *what) {

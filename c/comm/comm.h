@@ -31,7 +31,10 @@ struct ln_comm {
   const ln_comm_backend *be;
   int n;
   int devices[LN_COMM_MAX_RANKS];
-  atomic_int refcount;     /* the Lua handle + each queued task */
+  atomic_int refcount;     /* the Lua handle + each queued collective */
+  /* how the ranks met (ln_comm_meet_stats): a rank early at a barrier slept,
+   * or woke as its late peers neared the collective and met them awake */
+  atomic_llong met_slept, met_awake;
   void *impl;
 };
 

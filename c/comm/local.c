@@ -22,7 +22,9 @@
  *     Small allreduces (up to SMALL_ALLREDUCE_BYTES over all ranks) take one
  *     barrier instead: its last rank to arrive reduces the whole buffer into
  *     every rank's while the others wait in it (one thread wake-up, not two).
- *     A rank early at a barrier spins briefly (SPIN_S) before it sleeps.
+ *     A rank early at a barrier spins briefly (SPIN_S) before it sleeps; on
+     the compute streams it sleeps only until its late peers near their
+     part, then spins to meet them awake (NEAR_TASKS, below).
  *     With a wire format (float16/bfloat16) the values are rounded as they
  *     would travel: each rank's input is rounded, the reduction is done in
  *     float32 and its result rounded again; shared memory needs no staging
@@ -56,6 +58,7 @@ enum { BLK = 2048, GRAIN = 32768 };
 
 typedef struct coll {
   atomic_int refs;
+  ln_comm *cm;                          /* held: its meeting statistics */
   int kind, op, wire, dtype, n, root;
   int64_t numel;                        /* per-rank elements (in place) or chunk m */
   bool nt;                              /* non-temporal stores (buffers beyond the cache) */
@@ -65,6 +68,9 @@ typedef struct coll {
   pthread_cond_t cv;
   int arrived, gen;
   atomic_int gen_seen;                  /* gen, readable without mu (barrier spin) */
+  atomic_bool aborted_seen;             /* aborted, readable without mu */
+  atomic_bool here[LN_COMM_MAX_RANKS];  /* rank r's task has started */
+  _Atomic int64_t seq[LN_COMM_MAX_RANKS]; /* its position on a compute stream (-1: none) */
   bool aborted;
   char why[800];
 } coll;
@@ -75,6 +81,7 @@ static void coll_release(coll *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
+  ln_comm_release(c->cm);
   free(c);
 }
 
@@ -83,6 +90,7 @@ static void coll_abort(coll *c, const char *why) {
   if (!c->aborted) {
     c->aborted = true;
     snprintf(c->why, sizeof c->why, "%s", why);
+    atomic_store(&c->aborted_seen, true);
   }
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
@@ -104,9 +112,50 @@ static double now_s(void) {
  * microseconds (more in a VM), most of a small all-reduce's time. */
 #define SPIN_S 20e-6
 
+/* Ranks of a collective on the compute streams (DataParallel's last gradient
+ * bucket of a step) arrive milliseconds apart: the early one sleeps, and its
+ * wake-up (60-120 us here) was all of the time that all-reduce left after
+ * backward. So an early rank that knows where its missing peers' tasks sit on
+ * their streams sleeps only until each has begun the task NEAR_TASKS before
+ * its own (the last layer's backward: the bucket copy and the collective
+ * follow it), then spins up to NEAR_SPIN_S before it sleeps again: at most a
+ * couple of milliseconds of a core whose device has nothing else to run. */
+enum { NEAR_TASKS = 4 };
+#define NEAR_SPIN_S 2e-3
+
+/* spin until the barrier's generation moves past g (true) or `seconds` pass */
+static bool spin_until_passed(coll *c, int g, double seconds) {
+  double until = now_s() + seconds;
+  for (int i = 1;; i++) {
+    if (atomic_load_explicit(&c->gen_seen, memory_order_acquire) != g) return true;
+    if (i % 32 == 0 && (now_s() > until || atomic_load_explicit(&c->aborted_seen, memory_order_relaxed)))
+      return false;
+#ifdef __SSE2__
+    _mm_pause();
+#endif
+  }
+}
+
+/* rank r, early at the barrier: wait until every peer whose task has not
+ * started yet has begun its task NEAR_TASKS before the collective's. False
+ * (sleep as usual) when no peer was that far behind (the peers are inside the
+ * collective, e.g. at its second barrier) or a position is unknown (the comm
+ * streams; a task not queued yet). */
+static bool wait_peers_near(coll *c, int r) {
+  bool waited = false;
+  for (int k = 0; k < c->n; k++) {
+    if (k == r || atomic_load(&c->here[k])) continue;
+    int64_t s = atomic_load(&c->seq[k]);
+    if (s < 0) return false;
+    ln_stream_wait_started(c->devices[k], s > NEAR_TASKS ? s - NEAR_TASKS : 0);
+    waited = true;
+  }
+  return waited;
+}
+
 /* A barrier whose last rank to arrive first runs last(c, arg) (NULL: none)
- * while the others wait in it. */
-static int coll_barrier_then(coll *c, void (*last)(coll *, void *), void *arg) {
+ * while the others wait in it; r: the calling rank. */
+static int coll_barrier_then(coll *c, int r, void (*last)(coll *, void *), void *arg) {
   pthread_mutex_lock(&c->mu);
   bool passed = false;
   if (!c->aborted) {
@@ -123,15 +172,13 @@ static int coll_barrier_then(coll *c, void (*last)(coll *, void *), void *arg) {
       pthread_cond_broadcast(&c->cv);
     } else {
       pthread_mutex_unlock(&c->mu);
-      double until = now_s() + SPIN_S;
-      for (int i = 1;; i++) {
-        if (atomic_load_explicit(&c->gen_seen, memory_order_acquire) != g) return 0;
-        if (i % 32 == 0 && now_s() > until) break;
-#ifdef __SSE2__
-        _mm_pause();
-#endif
+      if (spin_until_passed(c, g, SPIN_S)) return 0;
+      if (wait_peers_near(c, r) && spin_until_passed(c, g, NEAR_SPIN_S)) {
+        atomic_fetch_add(&c->cm->met_awake, 1);
+        return 0;
       }
       pthread_mutex_lock(&c->mu);
+      if (g == c->gen && !c->aborted) atomic_fetch_add(&c->cm->met_slept, 1);
       while (g == c->gen && !c->aborted) pthread_cond_wait(&c->cv, &c->mu);
     }
     passed = g != c->gen;
@@ -140,7 +187,7 @@ static int coll_barrier_then(coll *c, void (*last)(coll *, void *), void *arg) {
   return passed ? 0 : coll_fail(c);
 }
 
-static int coll_barrier(coll *c) { return coll_barrier_then(c, NULL, NULL); }
+static int coll_barrier(coll *c, int r) { return coll_barrier_then(c, r, NULL, NULL); }
 
 /* ---- reduction loops ------------------------------------------------------------ */
 /* For i in [b, e): acc = op over k (in rank order) of src[k][i], then every
@@ -320,13 +367,13 @@ static int run_allreduce(coll *c, int r) {
   reduce_ctx rc = {n, c->op, c->dtype, c->wire, n, c->wire >= 0, c->nt, {0}, {0}};
   if (c->numel * es * n <= SMALL_ALLREDUCE_BYTES) {
     for (int k = 0; k < n; k++) rc.src[k] = rc.dst[k] = c->in[k];
-    return coll_barrier_then(c, reduce_all, &rc);
+    return coll_barrier_then(c, r, reduce_all, &rc);
   }
   int64_t lo = chunk_lo(c->numel, r, n), hi = chunk_lo(c->numel, r + 1, n);
   for (int k = 0; k < n; k++) rc.src[k] = rc.dst[k] = c->in[k] + lo * es;
-  if (coll_barrier(c) != 0) return -1;
+  if (coll_barrier(c, r) != 0) return -1;
   reduce_run(c, &rc, hi - lo);
-  return coll_barrier(c);
+  return coll_barrier(c, r);
 }
 
 static int run_reduce_scatter(coll *c, int r) {
@@ -334,28 +381,29 @@ static int run_reduce_scatter(coll *c, int r) {
   int64_t m = c->numel;
   reduce_ctx rc = {n, c->op, c->dtype, c->wire, 1, false, c->nt, {0}, {c->out[r]}};
   for (int k = 0; k < n; k++) rc.src[k] = c->in[k] + m * r * es;
-  if (coll_barrier(c) != 0) return -1;
+  if (coll_barrier(c, r) != 0) return -1;
   reduce_run(c, &rc, m);
-  return coll_barrier(c);
+  return coll_barrier(c, r);
 }
 
 static int run_allgather(coll *c, int r) {
   int64_t bytes = c->numel * ln_dtype_size(c->dtype);
-  if (coll_barrier(c) != 0) return -1;
+  if (coll_barrier(c, r) != 0) return -1;
   for (int s = 0; s < c->n; s++) parallel_memcpy(c->out[r] + s * bytes, c->in[s], bytes);
-  return coll_barrier(c);
+  return coll_barrier(c, r);
 }
 
 static int run_broadcast(coll *c, int r) {
-  if (coll_barrier(c) != 0) return -1;
+  if (coll_barrier(c, r) != 0) return -1;
   if (r != c->root) parallel_memcpy(c->in[r], c->in[c->root], c->numel * ln_dtype_size(c->dtype));
-  return coll_barrier(c);
+  return coll_barrier(c, r);
 }
 
 static int coll_task(void *p) {
   coll_args *a = p;
   coll *c = a->c;
   int r = a->rank, rc = 0;
+  atomic_store(&c->here[r], true);
   if (ln_stream_failed()) {
     char why[800];
     snprintf(why, sizeof why, "rank %d (cpu:%d) failed earlier: %s", r, c->devices[r], ln_stream_failure());
@@ -366,7 +414,7 @@ static int coll_task(void *p) {
       case K_REDUCE_SCATTER: rc = run_reduce_scatter(c, r); break;
       case K_ALLGATHER: rc = run_allgather(c, r); break;
       case K_BROADCAST: rc = run_broadcast(c, r); break;
-      default: rc = coll_barrier(c); break;
+      default: rc = coll_barrier(c, r); break;
     }
   }
   coll_release(c);
@@ -389,24 +437,29 @@ static coll *coll_new(ln_comm *cm, int kind, int op, int wire, int dtype, int64_
   for (int i = 0; i < cm->n; i++) c->devices[i] = cm->devices[i];
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
+  for (int i = 0; i < cm->n; i++) atomic_store(&c->seq[i], -1);
   atomic_store(&c->refs, cm->n);
+  ln_comm_retain(cm);
+  c->cm = cm;
   return c;
 }
 
 /* Enqueue rank r's task on each device (on its comm stream, after the
  * compute stream's work so far, when `comm`); keep[r] holds its tensors. */
 static int coll_launch_on(coll *c, ln_tensor *const *a, ln_tensor *const *b, bool comm) {
-  /* once the last task is queued the workers may finish and free c: read
-   * nothing from it after that */
+  /* the queued tasks may run and drop their references at once: this call
+   * holds one of its own until it has written each rank's position */
   int n = c->n, kind = c->kind;
+  atomic_fetch_add(&c->refs, 1);
   for (int r = 0; r < n; r++) {
     coll_args args = {c, r};
     const ln_tensor *keep[2] = {a ? a[r] : NULL, b ? b[r] : NULL};
     int dev = c->devices[r];
+    int64_t seq = -1;
     int rc = comm ? ln_comm_stream_wait_compute(dev) : 0;
     if (rc == 0)
       rc = comm ? ln_launch_comm(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS)
-                : ln_launch_flags(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS);
+                : ln_launch_seq(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS, &seq);
     if (rc != 0) {
       /* ranks before r are queued (and hold references, so c lives): abort
        * them, then drop the references of the ranks not queued */
@@ -414,9 +467,12 @@ static int coll_launch_on(coll *c, ln_tensor *const *a, ln_tensor *const *b, boo
       snprintf(why, sizeof why, "could not enqueue rank %d (cpu:%d): %s", r, dev, ln_last_error());
       coll_abort(c, why);
       for (int k = r; k < n; k++) coll_release(c);
+      coll_release(c);
       return ln_error("%s: %s", kind_names[kind], why);
     }
+    atomic_store(&c->seq[r], seq);
   }
+  coll_release(c);
   return 0;
 }
 

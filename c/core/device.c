@@ -334,16 +334,22 @@ bool ln_stream_failed(void) { return tls_failed; }
 const char *ln_stream_failure(void) { return tls_failed ? tls_failure : ""; }
 
 static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
-                   const ln_tensor *const *keep, int nkeep, int flags);
+                   const ln_tensor *const *keep, int nkeep, int flags, int64_t *seq);
 
 int ln_launch(int id, const char *op, ln_task_fn fn, const void *args, size_t argsize,
               const ln_tensor *const *keep, int nkeep) {
-  return ln_launch_flags(id, op, fn, args, argsize, keep, nkeep, 0);
+  return ln_launch_seq(id, op, fn, args, argsize, keep, nkeep, 0, NULL);
 }
 
 int ln_launch_flags(int id, const char *op, ln_task_fn fn, const void *args, size_t argsize,
                     const ln_tensor *const *keep, int nkeep, int flags) {
+  return ln_launch_seq(id, op, fn, args, argsize, keep, nkeep, flags, NULL);
+}
+
+int ln_launch_seq(int id, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+                  const ln_tensor *const *keep, int nkeep, int flags, int64_t *seq) {
   device *d = get_device(op, id);
+  if (seq) *seq = -1;
   if (!d) return -1;
   if (argsize > LN_TASK_ARGS || nkeep > LN_TASK_KEEP)
     return ln_error("%s: internal: task too large (%zu bytes, %d tensors)", op, argsize, nkeep);
@@ -354,11 +360,11 @@ int ln_launch_flags(int id, const char *op, ln_task_fn fn, const void *args, siz
     memcpy(buf, args, argsize);
     return fn(buf);
   }
-  return enqueue(d, op, fn, args, argsize, keep, nkeep, flags);
+  return enqueue(d, op, fn, args, argsize, keep, nkeep, flags, seq);
 }
 
 static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
-                   const ln_tensor *const *keep, int nkeep, int flags) {
+                   const ln_tensor *const *keep, int nkeep, int flags, int64_t *seq) {
   pthread_mutex_lock(&d->lock);
   /* full: wait until half of it is done, not for one slot (see worker_main) */
   if (d->submitted - d->completed >= QUEUE_CAP) wait_locked(d, d->submitted - QUEUE_CAP / 2);
@@ -370,6 +376,7 @@ static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, s
       t->keep[t->nkeep++] = keep[i]->storage;
     }
   memcpy(t->args, args, argsize);
+  if (seq) *seq = d->submitted;
   d->submitted++;
   pthread_cond_signal(&d->work_cv);
   pthread_mutex_unlock(&d->lock);
@@ -381,6 +388,11 @@ static int wait_seq(device *d, int64_t seq) {
   wait_locked(d, seq);
   pthread_mutex_unlock(&d->lock);
   return 0;
+}
+
+void ln_stream_wait_started(int id, int64_t seq) {
+  device *d = get_device("stream_wait_started", id);
+  if (d && d->has_worker && seq >= 0) wait_seq(d, seq);
 }
 
 int ln_sync(int id) {
@@ -604,7 +616,7 @@ int ln_launch_comm(int id, const char *op, ln_task_fn fn, const void *args, size
   if (!cs) return -1;
   if (argsize > LN_TASK_ARGS || nkeep > LN_TASK_KEEP)
     return ln_error("%s: internal: task too large (%zu bytes, %d tensors)", op, argsize, nkeep);
-  return enqueue(cs, op, fn, args, argsize, keep, nkeep, flags);
+  return enqueue(cs, op, fn, args, argsize, keep, nkeep, flags, NULL);
 }
 
 static int stream_wait(device *consumer, device *producer, const char *op) {
@@ -612,7 +624,7 @@ static int stream_wait(device *consumer, device *producer, const char *op) {
   int64_t seq = producer->submitted;
   pthread_mutex_unlock(&producer->lock);
   wait_args a = {producer, seq};
-  return enqueue(consumer, op, wait_task, &a, sizeof a, NULL, 0, 0);
+  return enqueue(consumer, op, wait_task, &a, sizeof a, NULL, 0, 0, NULL);
 }
 
 int ln_comm_stream_wait_compute(int id) {

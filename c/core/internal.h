@@ -82,6 +82,13 @@ int ln_launch(int device, const char *op, ln_task_fn fn, const void *args,
 enum { LN_TASK_ALWAYS = 1 };
 int ln_launch_flags(int device, const char *op, ln_task_fn fn, const void *args,
                     size_t argsize, const ln_tensor *const *keep, int nkeep, int flags);
+/* ln_launch_flags that also gives the task's position on the device's stream
+ * (*seq; -1 when it ran inline), for ln_stream_wait_started. */
+int ln_launch_seq(int device, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+                  const ln_tensor *const *keep, int nkeep, int flags, int64_t *seq);
+/* Block until the device's stream has begun task seq (every task before it
+ * done); returns at once for an inline device or seq < 0. */
+void ln_stream_wait_started(int device, int64_t seq);
 bool ln_stream_failed(void);
 const char *ln_stream_failure(void);
 /* The device's second (communication) stream, started on first use (not for

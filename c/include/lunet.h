@@ -598,6 +598,12 @@ LN_API int ln_comm_allgather(ln_comm *c, ln_tensor *const *out, ln_tensor *const
 LN_API int ln_comm_send(ln_comm *c, const ln_tensor *t, int dst_rank);
 LN_API int ln_comm_recv(ln_comm *c, ln_tensor *t, int src_rank);
 LN_API int ln_comm_barrier(ln_comm *c);  /* every stream waits for all the others */
+/* How ranks early at a barrier of this communicator's collectives waited for
+ * the last one: out[0] = times one slept (a thread wake-up, tens of
+ * microseconds, then delays it); out[1] = times one woke as its late peers
+ * neared the collective on their compute streams and met them awake
+ * (local backend; other backends leave both 0). */
+LN_API int ln_comm_meet_stats(ln_comm *c, int64_t out[2]);
 /* Testing hook: enqueue a task that fails with message on device's stream. */
 LN_API int ln_stream_inject_error(int device, const char *message);
 /* Testing hook: enqueue a task that holds device's stream until *gate is

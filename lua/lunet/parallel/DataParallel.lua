@@ -34,7 +34,9 @@
 -- communication streams (a second worker thread per device) as soon as its
 -- gradients are in, and runs while backward goes on; the compute streams wait
 -- for it at the end of backward, before the optimizer reads the gradients.
--- The last bucket's all-reduce runs on the compute streams themselves.
+-- The last bucket's all-reduce runs on the compute streams themselves; a
+-- replica done early wakes as the late one begins its last layers, so that
+-- no thread wake-up is left after backward (c/comm/local.c).
 -- The host queues up to two steps ahead of the devices (see _pace).
 local lunet = require 'lunet'
 local ffi = require 'ffi'
