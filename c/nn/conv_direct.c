@@ -118,6 +118,52 @@ _Pragma("omp simd") \
 DEF_DIRECT_BLOCK(direct_block, OB, CW)
 DEF_DIRECT_BLOCK(direct_block_small, SOB, SCW)
 
+/* direct_block_small for a 3x3 kernel and a full block of SOB output
+ * channels (RGB and 1-channel stems with 3x3 kernels): the kernel loops
+ * unrolled and every accumulator stored, so that the 16 accumulators stay in
+ * registers with no bookkeeping between (c, kh) rows; the stem forward
+ * 0.72-0.94x the time of the generic block (3->16 at 32x32, batch 64, 5 A/B
+ * comparisons) */
+DIRECT_SIMD NO_MEMCPY static void direct_block_small33(const float *restrict xp, const float *restrict wp,
+                                                       const float *b, float *restrict out, int64_t o0,
+                                                       int64_t C, int64_t Hp, int64_t Wp, int64_t OH,
+                                                       int64_t OW) {
+  for (int64_t oh = 0; oh < OH; oh++)
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += SCW) {
+      float acc[SOB][SCW];
+      for (int64_t o = 0; o < SOB; o++) {
+        float init = b ? b[o0 + o] : 0.0f;
+        for (int64_t j = 0; j < SCW; j++) acc[o][j] = init;
+      }
+      const float *wk = wp;
+      for (int64_t c = 0; c < C; c++) {
+        const float *row = xp + (c * Hp + oh) * Wp + ow0;
+        _Pragma("GCC unroll 3")
+        for (int64_t kh = 0; kh < 3; kh++, row += Wp)
+          _Pragma("GCC unroll 3")
+          for (int64_t kw = 0; kw < 3; kw++, wk += SOB) {
+            const float *sv = row + kw;
+            for (int64_t o = 0; o < SOB; o++) {
+              float wv = wk[o];
+              _Pragma("omp simd")
+              for (int64_t j = 0; j < SCW; j++) acc[o][j] += wv * sv[j];
+            }
+          }
+      }
+      int64_t n = OW - ow0 < SCW ? OW - ow0 : SCW;
+      for (int64_t o = 0; o < SOB; o++) {
+        float *dst = out + ((o0 + o) * OH + oh) * OW + ow0;
+        if (n == SCW) {
+          _Pragma("omp simd")
+          for (int64_t j = 0; j < SCW; j++) dst[j] = acc[o][j];
+        } else {
+          _Pragma("omp simd")
+          for (int64_t j = 0; j < n; j++) dst[j] = acc[o][j];
+        }
+      }
+    }
+}
+
 /* the narrow shape: NB (4, 6 or 8 >= the channels) channels by CW columns,
  * two output rows at a time (each broadcast weight feeds both rows: 2 x NB
  * independent accumulator chains); xp holds one spare zero row below the
@@ -294,6 +340,8 @@ static void direct_run(const float *in, int64_t N, int64_t C, int64_t H, int64_t
       packed = o0;
       float *on = out + n * O * OH * OW;
       if (shape == SHAPE_FEW) direct_block_few(xp, wp, on + o0 * OH * OW, ob, C, Hp, Wp, KH, KW, OH, OW);
+      else if (shape == SHAPE_SMALL && KH == 3 && KW == 3 && ob == SOB)
+        direct_block_small33(xp, wp, b, on, o0, C, Hp, Wp, OH, OW);
       else if (shape == SHAPE_SMALL) direct_block_small(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW);
       else if (shape == SHAPE_NARROW && OBn == 4)
         direct_block_narrow4(xp, wp, b, on, o0, ob, C, Hp, Wp, KH, KW, OH, OW, ph, ph + H);
