@@ -48,8 +48,11 @@ describe('convolution dispatch', function()
         end
       end
       assert.is_true(#refs == 0, table.concat(refs, '\n'))
-      -- the models with 3+ input channels in a convolution use oneDNN at all
-      if name ~= 'seed28' then assert.is_true(execs > 0, 'no oneDNN primitive ran:\n' .. out:sub(1, 2000)) end
+      -- LeNet-5 and ResNet-8 use oneDNN at all (the log is read); the seed
+      -- CNNs' one convolution runs on lunet's direct kernels in every pass
+      if name == 'lenet5' or name == 'resnet8' then
+        assert.is_true(execs > 0, 'no oneDNN primitive ran:\n' .. out:sub(1, 2000))
+      end
     end)
   end
 end)

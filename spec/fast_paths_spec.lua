@@ -182,6 +182,7 @@ describe('direct convolution for 1-2 input channels (float32)', function()
     {N = 2, C = 1, O = 3, H = 12, W = 22, k = 7, pad = 0},   -- 7x7: the generic weight gradient
     {N = 3, C = 1, O = 16, H = 9, W = 40, kh = 4, kw = 3, pad = 1},  -- 4x3
     {N = 2, C = 1, O = 5, H = 10, W = 12, k = 3, pad = 0},   -- 10 columns: GEMM forward, direct gradient
+    {N = 3, C = 2, O = 5, H = 16, W = 32, k = 3, pad = 1},   -- 3x3 over whole vectors: weight gradient 3 + 2 outputs at a time
   }
   for _, c in ipairs(cases) do
     local kh, kw = c.kh or c.k, c.kw or c.k
@@ -245,13 +246,15 @@ describe('direct gradients for narrow 3-16 channel convolutions (float32)', func
   end
 end)
 
-describe('RGB stems: direct forward and input gradient for 3 input channels (float32)', function()
+describe('RGB stems: direct forward, input and weight gradients for 3 input channels (float32)', function()
   local F = lunet.nn.functional
 
   -- 3 input channels, at most 16 outputs, NCHW: the forward in the direct
   -- kernel's 8 x 32 blocks (conv2d.c's direct_stem); the input gradient of
   -- rows wider than 16 in the few shape (3 channels by 8 rows, conv_direct.c),
-  -- each against the float64 path (im2col + GEMM in double), 1 and 2 threads.
+  -- 3x3 over rows of whole 16-column vectors, the weight gradient too (several
+  -- output channels at a time, AVX-512); each against the float64 path
+  -- (im2col + GEMM in double), 1 and 2 threads.
   -- The shapes cover partial row blocks and column vectors, 5x5, and the
   -- cases that keep other kernels (batch 1 gradient, 24 outputs forward).
   local cases = {
@@ -261,6 +264,7 @@ describe('RGB stems: direct forward and input gradient for 3 input channels (flo
     {N = 2, C = 3, O = 12, H = 9, W = 17, k = 3, pad = 1},    -- 17 columns; gradient on GEMM (scratch too small)
     {N = 1, C = 3, O = 16, H = 32, W = 32, k = 3, pad = 1},   -- batch 1
     {N = 2, C = 3, O = 24, H = 12, W = 24, k = 3, pad = 1},   -- 24 outputs
+    {N = 3, C = 3, O = 8, H = 16, W = 16, k = 3, pad = 1},    -- weight gradient 3 + 3 + 2 outputs at a time
   }
   for _, c in ipairs(cases) do
     it(('%dx%dx%dx%d -> %d, %dx%d, pad %d: forward and gradients match float64 (1 and 2 threads)'):format(

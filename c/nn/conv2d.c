@@ -241,6 +241,10 @@ static bool conv_auto_dnnl(const ln_conv2d_args *a, int pass) {
    * over output-channel vectors, 1.7x faster than oneDNN's (conv_direct.c;
    * 1 thread, batch 64) */
   if (pass == PASS_WEIGHT && nn_conv_direct_wgrad16_ok(a)) return false;
+  /* weight gradient of 1-3 input channels (RGB stems: 3x3 over rows of whole
+   * vectors, conv_direct.c's wgrad33): the stem 3->16 at 32x32, batch 64,
+   * forward + weight gradient 0.80-0.85x the time with oneDNN's */
+  if (pass == PASS_WEIGHT && nn_conv_direct_wgrad_ok(a)) return false;
   /* data gradient into 3-8 channels of rows up to 16 (LeNet's conv2): the
    * direct kernel's narrow shape, 1.5x oneDNN's (1 thread, batch 64) */
   if (pass == PASS_DATA && nn_conv_direct_narrow_data_ok(a)) return false;

@@ -29,8 +29,10 @@
  * (nn_conv_direct_wgrad16); both beat oneDNN there (bench/RESULTS.md).
  *
  * RGB stems (3 input channels, e.g. ResNet-8's and seed32's 3->16 3x3 at
- * 32x32): the forward in the 8 x 32 blocks (NCHW out, no reorder), and the
- * input gradient in a fourth shape, 3 channels by 8 rows of one vector. */
+ * 32x32): the forward in the 8 x 32 blocks (NCHW out, no reorder), the
+ * input gradient in a fourth shape, 3 channels by 8 rows of one vector, and
+ * (3x3 over rows of whole vectors, AVX-512) the weight gradient three output
+ * channels at a time (wgrad33_run). */
 #include "nn.h"
 #include <omp.h>
 
@@ -404,12 +406,14 @@ void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nt) {
 
 enum { WCW = 16, WMAX_O = 16, WMAX_K = 7 };
 
+static bool wgrad33_ok(const ln_conv2d_args *a);
+
 bool nn_conv_direct_wgrad_ok(const ln_conv2d_args *a) {
   const ln_conv2d_params *p = &a->p;
   if (a->dtype != LN_FLOAT32 || p->groups != 1 || p->stride_h != 1 || p->stride_w != 1 || p->dil_h != 1 ||
       p->dil_w != 1 || !a->scratch || !a->dw)
     return false;
-  if (a->C > 2 || a->O > WMAX_O || a->KH > WMAX_K || a->KW > WMAX_K || a->KH * a->KW < 9 || a->OW < 8)
+  if (a->C > (wgrad33_ok(a) ? 3 : 2) || a->O > WMAX_O || a->KH > WMAX_K || a->KW > WMAX_K || a->KH * a->KW < 9 || a->OW < 8)
     return false;
   int64_t Hp = a->H + 2 * (int64_t)p->pad_h, Wp = a->W + 2 * (int64_t)p->pad_w;
   int64_t OWr = (a->OW + WCW - 1) / WCW * WCW;
@@ -478,6 +482,10 @@ static float wgrad_plane_any(const float *restrict xp, int64_t Wp, const float *
   return t;
 }
 
+/* 3x3 for two output channels at once: dw0, dw1 (3, 3) += the input plane xp
+ * (Hp, Wp) shifted by (kh, kw) times dy0, dy1 (OH, OW rows, OW a multiple of
+ * WCW). Each shifted input vector feeds both channels: 11 loads per 18
+ * multiply-adds (one channel: 10 per 9), 18 accumulators in registers. */
 /* returns the sum of dy (the bias gradient's share) */
 DIRECT_SIMD static float wgrad_image(const float *xp, int64_t Wp, const float *dy, int64_t OWr, int64_t OH,
                                      int64_t KH, int64_t KW, float *dw) {
@@ -498,6 +506,117 @@ DIRECT_SIMD NO_MEMCPY static void copy_dy(const float *restrict d, float *restri
   }
 }
 
+/* 3x3 kernels over rows of whole 16-column vectors with AVX-512 (RGB stems
+ * at 32x32: oneDNN's weight gradient ran at ~70-80 GFLOP/s there): WT output
+ * channels at a time, so that each shifted input vector, loaded once, feeds
+ * WT multiply-adds (per 16 columns: WT + 9 loads for 9 * WT multiply-adds,
+ * against 10 for 9 above), 9 * WT accumulators in registers. Each pass adds
+ * its accumulators into per-thread vector partials (vp, O*C*9 vectors); lanes
+ * and threads are summed once at the end, in order (deterministic). */
+enum { WT = 3 };
+typedef float wg_vec __attribute__((vector_size(WCW * sizeof(float)), aligned(4)));
+
+#define DEF_WG33(T)                                                                                  \
+  __attribute__((target("arch=x86-64-v4"))) static void wg33_##T(                                    \
+      const float *restrict xp, int64_t Wp, const float *restrict dy, int64_t plane, int64_t OW,     \
+      int64_t OH, wg_vec *restrict vp, int64_t vstride) {                                            \
+    wg_vec acc[T][9];                                                                                \
+    _Pragma("GCC unroll 3") for (int u = 0; u < T; u++)                                              \
+    _Pragma("GCC unroll 9") for (int k = 0; k < 9; k++) acc[u][k] = (wg_vec){0};                     \
+    for (int64_t oh = 0; oh < OH; oh++)                                                              \
+      for (int64_t ow0 = 0; ow0 < OW; ow0 += WCW) {                                                  \
+        wg_vec d[T];                                                                                 \
+        _Pragma("GCC unroll 3") for (int u = 0; u < T; u++)                                          \
+          d[u] = *(const wg_vec *)(dy + u * plane + oh * OW + ow0);                                  \
+        _Pragma("GCC unroll 9") for (int k = 0; k < 9; k++) {                                        \
+          wg_vec x = *(const wg_vec *)(xp + (oh + k / 3) * Wp + ow0 + k % 3);                        \
+          __asm__("" : "+v"(x));   /* one load for the T multiply-adds, not one each */             \
+          _Pragma("GCC unroll 3") for (int u = 0; u < T; u++) acc[u][k] += d[u] * x;                 \
+        }                                                                                            \
+      }                                                                                              \
+    _Pragma("GCC unroll 3") for (int u = 0; u < T; u++)                                              \
+    _Pragma("GCC unroll 9") for (int k = 0; k < 9; k++) vp[u * vstride + k] += acc[u][k];            \
+  }
+DEF_WG33(1)
+DEF_WG33(2)
+DEF_WG33(3)
+
+/* AVX-512, 3x3, rows of whole vectors, at most WMAX_O outputs and 3 inputs
+ * (the partials' size; stride 1 etc. as nn_conv_direct_wgrad_ok checks) */
+static bool wgrad33_ok(const ln_conv2d_args *a) {
+#if defined(__x86_64__) && !defined(__clang__) && !defined(LN_NO_CLONES)
+  return a->KH == 3 && a->KW == 3 && a->OW % WCW == 0 && a->O <= WMAX_O && a->C <= 3 &&
+         __builtin_cpu_supports("avx512f");
+#else
+  (void)a;
+  return false;
+#endif
+}
+
+DIRECT_SIMD static float plane_sum(const float *restrict d, int64_t n) {
+  float acc[WCW] = {0};
+  int64_t i = 0;
+  for (; i + WCW <= n; i += WCW)
+    _Pragma("omp simd") for (int j = 0; j < WCW; j++) acc[j] += d[i + j];
+  float t = 0.0f;
+  for (; i < n; i++) t += d[i];
+  for (int j = 0; j < WCW; j++) t += acc[j];
+  return t;
+}
+
+static void wgrad33_run(const ln_conv2d_args *a, int nt) {
+  const int64_t N = a->N, C = a->C, H = a->H, W = a->W, O = a->O, OH = a->OH, OW = a->OW, ph = a->p.pad_h,
+                pw = a->p.pad_w, Hp = H + 2 * ph, Wp = W + 2 * pw, WN = O * C * 9, plane = OH * OW;
+  if (nt > N) nt = (int)N;
+  if (nt > 16) nt = 16;
+  if (nt < 1) nt = 1;
+  const float *in = (const float *)a->in, *dout = (const float *)a->dout;
+  float dwp[16][WMAX_O * 3 * 9], dbp[16][WMAX_O];
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    int t = omp_get_thread_num(), T = omp_get_num_threads();
+    wg_vec vp[WMAX_O * 3 * 9];
+    memset(vp, 0, (size_t)WN * sizeof(wg_vec));
+    memset(dbp[t], 0, (size_t)O * sizeof(float));
+    float *xp = (float *)a->scratch + (int64_t)t * a->slice;
+    memset(xp, 0, (size_t)(C * Hp * Wp + WCW) * sizeof(float));
+    for (int64_t n = N * t / T; n < N * (t + 1) / T; n++) {
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t h = 0; h < H; h++)
+          memcpy(xp + (c * Hp + h + ph) * Wp + pw, in + ((n * C + c) * H + h) * W, (size_t)W * sizeof(float));
+      for (int64_t o = 0; o < O; o += WT) {
+        const float *d = dout + (n * O + o) * plane;
+        for (int64_t c = 0; c < C; c++) {
+          wg_vec *v = vp + (o * C + c) * 9;
+          int64_t left = O - o;
+          if (left >= 3) wg33_3(xp + c * Hp * Wp, Wp, d, plane, OW, OH, v, C * 9);
+          else if (left == 2) wg33_2(xp + c * Hp * Wp, Wp, d, plane, OW, OH, v, C * 9);
+          else wg33_1(xp + c * Hp * Wp, Wp, d, plane, OW, OH, v, C * 9);
+        }
+        if (a->db)
+          for (int64_t u = o; u < LN_MIN(O, o + WT); u++) dbp[t][u] += plane_sum(dout + (n * O + u) * plane, plane);
+      }
+    }
+    for (int64_t i = 0; i < WN; i++) {
+      float s = 0.0f;
+      for (int j = 0; j < WCW; j++) s += vp[i][j];
+      dwp[t][i] = s;
+    }
+  }
+  float *dw = (float *)a->dw, *db = (float *)a->db;
+  for (int64_t i = 0; i < WN; i++) {
+    float s = dwp[0][i];
+    for (int t = 1; t < nt; t++) s += dwp[t][i];
+    dw[i] = s;
+  }
+  if (db)
+    for (int64_t o = 0; o < O; o++) {
+      float s = dbp[0][o];
+      for (int t = 1; t < nt; t++) s += dbp[t][o];
+      db[o] = s;
+    }
+}
+
 /* dw (O, C, KH, KW) and db (O) (when a->db) of in (N, C, H, W), dout (N, O, OH, OW).
  * Images are split over the threads in order; each thread sums its images into
  * its own partial (images in order), and the partials are added in thread order. */
@@ -505,6 +624,7 @@ void nn_conv_direct_wgrad(const ln_conv2d_args *a, int nt) {
   const int64_t N = a->N, C = a->C, H = a->H, W = a->W, O = a->O, KH = a->KH, KW = a->KW, OH = a->OH,
                 OW = a->OW, ph = a->p.pad_h, pw = a->p.pad_w;
   const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, OWr = (OW + WCW - 1) / WCW * WCW, WN = O * C * KH * KW;
+  if (wgrad33_ok(a)) { wgrad33_run(a, nt); return; }
   if (nt > N) nt = (int)N;
   if (nt > 16) nt = 16;   /* the partials live on this stack */
   if (nt < 1) nt = 1;

@@ -106,7 +106,8 @@ int nn_conv_direct_fwd(const ln_conv2d_args *a);
 bool nn_conv_direct_bwd_data_ok(const ln_conv2d_args *a);
 void nn_conv_direct_bwd_data(const ln_conv2d_args *a, int nthreads);
 bool nn_conv_direct_narrow_data_ok(const ln_conv2d_args *a);
-/* weight gradient (+ bias gradient when a->db) for 1-2 input channels */
+/* weight gradient (+ bias gradient when a->db) for 1-2 input channels, and 3
+ * for 3x3 kernels over rows of whole 16-column vectors on AVX-512 */
 bool nn_conv_direct_wgrad_ok(const ln_conv2d_args *a);
 void nn_conv_direct_wgrad(const ln_conv2d_args *a, int nthreads);
 bool nn_conv_direct_wgrad16_ok(const ln_conv2d_args *a);
