@@ -23,8 +23,8 @@
  *     barrier instead: its last rank to arrive reduces the whole buffer into
  *     every rank's while the others wait in it (one thread wake-up, not two).
  *     A rank early at a barrier spins briefly (SPIN_S) before it sleeps; on
-     the compute streams it sleeps only until its late peers near their
-     part, then spins to meet them awake (NEAR_TASKS, below).
+ *     the compute streams it sleeps only until its late peers near their
+ *     part, then spins to meet them awake (NEAR_TASKS, below).
  *     With a wire format (float16/bfloat16) the values are rounded as they
  *     would travel: each rank's input is rounded, the reduction is done in
  *     float32 and its result rounded again; shared memory needs no staging
