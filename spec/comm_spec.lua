@@ -305,20 +305,29 @@ describe('collectives (local backend)', function()
     assert.equal(1, C.ln_event_query(ev))
   end)
 
-  -- cpu:1's stream held by a gate, then `ops` small tasks, then its part of an
-  -- allreduce; cpu:0 reaches its part long before. Returns the change in
-  -- ln_comm_meet_stats (slept, met awake) and the reduced tensors.
+  -- cpu:1's stream held by a gate, then `ops` small tasks (an error injected
+  -- halfway when `fail` is given), then its part of an allreduce; cpu:0
+  -- reaches its part long before; the gate opens after 30 ms
   pcall(ffi.cdef, 'int usleep(unsigned int usec);')
-  local function held_peer_allreduce(cm, ops, ts)
-    local before, after = ffi.new('int64_t[2]'), ffi.new('int64_t[2]')
-    assert.equal(0, C.ln_comm_meet_stats(cm.handle, before))
+  local function hold_peer(cm, ops, ts, fail)
     local gate = ffi.new('int[1]')
     local small = lunet.zeros(4, {device = 'cpu:1'})
     assert.equal(0, C.ln_stream_inject_gate(1, gate))
-    for _ = 1, ops do small:add_(1) end
+    for i = 1, ops do
+      if fail and i == math.floor(ops / 2) + 1 then assert.equal(0, C.ln_stream_inject_error(1, fail)) end
+      small:add_(1)
+    end
     cm:allreduce(ts)
-    ffi.C.usleep(30000)                              -- cpu:0 arrives and waits
+    ffi.C.usleep(30000)
     gate[0] = 1
+    return small
+  end
+
+  -- hold_peer, then the change in ln_comm_meet_stats (slept, met awake)
+  local function held_peer_allreduce(cm, ops, ts)
+    local before, after = ffi.new('int64_t[2]'), ffi.new('int64_t[2]')
+    assert.equal(0, C.ln_comm_meet_stats(cm.handle, before))
+    local small = hold_peer(cm, ops, ts)
     lunet.synchronize()
     assert.equal(0, C.ln_comm_meet_stats(cm.handle, after))
     assert.equal(ops, small[1]:item())
@@ -352,16 +361,7 @@ describe('collectives (local backend)', function()
 
   it('an early rank waiting for its peer to near the collective gets the abort when the peer fails', function()
     local cm = lunet.comm.Communicator(devs(2))
-    local ts = make_inputs(2, 1000)
-    local gate = ffi.new('int[1]')
-    local small = lunet.zeros(4, {device = 'cpu:1'})
-    assert.equal(0, C.ln_stream_inject_gate(1, gate))
-    for _ = 1, 3 do small:add_(1) end
-    assert.equal(0, C.ln_stream_inject_error(1, 'late peer failed'))
-    for _ = 1, 3 do small:add_(1) end
-    cm:allreduce(ts)
-    ffi.C.usleep(30000)
-    gate[0] = 1
+    hold_peer(cm, 6, make_inputs(2, 1000), 'late peer failed')
     local ok, err = pcall(lunet.synchronize, 'cpu:0')
     assert.is_false(ok)
     assert.matches('allreduce: aborted: rank 1 (cpu:1) failed earlier: late peer failed', err, 1, true)

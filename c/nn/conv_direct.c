@@ -564,6 +564,23 @@ DIRECT_SIMD static float plane_sum(const float *restrict d, int64_t n) {
   return t;
 }
 
+/* dw (and db when a->db) = the per-thread partials, rows of `stride` floats
+ * (dw's WN, then db's O), summed in thread order (deterministic) */
+static void sum_partials(const ln_conv2d_args *a, const float *part, int64_t stride, int nt, int64_t WN) {
+  float *dw = (float *)a->dw, *db = (float *)a->db;
+  for (int64_t i = 0; i < WN; i++) {
+    float s = part[i];
+    for (int t = 1; t < nt; t++) s += part[t * stride + i];
+    dw[i] = s;
+  }
+  if (db)
+    for (int64_t o = 0; o < a->O; o++) {
+      float s = part[WN + o];
+      for (int t = 1; t < nt; t++) s += part[t * stride + WN + o];
+      db[o] = s;
+    }
+}
+
 static void wgrad33_run(const ln_conv2d_args *a, int nt) {
   const int64_t N = a->N, C = a->C, H = a->H, W = a->W, O = a->O, OH = a->OH, OW = a->OW, ph = a->p.pad_h,
                 pw = a->p.pad_w, Hp = H + 2 * ph, Wp = W + 2 * pw, WN = O * C * 9, plane = OH * OW;
@@ -571,13 +588,15 @@ static void wgrad33_run(const ln_conv2d_args *a, int nt) {
   if (nt > 16) nt = 16;
   if (nt < 1) nt = 1;
   const float *in = (const float *)a->in, *dout = (const float *)a->dout;
-  float dwp[16][WMAX_O * 3 * 9], dbp[16][WMAX_O];
+  enum { STRIDE = WMAX_O * 3 * 9 + WMAX_O };
+  float part[16][STRIDE];   /* per thread: dw's WN floats, then db's O */
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     int t = omp_get_thread_num(), T = omp_get_num_threads();
     wg_vec vp[WMAX_O * 3 * 9];
     memset(vp, 0, (size_t)WN * sizeof(wg_vec));
-    memset(dbp[t], 0, (size_t)O * sizeof(float));
+    float *db = part[t] + WN;
+    memset(db, 0, (size_t)O * sizeof(float));
     float *xp = (float *)a->scratch + (int64_t)t * a->slice;
     memset(xp, 0, (size_t)(C * Hp * Wp + WCW) * sizeof(float));
     for (int64_t n = N * t / T; n < N * (t + 1) / T; n++) {
@@ -594,27 +613,16 @@ static void wgrad33_run(const ln_conv2d_args *a, int nt) {
           else wg33_1(xp + c * Hp * Wp, Wp, d, plane, OW, OH, v, C * 9);
         }
         if (a->db)
-          for (int64_t u = o; u < LN_MIN(O, o + WT); u++) dbp[t][u] += plane_sum(dout + (n * O + u) * plane, plane);
+          for (int64_t u = o; u < LN_MIN(O, o + WT); u++) db[u] += plane_sum(dout + (n * O + u) * plane, plane);
       }
     }
     for (int64_t i = 0; i < WN; i++) {
       float s = 0.0f;
       for (int j = 0; j < WCW; j++) s += vp[i][j];
-      dwp[t][i] = s;
+      part[t][i] = s;
     }
   }
-  float *dw = (float *)a->dw, *db = (float *)a->db;
-  for (int64_t i = 0; i < WN; i++) {
-    float s = dwp[0][i];
-    for (int t = 1; t < nt; t++) s += dwp[t][i];
-    dw[i] = s;
-  }
-  if (db)
-    for (int64_t o = 0; o < O; o++) {
-      float s = dbp[0][o];
-      for (int t = 1; t < nt; t++) s += dbp[t][o];
-      db[o] = s;
-    }
+  sum_partials(a, part[0], STRIDE, nt, WN);
 }
 
 /* dw (O, C, KH, KW) and db (O) (when a->db) of in (N, C, H, W), dout (N, O, OH, OW).
@@ -651,18 +659,7 @@ void nn_conv_direct_wgrad(const ln_conv2d_args *a, int nt) {
       }
     }
   }
-  float *dw = (float *)a->dw, *db = (float *)a->db;
-  for (int64_t i = 0; i < WN; i++) {
-    float s = part[0][i];
-    for (int t = 1; t < nt; t++) s += part[t][i];
-    dw[i] = s;
-  }
-  if (db)
-    for (int64_t o = 0; o < O; o++) {
-      float s = part[0][WN + o];
-      for (int t = 1; t < nt; t++) s += part[t][WN + o];
-      db[o] = s;
-    }
+  sum_partials(a, part[0], WMAX_O * 2 * WMAX_K * WMAX_K + WMAX_O, nt, WN);
 }
 
 /* ---- weight (and bias) gradient for 16 output channels ------------------------------ */
