@@ -530,6 +530,18 @@ describe('batch norm kernels', function()
     assert.matches('batch_norm_relu_backward: out has shape {2,3}, expected {1,3}',
       fails(C.ln_batchnorm_relu_backward(nil, nil, nil, x.p, lunet.zeros(2, 3).p, x.p, nil, lunet.zeros(3).p,
         lunet.zeros(3).p, 1)))
+    local x2 = lunet.zeros(2, 3)
+    assert.matches('batch_norm_add_relu: residual is required',
+      fails(C.ln_batchnorm_add_relu_forward(lunet.zeros(2, 3).p, nil, nil, x2.p, nil, nil, nil, nil, nil, 1, 0.1, 1e-5)))
+    assert.matches('batch_norm_add_relu: residual has shape {2,4}, expected {2,3}',
+      fails(C.ln_batchnorm_add_relu_forward(lunet.zeros(2, 3).p, nil, nil, x2.p, lunet.zeros(2, 4).p, nil, nil, nil,
+        nil, 1, 0.1, 1e-5)))
+    assert.matches('batch_norm_add_relu_backward: out %(the forward\'s output%) is required',
+      fails(C.ln_batchnorm_add_relu_backward(nil, nil, nil, x2.p, x2.p, nil, x2.p, nil, lunet.zeros(3).p,
+        lunet.zeros(3).p, 1)))
+    assert.matches('batch_norm_add_relu_backward: grad_residual has shape {3,3}, expected {2,3}',
+      fails(C.ln_batchnorm_add_relu_backward(nil, nil, nil, lunet.zeros(3, 3).p, x2.p, x2.p, x2.p, nil,
+        lunet.zeros(3).p, lunet.zeros(3).p, 1)))
   end)
 end)
 

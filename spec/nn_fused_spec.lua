@@ -409,9 +409,11 @@ describe('Sequential runs ReLU -> MaxPool2d as MaxPool2d -> ReLU', function()
 end)
 
 -- training: BatchNorm2d -> ReLU runs as F.batch_norm_relu in nn.Sequential and
--- nn.BasicBlock. The reference is the same modules with the fusion turned off
--- (an instance with its own forward runs as written): the values must be the
--- same bit for bit (same arithmetic, one pass instead of two).
+-- nn.BasicBlock, and a BasicBlock's relu(bn2(.) + shortcut) as
+-- F.batch_norm_add_relu. The reference is the same modules with the fusion
+-- turned off (an instance with its own forward runs as written): the values
+-- must be the same bit for bit (same arithmetic, one pass instead of two or
+-- three).
 describe('BatchNorm -> ReLU in training (fused)', function()
   local function unfused(model)
     for _, m in ipairs(model:modules()) do

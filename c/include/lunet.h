@@ -411,6 +411,19 @@ LN_API int ln_batchnorm_relu_backward(ln_tensor *din, ln_tensor *dweight, ln_ten
                                       const ln_tensor *dout, const ln_tensor *out, const ln_tensor *in,
                                       const ln_tensor *weight, const ln_tensor *save_mean,
                                       const ln_tensor *save_invstd, int training);
+/* out = relu(batch_norm(in) + residual) in one pass (residual: in's shape);
+ * the backward also gives dresidual (dout masked by out's zeros; NULL: not
+ * wanted) */
+LN_API int ln_batchnorm_add_relu_forward(ln_tensor *out, ln_tensor *save_mean, ln_tensor *save_invstd,
+                                         const ln_tensor *in, const ln_tensor *residual,
+                                         const ln_tensor *weight, const ln_tensor *bias,
+                                         ln_tensor *running_mean, ln_tensor *running_var, int training,
+                                         double momentum, double eps);
+LN_API int ln_batchnorm_add_relu_backward(ln_tensor *din, ln_tensor *dweight, ln_tensor *dbias,
+                                          ln_tensor *dresidual, const ln_tensor *dout, const ln_tensor *out,
+                                          const ln_tensor *in, const ln_tensor *weight,
+                                          const ln_tensor *save_mean, const ln_tensor *save_invstd,
+                                          int training);
 
 /* softmax or log-softmax (log = 1) along dim (0-based); backward takes the
  * forward's output */

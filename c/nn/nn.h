@@ -70,7 +70,9 @@ typedef struct {
   int64_t N, C, S;
   double momentum, eps;
   char *out, *in, *weight, *bias, *save_mean, *save_invstd, *running_mean, *running_var;
+  char *res;  /* relu only: out = relu(bn(in) + res) (NULL: none) */
   char *din, *dweight, *dbias, *dout;
+  char *dres; /* relu only: the gradient of res, dout masked by out's zeros (NULL: none) */
 } ln_batchnorm_args;
 
 /* softmax over D of (outer, D, inner) */

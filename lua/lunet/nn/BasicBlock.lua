@@ -2,7 +2,8 @@
 -- written by composing module outputs:
 --   out = relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
 -- shortcut is the identity, or a 1x1 strided conv + batch norm when the
--- shape changes. relu(bn1(.)) runs as one op (F.batch_norm_relu) in training.
+-- shape changes. In training relu(bn1(.)) runs as one op (F.batch_norm_relu),
+-- and so does relu(bn2(.) + shortcut) (F.batch_norm_add_relu).
 local Module = require 'lunet.nn.Module'
 local Conv2d = require 'lunet.nn.Conv2d'
 local BatchNorm2d = require 'lunet.nn.BatchNorm2d'
@@ -83,9 +84,10 @@ function BasicBlock:forward(x)
   end
   local out = self.conv1(x)
   if BatchNorm.fusable(bn1) then out = bn1:forward_relu(out) else out = bn1(out):relu() end
-  out = bn2(self.conv2(out))
+  out = self.conv2(out)
   local residual = self.shortcut and self.shortcut(x) or x
-  return (out + residual):relu()
+  if BatchNorm.fusable(bn2) then return bn2:forward_add_relu(out, residual) end
+  return (bn2(out) + residual):relu()
 end
 
 function BasicBlock:extra_repr()

@@ -41,7 +41,7 @@ end
 
 function BatchNorm:check_input(x) end
 
-local function run(self, x, relu)
+local function run(self, x, relu, residual)
   if not require('lunet.tensor').is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(self.__name, type(x)), 4) end
   self:check_input(x)
   if x:size(2) ~= self.num_features then
@@ -53,6 +53,10 @@ local function run(self, x, relu)
     if self.momentum == nil then momentum = 1 / self.num_batches_tracked:item() end
   end
   local use_batch = self.training or not self.track_running_stats
+  if residual then
+    return F.batch_norm_add_relu(x, residual, self.running_mean, self.running_var, self.weight, self.bias,
+      use_batch, momentum, self.eps)
+  end
   return (relu and F.batch_norm_relu or F.batch_norm)(x, self.running_mean, self.running_var, self.weight,
     self.bias, use_batch, momentum, self.eps)
 end
@@ -62,6 +66,10 @@ function BatchNorm:forward(x) return run(self, x, false) end
 -- relu(self:forward(x)) in one pass (F.batch_norm_relu); for nn.Sequential
 -- and nn.BasicBlock, when fusable(bn) says that is the same as the two modules
 function BatchNorm:forward_relu(x) return run(self, x, true) end
+
+-- relu(self:forward(x) + residual) in one pass (F.batch_norm_add_relu): the
+-- tail of nn.BasicBlock in training, when fusable(bn)
+function BatchNorm:forward_add_relu(x, residual) return run(self, x, true, residual) end
 
 -- bn:forward(x):relu() may run as bn:forward_relu(x): a BatchNorm1d/2d
 -- itself (a subclass such as a user's, or an instance with its own forward,

@@ -438,7 +438,12 @@ local function bn_bw(n, g)
   local din = n[1] and new_like(x) or nil
   local dw = n[2] and new_like(w) or nil
   local db = n[3] and new_like(w) or nil
-  if n.out then
+  if n.res then   -- batch_norm_add_relu: the residual's gradient too (4 edges: a list)
+    local dr = n[4] and new_like(x) or nil
+    check(C.ln_batchnorm_add_relu_backward(din and din.p, dw and dw.p, db and db.p, dr and dr.p, g.p, n.out.p,
+      x.p, w and w.p, n.mean.p, n.invstd.p, n.training))
+    return { din or false, dw or false, db or false, dr or false }
+  elseif n.out then
     check(C.ln_batchnorm_relu_backward(din and din.p, dw and dw.p, db and db.p, g.p, n.out.p, x.p, w and w.p,
       n.mean.p, n.invstd.p, n.training))
   else
@@ -448,13 +453,16 @@ local function bn_bw(n, g)
   return din, dw, db
 end
 
-local function batch_norm(fn, relu, x, running_mean, running_var, weight, bias, training, momentum, eps)
+local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, bias, training, momentum, eps)
   need(fn, x, 'input')
+  if relu == 'add' then need(fn, res, 'residual') end
   if running_mean ~= nil then need(fn, running_mean, 'running_mean') end
   if running_var ~= nil then need(fn, running_var, 'running_var') end
   if weight ~= nil then need(fn, weight, 'weight') end
   if bias ~= nil then need(fn, bias, 'bias') end
-  kernel(fn, relu and 'ln_batchnorm_relu_forward' or 'ln_batchnorm_forward')
+  local forward = relu == 'add' and 'ln_batchnorm_add_relu_forward' or relu and 'ln_batchnorm_relu_forward'
+    or 'ln_batchnorm_forward'
+  kernel(fn, forward)
   -- (level 2: F.batch_norm* tail-call this)
   if x.p.ndim < 2 then error(fn .. ': input must be at least 2-d (N, C, ...)', 2) end
   local Cc = tonumber(x.p.shape[1])
@@ -470,23 +478,33 @@ local function batch_norm(fn, relu, x, running_mean, running_var, weight, bias, 
   end
   local out = new_like(x)
   local mean, invstd = new(x, Cc), new(x, Cc)
-  check((relu and C.ln_batchnorm_relu_forward or C.ln_batchnorm_forward)(out.p, mean.p, invstd.p, x.p,
-    weight and weight.p, bias and bias.p, running_mean and running_mean.p, running_var and running_var.p,
-    training and 1 or 0, momentum or 0.1, eps or 1e-5))
-  if grad_on(x, weight, bias) then
+  local rm, rv, w, b = running_mean and running_mean.p, running_var and running_var.p, weight and weight.p,
+    bias and bias.p
+  if relu == 'add' then
+    check(C.ln_batchnorm_add_relu_forward(out.p, mean.p, invstd.p, x.p, res.p, w, b, rm, rv, training and 1 or 0,
+      momentum or 0.1, eps or 1e-5))
+  else
+    check(C[forward](out.p, mean.p, invstd.p, x.p, w, b, rm, rv, training and 1 or 0, momentum or 0.1, eps or 1e-5))
+  end
+  if grad_on(x, weight, bias) or (res and grad_on(res)) then
     local n = node(bn_bw, fn, edge(x), edge(weight), edge(bias))
     n.x, n.w, n.mean, n.invstd, n.training = A.saved(x), A.saved(weight), mean, invstd, training and 1 or 0
     if relu then n.out = out:detach() end   -- (a handle without the record: no cycle)
+    if res then n[4], n.ni, n.res = edge(res), 4, true end
     attach(out, n)
   end
   return out
 end
 
 -- batch_norm(x (N,C[,...]), running_mean, running_var, weight, bias, training, momentum, eps)
-function F.batch_norm(...) return batch_norm('batch_norm', false, ...) end
+function F.batch_norm(...) return batch_norm('batch_norm', false, nil, ...) end
 -- relu(batch_norm(...)) in one pass each way (same arguments): what
 -- nn.BasicBlock and nn.Sequential run for BatchNorm2d -> ReLU in training
-function F.batch_norm_relu(...) return batch_norm('batch_norm_relu', true, ...) end
+function F.batch_norm_relu(...) return batch_norm('batch_norm_relu', true, nil, ...) end
+-- relu(batch_norm(x, ...) + residual) in one pass each way:
+-- batch_norm_add_relu(x, residual, running_mean, running_var, weight, bias,
+-- training, momentum, eps); nn.BasicBlock's tail in training
+function F.batch_norm_add_relu(x, residual, ...) return batch_norm('batch_norm_add_relu', 'add', residual, x, ...) end
 
 -- ---- softmax and losses ---------------------------------------------------------------------
 
