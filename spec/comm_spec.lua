@@ -307,11 +307,15 @@ describe('collectives (local backend)', function()
 
   -- cpu:1's stream held by a gate, then `ops` small tasks (an error injected
   -- halfway when `fail` is given), then its part of an allreduce; cpu:0
-  -- reaches its part long before; the gate opens after 30 ms
+  -- reaches its part long before; the gate opens after 30 ms, or with
+  -- `until_slept` once cpu:0 has gone to sleep in the collective (at most 10 s)
   pcall(ffi.cdef, 'int usleep(unsigned int usec);')
-  local function hold_peer(cm, ops, ts, fail)
+  local function hold_peer(cm, ops, ts, fail, until_slept)
     local gate = ffi.new('int[1]')
     local small = lunet.zeros(4, {device = 'cpu:1'})
+    local stats = ffi.new('int64_t[2]')
+    assert.equal(0, C.ln_comm_meet_stats(cm.handle, stats))
+    local slept0 = stats[0]
     assert.equal(0, C.ln_stream_inject_gate(1, gate))
     for i = 1, ops do
       if fail and i == math.floor(ops / 2) + 1 then assert.equal(0, C.ln_stream_inject_error(1, fail)) end
@@ -319,15 +323,21 @@ describe('collectives (local backend)', function()
     end
     cm:allreduce(ts)
     ffi.C.usleep(30000)
+    local deadline = os.time() + 10
+    while until_slept and os.time() < deadline do
+      assert.equal(0, C.ln_comm_meet_stats(cm.handle, stats))
+      if stats[0] > slept0 then break end
+      ffi.C.usleep(1000)
+    end
     gate[0] = 1
     return small
   end
 
   -- hold_peer, then the change in ln_comm_meet_stats (slept, met awake)
-  local function held_peer_allreduce(cm, ops, ts)
+  local function held_peer_allreduce(cm, ops, ts, until_slept)
     local before, after = ffi.new('int64_t[2]'), ffi.new('int64_t[2]')
     assert.equal(0, C.ln_comm_meet_stats(cm.handle, before))
-    local small = hold_peer(cm, ops, ts)
+    local small = hold_peer(cm, ops, ts, nil, until_slept)
     lunet.synchronize()
     assert.equal(0, C.ln_comm_meet_stats(cm.handle, after))
     assert.equal(ops, small[1]:item())
@@ -351,9 +361,9 @@ describe('collectives (local backend)', function()
     end
     assert.is_true(met > 0, 'cpu:0 never met its late peer awake')
     -- near at once: cpu:1 is held just before the collective, so cpu:0 wakes
-    -- to spin at once, but only for a bounded time: then it sleeps (30 ms held)
+    -- to spin at once, but only for a bounded time: then it sleeps (held until it has)
     local ts, ref = make_inputs(2, 1000)
-    local slept, awake = held_peer_allreduce(cm, 0, ts)
+    local slept, awake = held_peer_allreduce(cm, 0, ts, true)
     assert.equal(1, slept)
     assert.equal(0, awake)
     assert.same(ref:totable(), ts[1]:to('cpu:0'):totable())
