@@ -460,9 +460,8 @@ local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, b
   if running_var ~= nil then need(fn, running_var, 'running_var') end
   if weight ~= nil then need(fn, weight, 'weight') end
   if bias ~= nil then need(fn, bias, 'bias') end
-  local forward = relu == 'add' and 'ln_batchnorm_add_relu_forward' or relu and 'ln_batchnorm_relu_forward'
-    or 'ln_batchnorm_forward'
-  kernel(fn, forward)
+  kernel(fn, relu == 'add' and 'ln_batchnorm_add_relu_forward' or relu and 'ln_batchnorm_relu_forward'
+    or 'ln_batchnorm_forward')
   -- (level 2: F.batch_norm* tail-call this)
   if x.p.ndim < 2 then error(fn .. ': input must be at least 2-d (N, C, ...)', 2) end
   local Cc = tonumber(x.p.shape[1])
@@ -484,7 +483,8 @@ local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, b
     check(C.ln_batchnorm_add_relu_forward(out.p, mean.p, invstd.p, x.p, res.p, w, b, rm, rv, training and 1 or 0,
       momentum or 0.1, eps or 1e-5))
   else
-    check(C[forward](out.p, mean.p, invstd.p, x.p, w, b, rm, rv, training and 1 or 0, momentum or 0.1, eps or 1e-5))
+    check((relu and C.ln_batchnorm_relu_forward or C.ln_batchnorm_forward)(out.p, mean.p, invstd.p, x.p, w, b, rm,
+      rv, training and 1 or 0, momentum or 0.1, eps or 1e-5))
   end
   if grad_on(x, weight, bias) or (res and grad_on(res)) then
     local n = node(bn_bw, fn, edge(x), edge(weight), edge(bias))
