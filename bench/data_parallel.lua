@@ -17,7 +17,7 @@
 --                          gradients is skew, not communication), median over 30 steps.
 --   awake      = share of those steps in which the replica done early met the late one
 --                awake at the last bucket (it woke as the late one began its last layer)
---                instead of sleeping until it came (ln_comm_meet_stats).
+--                instead of sleeping until it came (Communicator:meet_stats()).
 --   indep      = the efficiency of two independent copies of the model, one per device,
 --                each training on half the batch (no communication at all): the ceiling
 --                for any data-parallel scheme on this machine; of-ind = DataParallel's
@@ -194,11 +194,9 @@ local function time_exposed(dp, x, y, steps)
     for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 1) end
   end
   local t, lead, awake = {}, {}, 0
-  local met = ffi.new('int64_t[2]')
   for s = 0, steps do
     first = nil
-    C.ln_comm_meet_stats(dp.comm.handle, met)
-    local awake0 = met[1]
+    local awake0 = dp.comm:meet_stats().awake
     opt:zero_grad()
     crit(dp(x), y):backward()
     opt:step()
@@ -208,9 +206,8 @@ local function time_exposed(dp, x, y, steps)
       before = math.max(before, stamps[2 * k - 2])
       after = math.max(after, stamps[2 * k - 1])
     end
-    C.ln_comm_meet_stats(dp.comm.handle, met)
     if s > 0 then   -- step 0: warm-up
-      if met[1] > awake0 then awake = awake + 1 end
+      if dp.comm:meet_stats().awake > awake0 then awake = awake + 1 end
       t[#t + 1] = after - before
       lead[#lead + 1] = before - stamps[2 * dp.n]
     end
@@ -302,7 +299,7 @@ print(' scheme on this machine; of-ind = DataParallel throughput / that pair\'s;
 print((' bkts, allred, exposed, hidden, small-bk: bucket_mb %g;'):format(OVERLAP_MB))
 print(' allred = all-reduce of every bucket alone; exposed = its part after the last device\'s backward ended;')
 print(' hidden = 1 - exposed / allred; awake = share of the steps (all rounds) whose early replica met the late one')
-print(' awake at the last bucket (ln_comm_meet_stats); 1st lead = how long before the end of backward the first bucket\'s')
+print(' awake at the last bucket (Communicator:meet_stats()); 1st lead = how long before the end of backward the first bucket\'s')
 print(' all-reduce was done (median); step = bucket_mb ' .. BUCKET_MB .. '; no-comm = small-bk steps inside dp:no_sync;')
 print(' d-step = small-bk - no-comm: the all-reduce\'s cost in step time, mostly noise at these sizes)')
 lunet.set_cpu_devices(1)

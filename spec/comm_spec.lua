@@ -313,9 +313,7 @@ describe('collectives (local backend)', function()
   local function hold_peer(cm, ops, ts, fail, until_slept)
     local gate = ffi.new('int[1]')
     local small = lunet.zeros(4, {device = 'cpu:1'})
-    local stats = ffi.new('int64_t[2]')
-    assert.equal(0, C.ln_comm_meet_stats(cm.handle, stats))
-    local slept0 = stats[0]
+    local slept0 = cm:meet_stats().slept
     assert.equal(0, C.ln_stream_inject_gate(1, gate))
     for i = 1, ops do
       if fail and i == math.floor(ops / 2) + 1 then assert.equal(0, C.ln_stream_inject_error(1, fail)) end
@@ -325,23 +323,21 @@ describe('collectives (local backend)', function()
     ffi.C.usleep(30000)
     local deadline = os.time() + 10
     while until_slept and os.time() < deadline do
-      assert.equal(0, C.ln_comm_meet_stats(cm.handle, stats))
-      if stats[0] > slept0 then break end
+      if cm:meet_stats().slept > slept0 then break end
       ffi.C.usleep(1000)
     end
     gate[0] = 1
     return small
   end
 
-  -- hold_peer, then the change in ln_comm_meet_stats (slept, met awake)
+  -- hold_peer, then the change in cm:meet_stats() (slept, met awake)
   local function held_peer_allreduce(cm, ops, ts, until_slept)
-    local before, after = ffi.new('int64_t[2]'), ffi.new('int64_t[2]')
-    assert.equal(0, C.ln_comm_meet_stats(cm.handle, before))
+    local before = cm:meet_stats()
     local small = hold_peer(cm, ops, ts, nil, until_slept)
     lunet.synchronize()
-    assert.equal(0, C.ln_comm_meet_stats(cm.handle, after))
+    local after = cm:meet_stats()
     assert.equal(ops, small[1]:item())
-    return tonumber(after[0] - before[0]), tonumber(after[1] - before[1])
+    return after.slept - before.slept, after.awake - before.awake
   end
 
   it('an early rank sleeps while its peer is far from the collective and meets it awake as it nears', function()

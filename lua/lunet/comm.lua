@@ -166,5 +166,15 @@ end
 
 function Communicator:barrier() check(C.ln_comm_barrier(self.handle)) end
 
+-- How ranks early at this communicator's collectives waited for the last:
+-- slept (a thread wake-up then delayed them), awake (woke as the late ones
+-- neared the collective on their compute streams and met them awake); counts
+-- since it was made, of the work run so far
+local meet = ffi.new('int64_t[2]')
+function Communicator:meet_stats()
+  check(C.ln_comm_meet_stats(self.handle, meet))
+  return { slept = tonumber(meet[0]), awake = tonumber(meet[1]) }
+end
+
 comm.ops = ops
 return comm
