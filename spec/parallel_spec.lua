@@ -15,10 +15,19 @@ local function cnn(bn)
   return nn.Sequential(layers)
 end
 
-local function batches(count, B)
+-- targets: class ids 1..5, or (kind 'ignore') with every third one
+-- ignore_index, or (kind 'regression') 5 floats per sample
+local function batches(count, B, kind)
   local list = {}
   for i = 1, count do
-    list[i] = { lunet.randn(B, 3, 8, 8), lunet.randint(1, 6, { B }) }
+    local y
+    if kind == 'regression' then y = lunet.randn(B, 5)
+    elseif kind == 'ignore' then
+      local t = lunet.randint(1, 6, { B }):totable()
+      for j = 1, B, 3 do t[j] = -100 end
+      y = lunet.tensor(t, { dtype = 'int64' })
+    else y = lunet.randint(1, 6, { B }) end
+    list[i] = { lunet.randn(B, 3, 8, 8), y }
   end
   return list
 end
@@ -99,12 +108,13 @@ local function ref_step(model, opt, crit, micro, sizes)
   return loss_sum
 end
 
-local function dp_step(dp, opt, crit, micro, use_no_sync)
+local function dp_step(dp, opt, crit, micro, use_no_sync, floss)
   opt:zero_grad()
   local loss_sum = 0
   for j, b in ipairs(micro) do
     local function go()
-      local loss = crit(dp(b[1]), b[2])
+      local loss
+      if floss then loss = dp:forward_loss(crit, b[1], b[2]) else loss = crit(dp(b[1]), b[2]) end
       loss:backward()
       loss_sum = loss_sum + loss:item()
     end
@@ -125,7 +135,7 @@ local function compare(N, o)
     overlap = o.overlap })
   assert.are.equal(N, dp.n)
   local ro, dpo = make_opt(o.optim, ref:parameters()), make_opt(o.optim, dp:parameters())
-  local crit = nn.CrossEntropyLoss()
+  local crit = o.crit or nn.CrossEntropyLoss()
   local k = o.accumulate or o.micro or 1
   local p0 = lunet.no_grad(function()
     local c = {}
@@ -133,10 +143,10 @@ local function compare(N, o)
     return c
   end)
   for _ = 1, o.steps or 3 do
-    local micro = batches(k, o.B or 10)
+    local micro = batches(k, o.B or 10, o.targets)
     local sizes = (o.bn and not o.sync_bn) and dp:split_sizes(o.B or 10) or nil
     local l1 = ref_step(ref, ro, crit, micro, sizes)
-    local l2 = dp_step(dp, dpo, crit, micro, o.no_sync)
+    local l2 = dp_step(dp, dpo, crit, micro, o.no_sync, o.forward_loss)
     assert.is_true(math.abs(l1 - l2) <= 1e-4 * math.abs(l1) + 1e-6, ('loss %g vs %g'):format(l2, l1))
   end
   assert_identical(dp, o.bn and not o.sync_bn)
@@ -220,6 +230,29 @@ describe('parallel.DataParallel', function()
         assert.is_true(b <= 1e-5, 'small batch: running stats relative difference ' .. b)
       end)
 
+      it('forward_loss (the criterion on each shard): same parameters and loss as one device', function()
+        local cases = {
+          { B = 12 },                                           -- even split, mean
+          { B = 11, optim = 'adam' },                           -- uneven split
+          { B = N - 1 },                                        -- fewer samples than devices
+          { B = 10, crit = nn.CrossEntropyLoss({ reduction = 'sum' }) },
+          { B = 10, targets = 'ignore', optim = 'adam' },       -- the mean over the targets not ignored
+          { B = 10, crit = nn.NLLLoss(), model = function()     -- NLLLoss after LogSoftmax
+            local m = cnn(); m:add(nn.LogSoftmax(2)); return m end },
+          { B = 9, crit = nn.MSELoss(), targets = 'regression' },   -- the mean over elements
+          { B = 9, accumulate = 2, steps = 2 },
+          { B = 9, micro = 3, no_sync = true, steps = 2 },
+          { B = 10, bn = true },                                -- per-replica statistics
+          { B = 11, bn = true, sync_bn = true },                -- global statistics
+        }
+        for i, c in ipairs(cases) do
+          c.forward_loss = true
+          local w, b = compare(N, c)
+          assert.is_true(w <= 1e-5, ('case %d: relative difference %g'):format(i, w))
+          assert.is_true(b <= 1e-5, ('case %d: buffers: relative difference %g'):format(i, b))
+        end
+      end)
+
       it("compress = 'bf16': updates within bf16's precision", function()
         local w = compare(N, { B = 12, compress = 'bf16', optim = 'sgd' })
         -- bf16 keeps 8 significant bits: each summed gradient is within ~2^-8 of
@@ -270,6 +303,47 @@ describe('parallel.DataParallel', function()
   describe('errors and the Module interface (2 devices)', function()
     setup(function() lunet.set_cpu_devices(2) end)
     teardown(release_devices)
+
+    it('forward_loss: clear errors for what it cannot split; training goes on after them', function()
+      lunet.manual_seed(3)
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
+      local x, y = lunet.randn(6, 3, 8, 8), lunet.randint(1, 6, { 6 })
+      local function err_of(...)
+        local ok, e = pcall(dp.forward_loss, dp, ...)
+        assert.is_false(ok)
+        return tostring(e)
+      end
+      assert.matches('forward_loss: criterion must be an nn loss module', err_of(function() end, x, y), 1, true)
+      assert.matches("reduction must be 'mean' or 'sum', got 'none'",
+        err_of(nn.CrossEntropyLoss({ reduction = 'none' }), x, y), 1, true)
+      assert.matches('class-weighted mean is not supported',
+        err_of(nn.CrossEntropyLoss({ weight = lunet.ones(5) }), x, y), 1, true)
+      assert.matches('target has 5 rows, the input 6', err_of(nn.CrossEntropyLoss(), x, y:narrow(1, 1, 5)), 1, true)
+      assert.matches('conv2d', err_of(nn.CrossEntropyLoss(), lunet.randn(6, 4, 8, 8), y), 1, true)
+      -- the loss: item, tensor, printing, one backward only
+      local crit = nn.CrossEntropyLoss()
+      local ref = dp.module:clone()
+      local loss, outs = dp:forward_loss(crit, x, y)
+      assert.equal(2, #outs)
+      assert.equal('cpu:1', outs[2].device)
+      local want = crit(ref(x), y):item()
+      assert.is_true(math.abs(loss:item() - want) <= 1e-5 * want, ('loss %g vs %g'):format(loss:item(), want))
+      assert.is_true(math.abs(loss:tensor():item() - want) <= 1e-5 * want)
+      assert.matches('^parallel%.Loss%(mean, 2 replicas%): %d', tostring(loss))
+      loss:backward()
+      local ok, e = pcall(loss.backward, loss)
+      assert.is_false(ok)
+      assert.matches('second time', tostring(e), 1, true)
+      -- then training goes on, as one device
+      local ro, dpo = optim.SGD(ref:parameters(), { lr = 0.1 }), optim.SGD(dp:parameters(), { lr = 0.1 })
+      for _ = 1, 2 do
+        local micro = batches(1, 6)
+        ref_step(ref, ro, crit, micro)
+        dp_step(dp, dpo, crit, micro, false, true)
+      end
+      assert.is_true(max_rel(dp.module:parameters(), ref:parameters()) <= 1e-5)
+      assert_identical(dp)
+    end)
 
     it('a shape error in forward reaches Lua; training goes on after it', function()
       lunet.manual_seed(3)

@@ -950,6 +950,8 @@ local function run_graph(root, grad, retain)
   pending[root] = grad
   local handed = table_new(0, 2 * nodes)   -- holders of each gradient (drop)
   handed[grad] = 2
+  local held = root.grads   -- (autograd.backward: every caller's gradient counts 2 too)
+  if held then for i = 1, root.ni do handed[held[i]] = 2 end end
   local free_early = C.ln_cuda_device_count() == 0 and not A.anomaly_hook
   -- ready nodes run first in, first out: independent branches (the
   -- replicas of DataParallel) advance together, so each one's gradients
@@ -1032,6 +1034,32 @@ local function run_graph(root, grad, retain)
   end
 end
 
+-- runs the graph from root (its gradient grad), then the callbacks queued
+-- meanwhile; raises the first error at the caller's caller
+local function run_backward(root, grad, retain)
+  local old_enabled = enabled
+  enabled = false
+  local outer = current
+  current = nil
+  local ok, err = pcall(run_graph, root, grad, retain)
+  enabled = old_enabled
+  if not ok and current then
+    err = ('backward of %s: %s'):format(current, tostring(err):gsub('^[^:\n]*:%d+: ', '', 1))
+  end
+  current = outer   -- (a backward run from a hook inside another)
+  local cbs = A.callbacks
+  if cbs[1] then
+    -- callbacks queued during this backward (A.queue_callback) run once it
+    -- ends, with ok = false when it failed; their own errors are raised too
+    A.callbacks = {}
+    for i = 1, #cbs do
+      local ok2, err2 = pcall(cbs[i], ok)
+      if ok and not ok2 then ok, err = false, err2 end
+    end
+  end
+  if not ok then error(err, 3) end
+end
+
 -- t:backward([grad], [opts]) with opts.retain_graph
 function Tensor.backward(self, grad, opts)
   if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
@@ -1058,28 +1086,7 @@ function Tensor.backward(self, grad, opts)
   if root.freed then
     error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
   end
-
-  local old_enabled = enabled
-  enabled = false
-  local outer = current
-  current = nil
-  local ok, err = pcall(run_graph, root, grad, retain)
-  enabled = old_enabled
-  if not ok and current then
-    err = ('backward of %s: %s'):format(current, tostring(err):gsub('^[^:\n]*:%d+: ', '', 1))
-  end
-  current = outer   -- (a backward run from a hook inside another)
-  local cbs = A.callbacks
-  if cbs[1] then
-    -- callbacks queued during this backward (A.queue_callback) run once it
-    -- ends, with ok = false when it failed; their own errors are raised too
-    A.callbacks = {}
-    for i = 1, #cbs do
-      local ok2, err2 = pcall(cbs[i], ok)
-      if ok and not ok2 then ok, err = false, err2 end
-    end
-  end
-  if not ok then error(err, 2) end
+  run_backward(root, grad, retain)
 end
 
 -- A.queue_callback(fn): fn(ok) runs when the backward in progress ends (as
@@ -1151,6 +1158,50 @@ do
       return Tensor.detach_(self)
     end
   end
+end
+
+-- lunet.autograd.backward(tensors, grads[, opts]): one backward from several
+-- roots at once (torch.autograd.backward): the sum of tensors[i] * grads[i]
+-- differentiated, each graph node run once, after all its consumers. grads[i]
+-- (a tensor of tensors[i]'s shape, on its device) may be nil for a
+-- single-element tensor (1). Roots on different devices need no gradient from
+-- one another: DataParallel:forward_loss starts every replica's backward this
+-- way, so that no device waits for another before its last bucket.
+local function roots_fn(n) return n.grads end
+A.backward = function(tensors, grads, opts)
+  if type(tensors) ~= 'table' or is_tensor(tensors) then tensors = { tensors } end
+  grads = grads or {}
+  if type(grads) ~= 'table' or is_tensor(grads) then grads = { grads } end
+  local m = #tensors
+  if m == 0 then error('autograd.backward: expected a non-empty list of tensors', 2) end
+  local root = { ni = 0, name = 'autograd.backward', fn = roots_fn, grads = {} }
+  for i = 1, m do
+    local t, g = tensors[i], grads[i]
+    if not is_tensor(t) then error(('autograd.backward: tensors[%d] is a %s, not a tensor'):format(i, type(t)), 2) end
+    if t.p.grad_flag == 0 then error(('autograd.backward: tensors[%d] does not require grad and has no grad_fn'):format(i), 2) end
+    if g == nil then
+      if t:numel() ~= 1 then
+        error(('autograd.backward: grads[%d] can be implicitly created only for a single-element tensor, got %d elements'):format(i, t:numel()), 2)
+      end
+      g = wrap(C.ln_empty(t.p.ndim, t.p.shape, t.p.dtype_id, t.p.device_id))
+      C.ln_fill_(g.p, 1)
+    elseif not is_tensor(g) or not same_shape(g, t) or g.p.device_id ~= t.p.device_id then
+      error(('autograd.backward: grads[%d] must be a tensor of shape {%s} on %s'):format(i,
+        table.concat(t:size(), ','), t.device), 2)
+    end
+    local rec = record(t)
+    local fn = rec and rec.grad_fn
+    if not fn then accumulate_leaf(t, g)
+    else
+      if fn.freed then
+        error('autograd.backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
+      end
+      root.ni = root.ni + 1
+      root[root.ni] = fn
+      root.grads[root.ni] = g
+    end
+  end
+  if root.ni > 0 then run_backward(root, root.grads[1], opts and opts.retain_graph) end
 end
 
 end -- install

@@ -382,10 +382,19 @@ function DataParallel:broadcast_parameters()
 end
 
 function DataParallel:forward(x, ...)
-  if not lunet.is_tensor(x) then fail('forward: input must be a tensor, got ' .. type(x), 2) end
-  if x:dim() == 0 then fail('forward: input must have a batch dimension', 2) end
+  local sizes = self:_begin(x, 'forward', 2)
+  local ok, out = pcall(self._run, self, x, sizes, ...)
+  return self:_end_forward(sizes, ok, out)
+end
+
+-- forward's first half (and forward_loss's): checks x, paces the host, splits
+-- the batch and opens the step whose backward reduces the gradients
+function DataParallel:_begin(x, fname, lvl)
+  lvl = lvl + 1
+  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. type(x), lvl) end
+  if x:dim() == 0 then fail(fname .. ': input must have a batch dimension', lvl) end
   local B = x:size(1)
-  if B == 0 then fail('forward: empty batch', 2) end
+  if B == 0 then fail(fname .. ': empty batch', lvl) end
   if self.auto then self:_collect_times() end
   self:_pace()
   local sizes = self:split_sizes(B)
@@ -403,11 +412,18 @@ function DataParallel:forward(x, ...)
     if sync then self.micro = 0 end
     self.step = { sync = sync and self.n > 1, active = active, ready = {}, launched = {}, nlaunched = 0 }
   end
-  local ok, out = pcall(self._run, self, x, sizes, ...)
-  if not ok then self.step = nil; error(out, 2) end
+  return sizes, active
+end
+
+function DataParallel:_end_forward(sizes, ok, out)
+  if not ok then self.step = nil; error(out, 3) end
   -- sync_bn keeps the running stats equal by updating every replica alike;
   -- replicas left without a sample this time get replica 1's
-  if self.sync_bn and active < self.n and self.training then self:broadcast_buffers_() end
+  if self.sync_bn and self.training then
+    local active = 0
+    for k = 1, self.n do if sizes[k] > 0 then active = active + 1 end end
+    if active < self.n then self:broadcast_buffers_() end
+  end
   return out
 end
 
@@ -430,9 +446,10 @@ function DataParallel:_pace()
   end
 end
 
-function DataParallel:_run(x, sizes, ...)
-  local outs, pos = {}, 1
-  local shards = {}
+-- x (and any other batch tensor) split along dim 1: shard k on device k
+-- (nil where sizes[k] is 0)
+function DataParallel:_shard(x, sizes)
+  local shards, pos = {}, 1
   for k = 1, self.n do
     if sizes[k] > 0 then
       local s = x:narrow(1, pos, sizes[k])
@@ -441,10 +458,17 @@ function DataParallel:_run(x, sizes, ...)
       pos = pos + sizes[k]
     end
   end
+  return shards
+end
+
+-- every replica's output on its own device (nil where it has no shard)
+function DataParallel:_outputs(shards, sizes, ...)
   local timing = self.auto and self.training and not self.timing
+  local ys
   if self.sync_bn and self.training then
-    outs = require('lunet.parallel.sync_bn').run(self, shards, sizes, ...)
+    ys = require('lunet.parallel.sync_bn').run(self, shards, sizes, ...)
   else
+    ys = {}
     for k = 1, self.n do
       if shards[k] then
         if timing then C.ln_stream_timestamp(core.device_id('DataParallel', self.devices[k]), self.stamps + 2 * k - 2) end
@@ -455,16 +479,33 @@ function DataParallel:_run(x, sizes, ...)
           C.ln_event_record(id, self.stamp_events + k - 1)
         end
         if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. type(y), 3) end
-        self:_scale_grad(y)
-        outs[#outs + 1] = y.device ~= self.devices[1] and y:to(self.devices[1]) or y
-        if self.n > 1 then   -- (after the output's copy, queued on this device)
-          C.ln_event_record(core.device_id('DataParallel', self.devices[k]), self.fwd_events + self.fwd_base + k - 1)
-          self.fwd_pending[self.fwd_base + k] = true
-        end
+        ys[k] = y
       end
     end
   end
   if timing then self.timing = sizes end
+  return ys
+end
+
+-- device k's part of this forward is queued: _pace's next-but-one call waits for it
+function DataParallel:_forward_queued(k)
+  if self.n == 1 then return end
+  C.ln_event_record(core.device_id('DataParallel', self.devices[k]), self.fwd_events + self.fwd_base + k - 1)
+  self.fwd_pending[self.fwd_base + k] = true
+end
+
+-- the replicas' outputs gathered on devices[1] (recorded copies and a cat)
+function DataParallel:_run(x, sizes, ...)
+  local ys = self:_outputs(self:_shard(x, sizes), sizes, ...)
+  local outs = {}
+  for k = 1, self.n do
+    local y = ys[k]
+    if y then
+      self:_scale_grad(y)
+      outs[#outs + 1] = y.device ~= self.devices[1] and y:to(self.devices[1]) or y
+      self:_forward_queued(k)   -- (after the output's copy, queued on this device)
+    end
+  end
   if #outs == 1 then return outs[1] end
   return lunet.cat(outs, 1)
 end
@@ -539,5 +580,8 @@ end
 DataParallel.__tostring = function(self)
   return self:repr() .. ('\n%d parameters per replica'):format(self.module:num_parameters())
 end
+
+-- dp:forward_loss(criterion, x, target): the criterion on each replica's shard (forward_loss.lua)
+require('lunet.parallel.forward_loss')(DataParallel)
 
 return DataParallel

@@ -90,7 +90,7 @@ local function reduce(dp, posts, order)
   return res, total
 end
 
--- run the replicas' forwards in lockstep; returns their outputs on devices[1]
+-- run the replicas' forwards in lockstep; returns their outputs, each on its device
 function M.run(dp, shards, sizes, ...)
   local args = { ... }
   local order, cos = {}, {}
@@ -124,14 +124,10 @@ function M.run(dp, shards, sizes, ...)
   end)
   ctx.active = false
   if not ok then error(err, 0) end
-  local list = {}
   for _, k in ipairs(order) do
-    local y = outs[k]
-    if not lunet.is_tensor(y) then error('DataParallel: forward: the module must return a tensor', 0) end
-    dp:_scale_grad(y)
-    list[#list + 1] = y.device ~= dp.devices[1] and y:to(dp.devices[1]) or y
+    if not lunet.is_tensor(outs[k]) then error('DataParallel: forward: the module must return a tensor', 0) end
   end
-  return list
+  return outs
 end
 
 return M
