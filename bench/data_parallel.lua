@@ -2,7 +2,10 @@
 --   luajit bench/data_parallel.lua [--steps S] [--groups G] [--rounds R] [--batch B] [--bucket-mb M] [--models seed,lenet5,resnet8]
 --     [--comm]
 -- For each model at global batch B (128):
---   efficiency = throughput(2 devices x 1 core) / (2 x throughput(1 device x 1 core))
+--   efficiency = throughput(2 devices x 1 core) / (2 x throughput(1 device x 1 core)), training
+--                with crit(dp(x), y) (eff) and with dp:forward_loss(crit, x, y) (f-loss: the loss
+--                on each replica's shard, no gathered output, no device waiting for another
+--                before the last bucket)
 --   hidden     = share of the all-reduce time hidden behind backward (bucket_mb 0.05, so that
 --                these small models get several buckets):
 --                1 - exposed / allred, where
@@ -109,6 +112,7 @@ local function time_steps(model, params, x, y, opts)
   return best_time(function()
     opt:zero_grad()
     local go = function() crit(model(x), y):backward() end
+    if opts and opts.forward_loss then go = function() model:forward_loss(crit, x, y):backward() end end
     if opts and opts.no_sync then model:no_sync(go) else go() end
     opt:step()
   end)
@@ -241,7 +245,7 @@ print(('lunet %s DataParallel bench: global batch %d, best of %d rounds x %d gro
 
 -- rounds alternate the two configurations, so that a burst of load from
 -- elsewhere hits both; each figure is the best seen
-local one, two, ov, nc, ar, nb, np, ex, lead, ind, awake = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local one, two, ov, nc, ar, nb, np, ex, lead, ind, awake, fl = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local function keep(t, k, v) t[k] = math.min(t[k] or math.huge, v) end
 for _ = 1, ROUNDS do
   -- one device, one core
@@ -263,6 +267,9 @@ for _ = 1, ROUNDS do
     local x, y = batch(models[name].shape)
     local dp = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = BUCKET_MB })
     keep(two, name, time_steps(dp, dp:parameters(), x, y))
+    local dpl = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = BUCKET_MB })
+    keep(fl, name, time_steps(dpl, dpl:parameters(), x, y, { forward_loss = true }))
+    dpl = nil
     keep(ind, name, time_independent(name, x, y))
     -- the hidden share with small buckets (these models are far below 25 MB)
     local dpo = lunet.parallel.DataParallel(models[name].make(), { bucket_mb = OVERLAP_MB })
@@ -279,23 +286,25 @@ for _ = 1, ROUNDS do
   end
 end
 
-local head = ('%-8s %7s %10s %10s %6s %6s %6s | %4s %8s %8s %6s %5s %8s | %8s %8s %8s %7s'):format('model', 'params',
-  '1dev img/s', '2dev img/s', 'eff', 'indep', 'of-ind', 'bkts', 'allred', 'exposed', 'hidden', 'awake', '1st lead', 'step',
+local head = ('%-8s %7s %10s %10s %6s %6s %6s %6s | %4s %8s %8s %6s %5s %8s | %8s %8s %8s %7s'):format('model', 'params',
+  '1dev img/s', '2dev img/s', 'eff', 'f-loss', 'indep', 'of-ind', 'bkts', 'allred', 'exposed', 'hidden', 'awake', '1st lead', 'step',
   'no-comm', 'small-bk', 'd-step')
 print(head)
 print(('-'):rep(#head))
 for _, name in ipairs(order) do
   local best2 = math.min(two[name], ov[name])
   local hidden = 1 - math.max(0, math.min(1, ex[name] / ar[name]))
-  print(('%-8s %7d %10.1f %10.1f %5.1f%% %5.1f%% %5.1f%% | %4d %6.3fms %6.3fms %5.0f%% %4.0f%% %6.2fms | %6.2fms %6.2fms %6.2fms %5.2fms'):format(
-    name, np[name], BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), 100 * one[name] / (2 * ind[name]),
+  print(('%-8s %7d %10.1f %10.1f %5.1f%% %5.1f%% %5.1f%% %5.1f%% | %4d %6.3fms %6.3fms %5.0f%% %4.0f%% %6.2fms | %6.2fms %6.2fms %6.2fms %5.2fms'):format(
+    name, np[name], BATCH / one[name], BATCH / best2, 100 * one[name] / (2 * best2), 100 * one[name] / (2 * fl[name]),
+    100 * one[name] / (2 * ind[name]),
     100 * ind[name] / best2, nb[name], 1e3 * ar[name],
     1e3 * ex[name], 100 * hidden, 100 * awake[name], 1e3 * lead[name], 1e3 * two[name], 1e3 * nc[name], 1e3 * ov[name], 1e3 * (ov[name] - nc[name])))
 end
-print(('(eff: the better of bucket_mb %g and %g; indep: the same efficiency for two independent copies of the'):format(
+print(('(eff: the better of bucket_mb %g and %g, loss on the gathered output; f-loss: the same with'):format(
   BUCKET_MB, OVERLAP_MB))
-print(' model training on half the batch each, one per device, no communication: the ceiling of any data-parallel')
-print(' scheme on this machine; of-ind = DataParallel throughput / that pair\'s;')
+print((' dp:forward_loss (the loss on each replica\'s shard, bucket_mb %g); indep: the same efficiency for'):format(BUCKET_MB))
+print(' two independent copies of the model training on half the batch each, one per device, no communication:')
+print(' the ceiling of any data-parallel scheme on this machine; of-ind = DataParallel throughput (eff) / that pair\'s;')
 print((' bkts, allred, exposed, hidden, small-bk: bucket_mb %g;'):format(OVERLAP_MB))
 print(' allred = all-reduce of every bucket alone; exposed = its part after the last device\'s backward ended;')
 print(' hidden = 1 - exposed / allred; awake = share of the steps (all rounds) whose early replica met the late one')

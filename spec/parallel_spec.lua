@@ -430,10 +430,19 @@ describe('parallel.DataParallel', function()
       local data = lunet.data
       local ds = data.Synthetic { n = 32, shape = { 3, 8, 8 }, classes = 5, seed = 1 }
       local loader = data.DataLoader(ds, { batch_size = 8 })
-      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
+      local model = cnn()
+      local ref = model:clone()
+      local dp = lunet.parallel.DataParallel(model, { devices = { 'cpu:0', 'cpu:1' } })
+      assert.is_true(dp:forward_loss_ok(nn.CrossEntropyLoss()))   -- so fit takes forward_loss
       local hist = lunet.fit(dp, loader, { epochs = 2, lr = 0.05, quiet = true, progress = false })
+      local want = lunet.fit(ref, loader, { epochs = 2, lr = 0.05, quiet = true, progress = false })
       assert.are.equal(2, #hist)
-      assert.is_true(hist[2].train_loss == hist[2].train_loss)
+      for e = 1, 2 do
+        assert.is_true(math.abs(hist[e].train_loss - want[e].train_loss) <= 1e-5 * want[e].train_loss,
+          ('epoch %d: loss %g vs %g'):format(e, hist[e].train_loss, want[e].train_loss))
+        assert.are.equal(want[e].train_acc, hist[e].train_acc)
+      end
+      assert.is_true(max_rel(dp.module:parameters(), ref:parameters()) <= 1e-5)
       assert_identical(dp)
     end)
 

@@ -109,8 +109,13 @@ function Trainer:train_epoch(loader)
   self.epoch_done = nil
   for x, y in batches do
     opt:zero_grad()
-    local out = model(x)
-    local loss = crit(out, y)
+    local out, loss
+    if model.forward_loss and model:forward_loss_ok(crit) then
+      loss = model:forward_loss(crit, x, y)   -- DataParallel: the loss on each replica's shard
+    else
+      out = model(x)
+      loss = crit(out, y)
+    end
     loss:backward()
     -- checked before the update (backward is already queued): the model (and
     -- any checkpoint) keeps the last finite step's parameters
@@ -122,7 +127,7 @@ function Trainer:train_epoch(loader)
     opt:step()
     if self.scheduler and self.scheduler_per == 'step' then self.scheduler:step() end
     local n = x:size(1)
-    local correct, k_correct = batch_metrics(out, y, self.topk)
+    local correct, k_correct = batch_metrics(out or loss:output(), y, self.topk)
     run.loss, run.correct, run.seen, run.steps = run.loss + l * n, run.correct + correct, run.seen + n, run.steps + 1
     if k_correct then run.topk = run.topk + k_correct end
     self.step = self.step + 1

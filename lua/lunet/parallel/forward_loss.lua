@@ -12,7 +12,9 @@
 --   loss:backward(); opt:step(); print(loss:item())
 --
 -- loss is a parallel.Loss: loss:backward(), loss:item() (the batch's loss, a
--- number: waits for the devices), loss:tensor() (that value on devices[1]).
+-- number: waits for the devices), loss:tensor() (that value on devices[1]),
+-- loss:output() (the outputs gathered on devices[1], for metrics).
+-- lunet.fit trains a DataParallel this way when its criterion allows.
 -- outputs[k] is replica k's output on its device (nil where it got no sample).
 -- The criterion is an nn loss module with reduction 'mean' or 'sum'
 -- (CrossEntropyLoss, NLLLoss, MSELoss, BCEWithLogitsLoss); each replica sums
@@ -79,6 +81,18 @@ function Loss:item()
   return total / (count or self.norm)
 end
 
+-- the replicas' outputs gathered on the first device, for metrics (no
+-- gradient; queued after backward, the copies wait for no device)
+function Loss:output()
+  local dp, list = self.dp, {}
+  for k = 1, self.n do
+    local y = self.outputs[k]
+    if y then list[#list + 1] = y:detach():to(dp.devices[1]) end
+  end
+  if #list == 1 then return list[1] end
+  return lunet.cat(list, 1)
+end
+
 -- the same as a tensor on the first device (no gradient)
 function Loss:tensor()
   return lunet.tensor(self:item(), { device = self.dp.devices[1] })
@@ -136,6 +150,10 @@ return function(DataParallel)
     end)
     criterion.opts.reduction = reduction
     if not ok then error(err, 0) end
+    loss.outputs = ys
     return loss, ys
   end
+
+  -- whether forward_loss can split this criterion (fit uses it when it can)
+  function DataParallel.forward_loss_ok(_, criterion) return (pcall(mean_kind, criterion, 1)) end
 end
