@@ -343,6 +343,21 @@ describe('parallel.DataParallel', function()
       end
       assert.is_true(max_rel(dp.module:parameters(), ref:parameters()) <= 1e-5)
       assert_identical(dp)
+      -- float64, and in eval mode without gradients
+      dp:to('float64')
+      ref = dp.module:clone()   -- (the same float64 values as every replica)
+      local x64 = x:to('float64')
+      for _, p in ipairs(dp:parameters()) do p.grad = nil end
+      dp:forward_loss(crit, x64, y):backward()
+      crit(ref(x64), y):backward()
+      for i, p in ipairs(ref:parameters()) do
+        assert.are.equal('float64', dp.module:parameters()[i].grad.dtype)
+        assert.is_true(rel(dp.module:parameters()[i].grad, p.grad) <= 1e-12, 'float64 gradient ' .. i)
+      end
+      dp:eval(); ref:eval()
+      local l = lunet.no_grad(function() return dp:forward_loss(crit, x64, y):item() end)
+      local w = lunet.no_grad(function() return crit(ref(x64), y):item() end)
+      assert.is_true(math.abs(l - w) <= 1e-12 * w, ('eval loss %g vs %g'):format(l, w))
     end)
 
     it('a shape error in forward reaches Lua; training goes on after it', function()

@@ -1185,8 +1185,8 @@ A.backward = function(tensors, grads, opts)
       end
       g = wrap(C.ln_empty(t.p.ndim, t.p.shape, t.p.dtype_id, t.p.device_id))
       C.ln_fill_(g.p, 1)
-    elseif not is_tensor(g) or not same_shape(g, t) or g.p.device_id ~= t.p.device_id then
-      error(('autograd.backward: grads[%d] must be a tensor of shape {%s} on %s'):format(i,
+    elseif not is_tensor(g) or not same_shape(g, t) or g.p.device_id ~= t.p.device_id or g.p.dtype_id ~= t.p.dtype_id then
+      error(('autograd.backward: grads[%d] must be a %s tensor of shape {%s} on %s'):format(i, t.dtype,
         table.concat(t:size(), ','), t.device), 2)
     end
     local rec = record(t)

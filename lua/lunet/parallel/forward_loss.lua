@@ -61,7 +61,7 @@ function Loss:backward()
     local s = self.sums[k]
     if s then
       roots[#roots + 1] = s
-      seeds[#seeds + 1] = self.counts and self.counts[k]:reciprocal():mul(self.n)
+      seeds[#seeds + 1] = self.counts and self.counts[k]:to(s.dtype):reciprocal():mul(self.n)
         or lunet.full(s:size(), self.n / self.norm, { dtype = s.dtype, device = s.device })
     end
   end
