@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CI: every example in its short smoke mode (a few steps, small data).
+# CI: every example in its short smoke mode (a few steps, small data), and the
+# data-parallel benches for one step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LUA_PATH="$PWD/lua/?.lua;$PWD/lua/?/init.lua;;"
@@ -9,4 +10,7 @@ run luajit examples/seed_cnn.lua 2
 LUNET_CPU_DEVICES=2 run luajit examples/seed_cnn.lua 2
 run luajit examples/resnet.lua --smoke
 if [ -f examples/data_parallel.lua ]; then LUNET_CPU_DEVICES=2 run luajit examples/data_parallel.lua --smoke; fi
+# the data-parallel and all-reduce benches run (one step each; their figures are not checked here)
+run luajit bench/data_parallel.lua --steps 1 --groups 1 --rounds 1 --models lenet5
+run luajit bench/comm.lua --runs 1 --min 1 --max 4
 echo "== examples: smoke runs passed"
