@@ -244,6 +244,7 @@ describe('parallel.DataParallel', function()
           { B = 9, micro = 3, no_sync = true, steps = 2 },
           { B = 10, bn = true },                                -- per-replica statistics
           { B = 11, bn = true, sync_bn = true },                -- global statistics
+          { B = 12, balance = 'auto', steps = 4 },              -- the split measured as it goes
         }
         for i, c in ipairs(cases) do
           c.forward_loss = true
