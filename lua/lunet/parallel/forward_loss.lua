@@ -104,6 +104,17 @@ function Loss.__tostring(self)
   return ('parallel.Loss(%s, %d replica%s): %.6g'):format(self.reduction, active, active == 1 and '' or 's', self:item())
 end
 
+-- each replica's summed loss (a plain function for pcall: a closure made per
+-- step would stop the JIT's trace of the training loop)
+local function shard_sums(dp, criterion, ys, targets, sums)
+  for k = 1, dp.n do
+    if ys[k] then
+      sums[k] = criterion(ys[k], targets[k])
+      dp:_forward_queued(k)
+    end
+  end
+end
+
 return function(DataParallel)
   function DataParallel:forward_loss(criterion, x, target, ...)
     local kind = mean_kind(criterion, 2)
@@ -140,14 +151,7 @@ return function(DataParallel)
     local ys = self:_outputs(shards, sizes, ...)
     local reduction = criterion.opts.reduction
     criterion.opts.reduction = 'sum'
-    local ok, err = pcall(function()
-      for k = 1, self.n do
-        if ys[k] then
-          loss.sums[k] = criterion(ys[k], targets[k])
-          self:_forward_queued(k)
-        end
-      end
-    end)
+    local ok, err = pcall(shard_sums, self, criterion, ys, targets, loss.sums)
     criterion.opts.reduction = reduction
     if not ok then error(err, 0) end
     loss.outputs = ys
