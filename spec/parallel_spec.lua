@@ -22,6 +22,7 @@ local function batches(count, B, kind)
   for i = 1, count do
     local y
     if kind == 'regression' then y = lunet.randn(B, 5)
+    elseif kind == 'binary' then y = lunet.rand(B, 5):gt(0.5):to('float32')
     elseif kind == 'ignore' then
       local t = lunet.randint(1, 6, { B }):totable()
       for j = 1, B, 3 do t[j] = -100 end
@@ -240,6 +241,7 @@ describe('parallel.DataParallel', function()
           { B = 10, crit = nn.NLLLoss(), model = function()     -- NLLLoss after LogSoftmax
             local m = cnn(); m:add(nn.LogSoftmax(2)); return m end },
           { B = 9, crit = nn.MSELoss(), targets = 'regression' },   -- the mean over elements
+          { B = 7, crit = nn.BCEWithLogitsLoss(), targets = 'binary', optim = 'adam' },
           { B = 9, accumulate = 2, steps = 2 },
           { B = 9, micro = 3, no_sync = true, steps = 2 },
           { B = 10, bn = true },                                -- per-replica statistics
