@@ -251,7 +251,8 @@ describe('RGB stems: direct forward, input and weight gradients for 3 input chan
 
   -- 3 input channels, at most 16 outputs, NCHW: the forward in the direct
   -- kernel's 8 x 32 blocks (conv2d.c's direct_stem); the input gradient of
-  -- rows wider than 16 in the few shape (3 channels by 8 rows, conv_direct.c),
+  -- rows wider than 16 in the few shape (3 channels by 8 rows, conv_direct.c;
+  -- 3x3, padding 1, rows of whole vectors: read unpadded on AVX-512),
   -- 3x3 over rows of whole 16-column vectors, the weight gradient too (several
   -- output channels at a time, AVX-512); each against the float64 path
   -- (im2col + GEMM in double), 1 and 2 threads.
@@ -265,6 +266,7 @@ describe('RGB stems: direct forward, input and weight gradients for 3 input chan
     {N = 1, C = 3, O = 16, H = 32, W = 32, k = 3, pad = 1},   -- batch 1
     {N = 2, C = 3, O = 24, H = 12, W = 24, k = 3, pad = 1},   -- 24 outputs
     {N = 3, C = 3, O = 8, H = 16, W = 16, k = 3, pad = 1},    -- weight gradient 3 + 3 + 2 outputs at a time
+    {N = 2, C = 3, O = 16, H = 13, W = 48, k = 3, pad = 1},   -- input gradient unpadded: 3 vectors a row, 13 rows
   }
   for _, c in ipairs(cases) do
     it(('%dx%dx%dx%d -> %d, %dx%d, pad %d: forward and gradients match float64 (1 and 2 threads)'):format(
