@@ -178,9 +178,9 @@ function DataParallel:broadcast_parameters()
 end
 
 function DataParallel:forward(x, ...)
-  local sizes = self:_begin(x, 'forward', 2)
+  local sizes, active = self:_begin(x, 'forward', 2)
   local ok, out = pcall(self._run, self, x, sizes, ...)
-  return self:_end_forward(sizes, ok, out)
+  return self:_end_forward(active, ok, out)
 end
 
 -- forward's first half (and forward_loss's): checks x, paces the host, splits
@@ -211,15 +211,12 @@ function DataParallel:_begin(x, fname, lvl)
   return sizes, active
 end
 
-function DataParallel:_end_forward(sizes, ok, out)
+-- forward's second half: active = how many replicas got samples
+function DataParallel:_end_forward(active, ok, out)
   if not ok then self.step = nil; error(out, 3) end
   -- sync_bn keeps the running stats equal by updating every replica alike;
   -- replicas left without a sample this time get replica 1's
-  if self.sync_bn and self.training then
-    local active = 0
-    for k = 1, self.n do if sizes[k] > 0 then active = active + 1 end end
-    if active < self.n then self:broadcast_buffers_() end
-  end
+  if self.sync_bn and active < self.n and self.training then self:broadcast_buffers_() end
   return out
 end
 

@@ -119,13 +119,13 @@ return function(DataParallel)
   function DataParallel:forward_loss(criterion, x, target, ...)
     local kind = mean_kind(criterion, 2)
     if not lunet.is_tensor(target) then fail('target must be a tensor, got ' .. type(target), 2) end
-    local sizes = self:_begin(x, 'forward_loss', 2)
-    if target:dim() == 0 or target:size(1) ~= x:size(1) then
-      self.step = nil
+    -- (checked before _begin, which paces the host and opens the step)
+    if lunet.is_tensor(x) and x:dim() > 0 and (target:dim() == 0 or target:size(1) ~= x:size(1)) then
       fail(('target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1), x:size(1)), 2)
     end
+    local sizes, active = self:_begin(x, 'forward_loss', 2)
     local ok, loss, outs = pcall(self._run_loss, self, criterion, kind, x, target, sizes, ...)
-    return self:_end_forward(sizes, ok, loss), outs
+    return self:_end_forward(active, ok, loss), outs
   end
 
   function DataParallel:_run_loss(criterion, kind, x, target, sizes, ...)
