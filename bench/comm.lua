@@ -7,9 +7,11 @@
 --   2x cpy  each device's worker copies its own S-byte tensor, both at once
 -- An in-place allreduce of 2 ranks must read both buffers and write both
 -- (4S bytes of memory traffic): each worker reads S and writes S, the same as
--- one memcpy(S) per worker. So "2x cpy" is the allreduce's roofline on this
--- machine; it equals "memcpy" only where 2 cores get twice the memory
--- bandwidth of one. Times include the launch and the synchronisation.
+-- one memcpy(S) per worker. So "2x cpy" is the same traffic as the
+-- allreduce's (glibc's memcpy streams its stores; the allreduce's plain
+-- stores go to lines it has just read, and can beat it); it equals "memcpy"
+-- only where 2 cores get twice the memory bandwidth of one. Times include
+-- the launch and the synchronisation.
 --   luajit bench/comm.lua [--runs R] [--max MB] [--min MB] [--best]
 -- (--best: the fastest run of each instead of the median, for a loaded machine)
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
@@ -103,7 +105,7 @@ while mb <= MAX_MB do
 end
 
 print('(all GB/s = S / time for S bytes per rank; ar/cpy = allreduce algbw / memcpy, ar/2xcpy = allreduce')
-print(' algbw / 2x cpy, its roofline here: both read S and write S per worker)')
+print(' algbw / 2x cpy, the same traffic: both read S and write S per worker)')
 print('load average: ' .. loadavg())
 comm = nil
 collectgarbage(); collectgarbage()
