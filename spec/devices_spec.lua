@@ -381,6 +381,38 @@ describe('virtual CPU devices', function()
   end)
 end)
 
+describe('waiting for a stream', function()
+  setup(function() release_all(); lunet.set_cpu_devices(12) end)
+  teardown(function() release_all(); lunet.set_cpu_devices(1) end)
+
+  -- each waiter sleeps on a condition variable of its own in one of 8 slots
+  -- of the stream it waits for; waiters beyond those share one
+  it('wakes every waiter, more of them than it has slots, when the task they wait for is done', function()
+    lunet.synchronize()
+    local gate, done = ffi.new('int[1]'), ffi.new('ln_event[1]')
+    local after = ffi.new('ln_event[?]', 12)
+    assert.equal(0, C.ln_stream_inject_gate(0, gate))        -- cpu:0 holds ...
+    assert.equal(0, C.ln_stream_inject_opener(11, gate, 0.5)) -- ... until cpu:11 opens it
+    local a = lunet.zeros(4, {device = 'cpu:0'}):fill_(7)
+    assert.equal(0, C.ln_event_record(0, done))
+    for d = 1, 10 do                                          -- 10 workers wait for cpu:0
+      assert.equal(0, C.ln_event_wait(d, done))
+      assert.equal(0, C.ln_event_record(d, after + d))
+    end
+    for d = 1, 10 do assert.equal(0, C.ln_event_query(after + d)) end   -- all held
+    assert.equal(0, C.ln_event_synchronize(done))            -- and the host, the 11th
+    assert.equal(1, gate[0])
+    local deadline = lunet.clock() + 10
+    local left
+    repeat
+      left = 0
+      for d = 1, 10 do if C.ln_event_query(after + d) ~= 1 then left = left + 1 end end
+    until left == 0 or lunet.clock() > deadline
+    assert.equal(0, left)
+    assert.same({7, 7, 7, 7}, a:totable())
+  end)
+end)
+
 describe('LUNET_CPU_DEVICES from the environment', function()
   it('splits a fresh process into three devices', function()
     local root = root_dir()

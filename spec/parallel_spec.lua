@@ -276,7 +276,7 @@ describe('parallel.DataParallel', function()
       local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
       local opt, crit = optim.SGD(dp:parameters(), { lr = 0.1 }), nn.CrossEntropyLoss()
       local data = batches(3, 6)
-      local gate, fwd1 = ffi.new('int[1]'), ffi.new('ln_event[1]')
+      local gate, gate2, fwd1, fwd2 = ffi.new('int[1]'), ffi.new('int[1]'), ffi.new('ln_event[1]'), ffi.new('ln_event[1]')
       local function finish(out, i)
         crit(out, data[i][2]):backward()
         opt:step()
@@ -291,12 +291,21 @@ describe('parallel.DataParallel', function()
       local out = dp(data[1][1])
       assert.equal(0, C.ln_event_record(1, fwd1))         -- step 1's forward on cpu:1 ends here
       finish(out, 1)
+      -- a second gate holds step 2 on cpu:1 another second
+      assert.equal(0, C.ln_stream_inject_gate(1, gate2))
+      assert.equal(0, C.ln_stream_inject_opener(2, gate2, 1))
       opt:zero_grad()
-      finish(dp(data[2][1]), 2)
+      out = dp(data[2][1])
+      assert.equal(0, C.ln_event_record(1, fwd2))         -- and step 2's here
+      finish(out, 2)
       assert.equal(0, C.ln_event_query(fwd1))              -- step 1 is still held on cpu:1
       opt:zero_grad()
       out = dp(data[3][1])
+      -- having to wait, the host slept until the devices were one forward
+      -- behind, not two: step 2's forward is done too (one wake-up per two
+      -- steps), which a host waiting for step 1's alone would not see
       assert.equal(1, C.ln_event_query(fwd1))
+      assert.equal(1, C.ln_event_query(fwd2))
       finish(out, 3)
       lunet.synchronize()
       assert_identical(dp)
