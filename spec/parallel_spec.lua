@@ -310,6 +310,33 @@ describe('parallel.DataParallel', function()
       lunet.synchronize()
       assert_identical(dp)
     end)
+
+    it('stays within one step once the first device holds more than dp.ahead_bytes', function()
+      lunet.manual_seed(6)
+      local ffi = require 'ffi'
+      local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' } })
+      dp.ahead_bytes = 0                                   -- every step counts as large
+      local opt, crit = optim.SGD(dp:parameters(), { lr = 0.1 }), nn.CrossEntropyLoss()
+      local data = batches(2, 6)
+      local gate, fwd1 = ffi.new('int[1]'), ffi.new('ln_event[1]')
+      lunet.synchronize()
+      assert.equal(0, C.ln_stream_inject_gate(1, gate))
+      assert.equal(0, C.ln_stream_inject_opener(2, gate, 1))
+      opt:zero_grad()
+      local out = dp(data[1][1])
+      assert.equal(0, C.ln_event_record(1, fwd1))
+      crit(out, data[1][2]):backward()
+      opt:step()
+      assert.equal(0, C.ln_event_query(fwd1))              -- held on cpu:1
+      opt:zero_grad()
+      out = dp(data[2][1])                                 -- waits for step 1's forward
+      assert.equal(1, C.ln_event_query(fwd1))
+      assert.equal(1, gate[0])
+      crit(out, data[2][2]):backward()
+      opt:step()
+      lunet.synchronize()
+      assert_identical(dp)
+    end)
   end)
 
   describe('errors and the Module interface (2 devices)', function()

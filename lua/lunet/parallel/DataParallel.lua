@@ -42,7 +42,8 @@
 -- The last bucket's all-reduce runs on the compute streams themselves; a
 -- replica done early wakes as the late one begins its last layers, so that
 -- no thread wake-up is left after backward (c/comm/local.c).
--- The host queues up to two steps ahead of the devices (see _pace).
+-- The host queues up to two steps ahead of the devices, one for a model whose
+-- steps hold much memory (see _pace).
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local core = require 'lunet.core'
@@ -52,6 +53,7 @@ local Communicator = require('lunet.comm').Communicator
 local C = core.C
 
 local AHEAD = 2   -- steps the host may queue ahead of the devices (DataParallel:_pace)
+local AHEAD_BYTES = 128 * 2 ^ 20   -- ... while the first device holds less than this
 local DataParallel = Module:extend('parallel.DataParallel')
 
 local function fail(msg, lvl) error('DataParallel: ' .. msg, (lvl or 1) + 1) end
@@ -120,6 +122,7 @@ function DataParallel:__init(module, opts)
   if self.sync_bn then require('lunet.parallel.sync_bn').convert(self) end
   -- where each device's previous forward ended (see DataParallel:_pace)
   self.fwd_events, self.fwd_pending, self.fwd_count = ffi.new('ln_event[?]', n * AHEAD), {}, 0
+  self.ahead_bytes = AHEAD_BYTES   -- see _pace
   if self.auto then
     self.stamps = ffi.new('double[?]', 2 * n)
     self.stamp_events = ffi.new('ln_event[?]', n)
@@ -224,14 +227,15 @@ end
 -- waits until every device has finished forward k - AHEAD. Queuing the next
 -- steps while the devices still run this one keeps them from waiting for the
 -- host (whose Lua shares the cores with them: one step ahead was not enough
--- on 2 cores, LeNet-5 66-76% scaling against 80-88% with 2); holding back
--- further bounds memory (a queued op holds its tensors until it has run).
--- When it must wait, the host sleeps until the devices are only AHEAD / 2
--- forwards behind: one wake-up every AHEAD / 2 steps instead of one per
--- device per step (each costs a device worker a futex wake and the host a
--- reschedule on the cores the workers need: 3-4 sleeps a step had the host
--- using 0.54-0.67 ms of CPU per LeNet-5 step against 0.28-0.32 ms for two
--- independent models).
+-- on 2 cores, LeNet-5 66-76% scaling against 80-88% with 2). When it must
+-- wait, the host sleeps until the devices are one forward behind: one
+-- wake-up every other step, not one per device per step (3-4 sleeps a step
+-- had the host using twice the CPU of two independent models).
+-- Memory bounds it too: a queued step holds its activations until it has
+-- run, so once the first device holds more than dp.ahead_bytes (AHEAD_BYTES)
+-- the host stays within one step (ResNet-8 at 64 images a device: 125 MB a
+-- step; two steps ahead took each device to 570 MB, against 235 MB for the
+-- whole batch on one device, 390 MB now).
 function DataParallel:_pace()
   local pend, n, events = self.fwd_pending, self.n, self.fwd_events
   local count = self.fwd_count + 1
@@ -242,8 +246,9 @@ function DataParallel:_pace()
   for k = 1, n do
     if pend[base + k] and C.ln_event_query(events + base + k - 1) ~= 1 then behind = true end
   end
-  -- slots of forwards count - AHEAD ..: just this one, or up to count - AHEAD / 2
-  for back = AHEAD, behind and AHEAD / 2 or AHEAD, -1 do
+  behind = behind or C.ln_memory_allocated(core.device_id('DataParallel', self.devices[1])) > self.ahead_bytes
+  -- the slots of forwards count - AHEAD .. count - 1 (behind), or just the first
+  for back = AHEAD, behind and 1 or AHEAD, -1 do
     local b = ((count - back) % AHEAD) * n
     for k = 1, n do
       if pend[b + k] then
