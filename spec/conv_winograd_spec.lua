@@ -65,6 +65,54 @@ describe('Winograd convolutions', function()
     local got = lunet.no_grad(function() return blk(x) end)
     local want = lunet.no_grad(function() return blk64(x:double()) end)
     assert(rel(got, want) < 2e-5, rel(got, want))
+    -- the reordered weights are kept between calls: again with the same
+    -- weights, then after one weight deep in conv2 changed (and one of bn2's
+    -- statistics, which the folded weights carry)
+    got = lunet.no_grad(function() return blk(x) end)
+    assert(rel(got, want) < 2e-5, 'same weights again: ' .. rel(got, want))
+    lunet.no_grad(function()
+      blk.conv2.weight[27][19][2][3] = 0.9
+      blk.bn2.running_var[30] = 4
+    end)
+    blk64 = blk:clone():double()
+    got = lunet.no_grad(function() return blk(x) end)
+    want = lunet.no_grad(function() return blk64(x:double()) end)
+    assert(rel(got, want) < 2e-5, 'after the weights changed: ' .. rel(got, want))
+  end)
+
+  it('reorders an eval-mode layer\'s Winograd weights again only when they change', function()
+    local script = os.tmpname()
+    local f = assert(io.open(script, 'w'))
+    f:write([[
+local lunet = require 'lunet'
+local blk = lunet.nn.BasicBlock(32, 32, 1)
+blk:eval()
+local x = lunet.randn({ 4, 32, 12, 12 })
+for i = 1, 4 do
+  if i == 4 then lunet.no_grad(function() blk.conv1.weight[3][7][3][1] = 0.5 end) end
+  lunet.no_grad(function() return blk(x) end)
+  lunet.synchronize()
+  io.write('step ', i, '\n')   -- stdout, in order with oneDNN's log
+end
+print('done')
+]])
+    f:close()
+    local p = io.popen('DNNL_VERBOSE=1 luajit ' .. script .. ' 2>&1')
+    local out = p:read('*a')
+    p:close()
+    os.remove(script)
+    assert.truthy(out:find('done', 1, true), out)
+    local step, counts = 0, { 0, 0, 0, 0 }
+    for line in out:gmatch('[^\n]+') do
+      local s = line:match('^step (%d)')
+      if s then step = tonumber(s)
+      elseif line:find(',exec,', 1, true) and line:find('wino_reorder', 1, true) then
+        counts[step + 1] = counts[step + 1] + 1
+      end
+    end
+    -- both 32->32 convolutions on the first call, none while the weights
+    -- stay, conv1's alone after it changed (no Winograd without AVX-512)
+    assert.same(avx512_core() and { 2, 0, 0, 1 } or { 0, 0, 0, 0 }, counts, out)
   end)
 
   -- oneDNN's log of a child training layers of {channels, size, batch}; the
