@@ -322,13 +322,14 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
 
 /* Inference runs the same (folded) weights step after step, and oneDNN's
  * weight reorders are slow: Winograd's transform of 64->64 3x3 took 0.8-1.1
- * ms beside the convolution's 2.6 (ResNet-8, batch 256). A forward's weights
- * up to WKEEP_MAX bytes keep their reordered copy in the entry, redone only
- * when the weights differ from the array it was made from (a memcmp: ~1%
- * of the reorder; training's changed weights fail it at the first bytes). */
+ * ms beside the convolution's 2.6 (ResNet-8, batch 256). The weights of a
+ * forward that saves no input for a backward (keepw), up to WKEEP_MAX bytes,
+ * keep their reordered copy in the entry, redone only when the weights differ
+ * from the array it was made from (a memcmp: ~1% of the reorder). Training's
+ * forwards, whose weights change every step, keep nothing: no memory spent. */
 enum { WKEEP_MAX = 4 << 20 };
-static bool weights_kept(dentry *e, dslot *s) {
-  if (e->key.op != OP_FWD || s->arg != DNNL_ARG_WEIGHTS || !s->reorder || s->ubytes + s->ibytes > WKEEP_MAX)
+static bool weights_kept(bool keepw, dslot *s) {
+  if (!keepw || s->arg != DNNL_ARG_WEIGHTS || !s->reorder || s->ubytes + s->ibytes > WKEEP_MAX)
     return false;
   if (!s->wkeep) {
     s->wkeep = aligned_alloc(64, (s->ibytes + 63) & ~(size_t)63);
@@ -344,7 +345,7 @@ static bool weights_kept(dentry *e, dslot *s) {
 
 /* Runs op with the user pointers ptr[i] for the entry's slots (in slot order);
  * res: the residual a sum post-op adds (NULL without one). */
-static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res) {
+static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res, bool keepw) {
   dnnl_exec_arg_t args[MAXSLOT], ra[2];
   if (e->ws > st->ws_cap) {
     free(st->ws);
@@ -356,7 +357,7 @@ static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res) {
   for (int i = 0; i < e->ns; i++) {
     dslot *s = &e->s[i];
     CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
-    if (weights_kept(e, s)) {
+    if (weights_kept(keepw, s)) {
       CHK(dnnl_memory_set_data_handle(s->inner, s->wkeep));
       if (!s->wvalid || memcmp(ptr[i], s->wsrc, s->ubytes) != 0) {
         s->wvalid = false;
@@ -406,7 +407,7 @@ fail:
 /* Finds or creates the entry for key k (geometry a) and runs it with
  * k->nt OpenMP threads. Returns 0, or -1 when oneDNN cannot do it (the caller
  * falls back). */
-static int cache_run(const dkey *k, const ln_conv2d_args *a, char *const *ptr, const char *res) {
+static int cache_run(const dkey *k, const ln_conv2d_args *a, char *const *ptr, const char *res, bool keepw) {
   dstate *st = state_get();
   if (!st) return -1;
   int prev = omp_get_max_threads();
@@ -431,7 +432,7 @@ static int cache_run(const dkey *k, const ln_conv2d_args *a, char *const *ptr, c
   }
   if (e) {
     e->tick = ++st->tick;
-    rc = entry_run(st, e, ptr, res);
+    rc = entry_run(st, e, ptr, res, keepw);
   }
   if (prev != k->nt) omp_set_num_threads(prev);
   return rc;
@@ -450,7 +451,7 @@ static bool known_rejected(dstate *st, const ln_conv2d_args *a, int op, int nt, 
 static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
   dkey k;
   key_of(&k, a, op, nt, bias);
-  return cache_run(&k, a, ptr, op == OP_FWD ? a->res : NULL);
+  return cache_run(&k, a, ptr, op == OP_FWD ? a->res : NULL, op == OP_FWD && !a->saved);
 }
 
 /* (N,C,H,W) from NCHW to BLK (to_plain = false) or back */
@@ -462,7 +463,7 @@ static int blk_reorder(int64_t N, int64_t C, int64_t H, int64_t W, bool to_plain
   g.N = k.N = N; g.C = k.C = C; g.H = k.H = H; g.W = k.W = W;
   k.op = OP_REORDER; k.bias = to_plain; k.nt = nt;
   char *ptr[2] = {from, to};
-  return cache_run(&k, &g, ptr, NULL);
+  return cache_run(&k, &g, ptr, NULL, false);
 }
 
 size_t nn_conv_dnnl_blocked_bytes(int64_t N, int64_t C, int64_t H, int64_t W) {
