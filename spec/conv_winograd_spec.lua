@@ -26,6 +26,21 @@ local function avx512_core()
   return true
 end
 
+-- stdout and stderr of a child luajit running src with oneDNN's log on
+-- (env: extra variables), after checking that it printed 'done'
+local function logged_child(src, env)
+  local script = os.tmpname()
+  local f = assert(io.open(script, 'w'))
+  f:write(src)
+  f:close()
+  local p = io.popen((env or '') .. ' DNNL_VERBOSE=1 luajit ' .. script .. ' 2>&1')
+  local out = p:read('*a')
+  p:close()
+  os.remove(script)
+  assert.truthy(out:find('done', 1, true), out)
+  return out
+end
+
 describe('Winograd convolutions', function()
   lunet.manual_seed(5)
 
@@ -81,9 +96,7 @@ describe('Winograd convolutions', function()
   end)
 
   it('reorders an eval-mode layer\'s Winograd weights again only when they change', function()
-    local script = os.tmpname()
-    local f = assert(io.open(script, 'w'))
-    f:write([[
+    local out = logged_child([[
 local lunet = require 'lunet'
 local blk = lunet.nn.BasicBlock(32, 32, 1)
 blk:eval()
@@ -96,12 +109,6 @@ for i = 1, 4 do
 end
 print('done')
 ]])
-    f:close()
-    local p = io.popen('DNNL_VERBOSE=1 luajit ' .. script .. ' 2>&1')
-    local out = p:read('*a')
-    p:close()
-    os.remove(script)
-    assert.truthy(out:find('done', 1, true), out)
     local step, counts = 0, { 0, 0, 0, 0 }
     for line in out:gmatch('[^\n]+') do
       local s = line:match('^step (%d)')
@@ -119,9 +126,7 @@ print('done')
   -- passes that ran on Winograd, by "channels/size/batch"
   local layers = { { 32, 16, 2 }, { 16, 16, 2 }, { 48, 8, 2 }, { 16, 32, 32 } }
   local function child_log(env)
-    local script = os.tmpname()
-    local f = assert(io.open(script, 'w'))
-    f:write([[
+    local out = logged_child([[
 local lunet = require 'lunet'
 local F = lunet.nn.functional
 for _, c in ipairs { { 32, 16, 2 }, { 16, 16, 2 }, { 48, 8, 2 }, { 16, 32, 32 } } do
@@ -130,13 +135,7 @@ for _, c in ipairs { { 32, 16, 2 }, { 16, 16, 2 }, { 48, 8, 2 }, { 16, 32, 32 } 
   F.conv2d(x, w, nil, { padding = 1 }):sum():backward()
 end
 print('done')
-]])
-    f:close()
-    local p = io.popen(env .. ' DNNL_VERBOSE=1 luajit ' .. script .. ' 2>&1')
-    local out = p:read('*a')
-    p:close()
-    os.remove(script)
-    assert.truthy(out:find('done', 1, true), out)
+]], env)
     local wino = {}
     for _, c in ipairs(layers) do wino[table.concat(c, '/')] = {} end
     for line in out:gmatch('[^\n]+') do
