@@ -326,7 +326,8 @@ static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey
  * forward that saves no input for a backward (keepw), up to WKEEP_MAX bytes,
  * keep their reordered copy in the entry, redone only when the weights differ
  * from the array it was made from (a memcmp: ~1% of the reorder). Training's
- * forwards, whose weights change every step, keep nothing: no memory spent. */
+ * forwards that save their input (most; their weights change every step)
+ * keep nothing. Two layers of one geometry share an entry and redo it in turn. */
 enum { WKEEP_MAX = 4 << 20 };
 static bool weights_kept(bool keepw, dslot *s) {
   if (!keepw || s->arg != DNNL_ARG_WEIGHTS || !s->reorder || s->ubytes + s->ibytes > WKEEP_MAX)
