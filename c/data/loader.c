@@ -11,7 +11,11 @@
  * moved on (a virtual CPU device runs its kernels later). When a slot is
  * released (its batch is two behind, or a new epoch starts) the loader
  * records an event on every CPU device, and a slot is refilled only after
- * those events have completed. */
+ * those events have completed.
+ *
+ * ln_loader_close stops the workers and frees the slots but keeps the struct
+ * (with `closed` set) until ln_loader_free: a call after close is a named
+ * error, not a use after free (the Lua object frees the struct when collected). */
 #include "data.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,6 +33,8 @@ struct ln_loader {
   int64_t next_assign, consumed;
   int64_t *slot_batch;         /* the batch a slot holds ready, -1 none */
   int busy, stop;
+  int closed;                  /* ln_loader_close ran: slots freed, calls are errors */
+  int users;                   /* callers inside ln_loader_next / _start */
   int ndev;                    /* CPU devices: events per slot */
   ln_event *ev;                /* nslots x ndev: work that may read the slot */
   pthread_t *threads;
@@ -131,19 +137,40 @@ fail:
   return NULL;
 }
 
-void ln_loader_free(ln_loader *l) {
+static const char *const closed_msg = "DataLoader: used after close()";
+
+/* Stops and joins the workers, waits for callers inside next/start to leave,
+ * frees the slots and the dataset aliases. Idempotent. */
+void ln_loader_close(ln_loader *l) {
   if (!l) return;
   pthread_mutex_lock(&l->mu);
+  if (l->closed) { pthread_mutex_unlock(&l->mu); return; }
+  l->closed = 1;
   l->stop = 1;
   pthread_cond_broadcast(&l->work);
+  pthread_cond_broadcast(&l->done);   /* a consumer waiting for a batch sees `closed` */
   pthread_mutex_unlock(&l->mu);
   for (int i = 0; i < l->nthreads; i++) pthread_join(l->threads[i], NULL);
+  l->nthreads = 0;
+  pthread_mutex_lock(&l->mu);
+  while (l->users > 0) pthread_cond_wait(&l->done, &l->mu);
+  pthread_mutex_unlock(&l->mu);
+  /* work queued on the devices may still read a slot: let it finish first */
+  if (l->ev)
+    for (int s = 0; s < l->nslots; s++)
+      for (int d = 0; d < l->ndev; d++) ln_event_synchronize(&l->ev[s * l->ndev + d]);
   for (int s = 0; s < l->nslots; s++) {
-    if (l->sx && l->sx[s]) ln_tensor_free(l->sx[s]);
-    if (l->sy && l->sy[s]) ln_tensor_free(l->sy[s]);
+    if (l->sx && l->sx[s]) { ln_tensor_free(l->sx[s]); l->sx[s] = NULL; }
+    if (l->sy && l->sy[s]) { ln_tensor_free(l->sy[s]); l->sy[s] = NULL; }
   }
-  if (l->x) ln_tensor_free(l->x);
-  if (l->y) ln_tensor_free(l->y);
+  if (l->x) { ln_tensor_free(l->x); l->x = NULL; }
+  if (l->y) { ln_tensor_free(l->y); l->y = NULL; }
+  l->plan.x = l->plan.y = NULL;
+}
+
+void ln_loader_free(ln_loader *l) {
+  if (!l) return;
+  ln_loader_close(l);
   free(l->sx); free(l->sy); free(l->slot_batch); free(l->threads); free(l->order); free(l->ev);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work);
@@ -153,22 +180,43 @@ void ln_loader_free(ln_loader *l) {
 
 int ln_loader_nslots(const ln_loader *l) {
   if (!l) return ln_error("loader_nslots: loader is NULL");
+  if (l->closed) return ln_error("%s", closed_msg);
   return l->nslots;
 }
 
 ln_tensor *ln_loader_slot(const ln_loader *l, int s, int which) {
   if (!l) return ln_error_null("loader_slot: loader is NULL");
+  if (l->closed) return ln_error_null("%s", closed_msg);
   if (s < 0 || s >= l->nslots) return ln_error_null("loader_slot: slot %d out of range 0..%d", s, l->nslots - 1);
   if (which == 0) return ln_alias(l->sx[s]);
   if (which == 1) return l->sy ? ln_alias(l->sy[s]) : NULL;
   return ln_error_null("loader_slot: which must be 0 (inputs) or 1 (targets), got %d", which);
 }
 
+static int64_t loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch,
+                            int drop_last, uint64_t seed, uint64_t epoch);
+
 int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch, int drop_last,
                         uint64_t seed, uint64_t epoch) {
   const char *fn = "loader_start";
   if (!l) return ln_error("%s: loader is NULL", fn);
   if (n < 0 || (n > 0 && !order)) return ln_error("%s: no sample order given", fn);
+  pthread_mutex_lock(&l->mu);   /* closed is written under the lock */
+  int closed = l->closed;
+  if (!closed) l->users++;
+  pthread_mutex_unlock(&l->mu);
+  if (closed) return ln_error("%s", closed_msg);
+  int64_t rc = loader_start(l, order, n, first_batch, drop_last, seed, epoch);
+  pthread_mutex_lock(&l->mu);
+  l->users--;
+  pthread_cond_broadcast(&l->done);
+  pthread_mutex_unlock(&l->mu);
+  return rc;
+}
+
+static int64_t loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch,
+                            int drop_last, uint64_t seed, uint64_t epoch) {
+  const char *fn = "loader_start";
   int64_t N = l->x->shape[0];
   for (int64_t i = 0; i < n; i++)
     if (order[i] < 0 || order[i] >= N)
@@ -204,11 +252,13 @@ int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t f
 int ln_loader_next(ln_loader *l, int64_t *rows) {
   if (!l) return ln_error("loader_next: loader is NULL");
   pthread_mutex_lock(&l->mu);
+  if (l->closed) { pthread_mutex_unlock(&l->mu); return ln_error("%s", closed_msg); }
   int64_t b = l->consumed;
   if (b >= l->nbatches) {
     pthread_mutex_unlock(&l->mu);
     return ln_error("loader_next: the epoch has ended (%lld batches)", (long long)l->nbatches);
   }
+  l->users++;   /* close waits for us before it frees the slots */
   int s = (int)(b % l->nslots);
   if (b >= 2) release_slot(l, (int)((b - 2) % l->nslots));   /* before a worker may refill it */
   if (l->nworkers == 0) {
@@ -216,11 +266,15 @@ int ln_loader_next(ln_loader *l, int64_t *rows) {
     assemble(l, b, 0);   /* one thread: a batch is too small for a parallel region to pay */
     pthread_mutex_lock(&l->mu);
   } else {
-    while (l->slot_batch[s] != b) pthread_cond_wait(&l->done, &l->mu);
+    while (l->slot_batch[s] != b && !l->closed) pthread_cond_wait(&l->done, &l->mu);
   }
-  l->consumed = b + 1;
+  int closed = l->closed;   /* closed by another thread meanwhile */
+  if (!closed) l->consumed = b + 1;
+  l->users--;
   pthread_cond_broadcast(&l->work);
+  pthread_cond_broadcast(&l->done);
   pthread_mutex_unlock(&l->mu);
+  if (closed) return ln_error("%s (while waiting for a batch)", closed_msg);
   if (rows) *rows = batch_rows(l, b);
   return s;
 }

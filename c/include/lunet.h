@@ -551,7 +551,11 @@ LN_API int ln_batch_gather(ln_tensor *out, ln_tensor *out_y, const ln_tensor *x,
 typedef struct ln_loader ln_loader;   /* opaque */
 LN_API ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_size,
                                 const ln_transform *tf, int workers, int depth);
-LN_API void ln_loader_free(ln_loader *l);   /* joins the workers */
+LN_API void ln_loader_free(ln_loader *l);   /* joins the workers (closes first) */
+/* Joins the workers and frees the slots now; the struct stays until
+ * ln_loader_free, and every later call on it is the error
+ * "DataLoader: used after close()". Calling it again does nothing. */
+LN_API void ln_loader_close(ln_loader *l);
 LN_API int ln_loader_nslots(const ln_loader *l);
 /* A new header on slot s's batch tensor (which 0: inputs, 1: targets; NULL
  * and no error when there are no targets). Full batch_size rows. */

@@ -167,7 +167,7 @@ end
 
 -- One epoch: the next one, or the rest of a restored one.
 function DataLoader:iter()
-  if self.closed then error('DataLoader: iter() after close()', 2) end
+  if self.closed then error('DataLoader: used after close()', 2) end
   local nb = self:__len()
   if not (self.resume and self.epoch > 0 and self.position < nb) then
     self.epoch, self.position = self.epoch + 1, 0
@@ -182,6 +182,7 @@ function DataLoader:iter()
   end
   local epoch = self.epoch
   return function()
+    if self.closed then error('DataLoader: used after close()', 2) end
     if self.epoch ~= epoch then error('DataLoader: this iterator was superseded by a newer iter()', 2) end
     local b = self.position
     if b >= nb then return nil end
@@ -223,12 +224,13 @@ function DataLoader:load_state_dict(st)
   self.epoch, self.position, self.seed, self.resume = st.epoch, st.position, st.seed, true
 end
 
--- Stop the worker threads now (the GC would do it later).
+-- Stop the worker threads and free the batch buffers now (the GC would do
+-- it later). Batches already handed out stay valid; iterating afterwards
+-- (an iterator from before, or a new iter()) is the error
+-- 'DataLoader: used after close()'. Closing twice does nothing.
 function DataLoader:close()
-  if self.handle then
-    C.ln_loader_free(ffi.gc(self.handle, nil))
-    self.handle = nil
-  end
+  if self.handle then C.ln_loader_close(self.handle) end   -- the struct is freed when collected
+  self.slots_x, self.slots_y, self.short = nil, nil, nil
   self.closed = true
 end
 
