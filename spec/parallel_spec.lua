@@ -266,6 +266,111 @@ describe('parallel.DataParallel', function()
     end)
   end
 
+  -- lunet.fit with accumulate = k: one optimizer step per k batches on the
+  -- mean of their gradients, an epoch's last shorter group stepped too
+  -- (26 samples in batches of 4: 7 batches, groups of 3, 3 and 1)
+  local function accum_loader()
+    local ds = lunet.data.Synthetic { n = 26, shape = { 3, 8, 8 }, classes = 5, seed = 3 }
+    return lunet.data.DataLoader(ds, { batch_size = 4 })
+  end
+
+  -- PyTorch's accumulation loop on one device: (loss / r):backward() for the r
+  -- batches of each group, then a step
+  local function manual_accumulate(model, opt, loader, k, epochs)
+    local crit = nn.CrossEntropyLoss()
+    local nb = #loader
+    for _ = 1, epochs do
+      local i = 0
+      for x, y in loader:iter() do
+        local pos = i % k
+        local r = math.min(k, nb - (i - pos))
+        if pos == 0 then opt:zero_grad() end
+        (crit(model(x), y) / r):backward()
+        i = i + 1
+        if pos + 1 == r then opt:step() end
+      end
+    end
+  end
+
+  for _, N in ipairs({ 2, 3 }) do
+    describe(('lunet.fit with accumulate over %d devices'):format(N), function()
+      setup(function() lunet.set_cpu_devices(N) end)
+      teardown(release_devices)
+
+      local fit_opts = { epochs = 2, quiet = true, progress = false }
+      local function run_fit(model, o)
+        local opts = { optimizer = o.optimizer }
+        for key, v in pairs(fit_opts) do opts[key] = v end
+        opts.accumulate = o.accumulate
+        return lunet.fit(model, accum_loader(), opts)
+      end
+
+      it('one step per k batches, replicas identical, equal to one device accumulating', function()
+        for _, case in ipairs({ { k = 3, optim = 'sgd' }, { k = 2, optim = 'adam' }, { k = 3, optim = 'adam', fit_k = true } }) do
+          lunet.manual_seed(11)
+          local model = cnn()
+          local one, manual = model:clone(), model:clone()
+          -- the DataParallel's own accumulate, or fit's option over a DataParallel of accumulate 1
+          local dp = lunet.parallel.DataParallel(model, { bucket_mb = 0.0005,
+            accumulate = not case.fit_k and case.k or nil })
+          local opt = make_opt(case.optim, dp:parameters())
+          local hist = run_fit(dp, { optimizer = opt, accumulate = case.fit_k and case.k or nil })
+          local want = run_fit(one, { optimizer = make_opt(case.optim, one:parameters()), accumulate = case.k })
+          manual_accumulate(manual, make_opt(case.optim, manual:parameters()), accum_loader(), case.k, 2)
+          local steps = math.ceil(7 / case.k)
+          assert.are.same({ steps, 2 * steps }, { hist[1].step, hist[2].step })
+          assert.are.same({ steps, 2 * steps }, { want[1].step, want[2].step })
+          assert_identical(dp)
+          local w = max_rel(dp.module:parameters(), one:parameters())
+          assert.is_true(w <= 1e-5, ('k = %d, %s: DataParallel vs one device: relative difference %g'):format(
+            case.k, case.optim, w))
+          w = max_rel(one:parameters(), manual:parameters())
+          assert.is_true(w <= 1e-5, ('k = %d, %s: fit vs the manual loop: relative difference %g'):format(
+            case.k, case.optim, w))
+          for e = 1, 2 do
+            assert.is_true(math.abs(hist[e].train_loss - want[e].train_loss) <= 1e-5 * want[e].train_loss)
+          end
+        end
+      end)
+
+      it('a run stopped at a step checkpoint and resumed ends bit for bit as an uninterrupted one', function()
+        local path = os.tmpname()
+        local function run(max_steps, resume)
+          lunet.manual_seed(13)
+          local dp = lunet.parallel.DataParallel(cnn(), { accumulate = 3 })
+          local opt = make_opt('adam', dp:parameters())
+          local hist = lunet.fit(dp, accum_loader(), { epochs = 2, optimizer = opt, quiet = true, progress = false,
+            checkpoint = path, checkpoint_every = { steps = 2 }, max_steps = max_steps, resume = resume })
+          return dp, hist
+        end
+        local whole = run()
+        os.remove(path)
+        run(4)   -- stops after the first group of epoch 2, with a checkpoint there
+        local resumed, hist = run(nil, true)
+        os.remove(path)
+        assert.are.equal(6, hist[#hist].step)
+        assert_identical(resumed)
+        for i, p in ipairs(resumed.module:parameters()) do
+          assert.is_true(p:eq(whole.module:parameters()[i]):all():item(), 'parameter ' .. i .. ' differs')
+        end
+      end)
+
+      it('a per-step scheduler and max_steps count optimizer steps', function()
+        lunet.manual_seed(12)
+        local dp = lunet.parallel.DataParallel(cnn(), { accumulate = 3 })
+        local opt = optim.SGD(dp:parameters(), { lr = 0.1 })
+        local sched = optim.lr_scheduler.StepLR(opt, { step_size = 1, gamma = 0.5 })
+        local hist = lunet.fit(dp, accum_loader(), { epochs = 2, optimizer = opt, scheduler = sched,
+          scheduler_step = 'step', quiet = true, progress = false })
+        assert.are.equal(6, hist[2].step)
+        assert.is_true(math.abs(opt.param_groups[1].lr - 0.1 * 0.5 ^ 6) < 1e-12, 'lr ' .. opt.param_groups[1].lr)
+        hist = lunet.fit(dp, accum_loader(), { epochs = 3, optimizer = opt, max_steps = 4, quiet = true, progress = false })
+        assert.are.equal(4, hist[#hist].step)
+        assert_identical(dp)
+      end)
+    end)
+  end
+
   describe('pacing (3 devices: DataParallel on cpu:0-1, cpu:2 opens a gate)', function()
     setup(function() lunet.set_cpu_devices(3) end)
     teardown(release_devices)

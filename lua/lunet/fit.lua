@@ -2,6 +2,8 @@
 --   local history = lunet.fit(model, loader, {epochs = 10, optimizer = opt,
 --     val_loader = test, log = 'metrics.csv', plot = 'curves.svg',
 --     checkpoint = 'run.ckpt', checkpoint_every = {steps = 200}, resume = true})
+-- accumulate = k: one optimizer step per k batches, on the mean of their
+-- gradients (a DataParallel made with accumulate = k does this by itself).
 -- Progress: a bar with rate and ETA on a terminal, one line per epoch otherwise.
 local ffi = require 'ffi'
 local json = require 'lunet.json'
@@ -35,6 +37,16 @@ function Trainer.new(model, opts)
   self.ckpt_every = opts.checkpoint_every or { epochs = 1 }
   self.resume = opts.resume
   self.max_steps = opts.max_steps              -- stop early (smoke runs, tests)
+  -- batches per optimizer step (see train_epoch); a DataParallel's own by default
+  local acc, own = opts.accumulate, rawget(model, 'accumulate')
+  if acc ~= nil and (type(acc) ~= 'number' or acc < 1 or acc % 1 ~= 0 or acc == math.huge) then
+    error('fit: accumulate must be an integer >= 1, got ' .. tostring(acc), 3)
+  end
+  if acc and type(own) == 'number' and own ~= 1 and own ~= acc then
+    error(('fit: accumulate = %d, but the model accumulates %d batches (its accumulate option); give one of them')
+      :format(acc, own), 3)
+  end
+  self.accumulate = acc or (type(own) == 'number' and own) or 1
   self.on_interrupt = opts.on_interrupt or 'error'   -- Ctrl-C: 'error' or 'return'
   self.quiet = opts.quiet
   self.progress = opts.progress
@@ -81,7 +93,7 @@ end
 
 -- ---- one epoch ----------------------------------------------------------------------
 
-local function new_running() return { loss = 0, correct = 0, topk = 0, seen = 0, steps = 0 } end
+local function new_running() return { loss = 0, correct = 0, topk = 0, seen = 0, steps = 0, batches = 0 } end
 
 -- loss sum, correct count, top-k count for a batch (tensor ops; one sync each)
 local function batch_metrics(out, y, topk)
@@ -94,13 +106,45 @@ local function batch_metrics(out, y, topk)
   return correct, k_correct
 end
 
+-- One micro-batch: forward, loss, backward of scale * loss (scale = 1/r in a
+-- group of r batches: the step's gradient is their mean). Returns the loss
+-- (a number) and the outputs for the metrics.
+function Trainer:micro_step(x, y, scale, sync)
+  local model, crit = self.model, self.criterion
+  if model.sync_next then model:sync_next(sync) end   -- DataParallel: reduce on the group's last batch only
+  local out, loss
+  if model.forward_loss and model:forward_loss_ok(crit) then
+    loss = model:forward_loss(crit, x, y)   -- DataParallel: the loss on each replica's shard
+    loss:backward(scale ~= 1 and scale or nil)
+  else
+    out = model(x)
+    loss = crit(out, y)
+    if scale ~= 1 then loss:backward(lunet().full_like(loss, scale)) else loss:backward() end
+  end
+  -- checked before the update (backward is already queued): the model (and
+  -- any checkpoint) keeps the last finite step's parameters
+  local l = loss:item()
+  if l ~= l or l == math.huge or l == -math.huge then
+    error(('fit: loss became %s at epoch %d, step %d; stopping (the parameters are those before this step;' ..
+      ' lunet.detect_anomaly names the op that produced it)'):format(tostring(l), self.epoch + 1, self.step + 1), 0)
+  end
+  return l, out or loss:output()
+end
+
+-- With accumulate = k, one optimizer step per k batches (a group): the
+-- gradient is the mean of the group's batch losses' gradients, as PyTorch's
+-- (loss / k):backward() loop; an epoch's last group may be shorter (r < k
+-- batches): it is stepped on too, with the mean over its r batches.
+-- self.step, max_steps, checkpoint_every.steps, a per-step scheduler and the
+-- progress bar count optimizer steps.
 function Trainer:train_epoch(loader)
-  local model, opt, crit = self.model, self.optimizer, self.criterion
+  local model, opt, k = self.model, self.optimizer, self.accumulate
   model:train()
   local run = self.running or new_running()
   self.running = run
+  run.batches = run.batches or run.steps * k   -- (a checkpoint from before accumulate counted steps)
   local nbatches = #loader
-  local bar = self.progress and Progress.new(nbatches, ('epoch %d/%d'):format(self.epoch + 1, self.epochs))
+  local bar = self.progress and Progress.new(math.ceil(nbatches / k), ('epoch %d/%d'):format(self.epoch + 1, self.epochs))
   local t0 = lunet().clock()
   local start_images = run.seen
   -- resumed from a step checkpoint taken after the epoch's last batch: the
@@ -108,39 +152,32 @@ function Trainer:train_epoch(loader)
   local batches = self.epoch_done and function() return nil end or loader:iter()
   self.epoch_done = nil
   for x, y in batches do
-    opt:zero_grad()
-    local out, loss
-    if model.forward_loss and model:forward_loss_ok(crit) then
-      loss = model:forward_loss(crit, x, y)   -- DataParallel: the loss on each replica's shard
-    else
-      out = model(x)
-      loss = crit(out, y)
-    end
-    loss:backward()
-    -- checked before the update (backward is already queued): the model (and
-    -- any checkpoint) keeps the last finite step's parameters
-    local l = loss:item()
-    if l ~= l or l == math.huge or l == -math.huge then
-      error(('fit: loss became %s at epoch %d, step %d; stopping (the parameters are those before this step;' ..
-        ' lunet.detect_anomaly names the op that produced it)'):format(tostring(l), self.epoch + 1, self.step + 1), 0)
-    end
-    opt:step()
-    if self.scheduler and self.scheduler_per == 'step' then self.scheduler:step() end
+    -- this batch's place in its group (groups start at the epoch's first batch)
+    local pos = run.batches % k
+    local size = math.min(k, nbatches - (run.batches - pos))
+    if pos == 0 then opt:zero_grad() end
+    local last = pos + 1 >= size
+    local l, out = self:micro_step(x, y, 1 / size, last)
     local n = x:size(1)
-    local correct, k_correct = batch_metrics(out or loss:output(), y, self.topk)
-    run.loss, run.correct, run.seen, run.steps = run.loss + l * n, run.correct + correct, run.seen + n, run.steps + 1
+    local correct, k_correct = batch_metrics(out, y, self.topk)
+    run.loss, run.correct, run.seen, run.batches = run.loss + l * n, run.correct + correct, run.seen + n, run.batches + 1
     if k_correct then run.topk = run.topk + k_correct end
-    self.step = self.step + 1
-    if bar then
-      local dt = lunet().clock() - t0
-      bar:update(run.steps, ('loss %.4f acc %.2f%% %.0f img/s'):format(run.loss / run.seen,
-        100 * run.correct / run.seen, (run.seen - start_images) / math.max(dt, 1e-9)))
-    end
-    if self.ckpt_every.steps and self.step % self.ckpt_every.steps == 0 then self:save_checkpoint(loader) end
-    if self.max_steps and self.step >= self.max_steps then break end
-    if self.sigint and self.sigint.ln_sigint_pending(1) == 1 then
-      self.interrupted, self.interrupted_running = true, run
-      break
+    if last then
+      opt:step()
+      if self.scheduler and self.scheduler_per == 'step' then self.scheduler:step() end
+      run.steps = run.steps + 1
+      self.step = self.step + 1
+      if bar then
+        local dt = lunet().clock() - t0
+        bar:update(run.steps, ('loss %.4f acc %.2f%% %.0f img/s'):format(run.loss / run.seen,
+          100 * run.correct / run.seen, (run.seen - start_images) / math.max(dt, 1e-9)))
+      end
+      if self.ckpt_every.steps and self.step % self.ckpt_every.steps == 0 then self:save_checkpoint(loader) end
+      if self.max_steps and self.step >= self.max_steps then break end
+      if self.sigint and self.sigint.ln_sigint_pending(1) == 1 then
+        self.interrupted, self.interrupted_running = true, run
+        break
+      end
     end
   end
   if bar then bar:finish() end

@@ -31,7 +31,9 @@
 -- that no device waits for another before the last bucket (forward_loss.lua).
 --
 -- dp:no_sync(fn) (or accumulate = k) skips the all-reduce; gradients then add
--- up locally and the next synchronised backward reduces their sum. Replicas
+-- up locally and the next synchronised backward reduces their sum
+-- (accumulate = k: every k-th forward's backward; lunet.fit then steps once
+-- per k batches, see dp:sync_next). Replicas
 -- of BatchNorm use their shard's statistics; buffers are broadcast from
 -- replica 1 at each forward (broadcast_buffers), or sync_bn = true uses the
 -- global batch's statistics. Use dp:to(dtype) (not dp.module:to) to cast.
@@ -206,8 +208,13 @@ function DataParallel:_begin(x, fname, lvl)
   self.reduced = nil
   if recording then
     if not self.buckets then self:_build_buckets() end
-    self.micro = self.micro + 1
-    local sync = not self.no_sync_depth and self.micro % self.accumulate == 0
+    local sync = self.sync_forced
+    self.sync_forced = nil
+    if sync == nil then
+      self.micro = self.micro + 1
+      sync = self.micro % self.accumulate == 0
+    end
+    sync = sync and not self.no_sync_depth
     if sync then self.micro = 0 end
     self.step = { sync = sync and self.n > 1, active = active, ready = {}, launched = {}, nlaunched = 0 }
   end
@@ -346,6 +353,16 @@ function DataParallel:no_sync(fn, ...)
   self.no_sync_depth = old
   if not res[1] then error(res[2], 0) end
   return unpack(res, 2, table.maxn(res))
+end
+
+-- dp:sync_next(flag): the next recorded forward's backward all-reduces the
+-- gradients (true) or only accumulates them locally (false), whatever the
+-- accumulate count says; a synchronised one restarts the count (inside
+-- no_sync nothing is reduced). lunet.fit drives its accumulation groups with
+-- it, so that an epoch's last, shorter group is reduced too.
+function DataParallel:sync_next(flag)
+  if type(flag) ~= 'boolean' then fail('sync_next: expected true or false, got ' .. type(flag), 2) end
+  self.sync_forced = flag
 end
 
 -- ---- Module interface ------------------------------------------------------------------------

@@ -54,15 +54,20 @@ end
 -- ---- parallel.Loss ---------------------------------------------------------------------------
 
 -- every replica's backward from its own loss, seeded with n / count (the
--- buckets are averaged over the n replicas), in one autograd pass
-function Loss:backward()
-  local roots, seeds = {}, {}
+-- buckets are averaged over the n replicas), in one autograd pass.
+-- loss:backward(scale): the gradient of scale * loss (fit's accumulation
+-- passes 1/k, as (loss / k):backward() would)
+function Loss:backward(scale)
+  if scale ~= nil and (type(scale) ~= 'number' or scale ~= scale) then
+    error('parallel.Loss:backward: scale must be a number, got ' .. tostring(scale), 2)
+  end
+  local roots, seeds, m = {}, {}, self.n * (scale or 1)
   for k = 1, self.n do
     local s = self.sums[k]
     if s then
       roots[#roots + 1] = s
-      seeds[#seeds + 1] = self.counts and self.counts[k]:to(s.dtype):reciprocal():mul(self.n)
-        or lunet.full(s:size(), self.n / self.norm, { dtype = s.dtype, device = s.device })
+      seeds[#seeds + 1] = self.counts and self.counts[k]:to(s.dtype):reciprocal():mul(m)
+        or lunet.full(s:size(), m / self.norm, { dtype = s.dtype, device = s.device })
     end
   end
   autograd.backward(roots, seeds)
