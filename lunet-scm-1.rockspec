@@ -1,7 +1,8 @@
 -- lunet: `luarocks --lua-version=5.1 make` in a checkout builds and installs
 -- it (LuaJIT counts as Lua 5.1); tools/ci-extra.sh packs a .src.rock from the
 -- committed tree and installs it offline. Debian packages needed to build:
--- gcc make libluajit-5.1-dev libopenblas-dev zlib1g-dev (tools/install-deps.sh).
+-- gcc make libluajit-5.1-dev libopenblas-dev libdnnl-dev (oneDNN) zlib1g-dev
+-- (tools/install-deps.sh); libreadline8 for the REPL's line editing.
 rockspec_format = "3.0"
 package = "lunet"
 version = "scm-1"
@@ -12,10 +13,10 @@ source = {
 description = {
   summary = "Tensors, CNN layers and multi-device training for LuaJIT",
   detailed = [[
-A C shared library of tensors, CNN layers and multi-device (data- and
-model-parallel) training, driven from LuaJIT through FFI: a modern Torch7 that
-a PyTorch user feels at home in. Includes safetensors I/O and the `lunet`
-interactive shell.]],
+A C shared library of tensors, CNN layers and data-parallel training over
+several devices, driven from LuaJIT through FFI: a modern Torch7 that a
+PyTorch user feels at home in. Convolutions run on oneDNN, OpenBLAS or direct
+kernels. Includes safetensors I/O and the `lunet` interactive shell.]],
   homepage = "https://github.com/lunet/lunet",
   labels = { "tensor", "deep-learning", "luajit", "ffi" },
 }

@@ -3,7 +3,6 @@
 --     [--compress bf16|fp16] [--balance auto] [--accumulate K] [--smoke]
 -- Without GPUs, --devices N (or LUNET_CPU_DEVICES=N) splits the CPU into N
 -- virtual devices. --smoke trains a few steps on a subset (CI).
-package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
 local nn, optim, data = lunet.nn, lunet.optim, lunet.data
 

@@ -1,7 +1,6 @@
 -- Train a small CNN on Fashion-MNIST and report test accuracy.
 --   luajit examples/fashion_mnist.lua [--epochs N] [--smoke]
 -- (make demo runs this; --smoke trains a few steps on a subset, for CI.)
-package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
 local nn, optim, data = lunet.nn, lunet.optim, lunet.data
 

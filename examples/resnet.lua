@@ -1,7 +1,6 @@
 -- ResNet-8 with BatchNorm on CIFAR-shaped data (3x32x32, 10 classes).
 --   luajit examples/resnet.lua [--cifar DIR] [--epochs N] [--smoke]
 -- Without --cifar it trains on a synthetic CIFAR-shaped dataset.
-package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
 local nn, optim, data = lunet.nn, lunet.optim, lunet.data
 

@@ -1,7 +1,6 @@
 -- The classic PyTorch example in lunet: a small CNN, a dummy dataset,
 -- DataParallel over all devices when there is more than one, SGD, 10 epochs.
 --   luajit examples/seed_cnn.lua            (LUNET_CPU_DEVICES=2 for two devices)
-package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
 local nn, optim, data = lunet.nn, lunet.optim, lunet.data
 

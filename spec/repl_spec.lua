@@ -135,6 +135,45 @@ describe('lunet REPL without a terminal', function()
     assert.is_nil((readfile(home .. '/.lunet_history') or ''):find('lunet.ones(2):size()', 1, true))  -- not history
   end)
 
+  it('quits on exit, exit(), quit and exit(code); help and help() print help', function()
+    local function run(lines)
+      local input = home .. '/in2.txt'
+      local f = io.open(input, 'w'); f:write(lines); f:close()
+      local p = io.popen(('%s %s -i < %s 2>&1; echo "rc=$?"'):format(env, bin, input))
+      local out = p:read('*a'); p:close()
+      return out
+    end
+    for _, word in ipairs({ 'exit', 'exit()', '  exit  ', 'quit', 'quit()' }) do
+      assert.equal('1\nrc=0\n', run('=1\n' .. word .. '\nprint("after")\n'), word)
+    end
+    assert.equal('rc=3\n', run('exit(3)\nprint("after")\n'))
+    local out = run('help\nhelp()\n')
+    local _, n = out:gsub('exit, exit%(%) or Ctrl%-D quits', '')
+    assert.equal(2, n, out)
+    out = run('help(lunet.ones(2))\n')
+    assert.truthy(out:find('tensor methods', 1, true) and out:find('matmul', 1, true), out)
+    -- a name the user gave a value of their own is theirs
+    assert.equal('3\nrc=0\n', run('help = 3\nhelp\n'))
+  end)
+
+  it('shows errors without positions inside the REPL or before lunet\'s named errors', function()
+    local input = home .. '/in3.txt'
+    local f = io.open(input, 'w')
+    f:write('lunet.ones(2):view(5)\nx = lunet.ones(2):view(5)\nlunet.ones(2, {device = "cpu:9"})\n')
+    f:close()
+    local p = io.popen(('%s %s -i < %s 2>&1'):format(env, bin, input))
+    local out = p:read('*a'); p:close()
+    assert.is_nil(out:find('.lua:', 1, true), out)
+    local _, n = out:gsub('view: shape {5} is invalid', '')
+    assert.equal(2, n, out)
+    assert.truthy(out:find('\nones: no device cpu:9', 1, true), out)
+    -- a raw Lua error inside lunet keeps its position (a bug to report)
+    assert.equal('x/lunet/nn/Conv2d.lua:18: attempt to index local \'opts\'',
+      repl.clean_error('x/lunet/nn/Conv2d.lua:18: attempt to index local \'opts\''))
+    assert.equal('view: bad', repl.clean_error('bin/../lua/lunet/repl.lua:338: view: bad'))
+    assert.equal('stdin:1: boom', repl.clean_error('stdin:1: boom'))
+  end)
+
   it('runs scripts and -e code with lunet preloaded', function()
     local p = io.popen(('%s %s -e "print(lunet.ones(3):numel())" 2>&1'):format(env, bin))
     local out = p:read('*a'); p:close()

@@ -72,19 +72,32 @@ function lunet.set_cpu_devices(n)
   if C.ln_set_cpu_devices(n) ~= 0 then core.raise() end
 end
 
--- The devices present: cuda:* when there are GPUs, else cpu:*.
-function lunet.devices()
-  local list = {}
+-- The devices present: cuda:* when there are GPUs, else cpu:*. With a type
+-- ('cpu' or 'cuda'), the devices of that type: devices('cuda') is empty
+-- without GPUs, devices('cpu') lists the (virtual) CPU devices.
+function lunet.devices(kind)
   local ncuda = C.ln_cuda_device_count()
-  if ncuda > 0 then
-    for i = 0, ncuda - 1 do list[#list + 1] = 'cuda:' .. i end
+  if kind == nil then kind = ncuda > 0 and 'cuda' or 'cpu' end
+  local n
+  if kind == 'cuda' then n = ncuda
+  elseif kind == 'cpu' then n = C.ln_cpu_device_count()
   else
-    for i = 0, C.ln_cpu_device_count() - 1 do list[#list + 1] = 'cpu:' .. i end
+    error(("devices: unknown device type %s (expected 'cpu' or 'cuda')"):format(
+      type(kind) == 'string' and ("'" .. kind .. "'") or tostring(kind)), 2)
   end
+  local list = {}
+  for i = 0, n - 1 do list[#list + 1] = kind .. ':' .. i end
   return list
 end
 
-function lunet.device_count() return #lunet.devices() end
+-- device_count(): the devices devices() lists; device_count('cuda') is 0 without GPUs
+function lunet.device_count(kind)
+  if kind ~= nil and kind ~= 'cpu' and kind ~= 'cuda' then
+    error(("device_count: unknown device type %s (expected 'cpu' or 'cuda')"):format(
+      type(kind) == 'string' and ("'" .. kind .. "'") or tostring(kind)), 2)
+  end
+  return #lunet.devices(kind)
+end
 
 function lunet.synchronize(dev)
   local rc = dev and C.ln_sync(core.device_id('synchronize', dev)) or C.ln_sync_all()

@@ -295,9 +295,49 @@ function M.compile(src)
   return nil, err, err:find('<eof>', 1, true) ~= nil
 end
 
-local function traceback(msg)
-  if type(msg) ~= 'string' then msg = repr(msg, 0) end
+-- `exit()` (and exit(code)) leaves the loop through this error value
+local EXIT = setmetatable({}, { __tostring = function() return 'exit' end })
+
+-- An error as the user should see it: no position inside the REPL itself (an
+-- error raised a level above the typed line lands there), and none inside
+-- lunet's files before a named error ("view: shape {5} is invalid ...");
+-- a raw Lua error inside lunet keeps its position (it is a bug to report).
+function M.clean_error(msg)
+  msg = msg:gsub('^[^\n]-lunet[/\\]repl%.lua:%d+: ', '', 1)
+  msg = msg:gsub('^[^\n]-lunet[/\\][%w_/\\]+%.lua:%d+: ([%a_][%w_.:]*: )', '%1', 1)
   return msg
+end
+
+local function traceback(msg)
+  if msg == EXIT then return msg end
+  if type(msg) ~= 'string' then msg = repr(msg, 0) end
+  return M.clean_error(msg)
+end
+
+M.help_text = [[
+lunet: LuaJIT with lunet loaded (as `lunet`, with `nn` and `optim`).
+  lunet.tensor{{1, 2}, {3, 4}}   lunet.randn(2, 3)   x:size()   x[{1, 2}]
+  Type an expression to see its value (`=expr` too); statements run as typed.
+  help(x)  lists the fields and methods of x (a module, a tensor, a table)
+  Tab completes names; history is kept in ~/.lunet_history.
+  exit, exit() or Ctrl-D quits; Ctrl-C drops the line or stops running code.
+  README.md has the tour and a table for PyTorch users.]]
+
+-- help(): the text above; help(x): the names x offers, sorted
+local function help(x, lunet)
+  if x == nil then io.write(M.help_text, '\n'); return end
+  local names
+  if type(x) == 'string' then io.write(x, ': a string (see Lua\'s string library)\n'); return end
+  names = candidates(x, false, lunet)
+  table.sort(names)
+  local what = lunet.is_tensor(x) and 'tensor methods and fields' or type(x)
+  io.write(('%s (%d names):\n'):format(what, #names))
+  local line = ' '
+  for _, n in ipairs(names) do
+    if #line + #n > 78 then io.write(line, '\n'); line = ' ' end
+    line = line .. ' ' .. n
+  end
+  io.write(line, '\n')
 end
 
 local function pack(...) return select('#', ...), { ... } end
@@ -310,6 +350,12 @@ function M.run(opts)
   rawset(env, 'lunet', lunet)
   rawset(env, 'nn', safe_index(lunet, 'nn'))
   rawset(env, 'optim', safe_index(lunet, 'optim'))
+  -- as in Python's REPL: exit() quits and help() helps; the bare words do the same here
+  local exit_fn = function(code) M.exit_code = tonumber(code) or 0; error(EXIT, 0) end
+  local help_fn = function(x) return help(x, lunet) end
+  rawset(env, 'exit', exit_fn)
+  rawset(env, 'quit', exit_fn)
+  rawset(env, 'help', help_fn)
   local read, remember, anchors, tty = make_reader(env, lunet)
   M._anchors = anchors
   if tty and not opts.quiet then
@@ -328,6 +374,9 @@ function M.run(opts)
     if line == false then buffer = nil; return end      -- Ctrl-C at the prompt
     local src = buffer and (buffer .. '\n' .. line) or line
     if not src:match('%S') then return end
+    local word = not buffer and src:match('^%s*([%a_]+)%s*$')
+    if word and rawget(env, word) == exit_fn then remember(src); return true end
+    if word and rawget(env, word) == help_fn then remember(src); help(nil, lunet); return end
     local f, err, more = M.compile(src)
     if not f and more then buffer = src; return end
     buffer = nil
@@ -336,6 +385,7 @@ function M.run(opts)
     setfenv(f, env)
     if have_sigint then ffi.C.sigaction(2, sigint, nil) end
     local n, res = pack(xpcall(f, traceback))
+    if res[2] == EXIT then return true end
     if res[1] then
       show(n - 1, unpack(res, 2, n))
       if n > 1 then rawset(env, '_', res[2]) end
@@ -345,14 +395,14 @@ function M.run(opts)
   end
   while true do
     local ok, stop = pcall(step)   -- (an interrupt may land in the loop's own code)
-    if not ok then io.write(tostring(stop), '\n'); buffer = nil
+    if not ok then io.write(M.clean_error(tostring(stop)), '\n'); buffer = nil
     elseif stop then
       if tty then io.write('\n') end
       break
     end
     io.flush()
   end
-  return 0
+  return M.exit_code or 0
 end
 jit.off(M.run, true)
 

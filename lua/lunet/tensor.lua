@@ -100,6 +100,8 @@ mt.__index = function(self, k)
   local g = getters[k]
   if g then return g(self) end
   if type(k) == 'number' then return Tensor.get_index(self, k) end
+  if type(k) == 'table' then return Tensor.get_table_index(self, k) end   -- Torch7's t[{i, {a, b}}]
+  if type(k) ~= 'string' then error(('index: a tensor is indexed by a number or a table, got %s'):format(type(k)), 2) end
   return nil
 end
 
@@ -107,6 +109,7 @@ mt.__newindex = function(self, k, v)
   local s = setters[k]
   if s then return s(self, v) end
   if type(k) == 'number' then return Tensor.set_index(self, k, v) end
+  if type(k) == 'table' then return Tensor.set_table_index(self, k, v) end
   error(("tensor: cannot set field '%s'"):format(tostring(k)), 2)
 end
 
@@ -168,12 +171,23 @@ getters.ndim = function(self) return self.p.ndim end
 
 -- ---- basic queries ---------------------------------------------------------------
 
+-- A size is a plain list ({2, 3}: #, [i], unpack) that prints as {2, 3} and
+-- compares by value (a:size() == b:size()), as PyTorch's torch.Size.
+local size_mt = {
+  __tostring = function(s) return '{' .. table.concat(s, ', ') .. '}' end,
+  __eq = function(a, b)
+    if #a ~= #b then return false end
+    for i = 1, #a do if a[i] ~= b[i] then return false end end
+    return true
+  end,
+}
+
 function Tensor.size(self, d)
   local t = self.p
   if d ~= nil then return tonumber(t.shape[cdim('size', self, d)]) end
   local s = table_new(t.ndim, 0)
   for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.shape[i]) end
-  return s
+  return setmetatable(s, size_mt)
 end
 
 function Tensor.stride(self, d)

@@ -58,6 +58,59 @@ function Tensor.scatter_add(self, dim, idx, src)
   return Tensor.scatter_add_(self:clone(), dim, idx, src)
 end
 
+-- ---- Torch7's table index -----------------------------------------------------------------
+-- t[{i, j}] with a number for every dim is that element, a Lua number (as in
+-- Torch7); {a, b} keeps the range a..b of a dim (inclusive, negatives count
+-- from the end), {a} is a..a, {} the whole dim; a number selects (drops) its
+-- dim. Anything but an element is a view. t[{...}] = v fills or copies into it.
+local function table_view(self, idx)
+  local nd, n = self.p.ndim, #idx
+  for k in pairs(idx) do
+    if type(k) ~= 'number' or k % 1 ~= 0 or k < 1 or k > n then
+      error(('index: a table index is a list of numbers and {first, last} ranges, got key %s'):format(tostring(k)), 3)
+    end
+  end
+  if n > nd then error(('index: %d indices for a %d-d tensor'):format(n, nd), 3) end
+  local v, d, element = self, 1, n == nd
+  for i = 1, n do
+    local k, size = idx[i], tonumber(v.p.shape[d - 1])
+    if type(k) == 'number' then
+      local j = k < 0 and size + k + 1 or k
+      if k % 1 ~= 0 or j < 1 or j > size then
+        error(('index: index %s is out of range for dim %d of size %d'):format(tostring(k), i, size), 3)
+      end
+      v = v:select(d, j)
+    elseif type(k) == 'table' then
+      element = false
+      local a, b = k[1] or 1, k[2] or k[1] or size
+      if type(a) ~= 'number' or type(b) ~= 'number' or #k > 2 then
+        error(('index: the range for dim %d must be {first, last}, {i} or {}'):format(i), 3)
+      end
+      local a1, b1 = a < 0 and size + a + 1 or a, b < 0 and size + b + 1 or b
+      if a % 1 ~= 0 or b % 1 ~= 0 or a1 < 1 or b1 > size or a1 > b1 then
+        error(('index: range {%s, %s} is out of range for dim %d of size %d'):format(
+          tostring(a), tostring(b), i, size), 3)
+      end
+      v = v:narrow(d, a1, b1 - a1 + 1)
+      d = d + 1
+    else
+      error(('index: index %d must be a number or a {first, last} range, got %s'):format(i, type(k)), 3)
+    end
+  end
+  return v, element
+end
+
+function Tensor.get_table_index(self, idx)
+  local v, element = table_view(self, idx)
+  if element then return v:item() end
+  return v
+end
+
+function Tensor.set_table_index(self, idx, value)
+  local v = table_view(self, idx)
+  if type(value) == 'number' or type(value) == 'boolean' then v:fill_(value) else v:copy_(value) end
+end
+
 -- ---- cat, stack -------------------------------------------------------------------------
 
 local ptrs, nptrs = nil, 0

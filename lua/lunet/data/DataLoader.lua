@@ -4,6 +4,7 @@
 --                                       drop_last = false, workers = 2, transform = tf})
 --   #loader                               -- batches per epoch
 --   for x, y in loader:iter() do ... end  -- one epoch; the next iter() is the next epoch
+--   for x, y in loader do ... end         -- the same (PyTorch's habit)
 --   local st = loader:state_dict()        -- {epoch, position, seed}: resume mid-epoch
 --   loader2:load_state_dict(st)           -- its next iter() continues where st was taken
 --
@@ -74,6 +75,7 @@ function DataLoader:__init(ds, opts)
   if type(opts) ~= 'table' then error('DataLoader: options must be a table', 3) end
   self.dataset = ds
   self.total = len(ds)
+  getmetatable(self).__call = DataLoader.__call
   -- sharding for multi-process data parallel (as torch's DistributedSampler):
   -- rank r of W takes samples r, r+W, r+2W, ... of each epoch's order, padded
   -- by wrapping around to ceil(total / W) samples. Every rank must use the same seed.
@@ -192,6 +194,14 @@ function DataLoader:iter()
     if s < 0 then core.raise(2) end
     return slot_views(self, s, tonumber(self.rows[0]))
   end
+end
+
+-- `for x, y in loader do`: Lua's generic for calls loader(nil, control), with
+-- control nil on the first call only, so a nil control starts an epoch as
+-- iter() does (a loop left early does not carry over into the next one).
+function DataLoader:__call(_, control)
+  if control == nil or not self.for_iter then self.for_iter = self:iter() end
+  return self.for_iter()
 end
 
 -- Make the next iter() run epoch e (1-based), from its start.
