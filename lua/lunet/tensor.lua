@@ -94,13 +94,16 @@ end
 
 -- ---- metatable ----------------------------------------------------------------
 
+-- Torch7's t[{i, {a, b}}] (get, set: lunet/tensor_index.lua)
+local table_index = {}
+
 mt.__index = function(self, k)
   local m = Tensor[k]
   if m ~= nil then return m end
   local g = getters[k]
   if g then return g(self) end
   if type(k) == 'number' then return Tensor.get_index(self, k) end
-  if type(k) == 'table' then return Tensor.get_table_index(self, k) end   -- Torch7's t[{i, {a, b}}]
+  if type(k) == 'table' then return table_index.get(self, k) end   -- Torch7's t[{i, {a, b}}]
   if type(k) ~= 'string' then error(('index: a tensor is indexed by a number or a table, got %s'):format(type(k)), 2) end
   return nil
 end
@@ -109,7 +112,7 @@ mt.__newindex = function(self, k, v)
   local s = setters[k]
   if s then return s(self, v) end
   if type(k) == 'number' then return Tensor.set_index(self, k, v) end
-  if type(k) == 'table' then return Tensor.set_table_index(self, k, v) end
+  if type(k) == 'table' then return table_index.set(self, k, v) end
   error(("tensor: cannot set field '%s'"):format(tostring(k)), 2)
 end
 
@@ -325,5 +328,5 @@ ffi.metatype('ln_ref', mt)
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
   wrap = wrap, check = check, is_tensor = is_tensor, need_tensor = need_tensor,
-  cdim = cdim, read_shape = read_shape, ref_ct = ref_ct, record = record,
+  cdim = cdim, read_shape = read_shape, ref_ct = ref_ct, record = record, table_index = table_index,
 }

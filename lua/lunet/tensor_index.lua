@@ -100,13 +100,13 @@ local function table_view(self, idx)
   return v, element
 end
 
-function Tensor.get_table_index(self, idx)
+function T.table_index.get(self, idx)
   local v, element = table_view(self, idx)
   if element then return v:item() end
   return v
 end
 
-function Tensor.set_table_index(self, idx, value)
+function T.table_index.set(self, idx, value)
   local v = table_view(self, idx)
   if type(value) == 'number' or type(value) == 'boolean' then v:fill_(value) else v:copy_(value) end
 end
