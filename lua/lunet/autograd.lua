@@ -808,18 +808,36 @@ function Tensor.is_leaf(self)
   local r = record(self)
   return not (r and r.grad_fn)
 end
+-- (the node holds self weakly: self's record holds the node, and a strong
+-- reference back would keep both alive for good)
+local weak_v = { __mode = 'v' }
 function Tensor.retain_grad(self)
   local r = record(self)
-  if r and r.grad_fn then r.grad_fn.retain = self end
+  if r and r.grad_fn then r.grad_fn.retain = setmetatable({ self }, weak_v) end
   return self
 end
 
 -- ---- backward -----------------------------------------------------------------------------
 
+-- a hook's replacement must be a gradient of the tensor: a tensor of g's
+-- shape, dtype and device (anything else was silently used, or failed far
+-- from the hook)
+local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
+local function hook_result(r, g)
+  if not is_tensor(r) then
+    error(('a gradient hook returned a %s; expected a tensor or nil'):format(type(r)), 0)
+  end
+  if not same_shape(r, g) or r.p.dtype_id ~= g.p.dtype_id or r.p.device_id ~= g.p.device_id then
+    error(('a gradient hook returned a %s %s tensor on %s; the gradient it replaces is %s %s on %s'):format(
+      shape_str(r), r.dtype, r.device, shape_str(g), g.dtype, g.device), 0)
+  end
+  return r
+end
+
 local function run_hooks(hooks, g)
   for i = 1, #hooks do
     local r = hooks[i](g)
-    if r ~= nil then g = r end
+    if r ~= nil then g = hook_result(r, g) end
   end
   return g
 end
@@ -851,8 +869,13 @@ local function accumulate_leaf(x, g, fresh)
 end
 
 -- t:register_hook(fn): fn(grad) runs when t's gradient is computed (before
--- it is accumulated, for a leaf) and may return a replacement. Returns a
--- handle with :remove().
+-- it is accumulated, for a leaf) and may return a replacement of the same
+-- shape, dtype and device. Returns a handle with :remove().
+-- A non-leaf's hooks go with its node once backward has run. A leaf's stay
+-- until removed: a tensor is a cdata, which LuaJIT's collector cannot trace
+-- into, so its hooks live in a table keyed by it (tensor.lua's records), and
+-- a hook that captures its own tensor (or a module holding it) keeps both
+-- alive until h:remove() (as a cdata finalizer that refers to its cdata).
 -- The handle's remove (h.remove() or h:remove()) is made on first access:
 -- creating a closure aborts the JIT trace of the caller, and DataParallel
 -- registers a hook on every step without ever removing it.
@@ -968,7 +991,7 @@ local function run_graph(root, grad, retain)
     if g then
       current = n.name
       if n.hooks then g = run_hooks(n.hooks, g) end
-      if n.retain then accumulate_leaf(n.retain, g) end
+      if n.retain and n.retain[1] then accumulate_leaf(n.retain[1], g) end
       gs1, gs2, gs3 = n.fn(n, g)
       if A.anomaly_hook then A.anomaly_hook('backward', n, gs1, gs2, gs3) end
     end
@@ -1017,17 +1040,19 @@ local function run_graph(root, grad, retain)
       drop(handed, g, free_early)
     end
     if not retain then
-      -- free what the node saved; keep the edges so a second call can tell
+      -- free what the node saved, its hooks and retain_grad mark (a hook that
+      -- captures its own tensor is a cycle through that tensor's record); keep
+      -- the edges so a second call can tell
       -- (table.clear and the few fields put back: a pairs() loop is not
       -- compiled by LuaJIT and cost a third of this loop's time)
       if ni then
         for k in pairs(n) do
-          if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' and k ~= 'hooks' then n[k] = nil end
+          if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' then n[k] = nil end
         end
       else
-        local e1, e2, e3, name, fn, hooks = n[1], n[2], n[3], n.name, n.fn, n.hooks
+        local e1, e2, e3, name, fn = n[1], n[2], n[3], n.name, n.fn
         table_clear(n)
-        n[1], n[2], n[3], n.name, n.fn, n.hooks = e1, e2, e3, name, fn, hooks
+        n[1], n[2], n[3], n.name, n.fn = e1, e2, e3, name, fn
       end
       n.freed = true
     end
@@ -1082,7 +1107,11 @@ function Tensor.backward(self, grad, opts)
   local retain = opts and opts.retain_graph
   local rec = record(self)
   local root = rec and rec.grad_fn
-  if not root then accumulate_leaf(self, grad); return end
+  if not root then
+    local ok, err = pcall(accumulate_leaf, self, grad)
+    if not ok then error('backward: ' .. tostring(err), 2) end
+    return
+  end
   if root.freed then
     error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
   end
@@ -1191,7 +1220,9 @@ A.backward = function(tensors, grads, opts)
     end
     local rec = record(t)
     local fn = rec and rec.grad_fn
-    if not fn then accumulate_leaf(t, g)
+    if not fn then
+      local ok, err = pcall(accumulate_leaf, t, g)
+      if not ok then error('autograd.backward: ' .. tostring(err), 2) end
     else
       if fn.freed then
         error('autograd.backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
