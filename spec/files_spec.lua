@@ -115,3 +115,166 @@ describe('DataLoader after close()', function()
     assert.matches('child ok', out)
   end)
 end)
+
+describe('files that are not regular files', function()
+  local dir = tmpdir()
+  local fifo = dir .. '/fifo'
+  assert(os.execute('mkfifo ' .. fifo) == 0)
+  local subdir = dir .. '/adir'
+  assert(os.execute('mkdir ' .. subdir) == 0)
+  local specials = { fifo = fifo, directory = subdir, ['/dev/zero'] = '/dev/zero', ['/dev/null'] = '/dev/null' }
+  local kinds = { fifo = 'a FIFO', directory = 'a directory', ['/dev/zero'] = 'a character device',
+                  ['/dev/null'] = 'a character device' }
+
+  -- every reader, each run in a child under timeout: a FIFO used to block the
+  -- open (a hang), /dev/zero to be read until memory ran out
+  local readers = {
+    { 'lunet.load', "lunet.load(P)", 'load: ' },
+    { 'serialize.open', "require('lunet.serialize').open(P)", 'load: ' },
+    { 'checkpoint.load', "require('lunet.checkpoint').load(P)", 'checkpoint.load: load: ' },
+    { 'read_idx', "lunet.data.read_idx(P)", 'idx_read: ' },
+    { 'read_cifar10', "lunet.data.read_cifar10(P)", 'cifar10_read: ' },
+    { 'read_cifar10 list', "lunet.data.read_cifar10({P})", 'cifar10_read: ' },
+  }
+  it('every reader refuses a FIFO, a directory, /dev/zero and /dev/null at once', function()
+    local lines = { "local lunet = require 'lunet'" }
+    for kind, path in pairs(specials) do
+      for _, r in ipairs(readers) do
+        lines[#lines + 1] = ([[
+do
+  local P = %q
+  local ok, err = pcall(function() return %s end)
+  print(%q, ok, err)
+end]]):format(path, r[2], kind .. ' ' .. r[1])
+      end
+    end
+    -- a dataset root that holds FIFOs where the files should be
+    lines[#lines + 1] = ([[
+for _, n in ipairs({'train-images-idx3-ubyte', 'train-labels-idx1-ubyte', 'data_batch_1.bin'}) do os.execute('mkfifo %s/' .. n) end
+print('FashionMNIST root', pcall(lunet.data.FashionMNIST, {root = %q}))
+print('CIFAR10 root', pcall(lunet.data.CIFAR10, {root = %q, files = {'data_batch_1.bin'}}))
+print('done')]]):format(dir .. '/root', dir .. '/root', dir .. '/root')
+    os.execute('mkdir -p ' .. dir .. '/root')
+    local out, rc = child(table.concat(lines, '\n'), 60)
+    out = '\n' .. out
+    assert.are.equal(0, rc, out)
+    assert.matches('\ndone', out)
+    for kind, path in pairs(specials) do
+      for _, r in ipairs(readers) do
+        local line = out:match('\n' .. (kind .. ' ' .. r[1]):gsub('%p', '%%%0') .. '\t([^\n]*)')
+        assert.is_not_nil(line, kind .. ' ' .. r[1] .. ' printed nothing:\n' .. out)
+        assert.matches('^false\t', line)
+        assert.truthy(line:find(r[3], 1, true), line)
+        assert.truthy(line:find(path, 1, true), line)
+        assert.truthy(line:find('not a regular file (it is ' .. kinds[kind], 1, true), line)
+      end
+    end
+    assert.matches("FashionMNIST root\tfalse\t[^\n]*idx_read: '[^']*train%-images%-idx3%-ubyte' is not a regular file %(it is a FIFO", out)
+    assert.matches("CIFAR10 root\tfalse\t[^\n]*cifar10_read: '[^']*data_batch_1.bin' is not a regular file %(it is a FIFO", out)
+  end)
+
+  it('fit with resume = true and a FIFO as its checkpoint says so instead of waiting', function()
+    local out, rc = child(([[
+      local lunet = require 'lunet'
+      local nn = lunet.nn
+      local m = nn.Sequential(nn.Linear(3, 2))
+      local ds = lunet.data.TensorDataset(lunet.randn(8, 3), lunet.ones(8):long())
+      local ok, err = pcall(lunet.fit, m, lunet.data.DataLoader(ds, {batch_size = 4}),
+        {checkpoint = %q, resume = true, quiet = true, progress = false})
+      print('fit', ok, err)
+    ]]):format(fifo), 60)
+    assert.are.equal(0, rc, out)
+    assert.matches('fit\tfalse\t[^\n]*not a regular file %(it is a FIFO', out)
+  end)
+
+  it('a save refuses to replace a FIFO, a directory or a device node', function()
+    local t = { w = lunet.ones(2) }
+    for kind, path in pairs(specials) do
+      local err = errmsg(lunet.save, path, t)
+      assert.truthy(err:find('save: ' .. path .. ': refusing to replace ' .. kinds[kind], 1, true), err)
+      err = errmsg(require('lunet.checkpoint').save, path, { w = lunet.ones(2), step = 1 })
+      assert.truthy(err:find('checkpoint.save: save: ' .. path .. ': refusing to replace', 1, true), err)
+    end
+    -- still what they were (the FIFO not replaced, /dev/null a device)
+    assert.are.equal(0, os.execute('test -p ' .. fifo))
+    assert.are.equal(0, os.execute('test -d ' .. subdir))
+    assert.are.equal(0, os.execute('test -c /dev/null'))
+    -- and no temporary file left beside them
+    local p = io.popen('ls -A ' .. dir)
+    local names = p:read('*a')
+    p:close()
+    assert.is_nil(names:find('.tmp.', 1, true), names)
+    -- a symlink to a special file is refused too
+    os.execute(('ln -sf %s %s/to_null'):format('/dev/null', dir))
+    local err = errmsg(lunet.save, dir .. '/to_null', t)
+    assert.truthy(err:find('refusing to replace a character device at /dev/null', 1, true), err)
+    assert.are.equal(0, os.execute('test -L ' .. dir .. '/to_null'))
+  end)
+
+  it('a save through a symlink writes the target atomically and keeps the link', function()
+    local target = dir .. '/real.safetensors'
+    lunet.save(target, { w = lunet.zeros(3) })
+    os.execute(('mkdir -p %s/links && ln -sf ../real.safetensors %s/links/rel && ln -sf %s/links/rel %s/chain')
+      :format(dir, dir, dir, dir))
+    lunet.save(dir .. '/chain', { w = lunet.full({ 3 }, 7) })   -- a link to a relative link
+    assert.are.equal(0, os.execute('test -L ' .. dir .. '/chain'))
+    assert.are.equal(0, os.execute('test -L ' .. dir .. '/links/rel'))
+    assert.are.same({ 7, 7, 7 }, lunet.load(target).w:totable())
+    assert.are.same({ 7, 7, 7 }, lunet.load(dir .. '/chain').w:totable())
+    -- a dangling link: its target is created
+    os.execute(('ln -sf %s/new.safetensors %s/dangling'):format(dir, dir))
+    lunet.save(dir .. '/dangling', { w = lunet.ones(1) })
+    assert.are.equal(0, os.execute('test -L ' .. dir .. '/dangling'))
+    assert.are.same({ 1 }, lunet.load(dir .. '/new.safetensors').w:totable())
+    -- a loop of links is an error, not a hang
+    os.execute(('ln -sf %s/loop2 %s/loop1 && ln -sf %s/loop1 %s/loop2'):format(dir, dir, dir, dir))
+    assert.matches('too many levels of symbolic links', errmsg(lunet.save, dir .. '/loop1', { w = lunet.ones(1) }))
+    -- checkpoints through a link, loaded back through it
+    local ck = require 'lunet.checkpoint'
+    os.execute(('ln -sf %s/run.ckpt %s/latest'):format(dir, dir))
+    ck.save(dir .. '/latest', { w = lunet.ones(2), step = 3 })
+    assert.are.equal(0, os.execute('test -L ' .. dir .. '/latest'))
+    assert.are.equal(3, ck.load(dir .. '/run.ckpt').step)
+    assert.are.equal(3, ck.load(dir .. '/latest').step)
+  end)
+end)
+
+describe('NUL bytes in paths and names', function()
+  local dir = tmpdir()
+  it('are a named error, never a file or name cut short', function()
+    local t = { w = lunet.ones(2) }
+    local p = dir .. '/a.safetensors\0.evil'
+    assert.matches('save: the path contains a NUL byte', errmsg(lunet.save, p, t))
+    assert.are_not.equal(0, os.execute('test -e ' .. dir .. '/a.safetensors'))   -- nothing written
+    assert.matches("save: tensor name contains a NUL byte", errmsg(lunet.save, dir .. '/b', { ['w\0x'] = lunet.ones(1) }))
+    assert.matches("save: metadata key contains a NUL byte", errmsg(lunet.save, dir .. '/b', t, { ['k\0'] = 'v' }))
+    assert.matches("save: the value of metadata 'k' contains a NUL byte", errmsg(lunet.save, dir .. '/b', t, { k = 'v\0w' }))
+    assert.are_not.equal(0, os.execute('test -e ' .. dir .. '/b'))
+    lunet.save(dir .. '/ok', t)
+    assert.matches('load: the path contains a NUL byte', errmsg(lunet.load, dir .. '/ok\0junk'))
+    assert.matches('open: the path contains a NUL byte', errmsg(require('lunet.serialize').open, dir .. '/ok\0'))
+    local ck = require 'lunet.checkpoint'
+    assert.matches('checkpoint.save: the path contains a NUL byte', errmsg(ck.save, dir .. '/c\0', { step = 1 }))
+    assert.matches('checkpoint.save: save: tensor name contains a NUL byte',
+      errmsg(ck.save, dir .. '/c', { ['model\0x'] = lunet.ones(1) }))
+    assert.matches('checkpoint.load: the path contains a NUL byte', errmsg(ck.load, dir .. '/ok\0'))
+    assert.matches('read_idx: the path contains a NUL byte', errmsg(lunet.data.read_idx, dir .. '/ok\0'))
+    assert.matches('read_cifar10: path 1 contains a NUL byte', errmsg(lunet.data.read_cifar10, dir .. '/ok\0'))
+    assert.matches('FashionMNIST: root contains a NUL byte', errmsg(lunet.data.FashionMNIST, { root = dir .. '\0x' }))
+    assert.matches('CIFAR10: root contains a NUL byte', errmsg(lunet.data.CIFAR10, { root = dir .. '\0x' }))
+    -- names with a NUL inside checkpoint state (not tensor names) survive as JSON escapes
+    ck.save(dir .. '/c', { note = 'a\0b', step = 1 })
+    assert.are.equal('a\0b', ck.load(dir .. '/c').note)
+  end)
+
+  it('a file whose header has \\u0000 in a name is refused on load', function()
+    local hdr = '{"a\\u0000b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'
+    while #hdr % 8 ~= 0 do hdr = hdr .. ' ' end
+    local n, le = #hdr, {}
+    for i = 1, 8 do le[i] = string.char(n % 256); n = math.floor(n / 256) end
+    local f = assert(io.open(dir .. '/nul.safetensors', 'wb'))
+    f:write(table.concat(le), hdr, '\1')
+    f:close()
+    assert.matches('\\u0000 in a string', errmsg(lunet.load, dir .. '/nul.safetensors'))
+  end)
+end)

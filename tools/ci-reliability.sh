@@ -30,7 +30,7 @@ echo "== reliability: libFuzzer, ${secs}s per target"
 fuzz() {   # fuzz NAME SEEDS SOURCES... : build, run from a copy of tools/corpus/{SEEDS}
   local name=$1 seeds=$2; shift 2
   clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -Ic/include -Ic/core "$@" c/core/error.c c/core/dtype.c -lz -lm -o "$work/fuzz_$name"
+    -Ic/include -Ic/core "$@" c/core/error.c c/core/dtype.c c/core/file.c -lz -lm -o "$work/fuzz_$name"
   mkdir -p "$work/corpus_$name"
   for d in $seeds; do cp tools/corpus/"$d"/* "$work/corpus_$name/"; done
   local rc=0

@@ -4,7 +4,7 @@
  * images and labels of one count and labels 0..9, or fail with an error
  * message; never crash, leak, or read out of bounds. Build and run:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Ic/include -Ic/core \
- *     tools/fuzz_cifar.c c/data/idx.c c/core/error.c c/core/dtype.c -lz -lm -o /tmp/fuzz_cifar
+ *     tools/fuzz_cifar.c c/data/idx.c c/core/error.c c/core/dtype.c c/core/file.c -lz -lm -o /tmp/fuzz_cifar
  *   /tmp/fuzz_cifar -max_total_time=60 -max_len=16384 /tmp/cifar_corpus tools/corpus/cifar */
 #include "fuzz_stubs.h"
 

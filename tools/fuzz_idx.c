@@ -3,7 +3,7 @@
  * tensor whose shape matches its header, or fail with an error message;
  * never crash, leak, or read out of bounds. Build and run (CI: tools/ci-reliability.sh):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Ic/include -Ic/core \
- *     tools/fuzz_idx.c c/data/idx.c c/core/error.c c/core/dtype.c -lz -lm -o /tmp/fuzz_idx
+ *     tools/fuzz_idx.c c/data/idx.c c/core/error.c c/core/dtype.c c/core/file.c -lz -lm -o /tmp/fuzz_idx
  *   /tmp/fuzz_idx -max_total_time=60 -max_len=4096 /tmp/idx_corpus tools/corpus/idx */
 #include "fuzz_stubs.h"
 

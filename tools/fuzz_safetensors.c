@@ -2,7 +2,7 @@
  * (c/core/safetensors.c): any byte string as a file must open with an error
  * or load every tensor, never crash or read out of bounds. Build and run:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Ic/include -Ic/core \
- *     tools/fuzz_safetensors.c c/core/safetensors.c c/core/error.c c/core/dtype.c -lz -lm -o /tmp/fuzz_st
+ *     tools/fuzz_safetensors.c c/core/safetensors.c c/core/error.c c/core/dtype.c c/core/file.c -lz -lm -o /tmp/fuzz_st
  *   /tmp/fuzz_st -max_total_time=60 -max_len=4096 [corpus dir, e.g. a copy of spec/fixtures]
  * The tensor functions the reader calls are stubbed here with host memory. */
 #include "internal.h"

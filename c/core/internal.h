@@ -22,6 +22,16 @@ void *ln_error_null(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *ln_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
 const char *ln_dtype_name(int dtype);
 
+/* ---- files (file.c) --------------------------------------------------------- */
+/* Opens path for reading only if it is a regular file (a FIFO, directory or
+ * device node is refused at once, never read or waited on). Returns the
+ * descriptor and the file's size in *size, or -1 (cannot open) or -2 (not a
+ * regular file) with the reason in why ("No such file or directory", "not a
+ * regular file (it is a FIFO (named pipe))"); the caller sets the error. */
+int ln_open_regular(const char *path, uint64_t *size, char *why, size_t n);
+/* "a directory", "a FIFO (named pipe)", "a character device", ... for st_mode m */
+const char *ln_file_kind(unsigned m);
+
 /* ---- storage --------------------------------------------------------------- */
 struct ln_storage {
   void *data;

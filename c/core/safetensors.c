@@ -150,6 +150,49 @@ static int write_full(int fd, const void *src, size_t n) {
   return 0;
 }
 
+/* ---- where a save writes ------------------------------------------------------ */
+
+/* Where a save to path writes: path itself, or the file its symbolic links
+ * lead to (the links are kept, as editors do; a dangling link's target is
+ * created). NULL with the error set when that file exists and is not a
+ * regular file: a save never replaces a directory, FIFO or device node. */
+static char *save_target(const char *path) {
+  char *p = strdup(path);
+  if (!p) return ln_error_null("save: %s: out of memory", path);
+  for (int hops = 0;; hops++) {
+    struct stat st;
+    if (lstat(p, &st) != 0) return p;   /* new file (or an error the write reports) */
+    if (S_ISREG(st.st_mode)) return p;
+    if (!S_ISLNK(st.st_mode)) {
+      ln_error("save: %s: refusing to replace %s%s%s (a save only replaces regular files)", path,
+               ln_file_kind(st.st_mode), strcmp(p, path) ? " at " : "", strcmp(p, path) ? p : "");
+      free(p);
+      return NULL;
+    }
+    if (hops >= 40) { free(p); return ln_error_null("save: %s: too many levels of symbolic links", path); }
+    char link[4096];
+    ssize_t k = readlink(p, link, sizeof link - 1);
+    if (k < 0 || k >= (ssize_t)sizeof link - 1) {
+      int e = k < 0 ? errno : ENAMETOOLONG;
+      free(p);
+      return ln_error_null("save: %s: cannot read the symbolic link: %s", path, strerror(e));
+    }
+    link[k] = 0;
+    char *next;
+    if (link[0] == '/') {
+      next = strdup(link);
+    } else {   /* relative to the link's own directory */
+      const char *slash = strrchr(p, '/');
+      size_t dl = slash ? (size_t)(slash - p) + 1 : 0;
+      next = malloc(dl + (size_t)k + 1);
+      if (next) { memcpy(next, p, dl); memcpy(next + dl, link, (size_t)k + 1); }
+    }
+    free(p);
+    if (!next) return ln_error_null("save: %s: out of memory", path);
+    p = next;
+  }
+}
+
 /* ---- writing ------------------------------------------------------------------ */
 
 typedef struct { const char *name; const ln_tensor *t; int es; } save_item;
@@ -263,6 +306,57 @@ static void remove_stale_tmp(const char *path, const char *host) {
   closedir(d);
 }
 
+/* Header and tensors into a temporary file beside target, fsync, rename over
+ * target, fsync of its directory. Errors name path (the user's name). */
+static int write_atomic(const char *path, const char *target, const char *hdr, size_t hlen,
+                        const save_item *items, int n) {
+  size_t plen = strlen(target);
+  char host[64];
+  tmp_host(host, sizeof host);
+  char *tmp = malloc(plen + sizeof host + 48);
+  if (!tmp) return ln_error("save: %s: out of memory", path);
+  snprintf(tmp, plen + sizeof host + 48, "%s.tmp.%s.%d.XXXXXX", target, host, (int)getpid());
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    int e = errno;
+    free(tmp);
+    return ln_error("save: %s: cannot create a temporary file: %s", path, strerror(e));
+  }
+  (void)fchmod(fd, 0666 & ~current_umask());
+
+  int rc = 0;
+  const char *what = "write";
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+  if (write_full(fd, len8, 8) != 0 || write_full(fd, hdr, hlen) != 0) rc = -1;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    const ln_tensor *t = items[i].t;
+    rc = write_tensor(fd, t, (size_t)ln_numel(t) * (size_t)items[i].es);
+  }
+  int e = errno;
+  if (rc == 0 && fsync(fd) != 0) { rc = -1; e = errno; what = "fsync"; }
+  if (close(fd) != 0 && rc == 0) { rc = -1; e = errno; what = "close"; }
+  if (rc == 0 && rename(tmp, target) != 0) { rc = -1; e = errno; what = "rename"; }
+  if (rc != 0) {
+    unlink(tmp);
+    free(tmp);
+    if (rc == -2) {  /* a device error: keep its message, add the file */
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", ln_last_error());
+      return ln_error("save: %s: %s", path, msg);
+    }
+    return ln_error("save: %s: %s failed: %s", path, what, strerror(e ? e : EIO));
+  }
+  /* make the rename itself durable */
+  char dir[4096];
+  dir_of(target, dir, sizeof dir);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
+  remove_stale_tmp(target, host);
+  free(tmp);
+  return 0;
+}
+
 int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *const *tensors,
                int nmeta, const char *const *meta_keys, const char *const *meta_values) {
   if (!path || !*path) return ln_error("save: path is empty");
@@ -324,51 +418,11 @@ int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *con
   if (h.oom) { free(h.p); free(items); return ln_error("save: %s: out of memory", path); }
 
   /* the temporary file, next to the target so that rename is atomic */
-  size_t plen = strlen(path);
-  char host[64];
-  tmp_host(host, sizeof host);
-  char *tmp = malloc(plen + sizeof host + 48);
-  if (!tmp) { free(h.p); free(items); return ln_error("save: %s: out of memory", path); }
-  snprintf(tmp, plen + sizeof host + 48, "%s.tmp.%s.%d.XXXXXX", path, host, (int)getpid());
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int e = errno;
-    free(tmp); free(h.p); free(items);
-    return ln_error("save: %s: cannot create a temporary file: %s", path, strerror(e));
-  }
-  (void)fchmod(fd, 0666 & ~current_umask());
-
-  int rc = 0;
-  const char *what = "write";
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-  if (write_full(fd, len8, 8) != 0 || write_full(fd, h.p, h.n) != 0) rc = -1;
-  for (int i = 0; rc == 0 && i < n; i++) {
-    const ln_tensor *t = items[i].t;
-    rc = write_tensor(fd, t, (size_t)ln_numel(t) * (size_t)items[i].es);
-  }
-  int e = errno;
-  if (rc == 0 && fsync(fd) != 0) { rc = -1; e = errno; what = "fsync"; }
-  if (close(fd) != 0 && rc == 0) { rc = -1; e = errno; what = "close"; }
-  if (rc == 0 && rename(tmp, path) != 0) { rc = -1; e = errno; what = "rename"; }
-  if (rc != 0) {
-    unlink(tmp);
-    free(tmp); free(h.p); free(items);
-    if (rc == -2) {  /* a device error: keep its message, add the file */
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", ln_last_error());
-      return ln_error("save: %s: %s", path, msg);
-    }
-    return ln_error("save: %s: %s failed: %s", path, what, strerror(e ? e : EIO));
-  }
-  /* make the rename itself durable */
-  char dir[4096];
-  dir_of(path, dir, sizeof dir);
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
-  remove_stale_tmp(path, host);
-  free(tmp); free(h.p); free(items);
-  return 0;
+  char *target = save_target(path);   /* path, or where its symlinks lead */
+  if (!target) { free(h.p); free(items); return -1; }
+  int rc = write_atomic(path, target, h.p, h.n, items, n);
+  free(target); free(h.p); free(items);
+  return rc;
 }
 
 /* ---- a strict JSON reader for the header -------------------------------------- */
@@ -725,18 +779,14 @@ ln_st_file *ln_st_open(const char *path) {
   if (!path || !*path) return ln_error_null("load: path is empty");
   ln_st_file *f = calloc(1, sizeof *f);
   if (!f || !(f->path = strdup(path))) { free(f); return ln_error_null("load: %s: out of memory", path); }
-  f->fd = open(path, O_RDONLY | O_CLOEXEC);
+  uint64_t size = 0;
+  char why[160];
+  f->fd = ln_open_regular(path, &size, why, sizeof why);
   if (f->fd < 0) {
-    int e = errno;
+    int kind = f->fd;
     ln_st_close(f);
-    return ln_error_null("load: %s: cannot open: %s", path, strerror(e));
+    return ln_error_null(kind == -2 ? "load: %s: %s" : "load: %s: cannot open: %s", path, why);
   }
-  struct stat st;
-  if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ln_st_close(f);
-    return ln_error_null("load: %s: not a regular file", path);
-  }
-  uint64_t size = (uint64_t)st.st_size;
   unsigned char len8[8];
   if (size < 8 || read_full(f->fd, len8, 8, 0) != 0) {
     ln_st_close(f);

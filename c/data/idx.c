@@ -5,20 +5,25 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
-static gzFile open_file(const char *fn, const char *path) {
+/* Only regular files: a FIFO, directory or device node (/dev/zero would be
+ * read until memory runs out) is an error at once. *size: the file's size. */
+static gzFile open_file(const char *fn, const char *path, int64_t *size) {
   if (!path) { ln_error("%s: path is NULL", fn); return NULL; }
-  FILE *probe = fopen(path, "rb");   /* gzopen's errors are vague: check first */
-  if (!probe) { ln_error("%s: cannot open '%s': %s", fn, path, strerror(errno)); return NULL; }
-  struct stat st;
-  int dir = fstat(fileno(probe), &st) == 0 && S_ISDIR(st.st_mode);
-  fclose(probe);
-  if (dir) { ln_error("%s: cannot open '%s': it is a directory", fn, path); return NULL; }
-  gzFile f = gzopen(path, "rb");
-  if (!f) { ln_error("%s: cannot open '%s': %s", fn, path, strerror(errno)); return NULL; }
+  uint64_t sz = 0;
+  char why[160];
+  int fd = ln_open_regular(path, &sz, why, sizeof why);
+  if (fd < 0) {
+    if (fd == -2) ln_error("%s: '%s' is %s", fn, path, why);
+    else ln_error("%s: cannot open '%s': %s", fn, path, why);
+    return NULL;
+  }
+  gzFile f = gzdopen(fd, "rb");   /* owns fd from here */
+  if (!f) { close(fd); ln_error("%s: cannot open '%s': out of memory", fn, path); return NULL; }
   gzbuffer(f, 1 << 17);
+  if (size) *size = (int64_t)LN_MIN(sz, (uint64_t)INT64_MAX);
   return f;
 }
 
@@ -52,7 +57,8 @@ static uint32_t be32(const unsigned char *p) {
 
 ln_tensor *ln_idx_read(const char *path) {
   const char *fn = "idx_read";
-  gzFile f = open_file(fn, path);
+  int64_t fsize = 0;
+  gzFile f = open_file(fn, path, &fsize);
   if (!f) return NULL;
   ln_tensor *t = NULL;
   void *raw = NULL;
@@ -95,12 +101,11 @@ ln_tensor *ln_idx_read(const char *path) {
   int64_t nbytes = numel * es;
   /* an uncompressed file shorter than its header says: an error before the
    * (possibly huge) allocation, so a hostile header costs no memory */
-  struct stat st;
-  if (gzdirect(f) && stat(path, &st) == 0 && (int64_t)st.st_size - (4 + 4 * ndim) < nbytes) {
+  if (gzdirect(f) && fsize - (4 + 4 * ndim) < nbytes) {
     char sb[128];
     ln_error("%s: '%s' is truncated: its header promises %lld bytes of data (shape %s), the file has %lld",
              fn, path, (long long)nbytes, ln_shape_str(sb, sizeof sb, ndim, shape),
-             (long long)LN_MAX((int64_t)st.st_size - (4 + 4 * ndim), 0));
+             (long long)LN_MAX(fsize - (4 + 4 * ndim), 0));
     goto fail;
   }
   t = ln_empty(ndim, shape, dtype, 0);
@@ -152,9 +157,13 @@ enum { CIFAR_RECORD = 3073, CIFAR_PIXELS = 3072 };
 
 /* Whole file into a growing buffer (gzip sizes are unknown up front). */
 static char *slurp(const char *fn, const char *path, int64_t *len) {
-  gzFile f = open_file(fn, path);
+  int64_t fsize = 0;
+  gzFile f = open_file(fn, path, &fsize);
   if (!f) return NULL;
-  int64_t cap = 1 << 20, n = 0;
+  /* a plain file is read up to its size (plus a byte to notice one that
+   * grows meanwhile); a gzip file's decompressed size is not known up front */
+  int direct = gzdirect(f);
+  int64_t cap = direct ? fsize + 1 : 1 << 20, n = 0;
   char *buf = malloc((size_t)cap);
   for (;;) {
     if (!buf) { gzclose(f); ln_error("%s: out of memory reading '%s'", fn, path); return NULL; }
@@ -162,6 +171,11 @@ static char *slurp(const char *fn, const char *path, int64_t *len) {
     if (got < 0) { free(buf); gzclose(f); return NULL; }
     n += got;
     if (n < cap) break;
+    if (direct) {
+      free(buf); gzclose(f);
+      ln_error("%s: '%s' grew while it was read (more than its %lld bytes)", fn, path, (long long)fsize);
+      return NULL;
+    }
     cap *= 2;
     char *nb = realloc(buf, (size_t)cap);
     if (!nb) free(buf);

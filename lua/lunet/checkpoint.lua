@@ -11,6 +11,7 @@ local ffi = require 'ffi'
 local json = require 'lunet.json'
 local T = require 'lunet.tensor'
 local core = require 'lunet.core'
+local serialize = require 'lunet.serialize'
 
 local checkpoint = {}
 local TENSOR = '__tensor__'   -- placeholder in the JSON tree
@@ -73,6 +74,7 @@ checkpoint.payload_crc = payload_crc
 function checkpoint.save(path, state)
   if type(path) ~= 'string' then error('checkpoint.save: path must be a string', 2) end
   if type(state) ~= 'table' then error('checkpoint.save: state must be a table', 2) end
+  serialize.no_nul('checkpoint.save', 'the path', path, 2)
   local lunet = require 'lunet'
   local tensors = {}
   local tree = flatten(state, '', tensors)
@@ -85,8 +87,10 @@ end
 
 function checkpoint.load(path, opts)
   if type(path) ~= 'string' then error('checkpoint.load: path must be a string', 2) end
+  serialize.no_nul('checkpoint.load', 'the path', path, 2)
   local lunet = require 'lunet'
-  local tensors, meta = lunet.load(path, opts)
+  local okl, tensors, meta = pcall(lunet.load, path, opts)
+  if not okl then error('checkpoint.load: ' .. tostring(tensors):gsub('^[^:\n]*:%d+: ', '', 1), 2) end
   if not meta or not meta['lunet.state'] then
     error(('checkpoint.load: %s is not a lunet checkpoint (no lunet.state metadata)'):format(path), 2)
   end

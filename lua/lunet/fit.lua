@@ -258,7 +258,7 @@ function Trainer:fit(loader)
 end
 
 function Trainer:fit_loop(loader)
-  if self.resume and self.ckpt_path and io.open(self.ckpt_path, 'rb') then
+  if self.resume and self.ckpt_path and require('lunet.serialize').exists(self.ckpt_path) then
     self:load_state_dict(checkpoint.load(self.ckpt_path), loader)
     self.resumed = true
     local ls = self.running and loader.state_dict and loader:state_dict()

@@ -10,6 +10,23 @@ local C = core.C
 
 local M = {}
 
+pcall(ffi.cdef, 'int access(const char *path, int mode);')
+
+-- A Lua string may hold a NUL byte; C would read it cut short there (another
+-- file, another name): refuse it instead.
+local function no_nul(fn, what, s, level)
+  if s:find('\0', 1, true) then
+    error(('%s: %s contains a NUL byte (%q)'):format(fn, what, s), level + 1)
+  end
+end
+M.no_nul = no_nul
+
+-- Whether path names something (of any kind), without opening it: opening a
+-- FIFO to find out would wait for a writer.
+function M.exists(path)
+  return type(path) == 'string' and not path:find('\0', 1, true) and ffi.C.access(path, 0) == 0
+end
+
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
@@ -29,6 +46,7 @@ function M.save(path, tensors, metadata)
   if metadata ~= nil and type(metadata) ~= 'table' then
     error('save: metadata must be a table of strings, got ' .. type(metadata), 2)
   end
+  no_nul('save', 'the path', path, 2)
   local keys = sorted_keys(tensors)
   local n = #keys
   local names = ffi.new('const char *[?]', n + 1)
@@ -38,6 +56,7 @@ function M.save(path, tensors, metadata)
     if type(k) ~= 'string' then
       error(('save: tensor names must be strings, got %s key %s'):format(type(k), tostring(k)), 2)
     end
+    no_nul('save', 'tensor name', k, 2)
     if not T.is_tensor(v) then
       error(("save: '%s' must be a tensor, got %s"):format(k, type(v)), 2)
     end
@@ -53,9 +72,11 @@ function M.save(path, tensors, metadata)
       error(('save: metadata keys must be strings, got %s'):format(type(k)), 2)
     end
     if type(v) == 'number' then v = (v % 1 == 0 and v == v and math.abs(v) < 2^53) and ('%d'):format(v) or ('%.17g'):format(v) end
+    no_nul('save', 'metadata key', k, 2)
     if type(v) ~= 'string' then
       error(("save: metadata '%s' must be a string, got %s"):format(k, type(v)), 2)
     end
+    no_nul('save', ("the value of metadata '%s'"):format(k), v, 2)
     keep[#keep + 1] = v
     mk[m], mv[m] = k, v
     m = m + 1
@@ -78,6 +99,7 @@ function M.open(path)
   if type(path) ~= 'string' or path == '' then
     error('open: path must be a non-empty string, got ' .. type(path), 2)
   end
+  no_nul('open', 'the path', path, 2)
   local f = C.ln_st_open(path)
   if f == nil then core.raise() end
   f = ffi.gc(f, C.ln_st_close)
@@ -141,6 +163,7 @@ function M.load(path, opts)
   if opts ~= nil and type(opts) ~= 'table' then
     error('load: options must be a table, got ' .. type(opts), 2)
   end
+  no_nul('load', 'the path', path, 2)
   local device = core.device_id('load', opts and opts.device)
   local f = C.ln_st_open(path)
   if f == nil then core.raise() end

@@ -6,6 +6,7 @@ local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
+local serialize = require 'lunet.serialize'
 local C = core.C
 
 local M = {}
@@ -17,6 +18,7 @@ function M.read_cifar10(paths)
   local cpaths = ffi.new('const char *[?]', #paths)
   for i, p in ipairs(paths) do
     if type(p) ~= 'string' then error(('read_cifar10: path %d is not a string'):format(i), 2) end
+    serialize.no_nul('read_cifar10', ('path %d'):format(i), p, 2)
     cpaths[i - 1] = p
   end
   local pi, pl = ffi.new('ln_tensor *[1]'), ffi.new('ln_tensor *[1]')
@@ -25,11 +27,7 @@ function M.read_cifar10(paths)
   return images, labels:add_(1)
 end
 
-local function exists(p)
-  local f = io.open(p, 'rb')
-  if f then f:close() return true end
-  return false
-end
+local exists = serialize.exists   -- (io.open would wait on a FIFO)
 
 local function locate(root, name)
   root = root:gsub('/+$', '')
@@ -51,12 +49,18 @@ function CIFAR10:__init(opts)
   opts = opts or {}
   if type(opts) ~= 'table' then error('CIFAR10: options must be a table', 3) end
   local root = opts.root or CIFAR10.default_root
+  if type(root) ~= 'string' then error('CIFAR10: root must be a string, got ' .. type(root), 3) end
+  serialize.no_nul('CIFAR10', 'root', root, 3)
   local train = opts.train ~= false
   local names = train and { 'data_batch_1.bin', 'data_batch_2.bin', 'data_batch_3.bin', 'data_batch_4.bin',
     'data_batch_5.bin' } or { 'test_batch.bin' }
   if opts.files then names = opts.files end
   local paths = {}
-  for i, n in ipairs(names) do paths[i] = locate(root, n) end
+  for i, n in ipairs(names) do
+    if type(n) ~= 'string' then error(('CIFAR10: files[%d] must be a string, got %s'):format(i, type(n)), 3) end
+    serialize.no_nul('CIFAR10', ('files[%d]'):format(i), n, 3)
+    paths[i] = locate(root, n)
+  end
   local ok, images, labels = pcall(M.read_cifar10, paths)
   if not ok then error(images, 3) end
   TensorDataset.__init(self, images, labels, { image = true, transform = opts.transform })

@@ -6,6 +6,7 @@
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
+local serialize = require 'lunet.serialize'
 local C = core.C
 
 local M = {}
@@ -13,14 +14,11 @@ local M = {}
 -- IDX file -> tensor (uint8 for ubyte files); errors name the file.
 function M.read_idx(path)
   if type(path) ~= 'string' then error('read_idx: path must be a string', 2) end
+  serialize.no_nul('read_idx', 'the path', path, 2)
   return T.wrap(C.ln_idx_read(path), 2)
 end
 
-local function exists(p)
-  local f = io.open(p, 'rb')
-  if f then f:close() return true end
-  return false
-end
+local exists = serialize.exists   -- (io.open would wait on a FIFO)
 
 -- root/name.gz, else root/name
 local function find(fn, root, name)
@@ -64,6 +62,8 @@ local function maker(name, default_root, classes)
     opts = opts or {}
     if type(opts) ~= 'table' then error(name .. ': options must be a table', 3) end
     local root = opts.root or default_root
+    if type(root) ~= 'string' then error(('%s: root must be a string, got %s'):format(name, type(root)), 3) end
+    serialize.no_nul(name, 'root', root, 3)
     local train = opts.train ~= false
     local x, y = load(name, root, train)
     TensorDataset.__init(self, x, y, { image = true, transform = opts.transform })
