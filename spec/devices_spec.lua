@@ -191,7 +191,7 @@ describe('virtual CPU devices', function()
     assert.is_false(ok)
     assert.matches('event_wait: cpu:1, whose work this waits for, failed: source broke', err, 1, true)
     assert.matches('cpu:2', err, 1, true)
-    assert.has_error(function() lunet.synchronize('cpu:1') end)
+    assert.has_no.errors(function() lunet.synchronize('cpu:1') end)   -- one failure, raised once
     lunet.synchronize()
     assert.same(1000, a:to('cpu:2'):sum():item())  -- reported once; copies work again
   end)

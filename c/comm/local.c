@@ -36,8 +36,8 @@
  * The last barrier keeps the buffers unchanged until every peer has read
  * them. A rank whose device holds an earlier error does not take part: its
  * task (launched with LN_TASK_ALWAYS) marks the collective aborted, which
- * wakes the others; they fail with a message naming that rank, and each
- * device reports it at its next synchronisation.
+ * wakes the others; they fail with a message naming that rank, as part of
+ * that rank's failure (ln_stream_fail_from): it is raised in Lua once.
  *
  * send/recv: the send task copies the tensor into a staging buffer when it
  * runs (it never waits for the receiver); the recv task waits for that copy,
@@ -73,6 +73,7 @@ typedef struct coll {
   _Atomic int64_t seq[LN_COMM_MAX_RANKS]; /* its position on a compute stream (-1: none) */
   bool aborted;
   char why[800];
+  int64_t cause;                        /* the failure that aborted it (ln_stream_fail_from) */
 } coll;
 
 typedef struct { coll *c; int rank; } coll_args;
@@ -90,6 +91,7 @@ static void coll_abort(coll *c, const char *why) {
   if (!c->aborted) {
     c->aborted = true;
     snprintf(c->why, sizeof c->why, "%s", why);
+    c->cause = ln_stream_failure_root();
     atomic_store(&c->aborted_seen, true);
   }
   pthread_cond_broadcast(&c->cv);
@@ -97,6 +99,7 @@ static void coll_abort(coll *c, const char *why) {
 }
 
 static int coll_fail(coll *c) {
+  ln_stream_fail_from(c->cause);
   return ln_error("%s: aborted: %s", kind_names[c->kind], c->why);
 }
 
@@ -607,6 +610,7 @@ typedef struct msg {
   pthread_cond_t cv;
   int state;                /* 0 pending, 1 ready, 2 aborted */
   char why[800];
+  int64_t cause;            /* the sender's failure (ln_stream_fail_from) */
   struct msg *next;
 } msg;
 
@@ -625,6 +629,7 @@ static void msg_set(msg *m, int state, const char *why) {
   pthread_mutex_lock(&m->mu);
   m->state = state;
   if (why) snprintf(m->why, sizeof m->why, "%s", why);
+  m->cause = ln_stream_failure_root();
   pthread_cond_broadcast(&m->cv);
   pthread_mutex_unlock(&m->mu);
 }
@@ -649,9 +654,10 @@ static int recv_task(void *p) {
     pthread_mutex_lock(&m->mu);
     while (m->state == 0) pthread_cond_wait(&m->cv, &m->mu);
     pthread_mutex_unlock(&m->mu);
-    if (m->state == 2)
+    if (m->state == 2) {
+      ln_stream_fail_from(m->cause);
       rc = ln_error("recv: aborted: sender rank %d (cpu:%d) failed earlier: %s", m->src_rank, m->src_dev, m->why);
-    else if (m->nbytes)
+    } else if (m->nbytes)
       parallel_memcpy(a->data, m->stage->data, (int64_t)m->nbytes);
   }
   msg_release(m);

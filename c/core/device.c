@@ -68,9 +68,18 @@ typedef struct device {
   int64_t wake_at;       /* the smallest seq any waiter waits for (INT64_MAX: none) */
   int64_t shared_wake_at;  /* the smallest seq a waiter on done_cv waits for */
   waiter waiters[NWAITERS];
-  bool stop, has_error;
+  bool stop;
+  /* The stream's last failure. has_error: later tasks are skipped. root
+   * names the failure it belongs to: a new id where a task failed by itself,
+   * the producer's where it failed for another stream's failure (an event
+   * wait, an aborted collective), so that one report clears them all. Once
+   * reported, tasks queued before the report (up to clear_at) are still
+   * skipped, then has_error clears; root, error_seq and error stay for waits
+   * still in flight. */
+  bool has_error, err_reported;
   char error[1024];
   int64_t error_seq;     /* index of the task that failed */
+  int64_t err_root, clear_at;
 } device;
 
 static device devices[LN_MAX_CPU_DEVICES];
@@ -85,6 +94,24 @@ static _Thread_local int tls_threads;       /* set by workers; 0 = inline */
 static _Thread_local bool tls_worker;       /* a stream worker (compute or comm) */
 static _Thread_local bool tls_failed;       /* LN_TASK_ALWAYS task on a failed stream */
 static _Thread_local char tls_failure[1024];
+static _Thread_local int64_t tls_failure_root;  /* that failure's root */
+static _Thread_local int64_t tls_cause;     /* the running task fails for this root (0: its own) */
+
+/* ---- reported failures -------------------------------------------------------
+ * A failure is raised in Lua once: ln_sync (or ln_event_synchronize) raises
+ * it and reports its root. Reporting marks every stream holding that root and
+ * notes where each stream's queue stood (mark): what was queued before is the
+ * failed work and is still skipped, what comes after runs. A wait queued
+ * before the report that meets the failure later takes the root as reported
+ * too (skipping up to its stream's mark); one queued after it does not fail.
+ * Without this, a replica of a failed DataParallel step kept its error, and
+ * every later step's event waits copied it into the others as a new one. */
+enum { NREPORTS = 64, NSTREAMS = 2 * LN_MAX_CPU_DEVICES };
+typedef struct { int64_t root; int64_t mark[NSTREAMS]; } report;
+static report reports[NREPORTS];
+static int64_t nreports;
+static atomic_llong next_root = 1;
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;   /* before any stream's lock */
 
 int ln_num_cores(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -128,6 +155,65 @@ static void fp_apply_pool(int on, int n) {
 #pragma omp parallel num_threads(n)
     fp_apply_thread(on);
   }
+}
+
+/* ---- failures ------------------------------------------------------------------ */
+
+static int stream_index(const device *d) { return d->is_comm ? LN_MAX_CPU_DEVICES + d->id : d->id; }
+static device *stream_at(int i) {
+  return i < LN_MAX_CPU_DEVICES ? &devices[i] : &comm_streams[i - LN_MAX_CPU_DEVICES];
+}
+
+/* with report_lock held: root's report, or NULL (not reported, or too long ago) */
+static const report *find_report(int64_t root) {
+  for (int64_t k = nreports - 1; k >= 0 && k >= nreports - NREPORTS; k--)
+    if (reports[k % NREPORTS].root == root) return &reports[k % NREPORTS];
+  return NULL;
+}
+
+/* with report_lock and d->lock held: d's task `op` (position d->completed)
+ * failed with ln_last_error(), for failure `cause` of another stream (0: by
+ * itself). A task queued after cause was reported does not fail: its caller
+ * was told, and the work it waited for is no concern of the new work. */
+static void record_failure(device *d, const char *op, int64_t cause) {
+  int64_t seq = d->completed, clear_at = 0;
+  bool reported = false;
+  if (cause) {
+    const report *r = find_report(cause);
+    if (r) {
+      clear_at = r->mark[stream_index(d)];
+      if (seq >= clear_at) return;
+      reported = true;
+    }
+  }
+  snprintf(d->error, sizeof d->error, "%s (in %s, cpu:%d%s)", ln_last_error(), op, d->id,
+           d->is_comm ? " comm stream" : "");
+  d->has_error = true;
+  d->err_reported = reported;
+  d->clear_at = clear_at;
+  d->error_seq = seq;
+  d->err_root = cause ? cause : atomic_fetch_add(&next_root, 1);
+}
+
+/* failure root has been raised in Lua: every stream holding it skips what was
+ * queued until now, then works again */
+static void report_failure(int64_t root) {
+  pthread_mutex_lock(&report_lock);
+  report *r = &reports[nreports % NREPORTS];
+  r->root = root;
+  for (int i = 0; i < NSTREAMS; i++) {
+    device *s = stream_at(i);
+    pthread_mutex_lock(&s->lock);
+    r->mark[i] = s->submitted;
+    if (s->has_error && s->err_root == root && !s->err_reported) {
+      s->err_reported = true;
+      s->clear_at = s->submitted;
+      if (s->completed >= s->clear_at) s->has_error = false;
+    }
+    pthread_mutex_unlock(&s->lock);
+  }
+  nreports++;
+  pthread_mutex_unlock(&report_lock);
 }
 
 /* ---- stream worker -------------------------------------------------------- */
@@ -204,6 +290,8 @@ static void *worker_main(void *arg) {
     bool skip = d->has_error && !(t->flags & LN_TASK_ALWAYS);
     tls_failed = d->has_error;
     if (tls_failed) snprintf(tls_failure, sizeof tls_failure, "%s", d->error);
+    tls_failure_root = d->err_root;
+    tls_cause = 0;
     pthread_mutex_unlock(&d->lock);
     tls_threads = d->threads;
     if (tls_threads > tls_team) tls_team = tls_threads;
@@ -212,14 +300,16 @@ static void *worker_main(void *arg) {
     int rc = skip ? 0 : t->fn(t->args);
     tls_failed = false;
     for (int i = 0; i < t->nkeep; i++) ln_storage_release(t->keep[i]);
-    pthread_mutex_lock(&d->lock);
-    if (rc != 0 && !d->has_error) {
-      snprintf(d->error, sizeof d->error, "%s (in %s, cpu:%d%s)", ln_last_error(), t->op,
-               d->id, d->is_comm ? " comm stream" : "");
-      d->has_error = true;
-      d->error_seq = d->completed;
+    if (rc != 0) {
+      pthread_mutex_lock(&report_lock);
+      pthread_mutex_lock(&d->lock);
+      if (!d->has_error) record_failure(d, t->op, tls_cause);
+      pthread_mutex_unlock(&report_lock);
+    } else {
+      pthread_mutex_lock(&d->lock);
     }
     d->completed++;
+    if (d->has_error && d->err_reported && d->completed >= d->clear_at) d->has_error = false;
     /* wake waiters only when the one nearest its goal is there: a broadcast per
      * task would wake a host waiting for queue space (or another stream waiting
      * for an event) once per task, a context switch each on a busy machine */
@@ -396,6 +486,8 @@ int ln_kernel_threads(void) {
 
 bool ln_stream_failed(void) { return tls_failed; }
 const char *ln_stream_failure(void) { return tls_failed ? tls_failure : ""; }
+int64_t ln_stream_failure_root(void) { return tls_failed ? tls_failure_root : 0; }
+void ln_stream_fail_from(int64_t root) { tls_cause = root; }
 
 static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
                    const ln_tensor *const *keep, int nkeep, int flags, int64_t *seq);
@@ -465,19 +557,21 @@ int ln_sync(int id) {
   device *cs = &comm_streams[id];
   if (d->has_worker) wait_seq(d, d->submitted);
   if (cs->has_worker) wait_seq(cs, cs->submitted);
-  pthread_mutex_lock(&d->lock);
+  /* the compute stream's error first, else the comm stream's; an error raised
+   * before (its failure reported) is not raised again */
+  device *streams[2] = {d, cs};
+  int64_t roots[2] = {0, 0};
   int rc = 0;
-  if (d->has_error) {
-    rc = ln_error("%s", d->error);
-    d->has_error = false;
+  for (int k = 0; k < 2; k++) {
+    pthread_mutex_lock(&streams[k]->lock);
+    if (streams[k]->has_error && !streams[k]->err_reported) {
+      if (rc == 0) rc = ln_error("%s", streams[k]->error);
+      roots[k] = streams[k]->err_root;
+    }
+    pthread_mutex_unlock(&streams[k]->lock);
   }
-  pthread_mutex_unlock(&d->lock);
-  pthread_mutex_lock(&cs->lock);   /* the comm stream's error, when the compute one had none */
-  if (cs->has_error) {
-    if (rc == 0) rc = ln_error("%s", cs->error);
-    cs->has_error = false;
-  }
-  pthread_mutex_unlock(&cs->lock);
+  if (roots[0]) report_failure(roots[0]);
+  if (roots[1] && roots[1] != roots[0]) report_failure(roots[1]);
   return rc;
 }
 
@@ -605,16 +699,20 @@ int ln_stream_inject_opener(int id, int *gate, double seconds) {
   return ln_launch(id, "inject_opener", opener_task, &a, sizeof a, NULL, 0);
 }
 
-/* Has the producer an unreported error from before seq (so the work waited
- * for failed or was skipped)? Then the consumer must not go on silently with
- * stale data: it fails too, naming the producer. (An error already reported
- * by ln_sync does not propagate again.) */
-static int check_producer(const char *fn, device *p, int64_t seq) {
+/* Did the producer fail before seq (so the work waited for failed or was
+ * skipped)? Then the consumer must not go on silently with stale data: it
+ * fails too, naming the producer, as part of the producer's failure (*root;
+ * *reported: raised in Lua already). A failure reported before this wait's
+ * event was recorded is none of its business. */
+static int check_producer(const char *fn, device *p, int64_t seq, int64_t *root, bool *reported) {
   int rc = 0;
   pthread_mutex_lock(&p->lock);
-  if (p->has_error && p->error_seq < seq)
+  if (p->err_root && p->error_seq < seq && !(p->err_reported && seq > p->clear_at)) {
     rc = ln_error("%s: cpu:%d%s, whose work this waits for, failed: %s", fn, p->id,
                   p->is_comm ? " comm stream" : "", p->error);
+    *root = p->err_root;
+    *reported = p->err_reported;
+  }
   pthread_mutex_unlock(&p->lock);
   return rc;
 }
@@ -623,7 +721,11 @@ typedef struct { device *producer; int64_t seq; } wait_args;
 static int wait_task(void *p) {
   wait_args *a = p;
   wait_seq(a->producer, a->seq);
-  return check_producer("event_wait", a->producer, a->seq);
+  int64_t root = 0;
+  bool reported;
+  int rc = check_producer("event_wait", a->producer, a->seq, &root, &reported);
+  if (rc) ln_stream_fail_from(root);
+  return rc;
 }
 
 int ln_event_wait(int id, const ln_event *ev) {
@@ -641,7 +743,11 @@ int ln_event_synchronize(const ln_event *ev) {
   if (!p) return -1;
   if (!p->has_worker) return 0;
   wait_seq(p, ev->seq);
-  return check_producer("event_synchronize", p, ev->seq);
+  int64_t root = 0;
+  bool reported = false;
+  if (check_producer("event_synchronize", p, ev->seq, &root, &reported) == 0 || reported) return 0;
+  report_failure(root);   /* raised now, once */
+  return -1;
 }
 
 int ln_event_query(const ln_event *ev) {

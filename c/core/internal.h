@@ -101,6 +101,12 @@ int ln_launch_seq(int device, const char *op, ln_task_fn fn, const void *args, s
 void ln_stream_wait_started(int device, int64_t seq);
 bool ln_stream_failed(void);
 const char *ln_stream_failure(void);
+/* The failure of the stream an LN_TASK_ALWAYS task runs on, as an id (0:
+ * none). A task that fails because of another stream's failure (a collective
+ * a failed rank aborted) calls ln_stream_fail_from(that id) before returning
+ * its error: the two are then one failure, raised in Lua once. */
+int64_t ln_stream_failure_root(void);
+void ln_stream_fail_from(int64_t root);
 /* The device's second (communication) stream, started on first use (not for
  * an inline device: ln_device_has_comm_stream says). ln_launch_comm enqueues
  * there; ln_comm_stream_wait_compute makes the comm stream wait for the work

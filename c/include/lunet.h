@@ -26,7 +26,10 @@
  *  - Queued work holds references to the storages it touches until it has run.
  *  - An error inside a stream is kept on the device (first error wins, later
  *    work on that device is skipped) and returned by the next synchronisation
- *    on it (ln_sync, ln_tensor_read, ...), naming the op.
+ *    on it (ln_sync, ln_tensor_read, ...), naming the op. Devices that fail
+ *    because of it (waiting on its events, in a collective with it) share
+ *    it: it is returned once, by whichever is synchronised first; the work
+ *    queued before that is skipped, the work queued after runs.
  *  - Events order work across devices: ln_event_record on the producer,
  *    ln_event_wait on the consumer.
  *
