@@ -193,6 +193,20 @@ describe('lunet.repl helpers', function()
     assert.is_nil(f); assert.is_false(more)
   end)
 
+  it('keeps a leading local as a global, so the next line sees it', function()
+    local env = setmetatable({}, { __index = _G })
+    for _, line in ipairs({ 'local a = 2', 'local b, c = 3, 4', '  local  function f(v) return v * a end',
+                            'local t = {b == 3}' }) do
+      local f = assert(repl.compile(line))
+      setfenv(f, env)()
+    end
+    assert.equal(2, env.a); assert.equal(3, env.b); assert.equal(4, env.c)
+    assert.equal(10, env.f(5)); assert.is_true(env.t[1])
+    local f = assert(repl.compile('do local hidden = 1 end'))
+    setfenv(f, env)()
+    assert.is_nil(rawget(env, 'hidden'))   -- only a leading local
+  end)
+
   it('completes globals, fields, submodules and tensor methods', function()
     local env = setmetatable({ lunet = lunet, t = lunet.ones(2), s = 'str' }, { __index = _G })
     local c = repl.complete('lunet.ze', env, lunet)

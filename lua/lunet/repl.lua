@@ -285,8 +285,13 @@ end
 
 -- Compile one input: '=expr' and 'expr' print their values; else a statement.
 -- Returns fn, or nil and the error, and whether more input could complete it.
+-- Each input is its own chunk, so a `local` typed at the prompt would be gone
+-- by the next line: a leading `local x = ...` / `local function f` is kept as
+-- a global instead (lines pasted from a script then work as typed).
 function M.compile(src)
   local code = src:gsub('^%s*=', 'return ', 1)
+  code = code:gsub('^(%s*)local%s+function(%s)', '%1function%2', 1)
+  code = code:gsub('^(%s*)local%s+([%a_][%w_]*%s*,?[%w_%s,]*=)', '%1%2', 1)
   local f = loadstring('return ' .. code, '=stdin')
   if f then return f end
   local err
