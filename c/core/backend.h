@@ -19,7 +19,8 @@ typedef struct { int op; double p0, p1; ln_kview out, a; } ln_unary_args;
 typedef struct { ln_kview dst, src; } ln_copy_args;
 typedef struct { ln_kview out, cond, a, b; } ln_where_args;
 typedef struct { double value, step; ln_kview out; } ln_fill_args;
-typedef struct { uint64_t seed, offset; int dist; double p0, p1; ln_kview out; } ln_random_args;
+/* randint: ilo + (bits mod irange), in uint64 (irange = hi - lo, wrapped) */
+typedef struct { uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange; ln_kview out; } ln_random_args;
 typedef struct {
   int trans_a, trans_b; int64_t batch, m, n, k;
   int64_t batch_stride_a, batch_stride_b, batch_stride_c;

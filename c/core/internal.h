@@ -53,7 +53,14 @@ ln_tensor *ln_tensor_new_like_shape(int ndim, const int64_t *shape, int dtype,
 void ln_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 int ln_check_tensor(const char *fn, const ln_tensor *t, const char *argname);
 int ln_check_dim(const char *fn, const ln_tensor *t, int dim);
-int64_t ln_shape_numel(int ndim, const int64_t *shape);
+int64_t ln_shape_numel(int ndim, const int64_t *shape);   /* -1 on overflow */
+/* Memory overlap of two tensors (ln_overlap) and the checks every in-place or
+ * out= front end makes: its output must not overlap an input partly (exact
+ * aliasing, x:add_(x), is fine), nor itself (an expanded view). */
+enum { LN_OVERLAP_NO, LN_OVERLAP_FULL, LN_OVERLAP_PARTIAL };
+int ln_overlap(const ln_tensor *a, const ln_tensor *b);
+int ln_check_no_partial_overlap(const char *fn, const ln_tensor *out, const ln_tensor *in, const char *what);
+int ln_check_no_internal_overlap(const char *fn, const ln_tensor *t);
 static inline int ln_is_float(int dt) {
   return dt == LN_FLOAT32 || dt == LN_FLOAT64 || dt == LN_FLOAT16 || dt == LN_BFLOAT16;
 }

@@ -39,7 +39,7 @@ static uint64_t reserve(uint64_t n) {
 
 enum { DIST_UNIFORM, DIST_NORMAL, DIST_RANDINT, DIST_BERNOULLI };
 
-static int draw(const char *fn, ln_tensor *t, int dist, double p0, double p1) {
+static int draw(const char *fn, ln_tensor *t, int dist, double p0, double p1, int64_t ilo, uint64_t irange) {
   if (ln_check_tensor(fn, t, "tensor") != 0) return -1;
   int64_t n = ln_numel(t);
   if (n == 0) return 0;
@@ -47,7 +47,7 @@ static int draw(const char *fn, ln_tensor *t, int dist, double p0, double p1) {
   ln_tensor *target = t;
   if (!direct && !(target = ln_tensor_new_like_shape(t->ndim, t->shape, t->dtype_id, t->device_id))) return -1;
   uint64_t seed = ln_rng_get_state(NULL);
-  ln_random_args args = {seed, reserve((uint64_t)n), dist, p0, p1, ln_kview_of(target)};
+  ln_random_args args = {seed, reserve((uint64_t)n), dist, p0, p1, ilo, irange, ln_kview_of(target)};
   const ln_tensor *keep[1] = {target};
   int rc = ln_launch(t->device_id, fn, ln_backend_of(t->device_id)->random, &args, sizeof args, keep, 1);
   if (!direct) {
@@ -58,23 +58,54 @@ static int draw(const char *fn, ln_tensor *t, int dist, double p0, double p1) {
 }
 
 int ln_uniform_(ln_tensor *t, double lo, double hi) {
-  if (t && !ln_is_float(t->dtype_id)) return ln_error("rand: needs a float tensor, got %s", ln_dtype_name(t->dtype_id));
+  if (ln_check_tensor("rand", t, "tensor") != 0) return -1;
+  if (!ln_is_float(t->dtype_id)) return ln_error("rand: needs a float tensor, got %s", ln_dtype_name(t->dtype_id));
+  /* (an initializer's bounds for a zero-element weight are inf: nothing to draw) */
+  if (ln_numel(t) == 0) return 0;
+  if (!isfinite(lo) || !isfinite(hi) || !isfinite(hi - lo))
+    return ln_error("rand: bounds must be finite numbers (and hi - lo too), got [%g, %g)", lo, hi);
   if (!(lo <= hi)) return ln_error("rand: low %g must not exceed high %g", lo, hi);
-  return draw("rand", t, DIST_UNIFORM, lo, hi);
+  return draw("rand", t, DIST_UNIFORM, lo, hi, 0, 0);
 }
 
 int ln_normal_(ln_tensor *t, double mean, double std) {
-  if (t && !ln_is_float(t->dtype_id)) return ln_error("randn: needs a float tensor, got %s", ln_dtype_name(t->dtype_id));
-  if (!(std >= 0)) return ln_error("randn: std must be >= 0, got %g", std);
-  return draw("randn", t, DIST_NORMAL, mean, std);
+  if (ln_check_tensor("randn", t, "tensor") != 0) return -1;
+  if (!ln_is_float(t->dtype_id)) return ln_error("randn: needs a float tensor, got %s", ln_dtype_name(t->dtype_id));
+  if (ln_numel(t) == 0) return 0;
+  if (!(std >= 0) || !isfinite(std)) return ln_error("randn: std must be a finite number >= 0, got %g", std);
+  if (!isfinite(mean)) return ln_error("randn: mean must be a finite number, got %g", mean);
+  return draw("randn", t, DIST_NORMAL, mean, std, 0, 0);
 }
 
+/* The integers a dtype holds exactly: [*lo, *hi]. */
+static void exact_range(int dt, int64_t *lo, int64_t *hi) {
+  switch (dt) {
+    case LN_INT32: *lo = INT32_MIN; *hi = INT32_MAX; break;
+    case LN_UINT8: *lo = 0; *hi = 255; break;
+    case LN_BOOL: *lo = 0; *hi = 1; break;
+    case LN_FLOAT32: *hi = (int64_t)1 << 24; *lo = -*hi; break;
+    case LN_FLOAT64: *hi = (int64_t)1 << 53; *lo = -*hi; break;
+    case LN_FLOAT16: *hi = (int64_t)1 << 11; *lo = -*hi; break;
+    case LN_BFLOAT16: *hi = (int64_t)1 << 8; *lo = -*hi; break;
+    default: *lo = INT64_MIN; *hi = INT64_MAX; break;
+  }
+}
+
+/* The range is hi - lo computed in uint64 (it may exceed INT64_MAX: the
+ * whole int64 range but a few is fine); the dtype must hold lo and hi - 1. */
 int ln_randint_(ln_tensor *t, int64_t lo, int64_t hi) {
-  if (hi <= lo) return ln_error("randint: empty range [%lld, %lld)", (long long)lo, (long long)hi);
-  return draw("randint", t, DIST_RANDINT, (double)lo, (double)hi);
+  if (ln_check_tensor("randint", t, "tensor") != 0) return -1;
+  if (hi <= lo) return ln_error("randint: empty range [%lld, %lld): low must be below high", (long long)lo, (long long)hi);
+  int64_t dlo, dhi;
+  exact_range(t->dtype_id, &dlo, &dhi);
+  if (lo < dlo || hi - 1 > dhi)
+    return ln_error("randint: range [%lld, %lld) does not fit %s (integers %lld..%lld)", (long long)lo,
+                    (long long)hi, ln_dtype_name(t->dtype_id), (long long)dlo, (long long)dhi);
+  return draw("randint", t, DIST_RANDINT, 0, 0, lo, (uint64_t)hi - (uint64_t)lo);
 }
 
 int ln_bernoulli_(ln_tensor *t, double p) {
+  if (ln_check_tensor("bernoulli", t, "tensor") != 0) return -1;
   if (!(p >= 0 && p <= 1)) return ln_error("bernoulli: p must be in [0, 1], got %g", p);
-  return draw("bernoulli", t, DIST_BERNOULLI, p, 0);
+  return draw("bernoulli", t, DIST_BERNOULLI, p, 0, 0, 0);
 }

@@ -1,19 +1,26 @@
 /* tensor.c -- tensor headers, creation, views (no copy), reading out. */
 #include "internal.h"
+#include "checked.h"
 #include <stdio.h>
 #include <stdlib.h>
 
+/* -1 when the product overflows (a tensor's own shape never does: every
+ * header passes check_shape) */
 int64_t ln_shape_numel(int ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
-  return n;
+  int64_t n;
+  return ln_numel_ovf(ndim, shape, &n) ? -1 : n;
 }
 
 int64_t ln_numel(const ln_tensor *t) { return t ? ln_shape_numel(t->ndim, t->shape) : 0; }  /* (NULL: 0, no crash) */
 
+/* (check_shape bounds the product of the sizes taken as at least 1, so the
+ * strides of a checked shape do not overflow; saturating all the same) */
 void ln_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
   int64_t s = 1;
-  for (int i = ndim - 1; i >= 0; i--) { stride[i] = s; s *= shape[i] > 1 ? shape[i] : 1; }
+  for (int i = ndim - 1; i >= 0; i--) {
+    stride[i] = s;
+    if (shape[i] > 1 && ln_mul_ovf(s, shape[i], &s)) s = INT64_MAX;
+  }
 }
 
 int ln_is_contiguous(const ln_tensor *t) {
@@ -54,27 +61,57 @@ int ln_check_dim(const char *fn, const ln_tensor *t, int dim) {
   return 0;
 }
 
-/* Checks shape and that the byte count does not overflow. */
+/* Checks the dims and sizes, and that neither the byte count nor the
+ * contiguous strides (the product of the sizes taken as at least 1: an empty
+ * {0, 2^62, 2^62} has strides too) pass LN_MAX_BYTES. */
 static int check_shape(const char *fn, int ndim, const int64_t *shape, int dtype, size_t *nbytes) {
   if (ndim < 0 || ndim > LN_MAX_DIMS)
     return ln_error("%s: %d dims given, at most %d supported", fn, ndim, LN_MAX_DIMS);
   if (dtype < 0 || dtype >= LN_NDTYPES) return ln_error("%s: invalid dtype %d", fn, dtype);
-  unsigned __int128 n = (unsigned __int128)ln_dtype_size(dtype);
+  int64_t es = ln_dtype_size(dtype), n = es, span = es;
+  char b[160];
   for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0) {
-      char b[160];
+    if (shape[i] < 0)
       return ln_error("%s: negative size %lld in shape %s", fn, (long long)shape[i],
                       ln_shape_str(b, sizeof b, ndim, shape));
-    }
-    n *= (unsigned __int128)shape[i];
-    if (n > ((unsigned __int128)1 << 62)) {
-      char b[160];
+    if (ln_mul_ovf(n, shape[i], &n) || n > LN_MAX_BYTES)
       return ln_error("%s: shape %s is too large (element count overflows)", fn,
                       ln_shape_str(b, sizeof b, ndim, shape));
-    }
+    if (ln_mul_ovf(span, shape[i] > 1 ? shape[i] : 1, &span) || span > LN_MAX_BYTES)
+      return ln_error("%s: shape %s is too large (its strides overflow)", fn,
+                      ln_shape_str(b, sizeof b, ndim, shape));
   }
   *nbytes = (size_t)n;
   return 0;
+}
+
+/* A view (shape, strides, element offset) of storage s holding elements of
+ * dtype: the shape is checked as above, the offset is >= 0, and every element
+ * a non-empty view reaches lies inside the storage -- all in checked
+ * arithmetic, so a huge stride or offset cannot pass by wrapping. Every view
+ * header goes through this, which keeps each index * stride a kernel forms
+ * inside the storage. */
+static int check_view(const char *fn, const ln_storage *s, int dtype, int ndim, const int64_t *shape,
+                      const int64_t *stride, int64_t offset) {
+  size_t nb;
+  if (check_shape(fn, ndim, shape, dtype, &nb) != 0) return -1;
+  int64_t es = ln_dtype_size(dtype), lo, hi, end;
+  if (offset < 0 || ln_mul_ovf(offset, es, &end) || end > LN_MAX_BYTES)
+    return ln_error("%s: storage offset %lld is out of range", fn, (long long)offset);
+  if (nb == 0) return 0;
+  if (ln_extent_ovf(ndim, shape, stride, offset, &lo, &hi) || lo < 0 ||
+      ln_muladd_ovf(hi, es, es, &end) || end > (int64_t)s->nbytes)
+    return ln_error("%s: view reaches outside the storage (%zu bytes)", fn, s->nbytes);
+  return 0;
+}
+
+/* Check the view v (a new header) made by fn; frees it when it fails. */
+static ln_tensor *checked_view(const char *fn, ln_tensor *v) {
+  if (v && check_view(fn, v->storage, v->dtype_id, v->ndim, v->shape, v->stride, v->offset) != 0) {
+    ln_tensor_free(v);
+    return NULL;
+  }
+  return v;
 }
 
 ln_tensor *ln_tensor_new_like_shape(int ndim, const int64_t *shape, int dtype, int device) {
@@ -157,16 +194,27 @@ static int upload_task(void *p) {
   return 0;
 }
 
-ln_tensor *ln_from_buffer(const void *src, int ndim, const int64_t *shape, int dtype, int device) {
+ln_tensor *ln_from_buffer_n(const void *src, size_t src_nbytes, int ndim, const int64_t *shape,
+                            int dtype, int device) {
+  size_t nbytes;
+  if (check_shape("from_buffer", ndim, shape, dtype, &nbytes) != 0) return NULL;
+  if (nbytes && !src) return ln_error_null("from_buffer: source is NULL");
+  if (nbytes > src_nbytes) {
+    char b[160];
+    return ln_error_null("from_buffer: the buffer holds %zu bytes, shape %s of %s needs %zu", src_nbytes,
+                         ln_shape_str(b, sizeof b, ndim, shape), ln_dtype_name(dtype), nbytes);
+  }
   ln_tensor *t = ln_tensor_new_like_shape(ndim, shape, dtype, device);
   if (!t) return NULL;
-  size_t nbytes = (size_t)(ln_numel(t) * ln_dtype_size(dtype));
-  if (nbytes && !src) { ln_tensor_free(t); return ln_error_null("from_buffer: source is NULL"); }
   /* the source belongs to the caller: copy synchronously, then the tensor is
    * ordinary device memory (the device stream is idle for this new storage) */
   upload_args a = {ln_kview_of(t), src, nbytes};
   if (nbytes) upload_task(&a);
   return t;
+}
+
+ln_tensor *ln_from_buffer(const void *src, int ndim, const int64_t *shape, int dtype, int device) {
+  return ln_from_buffer_n(src, SIZE_MAX, ndim, shape, dtype, device);
 }
 
 /* ---- views ------------------------------------------------------------------ */
@@ -188,21 +236,8 @@ ln_tensor *ln_alias(const ln_tensor *t) {
 
 ln_tensor *ln_as_strided(const ln_tensor *t, int ndim, const int64_t *shape,
                          const int64_t *stride, int64_t offset) {
-  size_t nb;
   if (ln_check_tensor("as_strided", t, "tensor") != 0) return NULL;
-  if (check_shape("as_strided", ndim, shape, t->dtype_id, &nb) != 0) return NULL;
-  /* the furthest element must stay inside the storage */
-  int64_t hi = offset, lo = offset;
-  int es = ln_dtype_size(t->dtype_id);
-  bool empty = false;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] == 0) empty = true;
-    if (stride[i] >= 0) hi += (shape[i] - 1) * stride[i];
-    else lo += (shape[i] - 1) * stride[i];
-  }
-  if (offset < 0 || (!empty && (lo < 0 || (hi + 1) * es > (int64_t)t->storage->nbytes)))
-    return ln_error_null("as_strided: view reaches outside the storage (%zu bytes)",
-                         t->storage->nbytes);
+  if (check_view("as_strided", t->storage, t->dtype_id, ndim, shape, stride, offset) != 0) return NULL;
   ln_tensor *v = view_header(t);
   if (!v) return NULL;
   v->ndim = ndim;
@@ -254,10 +289,12 @@ static int view_strides(const ln_tensor *t, int ndim, const int64_t *shape, int6
   int64_t chunk_base_stride = t->stride[t->ndim - 1];
   int64_t tensor_numel = 1, view_numel = 1;
   for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t chunk_stride;   /* (a size-1 dim's stride may be anything: checked) */
     tensor_numel *= t->shape[d];
-    if (d == 0 || (t->shape[d - 1] != 1 && t->stride[d - 1] != tensor_numel * chunk_base_stride)) {
+    if (ln_mul_ovf(tensor_numel, chunk_base_stride, &chunk_stride)) return 0;
+    if (d == 0 || (t->shape[d - 1] != 1 && t->stride[d - 1] != chunk_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-        stride[view_d] = view_numel * chunk_base_stride;
+        if (ln_mul_ovf(view_numel, chunk_base_stride, &stride[view_d])) return 0;
         view_numel *= shape[view_d];
         view_d--;
       }
@@ -306,8 +343,8 @@ ln_tensor *ln_narrow(const ln_tensor *t, int dim, int64_t start, int64_t length)
   ln_tensor *v = view_header(t);
   if (!v) return NULL;
   v->shape[dim] = length;
-  if (length > 0) v->offset += start * t->stride[dim];
-  return v;
+  if (length > 0 && ln_muladd_ovf(start, t->stride[dim], t->offset, &v->offset)) v->offset = -1;
+  return checked_view("narrow", v);
 }
 
 ln_tensor *ln_select(const ln_tensor *t, int dim, int64_t index) {
@@ -317,11 +354,11 @@ ln_tensor *ln_select(const ln_tensor *t, int dim, int64_t index) {
                          (long long)LN_SAT_ADD1(index), dim + 1, (long long)t->shape[dim]);
   ln_tensor *v = view_header(t);
   if (!v) return NULL;
-  v->offset += index * t->stride[dim];
+  if (ln_muladd_ovf(index, t->stride[dim], t->offset, &v->offset)) v->offset = -1;
   for (int i = dim; i < t->ndim - 1; i++) { v->shape[i] = t->shape[i + 1]; v->stride[i] = t->stride[i + 1]; }
   v->ndim--;
   v->shape[v->ndim] = 0; v->stride[v->ndim] = 0;
-  return v;
+  return checked_view("select", v);
 }
 
 ln_tensor *ln_transpose(const ln_tensor *t, int d0, int d1) {
@@ -374,7 +411,8 @@ ln_tensor *ln_unsqueeze(const ln_tensor *t, int dim) {
   if (!v) return NULL;
   for (int i = t->ndim; i > dim; i--) { v->shape[i] = t->shape[i - 1]; v->stride[i] = t->stride[i - 1]; }
   v->shape[dim] = 1;
-  v->stride[dim] = dim < t->ndim ? t->shape[dim] * t->stride[dim] : 1;
+  /* any stride suits a size-1 dim: 1 where the usual one would overflow */
+  if (dim >= t->ndim || ln_mul_ovf(t->shape[dim], t->stride[dim], &v->stride[dim])) v->stride[dim] = 1;
   v->ndim++;
   return v;
 }
@@ -408,7 +446,7 @@ ln_tensor *ln_expand(const ln_tensor *t, int ndim, const int64_t *shape) {
     v->stride[i] = 0;
   }
   v->ndim = ndim;
-  return v;
+  return checked_view("expand", v);
 }
 
 ln_tensor *ln_contiguous(const ln_tensor *t) {
@@ -423,4 +461,58 @@ ln_tensor *ln_clone(const ln_tensor *t) {
   if (!c) return NULL;
   if (ln_copy_(c, t) != 0) { ln_tensor_free(c); return NULL; }
   return c;
+}
+
+/* ---- memory overlap (in-place ops and their inputs) ------------------------------ */
+
+/* Whether a and b touch the same memory: LN_OVERLAP_NO, LN_OVERLAP_FULL (the
+ * same elements in the same order: an elementwise op reading and writing each
+ * element in place is then exact) or LN_OVERLAP_PARTIAL (anything else that
+ * shares bytes, conservatively). A disjoint-range test comes first, so tensors
+ * of different storages or disjoint slices cost a few compares. */
+int ln_overlap(const ln_tensor *a, const ln_tensor *b) {
+  if (!a || !b || !a->storage || a->storage != b->storage) return LN_OVERLAP_NO;
+  int64_t na = ln_numel(a), nb = ln_numel(b);
+  if (na == 0 || nb == 0) return LN_OVERLAP_NO;
+  int64_t esa = ln_dtype_size(a->dtype_id), esb = ln_dtype_size(b->dtype_id);
+  int64_t alo, ahi, blo, bhi;
+  /* (views are checked on creation: their extents do not overflow) */
+  if (ln_extent_ovf(a->ndim, a->shape, a->stride, a->offset, &alo, &ahi) ||
+      ln_extent_ovf(b->ndim, b->shape, b->stride, b->offset, &blo, &bhi))
+    return LN_OVERLAP_PARTIAL;
+  if ((ahi + 1) * esa <= blo * esb || (bhi + 1) * esb <= alo * esa) return LN_OVERLAP_NO;
+  bool same = esa == esb && a->offset == b->offset && a->ndim == b->ndim;
+  for (int i = 0; same && i < a->ndim; i++)
+    same = a->shape[i] == b->shape[i] && (a->shape[i] == 1 || a->stride[i] == b->stride[i]);
+  return same ? LN_OVERLAP_FULL : LN_OVERLAP_PARTIAL;
+}
+
+int ln_check_no_partial_overlap(const char *fn, const ln_tensor *out, const ln_tensor *in, const char *what) {
+  if (ln_overlap(out, in) != LN_OVERLAP_PARTIAL) return 0;
+  return ln_error("%s: the output and %s overlap in memory (partly), so the result would depend on "
+                  "the order elements are written; clone() the %s first", fn, what, what);
+}
+
+/* Refuses writing through a view in which two indices reach one element: a
+ * stride-0 dim of size > 1 (an expanded view), or two dims where one stride
+ * is a small multiple of another's (as_strided {3,3} with strides {1,1}):
+ * index 1 along the larger equals index k < size along the smaller. (Other
+ * overlapping layouts are too costly to detect exactly; PyTorch lets them
+ * pass as well.) */
+int ln_check_no_internal_overlap(const char *fn, const ln_tensor *t) {
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 2) continue;
+    int64_t si = t->stride[i] < 0 ? -t->stride[i] : t->stride[i];
+    if (si == 0)
+      return ln_error("%s: cannot write in place to an expanded tensor (dim %d has stride 0); "
+                      "clone() it first", fn, i + 1);
+    for (int j = 0; j < t->ndim; j++) {
+      int64_t sj = t->stride[j] < 0 ? -t->stride[j] : t->stride[j];
+      if (j == i || t->shape[j] < 2 || sj < si || sj % si != 0 || sj / si > t->shape[i] - 1) continue;
+      return ln_error("%s: cannot write in place to a tensor whose elements overlap (dims %d and %d "
+                      "with strides %lld and %lld); clone() it first", fn, i + 1, j + 1,
+                      (long long)t->stride[i], (long long)t->stride[j]);
+    }
+  }
+  return 0;
 }

@@ -161,10 +161,36 @@ static inline void bin_item(const bin_ctx *c, const ln_iter *it, int64_t item) {
   c->fn(c->op, c->alpha, p[0], p[1], p[2], n, so, sa, sb);
 }
 
+/* Whether an integer view holds a 0 (each distinct element once: stride-0
+ * dims are visited at one index). */
+static bool int_view_has_zero(const ln_kview *v) {
+  int64_t idx[LN_MAX_DIMS] = {0}, shape[LN_MAX_DIMS];
+  for (int d = 0; d < v->ndim; d++) {
+    shape[d] = v->stride[d] == 0 ? LN_MIN(v->shape[d], 1) : v->shape[d];
+    if (shape[d] == 0) return false;
+  }
+  int es = ln_dtype_size(v->dtype);
+  for (;;) {
+    int64_t off = 0;
+    for (int d = 0; d < v->ndim; d++) off += idx[d] * v->stride[d];
+    if (ln_load_as_double(v->data + off * es, v->dtype) == 0) return true;
+    int d = v->ndim - 1;
+    for (; d >= 0; d--) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) return false;
+  }
+}
+
 int ln_cpu_binary(void *p) {
   ln_binary_args *a = p;
   if (a->scalar_side == 1) a->a.data = a->scalar;
   if (a->scalar_side == 2) a->b.data = a->scalar;
+  /* integer fmod by zero has no value (PyTorch raises too): refused before
+   * anything is written */
+  if (a->op == LN_FMOD && !ln_is_float(a->b.dtype) && int_view_has_zero(&a->b))
+    return ln_error("fmod: integer division by zero");
   bin_ctx c = {NULL, a->op, a->alpha};
   switch (a->a.dtype) {
     case LN_FLOAT32: c.fn = bin_f32; break;

@@ -32,9 +32,11 @@ static void rnd_range(void *p, int64_t begin, int64_t end) {
         v = a->p0 + a->p1 * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u);
         break;
       }
-      case 2: {
-        uint64_t range = (uint64_t)(a->p1 - a->p0), x = ((uint64_t)r[2] << 32) | r[3];
-        v = a->p0 + (double)(x % range);
+      case 2: {   /* (the front end checked that [lo, hi) fits the dtype exactly) */
+        uint64_t x = ((uint64_t)r[2] << 32) | r[3];
+        int64_t iv = (int64_t)((uint64_t)a->ilo + x % a->irange);
+        if (a->out.dtype == LN_INT64) { ((int64_t *)a->out.data)[i] = iv; continue; }
+        v = (double)iv;
         break;
       }
       default: v = u < a->p0; break;

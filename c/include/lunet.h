@@ -146,7 +146,10 @@ LN_API int ln_empty_cache(int device);
 
 LN_API ln_tensor *ln_empty(int ndim, const int64_t *shape, int dtype, int device);
 LN_API ln_tensor *ln_from_buffer(const void *src, int ndim, const int64_t *shape,
-                                 int dtype, int device);  /* copies src */
+                                 int dtype, int device);  /* copies src (trusted to hold the shape) */
+/* ln_from_buffer from src of src_nbytes bytes: an error when the shape needs more */
+LN_API ln_tensor *ln_from_buffer_n(const void *src, size_t src_nbytes, int ndim, const int64_t *shape,
+                                   int dtype, int device);
 LN_API void ln_tensor_free(ln_tensor *t);
 LN_API void ln_ref_free(ln_ref r);
 LN_API ln_tensor *ln_alias(const ln_tensor *t);      /* new header, same view */

@@ -53,13 +53,7 @@ int ln_check_same_device(const char *fn, const ln_tensor *a, const ln_tensor *b)
 }
 
 /* Writing through a view where several elements alias one address is refused. */
-static int check_writable(const char *fn, const ln_tensor *t) {
-  for (int i = 0; i < t->ndim; i++)
-    if (t->stride[i] == 0 && t->shape[i] > 1)
-      return ln_error("%s: cannot write in place to an expanded tensor (dim %d has stride 0); "
-                      "clone() it first", fn, i + 1);
-  return 0;
-}
+static int check_writable(const char *fn, const ln_tensor *t) { return ln_check_no_internal_overlap(fn, t); }
 
 /* Returns t itself or a new tensor cast to dtype; *owned says which. */
 static const ln_tensor *as_dtype(const ln_tensor *t, int dtype, ln_tensor **owned) {
@@ -204,7 +198,8 @@ static int binary_inplace_impl(int op, ln_tensor *a, const ln_tensor *b, double 
   if (op < 0 || op > LN_AXPY) return ln_error("binary_: invalid op %d", op);
   const char *fn = binary_names[op];
   if (ln_check_tensor(fn, a, "first argument") != 0 || ln_check_tensor(fn, b, "second argument") != 0 ||
-      ln_check_same_device(fn, a, b) != 0 || check_writable(fn, a) != 0)
+      ln_check_same_device(fn, a, b) != 0 || check_writable(fn, a) != 0 ||
+      ln_check_no_partial_overlap(fn, a, b, "second argument") != 0)
     return -1;
   if (is_predicate(op)) return ln_error("%s_: has no in-place form", fn);
   int nd = 0; int64_t shape[LN_MAX_DIMS];
@@ -242,13 +237,20 @@ int ln_add_scaled_(ln_tensor *a, const ln_tensor *b, double alpha) {
   return binary_inplace_impl(LN_AXPY, a, b, alpha);
 }
 
+/* integer fmod by a zero scalar, refused on the host (a zero in a divisor
+ * tensor is found by the kernel) */
+static int check_int_divisor(int op, int ct, double s) {
+  if (op == LN_FMOD && !ln_is_float(ct) && s > -1 && s < 1) return ln_error("fmod: integer division by zero");
+  return 0;
+}
+
 ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed) {
   if (op < 0 || op >= LN_NBINARY) return ln_error_null("binary: invalid op %d", op);
   const char *fn = binary_names[op];
   if (ln_check_tensor(fn, a, "tensor argument") != 0) return NULL;
   int kop = op;
   int ct = compute_dtype(fn, &kop, ln_result_dtype_scalar(a, s));
-  if (ct < 0) return NULL;
+  if (ct < 0 || (!reversed && check_int_divisor(kop, ct, s) != 0)) return NULL;
   ln_tensor *ta;
   const ln_tensor *x = as_dtype(a, ct, &ta);
   if (!x) return NULL;
@@ -274,7 +276,7 @@ int ln_binary_scalar_(int op, ln_tensor *a, double s) {
   if (is_predicate(op)) return ln_error("%s_: has no in-place form", fn);
   int kop = op;
   int ct = compute_dtype(fn, &kop, ln_result_dtype_scalar(a, s));
-  if (ct < 0) return -1;
+  if (ct < 0 || check_int_divisor(kop, ct, s) != 0) return -1;
   if (category_narrower(ct, a->dtype_id) || a->dtype_id == LN_FLOAT16 || a->dtype_id == LN_BFLOAT16)
     return ln_error("%s_: result type %s can't be cast to the in-place target's type %s", fn,
                     ln_dtype_name(ct), ln_dtype_name(a->dtype_id));
@@ -330,7 +332,7 @@ ln_tensor *ln_cast(const ln_tensor *a, int dtype) {
 static int copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
   const char *fn = "copy_";
   if (ln_check_tensor(fn, dst, "destination") != 0 || ln_check_tensor(fn, src, "source") != 0 ||
-      check_writable(fn, dst) != 0)
+      check_writable(fn, dst) != 0 || ln_check_no_partial_overlap(fn, dst, src, "source") != 0)
     return -1;
   int nd = 0; int64_t shape[LN_MAX_DIMS];
   if (ln_broadcast_shapes(fn, dst->ndim, dst->shape, src->ndim, src->shape, &nd, shape) != 0) return -1;

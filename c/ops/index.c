@@ -97,10 +97,10 @@ int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index, const ln_tens
       ln_check_tensor(fn, src, "src") != 0 || ln_check_same_device(fn, a, src) != 0 ||
       ln_check_dim(fn, a, dim) != 0 || check_fits(fn, a, dim, index, src) != 0)
     return -1;
-  for (int i = 0; i < a->ndim; i++)
-    if (a->stride[i] == 0 && a->shape[i] > 1)
-      return ln_error("scatter_add_: cannot write in place to an expanded tensor (dim %d has "
-                      "stride 0); clone() it first", i + 1);
+  if (ln_check_no_internal_overlap(fn, a) != 0 ||
+      ln_check_no_partial_overlap(fn, a, src, "src") != 0 ||
+      ln_check_no_partial_overlap(fn, a, index, "index") != 0)
+    return -1;
   if (a->dtype_id != src->dtype_id)
     return ln_error("scatter_add_: src dtype %s differs from the input's %s; cast it first",
                     ln_dtype_name(src->dtype_id), ln_dtype_name(a->dtype_id));

@@ -87,6 +87,12 @@ ln_tensor *ln_matmul(const ln_tensor *a, const ln_tensor *b) {
   if (ln_broadcast_shapes(fn, a2->ndim - 2, a2->shape, b2->ndim - 2, b2->shape, &nb, bs) != 0) goto done;
   if (nb + 2 > LN_MAX_DIMS) { ln_error("matmul: too many dims"); goto done; }
   int64_t B = ln_shape_numel(nb, bs);
+  if (B < 0 || B > ((int64_t)1 << 62)) {
+    char s1[160];
+    ln_error("matmul: broadcast batch shape %s is too large (element count overflows)",
+             ln_shape_str(s1, sizeof s1, nb, bs));
+    goto done;
+  }
   if (!(a3 = batched3(a2, nb, bs, B)) || !(b3 = batched3(b2, nb, bs, B))) goto done;
   int64_t oshape[LN_MAX_DIMS];
   int on = 0;

@@ -53,9 +53,15 @@ static int launch_step(const char *fn, ln_task_fn kernel, ln_optim_args *a, ln_t
   if (ln_check_same_device(fn, param, grad) != 0) return -1;
   for (int i = 0; i < 3; i++)
     if (state[i] && check_state(fn, param, state[i], names[i]) != 0) return -1;
-  for (int i = 0; i < param->ndim; i++)
-    if (param->stride[i] == 0 && param->shape[i] > 1)
-      return ln_error("%s: param is an expanded tensor (dim %d has stride 0)", fn, i + 1);
+  if (ln_check_no_internal_overlap(fn, param) != 0) return -1;
+  /* every buffer the kernel writes against every other one it reads */
+  const ln_tensor *bufs[5] = {param, grad, state[0], state[1], state[2]};
+  const char *bnames[5] = {"param", "grad", names[0], names[1], names[2]};
+  for (int i = 0; i < 5; i++)
+    for (int j = i + 1; j < 5; j++)
+      if (bufs[i] && bufs[j] && ln_overlap(bufs[i], bufs[j]) == LN_OVERLAP_PARTIAL)
+        return ln_error("%s: %s and %s overlap in memory (partly); clone() one of them first", fn,
+                        bnames[i], bnames[j]);
 
   ln_tensor *gcast = NULL, *gcont = NULL, *pwork = NULL;
   const ln_tensor *g = grad;

@@ -61,11 +61,11 @@ end
 
 -- ---- helpers ---------------------------------------------------------------------------
 
-local function needs(x) return type(x) == 'cdata' and x.p.grad_flag ~= 0 end
+local function needs(x) return is_tensor(x) and x.p.grad_flag ~= 0 end
 
 -- the edge to an input: its node, the leaf itself, or false
 local function edge(x)
-  if type(x) ~= 'cdata' or x.p.grad_flag == 0 then return false end
+  if not is_tensor(x) or x.p.grad_flag == 0 then return false end
   local r = record(x)
   local f = r and r.grad_fn
   if f then return f end
@@ -177,7 +177,7 @@ local function unary(name, bw, save_in, save_out)
   if not orig then return end
   raw[name] = orig
   Tensor[name] = function(a, ...)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, ...) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, ...) end
     local r = orig(a, ...)
     local n = node(bw, name, edge(a))
     if save_in then n.a = saved(a) end
@@ -227,7 +227,7 @@ do
     return g * m:to(g.dtype)
   end
   Tensor.clamp = function(a, lo, hi)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, lo, hi) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, lo, hi) end
     local r = orig(a, lo, hi)
     local n = node(bw, 'clamp', edge(a))
     n.a, n.lo, n.hi = saved(a), lo, hi
@@ -425,7 +425,7 @@ local function viewlike(name, bw, keep_args)
   if not orig then return end
   raw[name] = orig
   Tensor[name] = function(a, ...)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, ...) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, ...) end
     local r = orig(a, ...)
     if r == a or type(r) ~= 'cdata' then return r end   -- (t:type() gives the dtype's name)
     local n = node(bw, name, edge(a))
@@ -498,7 +498,7 @@ if Tensor.split then
   local orig = Tensor.split
   raw.split = orig
   Tensor.split = function(a, size, dim)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, size, dim) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, size, dim) end
     local parts = orig(a, size, dim)
     local d = T.cdim('split', a, dim or 1) + 1
     local starts, lens, pos = {}, {}, 1
@@ -514,7 +514,7 @@ if Tensor.unbind then
   local orig = Tensor.unbind
   raw.unbind = orig
   Tensor.unbind = function(a, dim)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim) end
     local parts = orig(a, dim)
     return parts_node(a, parts, T.cdim('unbind', a, dim or 1) + 1, nil, nil, true)
   end
@@ -567,7 +567,7 @@ local function reduction(name, scale_by_count)
     return r
   end
   Tensor[name] = function(a, dim, keepdim, ...)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, keepdim, ...) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim, keepdim, ...) end
     local r = orig(a, dim, keepdim, ...)
     local n = node(bw, name, edge(a))
     n.shape, n.dim, n.keepdim = a:size(), dim, keepdim
@@ -602,7 +602,7 @@ do
       return g * others
     end
     Tensor.prod = function(a, dim, keepdim, ...)
-      if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, keepdim, ...) end
+      if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim, keepdim, ...) end
       if dim ~= nil and type(dim) ~= 'number' then
         error('prod: the gradient over several dims at once is not supported; reduce one dim at a time', 2)
       end
@@ -628,7 +628,7 @@ if Tensor.gather and Tensor.scatter_add_ then
   raw.gather = orig
   local function bw(n, g) return zeros_as(n.shape, g):scatter_add_(n.dim, n.index, g) end
   Tensor.gather = function(a, dim, index)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, index) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim, index) end
     if type(index) == 'table' then index = require('lunet.factory').tensor(index, { dtype = 'int64' }) end
     local r = orig(a, dim, index)
     local n = node(bw, 'gather', edge(a))
@@ -651,7 +651,7 @@ if Tensor.index_select and Tensor.scatter_add_ then
     return zeros_as(n.shape, g):scatter_add_(d, idx, g)
   end
   Tensor.index_select = function(a, dim, index)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig(a, dim, index) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim, index) end
     if type(index) == 'table' then index = require('lunet.factory').tensor(index, { dtype = 'int64' }) end
     local r = orig(a, dim, index)
     local n = node(bw, 'index_select', edge(a))
@@ -681,7 +681,7 @@ local function extreme(name)
     return mask * gg / count
   end
   Tensor[name] = function(a, dim, keepdim)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 or is_tensor(dim) then return orig(a, dim, keepdim) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 or is_tensor(dim) then return orig(a, dim, keepdim) end
     local r, idx = orig(a, dim, keepdim)
     local n = node(bw, name, edge(a))
     n.a, n.r, n.shape, n.dim, n.keepdim = saved(a), r:detach(), a:size(), dim, keepdim
@@ -718,16 +718,16 @@ if Tensor.var and Tensor.sum then
   local orig_var, orig_std, orig_norm = Tensor.var, Tensor.std, Tensor.norm
   raw.var, raw.std, raw.norm = orig_var, orig_std, orig_norm
   Tensor.var = function(a, dim, opt, keepdim)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig_var(a, dim, opt, keepdim) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig_var(a, dim, opt, keepdim) end
     return var_graph(a, spread_args(dim, opt, keepdim))
   end
   Tensor.std = function(a, dim, opt, keepdim)
-    if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig_std(a, dim, opt, keepdim) end
+    if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig_std(a, dim, opt, keepdim) end
     return var_graph(a, spread_args(dim, opt, keepdim)):sqrt()
   end
   if orig_norm then
     Tensor.norm = function(a, p, dim, keepdim)
-      if not enabled or type(a) ~= 'cdata' or a.p.grad_flag == 0 then return orig_norm(a, p, dim, keepdim) end
+      if not enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig_norm(a, p, dim, keepdim) end
       if p == nil or p == 'fro' then p = 2 end
       if type(p) ~= 'number' or p <= 0 or p == math.huge then
         if p == math.huge then return Tensor.amax(a:abs(), dim, keepdim) end
@@ -1153,9 +1153,9 @@ do
     raw[name] = f
     local base = name:sub(1, -2)
     Tensor[name] = function(self, a1, ...)
-      if not enabled or type(self) ~= 'cdata' then return f(self, a1, ...) end
+      if not enabled or not is_tensor(self) then return f(self, a1, ...) end
       local self_grad = self.p.grad_flag ~= 0
-      if not self_grad and not (type(a1) == 'cdata' and a1.p.grad_flag ~= 0) then return f(self, a1, ...) end
+      if not self_grad and not (is_tensor(a1) and a1.p.grad_flag ~= 0) then return f(self, a1, ...) end
       if self_grad then
         local r = record(self)
         local fn = r and r.grad_fn
@@ -1169,7 +1169,7 @@ do
       if name == 'copy_' then
         local src = a1
         raw_copy(self, src)
-        if type(src) ~= 'cdata' or src.p.grad_flag == 0 then return Tensor.detach_(self) end
+        if not is_tensor(src) or src.p.grad_flag == 0 then return Tensor.detach_(self) end
         local n = node(copy_bw, 'copy_', edge(src))
         n.ss = bshape(src, self)
         n.dtype, n.device = src.p.dtype_id, src.p.device_id

@@ -76,10 +76,17 @@ local CUDA_BASE = 256
 local function field_device_id(dev) return dev.device_id end
 function core.device_id(fn, dev)
   if dev == nil then return 0 end
-  if type(dev) == 'number' then return dev end
+  if type(dev) == 'number' then
+    -- (a C int: a fraction or a huge number would be truncated to some device)
+    if dev % 1 ~= 0 or dev < 0 or dev >= 2 ^ 31 then
+      error(('%s: invalid device number %s (expected a non-negative integer)'):format(fn, tostring(dev)), 3)
+    end
+    return dev
+  end
   if type(dev) == 'string' then
     local kind, idx = dev:match('^(%a+):?(%d*)$')
     idx = tonumber(idx) or 0
+    if idx >= 2 ^ 31 then kind = nil end
     if kind == 'cpu' then
       if C.ln_device_valid(idx) == 0 then
         error(('%s: no device %s (there %s %d CPU device%s)'):format(fn, dev,

@@ -126,9 +126,22 @@ function M.randn(...)
   return t
 end
 
--- randint(low, high, size[, opts]): integers in [low, high), int64 by default
+-- randint(low, high, size[, opts]) or randint(high, size[, opts]): integers
+-- in [low, high), int64 by default; the range must fit the dtype
+local function int_bound(what, v)
+  if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
+    error(('randint: %s must be an integer in [-2^63, 2^63), got %s'):format(what, tostring(v)), 4)
+  end
+  return v
+end
+
 function M.randint(low, high, size, opts)
+  if type(high) == 'table' and (size == nil or type(size) == 'table') then
+    low, high, size, opts = 0, low, high, size
+  end
   if type(size) ~= 'table' then error('randint: size must be a table of sizes', 2) end
+  int_bound('low', low)
+  int_bound('high', high)
   local nd, s = T.read_shape('randint', size)
   opts = opts or {}
   local t = make('randint', nd, s, { dtype = opts.dtype or 'int64', device = opts.device })
@@ -143,9 +156,23 @@ function M.manual_seed(seed)
   C.ln_manual_seed(seed)
 end
 
-function Tensor.uniform_(self, lo, hi) check(C.ln_uniform_(self.p, lo or 0, hi or 1)); return self end
-function Tensor.normal_(self, mean, std) check(C.ln_normal_(self.p, mean or 0, std or 1)); return self end
-function Tensor.bernoulli_(self, p) check(C.ln_bernoulli_(self.p, p or 0.5)); return self end
+local function num_arg(fn, what, v, default)
+  if v == nil then return default end
+  if type(v) ~= 'number' then error(('%s: %s must be a number, got %s'):format(fn, what, type(v)), 3) end
+  return v
+end
+function Tensor.uniform_(self, lo, hi)
+  check(C.ln_uniform_(T.need_tensor('rand', self, 'self').p, num_arg('rand', 'low', lo, 0), num_arg('rand', 'high', hi, 1)))
+  return self
+end
+function Tensor.normal_(self, mean, std)
+  check(C.ln_normal_(T.need_tensor('randn', self, 'self').p, num_arg('randn', 'mean', mean, 0), num_arg('randn', 'std', std, 1)))
+  return self
+end
+function Tensor.bernoulli_(self, p)
+  check(C.ln_bernoulli_(T.need_tensor('bernoulli', self, 'self').p, num_arg('bernoulli', 'p', p, 0.5)))
+  return self
+end
 
 -- ---- from Lua data ----------------------------------------------------------------
 
@@ -203,11 +230,39 @@ function M.tensor(data, opts)
   return t
 end
 
--- from_buffer(ptr, size, dtype[, device]): copies the caller's memory
-function M.from_buffer(ptr, size, dtype, device)
+-- from_buffer(buf, size, dtype[, device][, nbytes]) copies the caller's memory
+-- (device may also be a table {device = ..., nbytes = ...}). buf is a Lua
+-- string, a cdata array (its size is ffi.sizeof(buf)) or a pointer,
+-- which needs nbytes (how many bytes it holds): the shape must fit in them,
+-- so nothing past the buffer is ever read.
+function M.from_buffer(buf, size, dtype, device, nbytes)
+  if type(device) == 'table' then device, nbytes = device.device, device.nbytes end
   local nd, s = T.read_shape('from_buffer', size)
-  if ptr == nil then error('from_buffer: buffer is nil', 2) end
-  return wrap(C.ln_from_buffer(ptr, nd, s, core.dtype_id('from_buffer', dtype),
+  if buf == nil then error('from_buffer: buffer is nil', 2) end
+  local held
+  if type(buf) == 'string' then held = #buf
+  elseif type(buf) == 'cdata' then
+    local kind = tostring(ffi.typeof(buf)):sub(-2)   -- ']>' array, '*>' pointer
+    if kind == ']>' then held = ffi.sizeof(buf)
+    elseif kind ~= '*>' or tostring(ffi.typeof(buf)):find('(*)', 1, true) then
+      error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. tostring(ffi.typeof(buf)), 2)
+    end
+  else
+    error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. type(buf), 2)
+  end
+  if nbytes ~= nil then
+    if type(nbytes) ~= 'number' or nbytes % 1 ~= 0 or nbytes < 0 or nbytes >= 2 ^ 63 then
+      error('from_buffer: nbytes must be a non-negative integer, got ' .. tostring(nbytes), 2)
+    end
+    if held and nbytes > held then
+      error(('from_buffer: nbytes %d is more than the buffer holds (%d bytes)'):format(nbytes, held), 2)
+    end
+    held = nbytes
+  end
+  if not held then
+    error('from_buffer: buf is a pointer: pass nbytes, the number of bytes it holds', 2)
+  end
+  return wrap(C.ln_from_buffer_n(buf, held, nd, s, core.dtype_id('from_buffer', dtype),
     core.device_id('from_buffer', device)))
 end
 

@@ -12,6 +12,7 @@ local setters = {}
 local mt = {}
 
 local ref_ct = ffi.typeof('ln_ref')
+local refptr_ct = ffi.typeof('ln_ref *')
 local table_new = require 'table.new'
 local shape_buf = ffi.new('int64_t[8]')
 local stride_buf = ffi.new('int64_t[8]')
@@ -42,13 +43,27 @@ local function check(rc, level)
   if rc ~= 0 then error(core.last_error(), (level or 2) + 1) end
 end
 
-local function is_tensor(x) return ffi.istype(ref_ct, x) end
+-- A tensor is an ln_ref value holding a C tensor: not a NULL handle
+-- (ffi.new('ln_ref')), nor a pointer to a handle (which istype also accepts,
+-- and which may be NULL: reading it would crash).
+local function is_tensor(x)
+  return ffi.istype(ref_ct, x) and not ffi.istype(refptr_ct, x) and x.p ~= nil
+end
 
 local function need_tensor(fn, x, what)
-  if not ffi.istype(ref_ct, x) then
+  if not is_tensor(x) then
     error(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', type(x)), 4)
   end
   return x
+end
+
+-- An integer argument that fits int64 (a fraction, NaN, inf or 2^63 is an
+-- error naming fn, never truncated on its way to C).
+local function int_arg(fn, what, v, level)
+  if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
+    error(('%s: %s must be an integer, got %s'):format(fn, what, tostring(v)), (level or 2) + 1)
+  end
+  return v
 end
 
 -- 1-based (or negative) Lua dim -> 0-based C dim
@@ -72,7 +87,7 @@ local function read_shape(fn, first, ...)
     if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
     for i = 1, n do
       local v = first[i]
-      if type(v) ~= 'number' or v % 1 ~= 0 then
+      if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
         error(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)), 4)
       end
       shape_buf[i - 1] = v
@@ -83,7 +98,7 @@ local function read_shape(fn, first, ...)
     if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
     for i = 1, n do
       local v = i == 1 and first or select(i - 1, ...)
-      if type(v) ~= 'number' or v % 1 ~= 0 then
+      if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
         error(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)), 4)
       end
       shape_buf[i - 1] = v
@@ -97,7 +112,13 @@ end
 -- Torch7's t[{i, {a, b}}] (get, set: lunet/tensor_index.lua)
 local table_index = {}
 
+local function invalid_handle(self)
+  return ffi.istype(refptr_ct, self) or self.p == nil
+end
+local INVALID = 'tensor: a NULL tensor handle (or a pointer to one) is not a tensor'
+
 mt.__index = function(self, k)
+  if invalid_handle(self) then error(INVALID, 2) end
   local m = Tensor[k]
   if m ~= nil then return m end
   local g = getters[k]
@@ -109,6 +130,7 @@ mt.__index = function(self, k)
 end
 
 mt.__newindex = function(self, k, v)
+  if invalid_handle(self) then error(INVALID, 2) end
   local s = setters[k]
   if s then return s(self, v) end
   if type(k) == 'number' then return Tensor.set_index(self, k, v) end
@@ -117,6 +139,7 @@ mt.__newindex = function(self, k, v)
 end
 
 mt.__len = function(self)
+  if invalid_handle(self) then error(INVALID, 2) end
   if self.p.ndim == 0 then error('#: a 0-d tensor has no length', 2) end
   return tonumber(self.p.shape[0])
 end
@@ -237,6 +260,8 @@ function Tensor.narrow(self, d, start, length)
   if type(start) ~= 'number' or type(length) ~= 'number' then
     error('narrow: start and length must be numbers', 2)
   end
+  int_arg('narrow', 'start', start, 2)
+  int_arg('narrow', 'length', length, 2)
   if start < 0 then start = tonumber(size) + start + 1 end
   return wrap(C.ln_narrow(self.p, cd, start - 1, length))
 end
@@ -244,6 +269,7 @@ end
 function Tensor.select(self, d, index)
   local cd = cdim('select', self, d)
   if type(index) ~= 'number' then error('select: index must be a number', 2) end
+  int_arg('select', 'index', index, 2)
   if index < 0 then index = tonumber(self.p.shape[cd]) + index + 1 end
   return wrap(C.ln_select(self.p, cd, index - 1))
 end
@@ -307,10 +333,13 @@ function Tensor.as_strided(self, size, stride, offset)
     error(('as_strided: stride must be a list of %d integers, got %s'):format(n, type(stride)), 2)
   end
   for i = 1, n do
-    if type(stride[i]) ~= 'number' or stride[i] % 1 ~= 0 then error('as_strided: stride ' .. i .. ' must be an integer', 2) end
+    local v = stride[i]
+    if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
+      error('as_strided: stride ' .. i .. ' must be an integer', 2)
+    end
     stride_buf[i - 1] = stride[i]
   end
-  if offset ~= nil and (type(offset) ~= 'number' or offset % 1 ~= 0 or offset < 0) then
+  if offset ~= nil and (type(offset) ~= 'number' or offset % 1 ~= 0 or offset < 0 or offset >= 2 ^ 63) then
     error('as_strided: offset must be a non-negative integer, got ' .. tostring(offset), 2)
   end
   return wrap(C.ln_as_strided(self.p, n, shape_buf, stride_buf, offset or tonumber(self.p.offset)))
@@ -328,5 +357,5 @@ ffi.metatype('ln_ref', mt)
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
   wrap = wrap, check = check, is_tensor = is_tensor, need_tensor = need_tensor,
-  cdim = cdim, read_shape = read_shape, ref_ct = ref_ct, record = record, table_index = table_index,
+  cdim = cdim, read_shape = read_shape, int_arg = int_arg, ref_ct = ref_ct, record = record, table_index = table_index,
 }

@@ -10,9 +10,22 @@ local factory = require 'lunet.factory'
 local C = core.C
 local Tensor, wrap, check, is_tensor, cdim = T.Tensor, T.wrap, T.check, T.is_tensor, T.cdim
 
+-- every number of a (nested) table of indices is an integer (the int64
+-- conversion would truncate 1.5 to 1)
+local function check_integers(fn, idx, depth)
+  for i = 1, #idx do
+    local v = idx[i]
+    if type(v) == 'table' and depth < 8 then check_integers(fn, v, depth + 1)
+    elseif type(v) == 'number' and (v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63) then
+      error(('%s: index %s is not an integer'):format(fn, tostring(v)), 4 + depth)
+    end
+  end
+end
+
 -- 1-based Lua index (table or tensor) -> 0-based index tensor on self's device
 local function to_index(fn, self, idx)
   if type(idx) == 'table' then
+    check_integers(fn, idx, 0)
     local ok, t = pcall(factory.tensor, idx, { dtype = 'int64' })
     if not ok then error(fn .. ': index ' .. tostring(t):gsub('^.-tensor: ', '', 1), 3) end
     if self.p.device_id ~= 0 then t = t:to(self.device) end
