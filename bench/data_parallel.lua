@@ -14,7 +14,7 @@
 --                exposed = time from the end of backward on the last device to the end of
 --                          the all-reduce: stream timestamps on each compute stream just
 --                          before the last bucket's launch (which runs it on the compute
---                          streams) and just after DataParallel:_end_backward (which waits
+--                          streams) and just after the Reducer's _end_backward (which waits
 --                          for the comm streams),
 --                          max(after) - max(before) (a device waiting for a slower one's
 --                          gradients is skew, not communication), median over 30 steps.
@@ -148,8 +148,8 @@ end
 -- DataParallel takes (the comm streams, then the compute streams wait)
 local function time_allreduce(dp)
   local function once()
-    for _, b in ipairs(dp.buckets) do
-      dp.comm:allreduce(b.flat, { op = 'avg', compress = dp.compress, async = true })
+    for _, b in ipairs(dp.reducer.buckets) do
+      dp.comm:allreduce(b.flat, { op = 'avg', compress = dp.reducer.compress, async = true })
     end
     dp.comm:wait()
   end
@@ -166,14 +166,14 @@ end
 
 -- seconds per step from the end of backward on the last device to the end
 -- of the all-reduce: stamps on each compute stream just before and just after
--- DataParallel:_end_backward;
+-- the Reducer's _end_backward;
 -- max(after) - max(before), so that a device waiting for a slower one's
 -- gradients (skew, not communication) does not count; median over the steps
 local stamps = ffi.new("double[?]", 2 * 16)
 local function time_exposed(dp, x, y, steps)
   local opt = optim.SGD(dp:parameters(), { lr = 0.01, momentum = 0.9 })
   local crit = nn.CrossEntropyLoss()
-  -- DataParallel:_end_backward runs when autograd has queued the last
+  -- Reducer:_end_backward runs when autograd has queued the last
   -- backward op: it launches any bucket not yet launched and makes the
   -- compute streams wait for the comm streams
   local ids = {}
@@ -185,16 +185,17 @@ local function time_exposed(dp, x, y, steps)
   -- (the last one wins; DataParallel runs the last bucket on the compute
   -- streams, so the stamp must precede it) and, when buckets are left for
   -- _end_backward to launch, at its start
-  dp._launch = function(self, b)
+  local red, Reducer = dp.reducer, require('lunet.parallel.Reducer')
+  red._launch = function(self, b)
     for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 2) end
-    require('lunet.parallel.DataParallel')._launch(self, b)
+    Reducer._launch(self, b)
     if not first then first = true; C.ln_comm_stream_timestamp(ids[1], stamps + 2 * self.n) end
   end
-  dp._end_backward = function(self, ok)
+  red._end_backward = function(self, ok)
     local left = false
     for b = 1, #self.buckets do left = left or not (self.step and self.step.launched[b]) end
     if left then for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 2) end end
-    require('lunet.parallel.DataParallel')._end_backward(self, ok)
+    Reducer._end_backward(self, ok)
     for k = 1, self.n do C.ln_stream_timestamp(ids[k], stamps + 2 * k - 1) end
   end
   local t, lead, awake = {}, {}, 0
@@ -217,7 +218,7 @@ local function time_exposed(dp, x, y, steps)
     end
   end
   table.sort(t); table.sort(lead)
-  dp._end_backward, dp._launch = nil, nil
+  red._end_backward, red._launch = nil, nil
   local mid = math.floor((#t + 1) / 2)
   return t[mid], lead[mid], awake
 end
@@ -280,7 +281,7 @@ for _ = 1, ROUNDS do
     keep(ex, name, e)
     awake[name] = (awake[name] or 0) + a / 30 / ROUNDS
     lead[name] = math.max(lead[name] or -math.huge, l)
-    nb[name] = #dpo.buckets
+    nb[name] = #dpo.reducer.buckets
     dp, dpo = nil, nil
     free_all()
   end

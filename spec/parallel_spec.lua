@@ -652,15 +652,16 @@ describe('parallel.DataParallel', function()
     it('launches each bucket during backward, replicas interleaved', function()
       local dp = lunet.parallel.DataParallel(cnn(), { devices = { 'cpu:0', 'cpu:1' }, bucket_mb = 0.0002 })
       local log = {}
-      local on, launch, finish = dp._on_grad, dp._launch, dp._end_backward
-      dp._on_grad = function(self, k, i) log[#log + 1] = 'g' .. k; return on(self, k, i) end
-      dp._launch = function(self, b) log[#log + 1] = 'L'; return launch(self, b) end
-      dp._end_backward = function(self, ok) log[#log + 1] = 'E'; return finish(self, ok) end
+      local r = dp.reducer
+      local on, launch, finish = r._on_grad, r._launch, r._end_backward
+      r._on_grad = function(self, k, i) log[#log + 1] = 'g' .. k; return on(self, k, i) end
+      r._launch = function(self, b) log[#log + 1] = 'L'; return launch(self, b) end
+      r._end_backward = function(self, ok) log[#log + 1] = 'E'; return finish(self, ok) end
       nn.CrossEntropyLoss()(dp(lunet.randn(6, 3, 8, 8)), lunet.randint(1, 6, { 6 })):backward()
       local s = table.concat(log)
-      assert.is_true(#dp.buckets >= 3, 'buckets: ' .. #dp.buckets)
+      assert.is_true(#r.buckets >= 3, 'buckets: ' .. #r.buckets)
       local _, launches = s:gsub('L', '')
-      assert.are.equal(#dp.buckets, launches)
+      assert.are.equal(#r.buckets, launches)
       -- every bucket started from a hook, the first one before the last gradient of replica 1
       assert.truthy(s:match('L.*g1.*E$'), s)
       assert.falsy(s:match('EL'), s)
@@ -684,8 +685,9 @@ describe('parallel.DataParallel', function()
           nn.CrossEntropyLoss()(m(x), y):backward()
         end
       end
-      assert.is_true(#dp.buckets >= 3, 'buckets: ' .. #dp.buckets)
-      local per_step = ('a'):rep(#dp.buckets - 1) .. 's'
+      local buckets = dp.reducer.buckets
+      assert.is_true(#buckets >= 3, 'buckets: ' .. #buckets)
+      local per_step = ('a'):rep(#buckets - 1) .. 's'
       assert.are.equal(per_step .. per_step, table.concat(modes))
       -- the same reduced gradients as one all-reduce after backward
       local pa, pb = dp:parameters(), ref:parameters()

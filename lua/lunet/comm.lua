@@ -41,6 +41,7 @@ function comm.Communicator(devices, opts)
 end
 
 function Communicator:size() return self.n end
+function Communicator:local_size() return self.n end
 function Communicator:devices() return { unpack(self.names) } end
 function Communicator:backend() return ffi.string(C.ln_comm_backend_name(self.handle)) end
 

@@ -24,7 +24,8 @@
 -- on; afterwards p.grad is a view of the reduced bucket. Every replica's
 -- optimizer step then sees the same gradients, so the replicas stay
 -- identical without a per-step broadcast. state_dict() is replica 1's.
--- (buckets.lua: the buckets; balance.lua: the batch split.)
+-- The buckets, their all-reduces and accumulation are a parallel.Reducer
+-- (dp.reducer), the batch split a parallel.Balance (dp.balance).
 --
 -- dp:forward_loss(criterion, x, y) instead applies the criterion on each
 -- replica's shard and starts each replica's backward from its own loss, so
@@ -52,6 +53,9 @@ local core = require 'lunet.core'
 local Module = require 'lunet.nn.Module'
 local autograd = require 'lunet.autograd'
 local Communicator = require('lunet.comm').Communicator
+local Reducer = require 'lunet.parallel.Reducer'
+local Balance = require 'lunet.parallel.Balance'
+local floss = require 'lunet.parallel.forward_loss'
 local C = core.C
 
 local AHEAD = 2   -- steps the host may queue ahead of the devices (DataParallel:_pace)
@@ -59,25 +63,6 @@ local AHEAD_BYTES = 128 * 2 ^ 20   -- ... while the first device holds less than
 local DataParallel = Module:extend('parallel.DataParallel')
 
 local function fail(msg, lvl) error('DataParallel: ' .. msg, (lvl or 1) + 1) end
-
-local function weights_of(opts, n)
-  local b = opts.balance or 'even'
-  if b == 'even' or b == 'auto' then
-    local w = {}
-    for k = 1, n do w[k] = 1 end
-    return w, b == 'auto'
-  end
-  if type(b) ~= 'table' then
-    fail(("balance must be 'even', 'auto' or a list of %d weights, got %s"):format(n, tostring(b)), 4)
-  end
-  if #b ~= n then fail(('balance has %d weights for %d devices'):format(#b, n), 4) end
-  for k = 1, n do
-    if type(b[k]) ~= 'number' or not (b[k] > 0) or b[k] == math.huge then
-      fail(('balance[%d] must be a positive number, got %s'):format(k, tostring(b[k])), 4)
-    end
-  end
-  return { unpack(b) }, false
-end
 
 function DataParallel:__init(module, opts)
   if type(module) ~= 'table' or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
@@ -95,21 +80,11 @@ function DataParallel:__init(module, opts)
   end
   local n = #names
   self.devices, self.n = names, n
-  self.bucket_mb = opts.bucket_mb or 25
-  if type(self.bucket_mb) ~= 'number' or not (self.bucket_mb > 0) then fail('bucket_mb must be > 0', 3) end
-  self.accumulate = opts.accumulate or 1
-  if type(self.accumulate) ~= 'number' or self.accumulate < 1 or self.accumulate % 1 ~= 0 then
-    fail('accumulate must be an integer >= 1, got ' .. tostring(opts.accumulate), 3)
-  end
-  if opts.compress ~= nil and opts.compress ~= 'fp16' and opts.compress ~= 'bf16' then
-    fail("compress must be nil, 'fp16' or 'bf16', got " .. tostring(opts.compress), 3)
-  end
-  self.compress = opts.compress
-  self.weights, self.auto = weights_of(opts, n)
+  local ropts = Reducer.options(opts, 'DataParallel', 3)   -- (checked before the replicas are made)
+  self.bucket_mb, self.accumulate = ropts.bucket_mb, ropts.accumulate
+  self.balance = Balance.new(n, opts.balance, 'DataParallel', 3)
   self.sync_bn = opts.sync_bn and true or false
   self.broadcast_buffers = opts.broadcast_buffers ~= false
-  self.overlap = opts.overlap ~= false
-  self.micro = 0
 
   module:to(names[1])
   local reps = { module }
@@ -120,16 +95,11 @@ function DataParallel:__init(module, opts)
   self.comm = n > 1 and Communicator(names) or nil
   self.params, self.bufs = {}, {}
   for k = 1, n do self.params[k], self.bufs[k] = reps[k]:parameters(), reps[k]:buffers() end
-  self:_hook()
+  self.reducer = Reducer.new(self.params, self.comm, ropts)
   if self.sync_bn then require('lunet.parallel.sync_bn').convert(self) end
   -- where each device's previous forward ended (see DataParallel:_pace)
   self.fwd_events, self.fwd_pending, self.fwd_count = ffi.new('ln_event[?]', n * AHEAD), {}, 0
   self.ahead_bytes = AHEAD_BYTES   -- see _pace
-  if self.auto then
-    self.stamps = ffi.new('double[?]', 2 * n)
-    self.stamp_events = ffi.new('ln_event[?]', n)
-    self.speed = {}
-  end
 end
 
 -- ---- forward -------------------------------------------------------------------------------
@@ -196,34 +166,22 @@ function DataParallel:_begin(x, fname, lvl)
   if x:dim() == 0 then fail(fname .. ': input must have a batch dimension', lvl) end
   local B = x:size(1)
   if B == 0 then fail(fname .. ': empty batch', lvl) end
-  if self.auto then self:_collect_times() end
+  if self.balance.auto then self.balance:collect() end
   self:_pace()
-  local sizes = self:split_sizes(B)
+  local sizes = self.balance:split(B)
   local recording = autograd.is_grad_enabled()   -- (in eval mode too: fine-tuning with frozen BatchNorm)
   if self.broadcast_buffers and not self.sync_bn and #self.bufs[1] > 0 then
     self:broadcast_buffers_()
   end
   local active = 0
   for k = 1, self.n do if sizes[k] > 0 then active = active + 1 end end
-  self.reduced = nil
-  if recording then
-    if not self.buckets then self:_build_buckets() end
-    local sync = self.sync_forced
-    self.sync_forced = nil
-    if sync == nil then
-      self.micro = self.micro + 1
-      sync = self.micro % self.accumulate == 0
-    end
-    sync = sync and not self.no_sync_depth
-    if sync then self.micro = 0 end
-    self.step = { sync = sync and self.n > 1, active = active, ready = {}, launched = {}, nlaunched = 0 }
-  end
+  self.reducer:prepare(recording, active)
   return sizes, active
 end
 
 -- forward's second half: active = how many replicas got samples
-function DataParallel:_end_forward(active, ok, out)
-  if not ok then self.step = nil; error(out, 3) end
+function DataParallel:_end_forward(active, ok, out, lvl)
+  if not ok then self.reducer:abort(); error(out, (lvl or 2) + 1) end
   -- sync_bn keeps the running stats equal by updating every replica alike;
   -- replicas left without a sample this time get replica 1's
   if self.sync_bn and active < self.n and self.training then self:broadcast_buffers_() end
@@ -283,7 +241,8 @@ end
 
 -- every replica's output on its own device (nil where it has no shard)
 function DataParallel:_outputs(shards, sizes, ...)
-  local timing = self.auto and self.training and not self.timing
+  local bal = self.balance
+  local timing = self.training and bal:timing()
   local ys
   if self.sync_bn and self.training then
     ys = require('lunet.parallel.sync_bn').run(self, shards, sizes, ...)
@@ -291,19 +250,15 @@ function DataParallel:_outputs(shards, sizes, ...)
     ys = {}
     for k = 1, self.n do
       if shards[k] then
-        if timing then C.ln_stream_timestamp(core.device_id('DataParallel', self.devices[k]), self.stamps + 2 * k - 2) end
+        if timing then bal:stamp(k, core.device_id('DataParallel', self.devices[k]), false) end
         local y = self.replicas[k]:forward(shards[k], ...)
-        if timing then
-          local id = core.device_id('DataParallel', self.devices[k])
-          C.ln_stream_timestamp(id, self.stamps + 2 * k - 1)
-          C.ln_event_record(id, self.stamp_events + k - 1)
-        end
+        if timing then bal:stamp(k, core.device_id('DataParallel', self.devices[k]), true) end
         if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. type(y), 3) end
         ys[k] = y
       end
     end
   end
-  if timing then self.timing = sizes end
+  if timing then bal:timed(sizes) end
   return ys
 end
 
@@ -345,25 +300,27 @@ end
 
 -- dp:no_sync(fn, ...): backward passes inside fn only accumulate gradients
 -- locally; the next backward outside reduces the sum
-function DataParallel:no_sync(fn, ...)
-  if type(fn) ~= 'function' then fail('no_sync: expected a function, got ' .. type(fn), 2) end
-  local old = self.no_sync_depth
-  self.no_sync_depth = (old or 0) + 1
-  local res = { pcall(fn, ...) }
-  self.no_sync_depth = old
-  if not res[1] then error(res[2], 0) end
-  return unpack(res, 2, table.maxn(res))
-end
+function DataParallel:no_sync(fn, ...) return self.reducer:no_sync(fn, ...) end
 
 -- dp:sync_next(flag): the next recorded forward's backward all-reduces the
 -- gradients (true) or only accumulates them locally (false), whatever the
 -- accumulate count says; a synchronised one restarts the count (inside
 -- no_sync nothing is reduced). lunet.fit drives its accumulation groups with
 -- it, so that an epoch's last, shorter group is reduced too.
-function DataParallel:sync_next(flag)
-  if type(flag) ~= 'boolean' then fail('sync_next: expected true or false, got ' .. type(flag), 2) end
-  self.sync_forced = flag
+function DataParallel:sync_next(flag) self.reducer:sync_next(flag) end
+
+-- dp:forward_loss(criterion, x, target, ...) -> loss, outputs: the loss on
+-- each replica's shard (forward_loss.lua)
+function DataParallel:forward_loss(criterion, x, target, ...)
+  local loss, outs = floss.run(self, 2, criterion, x, target, ...)
+  return loss, outs
 end
+function DataParallel.forward_loss_ok(_, criterion) return floss.ok(criterion) end
+
+-- shard sizes for a batch of B (dp.balance); observe(times, sizes): measured
+-- forward times per replica (balance = 'auto')
+function DataParallel:split_sizes(B) return self.balance:split(B) end
+function DataParallel:observe(times, sizes) self.balance:observe(times, sizes) end
 
 -- ---- Module interface ------------------------------------------------------------------------
 
@@ -392,7 +349,8 @@ function DataParallel:to(what, more)
   end
   if dtype then
     for k = 1, self.n do self.replicas[k]:to({ device = self.devices[k], dtype = dtype }) end
-    self.buckets, self.buf_groups = nil, nil
+    self.reducer:rebuild()
+    self.buf_groups = nil
   end
   return self
 end
@@ -410,9 +368,5 @@ end
 DataParallel.__tostring = function(self)
   return self:repr() .. ('\n%d parameters per replica'):format(self.module:num_parameters())
 end
-
-require('lunet.parallel.buckets')(DataParallel)        -- the gradient buckets and their all-reduces
-require('lunet.parallel.balance')(DataParallel)        -- split_sizes, balance = 'auto'
-require('lunet.parallel.forward_loss')(DataParallel)   -- dp:forward_loss: the loss on each replica's shard
 
 return DataParallel

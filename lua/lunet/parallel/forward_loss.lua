@@ -120,49 +120,56 @@ local function shard_sums(dp, criterion, ys, targets, sums)
   end
 end
 
-return function(DataParallel)
-  function DataParallel:forward_loss(criterion, x, target, ...)
-    local kind = mean_kind(criterion, 2)
-    if not lunet.is_tensor(target) then fail('target must be a tensor, got ' .. type(target), 2) end
-    -- (checked before _begin, which paces the host and opens the step)
-    if lunet.is_tensor(x) and x:dim() > 0 and (target:dim() == 0 or target:size(1) ~= x:size(1)) then
-      fail(('target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1), x:size(1)), 2)
-    end
-    local sizes, active = self:_begin(x, 'forward_loss', 2)
-    local ok, loss, outs = pcall(self._run_loss, self, criterion, kind, x, target, sizes, ...)
-    return self:_end_forward(active, ok, loss), outs
-  end
+local M = { Loss = Loss }
 
-  function DataParallel:_run_loss(criterion, kind, x, target, sizes, ...)
-    local shards = self:_shard(x, sizes)
-    local loss = setmetatable({ dp = self, sums = {}, n = self.n, reduction = kind and 'mean' or 'sum' }, Loss)
-    local targets
-    if kind == 'class' then
-      local ignore = criterion.opts.ignore_index
-      targets, loss.counts = {}, {}
-      local pos = 1
-      for k = 1, self.n do
-        if sizes[k] > 0 then
-          local whole = target.device ~= self.devices[k] and target:to(self.devices[k]) or target
-          loss.counts[k] = whole:ne(ignore):sum():to('float32')
-          targets[k] = whole:narrow(1, pos, sizes[k])
-          pos = pos + sizes[k]
-        end
+-- one replica set's forward and loss: dp is the DataParallel (its _begin,
+-- _shard, _outputs and _end_forward: the same split, pacing and step as its forward)
+local function run_loss(dp, criterion, kind, x, target, sizes, ...)
+  local shards = dp:_shard(x, sizes)
+  local loss = setmetatable({ dp = dp, sums = {}, n = dp.n, reduction = kind and 'mean' or 'sum' }, Loss)
+  local targets
+  if kind == 'class' then
+    local ignore = criterion.opts.ignore_index
+    targets, loss.counts = {}, {}
+    local pos = 1
+    for k = 1, dp.n do
+      if sizes[k] > 0 then
+        local whole = target.device ~= dp.devices[k] and target:to(dp.devices[k]) or target
+        loss.counts[k] = whole:ne(ignore):sum():to('float32')
+        targets[k] = whole:narrow(1, pos, sizes[k])
+        pos = pos + sizes[k]
       end
-    else
-      targets = self:_shard(target, sizes)
-      loss.norm = kind and target:numel() or 1
     end
-    local ys = self:_outputs(shards, sizes, ...)
-    local reduction = criterion.opts.reduction
-    criterion.opts.reduction = 'sum'
-    local ok, err = pcall(shard_sums, self, criterion, ys, targets, loss.sums)
-    criterion.opts.reduction = reduction
-    if not ok then error(err, 0) end
-    loss.outputs = ys
-    return loss, ys
+  else
+    targets = dp:_shard(target, sizes)
+    loss.norm = kind and target:numel() or 1
   end
-
-  -- whether forward_loss can split this criterion (fit uses it when it can)
-  function DataParallel.forward_loss_ok(_, criterion) return (pcall(mean_kind, criterion, 1)) end
+  local ys = dp:_outputs(shards, sizes, ...)
+  local reduction = criterion.opts.reduction
+  criterion.opts.reduction = 'sum'
+  local ok, err = pcall(shard_sums, dp, criterion, ys, targets, loss.sums)
+  criterion.opts.reduction = reduction
+  if not ok then error(err, 0) end
+  loss.outputs = ys
+  return loss, ys
 end
+
+-- M.run(dp, criterion, x, target, ...) -> loss, outputs (dp:forward_loss; lvl:
+-- where argument errors point, as error's level seen from the caller)
+function M.run(dp, lvl, criterion, x, target, ...)
+  lvl = lvl + 1
+  local kind = mean_kind(criterion, lvl)
+  if not lunet.is_tensor(target) then fail('target must be a tensor, got ' .. type(target), lvl) end
+  -- (checked before _begin, which paces the host and opens the step)
+  if lunet.is_tensor(x) and x:dim() > 0 and (target:dim() == 0 or target:size(1) ~= x:size(1)) then
+    fail(('target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1), x:size(1)), lvl)
+  end
+  local sizes, active = dp:_begin(x, 'forward_loss', lvl)
+  local ok, loss, outs = pcall(run_loss, dp, criterion, kind, x, target, sizes, ...)
+  return dp:_end_forward(active, ok, loss, lvl), outs
+end
+
+-- whether forward_loss can split this criterion (fit uses it when it can)
+function M.ok(criterion) return (pcall(mean_kind, criterion, 1)) end
+
+return M
