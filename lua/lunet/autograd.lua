@@ -84,7 +84,7 @@ A.attach, A.edge, A.needs = attach, edge, needs
 -- what a node saves: a new header on the same storage, without the
 -- input's autograd record, so saved tensors never chain graphs together
 local function saved(x)
-  if type(x) == 'cdata' then return wrap(C.ln_alias(x.p)) end
+  if is_tensor(x) then return wrap(C.ln_alias(x.p)) end
   return x
 end
 A.saved = saved
@@ -147,7 +147,7 @@ A.sum_to = sum_to
 
 -- the shape to reduce a gradient to, or nil when x already has r's shape
 local function bshape(x, r)
-  if type(x) ~= 'cdata' or same_shape(x, r) then return nil end
+  if not is_tensor(x) or same_shape(x, r) then return nil end
   return x:size()
 end
 
@@ -534,7 +534,7 @@ end
 do
   local wrapped = Tensor.permute
   Tensor.permute = function(a, ...)
-    if type(...) ~= 'table' then return wrapped(a, { ... }) end
+    if type((...)) ~= 'table' then return wrapped(a, { ... }) end
     return wrapped(a, ...)
   end
 end

@@ -32,9 +32,13 @@ local function shape_and_opts(fn, ...)
 end
 
 local function make(fn, nd, shape, opts)
+  if opts ~= nil and type(opts) ~= 'table' then error(('%s: options must be a table, got %s'):format(fn, type(opts)), 3) end
   local dt = core.dtype_id(fn, opts and opts.dtype)
   local dev = core.device_id(fn, opts and opts.device)
-  local t = wrap(C.ln_empty(nd, shape, dt, dev), 3)
+  local p = C.ln_empty(nd, shape, dt, dev)
+  -- the C error names ln_empty ("empty: negative size -1"): name the caller
+  if p == nil then error((core.last_error():gsub('^empty: ', fn .. ': ', 1)), 3) end
+  local t = wrap(p, 3)
   if opts and opts.requires_grad then t.requires_grad = true end
   return t
 end
@@ -68,10 +72,41 @@ function M.full(size, value, opts)
   return t
 end
 
-function M.zeros_like(x, opts) return M.zeros(x:size(), opts or { dtype = x.dtype, device = x.device }) end
-function M.ones_like(x, opts) return M.ones(x:size(), opts or { dtype = x.dtype, device = x.device }) end
-function M.empty_like(x, opts) return M.empty(x:size(), opts or { dtype = x.dtype, device = x.device }) end
-function M.full_like(x, v, opts) return M.full(x:size(), v, opts or { dtype = x.dtype, device = x.device }) end
+local function like(fn, x, opts)
+  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, type(x)), 3) end
+  if opts ~= nil and type(opts) ~= 'table' then error(('%s: options must be a table, got %s'):format(fn, type(opts)), 3) end
+  return x:size(), { dtype = opts and opts.dtype or x.dtype, device = opts and opts.device or x.device,
+    requires_grad = opts and opts.requires_grad }
+end
+function M.zeros_like(x, opts)
+  local s, o = like('zeros_like', x, opts)
+  local nd, buf = T.read_shape('zeros_like', s)
+  local t = make('zeros_like', nd, buf, o)
+  check(C.ln_fill_(t.p, 0))
+  return t
+end
+function M.ones_like(x, opts)
+  local s, o = like('ones_like', x, opts)
+  local nd, buf = T.read_shape('ones_like', s)
+  local t = make('ones_like', nd, buf, o)
+  check(C.ln_fill_(t.p, 1))
+  return t
+end
+function M.empty_like(x, opts)
+  local s, o = like('empty_like', x, opts)
+  local nd, buf = T.read_shape('empty_like', s)
+  return make('empty_like', nd, buf, o)
+end
+function M.full_like(x, v, opts)
+  local s, o = like('full_like', x, opts)
+  if type(v) ~= 'number' and type(v) ~= 'boolean' then
+    error('full_like: value must be a number, got ' .. type(v), 2)
+  end
+  local nd, buf = T.read_shape('full_like', s)
+  local t = make('full_like', nd, buf, o)
+  check(C.ln_fill_(t.p, v == true and 1 or v == false and 0 or v))
+  return t
+end
 
 -- arange(stop), arange(start, stop[, step][, opts]): stop excluded, as in
 -- PyTorch; int64 when all arguments are integers, else float32.
@@ -82,11 +117,15 @@ function M.arange(a, b, c, d)
   elseif type(b) == 'table' then opts, b = b, nil end
   local start, stop, step = 0, a, 1
   if b ~= nil then start, stop, step = a, b, c or 1 end
-  for _, v in ipairs({ start, stop, step }) do
-    if type(v) ~= 'number' then error('arange: arguments must be numbers', 2) end
+  if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
+    error(('arange: start, end and step must be numbers, got %s, %s, %s'):format(type(start), type(stop), type(step)), 2)
+  end
+  if start ~= start or stop ~= stop or step ~= step or math.abs(start) == math.huge or math.abs(stop) == math.huge then
+    error(('arange: start, end and step must be finite, got %s, %s, %s'):format(start, stop, step), 2)
   end
   if step == 0 then error('arange: step must not be zero', 2) end
   local n = math.max(0, math.ceil((stop - start) / step))
+  if n >= 2 ^ 62 then error(('arange: %.17g elements is too large'):format(n), 2) end
   local integral = start % 1 == 0 and stop % 1 == 0 and step % 1 == 0
   opts = opts or {}
   local o = { dtype = opts.dtype or (integral and 'int64' or 'float32'), device = opts.device }
@@ -99,6 +138,9 @@ function M.linspace(start, stop, steps, opts)
   if type(steps) ~= 'number' or steps < 0 or steps % 1 ~= 0 then
     error('linspace: steps must be a non-negative integer', 2)
   end
+  if type(start) ~= 'number' or type(stop) ~= 'number' then
+    error(('linspace: start and end must be numbers, got %s and %s'):format(type(start), type(stop)), 2)
+  end
   local t = make('linspace', 1, ffi.new('int64_t[1]', steps), opts)
   local step = steps > 1 and (stop - start) / (steps - 1) or 0
   check(C.ln_arange_(t.p, start, step))
@@ -107,7 +149,13 @@ end
 
 function M.eye(n, m, opts)
   if type(m) == 'table' then opts, m = m, nil end
-  local t = make('eye', 2, ffi.new('int64_t[2]', n, m or n), opts)
+  for _, v in ipairs({ { 'n', n }, { 'm', m == nil and n or m } }) do
+    if type(v[2]) ~= 'number' or v[2] % 1 ~= 0 then
+      error(('eye: %s must be an integer, got %s'):format(v[1], tostring(v[2])), 2)
+    end
+  end
+  local nd, s = T.read_shape('eye', { n, m == nil and n or m })
+  local t = make('eye', nd, s, opts)
   check(C.ln_eye_(t.p))
   return t
 end
@@ -210,6 +258,7 @@ end
 
 -- lunet.tensor(data[, opts]): data is a number, a boolean or nested tables.
 function M.tensor(data, opts)
+  if opts ~= nil and type(opts) ~= 'table' then error('tensor: options must be a table, got ' .. type(opts), 2) end
   if is_tensor(data) then return data:clone():to(opts or {}) end
   if type(data) ~= 'table' and type(data) ~= 'number' and type(data) ~= 'boolean' then
     error('tensor: expected a number or a nested table, got ' .. type(data), 2)

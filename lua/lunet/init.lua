@@ -10,6 +10,7 @@ require 'lunet.tensor_index'
 require 'lunet.tensor_print'
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
+require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
 local C = core.C
 
 local lunet = {
@@ -101,7 +102,7 @@ end
 
 function lunet.synchronize(dev)
   local rc = dev and C.ln_sync(core.device_id('synchronize', dev)) or C.ln_sync_all()
-  if rc ~= 0 then core.raise() end
+  if rc ~= 0 then error((core.last_error():gsub('^sync: ', 'synchronize: ', 1)), 2) end
 end
 
 function lunet.memory_allocated(dev) return tonumber(C.ln_memory_allocated(core.device_id('memory_allocated', dev))) end

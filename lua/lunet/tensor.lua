@@ -285,7 +285,7 @@ end
 getters.T = Tensor.t
 
 function Tensor.permute(self, ...)
-  local dims = type(...) == 'table' and ... or { ... }
+  local dims = type((...)) == 'table' and ... or { ... }
   if #dims ~= self.p.ndim then
     error(('permute: %d dims given for a %d-d tensor'):format(#dims, self.p.ndim), 2)
   end

@@ -40,11 +40,24 @@ for name, op in pairs(unary_ops) do
   end
 end
 
+-- torch.clamp's bounds: at least one, each a number or nil
+local function bounds(fn, lo, hi)
+  if lo == nil and hi == nil then error(fn .. ': at least one of min and max must be given', 3) end
+  if (lo ~= nil and type(lo) ~= 'number') or (hi ~= nil and type(hi) ~= 'number') then
+    error(('%s: min and max must be numbers or nil, got %s and %s'):format(fn, type(lo), type(hi)), 3)
+  end
+  return lo or -math.huge, hi or math.huge
+end
+
 function Tensor.clamp(self, lo, hi)
-  return wrap(C.ln_clamp(need('clamp', self, 'input'), lo or -math.huge, hi or math.huge))
+  local p = need('clamp', self, 'input')
+  lo, hi = bounds('clamp', lo, hi)
+  return wrap(C.ln_clamp(p, lo, hi))
 end
 function Tensor.clamp_(self, lo, hi)
-  check(C.ln_clamp_(need('clamp_', self, 'input'), lo or -math.huge, hi or math.huge))
+  local p = need('clamp_', self, 'input')
+  lo, hi = bounds('clamp_', lo, hi)
+  check(C.ln_clamp_(p, lo, hi))
   return self
 end
 
@@ -113,6 +126,7 @@ function Tensor.add(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_add(a, b) end
   need_alpha('add', alpha)
   if type(b) == 'number' then return plain_add(a, b * alpha) end
+  need('add', a, 'first argument')
   local r = a:clone()
   check(C.ln_add_scaled_(r.p, need('add', b, 'second argument'), alpha))
   return r
@@ -120,6 +134,7 @@ end
 function Tensor.sub(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_sub(a, b) end
   need_alpha('sub', alpha)
+  if type(b) ~= 'number' then need('sub', b, 'second argument') end
   return Tensor.add(a, b, -alpha)
 end
 function Tensor.add_(a, b, alpha)
@@ -132,6 +147,7 @@ end
 function Tensor.sub_(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_sub_(a, b) end
   need_alpha('sub_', alpha)
+  if type(b) ~= 'number' then need('sub_', b, 'second argument') end
   return Tensor.add_(a, b, -alpha)
 end
 

@@ -14,13 +14,24 @@ Module.__name = 'nn.Module'
 
 -- Class helper: local Linear = Module:extend('nn.Linear'); Linear(...) calls
 -- Linear.__init(self, ...). Metamethods are copied so instances get them.
+-- A constructor's error names its class ("nn.Linear: empty: negative size
+-- -1"), at the caller's line, when the message does not already.
+local function init_failed(cls, err)
+  if type(err) ~= 'string' then error(err, 0) end
+  err = err:gsub('^[^:\n]*:%d+: ', '', 1)
+  local short = cls.__name:match('[^.]*$')
+  if not err:lower():find(short:lower(), 1, true) then err = cls.__name .. ': ' .. err end
+  error(err, 3)
+end
+
 function Module.extend(parent, name)
   local cls = setmetatable({}, {
     __index = parent,
     __call = function(cls, ...)
       local self = setmetatable({}, cls)
       Module.__init(self)
-      cls.__init(self, ...)
+      local ok, err = pcall(cls.__init, self, ...)
+      if not ok then init_failed(cls, err) end
       return self
     end,
   })

@@ -4,6 +4,6 @@ local F = require 'lunet.nn.functional'
 
 local ReLU = Module:extend('nn.ReLU')
 
-function ReLU:forward(x) return x:relu() end
+function ReLU:forward(x) return F.relu(x) end
 
 return ReLU

@@ -4,6 +4,6 @@ local F = require 'lunet.nn.functional'
 
 local Sigmoid = Module:extend('nn.Sigmoid')
 
-function Sigmoid:forward(x) return x:sigmoid() end
+function Sigmoid:forward(x) return F.sigmoid(x) end
 
 return Sigmoid

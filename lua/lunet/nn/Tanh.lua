@@ -4,6 +4,6 @@ local F = require 'lunet.nn.functional'
 
 local Tanh = Module:extend('nn.Tanh')
 
-function Tanh:forward(x) return x:tanh() end
+function Tanh:forward(x) return F.tanh(x) end
 
 return Tanh

@@ -66,6 +66,7 @@ local function grad_on(a, b, c) return A.is_grad_enabled() and (A.needs(a) or A.
 
 -- sum of all elements as a 0-d tensor (differentiable)
 local function sum_all(x)
+  need('sum_all', x, 'input')
   if Tensor.sum then return x:sum() end
   local n = x:numel()
   local ones = new(x, n, 1)
@@ -421,7 +422,11 @@ function F.adaptive_avg_pool2d(x, size)
   need('adaptive_avg_pool2d', x, 'input', 4)
   kernel('adaptive_avg_pool2d', 'ln_adaptive_avgpool2d_forward')
   local oh, ow = pair('adaptive_avg_pool2d', size, 'output_size')
-  local out = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), oh, ow)
+  local n, c = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
+  if n * c * oh * ow >= 2 ^ 62 then
+    error(('adaptive_avg_pool2d: output {%d,%d,%.17g,%.17g} is too large'):format(n, c, oh, ow), 2)
+  end
+  local out = new(x, n, c, oh, ow)
   check(C.ln_adaptive_avgpool2d_forward(out.p, x.p))
   if grad_on(x) then
     local n = node(adaptive_bw, 'adaptive_avg_pool2d', edge(x))
@@ -752,7 +757,7 @@ end
 function F.dropout(x, p, training)
   need('dropout', x, 'input')
   p = p or 0.5
-  if type(p) ~= 'number' or p < 0 or p > 1 then error('dropout: p must be in [0, 1], got ' .. tostring(p), 2) end
+  if type(p) ~= 'number' or not (p >= 0 and p <= 1) then error('dropout: p must be in [0, 1], got ' .. tostring(p), 2) end
   if training == false or p == 0 then return x end
   if p == 1 then return x * 0 end
   local mask = new_like(x)

@@ -81,7 +81,10 @@ local function class(name, required, init, get_lr)
   local function new(_, opt, a, b)
     local opts = type(a) == 'table' and a or (b or {})
     if type(opts) ~= 'table' then fail(name, 'options must be a table, got ' .. type(opts)) end
-    if type(a) ~= 'table' and a ~= nil then opts = copy(opts); opts[required] = a end
+    if type(a) ~= 'table' and a ~= nil then
+      if not required then fail(name, 'options must be a table, got ' .. type(a)) end
+      opts = copy(opts); opts[required] = a
+    end
     if required and opts[required] == nil then fail(name, 'option ' .. required .. ' is required') end
     return base(c, name, opt, opts, init)
   end

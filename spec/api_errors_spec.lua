@@ -1,0 +1,349 @@
+-- Raw Lua errors: every public function of lunet, lunet.nn.functional, the
+-- Tensor methods (on tensors and on things that are not tensors), the nn,
+-- optim and data constructors and the forward of every nn module, called with
+-- hostile argument lists (nothing, nil, wrong types, a number where a tensor
+-- goes, NaN, huge numbers, lists of the wrong things). Each call must either
+-- succeed or raise a string error that names the function (or, for a module's
+-- forward, starts with "name: ") and never a raw Lua error from inside lunet
+-- ("attempt to index ...", "bad argument #1 to ...", "cannot convert ...").
+local ffi = require 'ffi'
+local lunet = require 'lunet'
+local nn, F, optim, data = lunet.nn, lunet.nn.functional, lunet.optim, lunet.data
+
+local RAW = { 'attempt to ', 'bad argument #', 'cannot convert', 'table index is nil', 'stack overflow',
+  'invalid key to', 'wrong number of arguments' }
+
+local function strip(err) return (tostring(err):gsub('^[^:\n]*:%d+: ', '')) end
+
+-- hostile values, made fresh for each call (in-place methods change tensors)
+local NONE = {}
+local hostile = {
+  function() return NONE end,
+  function() return nil end,
+  function() return 'x' end,
+  function() return {} end,
+  function() return true end,
+  function() return 0 / 0 end,
+  function() return 1e300 end,
+  function() return 2 ^ 62 end,
+  function() return -1 end,
+  function() return 1.5 end,
+  function() return print end,
+  function() return ffi.new('int[2]') end,
+  function() return lunet.randn(3, 4) end,
+  function() return lunet.tensor({ 1, 2, 3 }, { dtype = 'int64' }) end,
+  function() return lunet.tensor(2.5) end,
+  function() return lunet.zeros(0) end,
+  function() return { lunet.ones(2), lunet.ones(3) } end,
+  function() return { -1, 3 } end,
+  function() return { 2 ^ 62, 2 ^ 62 } end,
+  function() return { 'a', {} } end,
+}
+-- plausible first arguments, followed by a hostile second one
+local plausible = {
+  function() return 1 end,
+  function() return 2 end,
+  function() return lunet.randn(3, 4) end,
+  function() return { 2, 3 } end,
+}
+
+-- argument lists: every hostile value alone, then each plausible value with
+-- every hostile value after it
+local function arglists()
+  local lists = {}
+  for _, h in ipairs(hostile) do lists[#lists + 1] = { h } end
+  for _, p in ipairs(plausible) do
+    for _, h in ipairs(hostile) do lists[#lists + 1] = { p, h } end
+  end
+  return lists
+end
+local ARGS = arglists()
+
+local function call(f, pre, list)
+  local args, n = {}, 0
+  for i = 1, pre.n or #pre do n = n + 1; args[n] = pre[i] end
+  for _, make in ipairs(list) do
+    local v = make()
+    if v == NONE then break end
+    n = n + 1; args[n] = v
+  end
+  return pcall(f, unpack(args, 1, n))
+end
+
+-- where one of the classes of issue 21 another engineer fixes still gives a
+-- raw error, by message: an options argument that is not a table (the
+-- unknown-options checks of every options table); re-checked after rebasing
+local others_msg = {
+  { "attempt to index local 'opts'", 'options that are not a table' },
+  { "has no member named 'stride'", 'options that are not a table (cdata)' },
+  { "has no member named 'padding'", 'options that are not a table (cdata)' },
+}
+local pending = {}
+
+-- nil when the outcome is fine, else what is wrong with it
+local function judge(ok, err, names, prefixed)
+  if ok then return nil end
+  if type(err) ~= 'string' then return 'error is a ' .. type(err) end
+  for _, o in ipairs(others_msg) do
+    if err:find(o[1], 1, true) then pending[o[2]] = (pending[o[2]] or 0) + 1; return nil end
+  end
+  for _, r in ipairs(RAW) do
+    if err:find(r, 1, true) then return 'raw Lua error: ' .. strip(err) end
+  end
+  local msg = strip(err)
+  if prefixed then
+    if not msg:find('^[%w_.]+: ') then return 'names no function: ' .. msg end
+    return nil
+  end
+  local low = msg:lower()
+  for name in names:gmatch('[^|]+') do
+    if low:find(name:lower(), 1, true) then return nil end
+  end
+  return 'does not name ' .. names .. ': ' .. msg
+end
+
+-- one line per function: its first bad outcome, and how many it had
+local function collect(bad, key, why)
+  if not why then return end
+  local e = bad[key]
+  if e then e.n = e.n + 1 else bad[key] = { n = 1, first = why } end
+end
+local function report(bad)
+  local lines = {}
+  for k, e in pairs(bad) do lines[#lines + 1] = ('%s (%d calls): %s'):format(k, e.n, e.first) end
+  table.sort(lines)
+  return lines
+end
+
+-- names an error may give instead of the function's own (aliases and the
+-- functions they call)
+local alias = {
+  concat = 'cat', nelement = 'numel', remainder = 'fmod', get_index = 'select|index', set_index = 'select|copy_|index',
+  view_as = 'view', expand_as = 'expand', uniform_ = 'rand|uniform', normal_ = 'randn|normal', var = 'mean|var',
+  std = 'mean|std', type = 'to|type', mm = 'matmul|mm', mv = 'matmul|mv', dot = 'matmul|dot', sub = 'add_scaled|sub|add',
+  sub_ = 'add_scaled|sub|add', tolist = 'totable|tolist|read', totable = 'totable|read', zero_ = 'fill_|zero_',
+  cross_entropy = 'nll_loss|log_softmax',
+}
+local function names_of(k)
+  local base = k:gsub('_$', '')
+  return base .. (alias[k] and ('|' .. alias[k]) or '')
+end
+
+-- where one of the classes of issue 21 another engineer fixes still gives a
+-- raw error, the case is named here and left out; re-checked after rebasing
+-- (empty once their fixes are on main)
+local others = {
+  from_buffer = 'issue 21 class 3 (Lua-side buffers): a non-pointer buffer is a raw cannot-convert error',
+}
+
+describe('API errors: no raw Lua error from any public function', function()
+  it('lunet.* (factories, devices, save/load, functional forms of every method)', function()
+    local skip = {
+      set_cpu_devices = 'changes the devices of the process', fit = 'trains', Trainer = 'trains',
+      set_num_threads = 'changes the thread count', set_rng_state = 'changes the generator',
+      manual_seed = 'changes the generator', set_flush_denormal = 'changes the FPU mode',
+      set_default_dtype = 'changes the default dtype', set_grad_enabled = 'changes grad mode',
+      set_detect_anomaly = 'changes anomaly mode', no_grad = 'calls its argument', enable_grad = 'calls its argument',
+      detect_anomaly = 'calls its argument', empty_cache = 'no arguments to check', save = 'writes files',
+    }
+    local names, had = {}, {}
+    for k in pairs(lunet) do had[k] = true end
+    finally(function()   -- the functional forms made here stay out of lunet (the REPL completes its keys)
+      for k in pairs(lunet) do if not had[k] then rawset(lunet, k, nil) end end
+    end)
+    for k, v in pairs(lunet) do
+      if type(v) == 'function' and not skip[k] then names[k] = true end
+    end
+    for k, v in pairs(lunet.Tensor) do
+      if type(v) == 'function' and type(lunet[k]) == 'function' then names[k] = true end
+    end
+    local list = {}
+    for k in pairs(names) do list[#list + 1] = k end
+    table.sort(list)
+    assert.is_true(#list > 180, tostring(#list))
+    local bad, calls = {}, 0
+    local dtype = lunet.get_default_dtype()
+    for _, k in ipairs(list) do
+      if not others[k] then
+        for _, args in ipairs(ARGS) do
+          calls = calls + 1
+          local ok, err = call(lunet[k], {}, args)
+          collect(bad, 'lunet.' .. k, judge(ok, err, names_of(k)))
+        end
+      end
+    end
+    assert.equal(dtype, lunet.get_default_dtype())
+    assert.is_true(calls > 15000, tostring(calls))
+    assert.same({}, report(bad))
+    assert.equal(6, lunet.ones(2, 3):sum():item())   -- still usable
+  end)
+
+  it('Tensor methods called on something that is not a tensor name the method', function()
+    local free = require('lunet.tensor_guard').free_self   -- add(2, t), cat({a, b}): checked by the method
+    local selfs = { function() return nil end, function() return 5 end, function() return 'x' end,
+      function() return {} end, function() return true end, function() return ffi.new('int[2]') end,
+      function() return { lunet.ones(2) } end }
+    local bad, calls = {}, 0
+    for k, f in pairs(lunet.Tensor) do
+      if type(f) == 'function' then
+        for _, s in ipairs(selfs) do
+          for _, args in ipairs({ {}, { plausible[1] }, { plausible[3] } }) do
+            calls = calls + 1
+            local ok, err = call(f, { s(), n = 1 }, args)
+            local why = judge(ok, err, names_of(k))
+            if ok and not free[k] then why = 'succeeded on a ' .. type(s()) end
+            collect(bad, 'Tensor.' .. k, why)
+          end
+        end
+      end
+    end
+    assert.is_true(calls > 3000, tostring(calls))
+    assert.same({}, report(bad))
+    assert.equal('view: self must be a tensor, got number', strip(select(2, pcall(lunet.Tensor.view, 5, 3))))
+    assert.equal('item: self must be a tensor, got table', strip(select(2, pcall(lunet.Tensor.item, {}))))
+  end)
+
+  it('Tensor methods on tensors (contiguous, a transposed view, int64, 0-d) with hostile arguments', function()
+    local selfs = { function() return lunet.randn(3, 4) end, function() return lunet.randn(4, 3):t() end,
+      function() return lunet.tensor({ 1, 2, 3 }, { dtype = 'int64' }) end, function() return lunet.tensor(1.5) end }
+    local skip = { data_ptr = 'returns the address' }
+    local bad, calls = {}, 0
+    for k, f in pairs(lunet.Tensor) do
+      if type(f) == 'function' and not skip[k] then
+        for _, s in ipairs(selfs) do
+          for _, args in ipairs(ARGS) do
+            calls = calls + 1
+            local ok, err = call(f, { s() }, args)
+            collect(bad, 'Tensor.' .. k, judge(ok, err, names_of(k)))
+          end
+        end
+      end
+    end
+    lunet.synchronize()
+    assert.is_true(calls > 50000, tostring(calls))
+    assert.same({}, report(bad))
+  end)
+
+  it('nn.functional', function()
+    local internal = { _new = true }
+    local bad, calls = {}, 0
+    for k, f in pairs(F) do
+      if type(f) == 'function' and not internal[k] then
+        for _, args in ipairs(ARGS) do
+          calls = calls + 1
+          local ok, err = call(f, {}, args)
+          collect(bad, 'F.' .. k, judge(ok, err, names_of(k)))
+        end
+        -- a good 4-d input first, then hostile arguments
+        for _, args in ipairs(ARGS) do
+          calls = calls + 1
+          local ok, err = call(f, { lunet.randn(2, 3, 5, 5) }, args)
+          collect(bad, 'F.' .. k, judge(ok, err, names_of(k), true))
+        end
+      end
+    end
+    assert.is_true(calls > 4000, tostring(calls))
+    assert.same({}, report(bad))
+  end)
+
+  it('nn, optim and data constructors, and the forward of every nn module', function()
+    local bad, calls = {}, 0
+    local function callable(v)
+      return type(v) == 'function' or (type(v) == 'table' and getmetatable(v) and getmetatable(v).__call)
+    end
+    local skip = { DataLoader = 'its hostile options are the data engineer\'s (loader after close, options)' }
+    for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms }) do
+      for k, v in pairs(m) do
+        if callable(v) and not skip[k] and k:sub(1, 1) ~= '_' and k ~= 'functional' then
+          for _, args in ipairs(ARGS) do
+            calls = calls + 1
+            local ok, err = call(v, {}, args)
+            collect(bad, mname .. '.' .. k, judge(ok, err, names_of(k), mname ~= 'nn'))
+          end
+        end
+      end
+    end
+    -- every module, made with plausible arguments, forward with hostile inputs
+    local make = {
+      Linear = { 3, 2 }, Conv2d = { 3, 4, 3 }, BatchNorm1d = { 3 }, BatchNorm2d = { 3 }, MaxPool2d = { 2 },
+      AvgPool2d = { 2 }, AdaptiveAvgPool2d = { 1 }, BasicBlock = { 3, 3 }, Sequential = { nn.ReLU() },
+      ModuleList = { { nn.ReLU() } }, Dropout = { 0.5 }, Softmax = { 2 }, LogSoftmax = { 2 },
+    }
+    local modules = 0
+    for k, v in pairs(nn) do
+      if type(v) == 'table' and getmetatable(v) and getmetatable(v).__call and k ~= 'Module' then
+        local ok, mod = pcall(v, unpack(make[k] or {}))
+        if ok and type(mod) == 'table' and mod.forward then
+          modules = modules + 1
+          for _, args in ipairs(ARGS) do
+            calls = calls + 1
+            local ok2, err = call(mod, {}, args)
+            collect(bad, 'nn.' .. k .. ' forward', judge(ok2, err, k, true))
+          end
+        end
+      end
+    end
+    assert.is_true(modules >= 20, tostring(modules))
+    assert.is_true(calls > 3000, tostring(calls))
+    assert.same({}, report(bad))
+  end)
+
+  it('the named cases of issue 21 class 10', function()
+    local cases = {
+      { function() return lunet.eye() end, 'eye: n must be an integer, got nil' },
+      { function() return lunet.eye(2, 'x') end, 'eye: m must be an integer, got x' },
+      { function() return lunet.arange() end, 'arange: start, end and step must be numbers, got number, nil, number' },
+      { function() return lunet.arange(0 / 0) end, 'arange: start, end and step must be finite' },
+      { function() return lunet.arange(0, 1e300) end, 'arange: 1.0000000000000001e+300 elements is too large' },
+      { function() return lunet.zeros_like(nil) end, 'zeros_like: input must be a tensor, got nil' },
+      { function() return lunet.ones_like(5) end, 'ones_like: input must be a tensor, got number' },
+      { function() return lunet.full_like(lunet.ones(2), 'x') end, 'full_like: value must be a number, got string' },
+      { function() return lunet.empty_like(lunet.ones(2), 3) end, 'empty_like: options must be a table, got number' },
+      { function() return lunet.ones(-1) end, 'ones: negative size -1' },
+      { function() return lunet.linspace('a', 1, 3) end, 'linspace: start and end must be numbers, got string and number' },
+      { function() return lunet.ones(3):clamp() end, 'clamp: at least one of min and max must be given' },
+      { function() return lunet.ones(3):clamp_('x') end, 'clamp_: min and max must be numbers or nil, got string and nil' },
+      { function() return lunet.Tensor.add(5, 3) end, 'add: ' },
+      { function() return lunet.Tensor.add(5, lunet.ones(2), 2) end, 'add: first argument must be a tensor, got number' },
+      { function() return lunet.ones(2):sub({}, 2) end, 'sub: second argument must be a tensor, got table' },
+      { function() return lunet.tensor({ 1 }, 5) end, 'tensor: options must be a table, got number' },
+      { function() return lunet.ones(2):permute() end, 'permute: 0 dims given for a 1-d tensor' },
+      { function() return lunet.ones(2):normal_('x') end, 'randn: mean must be a number, got string' },
+      { function() return lunet.optim.LinearLR(lunet.optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }), 3) end, 'LinearLR: options must be a table, got number' },
+      { function() return nn.ReLU()(nil) end, 'relu: input must be a tensor, got nil' },
+      { function() return nn.Flatten()(5) end, 'flatten: input must be a tensor, got number' },
+      { function() return lunet.Tensor.view(5, 3) end, 'view: self must be a tensor, got number' },
+      { function() return lunet.item('x') end, 'item: input must be a tensor, got string' },
+      { function() return lunet.exp(3) end, 'exp: input must be a tensor, got number' },
+      { function() return lunet.Tensor.t({}) end, 't: self must be a tensor, got table' },
+      { function() return lunet.synchronize(77) end, 'synchronize: no device' },
+      { function() return F.dropout(lunet.ones(3), 0 / 0) end, 'dropout: p must be in [0, 1], got' },
+      { function() return F.adaptive_avg_pool2d(lunet.ones(1, 1, 2, 2), 2 ^ 40) end, 'adaptive_avg_pool2d: output {1,1,1099511627776,1099511627776} is too large' },
+      { function() return F.sum_all(nil) end, 'sum_all: input must be a tensor, got nil' },
+      { function() return nn.Linear(-1, 3) end, 'nn.Linear: empty: negative size -1' },
+      { function() return nn.BasicBlock(3, -1) end, 'nn.BasicBlock: ' },
+    }
+    for i, c in ipairs(cases) do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok, 'case ' .. i)
+      assert.truthy(strip(err):find(c[2], 1, true), ('case %d: got "%s"'):format(i, strip(err)))
+    end
+    -- what the checks must still allow
+    assert.same({ 0, 0.5, 3 }, lunet.tensor({ -1, 0.5, 3 }):clamp(0):totable())
+    assert.same({ 2, 2 }, lunet.zeros_like(lunet.ones(2, 2, { dtype = 'int64' })):size())
+    assert.equal('int64', lunet.ones_like(lunet.ones(2, { dtype = 'int64' })).dtype)
+    assert.equal('float64', lunet.full_like(lunet.ones(2), 7, { dtype = 'float64' }).dtype)
+    assert.same({ 7, 7 }, lunet.full_like(lunet.ones(2), 7):totable())
+    assert.same({ { 1, 0, 0 }, { 0, 1, 0 } }, lunet.eye(2, 3):totable())
+    assert.equal(6, lunet.add(2, lunet.ones(2)):sum():item())
+  end)
+end)
+
+-- what is left to the other engineers' fixes (printed, not failed: re-checked
+-- after rebasing onto their work)
+describe('API errors: classes left to other fixes', function()
+  it('lists them', function()
+    for k, n in pairs(pending) do print(('api_errors_spec: pending (another fix): %s, %d calls'):format(k, n)) end
+    for k, why in pairs(others) do print(('api_errors_spec: left out: %s: %s'):format(k, why)) end
+  end)
+end)
