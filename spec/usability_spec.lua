@@ -170,3 +170,28 @@ describe('devices by type', function()
     if lunet.C.ln_cuda_device_count() == 0 then assert.equal('2\t0\tcpu:0 cpu:1\n', out) end
   end)
 end)
+
+describe('OpenMP wait policy', function()
+  -- libgomp prints the settings it took at start-up (OMP_DISPLAY_ENV)
+  local function omp_env(vars)
+    local p = io.popen(('env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT %s OMP_DISPLAY_ENV=verbose luajit -e "'
+      .. "local l = require 'lunet'; l.ones(4):sum():item(); print('ran')" .. '" 2>&1'):format(vars))
+    local out = p:read('*a'); p:close()
+    assert.truthy(out:find('ran\n', 1, true), out)
+    return out:match("OMP_WAIT_POLICY = '(%a+)'"), out:match("GOMP_SPINCOUNT = '(%d+)'")
+  end
+
+  it('is passive (no spinning) by default, in effect before libgomp starts', function()
+    local policy, spin = omp_env('')
+    assert.equal('PASSIVE', policy)
+    assert.equal('0', spin)
+  end)
+
+  it("is the user's when OMP_WAIT_POLICY or GOMP_SPINCOUNT is set", function()
+    assert.equal('ACTIVE', (omp_env('OMP_WAIT_POLICY=active')))
+    local _, spin = omp_env('GOMP_SPINCOUNT=300000')
+    assert.equal('300000', spin)
+    _, spin = omp_env('GOMP_SPINCOUNT=1000')
+    assert.equal('1000', spin)
+  end)
+end)

@@ -24,6 +24,18 @@ local function find_library()
 end
 
 if not pcall(ffi.typeof, 'ln_tensor') then ffi.cdef(require 'lunet.cdef') end
+
+-- OpenMP threads wait passively (sleep) unless the user chose otherwise:
+-- libgomp's default spins first, which beside other work on the same cores
+-- made training several times slower (bench/wait_policy.lua, bench/RESULTS.md).
+-- libgomp reads the environment once, when it loads with liblunet below, so
+-- it must be set before ffi.load. OMP_WAIT_POLICY or GOMP_SPINCOUNT set by
+-- the user (even to libgomp's default) is left as it is.
+if os.getenv('OMP_WAIT_POLICY') == nil and os.getenv('GOMP_SPINCOUNT') == nil then
+  pcall(ffi.cdef, 'int setenv(const char *name, const char *value, int overwrite);')
+  ffi.C.setenv('OMP_WAIT_POLICY', 'passive', 0)
+end
+
 local ok, lib = pcall(ffi.load, find_library())
 if not ok then
   error('lunet: cannot load liblunet.so (' .. tostring(lib) .. '); run make, or set LUNET_LIB', 0)
