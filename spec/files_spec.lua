@@ -278,3 +278,113 @@ describe('NUL bytes in paths and names', function()
     assert.matches('\\u0000 in a string', errmsg(lunet.load, dir .. '/nul.safetensors'))
   end)
 end)
+
+describe('checkpoints with a valid crc32 but a wrong state', function()
+  local nn = lunet.nn
+  local ck = require 'lunet.checkpoint'
+  local dir = tmpdir()
+
+  local function setup(optname)
+    lunet.manual_seed(5)
+    local model = nn.Sequential(nn.Linear(4, 3))
+    local opt = optname == 'Adam' and lunet.optim.Adam(model:parameters(), { lr = 0.01 })
+      or lunet.optim.SGD(model:parameters(), { lr = 0.1, momentum = 0.9 })
+    local ds = data.TensorDataset(lunet.randn(16, 4), lunet.randint(1, 4, { 16 }):long())
+    local loader = data.DataLoader(ds, { batch_size = 4, seed = 1 })
+    local calls = 0
+    local ce = nn.CrossEntropyLoss()
+    local loss = setmetatable({}, { __call = function(_, o, y) calls = calls + 1; return ce(o, y) end })
+    local sched = optname == 'StepLR' and lunet.optim.StepLR(opt, { step_size = 1 }) or nil
+    return model, opt, loader, loss, function() return calls end, sched
+  end
+
+  -- a mid-epoch checkpoint from a real run (running sums, loader position)
+  local function good(optname)
+    local path = dir .. '/good_' .. optname .. '.ckpt'
+    local model, opt, loader, loss, _, sched = setup(optname)
+    lunet.fit(model, loader, { epochs = 2, optimizer = opt, loss = loss, scheduler = sched, checkpoint = path, quiet = true,
+      progress = false, checkpoint_every = { steps = 1 }, max_steps = 3 })
+    return path
+  end
+  local paths = { SGD = good('SGD'), Adam = good('Adam'), StepLR = good('StepLR') }
+
+  local function t(...) return lunet.zeros(...) end
+  local cases = {
+    { 'SGD', function(s) s.step = 'abc' end, 'step is abc, expected a non%-negative integer' },
+    { 'SGD', function(s) s.epoch = -1 end, 'epoch is %-1, expected a non%-negative integer' },
+    { 'SGD', function(s) s.epoch = 0.5 end, 'epoch is 0.5' },
+    { 'SGD', function(s) s.optimizer.state[1].momentum_buffer = t(4, 3) end,
+      'optimizer.state.1.momentum_buffer has shape {4,3}, the param {3,4}' },
+    { 'SGD', function(s) s.optimizer.state[2].momentum_buffer = 'x' end,
+      'optimizer.state.2.momentum_buffer is a string, expected a tensor' },
+    { 'SGD', function(s) s.optimizer.state[2].momentum_buffer = lunet.zeros(3):long() end,
+      'optimizer.state.2.momentum_buffer is int64, expected float32 or float64' },
+    { 'SGD', function(s) s.optimizer.state[7] = {} end, 'optimizer.state.7 belongs to no param' },
+    { 'SGD', function(s) s.optimizer = nil end, 'optimizer is a nil, expected a table' },
+    { 'SGD', function(s) s.optimizer.param_groups[1].lr = 'fast' end,
+      'optimizer.param_groups.1.lr is a string, expected a number' },
+    { 'SGD', function(s) s.optimizer.param_groups[1].lr = -1 end,
+      'optimizer.param_groups.1: invalid learning rate: %-1' },
+    { 'SGD', function(s) s.optimizer.param_groups[1].params = { 1 } end,
+      'optimizer.param_groups.1.params has 1 params, the optimizer 2' },
+    { 'SGD', function(s) s.optimizer.param_groups[2] = s.optimizer.param_groups[1] end,
+      'optimizer.param_groups has 2 groups, the optimizer 1' },
+    { 'SGD', function(s) s.model['0.bias'] = nil end, 'model: load_state_dict: missing keys: 0.bias' },
+    { 'SGD', function(s) s.model['1.weight'] = t(2); s.model['2.bias'] = t(1) end,
+      'model: load_state_dict: unexpected keys: 1.weight, 2.bias' },
+    { 'SGD', function(s) s.model['0.weight'] = t(4, 3) end,
+      'model: load_state_dict: size mismatch: 0.weight: checkpoint has shape {4,3}, model has {3,4}' },
+    { 'SGD', function(s) s.model['0.weight'] = 3; s.model['0.bias'] = nil end,
+      'model: load_state_dict: missing keys: 0.bias; not tensors: 0.weight is a number' },
+    { 'SGD', function(s) s.model = 'weights' end, 'model is a string' },
+    { 'SGD', function(s) s.rng.seed = 'x' end, 'rng.seed is x, expected a non%-negative integer' },
+    { 'SGD', function(s) s.rng = nil end, 'rng is a nil' },
+    { 'SGD', function(s) s.loader.position = 'abc' end, 'loader.position is abc' },
+    { 'SGD', function(s) s.loader.position = 99 end, 'loader.position is 99, past the 4 batches' },
+    { 'SGD', function(s) s.loader.batch_size = 8 end, 'loader.batch_size is 8, the loader has 4' },
+    { 'SGD', function(s) s.history = 5 end, 'history is a number, expected a list' },
+    { 'SGD', function(s) s.running.loss = 'x' end, 'running.loss is a string, expected a number' },
+    { 'Adam', function(s) s.optimizer.state[1].exp_avg = nil end, 'optimizer.state.1.exp_avg is missing' },
+    { 'Adam', function(s) s.optimizer.state[1].step = 'two' end, 'optimizer.state.1.step is two' },
+    { 'Adam', function(s) s.optimizer.state[2].exp_avg_sq = t(1, 3) end,
+      'optimizer.state.2.exp_avg_sq has shape {1,3}, the param {3}' },
+    { 'Adam', function(s) s.optimizer.param_groups[1].betas = { 0.9, 'x' } end,
+      'optimizer.param_groups.1.betas.2 is a string, expected a number' },
+    { 'StepLR', function(s) s.scheduler.last_epoch = 'x' end, 'scheduler.last_epoch is a string, expected a number' },
+    { 'StepLR', function(s) s.scheduler.base_lrs = { 'x' } end, 'scheduler.base_lrs.1 is a string, expected a number' },
+    { 'StepLR', function(s) s.scheduler.name = 'CosineAnnealingLR' end,
+      'scheduler.name is CosineAnnealingLR, the scheduler is StepLR' },
+  }
+
+  for i, c in ipairs(cases) do
+    it(('fit refuses it before the first step: %s'):format(c[3]:gsub('%%', '')), function()
+      local state = ck.load(paths[c[1]])
+      c[2](state)
+      local bad = dir .. '/bad' .. i .. '.ckpt'
+      ck.save(bad, state)                 -- a valid crc32: only the content is wrong
+      assert.is_table(ck.load(bad))
+      local model, opt, loader, loss, calls, sched = setup(c[1])
+      local before = model:state_dict()['0.weight']:clone()
+      local ok, err = pcall(lunet.fit, model, loader, { epochs = 2, optimizer = opt, loss = loss, scheduler = sched, checkpoint = bad,
+        resume = true, quiet = true, progress = false })
+      assert.is_false(ok)
+      assert.matches('fit: resuming from ' .. bad:gsub('%p', '%%%0') .. ': ' .. c[3], tostring(err))
+      assert.are.equal(0, calls())   -- no step ran
+      assert.are.same(before:totable(), model:state_dict()['0.weight']:totable())   -- nothing restored
+      -- Trainer:load_state_dict checks the same
+      local tr = lunet.Trainer(model, { optimizer = opt, scheduler = sched, quiet = true, progress = false })
+      local ok2, err2 = pcall(tr.load_state_dict, tr, state, loader)
+      assert.is_false(ok2)
+      assert.matches('Trainer:load_state_dict: ' .. c[3], tostring(err2))
+    end)
+  end
+
+  it('the untouched checkpoints resume', function()
+    for name, path in pairs(paths) do
+      local model, opt, loader, loss, calls, sched = setup(name)
+      lunet.fit(model, loader, { epochs = 2, optimizer = opt, loss = loss, scheduler = sched, checkpoint = path, resume = true,
+        quiet = true, progress = false })
+      assert.are.equal(8 - 3, calls())
+    end
+  end)
+end)

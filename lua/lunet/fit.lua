@@ -74,10 +74,9 @@ function Trainer:state_dict(loader)
 end
 
 function Trainer:load_state_dict(state, loader)
-  if type(state) ~= 'table' or type(state.model) ~= 'table' then
-    error('Trainer:load_state_dict: expected a state from Trainer:state_dict() (with model, optimizer, rng), got ' ..
-      (type(state) == 'table' and 'a table without model' or type(state)), 2)
-  end
+  -- every entry checked before any is restored (a valid crc32 says nothing about types)
+  local ok, err = pcall(require('lunet.trainer_state').check, self, state, loader, 'Trainer:load_state_dict')
+  if not ok then error(err, 2) end
   self.model:load_state_dict(state.model)
   self.optimizer:load_state_dict(state.optimizer)
   if self.scheduler and state.scheduler then self.scheduler:load_state_dict(state.scheduler) end
@@ -259,7 +258,9 @@ end
 
 function Trainer:fit_loop(loader)
   if self.resume and self.ckpt_path and require('lunet.serialize').exists(self.ckpt_path) then
-    self:load_state_dict(checkpoint.load(self.ckpt_path), loader)
+    local state = checkpoint.load(self.ckpt_path)
+    require('lunet.trainer_state').check(self, state, loader, 'fit: resuming from ' .. self.ckpt_path)
+    self:load_state_dict(state, loader)
     self.resumed = true
     local ls = self.running and loader.state_dict and loader:state_dict()
     self.epoch_done = ls and type(ls.position) == 'number' and ls.position >= #loader or nil
