@@ -309,7 +309,7 @@ describe('API errors: no raw Lua error from any public function', function()
       { function() return lunet.tensor({ 1 }, 5) end, 'tensor: options must be a table, got number' },
       { function() return lunet.ones(2):permute() end, 'permute: 0 dims given for a 1-d tensor' },
       { function() return lunet.ones(2):normal_('x') end, 'randn: mean must be a number, got string' },
-      { function() return lunet.optim.LinearLR(lunet.optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }), 3) end, 'LinearLR: options must be a table, got number' },
+      { function() return lunet.optim.LinearLR(lunet.optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }), 3) end, 'LinearLR: start_factor must be in (0, 1], got 3' },
       { function() return nn.ReLU()(nil) end, 'relu: input must be a tensor, got nil' },
       { function() return nn.Flatten()(5) end, 'flatten: input must be a tensor, got number' },
       { function() return lunet.Tensor.view(5, 3) end, 'view: self must be a tensor, got number' },

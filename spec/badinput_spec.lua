@@ -300,7 +300,7 @@ describe('bad input: named cases', function()
     { 'BatchNorm2d C', function() return nn.BatchNorm2d(3)(lunet.randn(2, 4, 2, 2)) end, 'nn.BatchNorm2d: input has 4 channels, expected 3' },
     { 'BatchNorm1d N=1', function() return nn.BatchNorm1d(4)(lunet.randn(1, 4)) end, 'batch_norm: expected more than 1 value per channel' },
     { 'Dropout(1.5)', function() return nn.Dropout(1.5) end, 'nn.Dropout: p must be a number in [0, 1], got 1.5' },
-    { 'LeakyReLU x', function() return nn.LeakyReLU('x')(a) end, 'leaky_relu: negative_slope must be a number, got string' },
+    { 'LeakyReLU x', function() return nn.LeakyReLU('x')(a) end, "nn.LeakyReLU: option 'negative_slope' must be a number, got string" },
     { 'Softmax dim', function() return nn.Softmax(5)(a) end, 'softmax: dim 5 out of range for a 2-d tensor' },
     { 'CE float target', function() return nn.CrossEntropyLoss()(a, lunet.ones(3)) end, 'nll_loss: target must hold class indices' },
     { 'CE batch', function() return nn.CrossEntropyLoss()(a, lunet.ones(5):long()) end, 'nll_loss: input has batch size 3, target has 5' },
@@ -313,7 +313,7 @@ describe('bad input: named cases', function()
     -- optim
     { 'SGD no lr', function() return optim.SGD(nil) end, 'SGD: option lr is required' },
     { 'SGD lr -1', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = -1 }) end, 'SGD: invalid learning rate: -1' },
-    { 'SGD lr x', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = 'x' }) end, 'SGD: invalid learning rate: x' },
+    { 'SGD lr x', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = 'x' }) end, "SGD: option 'lr' must be a number, got string" },
     { 'SGD momentum', function() return optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1, momentum = -1 }) end, 'SGD: invalid momentum: -1' },
     { 'SGD params', function() return optim.SGD({ 1, 2 }, { lr = 0.1 }) end, 'SGD: param groups must be tables, got number' },
     { 'Adam betas', function() return optim.Adam(nn.Linear(2, 2):parameters(), { betas = { 2, 0.9 } }) end, 'Adam: invalid beta parameter at index 1: 2' },

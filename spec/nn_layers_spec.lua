@@ -11,15 +11,22 @@ local cases = json.decode(meta.cases)
 
 local function get(case, k) return fx[case.name .. '.' .. k] end
 
+-- the fixture's options less kernel_size (passed by position; an unknown option is an error)
+local function pool_opts(o)
+  local c = {}
+  for k, v in pairs(o) do if k ~= 'kernel_size' then c[k] = v end end
+  return c
+end
+
 -- run the case's op on inputs {x=..., w=..., ...} (already in the test dtype)
 local function run(case, t)
   local o, op = case.opts, case.op
   if op == 'conv2d' then
     return F.conv2d(t.x, t.w, t.b, { stride = o.stride, padding = o.padding, dilation = o.dilation, groups = o.groups })
   elseif op == 'max_pool2d' then
-    return F.max_pool2d(t.x, o.kernel_size, o)
+    return F.max_pool2d(t.x, o.kernel_size, pool_opts(o))
   elseif op == 'avg_pool2d' then
-    return F.avg_pool2d(t.x, o.kernel_size, o)
+    return F.avg_pool2d(t.x, o.kernel_size, pool_opts(o))
   elseif op == 'adaptive_avg_pool2d' then
     return F.adaptive_avg_pool2d(t.x, o.output_size)
   elseif op == 'batch_norm' then

@@ -173,7 +173,7 @@ describe('optim behaviour', function()
       {function() optim.SGD(p, {lr = -0.1}) end, 'SGD: invalid learning rate: -0.1 (expected >= 0)'},
       {function() optim.SGD(p) end, 'SGD: option lr is required'},
       {function() optim.SGD(p, {lr = 0.1, nesterov = true}) end, 'SGD: nesterov momentum requires a momentum and zero dampening'},
-      {function() optim.SGD(p, {lr = 0.1, momentun = 0.9}) end, 'SGD: unknown option momentun'},
+      {function() optim.SGD(p, {lr = 0.1, momentun = 0.9}) end, "SGD: unknown option 'momentun' (did you mean 'momentum'?)"},
       {function() optim.Adam(p, {betas = {1.0, 0.9}}) end, 'Adam: invalid beta parameter at index 1: 1 (expected in [0, 1))'},
       {function() optim.AdamW(p, {eps = -1}) end, 'AdamW: invalid epsilon value: -1 (expected >= 0)'},
       {function() optim.RMSprop(p, {momentum = -1}) end, 'RMSprop: invalid momentum value: -1 (expected >= 0)'},

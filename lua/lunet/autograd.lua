@@ -1086,8 +1086,10 @@ local function run_backward(root, grad, retain)
 end
 
 -- t:backward([grad], [opts]) with opts.retain_graph
+local BACKWARD_OPTS = { retain_graph = 'boolean' }
 function Tensor.backward(self, grad, opts)
   if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
+  if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
   if self.p.grad_flag == 0 then
     error('backward: tensor does not require grad and has no grad_fn', 2)
   end
@@ -1198,6 +1200,7 @@ end
 -- way, so that no device waits for another before its last bucket.
 local function roots_fn(n) return n.grads end
 A.backward = function(tensors, grads, opts)
+  if opts ~= nil then require('lunet.options').check('autograd.backward', opts, BACKWARD_OPTS) end
   if type(tensors) ~= 'table' or is_tensor(tensors) then tensors = { tensors } end
   grads = grads or {}
   if type(grads) ~= 'table' or is_tensor(grads) then grads = { grads } end

@@ -88,6 +88,7 @@ end
 function checkpoint.load(path, opts)
   if type(path) ~= 'string' then error('checkpoint.load: path must be a string', 2) end
   serialize.no_nul('checkpoint.load', 'the path', path, 2)
+  require('lunet.options').check('checkpoint.load', opts, { device = true })
   local lunet = require 'lunet'
   local okl, tensors, meta = pcall(lunet.load, path, opts)
   if not okl then error('checkpoint.load: ' .. tostring(tensors):gsub('^[^:\n]*:%d+: ', '', 1), 2) end

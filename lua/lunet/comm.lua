@@ -8,6 +8,7 @@
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
+local options = require 'lunet.options'
 local C = core.C
 
 local comm = {}
@@ -18,7 +19,9 @@ local ops = { sum = 0, avg = 1, mean = 1, max = 2, min = 3 }
 local wires = { bf16 = 7, bfloat16 = 7, fp16 = 6, float16 = 6, half = 6 }
 
 -- Communicator(devices[, {backend = 'local'}]); devices default to lunet.devices()
+local COMM_OPTS = { backend = 'string' }
 function comm.Communicator(devices, opts)
+  options.check('Communicator', opts, COMM_OPTS)
   if devices == nil then devices = require('lunet').devices() end
   if type(devices) ~= 'table' then
     error('Communicator: devices must be a list of devices, got ' .. type(devices), 2)
@@ -71,10 +74,16 @@ local function fill(self, fn, buf, list, what)
   end
 end
 
+local REDUCE_OPTS = {
+  allreduce = { op = 'string', compress = 'string|boolean', async = 'boolean' },
+  reduce_scatter = { op = 'string', compress = 'string|boolean' },
+}
+local BROADCAST_OPTS = { root = 'number|string' }
+
 local function reduce_opts(fn, opts)
   local op, wire = 0, -1
   if opts ~= nil then
-    if type(opts) ~= 'table' then error(fn .. ': options must be a table', 3) end
+    options.check(fn, opts, REDUCE_OPTS[fn])
     if opts.op ~= nil then
       op = ops[opts.op]
       if not op then error(('%s: unknown op %s (sum, avg, max, min)'):format(fn, tostring(opts.op)), 3) end
@@ -112,6 +121,7 @@ function Communicator:wait() check(C.ln_comm_wait(self.handle)) end
 
 -- broadcast(tensors[, {root = 1}]): every tensor gets the root's values
 function Communicator:broadcast(list, opts)
+  options.check('broadcast', opts, BROADCAST_OPTS)
   fill(self, 'broadcast', self.buf_a, list, 'tensors')
   local root = rank(self, 'broadcast', opts and opts.root or 1)
   check(C.ln_comm_broadcast(self.handle, self.buf_a, root))

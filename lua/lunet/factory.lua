@@ -3,6 +3,7 @@
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
+local check_options = require('lunet.options').check
 local C = core.C
 local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
 
@@ -31,8 +32,11 @@ local function shape_and_opts(fn, ...)
   return nd, s, opts
 end
 
+-- every factory's options (an unknown one is an error naming the factory)
+local OPTS = { dtype = true, device = true, requires_grad = 'boolean' }
+
 local function make(fn, nd, shape, opts)
-  if opts ~= nil and type(opts) ~= 'table' then error(('%s: options must be a table, got %s'):format(fn, type(opts)), 3) end
+  if opts ~= nil then check_options(fn, opts, OPTS) end
   local dt = core.dtype_id(fn, opts and opts.dtype)
   local dev = core.device_id(fn, opts and opts.device)
   local p = C.ln_empty(nd, shape, dt, dev)
@@ -127,8 +131,9 @@ function M.arange(a, b, c, d)
   local n = math.max(0, math.ceil((stop - start) / step))
   if n >= 2 ^ 62 then error(('arange: %.17g elements is too large'):format(n), 2) end
   local integral = start % 1 == 0 and stop % 1 == 0 and step % 1 == 0
-  opts = opts or {}
-  local o = { dtype = opts.dtype or (integral and 'int64' or 'float32'), device = opts.device }
+  opts = check_options('arange', opts, OPTS) or {}
+  local o = { dtype = opts.dtype or (integral and 'int64' or 'float32'), device = opts.device,
+    requires_grad = opts.requires_grad }
   local t = make('arange', 1, ffi.new('int64_t[1]', n), o)
   check(C.ln_arange_(t.p, start, step))
   return t
@@ -191,7 +196,7 @@ function M.randint(low, high, size, opts)
   int_bound('low', low)
   int_bound('high', high)
   local nd, s = T.read_shape('randint', size)
-  opts = opts or {}
+  opts = check_options('randint', opts, OPTS) or {}
   local t = make('randint', nd, s, { dtype = opts.dtype or 'int64', device = opts.device })
   check(C.ln_randint_(t.p, low, high))
   return t
@@ -258,8 +263,12 @@ end
 
 -- lunet.tensor(data[, opts]): data is a number, a boolean or nested tables.
 function M.tensor(data, opts)
-  if opts ~= nil and type(opts) ~= 'table' then error('tensor: options must be a table, got ' .. type(opts), 2) end
-  if is_tensor(data) then return data:clone():to(opts or {}) end
+  check_options('tensor', opts, OPTS)
+  if is_tensor(data) then
+    local t = data:clone():to({ dtype = opts and opts.dtype, device = opts and opts.device })
+    if opts and opts.requires_grad then t.requires_grad = true end
+    return t
+  end
   if type(data) ~= 'table' and type(data) ~= 'number' and type(data) ~= 'boolean' then
     error('tensor: expected a number or a nested table, got ' .. type(data), 2)
   end

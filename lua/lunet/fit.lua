@@ -4,11 +4,15 @@
 --     checkpoint = 'run.ckpt', checkpoint_every = {steps = 200}, resume = true})
 -- accumulate = k: one optimizer step per k batches, on the mean of their
 -- gradients (a DataParallel made with accumulate = k does this by itself).
+-- checkpoint_every: {epochs = N} (the default, N = 1), {steps = N}, both, or a
+-- number N meaning every N epochs ('epoch' and 'step' mean every one).
+-- An unknown option is an error naming the closest known one.
 -- Progress: a bar with rate and ETA on a terminal, one line per epoch otherwise.
 local ffi = require 'ffi'
 local json = require 'lunet.json'
 local checkpoint = require 'lunet.checkpoint'
 local Progress = require 'lunet.progress'
+local options = require 'lunet.options'
 
 pcall(ffi.cdef, 'int isatty(int fd);')
 
@@ -17,8 +21,37 @@ Trainer.__index = Trainer
 
 local function lunet() return require 'lunet' end
 
+local OPTS = { epochs = 'number', loss = true, lr = 'number', optimizer = 'table', scheduler = 'table',
+  scheduler_step = 'string', val_loader = true, topk = 'number', log = 'string', plot = 'string',
+  checkpoint = 'string', checkpoint_every = 'number|string|table', resume = 'boolean', max_steps = 'number',
+  on_interrupt = 'string', quiet = 'boolean', progress = 'boolean', accumulate = true }
+local ALIASES = { criterion = 'loss' }   -- the name PyTorch tutorials give the loss module
+
+local function positive_int(v) return type(v) == 'number' and v >= 1 and v % 1 == 0 end
+
+-- checkpoint_every as {epochs = N} and/or {steps = N}
+local function ckpt_every(v)
+  if v == nil or v == 'epoch' then return { epochs = 1 } end
+  if v == 'step' then return { steps = 1 } end
+  if type(v) == 'number' then
+    if not positive_int(v) then options.fail('fit', 'checkpoint_every must be a positive integer (epochs), got ' .. v) end
+    return { epochs = v }
+  end
+  if type(v) == 'string' then
+    options.fail('fit', ("checkpoint_every must be a number of epochs, 'epoch', 'step', {epochs = N} or {steps = N}, got '%s'"):format(v))
+  end
+  options.check('fit: checkpoint_every', v, { epochs = 'number', steps = 'number' })
+  if v.epochs == nil and v.steps == nil then options.fail('fit', 'checkpoint_every needs epochs = N or steps = N') end
+  for _, k in ipairs({ 'epochs', 'steps' }) do
+    if v[k] ~= nil and not positive_int(v[k]) then
+      options.fail('fit', ('checkpoint_every.%s must be a positive integer, got %s'):format(k, tostring(v[k])))
+    end
+  end
+  return v
+end
+
 function Trainer.new(model, opts)
-  opts = opts or {}
+  opts = options.check('fit', opts, OPTS, ALIASES) or {}
   if type(model) ~= 'table' or not model.parameters then
     error('Trainer: model must be an nn.Module', 3)
   end
@@ -34,7 +67,13 @@ function Trainer.new(model, opts)
   self.topk = opts.topk
   self.log_path, self.plot_path = opts.log, opts.plot
   self.ckpt_path = opts.checkpoint
-  self.ckpt_every = opts.checkpoint_every or { epochs = 1 }
+  self.ckpt_every = ckpt_every(opts.checkpoint_every)
+  if opts.checkpoint_every ~= nil and not self.ckpt_path then
+    options.fail('fit', 'checkpoint_every needs checkpoint = a file path to write to')
+  end
+  if opts.resume and not self.ckpt_path then options.fail('fit', 'resume = true needs checkpoint = the file to resume from') end
+  options.one_of('fit', 'scheduler_step', opts.scheduler_step, { 'epoch', 'step' })
+  options.one_of('fit', 'on_interrupt', opts.on_interrupt, { 'error', 'return' })
   self.resume = opts.resume
   self.max_steps = opts.max_steps              -- stop early (smoke runs, tests)
   -- batches per optimizer step (see train_epoch); a DataParallel's own by default

@@ -348,7 +348,7 @@ end
 local function pack(...) return select('#', ...), { ... } end
 
 function M.run(opts)
-  opts = opts or {}
+  opts = require('lunet.options').check('repl.run', opts, { env = 'table', quiet = 'boolean' }) or {}
   declare()
   local lunet = require 'lunet'
   local env = opts.env or _G

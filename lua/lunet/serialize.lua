@@ -6,6 +6,7 @@
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
+local check_options = require('lunet.options').check
 local C = core.C
 
 local M = {}
@@ -135,7 +136,10 @@ function Reader:info(name)
   return { dtype = core.dtypes[info_dtype[0]], shape = shape }
 end
 
+local LOAD_OPTS = { device = true }
+
 function Reader:get(name, opts)
+  check_options('get', opts, LOAD_OPTS)
   local i = entry(self, 'get', name)
   local p = C.ln_st_tensor(self.f, i, core.device_id('get', opts and opts.device))
   if p == nil then core.raise() end
@@ -164,6 +168,7 @@ function M.load(path, opts)
     error('load: options must be a table, got ' .. type(opts), 2)
   end
   no_nul('load', 'the path', path, 2)
+  check_options('load', opts, LOAD_OPTS)
   local device = core.device_id('load', opts and opts.device)
   local f = C.ln_st_open(path)
   if f == nil then core.raise() end

@@ -3,6 +3,7 @@
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
+local check_options = require('lunet.options').check
 local C = core.C
 local Tensor, mt, wrap, check, is_tensor = T.Tensor, T.mt, T.wrap, T.check, T.is_tensor
 
@@ -230,9 +231,11 @@ local function move(self, dev)
 end
 
 -- t:to('float64'), t:to('cpu:1'), t:to(other), t:to{dtype=..., device=...}
+local TO_OPTS = { dtype = true, device = true }
 function Tensor.to(self, what, more)
   if is_tensor(what) then return cast(move(self, what.p.device_id), what.dtype) end
   if type(what) == 'table' then
+    check_options('to', what, TO_OPTS)
     local r = self
     if what.device then r = move(r, what.device) end
     if what.dtype then r = cast(r, what.dtype) end
@@ -284,9 +287,10 @@ end
 function Tensor.bmm(a, b)
   return wrap(C.ln_bmm(need('bmm', a, 'first argument'), need('bmm', b, 'second argument')))
 end
+local ADDMM_OPTS = { alpha = 'number', beta = 'number' }
 function Tensor.addmm(c, a, b, opts)
   local beta, alpha = 1, 1
-  if opts then beta, alpha = opts.beta or 1, opts.alpha or 1 end
+  if opts then check_options('addmm', opts, ADDMM_OPTS); beta, alpha = opts.beta or 1, opts.alpha or 1 end
   return wrap(C.ln_addmm(need('addmm', c, 'input'), need('addmm', a, 'mat1'),
     need('addmm', b, 'mat2'), beta, alpha))
 end

@@ -1,12 +1,15 @@
 -- lunet.data.CIFAR10{root=..., train=true}: the binary version's batches
 -- (data_batch_1..5.bin for train, test_batch.bin for test; gzip or plain;
 -- under root or root/cifar-10-batches-bin) as an image TensorDataset: x uint8
--- (N,3,32,32), y int64 labels 1..10.
+-- (N,3,32,32), y int64 labels 1..10. PyTorch's positional (root[, train])
+-- works too; lunet never downloads (download = true is an error saying where
+-- the files come from).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
 local serialize = require 'lunet.serialize'
+local options = require 'lunet.options'
 local C = core.C
 
 local M = {}
@@ -45,9 +48,16 @@ local CIFAR10 = TensorDataset:extend('CIFAR10')
 CIFAR10.default_root = 'data/cifar-10-batches-bin'
 CIFAR10.classes = { 'airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck' }
 
-function CIFAR10:__init(opts)
-  opts = opts or {}
-  if type(opts) ~= 'table' then error('CIFAR10: options must be a table', 3) end
+local OPTS = { root = true, train = 'boolean', transform = 'table|function', files = 'table', download = 'boolean' }
+local POSITIONAL = { 'root', 'train' }
+
+function CIFAR10:__init(...)
+  local opts = options.check('CIFAR10', options.positional('CIFAR10', POSITIONAL, ...), OPTS) or {}
+  if opts.download then
+    options.fail('CIFAR10', 'lunet does not download datasets (download = true); get the binary version ' ..
+      '(cifar-10-binary.tar.gz) from https://www.cs.toronto.edu/~kriz/cifar.html, unpack it and pass ' ..
+      "root = the folder that holds cifar-10-batches-bin (default root: '" .. CIFAR10.default_root .. "')")
+  end
   local root = opts.root or CIFAR10.default_root
   if type(root) ~= 'string' then error('CIFAR10: root must be a string, got ' .. type(root), 3) end
   serialize.no_nul('CIFAR10', 'root', root, 3)

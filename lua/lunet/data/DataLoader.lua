@@ -8,12 +8,14 @@
 --   local st = loader:state_dict()        -- {epoch, position, seed}: resume mid-epoch
 --   loader2:load_state_dict(st)           -- its next iter() continues where st was taken
 --
--- Options: batch_size (1), shuffle (false), seed (default: drawn from lunet's
+-- Options (batch_size and shuffle may also come by position, as in PyTorch:
+-- DataLoader(ds, 64, true)): batch_size (1), shuffle (false), seed (default: drawn from lunet's
 -- generator), drop_last (false), workers (0), prefetch (batches assembled
 -- ahead, default 2 * workers), transform (a data.transforms transform, a list
 -- of them, or a Lua function of one sample; default: the dataset's),
 -- copy (false), num_replicas and rank (0-based) to shard each epoch over
--- processes.
+-- processes. PyTorch's num_workers is accepted for workers; an unknown
+-- option is an error.
 --
 -- Tensor datasets (TensorDataset, FashionMNIST, MNIST, CIFAR10, Synthetic and
 -- Subsets of them) are batched in C: `workers` threads assemble batches ahead
@@ -37,6 +39,7 @@ local TensorDataset = require 'lunet.data.TensorDataset'
 local subset = require 'lunet.data.Subset'
 local transforms = require 'lunet.data.transforms'
 local collate = require 'lunet.data.collate'
+local options = require 'lunet.options'
 local C = core.C
 
 local Subset, len = subset.Subset, subset.len
@@ -67,12 +70,18 @@ local function resolve(ds, n)
   return base, map
 end
 
-function DataLoader:__init(ds, opts)
+local OPTS = { batch_size = 'number', shuffle = 'boolean', seed = 'number', drop_last = 'boolean',
+  workers = 'number', prefetch = 'number', transform = 'table|function', copy = 'boolean',
+  num_replicas = 'number', rank = 'number' }
+local ALIASES = { num_workers = 'workers' }
+
+local POSITIONAL = { 'batch_size', 'shuffle' }   -- PyTorch's DataLoader(ds, 64, true)
+
+function DataLoader:__init(ds, ...)
   if type(ds) ~= 'userdata' and type(ds) ~= 'table' then
     error('DataLoader: expected a dataset, got ' .. type(ds), 3)
   end
-  opts = opts or {}
-  if type(opts) ~= 'table' then error('DataLoader: options must be a table', 3) end
+  local opts = options.check('DataLoader', options.positional('DataLoader', POSITIONAL, ...), OPTS, ALIASES) or {}
   self.dataset = ds
   self.total = len(ds)
   getmetatable(self).__call = DataLoader.__call

@@ -3,10 +3,13 @@
 -- (N,1,28,28), y int64 labels 1..10. Samples and batches come out as float32
 -- in [0,1]. Debian's dataset-fashion-mnist installs the files at the default
 -- root. The decoded files are cached (weakly) so several datasets share them.
+-- PyTorch's positional (root[, train]) works too; lunet never downloads
+-- (download = true is an error saying where the files come from).
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
 local serialize = require 'lunet.serialize'
+local options = require 'lunet.options'
 local C = core.C
 
 local M = {}
@@ -54,13 +57,19 @@ local function load(fn, root, train)
   return x, y
 end
 
-local function maker(name, default_root, classes)
+local OPTS = { root = true, train = 'boolean', transform = 'table|function', download = 'boolean' }
+local POSITIONAL = { 'root', 'train' }
+
+local function maker(name, default_root, classes, source)
   local cls = TensorDataset:extend(name)
   cls.default_root = default_root
   cls.classes = classes
-  function cls:__init(opts)
-    opts = opts or {}
-    if type(opts) ~= 'table' then error(name .. ': options must be a table', 3) end
+  function cls:__init(...)
+    local opts = options.check(name, options.positional(name, POSITIONAL, ...), OPTS) or {}
+    if opts.download then
+      options.fail(name, ('lunet does not download datasets (download = true); %s; then pass root = their folder')
+        :format(source))
+    end
     local root = opts.root or default_root
     if type(root) ~= 'string' then error(('%s: root must be a string, got %s'):format(name, type(root)), 3) end
     serialize.no_nul(name, 'root', root, 3)
@@ -76,8 +85,12 @@ local function maker(name, default_root, classes)
 end
 
 M.FashionMNIST = maker('FashionMNIST', '/usr/share/datasets/fashion-mnist',
-  { 'T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot' })
+  { 'T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot' },
+  'on Debian `apt-get install dataset-fashion-mnist` puts the four IDX files in /usr/share/datasets/fashion-mnist ' ..
+  '(the default root); elsewhere get them from https://github.com/zalandoresearch/fashion-mnist (data/fashion)')
 M.MNIST = maker('MNIST', '/usr/share/datasets/mnist',
-  { '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' })
+  { '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' },
+  'get the four IDX files (train-images-idx3-ubyte.gz, ...) from http://yann.lecun.com/exdb/mnist/ ' ..
+  '(the default root is /usr/share/datasets/mnist)')
 
 return M

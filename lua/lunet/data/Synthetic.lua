@@ -4,13 +4,17 @@
 -- batches come out as float32 in [0,1]; shape {D} gives float32 vectors.
 local core = require 'lunet.core'
 local TensorDataset = require 'lunet.data.TensorDataset'
+local options = require 'lunet.options'
 local C = core.C
 
 local Synthetic = TensorDataset:extend('Synthetic')
 
+local OPTS = { n = 'number', shape = 'table', classes = 'number', seed = 'number', transform = 'table|function' }
+-- torchvision's FakeData names: size (samples), image_size, num_classes
+local ALIASES = { size = 'n', image_size = 'shape', num_classes = 'classes' }
+
 function Synthetic:__init(opts)
-  opts = opts or {}
-  if type(opts) ~= 'table' then error('Synthetic: options must be a table', 3) end
+  opts = options.check('Synthetic', opts, OPTS, ALIASES) or {}
   local lunet = require 'lunet'
   local n, shape, classes, seed = opts.n or 100, opts.shape or { 3, 32, 32 }, opts.classes or 10, opts.seed or 0
   for _, v in ipairs({ n, classes, seed }) do

@@ -10,6 +10,7 @@ local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
 local transforms = require 'lunet.data.transforms'
+local options = require 'lunet.options'
 local C = core.C
 
 local TensorDataset = Dataset:extend('TensorDataset')
@@ -20,10 +21,12 @@ local function as_tensor(fn, v, what)
   error(('%s: %s must be a tensor, got %s'):format(fn, what, type(v)), 4)
 end
 
+local OPTS = { image = 'boolean', transform = 'table|function' }
+
 function TensorDataset:__init(x, y, opts)
   local fn = self.__name
   if type(y) == 'table' and not T.is_tensor(y) and opts == nil and y[1] == nil then opts, y = y, nil end
-  opts = opts or {}
+  opts = options.check(fn, opts, OPTS) or {}
   x = as_tensor(fn, x, 'x')
   if x:dim() < 1 then error(fn .. ': x needs a first (sample) dim', 3) end
   if x.device ~= 'cpu:0' then x = x:to('cpu:0') end

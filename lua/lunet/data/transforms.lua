@@ -15,6 +15,7 @@
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
+local options = require 'lunet.options'
 local C = core.C
 
 local M = {}
@@ -70,8 +71,12 @@ function M.Normalize(mean, std)
   return new('Normalize', { mean = m, std = s })
 end
 
-function M.RandomCrop(size, opts)
+-- RandomCrop(size[, {padding = 0}]) or torchvision's positional RandomCrop(size, padding)
+local CROP_OPTS = { padding = 'number' }
+local CROP_POSITIONAL = { 'padding' }
+function M.RandomCrop(size, ...)
   local h, w = size2('RandomCrop', size)
+  local opts = options.check('RandomCrop', options.positional('RandomCrop', CROP_POSITIONAL, ...), CROP_OPTS)
   local pad = opts and opts.padding or 0
   if type(pad) ~= 'number' or pad < 0 or pad % 1 ~= 0 then
     error('RandomCrop: padding must be a non-negative integer', 2)
@@ -150,9 +155,10 @@ function Transform:__tostring() return tostr[self.kind](self) end
 
 -- Apply to a (C,H,W) or (N,C,H,W) uint8/float32 tensor.
 local idx_buf = ffi.new('int64_t[1]')
+local CALL_OPTS = { key = 'number', seed = 'number', epoch = 'number' }
 function Transform:__call(x, opts)
   if not T.is_tensor(x) then error('transform: input must be a tensor', 2) end
-  opts = opts or {}
+  opts = options.check('transform', opts, CALL_OPTS) or {}
   local single = x:dim() == 3
   local xb = single and x:unsqueeze(1) or x
   if xb:dim() ~= 4 then error(('transform: input must be (C,H,W) or (N,C,H,W), got %d-d'):format(x:dim()), 2) end

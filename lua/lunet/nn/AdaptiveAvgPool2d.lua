@@ -1,12 +1,16 @@
--- nn.AdaptiveAvgPool2d(output_size): a number or {oh, ow}
+-- nn.AdaptiveAvgPool2d(output_size): a number or {oh, ow} (or {output_size = ...})
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local AdaptiveAvgPool2d = Module:extend('nn.AdaptiveAvgPool2d')
 
-function AdaptiveAvgPool2d:__init(size)
-  if size == nil then error('nn.AdaptiveAvgPool2d: expected output_size', 3) end
-  self.output_size = size
+local OPTS, POSITIONAL = { output_size = 'number|table' }, { 'output_size' }
+
+function AdaptiveAvgPool2d:__init(...)
+  local o = options.check('nn.AdaptiveAvgPool2d', options.positional('nn.AdaptiveAvgPool2d', POSITIONAL, ...), OPTS)
+  if o == nil or o.output_size == nil then options.fail('nn.AdaptiveAvgPool2d', 'expected output_size (a number or {h, w})') end
+  self.output_size = o.output_size
 end
 
 function AdaptiveAvgPool2d:forward(x) return F.adaptive_avg_pool2d(x, self.output_size) end

@@ -1,13 +1,20 @@
--- nn.AvgPool2d(kernel_size[, {stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true}])
+-- nn.AvgPool2d(kernel_size[, {stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true}]),
+-- or PyTorch's positional form nn.AvgPool2d(k, stride, padding, ceil_mode, count_include_pad[, opts])
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local AvgPool2d = Module:extend('nn.AvgPool2d')
 
-function AvgPool2d:__init(k, opts)
-  if k == nil then error('nn.AvgPool2d: expected kernel_size', 3) end
-  opts = opts or {}
-  if type(opts) == 'number' then opts = { stride = opts } end
+local OPTS = { stride = 'number|table', padding = 'number|table', ceil_mode = 'boolean',
+  count_include_pad = 'boolean' }
+local POSITIONAL = { 'stride', 'padding', 'ceil_mode', 'count_include_pad' }
+
+function AvgPool2d:__init(k, ...)
+  if type(k) ~= 'number' and type(k) ~= 'table' then
+    options.fail('nn.AvgPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
+  end
+  local opts = options.check('nn.AvgPool2d', options.positional('nn.AvgPool2d', POSITIONAL, ...), OPTS) or {}
   self.kernel_size = k
   self.opts = { stride = opts.stride, padding = opts.padding, ceil_mode = opts.ceil_mode,
     count_include_pad = opts.count_include_pad }

@@ -2,12 +2,15 @@
 -- cross entropy of sigmoid(input) against target in [0, 1], computed stably
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local BCEWithLogitsLoss = Module:extend('nn.BCEWithLogitsLoss')
 
+local OPTS = { weight = 'tensor', pos_weight = 'tensor', reduction = 'string' }
+
 function BCEWithLogitsLoss:__init(opts)
-  if opts ~= nil and type(opts) ~= 'table' then error('nn.BCEWithLogitsLoss: options must be a table, got ' .. type(opts), 3) end
-  opts = opts or {}
+  opts = options.check('nn.BCEWithLogitsLoss', opts, OPTS) or {}
+  options.one_of('nn.BCEWithLogitsLoss', 'reduction', opts.reduction, options.REDUCTIONS)
   self.opts = { reduction = opts.reduction or 'mean' }
   if opts.weight then self:register_buffer('weight', opts.weight) end
   if opts.pos_weight then self:register_buffer('pos_weight', opts.pos_weight) end

@@ -11,13 +11,20 @@ local BatchNorm = require 'lunet.nn.BatchNorm'
 local Sequential = require 'lunet.nn.Sequential'
 local F = require 'lunet.nn.functional'
 local A = require 'lunet.autograd'
+local options = require 'lunet.options'
 
 local BasicBlock = Module:extend('nn.BasicBlock')
 BasicBlock.expansion = 1
 
+local OPTS = { dtype = true, device = true }
+
 function BasicBlock:__init(in_planes, planes, stride, opts)
+  if type(stride) == 'table' and opts == nil and stride[1] == nil then stride, opts = nil, stride end
+  if type(in_planes) ~= 'number' or type(planes) ~= 'number' or (stride ~= nil and type(stride) ~= 'number') then
+    options.fail('nn.BasicBlock', 'expected (in_planes, planes[, stride][, {dtype, device}])')
+  end
   stride = stride or 1
-  opts = opts or {}
+  opts = options.check('nn.BasicBlock', opts, OPTS) or {}
   self.in_planes, self.planes, self.stride_ = in_planes, planes, stride
   local o = { dtype = opts.dtype, device = opts.device }
   self:add_module('conv1', Conv2d(in_planes, planes, 3, { stride = stride, padding = 1, bias = false, dtype = o.dtype, device = o.device }))

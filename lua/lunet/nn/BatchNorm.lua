@@ -2,18 +2,25 @@
 -- (num_features[, {eps = 1e-5, momentum = 0.1, affine = true,
 -- track_running_stats = true, dtype, device}]). Buffers running_mean,
 -- running_var and num_batches_tracked (int64); momentum = false means a
--- cumulative average (PyTorch's momentum=None).
+-- cumulative average (PyTorch's momentum=None). PyTorch's positional form
+-- (num_features, eps, momentum, affine, track_running_stats[, opts]) too.
 local lunet = require 'lunet'
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local BatchNorm = Module:extend('nn.BatchNorm')
 
-function BatchNorm:__init(num_features, opts)
+local OPTS = { eps = 'number', momentum = 'number|boolean', cumulative = 'boolean', affine = 'boolean',
+  track_running_stats = 'boolean', dtype = true, device = true }
+local POSITIONAL = { 'eps', 'momentum', 'affine', 'track_running_stats' }
+
+function BatchNorm:__init(num_features, ...)
   if type(num_features) ~= 'number' or num_features % 1 ~= 0 or num_features < 1 then
-    error(self.__name .. ': num_features must be an integer >= 1, got ' .. tostring(num_features), 3)
+    options.fail(self.__name, 'num_features must be an integer >= 1, got ' .. tostring(num_features))
   end
-  opts = opts or {}
+  local opts = options.check(self.__name, options.positional(self.__name, POSITIONAL, ...), OPTS) or {}
+  if opts.momentum == true then options.fail(self.__name, "momentum must be a number or false (a cumulative average), got true") end
   self.num_features = num_features
   self.eps = opts.eps or 1e-5
   -- momentum = false (or cumulative = true): a cumulative moving average (PyTorch's momentum=None)

@@ -1,20 +1,29 @@
 -- nn.Conv2d(in_channels, out_channels, kernel_size[, {stride = 1, padding = 0
 -- (a number, {h, w}, 'same' or 'valid'), dilation = 1, groups = 1, bias = true,
--- dtype, device}])
+-- padding_mode = 'zeros', dtype, device}]), or PyTorch's positional form
+-- nn.Conv2d(cin, cout, k, stride, padding, dilation, groups, bias[, opts])
 local lunet = require 'lunet'
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 local init = require 'lunet.nn.initializers'
 
 local Conv2d = Module:extend('nn.Conv2d')
 
 local function pair(v) if type(v) == 'table' then return v[1], v[2] end return v, v end
 
-function Conv2d:__init(cin, cout, k, opts)
-  if type(cin) ~= 'number' or type(cout) ~= 'number' or k == nil then
-    error('nn.Conv2d: expected (in_channels, out_channels, kernel_size[, opts])', 3)
+local OPTS = { stride = 'number|table', padding = 'number|table|string', dilation = 'number|table',
+  groups = 'number', bias = 'boolean', padding_mode = 'string', dtype = true, device = true }
+local POSITIONAL = { 'stride', 'padding', 'dilation', 'groups', 'bias' }
+
+function Conv2d:__init(cin, cout, k, ...)
+  if type(cin) ~= 'number' or type(cout) ~= 'number' or (type(k) ~= 'number' and type(k) ~= 'table') then
+    options.fail('nn.Conv2d', 'expected (in_channels, out_channels, kernel_size[, stride, padding, ...][, opts])')
   end
-  opts = opts or {}
+  local opts = options.check('nn.Conv2d', options.positional('nn.Conv2d', POSITIONAL, ...), OPTS) or {}
+  if opts.padding_mode ~= nil and opts.padding_mode ~= 'zeros' then
+    options.fail('nn.Conv2d', ("padding_mode '%s' is not supported (only 'zeros')"):format(opts.padding_mode))
+  end
   local groups = opts.groups or 1
   if cin % groups ~= 0 or cout % groups ~= 0 then
     error(('nn.Conv2d: in_channels %d and out_channels %d must be divisible by groups %d'):format(cin, cout, groups), 3)

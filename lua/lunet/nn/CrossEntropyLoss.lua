@@ -2,12 +2,15 @@
 -- label_smoothing = 0}]): loss(logits (N, C), target (N) class ids 1..C)
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local CrossEntropyLoss = Module:extend('nn.CrossEntropyLoss')
 
+local OPTS = { weight = 'tensor', reduction = 'string', ignore_index = 'number', label_smoothing = 'number' }
+
 function CrossEntropyLoss:__init(opts)
-  if opts ~= nil and type(opts) ~= 'table' then error('nn.CrossEntropyLoss: options must be a table, got ' .. type(opts), 3) end
-  opts = opts or {}
+  opts = options.check('nn.CrossEntropyLoss', opts, OPTS) or {}
+  options.one_of('nn.CrossEntropyLoss', 'reduction', opts.reduction, options.REDUCTIONS)
   self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean',
     ignore_index = opts.ignore_index or -100, label_smoothing = opts.label_smoothing or 0 }
   if opts.weight then self:register_buffer('weight', opts.weight) end

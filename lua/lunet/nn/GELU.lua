@@ -1,10 +1,19 @@
--- nn.GELU([approximate = 'none' | 'tanh'])
+-- nn.GELU([approximate = 'none' | 'tanh']) or nn.GELU{approximate = 'tanh'}
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local GELU = Module:extend('nn.GELU')
 
-function GELU:__init(a) self.approximate = a or 'none' end
+local OPTS, POSITIONAL = { approximate = 'string' }, { 'approximate' }
+
+function GELU:__init(...)
+  local a = (options.check('nn.GELU', options.positional('nn.GELU', POSITIONAL, ...), OPTS) or {}).approximate
+  if a ~= nil and a ~= 'none' and a ~= 'tanh' then
+    options.fail('nn.GELU', "approximate must be 'none' or 'tanh', got '" .. a .. "'")
+  end
+  self.approximate = a or 'none'
+end
 
 function GELU:forward(x) return F.gelu(x, self.approximate) end
 

@@ -1,10 +1,16 @@
--- nn.LeakyReLU([negative_slope = 0.01]): x if x > 0 else slope * x
+-- nn.LeakyReLU([negative_slope = 0.01]) or nn.LeakyReLU{negative_slope = 0.01}: x if x > 0 else slope * x
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local LeakyReLU = Module:extend('nn.LeakyReLU')
 
-function LeakyReLU:__init(a) self.negative_slope = a or 0.01 end
+local OPTS, POSITIONAL = { negative_slope = 'number', inplace = 'boolean' }, { 'negative_slope', 'inplace' }
+
+function LeakyReLU:__init(...)
+  local o = options.check('nn.LeakyReLU', options.positional('nn.LeakyReLU', POSITIONAL, ...), OPTS) or {}
+  self.negative_slope = o.negative_slope or 0.01
+end
 
 function LeakyReLU:forward(x) return F.leaky_relu(x, self.negative_slope) end
 

@@ -1,16 +1,21 @@
 -- nn.Linear(in_features, out_features[, {bias = true, dtype, device}]): y = x W^T + b
+-- (PyTorch's positional bias too: nn.Linear(in, out, false))
 local lunet = require 'lunet'
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 local init = require 'lunet.nn.initializers'
 
 local Linear = Module:extend('nn.Linear')
 
-function Linear:__init(in_features, out_features, opts)
+local OPTS = { bias = 'boolean', dtype = true, device = true }
+local POSITIONAL = { 'bias' }
+
+function Linear:__init(in_features, out_features, ...)
   if type(in_features) ~= 'number' or type(out_features) ~= 'number' then
-    error('nn.Linear: expected (in_features, out_features[, opts])', 3)
+    options.fail('nn.Linear', 'expected (in_features, out_features[, bias][, opts])')
   end
-  opts = opts or {}
+  local opts = options.check('nn.Linear', options.positional('nn.Linear', POSITIONAL, ...), OPTS) or {}
   self.in_features, self.out_features = in_features, out_features
   local o = { dtype = opts.dtype, device = opts.device }
   self:register_parameter('weight', lunet.empty({ out_features, in_features }, o))

@@ -1,15 +1,24 @@
--- nn.MaxPool2d(kernel_size[, {stride = kernel_size, padding = 0, dilation = 1, ceil_mode = false}])
+-- nn.MaxPool2d(kernel_size[, {stride = kernel_size, padding = 0, dilation = 1,
+-- return_indices = false, ceil_mode = false}]), or PyTorch's positional form
+-- nn.MaxPool2d(k, stride, padding, dilation, return_indices, ceil_mode[, opts])
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local MaxPool2d = Module:extend('nn.MaxPool2d')
 
-function MaxPool2d:__init(k, opts)
-  if k == nil then error('nn.MaxPool2d: expected kernel_size', 3) end
-  opts = opts or {}
-  if type(opts) == 'number' then opts = { stride = opts } end
+local OPTS = { stride = 'number|table', padding = 'number|table', dilation = 'number|table',
+  return_indices = 'boolean', ceil_mode = 'boolean' }
+local POSITIONAL = { 'stride', 'padding', 'dilation', 'return_indices', 'ceil_mode' }
+
+function MaxPool2d:__init(k, ...)
+  if type(k) ~= 'number' and type(k) ~= 'table' then
+    options.fail('nn.MaxPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
+  end
+  local opts = options.check('nn.MaxPool2d', options.positional('nn.MaxPool2d', POSITIONAL, ...), OPTS) or {}
   self.kernel_size = k
-  self.opts = { stride = opts.stride, padding = opts.padding, dilation = opts.dilation, ceil_mode = opts.ceil_mode }
+  self.opts = { stride = opts.stride, padding = opts.padding, dilation = opts.dilation, ceil_mode = opts.ceil_mode,
+    return_indices = opts.return_indices }
 end
 
 function MaxPool2d:forward(x) return F.max_pool2d(x, self.kernel_size, self.opts) end

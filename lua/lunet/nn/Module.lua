@@ -209,6 +209,8 @@ function Module:to(what, more)
     else opts = { device = what, dtype = more } end
   elseif type(what) ~= 'table' then
     error('to: expected a device, a dtype or {device=, dtype=}, got ' .. type(what), 2)
+  else
+    require('lunet.options').check('to', what, { device = true, dtype = true })
   end
   local function move(t)
     local u = t

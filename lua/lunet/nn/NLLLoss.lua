@@ -2,12 +2,15 @@
 -- loss(logp (N, C), target (N) class ids 1..C)
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
+local options = require 'lunet.options'
 
 local NLLLoss = Module:extend('nn.NLLLoss')
 
+local OPTS = { weight = 'tensor', reduction = 'string', ignore_index = 'number' }
+
 function NLLLoss:__init(opts)
-  if opts ~= nil and type(opts) ~= 'table' then error('nn.NLLLoss: options must be a table, got ' .. type(opts), 3) end
-  opts = opts or {}
+  opts = options.check('nn.NLLLoss', opts, OPTS) or {}
+  options.one_of('nn.NLLLoss', 'reduction', opts.reduction, options.REDUCTIONS)
   self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean', ignore_index = opts.ignore_index or -100 }
   if opts.weight then self:register_buffer('weight', opts.weight) end
 end

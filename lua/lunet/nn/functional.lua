@@ -9,6 +9,9 @@ local A = require 'lunet.autograd'
 local C = core.C
 local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
 local node, attach, edge = A.node, A.attach, A.edge
+local options = require 'lunet.options'
+local check_options, positional = options.check, options.positional
+local NO_OPTS = setmetatable({}, { __newindex = function() error('functional: internal options table is read-only', 2) end })
 
 local F = {}
 
@@ -112,13 +115,16 @@ local function conv_bw(n, g)
   return din, dw, db
 end
 
+local CONV_OPTS = { stride = 'number|table', padding = 'number|table|string', dilation = 'number|table', groups = 'number' }
+local CONV_POSITIONAL = { 'stride', 'padding', 'dilation', 'groups' }
+
 -- the geometry of conv2d(x, w, b, opts): x (padded when 'same' needs an odd
 -- extra row/col), params, and the output shape N, O, OH, OW
 local function conv_setup(fn, x, w, b, opts)
   need(fn, x, 'input', 4)
   need(fn, w, 'weight', 4)
   if b ~= nil then need(fn, b, 'bias', 1) end
-  opts = opts or {}
+  if opts == nil then opts = NO_OPTS else check_options(fn, opts, CONV_OPTS) end
   local sh, sw = pair(fn, opts.stride, 'stride', 1)
   local dh, dw = pair(fn, opts.dilation, 'dilation', 1)
   local groups = opts.groups or 1
@@ -147,8 +153,12 @@ local function conv_setup(fn, x, w, b, opts)
 end
 
 -- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
---        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1})
-function F.conv2d(x, w, b, opts)
+--        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1}),
+-- or PyTorch's positional conv2d(x, w, b, stride, padding, dilation, groups)
+function F.conv2d(x, w, b, opts, padding, dilation, groups)
+  if opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil) or padding ~= nil then
+    opts = positional('conv2d', CONV_POSITIONAL, opts, padding, dilation, groups)
+  end
   kernel('conv2d', 'ln_conv2d_forward')
   local params, N, O, OH, OW
   x, params, N, O, OH, OW = conv_setup('conv2d', x, w, b, opts)
@@ -363,12 +373,22 @@ local function maxpool_bw(n, g)
   return din
 end
 
+local MAXPOOL_OPTS = { stride = 'number|table', padding = 'number|table', dilation = 'number|table',
+  ceil_mode = 'boolean', return_indices = 'boolean' }
+local MAXPOOL_POSITIONAL = { 'stride', 'padding', 'dilation', 'ceil_mode', 'return_indices' }
+
 -- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1,
--- ceil_mode=false, return_indices=false}); indices are 0-based h*W+w
-function F.max_pool2d(x, k, opts)
+-- ceil_mode=false, return_indices=false}), or PyTorch's positional
+-- max_pool2d(x, k, stride, padding, dilation, ceil_mode, return_indices);
+-- indices are 0-based h*W+w
+function F.max_pool2d(x, k, opts, padding, dilation, ceil_mode, return_indices)
   need('max_pool2d', x, 'input', 4)
   kernel('max_pool2d', 'ln_maxpool2d_forward')
-  opts = opts or {}
+  if opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil) or padding ~= nil or dilation ~= nil
+      or ceil_mode ~= nil or return_indices ~= nil then
+    opts = positional('max_pool2d', MAXPOOL_POSITIONAL, opts, padding, dilation, ceil_mode, return_indices)
+  end
+  if opts == nil then opts = NO_OPTS else check_options('max_pool2d', opts, MAXPOOL_OPTS) end
   local p, OH, OW = pool_params('max_pool2d', x, k, opts)
   local N, Cc = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
   local out = new(x, N, Cc, OH, OW)
@@ -394,11 +414,20 @@ local function set_in_shape(n, x)
   n.N, n.C, n.H, n.W = tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
 end
 
--- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0, ceil_mode=false, count_include_pad=true})
-function F.avg_pool2d(x, k, opts)
+local AVGPOOL_OPTS = { stride = 'number|table', padding = 'number|table', ceil_mode = 'boolean',
+  count_include_pad = 'boolean' }
+local AVGPOOL_POSITIONAL = { 'stride', 'padding', 'ceil_mode', 'count_include_pad' }
+
+-- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0, ceil_mode=false, count_include_pad=true}),
+-- or PyTorch's positional avg_pool2d(x, k, stride, padding, ceil_mode, count_include_pad)
+function F.avg_pool2d(x, k, opts, padding, ceil_mode, count_include_pad)
   need('avg_pool2d', x, 'input', 4)
   kernel('avg_pool2d', 'ln_avgpool2d_forward')
-  opts = opts or {}
+  if opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil) or padding ~= nil or ceil_mode ~= nil
+      or count_include_pad ~= nil then
+    opts = positional('avg_pool2d', AVGPOOL_POSITIONAL, opts, padding, ceil_mode, count_include_pad)
+  end
+  if opts == nil then opts = NO_OPTS else check_options('avg_pool2d', opts, AVGPOOL_OPTS) end
   local p, OH, OW = pool_params('avg_pool2d', x, k, opts)
   local out = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), OH, OW)
   check(C.ln_avgpool2d_forward(out.p, x.p, p))
@@ -583,15 +612,20 @@ local function spatial(fn, f, x, target, opts)
   return r
 end
 
+local NLL_OPTS = { weight = 'tensor', reduction = 'string', ignore_index = 'number' }
+local CE_OPTS = { weight = 'tensor', reduction = 'string', ignore_index = 'number', label_smoothing = 'number' }
+local REDUCE_OPTS = { reduction = 'string' }
+local BCE_OPTS = { weight = 'tensor', pos_weight = 'tensor', reduction = 'string' }
+
 -- nll_loss(logp (N,C) or (N,C,d1,...), target (N) or (N,d1,...) int64 in 1..C,
 --          {weight, reduction='mean', ignore_index=-100})
-function F.nll_loss(logp, target, opts)
+local function nll_loss(logp, target, opts)
   need('nll_loss', logp, 'input')
   if logp.p.ndim > 2 then return spatial('nll_loss', F.nll_loss, logp, target, opts) end
   need('nll_loss', logp, 'input', 2)
   kernel('nll_loss', 'ln_nll_loss_forward')
   target = check_target('nll_loss', logp, target)
-  opts = opts or {}
+  opts = opts or NO_OPTS
   local red = reduction('nll_loss', opts.reduction)
   local ignore = opts.ignore_index or -100
   local out = red == 0 and new(logp, tonumber(logp.p.shape[0])) or new(logp)
@@ -604,16 +638,22 @@ function F.nll_loss(logp, target, opts)
   return out
 end
 
+function F.nll_loss(logp, target, opts)
+  if opts ~= nil then check_options('nll_loss', opts, NLL_OPTS) end
+  return nll_loss(logp, target, opts)
+end
+
 -- cross_entropy(logits (N,C) or (N,C,d1,...), target (N) or (N,d1,...) in 1..C,
 --               {weight, reduction, ignore_index, label_smoothing})
 function F.cross_entropy(x, target, opts)
+  if opts ~= nil then check_options('cross_entropy', opts, CE_OPTS) end
   need('cross_entropy', x, 'input')
   if x.p.ndim > 2 then return spatial('cross_entropy', F.cross_entropy, x, target, opts) end
   need('cross_entropy', x, 'input', 2)
-  opts = opts or {}
+  opts = opts or NO_OPTS
   local eps = opts.label_smoothing or 0
   local logp = F.log_softmax(x, 2)
-  local loss = F.nll_loss(logp, target, opts)
+  local loss = nll_loss(logp, target, opts)
   if eps == 0 then return loss end
   if eps < 0 or eps > 1 then error('cross_entropy: label_smoothing must be in [0, 1], got ' .. eps, 2) end
   target = check_target('cross_entropy', x, target)
@@ -654,6 +694,7 @@ local function same_shape(fn, a, b)
 end
 
 function F.mse_loss(a, b, opts)
+  if opts ~= nil then check_options('mse_loss', opts, REDUCE_OPTS) end
   same_shape('mse_loss', a, b)
   local d = a - b
   return reduce('mse_loss', d * d, opts and opts.reduction or 'mean')
@@ -661,8 +702,9 @@ end
 
 -- (1-y)*x + lw*(log1p(exp(-|x|)) + max(-x, 0)), lw = 1 + (pos_weight-1)*y
 function F.binary_cross_entropy_with_logits(x, y, opts)
+  if opts ~= nil then check_options('binary_cross_entropy_with_logits', opts, BCE_OPTS) end
   same_shape('binary_cross_entropy_with_logits', x, y)
-  opts = opts or {}
+  opts = opts or NO_OPTS
   local soft = (-x:abs()):exp():log1p() + (-x):clamp(0)
   local l
   if opts.pos_weight then

@@ -1,4 +1,5 @@
 -- nn.init: parameter initialisers through lunet's seeded RNG, as torch.nn.init.
+local options = require 'lunet.options'
 local init = {}
 
 -- fan_in, fan_out of a weight (out, in, k...) as PyTorch computes them
@@ -23,9 +24,18 @@ function init.zeros_(t) return t:fill_(0) end
 function init.ones_(t) return t:fill_(1) end
 function init.constant_(t, v) return t:fill_(v) end
 
--- kaiming_uniform_(w, {a = 0, mode = 'fan_in', nonlinearity = 'leaky_relu'})
-function init.kaiming_uniform_(w, opts)
-  opts = opts or {}
+local KAIMING_OPTS = { a = 'number', mode = 'string', nonlinearity = 'string' }
+local KAIMING_POSITIONAL = { 'a', 'mode', 'nonlinearity' }
+local function kaiming_opts(fn, ...)
+  local opts = options.check(fn, options.positional(fn, KAIMING_POSITIONAL, ...), KAIMING_OPTS) or {}
+  options.one_of(fn, 'mode', opts.mode, { 'fan_in', 'fan_out' })
+  return opts
+end
+
+-- kaiming_uniform_(w, {a = 0, mode = 'fan_in', nonlinearity = 'leaky_relu'}),
+-- or PyTorch's positional kaiming_uniform_(w, a, mode, nonlinearity)
+function init.kaiming_uniform_(w, ...)
+  local opts = kaiming_opts('init.kaiming_uniform_', ...)
   local fan_in, fan_out = init.fans(w)
   local fan = opts.mode == 'fan_out' and fan_out or fan_in
   local gain = init.calculate_gain(opts.nonlinearity or 'leaky_relu', opts.a or 0)
@@ -33,8 +43,8 @@ function init.kaiming_uniform_(w, opts)
   return w:uniform_(-bound, bound)
 end
 
-function init.kaiming_normal_(w, opts)
-  opts = opts or {}
+function init.kaiming_normal_(w, ...)
+  local opts = kaiming_opts('init.kaiming_normal_', ...)
   local fan_in, fan_out = init.fans(w)
   local fan = opts.mode == 'fan_out' and fan_out or fan_in
   local gain = init.calculate_gain(opts.nonlinearity or 'leaky_relu', opts.a or 0)

@@ -47,10 +47,12 @@ local function make(name, decoupled, weight_decay)
     amsgrad = false, maximize = false,
   }
   class.check, class.update = check, update
+  class.positional = {'lr', 'betas', 'eps', 'weight_decay', 'amsgrad'}
   -- optim.Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
-  --   weight_decay = 0 (AdamW: 1e-2), amsgrad = false, maximize = false})
-  local function new(params, opts)
-    local self = Optimizer.new(class, name, params, opts)
+  --   weight_decay = 0 (AdamW: 1e-2), amsgrad = false, maximize = false}),
+  --   or PyTorch's positional Adam(params, lr, betas, eps, weight_decay, amsgrad)
+  local function new(params, ...)
+    local self = Optimizer.new(class, name, params, ...)
     self._hp = ffi.new('ln_adam_params')
     self._hp.decoupled = decoupled
     return self

@@ -10,6 +10,7 @@
 -- `update(group, p, g, state)`.
 local lunet = require 'lunet'
 local core = require 'lunet.core'
+local options = require 'lunet.options'
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -42,8 +43,36 @@ function Optimizer.number(fn, group, key, what, cond, expected)
   return v
 end
 
+-- Torch7's optim names for the same options
+local TORCH7 = {learningRate = 'lr', weightDecay = 'weight_decay', epsilon = 'eps'}
+-- keys schedulers keep in param groups (a group copied from another optimizer may hold them)
+local SCHEDULER_KEYS = {'initial_lr', 'max_lr', 'min_lr', 'max_momentum', 'base_momentum'}
+
+-- the options a class takes (its defaults and lr, typed by the default's
+-- type), those a param group may hold, and the aliases that apply
+local function known_of(class)
+  local k = rawget(class, '_known')
+  if k then return k, class._known_group, class._aliases end
+  k = {lr = 'number'}
+  for name, v in pairs(class.defaults) do k[name] = type(v) end
+  local g, a = {params = true}, {}
+  for name, t in pairs(k) do g[name] = t end
+  for _, name in ipairs(SCHEDULER_KEYS) do g[name] = true end
+  for alias, target in pairs(TORCH7) do if k[target] then a[alias] = target end end
+  class._known, class._known_group, class._aliases = k, g, a
+  return k, g, a
+end
+Optimizer.known_of = known_of
+
 local function add_group(self, group, fn)
   if type(group) ~= 'table' then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. type(group)) end
+  local _, known_group = known_of(getmetatable(self))
+  for k in pairs(group) do
+    if known_group[k] == nil then
+      local s = options.suggest(tostring(k), known_group)
+      Optimizer.fail(fn, ("unknown option '%s' in a param group%s"):format(tostring(k), s and (" (did you mean '" .. s .. "'?)") or ''))
+    end
+  end
   local params = group.params
   if is_tensor(params) then params = {params} end
   if type(params) ~= 'table' or #params == 0 then
@@ -74,17 +103,16 @@ end
 
 -- Optimizer.new(class, name, params, opts): params is a list of tensors or
 -- of groups {params = {...}, option = value}; opts fills what groups omit.
-function Optimizer.new(class, name, params, opts)
+-- opts may also come by position, as PyTorch's (params, lr, momentum, ...):
+-- class.positional names them.
+function Optimizer.new(class, name, params, ...)
   local self = setmetatable({name = name, param_groups = {}, state = {}, _seen = {}}, class)
-  if opts ~= nil and type(opts) ~= 'table' then
-    Optimizer.fail(name, 'options must be a table, got ' .. type(opts))
-  end
+  local known, _, aliases = known_of(class)
+  local opts = options.check(name, options.positional(name, class.positional or {}, ...), known, aliases)
   local defaults = {}
   for k, v in pairs(class.defaults) do defaults[k] = v end
-  for k, v in pairs(opts or {}) do
-    if class.defaults[k] == nil and k ~= 'lr' then Optimizer.fail(name, 'unknown option ' .. tostring(k)) end
-    defaults[k] = v
-  end
+  for k, v in pairs(opts or {}) do defaults[k] = v end
+  if class.lr_required and defaults.lr == nil then Optimizer.fail(name, 'option lr is required') end
   self.defaults = defaults
   if is_tensor(params) then params = {params} end
   if type(params) ~= 'table' or #params == 0 then

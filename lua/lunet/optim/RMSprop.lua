@@ -26,9 +26,11 @@ function RMSprop:check(fn, g)
 end
 
 -- optim.RMSprop(params, {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0,
---   momentum = 0, centered = false, maximize = false})
-local function new(params, opts)
-  local self = Optimizer.new(RMSprop, 'RMSprop', params, opts)
+--   momentum = 0, centered = false, maximize = false}), or PyTorch's positional
+--   RMSprop(params, lr, alpha, eps, weight_decay, momentum, centered)
+RMSprop.positional = {'lr', 'alpha', 'eps', 'weight_decay', 'momentum', 'centered'}
+local function new(params, ...)
+  local self = Optimizer.new(RMSprop, 'RMSprop', params, ...)
   self._hp = ffi.new('ln_rmsprop_params')
   return self
 end

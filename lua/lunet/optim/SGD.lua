@@ -29,9 +29,11 @@ end
 
 -- optim.SGD(params, {lr = required, momentum = 0, dampening = 0,
 --   weight_decay = 0, nesterov = false, maximize = false})
-local function new(params, opts)
-  if type(opts) ~= 'table' or opts.lr == nil then Optimizer.fail('SGD', 'option lr is required') end
-  local self = Optimizer.new(SGD, 'SGD', params, opts)
+--   or PyTorch's positional SGD(params, lr, momentum, dampening, weight_decay, nesterov)
+SGD.positional = {'lr', 'momentum', 'dampening', 'weight_decay', 'nesterov'}
+SGD.lr_required = true
+local function new(params, ...)
+  local self = Optimizer.new(SGD, 'SGD', params, ...)
   self._hp = ffi.new('ln_sgd_params')
   return self
 end

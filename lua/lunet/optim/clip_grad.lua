@@ -7,10 +7,18 @@
 local lunet = require 'lunet'
 local T = require 'lunet.tensor'
 local Optimizer = require 'lunet.optim.Optimizer'
+local options = require 'lunet.options'
 local C = lunet.C
 
-local function clip_grad_norm(params, max_norm, norm_type, opts)
+-- clip_grad_norm(params, max_norm[, norm_type][, {norm_type, error_if_nonfinite}]),
+-- or PyTorch's positional (params, max_norm, norm_type, error_if_nonfinite)
+local OPTS = {norm_type = 'number', error_if_nonfinite = 'boolean'}
+local POSITIONAL = {'norm_type', 'error_if_nonfinite'}
+
+local function clip_grad_norm(params, max_norm, ...)
   local fn = 'clip_grad_norm'
+  local opts = options.check(fn, options.positional(fn, POSITIONAL, ...), OPTS)
+  local norm_type = opts and opts.norm_type
   if lunet.is_tensor(params) then params = {params} end
   if type(params) ~= 'table' then Optimizer.fail(fn, 'params must be a tensor or a list of tensors, got ' .. type(params)) end
   if type(max_norm) ~= 'number' or max_norm ~= max_norm then

@@ -4,13 +4,40 @@
 -- (last_epoch 0); call sched:step() after each opt:step().
 --   local sched = optim.StepLR(opt, {step_size = 30, gamma = 0.1})
 --   sched:step(); sched:get_last_lr()  --> {lr of group 1, ...}
+-- Options may also come by position, in PyTorch's order: StepLR(opt, 30, 0.1).
 local Optimizer = require 'lunet.optim.Optimizer'
+local options = require 'lunet.options'
 
 local M = {}
 local Scheduler = {}
 Scheduler.__index = Scheduler
 
 local function fail(fn, msg) Optimizer.fail(fn, msg) end
+
+-- each scheduler's options (all take last_epoch) and their order by position (PyTorch's)
+local KNOWN = {
+  StepLR = {step_size = 'number', gamma = 'number'},
+  MultiStepLR = {milestones = 'table', gamma = 'number'},
+  CosineAnnealingLR = {T_max = 'number', eta_min = 'number'},
+  LinearLR = {start_factor = 'number', end_factor = 'number', total_iters = 'number'},
+  ExponentialLR = {gamma = 'number'},
+  LambdaLR = {lr_lambda = 'function|table'},
+  OneCycleLR = {max_lr = 'number|table', total_steps = 'number', epochs = 'number', steps_per_epoch = 'number',
+    pct_start = 'number', anneal_strategy = 'string', cycle_momentum = 'boolean', base_momentum = 'number|table',
+    max_momentum = 'number|table', div_factor = 'number', final_div_factor = 'number', three_phase = 'boolean'},
+}
+local POSITIONAL = {
+  StepLR = {'step_size', 'gamma'}, MultiStepLR = {'milestones', 'gamma'}, CosineAnnealingLR = {'T_max', 'eta_min'},
+  LinearLR = {'start_factor', 'end_factor', 'total_iters'}, ExponentialLR = {'gamma'}, LambdaLR = {'lr_lambda'},
+  OneCycleLR = {'max_lr', 'total_steps', 'epochs', 'steps_per_epoch', 'pct_start', 'anneal_strategy',
+    'cycle_momentum', 'base_momentum', 'max_momentum', 'div_factor', 'final_div_factor', 'three_phase'},
+}
+for name, k in pairs(KNOWN) do k.last_epoch = 'number'; table.insert(POSITIONAL[name], 'last_epoch') end
+
+-- the options of scheduler `name` from the arguments after the optimizer
+local function sched_options(name, ...)
+  return options.check(name, options.positional(name, POSITIONAL[name], ...), KNOWN[name]) or {}
+end
 
 -- base(class, name, opt, opts): records initial_lr in each group, then steps once.
 local function base(class, name, opt, opts, init)
@@ -77,14 +104,12 @@ end
 local function class(name, required, init, get_lr)
   local c = setmetatable({}, {__index = Scheduler})
   c.__index, c.__tostring, c.get_lr = c, Scheduler.__tostring, get_lr
-  -- Sched(opt, {opts}) or Sched(opt, required_value, {opts})
-  local function new(_, opt, a, b)
-    local opts = type(a) == 'table' and a or (b or {})
-    if type(opts) ~= 'table' then fail(name, 'options must be a table, got ' .. type(opts)) end
-    if type(a) ~= 'table' and a ~= nil then
-      if not required then fail(name, 'options must be a table, got ' .. type(a)) end
-      opts = copy(opts); opts[required] = a
+  -- Sched(opt, {opts}) or Sched(opt, values by position...[, {opts}])
+  local function new(_, opt, ...)
+    if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
+      fail(name, 'first argument must be an optimizer')
     end
+    local opts = sched_options(name, ...)
     if required and opts[required] == nil then fail(name, 'option ' .. required .. ' is required') end
     return base(c, name, opt, opts, init)
   end
@@ -185,6 +210,6 @@ end, function(self)
   return group_lrs(self, function(_, b, i) return b * self.lr_lambdas[i](self.last_epoch) end)
 end)
 
-require('lunet.optim.one_cycle')(M, base, fail)
+require('lunet.optim.one_cycle')(M, base, fail, sched_options)
 
 return M

@@ -6,7 +6,7 @@
 -- Options (PyTorch's defaults): pct_start = 0.3, anneal_strategy = 'cos'
 -- ('linear'), cycle_momentum = true, base_momentum = 0.85, max_momentum = 0.95,
 -- div_factor = 25, final_div_factor = 1e4, three_phase = false.
-return function(M, base, fail)
+return function(M, base, fail, sched_options)
   local Scheduler = getmetatable(M.StepLR).__index
   local c = setmetatable({}, {__index = Scheduler})
   c.__index, c.__tostring = c, Scheduler.__tostring
@@ -118,8 +118,11 @@ return function(M, base, fail)
     return lrs
   end
 
-  M[name] = setmetatable(c, {__index = Scheduler, __call = function(_, opt, opts)
-    if type(opts) ~= 'table' then fail(name, 'expected an options table with max_lr') end
-    return base(c, name, opt, opts, init)
+  M[name] = setmetatable(c, {__index = Scheduler, __call = function(_, opt, ...)
+    if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
+      fail(name, 'first argument must be an optimizer')
+    end
+    if select('#', ...) == 0 then fail(name, 'expected an options table with max_lr') end
+    return base(c, name, opt, sched_options(name, ...), init)
   end})
 end

@@ -7,7 +7,9 @@
 --
 -- opts: devices (default lunet.devices()), bucket_mb (25), accumulate (1),
 -- balance ('even' | 'auto' | {w1, w2, ...}), compress (nil | 'fp16' | 'bf16'),
--- sync_bn (false), broadcast_buffers (true), overlap (true).
+-- sync_bn (false), broadcast_buffers (true), overlap (true). The devices may
+-- also come by position (DataParallel(model, {'cpu:0', 'cpu:1'})), and DDP's
+-- bucket_cap_mb is bucket_mb; an unknown option is an error.
 --
 -- How it works. Replica 1 is `module` itself (moved to devices[1]); replica k
 -- is a copy on devices[k]. forward() sends shard k to device k, runs the
@@ -50,6 +52,7 @@
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local core = require 'lunet.core'
+local options = require 'lunet.options'
 local Module = require 'lunet.nn.Module'
 local autograd = require 'lunet.autograd'
 local Communicator = require('lunet.comm').Communicator
@@ -64,10 +67,14 @@ local DataParallel = Module:extend('parallel.DataParallel')
 
 local function fail(msg, lvl) error('DataParallel: ' .. msg, (lvl or 1) + 1) end
 
-function DataParallel:__init(module, opts)
+local OPTS = { devices = true, bucket_mb = true, accumulate = true, balance = true,
+  compress = true, sync_bn = 'boolean', broadcast_buffers = 'boolean', overlap = 'boolean' }
+local ALIASES = { bucket_cap_mb = 'bucket_mb' }
+local POSITIONAL = { 'devices' }
+
+function DataParallel:__init(module, ...)
   if type(module) ~= 'table' or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
-  opts = opts or {}
-  if type(opts) ~= 'table' then fail('options must be a table', 3) end
+  local opts = options.check('DataParallel', options.positional('DataParallel', POSITIONAL, ...), OPTS, ALIASES) or {}
   local devs = opts.devices or lunet.devices()
   if type(devs) ~= 'table' or #devs == 0 then fail('devices must be a non-empty list', 3) end
   local names, seen = {}, {}

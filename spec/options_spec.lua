@@ -1,0 +1,394 @@
+-- Options tables across the public API (lunet.options): an unknown key is an
+-- error naming the function and the closest known name, PyTorch's (and
+-- Torch7's) unambiguous spellings are aliases giving the same result, and
+-- PyTorch's positional forms build the same thing as the options form.
+local lunet = require 'lunet'
+local options = require 'lunet.options'
+local nn, optim, data = lunet.nn, lunet.optim, lunet.data
+local F = nn.functional
+
+local function err_of(f)
+  local ok, e = pcall(f)
+  assert.is_false(ok, 'expected an error')
+  return tostring(e)
+end
+
+local function raises(f, msg)
+  local e = err_of(f)
+  assert.truthy(e:find(msg, 1, true), ('expected "%s" in "%s"'):format(msg, e))
+  assert.falsy(e:find('attempt to', 1, true), 'a raw Lua error: ' .. e)
+  return e
+end
+
+local function same(a, b) assert.are.same(a:totable(), b:totable()) end
+
+local tmpfiles = {}
+local function tmpname(suffix)
+  local p = os.tmpname() .. (suffix or '')
+  tmpfiles[#tmpfiles + 1] = p
+  return p
+end
+teardown(function() for _, p in ipairs(tmpfiles) do os.remove(p) end end)
+
+describe('options.check', function()
+  local K = { stride = 'number|table', padding = 'number|table|string', bias = 'boolean', w = 'tensor', device = true }
+
+  it('names the function and the closest known option', function()
+    raises(function() options.check('nn.Conv2d', { pad = 1 }, K) end, "nn.Conv2d: unknown option 'pad' (did you mean 'padding'?)")
+    raises(function() options.check('f', { strides = 2 }, K) end, "f: unknown option 'strides' (did you mean 'stride'?)")
+    raises(function() options.check('f', { Bias = false }, K) end, "f: unknown option 'Bias' (did you mean 'bias'?)")
+  end)
+
+  it('lists the known options when none is close', function()
+    raises(function() options.check('f', { zzz = 1 }, K) end,
+      "f: unknown option 'zzz' (known: bias, device, padding, stride, w)")
+  end)
+
+  it('checks types where cheap, and that options are a table of names', function()
+    raises(function() options.check('f', { bias = 1 }, K) end, "f: option 'bias' must be a boolean, got number")
+    raises(function() options.check('f', { stride = 'x' }, K) end, "f: option 'stride' must be a number or table, got string")
+    raises(function() options.check('f', { w = 3 }, K) end, "f: option 'w' must be a tensor, got number")
+    raises(function() options.check('f', 3, K) end, 'f: options must be a table, got number')
+    raises(function() options.check('f', lunet.zeros(1), K) end, 'f: options must be a table, got a tensor')
+    raises(function() options.check('f', { 1, 2 }, K) end, 'f: options are named')
+    assert.is_nil(options.check('f', nil, K))
+    local o = { stride = 2, device = {} }
+    assert.are.equal(o, options.check('f', o, K))            -- any type for `true`
+    options.check('f', { w = lunet.zeros(1) }, K)
+  end)
+
+  it('renames aliases in a copy (the caller\'s table is untouched), and refuses both spellings', function()
+    local o = { num_workers = 2, shuffle = true }
+    local r = options.check('DataLoader', o, { workers = 'number', shuffle = 'boolean' }, { num_workers = 'workers' })
+    assert.are.same({ workers = 2, shuffle = true }, r)
+    assert.are.same({ num_workers = 2, shuffle = true }, o)
+    raises(function() options.check('DataLoader', { num_workers = 2, workers = 1 }, { workers = 'number' }, { num_workers = 'workers' }) end,
+      "DataLoader: options 'num_workers' and 'workers' are the same option")
+    raises(function() options.check('DataLoader', { num_worker = 2 }, { workers = 'number' }, { num_workers = 'workers' }) end,
+      "DataLoader: unknown option 'num_worker' (did you mean 'workers'?)")
+  end)
+
+  it('raises at the caller\'s line', function()
+    local line = debug.getinfo(1, 'l').currentline + 1
+    local ok, e = pcall(function() local m = nn.Conv2d(3, 16, 3, { pad = 1 }); return m end)
+    assert.is_false(ok)
+    assert.truthy(tostring(e):find('options_spec.lua:' .. line .. ': nn.Conv2d: unknown option', 1, true), e)
+  end)
+
+  it('allocates nothing when the options are right (functional calls check every call)', function()
+    local opts = { stride = 1, padding = { 1, 1 }, bias = true, device = 'cpu:0' }
+    local function loop() for _ = 1, 2000 do options.check('f', opts, K) end end
+    jit.off(loop)       -- (the compiler's own traces would count as allocations)
+    loop()
+    collectgarbage('stop')
+    local before = collectgarbage('count')
+    loop()
+    local after = collectgarbage('count')
+    collectgarbage('restart')
+    assert.are.equal(before, after)
+  end)
+end)
+
+describe('every options table rejects an unknown key', function()
+  local x4 = lunet.randn(2, 3, 8, 8)
+  local w = lunet.randn(4, 3, 3, 3)
+  local logits, y = lunet.randn(4, 3), lunet.tensor({ 1, 2, 3, 1 }, { dtype = 'int64' })
+  local params = { lunet.zeros(2) }
+  local function sgd() return optim.SGD({ lunet.zeros(2) }, { lr = 0.1 }) end
+  local ds = data.TensorDataset(lunet.randn(8, 2), lunet.tensor({ 1, 2, 1, 2, 1, 2, 1, 2 }, { dtype = 'int64' }))
+  local st = tmpname('.st')
+  lunet.save(st, { a = lunet.zeros(2) })
+
+  local cases = {
+    -- nn modules
+    { function() return nn.Conv2d(3, 16, 3, { pad = 1 }) end, "nn.Conv2d: unknown option 'pad' (did you mean 'padding'?)" },
+    { function() return nn.MaxPool2d(2, { strid = 2 }) end, "nn.MaxPool2d: unknown option 'strid' (did you mean 'stride'?)" },
+    { function() return nn.AvgPool2d(2, { ceil = true }) end, "nn.AvgPool2d: unknown option 'ceil' (did you mean 'ceil_mode'?)" },
+    { function() return nn.BatchNorm2d(4, { epsilon = 1e-3 }) end, "nn.BatchNorm2d: unknown option 'epsilon' (did you mean 'eps'?)" },
+    { function() return nn.BatchNorm1d(4, { momentun = 0.1 }) end, "nn.BatchNorm1d: unknown option 'momentun' (did you mean 'momentum'?)" },
+    { function() return nn.Linear(2, 3, { biass = false }) end, "nn.Linear: unknown option 'biass' (did you mean 'bias'?)" },
+    { function() return nn.Dropout { p = 0.2, inplce = true } end, "nn.Dropout: unknown option 'inplce' (did you mean 'inplace'?)" },
+    { function() return nn.LeakyReLU { negative_slop = 0.1 } end, "nn.LeakyReLU: unknown option 'negative_slop' (did you mean 'negative_slope'?)" },
+    { function() return nn.ELU { alph = 1 } end, "nn.ELU: unknown option 'alph' (did you mean 'alpha'?)" },
+    { function() return nn.GELU { approx = 'tanh' } end, "nn.GELU: unknown option 'approx' (did you mean 'approximate'?)" },
+    { function() return nn.Softmax { dims = 2 } end, "nn.Softmax: unknown option 'dims' (did you mean 'dim'?)" },
+    { function() return nn.LogSoftmax { dimm = 2 } end, "nn.LogSoftmax: unknown option 'dimm' (did you mean 'dim'?)" },
+    { function() return nn.Flatten { start = 2 } end, "nn.Flatten: unknown option 'start' (did you mean 'start_dim'?)" },
+    { function() return nn.AdaptiveAvgPool2d { size = 1 } end, "nn.AdaptiveAvgPool2d: unknown option 'size' (did you mean 'output_size'?)" },
+    { function() return nn.ReLU { in_place = true } end, "nn.ReLU: unknown option 'in_place' (did you mean 'inplace'?)" },
+    { function() return nn.CrossEntropyLoss { label_smooth = 0.1 } end, "nn.CrossEntropyLoss: unknown option 'label_smooth' (did you mean 'label_smoothing'?)" },
+    { function() return nn.NLLLoss { ignore = 1 } end, "nn.NLLLoss: unknown option 'ignore' (did you mean 'ignore_index'?)" },
+    { function() return nn.MSELoss { reduce = 'sum' } end, "nn.MSELoss: unknown option 'reduce' (did you mean 'reduction'?)" },
+    { function() return nn.BCEWithLogitsLoss { posweight = lunet.ones(1) } end, "nn.BCEWithLogitsLoss: unknown option 'posweight' (did you mean 'pos_weight'?)" },
+    { function() return nn.BasicBlock(4, 4, 1, { dtyp = 'float64' }) end, "nn.BasicBlock: unknown option 'dtyp' (did you mean 'dtype'?)" },
+    { function() return nn.init.kaiming_uniform_(lunet.empty(2, 2), { mod = 'fan_out' }) end, "init.kaiming_uniform_: unknown option 'mod' (did you mean 'mode'?)" },
+    -- functional
+    { function() return F.conv2d(x4, w, nil, { pad = 1 }) end, "conv2d: unknown option 'pad' (did you mean 'padding'?)" },
+    { function() return F.max_pool2d(x4, 2, { strides = 2 }) end, "max_pool2d: unknown option 'strides' (did you mean 'stride'?)" },
+    { function() return F.avg_pool2d(x4, 2, { pad = 1 }) end, "avg_pool2d: unknown option 'pad' (did you mean 'padding'?)" },
+    { function() return F.cross_entropy(logits, y, { label_smoothin = 0.1 }) end, "cross_entropy: unknown option 'label_smoothin' (did you mean 'label_smoothing'?)" },
+    { function() return F.nll_loss(logits, y, { label_smoothing = 0.1 }) end, "nll_loss: unknown option 'label_smoothing' (known: ignore_index, reduction, weight)" },
+    { function() return F.mse_loss(logits, logits, { reduce = 'sum' }) end, "mse_loss: unknown option 'reduce' (did you mean 'reduction'?)" },
+    { function() return F.binary_cross_entropy_with_logits(logits, logits, { weights = logits }) end, "binary_cross_entropy_with_logits: unknown option 'weights' (did you mean 'weight'?)" },
+    -- data
+    { function() return data.DataLoader(ds, { batch_sz = 4 }) end, "DataLoader: unknown option 'batch_sz' (did you mean 'batch_size'?)" },
+    { function() return data.TensorDataset(lunet.zeros(2, 2), { images = true }) end, "TensorDataset: unknown option 'images' (did you mean 'image'?)" },
+    { function() return data.Synthetic { clases = 3 } end, "Synthetic: unknown option 'clases' (did you mean 'classes'?)" },
+    { function() return data.FashionMNIST { roots = '/x' } end, "FashionMNIST: unknown option 'roots' (did you mean 'root'?)" },
+    { function() return data.MNIST { target_transform = 1 } end, "MNIST: unknown option 'target_transform' (did you mean 'transform'?)" },
+    { function() return data.CIFAR10 { transfrom = 1 } end, "CIFAR10: unknown option 'transfrom' (did you mean 'transform'?)" },
+    { function() return data.transforms.RandomCrop(8, { pad = 2 }) end, "RandomCrop: unknown option 'pad' (did you mean 'padding'?)" },
+    { function() return data.transforms.RandomHorizontalFlip(0.5)(x4, { epochs = 1 }) end, "transform: unknown option 'epochs' (did you mean 'epoch'?)" },
+    -- optim
+    { function() return optim.SGD(params, { lr = 0.1, momentun = 0.9 }) end, "SGD: unknown option 'momentun' (did you mean 'momentum'?)" },
+    { function() return optim.Adam(params, { beta = { 0.9, 0.99 } }) end, "Adam: unknown option 'beta' (did you mean 'betas'?)" },
+    { function() return optim.AdamW(params, { weight_decy = 0.1 }) end, "AdamW: unknown option 'weight_decy' (did you mean 'weight_decay'?)" },
+    { function() return optim.RMSprop(params, { centred = true }) end, "RMSprop: unknown option 'centred' (did you mean 'centered'?)" },
+    { function() return optim.SGD({ { params = params, lrr = 0.1 } }, { lr = 0.1 }) end, "SGD: unknown option 'lrr' in a param group (did you mean 'lr'?)" },
+    { function() return optim.StepLR(sgd(), { step_size = 2, gama = 0.5 }) end, "StepLR: unknown option 'gama' (did you mean 'gamma'?)" },
+    { function() return optim.MultiStepLR(sgd(), { milestone = { 1 } }) end, "MultiStepLR: unknown option 'milestone' (did you mean 'milestones'?)" },
+    { function() return optim.CosineAnnealingLR(sgd(), { Tmax = 3 }) end, "CosineAnnealingLR: unknown option 'Tmax' (did you mean 'T_max'?)" },
+    { function() return optim.LinearLR(sgd(), { start = 0.5 }) end, "LinearLR: unknown option 'start' (did you mean 'start_factor'?)" },
+    { function() return optim.ExponentialLR(sgd(), { gamm = 0.9 }) end, "ExponentialLR: unknown option 'gamm' (did you mean 'gamma'?)" },
+    { function() return optim.LambdaLR(sgd(), { lambda = function() return 1 end }) end, "LambdaLR: unknown option 'lambda' (did you mean 'lr_lambda'?)" },
+    { function() return optim.OneCycleLR(sgd(), { max_lr = 1, total_steps = 10, pct = 0.3 }) end, "OneCycleLR: unknown option 'pct' (did you mean 'pct_start'?)" },
+    { function() return optim.clip_grad_norm(params, 1, { norm = 2 }) end, "clip_grad_norm: unknown option 'norm' (did you mean 'norm_type'?)" },
+    -- training, parallel, files
+    { function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(ds), { epoch = 1 }) end, "fit: unknown option 'epoch' (did you mean 'epochs'?)" },
+    { function() return lunet.Trainer(nn.Linear(2, 2), { val = 1 }) end, "fit: unknown option 'val' (did you mean 'val_loader'?)" },
+    { function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(ds), { checkpoint = '/tmp/x', checkpoint_every = { step = 1 } }) end,
+      "fit: checkpoint_every: unknown option 'step' (did you mean 'steps'?)" },
+    { function() return lunet.parallel.DataParallel(nn.Linear(2, 2), { device = { 'cpu:0' } }) end, "DataParallel: unknown option 'device' (did you mean 'devices'?)" },
+    { function() return lunet.checkpoint.load('/nonexistent', { devic = 'cpu:0' }) end, "checkpoint.load: unknown option 'devic' (did you mean 'device'?)" },
+    { function() return lunet.load('/nonexistent', { dev = 'cpu:0' }) end, "load: unknown option 'dev' (did you mean 'device'?)" },
+    { function() return require('lunet.serialize').open(st):get('a', { devce = 'cpu:0' }) end, "get: unknown option 'devce' (did you mean 'device'?)" },
+    { function() return require('lunet.repl').run({ quit = true }) end, "repl.run: unknown option 'quit' (did you mean 'quiet'?)" },
+    -- tensors
+    { function() return lunet.zeros(2, { dtyp = 'float64' }) end, "zeros: unknown option 'dtyp' (did you mean 'dtype'?)" },
+    { function() return lunet.ones({ 2 }, { devices = 'cpu:0' }) end, "ones: unknown option 'devices' (did you mean 'device'?)" },
+    { function() return lunet.randn(2, 3, { require_grad = true }) end, "randn: unknown option 'require_grad' (did you mean 'requires_grad'?)" },
+    { function() return lunet.rand(2, { dtyp = 'float64' }) end, "rand: unknown option 'dtyp'" },
+    { function() return lunet.empty(2, { dtyp = 'float64' }) end, "empty: unknown option 'dtyp'" },
+    { function() return lunet.full({ 2 }, 1, { dtyp = 'float64' }) end, "full: unknown option 'dtyp'" },
+    { function() return lunet.arange(5, { dtyp = 'float64' }) end, "arange: unknown option 'dtyp'" },
+    { function() return lunet.linspace(0, 1, 5, { dtyp = 'float64' }) end, "linspace: unknown option 'dtyp'" },
+    { function() return lunet.eye(2, { dtyp = 'float64' }) end, "eye: unknown option 'dtyp'" },
+    { function() return lunet.randint(0, 5, { 3 }, { dtyp = 'int32' }) end, "randint: unknown option 'dtyp'" },
+    { function() return lunet.tensor({ 1, 2 }, { dtyp = 'float64' }) end, "tensor: unknown option 'dtyp'" },
+    { function() return lunet.zeros_like(logits, { dtyp = 'float64' }) end, "zeros: unknown option 'dtyp'" },
+    { function() return logits:to { dtyp = 'float64' } end, "to: unknown option 'dtyp' (did you mean 'dtype'?)" },
+    { function() return nn.Linear(2, 2):to { devce = 'cpu:0' } end, "to: unknown option 'devce' (did you mean 'device'?)" },
+    { function() return logits:addmm(logits, lunet.eye(3), { alph = 2 }) end, "addmm: unknown option 'alph' (did you mean 'alpha'?)" },
+    { function()
+      local a = lunet.ones(2, { requires_grad = true })
+      return a:sum():backward({ retain = true })
+    end, "backward: unknown option 'retain' (did you mean 'retain_graph'?)" },
+    { function()
+      local a = lunet.ones(2, { requires_grad = true })
+      return lunet.autograd.backward({ a:sum() }, nil, { retain = true })
+    end, "autograd.backward: unknown option 'retain' (did you mean 'retain_graph'?)" },
+    -- collectives
+    { function() return lunet.comm.Communicator({ 'cpu:0' }, { backnd = 'local' }) end, "Communicator: unknown option 'backnd' (did you mean 'backend'?)" },
+    { function() return lunet.comm.Communicator({ 'cpu:0' }):allreduce({ lunet.zeros(2) }, { opp = 'sum' }) end, "allreduce: unknown option 'opp' (did you mean 'op'?)" },
+    { function() return lunet.comm.Communicator({ 'cpu:0' }):broadcast({ lunet.zeros(2) }, { roots = 1 }) end, "broadcast: unknown option 'roots' (did you mean 'root'?)" },
+    { function() return lunet.comm.Communicator({ 'cpu:0' }):reduce_scatter({ lunet.zeros(2) }, { compres = 'bf16' }) end, "reduce_scatter: unknown option 'compres' (did you mean 'compress'?)" },
+  }
+
+  for i, c in ipairs(cases) do
+    it(('case %d: %s'):format(i, c[2]:match('^[^:]+')), function() raises(c[1], c[2]) end)
+  end
+end)
+
+describe('PyTorch aliases give the same result as lunet\'s names', function()
+  local ds = data.TensorDataset(lunet.randn(10, 3), lunet.tensor({ 1, 2, 1, 2, 1, 2, 1, 2, 1, 2 }, { dtype = 'int64' }))
+
+  it('DataLoader num_workers is workers', function()
+    local a = data.DataLoader(ds, { batch_size = 4, shuffle = true, seed = 3, num_workers = 2 })
+    local b = data.DataLoader(ds, { batch_size = 4, shuffle = true, seed = 3, workers = 2 })
+    assert.are.equal(2, a.workers)
+    local ia, ib = a:iter(), b:iter()
+    for _ = 1, #a do
+      local xa, ya = ia()
+      local xb, yb = ib()
+      same(xa, xb); same(ya, yb)
+    end
+  end)
+
+  it("Synthetic takes torchvision FakeData's size, image_size and num_classes", function()
+    local a = data.Synthetic { size = 6, image_size = { 1, 4, 4 }, num_classes = 3, seed = 2 }
+    local b = data.Synthetic { n = 6, shape = { 1, 4, 4 }, classes = 3, seed = 2 }
+    same(a.x, b.x); same(a.y, b.y)
+  end)
+
+  it("optimizers take Torch7's learningRate, weightDecay and epsilon", function()
+    local a = optim.SGD({ lunet.zeros(2) }, { learningRate = 0.1, weightDecay = 0.01 })
+    assert.are.equal(0.1, a.param_groups[1].lr)
+    assert.are.equal(0.01, a.param_groups[1].weight_decay)
+    local b = optim.Adam({ lunet.zeros(2) }, { epsilon = 1e-6 })
+    assert.are.equal(1e-6, b.param_groups[1].eps)
+    raises(function() optim.SGD({ lunet.zeros(2) }, { epsilon = 1e-6, lr = 1 }) end, "SGD: unknown option 'epsilon'")
+  end)
+
+  it("DataParallel takes DDP's bucket_cap_mb; fit takes criterion for loss", function()
+    assert.are.equal(10, lunet.parallel.DataParallel(nn.Linear(2, 2), { devices = { 'cpu:0' }, bucket_cap_mb = 10 }).bucket_mb)
+    local crit = nn.MSELoss()
+    assert.are.equal(crit, lunet.Trainer(nn.Linear(2, 2), { criterion = crit, quiet = true }).criterion)
+  end)
+end)
+
+describe("PyTorch's positional forms", function()
+  local x = lunet.randn(2, 4, 9, 9)
+
+  local function conv_same(a, b, seed)
+    assert.are.same({ a.stride, a.padding, a.dilation, a.groups }, { b.stride, b.padding, b.dilation, b.groups })
+    assert.are.equal(a.bias == nil, b.bias == nil)
+    same(a.weight, b.weight)
+    same(a(x), b(x))
+  end
+
+  local function make(f) lunet.manual_seed(5); return f() end
+
+  it('nn.Conv2d(cin, cout, k, stride, padding, dilation, groups, bias) is the options form', function()
+    conv_same(make(function() return nn.Conv2d(4, 8, 3, 2, 1) end),
+      make(function() return nn.Conv2d(4, 8, 3, { stride = 2, padding = 1 }) end))
+    conv_same(make(function() return nn.Conv2d(4, 8, 3, 1, 2, 2, 2, false) end),
+      make(function() return nn.Conv2d(4, 8, 3, { padding = 2, dilation = 2, groups = 2, bias = false }) end))
+    conv_same(make(function() return nn.Conv2d(4, 8, 3, 1, 1, { bias = false }) end),
+      make(function() return nn.Conv2d(4, 8, 3, { padding = 1, bias = false }) end))
+    conv_same(make(function() return nn.Conv2d(4, 8, 3, { 2, 1 }) end),
+      make(function() return nn.Conv2d(4, 8, 3, { stride = { 2, 1 } }) end))
+  end)
+
+  it('pools: MaxPool2d(k, stride, padding, dilation), AvgPool2d(k, stride, padding, ceil_mode, count_include_pad)', function()
+    same(nn.MaxPool2d(2, 2)(x), nn.MaxPool2d(2, { stride = 2 })(x))
+    same(nn.MaxPool2d(3, 2, 1)(x), nn.MaxPool2d(3, { stride = 2, padding = 1 })(x))
+    same(nn.MaxPool2d(3, 1, 1, 2)(x), nn.MaxPool2d(3, { stride = 1, padding = 1, dilation = 2 })(x))
+    local out, idx = nn.MaxPool2d(2, 2, 0, 1, true)(x)
+    same(out, nn.MaxPool2d(2)(x))
+    assert.are.equal('int64', idx.dtype)
+    same(nn.AvgPool2d(3, 2, 1)(x), nn.AvgPool2d(3, { stride = 2, padding = 1 })(x))
+    same(nn.AvgPool2d(3, 2, 1, true, false)(x),
+      nn.AvgPool2d(3, { stride = 2, padding = 1, ceil_mode = true, count_include_pad = false })(x))
+    assert.are_not.same(nn.AvgPool2d(3, 2, 1, true, false)(x):totable(), nn.AvgPool2d(3, 2, 1)(x):totable())
+  end)
+
+  it('functional: conv2d(x, w, b, stride, padding), max_pool2d(x, k, stride, padding), avg_pool2d(x, k, stride, padding)', function()
+    local w, b = lunet.randn(6, 4, 3, 3), lunet.randn(6)
+    same(F.conv2d(x, w, b, 2, 1), F.conv2d(x, w, b, { stride = 2, padding = 1 }))
+    same(F.conv2d(x, w, nil, 1, 0, 2), F.conv2d(x, w, nil, { dilation = 2 }))
+    same(F.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 3, { stride = 2, padding = 1 }))
+    same(F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 3, { stride = 2, padding = 1 }))
+    same(F.avg_pool2d(x, 3, { 2, 2 }), F.avg_pool2d(x, 3, { stride = 2 }))
+  end)
+
+  it('Linear(in, out, false), BatchNorm2d(n, eps, momentum), Dropout{p = ...}, activations by name', function()
+    assert.is_nil(nn.Linear(3, 2, false).bias)
+    assert.is_not_nil(nn.Linear(3, 2, true).bias)
+    local bn = nn.BatchNorm2d(4, 1e-3, 0.2, false)
+    assert.are.same({ 1e-3, 0.2, false }, { bn.eps, bn.momentum, bn.affine })
+    assert.are.equal(nn.Dropout(0.3).p, nn.Dropout { p = 0.3 }.p)
+    assert.are.equal(0.2, nn.LeakyReLU { negative_slope = 0.2 }.negative_slope)
+    assert.are.equal(0.5, nn.ELU { alpha = 0.5 }.alpha)
+    assert.are.equal('tanh', nn.GELU { approximate = 'tanh' }.approximate)
+    assert.are.equal(1, nn.Softmax { dim = 1 }.dim)
+    assert.are.same({ 1, 3 }, { nn.Flatten(1, 3).start_dim, nn.Flatten { start_dim = 1, end_dim = 3 }.end_dim })
+    assert.are.same({ 2, 3 }, nn.AdaptiveAvgPool2d { output_size = { 2, 3 } }.output_size)
+    same(nn.ReLU(true)(x), nn.ReLU()(x))
+  end)
+
+  it('DataLoader(ds, batch_size, shuffle), SGD(params, lr, momentum), StepLR(opt, step_size, gamma), RandomCrop(size, padding)', function()
+    local ds = data.TensorDataset(lunet.randn(10, 3))
+    local a = data.DataLoader(ds, 4, true)
+    assert.are.same({ 4, true }, { a.batch_size, a.shuffle })
+    local s = optim.SGD({ lunet.zeros(2) }, 0.1, 0.9)
+    assert.are.same({ 0.1, 0.9 }, { s.param_groups[1].lr, s.param_groups[1].momentum })
+    local sch = optim.StepLR(s, 2, 0.5)
+    assert.are.same({ 2, 0.5 }, { sch.step_size, sch.gamma })
+    assert.are.equal(tostring(data.transforms.RandomCrop(8, 2)), tostring(data.transforms.RandomCrop(8, { padding = 2 })))
+    local adam = optim.Adam({ lunet.zeros(2) }, 0.01, { 0.8, 0.9 })
+    assert.are.same({ 0.01, { 0.8, 0.9 } }, { adam.param_groups[1].lr, adam.param_groups[1].betas })
+  end)
+
+  it('anything else is a named error, never a raw Lua one', function()
+    raises(function() return nn.Conv2d(3, 16) end, 'nn.Conv2d: expected (in_channels, out_channels, kernel_size')
+    raises(function() return nn.Conv2d(3, 16, 3, 1, 1, 1, 1, true, 5) end, 'nn.Conv2d: too many arguments')
+    raises(function() return nn.Conv2d(3, 16, 3, { padding = 1 }, 1) end, 'nn.Conv2d: the options table must come last')
+    raises(function() return nn.Conv2d(3, 16, 3, 1, { stride = 2 }) end, "nn.Conv2d: 'stride' given both by position and in the options")
+    raises(function() return nn.Conv2d(3, 16, 3, 'x') end, "nn.Conv2d: option 'stride' must be a number or table, got string")
+    raises(function() return nn.Conv2d(3, 16, 3, { padding_mode = 'reflect' }) end, "nn.Conv2d: padding_mode 'reflect' is not supported")
+    raises(function() return nn.MaxPool2d() end, 'nn.MaxPool2d: expected kernel_size')
+    raises(function() return nn.AvgPool2d('x') end, 'nn.AvgPool2d: expected kernel_size')
+    raises(function() return nn.Linear(3, 2, 'no') end, "nn.Linear: option 'bias' must be a boolean, got string")
+    raises(function() return nn.BatchNorm2d(4, { momentum = true }) end, 'nn.BatchNorm2d: momentum must be a number or false')
+    raises(function() return nn.Sigmoid(1) end, 'nn.Sigmoid: takes no arguments')
+    raises(function() return nn.GELU('fast') end, "nn.GELU: approximate must be 'none' or 'tanh', got 'fast'")
+    raises(function() return nn.MSELoss { reduction = 'avg' } end, "nn.MSELoss: reduction must be 'none', 'mean' or 'sum', got 'avg'")
+    raises(function() return nn.CrossEntropyLoss(3) end, 'nn.CrossEntropyLoss: options must be a table, got number')
+    raises(function() return F.conv2d(x, lunet.randn(6, 4, 3, 3), nil, 1, true) end, "conv2d: option 'padding' must be a number, table or string, got boolean")
+    raises(function() return data.DataLoader(data.TensorDataset(lunet.randn(4, 2)), 2, true, 3) end, 'DataLoader: too many arguments')
+    raises(function() return nn.init.kaiming_normal_(lunet.empty(2, 2), 0, 'fan_mid') end,
+      "init.kaiming_normal_: mode must be 'fan_in' or 'fan_out', got 'fan_mid'")
+    raises(function() return optim.StepLR({}, 2) end, 'StepLR: first argument must be an optimizer')
+  end)
+end)
+
+describe('datasets never download', function()
+  it('download = true says where the files come from', function()
+    raises(function() return data.FashionMNIST { download = true } end, 'FashionMNIST: lunet does not download datasets')
+    raises(function() return data.FashionMNIST { download = true } end, 'apt-get install dataset-fashion-mnist')
+    raises(function() return data.MNIST { root = '/x', download = true } end, 'MNIST: lunet does not download datasets')
+    raises(function() return data.CIFAR10 { download = true } end, 'cifar-10-binary.tar.gz')
+    raises(function() return data.CIFAR10 { download = true } end, 'https://www.cs.toronto.edu/~kriz/cifar.html')
+  end)
+
+  local FMNIST = '/usr/share/datasets/fashion-mnist'
+  local have = io.open(FMNIST .. '/t10k-labels-idx1-ubyte.gz', 'rb')
+  if have then have:close() end
+  local it_fm = have and it or pending
+  it_fm('download = false and the positional (root, train) load the files', function()
+    local a = data.FashionMNIST(FMNIST, false)
+    local b = data.FashionMNIST { root = FMNIST, train = false, download = false }
+    assert.are.equal(10000, #a)
+    same(a.y, b.y)
+  end)
+end)
+
+describe('fit checkpoint_every', function()
+  local function run(every, epochs)
+    local path = tmpname('.ckpt')
+    lunet.manual_seed(1)
+    local ds = data.TensorDataset(lunet.randn(8, 2), lunet.tensor({ 1, 2, 1, 2, 1, 2, 1, 2 }, { dtype = 'int64' }))
+    local saves = 0
+    local real = lunet.checkpoint.save
+    lunet.checkpoint.save = function(...) saves = saves + 1; return real(...) end
+    local ok, err = pcall(lunet.fit, nn.Linear(2, 2), data.DataLoader(ds, { batch_size = 4 }),
+      { epochs = epochs, checkpoint = path, checkpoint_every = every, quiet = true, progress = false })
+    lunet.checkpoint.save = real
+    assert(ok, err)
+    return saves, lunet.checkpoint.load(path)
+  end
+
+  it("a number N is every N epochs; 'epoch' every epoch; {steps = N} every N steps", function()
+    local n, st = run(2, 3)
+    assert.are.same({ 1, 2 }, { n, st.epoch })
+    n, st = run('epoch', 3)
+    assert.are.same({ 3, 3 }, { n, st.epoch })
+    n, st = run({ steps = 3 }, 3)          -- 2 steps an epoch: steps 3 and 6
+    assert.are.same({ 2, 6 }, { n, st.step })
+    n, st = run({ epochs = 3 }, 3)
+    assert.are.same({ 1, 3 }, { n, st.epoch })
+  end)
+
+  it('anything else is a named error', function()
+    local m, ds = nn.Linear(2, 2), data.TensorDataset(lunet.randn(4, 2))
+    local function fit(o) return function() return lunet.Trainer(m, o) end end
+    raises(fit { checkpoint = '/tmp/x', checkpoint_every = 'weekly' }, "fit: checkpoint_every must be a number of epochs, 'epoch', 'step'")
+    raises(fit { checkpoint = '/tmp/x', checkpoint_every = 0 }, 'fit: checkpoint_every must be a positive integer (epochs), got 0')
+    raises(fit { checkpoint = '/tmp/x', checkpoint_every = {} }, 'fit: checkpoint_every needs epochs = N or steps = N')
+    raises(fit { checkpoint = '/tmp/x', checkpoint_every = { steps = 1.5 } }, 'fit: checkpoint_every.steps must be a positive integer, got 1.5')
+    raises(fit { checkpoint_every = 1 }, 'fit: checkpoint_every needs checkpoint = a file path')
+    raises(fit { resume = true }, 'fit: resume = true needs checkpoint')
+    raises(fit { scheduler_step = 'batch' }, "fit: scheduler_step must be 'epoch' or 'step', got 'batch'")
+    assert.is_not_nil(ds)
+  end)
+end)
