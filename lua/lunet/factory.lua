@@ -78,7 +78,7 @@ end
 
 local function like(fn, x, opts)
   if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, type(x)), 3) end
-  if opts ~= nil and type(opts) ~= 'table' then error(('%s: options must be a table, got %s'):format(fn, type(opts)), 3) end
+  check_options(fn, opts, OPTS)
   return x:size(), { dtype = opts and opts.dtype or x.dtype, device = opts and opts.device or x.device,
     requires_grad = opts and opts.requires_grad }
 end
