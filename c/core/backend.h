@@ -1,9 +1,10 @@
-/* backend.h -- the kernel table of a device type, and the argument blocks
- * that op front ends (c/ops/) pass to kernels.
+/* backend.h -- a device type is a backend: its runtime (memory, streams,
+ * events) and its kernel table; and the argument blocks that op front ends
+ * (c/ops/, c/nn/) pass to kernels.
  *
  * A front end checks arguments, computes shapes, allocates outputs and calls
- * ln_launch(device, op, backend->kernel, &args, ...). The CPU backend
- * (c/cpu/) fills the table now; a CUDA backend fills the same table with
+ * ln_launch(device, op, ln_backend_of(device)->kernel, &args, ...). The CPU
+ * backend (c/cpu/) fills the table; a CUDA backend fills the same table with
  * kernels that launch asynchronously on the device's stream. Argument blocks
  * hold kernel views (ln_kview), never tensor headers, so they can be copied
  * into a queue. */
@@ -43,20 +44,118 @@ typedef struct { int op; double p; int64_t r; ln_kview out, idx, a; } ln_reduce_
 /* index_select / gather (out, a, index) and scatter_add_ (out += src at index) */
 typedef struct { int dim; ln_kview out, a, index, src; } ln_index_args;
 
+/* ---- device types ----------------------------------------------------------
+ * A device id is type * LN_CUDA_BASE + index: cpu:k is k, cuda:k is 256 + k.
+ * Each type is one backend, registered with core by the code that implements
+ * it (c/cpu/ registers "cpu" when the library loads; core includes nothing of
+ * it). LN_TYPE_TEST: the spec-only "rec" backend (c/cpu/rec_backend.c). */
+enum { LN_TYPE_CPU = 0, LN_TYPE_CUDA = 1, LN_TYPE_TEST = 2, LN_NTYPES = 4,
+       LN_MAX_TYPE_DEVICES = LN_MAX_CPU_DEVICES };
+static inline int ln_device_type(int id) { return (int)((unsigned)id / LN_CUDA_BASE); }
+static inline int ln_device_index(int id) { return (int)((unsigned)id % LN_CUDA_BASE); }
+
+/* ---- runtime ----------------------------------------------------------------
+ * What core needs from a device type to hold memory and run work; index is
+ * the device's index within its type. Entries left NULL get core's generic
+ * version over the backend's host streams (c/core/stream.h): a backend whose
+ * work a host thread runs (cpu, and the spec-only test backend) fills
+ * `stream` and leaves launch/events/synchronize NULL; a GPU backend fills
+ * them with its own streams and events. */
+struct ln_stream;
+typedef struct ln_runtime {
+  int (*device_count)(void);
+  /* raw device memory, aligned to LN_ALIGN; NULL when there is none left */
+  void *(*alloc)(int index, size_t nbytes);
+  void (*free)(int index, void *p, size_t nbytes);
+  /* page-locked host memory for fast transfers (NULL: plain host memory is as good) */
+  void *(*host_alloc)(size_t nbytes);
+  void (*host_free)(void *p);
+  /* copies between host and device memory and between two devices of the
+   * type (NULL: the device's memory is host memory; a copy kernel does it) */
+  int (*copy_to_host)(int index, void *dst, const void *src, size_t nbytes);
+  int (*copy_from_host)(int index, void *dst, const void *src, size_t nbytes);
+  int (*copy_peer)(int dst_index, void *dst, int src_index, const void *src, size_t nbytes);
+  /* the device's host stream `which` (0 compute, 1 comm); start: create it
+   * when it is not running yet (else NULL for a stream never started) */
+  struct ln_stream *(*stream)(int index, int which, bool start);
+  int (*launch)(int index, int which, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+                const ln_tensor *const *keep, int nkeep, int flags, int64_t *seq);
+  int (*event_record)(int index, ln_event *ev);
+  int (*event_wait)(int index, const ln_event *ev);   /* device index waits for ev */
+  int (*event_query)(const ln_event *ev);
+  int (*event_synchronize)(const ln_event *ev);
+  int (*synchronize)(int index);
+  /* scratch bytes kernel slot k needs for its argument block (NULL: none) */
+  size_t (*workspace_size)(int kernel, const void *args);
+} ln_runtime;
+
+/* ---- kernel table ------------------------------------------------------------
+ * One slot per kernel; a backend leaves the ones it lacks NULL, or refuses a
+ * dtype in supports(): ln_kernel then gives a named error ("conv2d: cuda:0 has
+ * no float64 kernel for conv2d_fwd"), and ln_launch refuses a NULL kernel
+ * ("...has no kernel for ..."), so no NULL is ever called. */
+#define LN_KERNEL_SLOTS(X)                                                                          \
+  X(binary) X(unary) X(copy) X(where) X(fill) X(arange) X(random) X(gemm)                           \
+  X(reduce) X(index_select) X(gather) X(scatter_add)              /* c/ops/reduce.c, c/ops/index.c */ \
+  X(sgd_step) X(adam_step) X(rmsprop_step) X(norm_pow_sum)         /* c/ops/optim.c */                \
+  X(conv2d_fwd) X(conv2d_bwd) X(maxpool2d_fwd) X(maxpool2d_bwd)    /* c/nn: argument blocks in nn.h */ \
+  X(avgpool2d_fwd) X(avgpool2d_bwd) X(adaptive_avgpool2d_fwd) X(adaptive_avgpool2d_bwd)            \
+  X(batchnorm_fwd) X(batchnorm_bwd) X(softmax_fwd) X(softmax_bwd) X(nll_loss_fwd) X(nll_loss_bwd)  \
+  X(relu_bwd)
+
+enum {
+#define LN_SLOT_ENUM(n) LN_K_##n,
+  LN_KERNEL_SLOTS(LN_SLOT_ENUM)
+#undef LN_SLOT_ENUM
+  LN_NKERNELS
+};
+
 typedef struct ln_backend {
-  const char *name;
-  ln_task_fn binary, unary, copy, where, fill, arange, random, gemm;
-  /* later issues add entries here: reduce, index ops, nn kernels, optimizers */
-  ln_task_fn reduce, index_select, gather, scatter_add;   /* c/ops/reduce.c, c/ops/index.c */
-  ln_task_fn sgd_step, adam_step, rmsprop_step, norm_pow_sum;   /* optimizers (c/ops/optim.c) */
-  /* nn kernels: argument blocks in c/nn/nn.h */
-  ln_task_fn conv2d_fwd, conv2d_bwd, maxpool2d_fwd, maxpool2d_bwd, avgpool2d_fwd, avgpool2d_bwd,
-      adaptive_avgpool2d_fwd, adaptive_avgpool2d_bwd, batchnorm_fwd, batchnorm_bwd, softmax_fwd,
-      softmax_bwd, nll_loss_fwd, nll_loss_bwd, relu_bwd;
+  const char *name;     /* the device type: "cpu", "cuda" */
+  int type;             /* LN_TYPE_* */
+  ln_runtime rt;
+  /* whether kernel slot k runs dtype (NULL: every dtype of a non-NULL slot) */
+  bool (*supports)(int kernel, int dtype);
+  union {
+    struct {
+#define LN_SLOT_FIELD(n) ln_task_fn n;
+      LN_KERNEL_SLOTS(LN_SLOT_FIELD)
+#undef LN_SLOT_FIELD
+    };
+    ln_task_fn kernel[LN_NKERNELS];
+  };
 } ln_backend;
 
-const ln_backend *ln_backend_of(int device);
-extern const ln_backend ln_cpu_backend;
+/* Registers backend b for its type (a later call replaces it; the devices
+ * of the type must hold no memory then). 0 ok. */
+int ln_backend_register(const ln_backend *b);
+extern const ln_backend *ln_backends[LN_NTYPES];
+extern const ln_backend ln_no_backend;   /* every slot NULL: ln_launch names the device */
+/* The backend of a device id: one load, no check (ids come from tensors and
+ * checked calls; an unknown type gets ln_no_backend, whose kernels are NULL). */
+static inline const ln_backend *ln_backend_of(int device) {
+  unsigned t = (unsigned)device / LN_CUDA_BASE;
+  const ln_backend *b = t < LN_NTYPES ? ln_backends[t] : NULL;
+  return b ? b : &ln_no_backend;
+}
+/* Kernel slot k of device's backend for dtype; where the backend lacks it,
+ * ln_no_kernel with a named error set, which ln_launch then returns (so
+ * `ln_launch(dev, fn, ln_kernel(fn, dev, LN_K_binary, dtype), ...)` reads). */
+ln_task_fn ln_kernel(const char *fn, int device, int k, int dtype);
+int ln_no_kernel(void *args);
+const char *ln_kernel_name(int k);
+/* "cpu:1", "cuda:0" into buf */
+const char *ln_device_str(char *buf, size_t n, int device);
+
+/* The generic runtime over host streams (what a NULL launch/event/
+ * synchronize entry gets; a backend that wraps them calls these). */
+int ln_host_sync(int device);
+int ln_host_event_record(int device, ln_event *ev);
+int ln_host_event_wait(int device, const ln_event *ev);
+int ln_host_event_query(const ln_event *ev);
+int ln_host_event_synchronize(const ln_event *ev);
+/* a device's memory limit, set by its runtime while it configures (no checks) */
+void ln_pool_set_limit(int device, int64_t bytes);
 
 /* Broadcast view of t against out_shape (stride 0 on broadcast dims). */
 ln_kview ln_kview_broadcast(const ln_tensor *t, int ndim, const int64_t *shape);

@@ -124,12 +124,10 @@ int ln_launch_comm(int device, const char *op, ln_task_fn fn, const void *args,
                    size_t argsize, const ln_tensor *const *keep, int nkeep, int flags);
 int ln_comm_stream_wait_compute(int device);
 
-/* Threads the current kernel may use (device share of the cores). */
+/* Threads the current kernel may use (device share of the cores; the CPU
+ * runtime, c/cpu/runtime.c, sets it per task). */
 int ln_kernel_threads(void);
-int ln_device_is_inline(int device);
-void ln_runtime_init(void);
-void *ln_device_alloc_raw(int device, size_t nbytes);
-void ln_device_free_raw(int device, void *p, size_t nbytes);
+int ln_device_is_inline(int device);   /* no thread serves its stream: work runs in the caller */
 
 /* ---- parallel helpers ------------------------------------------------------ */
 /* Split [0, n) into chunks of at least `grain` and run fn(ctx, begin, end) on

@@ -1,4 +1,5 @@
-/* backend.c -- the CPU kernel table. */
+/* backend.c -- the CPU backend: its runtime (runtime.c) and kernel table,
+ * registered with core when the library loads. */
 #include "cpu.h"
 #include "../nn/nn.h"
 #include <stdio.h>
@@ -10,6 +11,15 @@ int ln_cpu_scatter_add(void *args);
 
 const ln_backend ln_cpu_backend = {
   .name = "cpu",
+  .type = LN_TYPE_CPU,
+  .rt = {
+    .device_count = ln_cpu_device_count,
+    .alloc = ln_cpu_alloc,
+    .free = ln_cpu_free,
+    .stream = ln_cpu_stream,
+    /* host memory: no pinned memory, no copy entries; launch, events and
+     * synchronize are core's over the host streams */
+  },
   .binary = ln_cpu_binary,
   .unary = ln_cpu_unary,
   .copy = ln_cpu_copy,
@@ -43,9 +53,8 @@ const ln_backend ln_cpu_backend = {
   .relu_bwd = ln_cpu_relu_bwd,
 };
 
-const ln_backend *ln_backend_of(int device) {
-  (void)device;   /* CUDA devices (id >= LN_CUDA_BASE) get the CUDA table later */
-  return &ln_cpu_backend;
+__attribute__((constructor)) static void register_cpu(void) {
+  if (ln_backend_register(&ln_cpu_backend) != 0) fprintf(stderr, "lunet: %s\n", ln_last_error());
 }
 
 const char *ln_cpu_features(void) {

@@ -1,4 +1,5 @@
-/* cpu.h -- CPU kernels: each takes its argument block (core/backend.h). */
+/* cpu.h -- the CPU backend: kernels (each takes its argument block,
+ * core/backend.h) and its runtime's entries. */
 #ifndef LN_CPU_H
 #define LN_CPU_H
 #include "../core/backend.h"
@@ -15,5 +16,13 @@ int ln_cpu_sgd_step(void *args);      /* optim.c */
 int ln_cpu_adam_step(void *args);
 int ln_cpu_rmsprop_step(void *args);
 int ln_cpu_norm_pow_sum(void *args);
+
+extern const ln_backend ln_cpu_backend;
+
+/* the runtime (runtime.c) */
+struct ln_stream;
+void *ln_cpu_alloc(int index, size_t nbytes);
+void ln_cpu_free(int index, void *p, size_t nbytes);
+struct ln_stream *ln_cpu_stream(int index, int which, bool start);
 
 #endif

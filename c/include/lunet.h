@@ -117,6 +117,10 @@ LN_API int ln_set_device_threads(int device, int nthreads);
 LN_API int ln_set_flush_denormal(int on);
 LN_API int ln_flush_denormal(void);
 LN_API int ln_device_valid(int device);        /* 1 if the id names a device */
+/* Devices by type name: the id of type:index ("cpu", 1 -> 1), or -1 with an
+ * error; the type name of a device id (NULL if no backend has that type). */
+LN_API int ln_device_lookup(const char *type, int index);
+LN_API const char *ln_device_type_name(int device);
 LN_API int ln_sync(int device);                /* wait for the stream; raise its error */
 LN_API int ln_sync_all(void);
 /* Every stream runs what is queued, waiting at most timeout_s (then -1);

@@ -94,7 +94,7 @@ static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
   if (out) {
     ln_unary_args args = {op, p0, p1, ln_kview_of(out), ln_kview_of(x)};
     const ln_tensor *keep[2] = {out, x};
-    if (ln_launch(a->device_id, fn, ln_backend_of(a->device_id)->unary, &args, sizeof args, keep, 2) != 0) {
+    if (ln_launch(a->device_id, fn, ln_kernel(fn, a->device_id, LN_K_unary, ct), &args, sizeof args, keep, 2) != 0) {
       ln_tensor_free(out); out = NULL;
     }
   }
@@ -179,7 +179,7 @@ static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, do
       ln_binary_args args = {kop, 0, alpha, ln_kview_of(out), ln_kview_broadcast(x, nd, shape),
                              ln_kview_broadcast(y, nd, shape), {0}};
       const ln_tensor *keep[3] = {out, x, y};
-      if (ln_launch(a->device_id, fn, ln_backend_of(a->device_id)->binary, &args, sizeof args, keep, 3) != 0) {
+      if (ln_launch(a->device_id, fn, ln_kernel(fn, a->device_id, LN_K_binary, ct), &args, sizeof args, keep, 3) != 0) {
         ln_tensor_free(out); out = NULL;
       }
     }

@@ -43,7 +43,7 @@ static int launch_gemm(const char *fn, ln_tensor *out, const ln_tensor *a3, cons
                     A.bstride, B.bstride, out->shape[1] * out->shape[2], A.ld, B.ld, out->shape[2],
                     alpha, beta, out->dtype_id, ln_data_ptr(A.t), ln_data_ptr(B.t), ln_data_ptr(out)};
   const ln_tensor *keep[3] = {out, A.t, B.t};
-  int rc = ln_launch(out->device_id, fn, ln_backend_of(out->device_id)->gemm, &g, sizeof g, keep, 3);
+  int rc = ln_launch(out->device_id, fn, ln_kernel(fn, out->device_id, LN_K_gemm, out->dtype_id), &g, sizeof g, keep, 3);
   ln_tensor_free(A.owned);
   ln_tensor_free(B.owned);
   return rc;

@@ -111,6 +111,10 @@ function core.device_id(fn, dev)
         error(('%s: %s is not available (%d CUDA devices)'):format(fn, dev, C.ln_cuda_device_count()), 3)
       end
       return CUDA_BASE + idx
+    elseif kind and dev:find(':', 1, true) then   -- another registered device type
+      local id = C.ln_device_lookup(kind, idx)
+      if id < 0 then error(fn .. ': ' .. core.last_error():gsub('^device: ', ''), 3) end
+      return id
     end
   end
   if type(dev) == 'cdata' or type(dev) == 'table' then
@@ -121,6 +125,10 @@ function core.device_id(fn, dev)
 end
 
 function core.device_name(id)
+  if id >= 2 * CUDA_BASE then
+    local t = C.ln_device_type_name(id)
+    return (t ~= nil and ffi.string(t) or '?') .. ':' .. (id % CUDA_BASE)
+  end
   if id >= CUDA_BASE then return 'cuda:' .. (id - CUDA_BASE) end
   return 'cpu:' .. id
 end
