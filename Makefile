@@ -19,9 +19,11 @@ OBJ  := $(SRC:%.c=$(BUILD)/obj/%.o)
 HDRS := $(wildcard c/include/*.h c/core/*.h c/cpu/*.h c/comm/*.h c/data/*.h c/nn/*.h)
 LIB  := $(BUILD)/liblunet.so
 CDEF := lua/lunet/cdef.lua
+# the specs' declarations of internal hooks (c/include/lunet_internal.h)
+CDEF_INTERNAL := lua/lunet/cdef_internal.lua
 
 .PHONY: all test test-asan demo bench install deps clean rock
-all: $(LIB) $(CDEF)
+all: $(LIB) $(CDEF) $(CDEF_INTERNAL)
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -42,6 +44,10 @@ $(BUILD)/obj/c/nn/batchnorm.o: ALL_CFLAGS += -fno-trapping-math
 $(CDEF): c/include/lunet.h
 	@{ echo '-- generated from c/include/lunet.h by make: do not edit'; echo 'return [==['; \
 	   $(CC) -E -P -DLN_CDEF c/include/lunet.h; echo ']==]'; } > $@.tmp && mv $@.tmp $@
+
+$(CDEF_INTERNAL): c/include/lunet_internal.h
+	@{ echo '-- generated from c/include/lunet_internal.h by make: do not edit'; echo 'return [==['; \
+	   $(CC) -E -P -DLN_CDEF -Ic/include c/include/lunet_internal.h | sed '/^$$/d'; echo ']==]'; } > $@.tmp && mv $@.tmp $@
 
 deps:
 	@bash tools/install-deps.sh
@@ -77,4 +83,4 @@ install: all
 	install -m 755 bin/lunet $(DESTDIR)$(BINDIR)/lunet
 
 clean:
-	rm -rf build build-asan $(CDEF)
+	rm -rf build build-asan $(CDEF) $(CDEF_INTERNAL)
