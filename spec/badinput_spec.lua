@@ -260,6 +260,8 @@ describe('bad input: named cases', function()
     { 'mul_ shifted narrow', function() local x = lunet.randn(6); return x:narrow(1, 1, 5):mul_(x:narrow(1, 2, 5)) end, 'mul: the output and second argument overlap' },
     { 'add_ expanded', function() return lunet.zeros(1, 3):expand(4, 3):add_(1) end, 'add: cannot write in place to an expanded tensor' },
     { 'fill_ expanded', function() return lunet.zeros(3, 1):expand(3, 4):fill_(1) end, 'fill_: cannot write in place to an expanded tensor' },
+    { 'normal_ expanded', function() return lunet.zeros(3, 1):expand(3, 4):normal_() end, 'randn: cannot write in place to an expanded tensor' },
+    { 'uniform_ into overlapping', function() return lunet.zeros(4):as_strided({ 2, 2 }, { 1, 1 }):uniform_() end, 'rand: cannot write in place to a tensor whose elements overlap' },
     { 'clamp_ overlapping', function() return lunet.zeros(4):as_strided({ 3, 2 }, { 1, 1 }):clamp_(0, 1) end, 'clamp: cannot write in place to a tensor whose elements overlap' },
     { 'scatter_add_ src overlap', function() local x = lunet.zeros(2, 3); return x:scatter_add_(2, lunet.tensor({ { 1, 2 }, { 1, 2 } }, { dtype = 'int64' }), x:narrow(2, 2, 2)) end, 'scatter_add_: the output and src overlap' },
     { 'fmod int by 0', function() return lunet.tensor({ 5, 7 }, { dtype = 'int64' }):fmod(0) end, 'fmod: integer division by zero' },

@@ -189,3 +189,26 @@ describe('hostile views', function()
     assert.same({ 1, 1, 1 }, b:matmul(b):size())
   end)
 end)
+
+describe('hostile shapes in ops that combine sizes', function()
+  it('broadcasting and cat of expanded tensors whose sizes overflow are named errors', function()
+    local col = lunet.ones(1, 1):expand(2 ^ 31, 1)
+    local row = lunet.ones(1, 1):expand(1, 2 ^ 31)
+    local cases = {
+      { function() return lunet.ones(1):expand(2 ^ 59) + lunet.ones(16, 1) end, 'add: the broadcast shape {16,576460752303423488} is too large' },
+      { function() return lunet.ones(1, 1):expand(2 ^ 40, 1):mul(lunet.ones(1, 1):expand(1, 2 ^ 40)) end, 'mul: the broadcast shape' },
+      { function() return lunet.where(lunet.ones(1, 1):bool():expand(2 ^ 40, 1), col:narrow(1, 1, 1), lunet.ones(1, 1):expand(1, 2 ^ 40)) end, 'where: the broadcast shape' },
+      { function() local e = lunet.ones(1, { dtype = 'uint8' }):expand(2 ^ 62); return lunet.cat({ e, e }) end, 'cat: the concatenated size of dim 1 overflows (tensor 2)' },
+      { function() local e = lunet.ones(1):expand(2 ^ 59); return lunet.cat({ e, e, e, e }) end, 'cat: ' },
+    }
+    for i, c in ipairs(cases) do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok, 'case ' .. i .. ' gave no error')
+      assert.truthy(strip(err):find(c[2], 1, true), ('case %d: got "%s"'):format(i, strip(err)))
+    end
+    -- what fits still works
+    assert.same({ 3, 4 }, (col:narrow(1, 1, 3) + lunet.ones(1, 4)):size())
+    assert.same({ 2 ^ 31, 2 ^ 29 }, (col:expand(2 ^ 31, 2 ^ 29)):size())
+    assert.is_true(row:numel() == 2 ^ 31)
+  end)
+end)

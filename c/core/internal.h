@@ -50,6 +50,8 @@ void ln_storage_release(ln_storage *s);
 ln_tensor *ln_tensor_header(void);                 /* zeroed, from a pool */
 ln_tensor *ln_tensor_new_like_shape(int ndim, const int64_t *shape, int dtype,
                                     int device);     /* contiguous, uninit */
+/* the same, a size error naming fn (the op whose output it is) */
+ln_tensor *ln_tensor_new_named(const char *fn, int ndim, const int64_t *shape, int dtype, int device);
 void ln_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 int ln_check_tensor(const char *fn, const ln_tensor *t, const char *argname);
 int ln_check_dim(const char *fn, const ln_tensor *t, int dim);

@@ -43,6 +43,7 @@ static int draw(const char *fn, ln_tensor *t, int dist, double p0, double p1, in
   if (ln_check_tensor(fn, t, "tensor") != 0) return -1;
   int64_t n = ln_numel(t);
   if (n == 0) return 0;
+  if (ln_check_no_internal_overlap(fn, t) != 0) return -1;
   bool direct = ln_is_contiguous(t);
   ln_tensor *target = t;
   if (!direct && !(target = ln_tensor_new_like_shape(t->ndim, t->shape, t->dtype_id, t->device_id))) return -1;

@@ -115,8 +115,12 @@ static ln_tensor *checked_view(const char *fn, ln_tensor *v) {
 }
 
 ln_tensor *ln_tensor_new_like_shape(int ndim, const int64_t *shape, int dtype, int device) {
+  return ln_tensor_new_named("empty", ndim, shape, dtype, device);
+}
+
+ln_tensor *ln_tensor_new_named(const char *fn, int ndim, const int64_t *shape, int dtype, int device) {
   size_t nbytes;
-  if (check_shape("empty", ndim, shape, dtype, &nbytes) != 0) return NULL;
+  if (check_shape(fn, ndim, shape, dtype, &nbytes) != 0) return NULL;
   ln_storage *s = ln_storage_new(device, nbytes);
   if (!s) return NULL;
   ln_tensor *t = ln_tensor_header();

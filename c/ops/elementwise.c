@@ -1,6 +1,7 @@
 /* elementwise.c -- front ends of elementwise ops: argument checks, broadcasting,
  * dtype promotion, output allocation, then the device's kernel. */
 #include "../core/backend.h"
+#include "../core/checked.h"
 #include <math.h>
 
 static const char *unary_names[] = {
@@ -27,6 +28,12 @@ int ln_broadcast_shapes(const char *fn, int na, const int64_t *sa, int nb, const
                       ln_shape_str(b1, sizeof b1, na, sa), ln_shape_str(b2, sizeof b2, nb, sb));
     }
     out[i] = da == 1 ? db : da;
+  }
+  int64_t count;   /* (expanded operands can broadcast to more than any tensor holds) */
+  if (ln_numel_ovf(n, out, &count) || count > LN_MAX_BYTES) {
+    char b1[160];
+    return ln_error("%s: the broadcast shape %s is too large (element count overflows)", fn,
+                    ln_shape_str(b1, sizeof b1, n, out));
   }
   *nout = n;
   return 0;
@@ -90,7 +97,7 @@ static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
   const ln_tensor *x = as_dtype(a, ct, &tmp);
   if (!x) return NULL;
   int odt = (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF) ? LN_BOOL : ct;
-  ln_tensor *out = ln_tensor_new_like_shape(a->ndim, a->shape, odt, a->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, a->ndim, a->shape, odt, a->device_id);
   if (out) {
     ln_unary_args args = {op, p0, p1, ln_kview_of(out), ln_kview_of(x)};
     const ln_tensor *keep[2] = {out, x};
@@ -174,7 +181,7 @@ static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, do
   const ln_tensor *x = as_dtype(a, ct, &ta), *y = x ? as_dtype(b, ct, &tb) : NULL;
   ln_tensor *out = NULL;
   if (x && y) {
-    out = ln_tensor_new_like_shape(nd, shape, is_predicate(op) ? LN_BOOL : ct, a->device_id);
+    out = ln_tensor_new_named(fn, nd, shape, is_predicate(op) ? LN_BOOL : ct, a->device_id);
     if (out) {
       ln_binary_args args = {kop, 0, alpha, ln_kview_of(out), ln_kview_broadcast(x, nd, shape),
                              ln_kview_broadcast(y, nd, shape), {0}};
@@ -254,7 +261,7 @@ ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed) 
   ln_tensor *ta;
   const ln_tensor *x = as_dtype(a, ct, &ta);
   if (!x) return NULL;
-  ln_tensor *out = ln_tensor_new_like_shape(a->ndim, a->shape, is_predicate(op) ? LN_BOOL : ct, a->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, a->ndim, a->shape, is_predicate(op) ? LN_BOOL : ct, a->device_id);
   if (out) {
     ln_binary_args args = {kop, reversed ? 1 : 2, 1.0, ln_kview_of(out), ln_kview_of(x), ln_kview_of(x), {0}};
     ln_kview *sv = reversed ? &args.a : &args.b;
@@ -305,7 +312,7 @@ ln_tensor *ln_where(const ln_tensor *cond, const ln_tensor *a, const ln_tensor *
   ln_tensor *ta, *tb = NULL;
   const ln_tensor *x = as_dtype(a, ct, &ta), *y = x ? as_dtype(b, ct, &tb) : NULL;
   ln_tensor *out = NULL;
-  if (x && y && (out = ln_tensor_new_like_shape(nd, shape, ct, a->device_id))) {
+  if (x && y && (out = ln_tensor_new_named(fn, nd, shape, ct, a->device_id))) {
     ln_where_args args = {ln_kview_of(out), ln_kview_broadcast(cond, nd, shape),
                           ln_kview_broadcast(x, nd, shape), ln_kview_broadcast(y, nd, shape)};
     const ln_tensor *keep[4] = {out, cond, x, y};
@@ -321,7 +328,7 @@ ln_tensor *ln_where(const ln_tensor *cond, const ln_tensor *a, const ln_tensor *
 ln_tensor *ln_cast(const ln_tensor *a, int dtype) {
   if (ln_check_tensor("cast", a, "tensor") != 0) return NULL;
   if (dtype < 0 || dtype >= LN_NDTYPES) return ln_error_null("cast: invalid dtype %d", dtype);
-  ln_tensor *out = ln_tensor_new_like_shape(a->ndim, a->shape, dtype, a->device_id);
+  ln_tensor *out = ln_tensor_new_named("cast", a->ndim, a->shape, dtype, a->device_id);
   if (out && ln_copy_(out, a) != 0) { ln_tensor_free(out); out = NULL; }
   return out;
 }
@@ -372,7 +379,7 @@ ln_tensor *ln_to_device(const ln_tensor *a, int device) {
     return ln_error_null("to: no device cpu:%d (there are %d CPU devices)", device, ln_cpu_device_count());
   }
   if (device == a->device_id) return ln_alias(a);
-  ln_tensor *out = ln_tensor_new_like_shape(a->ndim, a->shape, a->dtype_id, device);
+  ln_tensor *out = ln_tensor_new_named("to", a->ndim, a->shape, a->dtype_id, device);
   if (out && copy_into(out, a, true) != 0) { ln_tensor_free(out); out = NULL; }
   return out;
 }

@@ -4,6 +4,7 @@
  * values are checked by the kernel (the host does not read device memory):
  * a bad one fails the op there, or at the next sync on a virtual device. */
 #include "../core/backend.h"
+#include "../core/checked.h"
 #include <stdio.h>
 
 static int check_index(const char *fn, const ln_tensor *a, const ln_tensor *index) {
@@ -41,7 +42,7 @@ ln_tensor *ln_index_select(const ln_tensor *a, int dim, const ln_tensor *index) 
   int64_t shape[LN_MAX_DIMS];
   for (int i = 0; i < a->ndim; i++) shape[i] = a->shape[i];
   shape[dim] = ln_numel(index);
-  ln_tensor *out = ln_tensor_new_like_shape(a->ndim, shape, a->dtype_id, a->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, a->ndim, shape, a->dtype_id, a->device_id);
   if (!out) return NULL;
   ln_index_args args = index_args(dim, out, a, index, NULL);
   if (index->ndim == 0) { args.index.ndim = 1; args.index.shape[0] = 1; args.index.stride[0] = 0; }
@@ -81,7 +82,7 @@ ln_tensor *ln_gather(const ln_tensor *a, int dim, const ln_tensor *index) {
   if (ln_check_tensor(fn, a, "input") != 0 || check_index(fn, a, index) != 0 ||
       ln_check_dim(fn, a, dim) != 0 || check_fits(fn, a, dim, index, NULL) != 0)
     return NULL;
-  ln_tensor *out = ln_tensor_new_like_shape(index->ndim, index->shape, a->dtype_id, a->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, index->ndim, index->shape, a->dtype_id, a->device_id);
   if (!out) return NULL;
   ln_index_args args = index_args(dim, out, a, index, NULL);
   if (launch(fn, ln_backend_of(a->device_id)->gather, &args, out, a, index, NULL) != 0) {
@@ -145,9 +146,10 @@ ln_tensor *ln_cat(int n, ln_tensor *const *ts, int dim) {
                            ln_shape_str(b1, sizeof b1, ref->ndim, ref->shape),
                            ln_shape_str(b2, sizeof b2, t->ndim, t->shape), i + 1);
     }
-    shape[dim] += t->shape[dim];
+    if (ln_add_ovf(shape[dim], t->shape[dim], &shape[dim]))
+      return ln_error_null("cat: the concatenated size of dim %d overflows (tensor %d)", dim + 1, i + 1);
   }
-  ln_tensor *out = ln_tensor_new_like_shape(ref->ndim, shape, dt, ref->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, ref->ndim, shape, dt, ref->device_id);
   if (!out) return NULL;
   int64_t off = 0;
   for (int i = 0; i < n; i++) {
@@ -188,7 +190,7 @@ ln_tensor *ln_stack(int n, ln_tensor *const *ts, int dim) {
   if (r->ndim >= LN_MAX_DIMS) return ln_error_null("stack: tensors already have %d dims", LN_MAX_DIMS);
   int64_t shape[LN_MAX_DIMS];
   for (int d = 0, k = 0; d <= r->ndim; d++) shape[d] = d == dim ? n : r->shape[k++];
-  ln_tensor *out = ln_tensor_new_like_shape(r->ndim + 1, shape, dt, r->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, r->ndim + 1, shape, dt, r->device_id);
   if (!out) return NULL;
   if (ln_numel(out) == 0) return out;
   for (int i = 0; i < n; i++) {

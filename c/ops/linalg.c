@@ -99,7 +99,7 @@ ln_tensor *ln_matmul(const ln_tensor *a, const ln_tensor *b) {
   for (int i = 0; i < nb; i++) oshape[on++] = bs[i];
   if (a->ndim > 1) oshape[on++] = m;
   if (b->ndim > 1) oshape[on++] = n;
-  out = ln_tensor_new_like_shape(on, oshape, a->dtype_id, a->device_id);
+  out = ln_tensor_new_named(fn, on, oshape, a->dtype_id, a->device_id);
   if (!out) goto done;
   /* a contiguous (B, m, n) header over the same storage for the kernel */
   ln_tensor o3 = *out;
@@ -122,7 +122,7 @@ ln_tensor *ln_bmm(const ln_tensor *a, const ln_tensor *b) {
                          ln_shape_str(s1, sizeof s1, a->ndim, a->shape), ln_shape_str(s2, sizeof s2, b->ndim, b->shape));
   }
   int64_t shape[3] = {a->shape[0], a->shape[1], b->shape[2]};
-  ln_tensor *out = ln_tensor_new_like_shape(3, shape, a->dtype_id, a->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, 3, shape, a->dtype_id, a->device_id);
   if (out && launch_gemm(fn, out, a, b, 1.0, 0.0) != 0) { ln_tensor_free(out); out = NULL; }
   return out;
 }
@@ -139,7 +139,7 @@ ln_tensor *ln_addmm(const ln_tensor *c, const ln_tensor *a, const ln_tensor *b, 
                          ln_shape_str(s1, sizeof s1, a->ndim, a->shape), ln_shape_str(s2, sizeof s2, b->ndim, b->shape));
   }
   int64_t shape[3] = {1, a->shape[0], b->shape[1]};
-  ln_tensor *out = ln_tensor_new_like_shape(2, shape + 1, a->dtype_id, a->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, 2, shape + 1, a->dtype_id, a->device_id);
   if (!out) return NULL;
   if (beta != 0 && ln_copy_(out, c) != 0) { ln_tensor_free(out); return NULL; }
   if (beta == 0) {   /* still check c's shape */

@@ -91,10 +91,10 @@ static ln_tensor *reduce_impl(int op, const ln_tensor *a, int dim, int keepdim, 
     kv.ndim = 1; kv.shape[0] = r; kv.stride[0] = 1;
   }
 
-  ln_tensor *out = ln_tensor_new_like_shape(ond, oshape, odt, a->device_id);
+  ln_tensor *out = ln_tensor_new_named(fn, ond, oshape, odt, a->device_id);
   ln_tensor *idx = NULL;
   bool want_idx = indices && (op == LN_RMAX || op == LN_RMIN);
-  if (out && want_idx) idx = ln_tensor_new_like_shape(ond, oshape, LN_INT64, a->device_id);
+  if (out && want_idx) idx = ln_tensor_new_named(fn, ond, oshape, LN_INT64, a->device_id);
   if (!out || (want_idx && !idx)) goto fail;
   if (ln_numel(out) > 0) {
     ln_reduce_args args;
