@@ -1,0 +1,410 @@
+-- lunet.autograd.engine: leaves (detach, requires_grad_, retain_grad),
+-- gradient hooks, accumulation into .grad, and backward: the graph walk
+-- from one root (t:backward) or several (autograd.backward), each node run
+-- once all its consumers have handed it their gradients.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local S = require 'lunet.autograd.mode'
+local G = require 'lunet.autograd.graph'
+local C = core.C
+local wrap, record, is_tensor, same_shape = T.wrap, T.record, T.is_tensor, G.same_shape
+local table_new = require 'table.new'
+
+local E = {}
+
+S.callbacks = S.callbacks or {}
+
+-- install(Tensor, raw): the methods on a Tensor table; raw holds its methods
+-- as they were before recording (accumulation adds with the plain add_)
+function E.install(Tensor, raw)
+  -- ---- leaves: detach, requires_grad_, retain_grad ----------------------------------------
+
+  function Tensor.detach(self) return wrap(C.ln_alias(self.p)) end
+  function Tensor.detach_(self)
+    self.p.grad_flag = 0
+    local r = record(self)
+    if r then r.grad_fn = nil end
+    return self
+  end
+  function Tensor.requires_grad_(self, on)
+    if on == nil then on = true end
+    local r = record(self)
+    if r and r.grad_fn and not on then
+      error('requires_grad_: cannot turn off requires_grad of a non-leaf tensor; use detach()', 2)
+    end
+    T.setters.requires_grad(self, on)
+    return self
+  end
+  function Tensor.is_leaf(self)
+    local r = record(self)
+    return not (r and r.grad_fn)
+  end
+  -- (the node holds self weakly: self's record holds the node, and a strong
+  -- reference back would keep both alive for good)
+  local weak_v = { __mode = 'v' }
+  function Tensor.retain_grad(self)
+    local r = record(self)
+    if r and r.grad_fn then r.grad_fn.retain = setmetatable({ self }, weak_v) end
+    return self
+  end
+
+  -- ---- backward -----------------------------------------------------------------------------
+
+  -- a hook's replacement must be a gradient of the tensor: a tensor of g's
+  -- shape, dtype and device (anything else was silently used, or failed far
+  -- from the hook)
+  local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
+  local function hook_result(r, g)
+    if not is_tensor(r) then
+      error(('a gradient hook returned a %s; expected a tensor or nil'):format(type(r)), 0)
+    end
+    if not same_shape(r, g) or r.p.dtype_id ~= g.p.dtype_id or r.p.device_id ~= g.p.device_id then
+      error(('a gradient hook returned a %s %s tensor on %s; the gradient it replaces is %s %s on %s'):format(
+        shape_str(r), r.dtype, r.device, shape_str(g), g.dtype, g.device), 0)
+    end
+    return r
+  end
+
+  local function run_hooks(hooks, g)
+    for i = 1, #hooks do
+      local r = hooks[i](g)
+      if r ~= nil then g = hook_result(r, g) end
+    end
+    return g
+  end
+
+  -- fresh: g was made for this leaf alone (no other holder), so the leaf may keep it.
+  -- Returns true when that same g (fresh, not a cast, move or reshape of it)
+  -- was added into the leaf's existing .grad: the caller may then free it
+  local function accumulate_leaf(x, g, fresh)
+    local given = fresh and g
+    if g.p.dtype_id ~= x.p.dtype_id then g = g:to(core.dtypes[x.p.dtype_id]); fresh = true end
+    if g.p.device_id ~= x.p.device_id then g = g:to(core.device_name(x.p.device_id)); fresh = true end
+    if not same_shape(g, x) then g = g:reshape(x:size()) end
+    local rec = record(x, true)
+    if rec.hooks then g = run_hooks(rec.hooks, g); fresh = false; given = false end   -- a hook saw g
+    local old = rec.grad
+    local added = false
+    if old then
+      raw.add_(old, g)   -- the leaf owns its .grad
+      added = rawequal(g, given) and g.p.slot == 0
+    elseif fresh and C.ln_is_contiguous(g.p) == 1 then
+      rec.grad = g
+    else
+      -- a contiguous copy the leaf owns (g may be shared or a view)
+      rec.grad = raw.clone(g)
+    end
+    local post = rec.post_hooks
+    if post then for i = 1, #post do post[i](x) end end
+    return added
+  end
+
+  -- t:register_hook(fn): fn(grad) runs when t's gradient is computed (before
+  -- it is accumulated, for a leaf) and may return a replacement of the same
+  -- shape, dtype and device. Returns a handle with :remove().
+  -- A non-leaf's hooks go with its node once backward has run. A leaf's stay
+  -- until removed: a tensor is a cdata, which LuaJIT's collector cannot trace
+  -- into, so its hooks live in a table keyed by it (tensor.lua's records), and
+  -- a hook that captures its own tensor (or a module holding it) keeps both
+  -- alive until h:remove() (as a cdata finalizer that refers to its cdata).
+  -- The handle's remove (h.remove() or h:remove()) is made on first access:
+  -- creating a closure aborts the JIT trace of the caller, and DataParallel
+  -- registers a hook on every step without ever removing it.
+  local HookHandle = {}
+  function HookHandle.__index(h, k)
+    if k ~= 'remove' then return nil end
+    local list, fn = h.list, h.fn
+    local function remove()
+      for i = #list, 1, -1 do if list[i] == fn then table.remove(list, i) end end
+    end
+    rawset(h, 'remove', remove)
+    return remove
+  end
+
+  local function add_hook(list_owner, key, fn)
+    local list = list_owner[key]
+    if not list then list = {}; list_owner[key] = list end
+    list[#list + 1] = fn
+    return setmetatable({ list = list, fn = fn }, HookHandle)
+  end
+
+  function Tensor.register_hook(self, fn)
+    if type(fn) ~= 'function' then error('register_hook: expected a function', 2) end
+    if self.p.grad_flag == 0 then error("register_hook: tensor does not require grad", 2) end
+    local r = record(self, true)
+    if r.grad_fn then return add_hook(r.grad_fn, 'hooks', fn) end
+    return add_hook(r, 'hooks', fn)
+  end
+
+  -- t:register_post_accumulate_grad_hook(fn): for a leaf, fn(t) runs right
+  -- after t.grad has been updated (data parallelism starts a bucket's
+  -- all-reduce from here while backward goes on)
+  function Tensor.register_post_accumulate_grad_hook(self, fn)
+    if type(fn) ~= 'function' then error('register_post_accumulate_grad_hook: expected a function', 2) end
+    local r = record(self, true)
+    if r.grad_fn then error('register_post_accumulate_grad_hook: only for leaf tensors', 2) end
+    return add_hook(r, 'post_hooks', fn)
+  end
+
+  -- Gradients made inside a backward are freed as soon as the last node that
+  -- got them has run, so their storage goes back to the allocator's cache
+  -- while still in the CPU's cache and the next gradient of its size reuses it
+  -- (left to the collector, every memory-bound op of a training step wrote
+  -- cold memory: LeNet-5's ReLUs 2-5x slower). handed[t] counts t's holders:
+  -- +1 per node it was handed to (pending), -1 when that node has run or has
+  -- it summed into a new tensor; a leaf's gradient and the caller's grad count
+  -- 2 for good, as do gradients seen by hooks or in a retained or
+  -- anomaly-checked graph (not dropped). With the CPU devices' streams too
+  -- (free_early): a queued task holds its tensors' storages (ln_launch's keep),
+  -- never their headers, so the storage stays until the task has run.
+  local function free_header(t)
+    ffi.gc(t, nil)
+    C.ln_tensor_free(t.p)   -- (ln_ref_free takes a struct by value: NYI in traces)
+  end
+
+  local function drop(handed, t, free_early)
+    local c = handed[t]
+    if not c then return end
+    c = c - 1
+    handed[t] = c
+    if c == 0 and free_early and t.p.slot == 0 then free_header(t) end
+  end
+
+  -- The graph from root down, once: each node runs when every consumer has
+  -- handed it its gradient. A plain function called through pcall (a closure
+  -- made per backward would abort the JIT trace of the training loop);
+  -- `current` names the node running, for the error message.
+  local table_clear = require 'table.clear'
+  local current
+  local function run_graph(root, grad, retain)
+    -- count consumers of each node reachable from root
+    -- (the tables are presized from the node count: grown key by key they
+    -- rehashed ~15 times a backward; sized for the largest graph, they made
+    -- small graphs' backwards leave kilobytes of garbage each)
+    local deps = table_new(0, 8)
+    deps[root] = 0
+    local stack, sp, nodes = table_new(8, 0), 1, 1
+    stack[1] = root
+    while sp > 0 do
+      local n = stack[sp]; stack[sp] = nil; sp = sp - 1
+      for i = 1, n.ni or 3 do
+        local e = n[i]
+        if e and type(e) == 'table' then
+          local d = deps[e]
+          if d == nil then
+            deps[e] = 1
+            nodes = nodes + 1
+            if e.freed then error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 0) end
+            sp = sp + 1; stack[sp] = e
+          else deps[e] = d + 1 end
+        end
+      end
+    end
+    local pending = table_new(0, nodes)
+    pending[root] = grad
+    local handed = table_new(0, 2 * nodes)   -- holders of each gradient (drop)
+    handed[grad] = 2
+    local held = root.grads   -- (autograd.backward: every caller's gradient counts 2 too)
+    if held then for i = 1, root.ni do handed[held[i]] = 2 end end
+    local free_early = C.ln_cuda_device_count() == 0 and not S.anomaly_hook
+    -- ready nodes run first in, first out: independent branches (the
+    -- replicas of DataParallel) advance together, so each one's gradients
+    -- (and the all-reduces they start) reach its device's stream early
+    local ready, head, rp = table_new(nodes, 0), 1, 1
+    ready[1] = root
+    while head <= rp do
+      local n = ready[head]; ready[head] = nil; head = head + 1
+      local g = pending[n]
+      pending[n] = nil
+      local gs1, gs2, gs3
+      local added1, added2, added3 = false, false, false   -- gs_i summed into a leaf's .grad
+      local ni = n.ni
+      if g then
+        current = n.name
+        if n.hooks then g = run_hooks(n.hooks, g) end
+        if n.retain and n.retain[1] then accumulate_leaf(n.retain[1], g) end
+        gs1, gs2, gs3 = n.fn(n, g)
+        if S.anomaly_hook then S.anomaly_hook('backward', n, gs1, gs2, gs3) end
+      end
+      for i = 1, ni or 3 do
+        local e = n[i]
+        if e then
+          local gi
+          if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
+          if type(e) == 'table' then
+            if gi then
+              local old = pending[e]
+              if old then
+                local sum = old + gi
+                pending[e] = sum
+                handed[sum] = 1
+                drop(handed, old, free_early)   -- e holds the sum instead
+              else
+                pending[e] = gi
+                handed[gi] = (handed[gi] or 0) + 1
+              end
+            end
+            local d = deps[e] - 1
+            deps[e] = d
+            if d == 0 then rp = rp + 1; ready[rp] = e end
+          elseif gi then
+            -- fresh unless it shares the incoming gradient's storage (a
+            -- pass-through or a view of it) or was returned for another input too
+            local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
+            if fresh and i > 1 and gs1 and C.ln_same_storage(gi.p, gs1.p) == 1 then fresh = false end
+            if fresh and i > 2 and gs2 and C.ln_same_storage(gi.p, gs2.p) == 1 then fresh = false end
+            handed[gi] = (handed[gi] or 0) + 2
+            if accumulate_leaf(e, gi, fresh) and free_early then
+              if i == 1 then added1 = true elseif i == 2 then added2 = true else added3 = true end
+            end
+          end
+        end
+      end
+      -- a fresh weight gradient summed into .grad is garbage now: its storage
+      -- goes back to the cache at once (after the queued add) instead of at
+      -- the next collection, unless the node returned the same tensor twice
+      if added1 and not rawequal(gs1, gs2) and not rawequal(gs1, gs3) then free_header(gs1) end
+      if added2 and not rawequal(gs2, gs1) and not rawequal(gs2, gs3) then free_header(gs2) end
+      if added3 and not rawequal(gs3, gs1) and not rawequal(gs3, gs2) then free_header(gs3) end
+      -- n is done with g: drop its hold (see drop)
+      if g and not retain and not n.hooks and not n.retain and not S.anomaly_hook then
+        drop(handed, g, free_early)
+      end
+      if not retain then
+        -- free what the node saved, its hooks and retain_grad mark (a hook that
+        -- captures its own tensor is a cycle through that tensor's record); keep
+        -- the edges so a second call can tell
+        -- (table.clear and the few fields put back: a pairs() loop is not
+        -- compiled by LuaJIT and cost a third of this loop's time)
+        if ni then
+          for k in pairs(n) do
+            if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' then n[k] = nil end
+          end
+        else
+          local e1, e2, e3, name, fn = n[1], n[2], n[3], n.name, n.fn
+          table_clear(n)
+          n[1], n[2], n[3], n.name, n.fn = e1, e2, e3, name, fn
+        end
+        n.freed = true
+      end
+    end
+  end
+
+  -- runs the graph from root (its gradient grad), then the callbacks queued
+  -- meanwhile; raises the first error at the caller's caller
+  local function run_backward(root, grad, retain)
+    local old_enabled = S.grad_enabled
+    S.grad_enabled = false
+    local outer = current
+    current = nil
+    local ok, err = pcall(run_graph, root, grad, retain)
+    S.grad_enabled = old_enabled
+    if not ok and current then
+      err = ('backward of %s: %s'):format(current, tostring(err):gsub('^[^:\n]*:%d+: ', '', 1))
+    end
+    current = outer   -- (a backward run from a hook inside another)
+    local cbs = S.callbacks
+    if cbs[1] then
+      -- callbacks queued during this backward (autograd.queue_callback) run once it
+      -- ends, with ok = false when it failed; their own errors are raised too
+      S.callbacks = {}
+      for i = 1, #cbs do
+        local ok2, err2 = pcall(cbs[i], ok)
+        if ok and not ok2 then ok, err = false, err2 end
+      end
+    end
+    if not ok then error(err, 3) end
+  end
+
+  -- t:backward([grad], [opts]) with opts.retain_graph
+  local BACKWARD_OPTS = { retain_graph = 'boolean' }
+  function Tensor.backward(self, grad, opts)
+    if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
+    if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
+    if self.p.grad_flag == 0 then
+      error('backward: tensor does not require grad and has no grad_fn', 2)
+    end
+    if grad == nil then
+      if self:numel() ~= 1 then
+        error(('backward: grad can be implicitly created only for a single-element output, got %d elements'):format(self:numel()), 2)
+      end
+      grad = wrap(C.ln_empty(self.p.ndim, self.p.shape, self.p.dtype_id, self.p.device_id))
+      C.ln_fill_(grad.p, 1)
+    else
+      if not is_tensor(grad) then error('backward: grad must be a tensor', 2) end
+      if not same_shape(grad, self) then
+        error(('backward: grad has shape {%s}, output has {%s}'):format(table.concat(grad:size(), ','),
+          table.concat(self:size(), ',')), 2)
+      end
+    end
+    local retain = opts and opts.retain_graph
+    local rec = record(self)
+    local root = rec and rec.grad_fn
+    if not root then
+      local ok, err = pcall(accumulate_leaf, self, grad)
+      if not ok then error('backward: ' .. tostring(err), 2) end
+      return
+    end
+    if root.freed then
+      error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
+    end
+    run_backward(root, grad, retain)
+  end
+
+  -- autograd.queue_callback(fn): fn(ok) runs when the backward in progress ends (as
+  -- torch's Variable._execution_engine.queue_callback; DataParallel launches
+  -- its remaining all-reduces from there)
+  S.callbacks = S.callbacks or {}
+  function S.queue_callback(fn) S.callbacks[#S.callbacks + 1] = fn end
+
+  -- lunet.autograd.backward(tensors, grads[, opts]): one backward from several
+  -- roots at once (torch.autograd.backward): the sum of tensors[i] * grads[i]
+  -- differentiated, each graph node run once, after all its consumers. grads[i]
+  -- (a tensor of tensors[i]'s shape, on its device) may be nil for a
+  -- single-element tensor (1). Roots on different devices need no gradient from
+  -- one another: DataParallel:forward_loss starts every replica's backward this
+  -- way, so that no device waits for another before its last bucket.
+  local function roots_fn(n) return n.grads end
+  S.backward = function(tensors, grads, opts)
+    if opts ~= nil then require('lunet.options').check('autograd.backward', opts, BACKWARD_OPTS) end
+    if type(tensors) ~= 'table' or is_tensor(tensors) then tensors = { tensors } end
+    grads = grads or {}
+    if type(grads) ~= 'table' or is_tensor(grads) then grads = { grads } end
+    local m = #tensors
+    if m == 0 then error('autograd.backward: expected a non-empty list of tensors', 2) end
+    local root = { ni = 0, name = 'autograd.backward', fn = roots_fn, grads = {} }
+    for i = 1, m do
+      local t, g = tensors[i], grads[i]
+      if not is_tensor(t) then error(('autograd.backward: tensors[%d] is a %s, not a tensor'):format(i, type(t)), 2) end
+      if t.p.grad_flag == 0 then error(('autograd.backward: tensors[%d] does not require grad and has no grad_fn'):format(i), 2) end
+      if g == nil then
+        if t:numel() ~= 1 then
+          error(('autograd.backward: grads[%d] can be implicitly created only for a single-element tensor, got %d elements'):format(i, t:numel()), 2)
+        end
+        g = wrap(C.ln_empty(t.p.ndim, t.p.shape, t.p.dtype_id, t.p.device_id))
+        C.ln_fill_(g.p, 1)
+      elseif not is_tensor(g) or not same_shape(g, t) or g.p.device_id ~= t.p.device_id or g.p.dtype_id ~= t.p.dtype_id then
+        error(('autograd.backward: grads[%d] must be a %s tensor of shape {%s} on %s'):format(i, t.dtype,
+          table.concat(t:size(), ','), t.device), 2)
+      end
+      local rec = record(t)
+      local fn = rec and rec.grad_fn
+      if not fn then
+        local ok, err = pcall(accumulate_leaf, t, g)
+        if not ok then error('autograd.backward: ' .. tostring(err), 2) end
+      else
+        if fn.freed then
+          error('autograd.backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
+        end
+        root.ni = root.ni + 1
+        root[root.ni] = fn
+        root.grads[root.ni] = g
+      end
+    end
+    if root.ni > 0 then run_backward(root, root.grads[1], opts and opts.retain_graph) end
+  end
+
+end
+
+return E

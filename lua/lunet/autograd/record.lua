@@ -1,0 +1,121 @@
+-- lunet.autograd.record: the one recording path. Each formula of
+-- lunet.autograd.formulas names a kind; the kind's maker turns the plain
+-- method into one that, when grad mode is on and an input requires grad,
+-- runs it, makes the node (edges, what the formula saves) and attaches it
+-- to the result. With nothing to record a wrapper costs one check and a
+-- tail call; recording allocates the node and what the formula saves.
+local T = require 'lunet.tensor'
+local S = require 'lunet.autograd.mode'
+local G = require 'lunet.autograd.graph'
+local is_tensor = T.is_tensor
+local node, edge, attach, saved, needs, bshape = G.node, G.edge, G.attach, G.saved, G.needs, G.bshape
+
+local K = {}
+
+-- r = op(a, ...): the node saves a (save_in), r (save_out) and the first
+-- three arguments after a (args: x1, x2, x3)
+function K.unary(name, f, orig)
+  local bw, save_in, save_out, args = f.backward, f.save_in, f.save_out, f.args
+  return function(a, ...)
+    if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, ...) end
+    local r = orig(a, ...)
+    local n = node(bw, name, edge(a))
+    if save_in then n.a = saved(a) end
+    if save_out then n.r = r:detach() end
+    if args then n.x1, n.x2, n.x3 = ... end
+    return attach(r, n)
+  end
+end
+
+-- r = op(a, b[, c]) with broadcasting, a or b possibly a number: the node
+-- keeps the shapes to reduce the gradients to (sa, sb), c, and a, b
+-- (save = true) or a, b, r (save = 'out')
+function K.binary(name, f, orig)
+  local bw, save = f.backward, f.save
+  return function(a, b, c)
+    if not S.grad_enabled or not (needs(a) or needs(b)) then return orig(a, b, c) end
+    local r = orig(a, b, c)
+    local n = node(bw, name, edge(a), edge(b))
+    n.sa, n.sb = bshape(a, r), bshape(b, r)
+    if save then n.a, n.b = saved(a), saved(b) end
+    n.c = c
+    if save == 'out' then n.r = r:detach() end
+    return attach(r, n)
+  end
+end
+
+-- r = op(a, b) of two tensors that do not broadcast (matrix products)
+function K.pair(name, f, orig)
+  local bw = f.backward
+  return function(a, b)
+    if not S.grad_enabled or not (needs(a) or needs(b)) then return orig(a, b) end
+    local r = orig(a, b)
+    local n = node(bw, name, edge(a), edge(b))
+    n.a, n.b = saved(a), saved(b)
+    return attach(r, n)
+  end
+end
+
+-- shape changes, copies and casts: the node keeps the input's shape,
+-- dtype and device (and its first three arguments with args)
+function K.view(name, f, orig)
+  local bw, args, is_view = f.backward, f.args, f.view or nil
+  return function(a, ...)
+    if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, ...) end
+    local r = orig(a, ...)
+    if r == a or type(r) ~= 'cdata' then return r end   -- (t:type() gives the dtype's name)
+    local n = node(bw, name, edge(a))
+    n.shape = a:size()
+    n.view = is_view
+    if args then n.x1, n.x2, n.x3 = ... end
+    n.dtype, n.device = a.p.dtype_id, a.p.device_id
+    return attach(r, n)
+  end
+end
+
+-- reductions r = op(a[, dim[, keepdim]]): the node keeps a's shape, dim,
+-- keepdim, and a (save_in)
+function K.reduce(name, f, orig)
+  local bw, save_in, check = f.backward, f.save_in, f.check
+  return function(a, dim, keepdim, ...)
+    if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim, keepdim, ...) end
+    if check then check(a, dim) end
+    local r = orig(a, dim, keepdim, ...)
+    local n = node(bw, name, edge(a))
+    if save_in then n.x = saved(a) else n.shape = a:size() end
+    n.dim, n.keepdim = dim, keepdim
+    return attach(r, n)
+  end
+end
+
+-- max/min over all elements or a dim (then with indices, which need no
+-- gradient); with a tensor second argument it is the elementwise form
+function K.extreme(name, f, orig)
+  local bw = f.backward
+  return function(a, dim, keepdim)
+    if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 or is_tensor(dim) then return orig(a, dim, keepdim) end
+    local r, idx = orig(a, dim, keepdim)
+    local n = node(bw, name, edge(a))
+    n.a, n.r, n.shape, n.dim, n.keepdim = saved(a), r:detach(), a:size(), dim, keepdim
+    if idx and is_tensor(idx) then n.idx = idx end
+    return attach(r, n), idx
+  end
+end
+
+-- r = op(a, dim, index): the index may be a Lua list
+function K.index(name, f, orig)
+  local bw = f.backward
+  return function(a, dim, index)
+    if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim, index) end
+    if type(index) == 'table' then index = require('lunet.factory').tensor(index, { dtype = 'int64' }) end
+    local r = orig(a, dim, index)
+    local n = node(bw, name, edge(a))
+    n.shape, n.dim, n.index = a:size(), dim, index
+    return attach(r, n)
+  end
+end
+
+-- an op whose recording fits no kind above: the formula makes its wrapper
+function K.custom(name, f, orig, Tensor) return f.make(orig, Tensor, name) end
+
+return K
