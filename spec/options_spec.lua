@@ -188,6 +188,10 @@ describe('every options table rejects an unknown key', function()
       local a = lunet.ones(2, { requires_grad = true })
       return lunet.autograd.backward({ a:sum() }, nil, { retain = true })
     end, "autograd.backward: unknown option 'retain' (did you mean 'retain_graph'?)" },
+    { function() return lunet.randn(3, 4):var(2, { keep_dim = true }) end, "var: unknown option 'keep_dim' (did you mean 'keepdim'?)" },
+    { function() return lunet.randn(3, 4):std({ correct = 0 }) end, "std: unknown option 'correct' (did you mean 'correction'?)" },
+    { function() return lunet.parallel.Reducer.new({ { lunet.zeros(2, { requires_grad = true }) } }, nil, { bucket = 1 }) end,
+      "Reducer: unknown option 'bucket' (did you mean 'bucket_mb'?)" },
     -- collectives
     { function() return lunet.comm.Communicator({ 'cpu:0' }, { backnd = 'local' }) end, "Communicator: unknown option 'backnd' (did you mean 'backend'?)" },
     { function() return lunet.comm.Communicator({ 'cpu:0' }):allreduce({ lunet.zeros(2) }, { opp = 'sum' }) end, "allreduce: unknown option 'opp' (did you mean 'op'?)" },

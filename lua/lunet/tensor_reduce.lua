@@ -135,6 +135,7 @@ Tensor.argmin = arg('argmin', C.LN_RARGMIN)
 
 -- var/std: t:var(), t:var(dim), t:var(dim, unbiased[, keepdim]),
 -- t:var(dim, {correction = c, keepdim = k}), t:var({correction = 0}), t:var(false)
+local SPREAD_OPTS = { correction = 'number', unbiased = 'boolean', keepdim = 'boolean' }
 local function spread(name, op)
   return function(self, dim, opt, keepdim)
     local p = need(name, self)
@@ -143,6 +144,7 @@ local function spread(name, op)
     end
     local corr = 1
     if type(opt) == 'table' then
+      require('lunet.options').check(name, opt, SPREAD_OPTS)
       if opt.correction ~= nil then corr = opt.correction
       elseif opt.unbiased == false then corr = 0 end
       if keepdim == nil then keepdim = opt.keepdim end

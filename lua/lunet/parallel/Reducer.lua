@@ -53,7 +53,10 @@ function Reducer.options(opts, name, lvl)
   return o
 end
 
+local OPTS = { name = 'string', bucket_mb = true, accumulate = true, compress = true, overlap = 'boolean' }
+
 function Reducer.new(param_sets, group, opts)
+  require('lunet.options').check('Reducer', opts, OPTS)
   opts = Reducer.options(opts or {}, nil, 2)
   local name = opts.name
   local function fail(msg) error(name .. ': ' .. msg, 3) end
