@@ -7,7 +7,9 @@
 -- checkpoint_every: {epochs = N} (the default, N = 1), {steps = N}, both, or a
 -- number N meaning every N epochs ('epoch' and 'step' mean every one).
 -- An unknown option is an error naming the closest known one.
--- Progress: a bar with rate and ETA on a terminal, one line per epoch otherwise.
+-- Progress: a bar with rate and ETA on a terminal; otherwise (a log, a pipe) a
+-- line every few seconds (lunet.progress) and one per epoch. progress = true
+-- forces the bar, 'lines' the lines, false neither.
 local ffi = require 'ffi'
 local json = require 'lunet.json'
 local checkpoint = require 'lunet.checkpoint'
@@ -24,7 +26,7 @@ local function lunet() return require 'lunet' end
 local OPTS = { epochs = 'number', loss = true, lr = 'number', optimizer = 'table', scheduler = 'table',
   scheduler_step = 'string', val_loader = true, topk = 'number', log = 'string', plot = 'string',
   checkpoint = 'string', checkpoint_every = 'number|string|table', resume = 'boolean', max_steps = 'number',
-  on_interrupt = 'string', quiet = 'boolean', progress = 'boolean', accumulate = true }
+  on_interrupt = 'string', quiet = 'boolean', progress = 'boolean|string', accumulate = true }
 local ALIASES = { criterion = 'loss' }   -- the name PyTorch tutorials give the loss module
 
 local function positive_int(v) return type(v) == 'number' and v >= 1 and v % 1 == 0 end
@@ -74,6 +76,9 @@ function Trainer.new(model, opts)
   if opts.resume and not self.ckpt_path then options.fail('fit', 'resume = true needs checkpoint = the file to resume from') end
   options.one_of('fit', 'scheduler_step', opts.scheduler_step, { 'epoch', 'step' })
   options.one_of('fit', 'on_interrupt', opts.on_interrupt, { 'error', 'return' })
+  if type(opts.progress) == 'string' and opts.progress ~= 'lines' then
+    options.fail('fit', ("progress must be true, false or 'lines', got '%s'"):format(opts.progress))
+  end
   self.resume = opts.resume
   self.max_steps = opts.max_steps              -- stop early (smoke runs, tests)
   -- batches per optimizer step (see train_epoch); a DataParallel's own by default
@@ -89,7 +94,7 @@ function Trainer.new(model, opts)
   self.on_interrupt = opts.on_interrupt or 'error'   -- Ctrl-C: 'error' or 'return'
   self.quiet = opts.quiet
   self.progress = opts.progress
-  if self.progress == nil then self.progress = ffi.C.isatty(1) == 1 and not self.quiet end
+  if self.progress == nil then self.progress = not self.quiet and (ffi.C.isatty(1) == 1 or 'lines') end
   self.history, self.epoch, self.step = {}, 0, 0
   return self
 end
@@ -182,7 +187,8 @@ function Trainer:train_epoch(loader)
   self.running = run
   run.batches = run.batches or run.steps * k   -- (a checkpoint from before accumulate counted steps)
   local nbatches = #loader
-  local bar = self.progress and Progress.new(math.ceil(nbatches / k), ('epoch %d/%d'):format(self.epoch + 1, self.epochs))
+  local bar = self.progress and Progress.new(math.ceil(nbatches / k), ('epoch %d/%d'):format(self.epoch + 1, self.epochs),
+    nil, self.progress == 'lines')
   local t0 = lunet().clock()
   local start_images = run.seen
   -- resumed from a step checkpoint taken after the epoch's last batch: the

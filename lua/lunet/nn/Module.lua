@@ -306,10 +306,12 @@ function Module:clone() return deep_copy(self, {}) end
 -- the one-line description inside the parentheses (layers override)
 function Module:extra_repr() return nil end
 
+-- 41418 -> "41,418": every parameter count lunet prints is grouped so
 local function group(n)
   local s = tostring(n)
-  return s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', '')
+  return (s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', ''))
 end
+Module.format_count = group
 
 function Module:repr(indent)
   indent = indent or ''

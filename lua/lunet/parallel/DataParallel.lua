@@ -373,7 +373,9 @@ function DataParallel:repr(indent)
 end
 
 DataParallel.__tostring = function(self)
-  return self:repr() .. ('\n%d parameters per replica'):format(self.module:num_parameters())
+  local n = self.module:num_parameters()
+  return self:repr() .. ('\n%s parameter%s per replica'):format(require('lunet.nn.Module').format_count(n),
+    n == 1 and '' or 's')
 end
 
 return DataParallel
