@@ -491,6 +491,48 @@ describe('collectives (local backend)', function()
     for d = 1, 3 do assert.same(ref:totable(), ts2[d]:to('cpu:0'):totable()) end
   end)
 
+  it('is a process group: world size, the ranks and devices this process holds', function()
+    local cm = lunet.comm.Communicator({'cpu:2', 'cpu:0', 'cpu:3'})
+    assert.equal(3, cm:size())
+    assert.equal(3, cm:local_size())
+    assert.same({1, 2, 3}, cm:ranks())
+    assert.same({'cpu:2', 'cpu:0', 'cpu:3'}, cm:devices())
+    -- the same through the C API: a config, global ranks, local devices
+    local ids = ffi.new('int[2]', {1, 3})
+    local cfg = ffi.new('ln_comm_config', {backend = 'local', world_size = 2, nlocal = 2, devices = ids})
+    local p = ffi.gc(C.ln_comm_create(cfg), C.ln_comm_free)
+    assert.is_true(p ~= nil)
+    assert.same({2, 2, 0, 1, 1, 3}, {C.ln_comm_size(p), C.ln_comm_local_size(p), C.ln_comm_rank(p, 0),
+      C.ln_comm_rank(p, 1), C.ln_comm_device(p, 0), C.ln_comm_device(p, 1)})
+    assert.equal(-1, C.ln_comm_rank(p, 2))
+    assert.matches('comm_rank: local rank 2 out of range 0..1', ffi.string(C.ln_last_error()), 1, true)
+    -- a rank's root given by its device name is its global rank
+    local a, b = lunet.full({3}, 1, {device = 'cpu:2'}), lunet.full({3}, 2, {device = 'cpu:0'})
+    local c = lunet.full({3}, 3, {device = 'cpu:3'})
+    cm:broadcast({a, b, c}, {root = 'cpu:0'})
+    assert.same({{2, 2, 2}, {2, 2, 2}, {2, 2, 2}}, {a:totable(), b:totable(), c:totable()})
+  end)
+
+  it('names what the local backend cannot do: ranks in other processes', function()
+    local cases = {
+      {{'cpu:0', 'cpu:1'}, {world_size = 4}, 'the local backend holds every rank in this process: world size 4, but 2 devices'},
+      {{'cpu:0', 'cpu:1'}, {ranks = {2, 1}}, 'device 1 holds rank 1, not 0'},
+      {{'cpu:0', 'cpu:1'}, {world_size = 2, ranks = {1, 1}}, 'rank 0 is given twice (devices 1 and 2)'},
+      {{'cpu:0', 'cpu:1'}, {world_size = 2, ranks = {1, 3}}, 'rank 2 of device 2 is out of range 0..1'},
+      {{'cpu:0', 'cpu:1'}, {world_size = 1}, '2 devices for a world of 1 ranks'},
+      {{'cpu:0'}, {world_size = 0}, 'world_size must be an integer >= 1, got 0'},
+      {{'cpu:0'}, {ranks = {1, 2}}, 'ranks must be a list of 1 ranks (one per device)'},
+      {{'cpu:0'}, {ranks = 1}, "option 'ranks' must be a table"},
+      {{'cpu:0'}, {backend = 'mpi', world_size = 4}, "backend 'mpi' is not built"},
+      {{'cpu:0'}, 'x', 'options must be a table'},
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(lunet.comm.Communicator, c[1], c[2])
+      assert.is_false(ok, c[3])
+      assert.matches(c[3], err, 1, true)
+    end
+  end)
+
   it('rejects bad arguments at the call with clear messages', function()
     local cm = lunet.comm.Communicator(devs(2))
     local a, b = lunet.zeros(4, {device = 'cpu:0'}), lunet.zeros(4, {device = 'cpu:1'})

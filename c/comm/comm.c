@@ -6,36 +6,65 @@
 
 static const char *op_names[] = {"sum", "avg", "max", "min"};
 
-ln_comm *ln_comm_new(int n, const int *devices, const char *backend) {
-  const ln_comm_backend *be = NULL;
-  if (!backend || !*backend || !strcmp(backend, "local")) be = &ln_comm_local_backend;
-  else if (!strcmp(backend, "nccl") || !strcmp(backend, "mpi"))
-    return ln_error_null("comm_new: backend '%s' is not built into this library (available: local)", backend);
-  else return ln_error_null("comm_new: unknown backend '%s' (available: local)", backend);
+static const ln_comm_backend *backend_of(const char *name) {
+  if (!name || !*name || !strcmp(name, "local")) return &ln_comm_local_backend;
+  if (!strcmp(name, "nccl") || !strcmp(name, "mpi"))
+    return ln_error_null("comm_new: backend '%s' is not built into this library (available: local)", name);
+  return ln_error_null("comm_new: unknown backend '%s' (available: local)", name);
+}
+
+ln_comm *ln_comm_create(const ln_comm_config *cfg) {
+  if (!cfg) return ln_error_null("comm_new: configuration is NULL");
+  const ln_comm_backend *be = backend_of(cfg->backend);
+  if (!be) return NULL;
+  int n = cfg->nlocal;
   if (n < 1 || n > LN_COMM_MAX_RANKS)
     return ln_error_null("comm_new: need 1..%d devices, got %d", LN_COMM_MAX_RANKS, n);
-  if (!devices) return ln_error_null("comm_new: device list is NULL");
+  if (!cfg->devices) return ln_error_null("comm_new: device list is NULL");
+  if (cfg->world_size < 0) return ln_error_null("comm_new: world size %d is negative", cfg->world_size);
   for (int i = 0; i < n; i++) {
-    if (!ln_device_valid(devices[i])) {
-      if (devices[i] >= LN_CUDA_BASE)
+    int d = cfg->devices[i];
+    if (!ln_device_valid(d)) {
+      if (d >= LN_CUDA_BASE)
         return ln_error_null("comm_new: device %d is cuda:%d, not available (no CUDA backend loaded)",
-                             i + 1, devices[i] - LN_CUDA_BASE);
+                             i + 1, d - LN_CUDA_BASE);
       return ln_error_null("comm_new: device %d is cpu:%d, which does not exist (%d CPU devices)",
-                           i + 1, devices[i], ln_cpu_device_count());
+                           i + 1, d, ln_cpu_device_count());
     }
     for (int j = 0; j < i; j++)
-      if (devices[j] == devices[i])
+      if (cfg->devices[j] == d)
         return ln_error_null("comm_new: cpu:%d is listed twice (devices %d and %d); a device can "
-                             "hold only one rank", devices[i], j + 1, i + 1);
+                             "hold only one rank", d, j + 1, i + 1);
+  }
+  int world = cfg->world_size ? cfg->world_size : n;
+  if (cfg->ranks) {
+    for (int i = 0; i < n; i++) {
+      if (cfg->ranks[i] < 0 || cfg->ranks[i] >= world)
+        return ln_error_null("comm_new: rank %d of device %d is out of range 0..%d", cfg->ranks[i], i + 1, world - 1);
+      for (int j = 0; j < i; j++)
+        if (cfg->ranks[j] == cfg->ranks[i])
+          return ln_error_null("comm_new: rank %d is given twice (devices %d and %d)", cfg->ranks[i], j + 1, i + 1);
+    }
+  } else if (n > world) {
+    return ln_error_null("comm_new: %d devices for a world of %d ranks", n, world);
   }
   ln_comm *c = calloc(1, sizeof *c);
   if (!c) return ln_error_null("comm_new: out of host memory");
   c->be = be;
-  c->n = n;
-  for (int i = 0; i < n; i++) c->devices[i] = devices[i];
+  c->world = world;
+  c->nlocal = n;
+  for (int i = 0; i < n; i++) {
+    c->devices[i] = cfg->devices[i];
+    c->ranks[i] = cfg->ranks ? cfg->ranks[i] : i;
+  }
   atomic_store(&c->refcount, 1);
-  if (be->init(c) != 0) { free(c); return NULL; }
+  if (be->init(c, cfg) != 0) { free(c); return NULL; }
   return c;
+}
+
+ln_comm *ln_comm_new(int n, const int *devices, const char *backend) {
+  ln_comm_config cfg = {backend, 0, n, NULL, devices, NULL};
+  return ln_comm_create(&cfg);
 }
 
 void ln_comm_retain(ln_comm *c) { atomic_fetch_add(&c->refcount, 1); }
@@ -46,11 +75,21 @@ void ln_comm_release(ln_comm *c) {
 }
 void ln_comm_free(ln_comm *c) { ln_comm_release(c); }
 
-int ln_comm_size(const ln_comm *c) { return c ? c->n : ln_error("comm_size: communicator is NULL"); }
-int ln_comm_device(const ln_comm *c, int rank) {
+int ln_comm_size(const ln_comm *c) { return c ? c->world : ln_error("comm_size: communicator is NULL"); }
+int ln_comm_local_size(const ln_comm *c) {
+  return c ? c->nlocal : ln_error("comm_local_size: communicator is NULL");
+}
+int ln_comm_rank(const ln_comm *c, int local) {
+  if (!c) return ln_error("comm_rank: communicator is NULL");
+  if (local < 0 || local >= c->nlocal)
+    return ln_error("comm_rank: local rank %d out of range 0..%d", local, c->nlocal - 1);
+  return c->ranks[local];
+}
+int ln_comm_device(const ln_comm *c, int local) {
   if (!c) return ln_error("comm_device: communicator is NULL");
-  if (rank < 0 || rank >= c->n) return ln_error("comm_device: rank %d out of range 0..%d", rank, c->n - 1);
-  return c->devices[rank];
+  if (local < 0 || local >= c->nlocal)
+    return ln_error("comm_device: rank %d out of range 0..%d", local, c->nlocal - 1);
+  return c->devices[local];
 }
 const char *ln_comm_backend_name(const ln_comm *c) { return c ? c->be->name : ""; }
 
@@ -66,13 +105,13 @@ int ln_comm_meet_stats(ln_comm *c, int64_t out[2]) {
 static int check_list(const char *fn, const ln_comm *c, ln_tensor *const *ts, const char *what) {
   if (!c) return ln_error("%s: communicator is NULL", fn);
   if (!ts) return ln_error("%s: %s list is NULL", fn, what);
-  for (int i = 0; i < c->n; i++) {
+  for (int i = 0; i < c->nlocal; i++) {
     char name[64];
     snprintf(name, sizeof name, "%s %d", what, i + 1);
     if (ln_check_tensor(fn, ts[i], name) != 0) return -1;
     if (ts[i]->device_id != c->devices[i])
       return ln_error("%s: %s is on cpu:%d, but rank %d of the communicator is cpu:%d", fn, name,
-                      ts[i]->device_id, i, c->devices[i]);
+                      ts[i]->device_id, c->ranks[i], c->devices[i]);
     if (!ln_is_contiguous(ts[i])) return ln_error("%s: %s must be contiguous; call contiguous() first", fn, name);
     if (ts[i]->dtype_id != ts[0]->dtype_id)
       return ln_error("%s: %s is %s but %s 1 is %s; all ranks need one dtype", fn, name,
@@ -82,7 +121,7 @@ static int check_list(const char *fn, const ln_comm *c, ln_tensor *const *ts, co
 }
 
 static int check_same_shapes(const char *fn, const ln_comm *c, ln_tensor *const *ts, const char *what) {
-  for (int i = 1; i < c->n; i++) {
+  for (int i = 1; i < c->nlocal; i++) {
     bool same = ts[i]->ndim == ts[0]->ndim;
     for (int d = 0; same && d < ts[0]->ndim; d++) same = ts[i]->shape[d] == ts[0]->shape[d];
     if (!same) {
@@ -132,7 +171,7 @@ int ln_comm_allreduce_async(ln_comm *c, ln_tensor *const *ts, int op, int wire) 
 
 int ln_comm_wait(ln_comm *c) {
   if (!c) return ln_error("comm_wait: communicator is NULL");
-  for (int i = 0; i < c->n; i++)
+  for (int i = 0; i < c->nlocal; i++)
     if (ln_stream_wait_comm(c->devices[i]) != 0) return -1;
   return 0;
 }
@@ -140,7 +179,7 @@ int ln_comm_wait(ln_comm *c) {
 int ln_comm_broadcast(ln_comm *c, ln_tensor *const *ts, int root) {
   const char *fn = "broadcast";
   if (check_list(fn, c, ts, "tensor") != 0 || check_same_shapes(fn, c, ts, "tensor") != 0) return -1;
-  if (root < 0 || root >= c->n) return ln_error("broadcast: root rank %d out of range 0..%d", root, c->n - 1);
+  if (root < 0 || root >= c->world) return ln_error("broadcast: root rank %d out of range 0..%d", root, c->world - 1);
   return c->be->broadcast(c, ts, root);
 }
 
@@ -154,10 +193,10 @@ int ln_comm_reduce_scatter(ln_comm *c, ln_tensor *const *out, ln_tensor *const *
     return ln_error("reduce_scatter: outputs are %s but inputs are %s", ln_dtype_name(out[0]->dtype_id),
                     ln_dtype_name(in[0]->dtype_id));
   int64_t m = ln_numel(out[0]), nin = ln_numel(in[0]);
-  if (nin != m * c->n)
+  if (nin / c->world != m || nin % c->world != 0)
     return ln_error("reduce_scatter: each input needs %d x %lld = %lld elements (ranks x output), got %lld",
-                    c->n, (long long)m, (long long)(m * c->n), (long long)nin);
-  for (int i = 0; i < c->n; i++)
+                    c->world, (long long)m, (long long)m * c->world, (long long)nin);
+  for (int i = 0; i < c->nlocal; i++)
     if (ln_same_storage(out[i], in[i]))
       return ln_error("reduce_scatter: output %d shares storage with input %d", i + 1, i + 1);
   if (wire == in[0]->dtype_id) wire = -1;
@@ -173,17 +212,18 @@ int ln_comm_allgather(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in) {
     return ln_error("allgather: outputs are %s but inputs are %s", ln_dtype_name(out[0]->dtype_id),
                     ln_dtype_name(in[0]->dtype_id));
   int64_t m = ln_numel(in[0]), nout = ln_numel(out[0]);
-  if (nout != m * c->n)
+  if (nout / c->world != m || nout % c->world != 0)
     return ln_error("allgather: each output needs %d x %lld = %lld elements (ranks x input), got %lld",
-                    c->n, (long long)m, (long long)(m * c->n), (long long)nout);
-  for (int i = 0; i < c->n; i++)
+                    c->world, (long long)m, (long long)m * c->world, (long long)nout);
+  for (int i = 0; i < c->nlocal; i++)
     if (ln_same_storage(out[i], in[i]))
       return ln_error("allgather: output %d shares storage with input %d", i + 1, i + 1);
   return c->be->allgather(c, out, in);
 }
 
-static int rank_of(const char *fn, const ln_comm *c, const ln_tensor *t) {
-  for (int i = 0; i < c->n; i++)
+/* the local rank on t's device */
+static int local_of(const char *fn, const ln_comm *c, const ln_tensor *t) {
+  for (int i = 0; i < c->nlocal; i++)
     if (c->devices[i] == t->device_id) return i;
   return ln_error("%s: the tensor is on cpu:%d, which is not in the communicator", fn, t->device_id);
 }
@@ -191,10 +231,10 @@ static int rank_of(const char *fn, const ln_comm *c, const ln_tensor *t) {
 int ln_comm_send(ln_comm *c, const ln_tensor *t, int dst_rank) {
   if (!c) return ln_error("send: communicator is NULL");
   if (ln_check_tensor("send", t, "tensor") != 0) return -1;
-  int r = rank_of("send", c, t);
+  int r = local_of("send", c, t);
   if (r < 0) return -1;
-  if (dst_rank < 0 || dst_rank >= c->n)
-    return ln_error("send: destination rank %d out of range 0..%d", dst_rank, c->n - 1);
+  if (dst_rank < 0 || dst_rank >= c->world)
+    return ln_error("send: destination rank %d out of range 0..%d", dst_rank, c->world - 1);
   if (!ln_is_contiguous(t)) return ln_error("send: tensor must be contiguous; call contiguous() first");
   return c->be->send(c, t, r, dst_rank);
 }
@@ -202,10 +242,10 @@ int ln_comm_send(ln_comm *c, const ln_tensor *t, int dst_rank) {
 int ln_comm_recv(ln_comm *c, ln_tensor *t, int src_rank) {
   if (!c) return ln_error("recv: communicator is NULL");
   if (ln_check_tensor("recv", t, "tensor") != 0) return -1;
-  int r = rank_of("recv", c, t);
+  int r = local_of("recv", c, t);
   if (r < 0) return -1;
-  if (src_rank < 0 || src_rank >= c->n)
-    return ln_error("recv: source rank %d out of range 0..%d", src_rank, c->n - 1);
+  if (src_rank < 0 || src_rank >= c->world)
+    return ln_error("recv: source rank %d out of range 0..%d", src_rank, c->world - 1);
   if (!ln_is_contiguous(t)) return ln_error("recv: tensor must be contiguous; call contiguous() first");
   return c->be->recv(c, t, r, src_rank);
 }

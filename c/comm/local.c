@@ -499,19 +499,19 @@ static int coll_task(void *p) {
 static coll *coll_new(ln_comm *cm, int kind, int op, int wire, int dtype, int64_t numel) {
   coll *c = calloc(1, sizeof *c);
   if (!c) return ln_error_null("%s: out of host memory", kind_names[kind]);
-  c->kind = kind; c->op = op; c->wire = wire; c->dtype = dtype; c->n = cm->n; c->numel = numel;
+  c->kind = kind; c->op = op; c->wire = wire; c->dtype = dtype; c->n = cm->nlocal; c->numel = numel;
   /* Non-temporal stores only where the destination was not just read: the
    * output of reduce_scatter. An in-place allreduce has every line it writes
    * in cache already (it read it a moment before), so plain stores cost no
    * read-for-ownership, and measured, streaming over those lines was slower
    * (bench/comm.lua, 256 MB: 56-84% of the 2-worker copy roofline with
    * non-temporal stores, 93-103% without). */
-  c->nt = kind == K_REDUCE_SCATTER && numel * ln_dtype_size(dtype) * cm->n * cm->n > nt_threshold();
-  for (int i = 0; i < cm->n; i++) c->devices[i] = cm->devices[i];
+  c->nt = kind == K_REDUCE_SCATTER && numel * ln_dtype_size(dtype) * cm->nlocal * cm->nlocal > nt_threshold();
+  for (int i = 0; i < cm->nlocal; i++) c->devices[i] = cm->devices[i];
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
-  for (int i = 0; i < cm->n; i++) atomic_store(&c->seq[i], -1);
-  atomic_store(&c->refs, cm->n);
+  for (int i = 0; i < cm->nlocal; i++) atomic_store(&c->seq[i], -1);
+  atomic_store(&c->refs, cm->nlocal);
   ln_comm_retain(cm);
   c->cm = cm;
   return c;
@@ -556,17 +556,17 @@ static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
 static int local_allreduce(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
   coll *c = coll_new(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]));
   if (!c) return -1;
-  for (int i = 0; i < cm->n; i++) c->in[i] = ln_data_ptr(ts[i]);
+  for (int i = 0; i < cm->nlocal; i++) c->in[i] = ln_data_ptr(ts[i]);
   return coll_launch(c, ts, NULL);
 }
 
 /* on the comm streams; the single inline device has none: the plain path */
 static int local_allreduce_async(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
-  for (int i = 0; i < cm->n; i++)
+  for (int i = 0; i < cm->nlocal; i++)
     if (!ln_device_has_comm_stream(cm->devices[i])) return local_allreduce(cm, ts, op, wire);
   coll *c = coll_new(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]));
   if (!c) return -1;
-  for (int i = 0; i < cm->n; i++) c->in[i] = ln_data_ptr(ts[i]);
+  for (int i = 0; i < cm->nlocal; i++) c->in[i] = ln_data_ptr(ts[i]);
   return coll_launch_on(c, ts, NULL, true);
 }
 
@@ -574,21 +574,21 @@ static int local_broadcast(ln_comm *cm, ln_tensor *const *ts, int root) {
   coll *c = coll_new(cm, K_BROADCAST, 0, -1, ts[0]->dtype_id, ln_numel(ts[0]));
   if (!c) return -1;
   c->root = root;
-  for (int i = 0; i < cm->n; i++) c->in[i] = ln_data_ptr(ts[i]);
+  for (int i = 0; i < cm->nlocal; i++) c->in[i] = ln_data_ptr(ts[i]);
   return coll_launch(c, ts, NULL);
 }
 
 static int local_reduce_scatter(ln_comm *cm, ln_tensor *const *out, ln_tensor *const *in, int op, int wire) {
   coll *c = coll_new(cm, K_REDUCE_SCATTER, op, wire, in[0]->dtype_id, ln_numel(out[0]));
   if (!c) return -1;
-  for (int i = 0; i < cm->n; i++) { c->in[i] = ln_data_ptr(in[i]); c->out[i] = ln_data_ptr(out[i]); }
+  for (int i = 0; i < cm->nlocal; i++) { c->in[i] = ln_data_ptr(in[i]); c->out[i] = ln_data_ptr(out[i]); }
   return coll_launch(c, out, in);
 }
 
 static int local_allgather(ln_comm *cm, ln_tensor *const *out, ln_tensor *const *in) {
   coll *c = coll_new(cm, K_ALLGATHER, 0, -1, in[0]->dtype_id, ln_numel(in[0]));
   if (!c) return -1;
-  for (int i = 0; i < cm->n; i++) { c->in[i] = ln_data_ptr(in[i]); c->out[i] = ln_data_ptr(out[i]); }
+  for (int i = 0; i < cm->nlocal; i++) { c->in[i] = ln_data_ptr(in[i]); c->out[i] = ln_data_ptr(out[i]); }
   return coll_launch(c, out, in);
 }
 
@@ -689,7 +689,7 @@ static int local_send(ln_comm *cm, const ln_tensor *t, int rank, int dst) {
     atomic_store(&m->refs, 1); msg_release(m);
     return -1;
   }
-  int q = rank * cm->n + dst;
+  int q = rank * cm->nlocal + dst;
   if (li->tail[q]) li->tail[q]->next = m; else li->head[q] = m;
   li->tail[q] = m;
   return 0;
@@ -697,7 +697,7 @@ static int local_send(ln_comm *cm, const ln_tensor *t, int rank, int dst) {
 
 static int local_recv(ln_comm *cm, ln_tensor *t, int rank, int src) {
   local_impl *li = cm->impl;
-  int q = src * cm->n + rank;
+  int q = src * cm->nlocal + rank;
   msg *m = li->head[q];
   if (!m)
     return ln_error("recv: no send from rank %d (cpu:%d) to rank %d (cpu:%d) is waiting; call send first",
@@ -718,11 +718,20 @@ static int local_recv(ln_comm *cm, ln_tensor *t, int rank, int src) {
 
 /* ---- the table ----------------------------------------------------------------------- */
 
-static int local_init(ln_comm *cm) {
+/* every rank in this process, local rank i = global rank i */
+static int local_init(ln_comm *cm, const ln_comm_config *cfg) {
+  (void)cfg;
+  if (cm->world != cm->nlocal)
+    return ln_error("comm_new: the local backend holds every rank in this process: world size %d, but %d "
+                    "devices (other processes need the mpi or nccl backend)", cm->world, cm->nlocal);
+  for (int i = 0; i < cm->nlocal; i++)
+    if (cm->ranks[i] != i)
+      return ln_error("comm_new: the local backend numbers its ranks as its devices: device %d holds rank %d, "
+                      "not %d", i + 1, cm->ranks[i], i);
   local_impl *li = calloc(1, sizeof *li);
   if (li) {
-    li->head = calloc((size_t)cm->n * cm->n, sizeof *li->head);
-    li->tail = calloc((size_t)cm->n * cm->n, sizeof *li->tail);
+    li->head = calloc((size_t)cm->nlocal * cm->nlocal, sizeof *li->head);
+    li->tail = calloc((size_t)cm->nlocal * cm->nlocal, sizeof *li->tail);
   }
   if (!li || !li->head || !li->tail) {
     if (li) { free(li->head); free(li->tail); free(li); }
@@ -734,7 +743,7 @@ static int local_init(ln_comm *cm) {
 
 static void local_destroy(ln_comm *cm) {
   local_impl *li = cm->impl;
-  for (int q = 0; q < cm->n * cm->n; q++)
+  for (int q = 0; q < cm->nlocal * cm->nlocal; q++)
     for (msg *m = li->head[q], *next; m; m = next) { next = m->next; msg_release(m); }
   free(li->head);
   free(li->tail);

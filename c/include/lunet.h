@@ -581,29 +581,48 @@ LN_API int ln_loader_next(ln_loader *l, int64_t *rows);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                                */
-/* A communicator joins n devices: rank i is devices[i]. A call takes one
- * tensor per rank (ts[i] on the device of rank i), enqueues each rank's part
- * on that device's stream and returns at once; results are read like any op's
- * (a later op, sync, item). The ranks' workers meet inside the collective.
- * Tensors are contiguous, with equal shapes and dtypes across ranks.
+/* A communicator is a process group: world ranks 0..world-1 over every
+ * process of the job, of which this process holds nlocal, its local ranks
+ * 0..nlocal-1, each on one of its devices. A collective is called in every
+ * process with that process's own tensors: ts[i] is local rank i's tensor,
+ * on local rank i's device (nlocal of them); it enqueues each local rank's
+ * part on that device's stream and returns at once; results are read like
+ * any op's (a later op, sync, item). The ranks' workers meet inside the
+ * collective. Tensors are contiguous, with equal shapes and dtypes across
+ * ranks. Roots, sources and destinations are global ranks.
  * Reductions (op: LN_COMM_SUM/AVG/MAX/MIN) need float32 or float64; wire is
  * the format data travel in: -1 (exact) or LN_FLOAT16 / LN_BFLOAT16 (float32
  * data rounded to 16 bits on the wire, summed in float32). If a rank's device
  * holds an earlier error the collective is aborted on every rank and each
  * device reports it at its next synchronisation. backend NULL or "local":
- * the device workers of this process over shared memory; a table of entry
- * points (c/comm/comm.h) lets nccl/mpi implement the same calls. */
+ * the device workers of this process over shared memory, every rank in this
+ * process (so one call carries every rank's tensor); a table of entry points
+ * (c/comm/comm.h, which says how) lets mpi/nccl span processes with the same
+ * calls. */
 typedef struct ln_comm ln_comm;   /* opaque, refcounted by queued work */
 typedef enum ln_comm_op {
   LN_COMM_SUM = 0, LN_COMM_AVG, LN_COMM_MAX, LN_COMM_MIN, LN_NCOMM_OPS
 } ln_comm_op;
 
+typedef struct ln_comm_config {
+  const char *backend;     /* NULL or "local"; "mpi", "nccl" (not built yet) */
+  int world_size;          /* ranks over all processes; 0: nlocal (local) or the launcher's (mpi) */
+  int nlocal;              /* ranks this process holds */
+  const int *ranks;        /* their global ranks (NULL: 0..nlocal-1, or the backend's) */
+  const int *devices;      /* their devices */
+  const char *rendezvous;  /* how processes find each other (nccl: the unique id); NULL for local */
+} ln_comm_config;
+
+LN_API ln_comm *ln_comm_create(const ln_comm_config *cfg);
+/* a local group: this process holds every rank, rank i on devices[i] */
 LN_API ln_comm *ln_comm_new(int n, const int *devices, const char *backend);
 LN_API void ln_comm_free(ln_comm *c);           /* queued collectives still finish */
-LN_API int ln_comm_size(const ln_comm *c);
-LN_API int ln_comm_device(const ln_comm *c, int rank);
+LN_API int ln_comm_size(const ln_comm *c);      /* world size */
+LN_API int ln_comm_local_size(const ln_comm *c);
+LN_API int ln_comm_rank(const ln_comm *c, int local);     /* global rank of local rank i */
+LN_API int ln_comm_device(const ln_comm *c, int local);   /* device of local rank i */
 LN_API const char *ln_comm_backend_name(const ln_comm *c);
-/* in place: ts[i] <- op over ranks of ts[*] */
+/* in place: every rank's tensor <- op over all ranks' tensors */
 LN_API int ln_comm_allreduce(ln_comm *c, ln_tensor *const *ts, int op, int wire);
 /* The same on the devices' communication streams: each starts after the work
  * queued so far on its compute stream, which goes on meanwhile; call
@@ -611,14 +630,15 @@ LN_API int ln_comm_allreduce(ln_comm *c, ln_tensor *const *ts, int op, int wire)
  * the same as ln_comm_allreduce.) */
 LN_API int ln_comm_allreduce_async(ln_comm *c, ln_tensor *const *ts, int op, int wire);
 LN_API int ln_comm_wait(ln_comm *c);  /* each compute stream waits for its comm stream */
-/* ts[i] <- ts[root] */
+/* every rank's tensor <- root's */
 LN_API int ln_comm_broadcast(ln_comm *c, ln_tensor *const *ts, int root);
-/* in[i] (n*m elements) -> out[i] (m) = op over ranks of in[*][i*m .. i*m+m) */
+/* rank r: in (world*m elements) -> out (m) = op over ranks of their in[r*m .. r*m+m) */
 LN_API int ln_comm_reduce_scatter(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in,
                                   int op, int wire);
-/* in[i] (m elements) -> out[i] (n*m) = in[0], in[1], ... */
+/* rank r: in (m elements) -> out (world*m) = rank 0's in, rank 1's, ... */
 LN_API int ln_comm_allgather(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in);
-/* point to point: the sender's rank is t's device. The value is taken when
+/* point to point: the sender's (receiver's) rank is the local rank on t's
+ * device, dst_rank (src_rank) a global rank. The value is taken when
  * the send runs on its stream (it never waits for the receiver); a recv
  * takes the oldest unmatched send from src_rank to its rank and waits for it
  * on its stream. A recv with no posted send is an error at the call. */

@@ -1,10 +1,15 @@
--- lunet.comm: collectives over a communicator of devices.
+-- lunet.comm: collectives over a process group ("communicator") of devices.
 --   local comm = lunet.comm.Communicator({'cpu:0', 'cpu:1'})
 --   comm:allreduce({g0, g1}, {op = 'avg', compress = 'bf16'})   -- in place
--- Every call takes one tensor per rank (in the communicator's device order),
--- enqueues the work on the devices' streams and returns at once; read the
--- results as usual (item, totable, lunet.synchronize). Ranks in this API are
--- 1-based positions in the device list, or device names ('cpu:1').
+-- A group has size() ranks over every process of the job; this process
+-- holds local_size() of them, one per device in devices() (the list it was
+-- made with), with the global ranks ranks(). Every call takes this
+-- process's tensors, one per local rank in that order; the 'local' backend
+-- (the default) holds every rank in this process, so its calls take one
+-- tensor per rank. Calls enqueue the work on the devices' streams and return
+-- at once; read the results as usual (item, totable, lunet.synchronize).
+-- Ranks in this API are 1-based (global rank r - 1 in C), or the name of a
+-- device this process holds ('cpu:1').
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
@@ -18,14 +23,26 @@ Communicator.__index = Communicator
 local ops = { sum = 0, avg = 1, mean = 1, max = 2, min = 3 }
 local wires = { bf16 = 7, bfloat16 = 7, fp16 = 6, float16 = 6, half = 6 }
 
--- Communicator(devices[, {backend = 'local'}]); devices default to lunet.devices()
-local COMM_OPTS = { backend = 'string' }
+local COMM_OPTS = { backend = 'string', world_size = 'number', ranks = 'table' }
+
+local function int_opt(v, what, min)
+  if v ~= nil and (type(v) ~= 'number' or v % 1 ~= 0 or v < min or v > 2 ^ 31 - 1) then
+    error(('Communicator: %s must be an integer >= %d, got %s'):format(what, min, tostring(v)), 4)
+  end
+  return v
+end
+
+-- Communicator(devices[, {backend = 'local', world_size = n, ranks = {r1, ...}}]):
+-- devices (default lunet.devices()) are this process's; world_size (default:
+-- as many as devices) and ranks (1-based global ranks of the devices, default
+-- 1..#devices) describe a group spanning processes (mpi, nccl)
 function comm.Communicator(devices, opts)
   options.check('Communicator', opts, COMM_OPTS)
   if devices == nil then devices = require('lunet').devices() end
   if type(devices) ~= 'table' then
     error('Communicator: devices must be a list of devices, got ' .. type(devices), 2)
   end
+  opts = opts or {}
   local n = #devices
   if n == 0 then error('Communicator: need at least one device', 2) end
   local ids = ffi.new('int[?]', n)
@@ -34,38 +51,61 @@ function comm.Communicator(devices, opts)
     ids[i - 1] = core.device_id('Communicator', devices[i])
     names[i] = core.device_name(ids[i - 1])
   end
-  local p = C.ln_comm_new(n, ids, opts and opts.backend or nil)
+  local ranks
+  if opts.ranks ~= nil then
+    if #opts.ranks ~= n then
+      error(('Communicator: ranks must be a list of %d ranks (one per device)'):format(n), 2)
+    end
+    ranks = ffi.new('int[?]', n)
+    for i = 1, n do ranks[i - 1] = int_opt(opts.ranks[i], 'ranks[' .. i .. ']', 1) - 1 end
+  end
+  local cfg = ffi.new('ln_comm_config', { backend = opts.backend, world_size = int_opt(opts.world_size, 'world_size', 1) or 0,
+    nlocal = n, ranks = ranks, devices = ids })
+  local p = C.ln_comm_create(cfg)
   if p == nil then core.raise(2) end
   local self = setmetatable({
-    handle = ffi.gc(p, C.ln_comm_free), n = n, names = names,
+    handle = ffi.gc(p, C.ln_comm_free), n = n, world = C.ln_comm_size(p), names = names,
     buf_a = ffi.new('ln_tensor*[?]', n), buf_b = ffi.new('ln_tensor*[?]', n),
   }, Communicator)
   return self
 end
 
-function Communicator:size() return self.n end
+function Communicator:size() return self.world end
 function Communicator:local_size() return self.n end
 function Communicator:devices() return { unpack(self.names) } end
 function Communicator:backend() return ffi.string(C.ln_comm_backend_name(self.handle)) end
 
-function Communicator:__tostring()
-  return ('Communicator(%s: %s)'):format(self:backend(), table.concat(self.names, ', '))
+-- the 1-based global ranks this process holds, in local order
+function Communicator:ranks()
+  local r = {}
+  for i = 1, self.n do r[i] = C.ln_comm_rank(self.handle, i - 1) + 1 end
+  return r
 end
 
--- 0-based rank from a 1-based position or a device name
+function Communicator:__tostring()
+  local s = ('Communicator(%s: %s'):format(self:backend(), table.concat(self.names, ', '))
+  if self.world ~= self.n then s = s .. ('; ranks %s of %d'):format(table.concat(self:ranks(), ', '), self.world) end
+  return s .. ')'
+end
+
+-- 0-based global rank from a 1-based rank or the name of a local device
 local function rank(self, fn, r)
-  if type(r) == 'number' and r % 1 == 0 and r >= 1 and r <= self.n then return r - 1 end
+  if type(r) == 'number' and r % 1 == 0 and r >= 1 and r <= self.world then return r - 1 end
   if type(r) == 'string' then
-    for i = 1, self.n do if self.names[i] == r then return i - 1 end end
+    for i = 1, self.n do if self.names[i] == r then return C.ln_comm_rank(self.handle, i - 1) end end
   end
-  error(('%s: rank must be 1..%d or one of the devices %s, got %s'):format(fn, self.n,
+  error(('%s: rank must be 1..%d or one of the devices %s, got %s'):format(fn, self.world,
     table.concat(self.names, ', '), tostring(r)), 3)
 end
 
 local function fill(self, fn, buf, list, what)
   if type(list) ~= 'table' then error(('%s: %s must be a list of %d tensors'):format(fn, what, self.n), 3) end
   if #list ~= self.n then
-    error(('%s: %s has %d tensors, the communicator has %d ranks'):format(fn, what, #list, self.n), 3)
+    if self.n == self.world then
+      error(('%s: %s has %d tensors, the communicator has %d ranks'):format(fn, what, #list, self.n), 3)
+    end
+    error(('%s: %s has %d tensors, this process holds %d of the communicator\'s %d ranks'):format(fn, what,
+      #list, self.n, self.world), 3)
   end
   for i = 1, self.n do
     local t = list[i]
@@ -128,7 +168,7 @@ function Communicator:broadcast(list, opts)
   return list
 end
 
--- a list of new tensors, one per rank, on the ranks' devices
+-- a list of new tensors, one per local rank, on its device
 local function outputs(self, like, numel)
   local r = {}
   for i = 1, self.n do
@@ -137,14 +177,14 @@ local function outputs(self, like, numel)
   return r
 end
 
--- reduce_scatter(inputs[, outputs][, opts]): output i = op over ranks of chunk i
+-- reduce_scatter(inputs[, outputs][, opts]): rank r's output = op over ranks of chunk r
 function Communicator:reduce_scatter(ins, outs, opts)
   if opts == nil and type(outs) == 'table' and not T.is_tensor(outs[1]) then outs, opts = nil, outs end
   fill(self, 'reduce_scatter', self.buf_b, ins, 'inputs')
   if outs == nil then
-    local m = ins[1]:numel() / self.n
+    local m = ins[1]:numel() / self.world
     if m % 1 ~= 0 then
-      error(('reduce_scatter: inputs have %d elements, not a multiple of %d ranks'):format(ins[1]:numel(), self.n), 2)
+      error(('reduce_scatter: inputs have %d elements, not a multiple of %d ranks'):format(ins[1]:numel(), self.world), 2)
     end
     outs = outputs(self, ins, m)
   end
@@ -154,16 +194,16 @@ function Communicator:reduce_scatter(ins, outs, opts)
   return outs
 end
 
--- allgather(inputs[, outputs]): output i = the inputs of all ranks, flat, in rank order
+-- allgather(inputs[, outputs]): every output = the inputs of all ranks, flat, in rank order
 function Communicator:allgather(ins, outs)
   fill(self, 'allgather', self.buf_b, ins, 'inputs')
-  outs = outs or outputs(self, ins, ins[1]:numel() * self.n)
+  outs = outs or outputs(self, ins, ins[1]:numel() * self.world)
   fill(self, 'allgather', self.buf_a, outs, 'outputs')
   check(C.ln_comm_allgather(self.handle, self.buf_a, self.buf_b))
   return outs
 end
 
--- send(t, dst): t's device is the sender; recv(t, src) fills t in place
+-- send(t, dst): the rank on t's device sends to rank dst; recv(t, src) fills t in place
 function Communicator:send(t, dst)
   T.need_tensor('send', t, 'tensor')
   check(C.ln_comm_send(self.handle, t.p, rank(self, 'send', dst)))
