@@ -45,4 +45,19 @@ describe('nn.fuse', function()
     assert(ok, err)
     assert.equal(0, calls)
   end)
+
+  it('takes rules for other layer types (fuse.add), tried only where a run starts with that class', function()
+    local Double = Module:extend('test.Double')
+    function Double:forward(x) return x * 2 end
+    local fused = 0
+    fuse.add({ Double }, function(self, names, i, n, x)
+      if i < n and getmetatable(self[names[i + 1]]) == Double then fused = fused + 1; return x * 4, 2 end
+    end)
+    local ok, err = pcall(function()
+      local seq = nn.Sequential { Double(), Double(), nn.ReLU(), Double() }
+      assert.tensor_near(seq(lunet.tensor({ 1, -2 })), { 8, 0 })
+      assert.equal(1, fused)   -- the pair, not the last one alone
+    end)
+    assert(ok, err)
+  end)
 end)

@@ -16,7 +16,7 @@
 --   max(relu(x)) = relu(max(x)) value for value (NaN included: both keep
 --   it), and the gradient reaches the same element (the first maximum; none
 --   when the maximum is <= 0), while the relu passes touch a quarter of the
---   elements (LeNet-5: ~7% of a training step).
+--   elements.
 -- A module with its own forward (an instance field) or of a subclass is
 -- never fused: it runs as written.
 local F = require 'lunet.nn.functional'
@@ -36,54 +36,108 @@ end
 
 local function plain(m, cls) return getmetatable(m) == cls and rawget(m, 'forward') == nil end
 
+-- A rule is a function (self, names, i, n, x) -> y, k: when the children
+-- from self[names[i]] on start a run it fuses, their output y and how many
+-- children k it ran; else nil. fuse.add(starts, rule) registers one for
+-- runs whose first child is exactly of a class in starts (a class, or the
+-- name of one of lunet.nn's); at each child the rules for its class are
+-- tried in order, and a child no rule takes runs its own forward.
+local rules, by_class = {}, nil
+function M.add(starts, rule)
+  rules[#rules + 1] = { starts = starts, run = rule }
+  by_class = nil
+end
+
+-- a chain of BasicBlocks in eval with no gradient, with the Conv2d ->
+-- BatchNorm2d -> ReLU stem right before it if there is one: one call (two
+-- or more blocks, or a stem and one); their parts kept in a table of the
+-- container's (_block_run), reused from call to call
+local function chain(self, names, i, n, x)
+  local m, bn = self[names[i]], i < n and self[names[i + 1]]
+  if not bn then return nil end
+  local s = 0
+  if i + 3 <= n and Conv2d.fusable(m, bn) and not grad_needed(x, m, bn) then
+    if plain(self[names[i + 2]], ReLU) and type(m.padding) ~= 'string' then s = 3 end
+  end
+  if getmetatable(self[names[i + s]]) ~= BasicBlock then return nil end
+  local blocks = rawget(self, '_block_run')
+  if not blocks then blocks = {}; rawset(self, '_block_run', blocks) end
+  local run = 0
+  while i + s + run <= n and run < MAXB do
+    local b = blocks[run + 1] or {}
+    blocks[run + 1] = b
+    b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + s + run]], x)
+    if not b[1] then break end
+    run = run + 1
+  end
+  if run >= 2 or (run >= 1 and s > 0) then
+    if s > 0 then return F.basic_blocks_eval(x, blocks, run, m, bn), s + run end
+    return F.basic_blocks_eval(x, blocks, run), run
+  end
+  return nil
+end
+
+-- Conv2d -> BatchNorm2d [-> ReLU] when Conv2d.fusable says so
+local function conv_bn(self, names, i, n, x)
+  local m, bn = self[names[i]], i < n and self[names[i + 1]]
+  if not (bn and Conv2d.fusable(m, bn)) then return nil end
+  local relu = i + 1 < n and plain(self[names[i + 2]], ReLU)
+  return m:forward_fused(x, bn, nil, relu), relu and 3 or 2
+end
+
+-- BatchNorm -> ReLU in one pass (F.batch_norm_relu)
+local function bn_relu(self, names, i, n, x)
+  local m, r = self[names[i]], i < n and self[names[i + 1]]
+  if not (r and plain(r, ReLU) and BatchNorm.fusable(m)) then return nil end
+  return m:forward_relu(x), 2
+end
+
+-- ReLU -> MaxPool2d as MaxPool2d -> ReLU
+local function relu_pool(self, names, i, n, x)
+  local m, pool = self[names[i]], i < n and self[names[i + 1]]
+  if not (pool and plain(m, ReLU) and plain(pool, MaxPool2d)) then return nil end
+  return m:forward(pool:forward(x)), 2
+end
+
+M.add({ 'Conv2d', 'BasicBlock' }, chain)
+M.add({ 'Conv2d' }, conv_bn)
+M.add({ 'BatchNorm1d', 'BatchNorm2d' }, bn_relu)
+M.add({ 'ReLU' }, relu_pool)
+
+-- class -> the rules that may start at a child of that class
+local function index_rules()
+  by_class = {}
+  for _, rule in ipairs(rules) do
+    for _, name in ipairs(rule.starts) do
+      local cls = type(name) == 'table' and name or require('lunet.nn.' .. name)
+      local list = by_class[cls] or {}
+      by_class[cls] = list
+      list[#list + 1] = rule.run
+    end
+  end
+end
+
 -- fuse.forward(container, x): container's children (its _children names,
--- in order) applied to x. The chain of blocks' parts is kept in a table of
--- the container's (_block_run), reused from call to call.
+-- in order) applied to x, the runs a rule takes fused
 function M.forward(self, x)
   Conv2d = Conv2d or require 'lunet.nn.Conv2d'
   ReLU = ReLU or require 'lunet.nn.ReLU'
   BasicBlock = BasicBlock or require 'lunet.nn.BasicBlock'
   MaxPool2d = MaxPool2d or require 'lunet.nn.MaxPool2d'
+  if not by_class then index_rules() end
   local names = self._children
   local i, n = 1, #names
   while i <= n do
     local m = self[names[i]]
-    local bn = i < n and self[names[i + 1]]
-    -- a stem: Conv2d -> BatchNorm2d -> ReLU right before the blocks
-    local s = 0
-    if bn and i + 3 <= n and Conv2d.fusable(m, bn) and not grad_needed(x, m, bn) then
-      if plain(self[names[i + 2]], ReLU) and type(m.padding) ~= 'string' then s = 3 end
-    end
-    -- the fusable blocks from i + s on, their parts kept in a reused table
-    local run = 0
-    local blocks = rawget(self, '_block_run')
-    if bn and getmetatable(self[names[i + s]]) == BasicBlock then
-      if not blocks then blocks = {}; rawset(self, '_block_run', blocks) end
-      while i + s + run <= n and run < MAXB do
-        local b = blocks[run + 1] or {}
-        blocks[run + 1] = b
-        b[1], b[2], b[3], b[4], b[5], b[6] = BasicBlock.eval_parts(self[names[i + s + run]], x)
-        if not b[1] then break end
-        run = run + 1
+    local list, y, k = by_class[getmetatable(m)], nil, nil
+    if list then
+      for r = 1, #list do
+        y, k = list[r](self, names, i, n, x)
+        if y ~= nil then break end
       end
     end
-    if run >= 2 or (run >= 1 and s > 0) then
-      if s > 0 then x = F.basic_blocks_eval(x, blocks, run, m, bn) else x = F.basic_blocks_eval(x, blocks, run) end
-      i = i + s + run
-    elseif bn and Conv2d.fusable(m, bn) then
-      local relu = i + 1 < n and plain(self[names[i + 2]], ReLU)
-      x = m:forward_fused(x, bn, nil, relu)
-      i = i + (relu and 3 or 2)
-    elseif bn and plain(bn, ReLU) and BatchNorm.fusable(m) then
-      x = m:forward_relu(x)   -- BatchNorm -> ReLU in one pass (F.batch_norm_relu)
-      i = i + 2
-    elseif bn and plain(m, ReLU) and plain(bn, MaxPool2d) then
-      x = m:forward(bn:forward(x))
-      i = i + 2
-    else
-      x = m:forward(x)
-      i = i + 1
-    end
+    if y ~= nil then x, i = y, i + k
+    else x, i = m:forward(x), i + 1 end
   end
   return x
 end
