@@ -25,8 +25,6 @@ typedef struct ln_task {
   _Alignas(64) char args[LN_TASK_ARGS];
 } task;
 
-typedef ln_stream device;   /* (the code below was written for CPU devices) */
-
 static _Thread_local bool tls_worker;       /* a stream worker (compute or comm) */
 static _Thread_local bool tls_failed;       /* LN_TASK_ALWAYS task on a failed stream */
 static _Thread_local char tls_failure[1024];
@@ -74,7 +72,7 @@ void ln_stream_init(ln_stream *s, int device, bool is_comm) {
   pthread_mutex_unlock(&report_lock);
 }
 
-static const char *stream_name(char *buf, size_t n, const device *d) {
+static const char *stream_name(char *buf, size_t n, const ln_stream *d) {
   char dev[32];
   snprintf(buf, n, "%s%s", ln_device_str(dev, sizeof dev, d->device), d->is_comm ? " comm stream" : "");
   return buf;
@@ -91,7 +89,7 @@ static const report *find_report(int64_t root) {
  * failed with ln_last_error(), for failure `cause` of another stream (0: by
  * itself). A task queued after cause was reported does not fail: its caller
  * was told, and the work it waited for is no concern of the new work. */
-static void record_failure(device *d, const char *op, int64_t cause) {
+static void record_failure(ln_stream *d, const char *op, int64_t cause) {
   int64_t seq = d->completed, clear_at = 0;
   bool reported = false;
   if (cause) {
@@ -119,7 +117,7 @@ static void report_failure(int64_t root) {
   r->root = root;
   int n = atomic_load(&nstreams);
   for (int i = 0; i < n; i++) {
-    device *s = streams[i];
+    ln_stream *s = streams[i];
     pthread_mutex_lock(&s->lock);
     r->mark[i] = s->submitted;
     if (s->has_error && s->err_root == root && !s->err_reported) {
@@ -142,13 +140,13 @@ void ln_stream_fail_from(int64_t root) { tls_cause = root; }
 
 /* with d->lock held: block until task seq-1 of d is done */
 /* with d->lock held: a waiter on done_cv for seq */
-static void want_shared(device *d, int64_t seq) {
+static void want_shared(ln_stream *d, int64_t seq) {
   if (seq < d->shared_wake_at) d->shared_wake_at = seq;
   if (seq < d->wake_at) d->wake_at = seq;
 }
 
 /* with d->lock held: block until task seq-1 of d is done */
-static void wait_locked(device *d, int64_t seq) {
+static void wait_locked(ln_stream *d, int64_t seq) {
   if (d->completed >= seq) return;
   ln_waiter *w = NULL;
   for (int i = 0; i < LN_STREAM_WAITERS && !w; i++)
@@ -172,7 +170,7 @@ static void wait_locked(device *d, int64_t seq) {
 /* with d->lock held, task completed-1 just done: wake the waiters it was
  * for, and note the next goal. The lock is dropped for the signals: a waiter
  * woken while the worker holds it would only sleep again on the mutex. */
-static void wake_waiters(device *d) {
+static void wake_waiters(ln_stream *d) {
   pthread_cond_t *wake[LN_STREAM_WAITERS];
   int nwake = 0;
   int64_t next = INT64_MAX;
@@ -197,7 +195,7 @@ static void wake_waiters(device *d) {
 }
 
 typedef struct {
-  device *d;
+  ln_stream *d;
   char name[16];
   void (*before_task)(void *);
   void *ctx;
@@ -206,7 +204,7 @@ typedef struct {
 static void *worker_main(void *arg) {
   worker_args wa = *(worker_args *)arg;
   free(arg);
-  device *d = wa.d;
+  ln_stream *d = wa.d;
   pthread_setname_np(pthread_self(), wa.name);   /* what top -H, perf and gdb show */
   tls_worker = true;
   pthread_mutex_lock(&d->lock);
@@ -247,9 +245,9 @@ int ln_stream_start(ln_stream *d, const char *name, void (*before_task)(void *),
   char dev[48];
   if (d->has_worker) return 0;
   if (!d->ring && !(d->ring = aligned_alloc(64, sizeof(task) * QUEUE_CAP)))
-    return ln_error("set_cpu_devices: out of memory for the stream of %s", stream_name(dev, sizeof dev, d));
+    return ln_error("out of memory for the stream of %s", stream_name(dev, sizeof dev, d));
   worker_args *wa = malloc(sizeof *wa);
-  if (!wa) return ln_error("set_cpu_devices: out of memory for the stream of %s", stream_name(dev, sizeof dev, d));
+  if (!wa) return ln_error("out of memory for the stream of %s", stream_name(dev, sizeof dev, d));
   wa->d = d;
   snprintf(wa->name, sizeof wa->name, "%s", name);
   wa->before_task = before_task;
@@ -268,7 +266,7 @@ int ln_stream_start(ln_stream *d, const char *name, void (*before_task)(void *),
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
     free(wa);
-    return ln_error("set_cpu_devices: cannot start the worker of %s", stream_name(dev, sizeof dev, d));
+    return ln_error("cannot start the worker of %s", stream_name(dev, sizeof dev, d));
   }
   d->has_worker = true;
   return 0;
@@ -286,7 +284,7 @@ void ln_stream_stop(ln_stream *d) {
 
 /* ---- launch, wait, events ---------------------------------------------------- */
 
-static int enqueue(device *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
+static int enqueue(ln_stream *d, const char *op, ln_task_fn fn, const void *args, size_t argsize,
                    const ln_tensor *const *keep, int nkeep, int flags, int64_t *seq) {
   pthread_mutex_lock(&d->lock);
   /* full: wait until half of it is done, not for one slot (see worker_main) */
@@ -388,7 +386,7 @@ int ln_stream_raise(ln_stream *const *ss, int n) {
  * fails too, naming the producer, as part of the producer's failure (*root;
  * *reported: raised in Lua already). A failure reported before this wait's
  * event was recorded is none of its business. */
-static int check_producer(const char *fn, device *p, int64_t seq, int64_t *root, bool *reported) {
+static int check_producer(const char *fn, ln_stream *p, int64_t seq, int64_t *root, bool *reported) {
   int rc = 0;
   pthread_mutex_lock(&p->lock);
   if (p->err_root && p->error_seq < seq && !(p->err_reported && seq > p->clear_at)) {
@@ -401,7 +399,7 @@ static int check_producer(const char *fn, device *p, int64_t seq, int64_t *root,
   return rc;
 }
 
-typedef struct { device *producer; int64_t seq; const char *fn; } wait_args;
+typedef struct { ln_stream *producer; int64_t seq; const char *fn; } wait_args;
 static int wait_task(void *p) {
   wait_args *a = p;
   ln_stream_wait(a->producer, a->seq);

@@ -82,9 +82,12 @@ static void before_task(void *ctx) {
 }
 
 static int start_worker(int i) {
-  char name[16];   /* what top -H, perf and gdb show for the thread */
+  char name[32];   /* what top -H, perf and gdb show for the thread (15 characters kept) */
   snprintf(name, sizeof name, "lunet cpu%d", i);
-  return ln_stream_start(&devices[i].compute, name, before_task, &devices[i].threads);
+  if (ln_stream_start(&devices[i].compute, name, before_task, &devices[i].threads) == 0) return 0;
+  char msg[512];   /* (ln_error must not read the buffer it writes) */
+  snprintf(msg, sizeof msg, "%s", ln_last_error());
+  return ln_error("set_cpu_devices: %s", msg);
 }
 
 static void share_cores(int n) {
@@ -211,7 +214,7 @@ ln_stream *ln_cpu_stream(int index, int which, bool start) {
   if (d->comm.has_worker || !start) return d->comm.has_worker ? &d->comm : NULL;
   if (!d->compute.has_worker)
     return ln_error_null("comm stream: cpu:%d runs inline and has no comm stream", index);
-  char name[16];
+  char name[32];
   snprintf(name, sizeof name, "lunet comm%d", index);
   pthread_mutex_lock(&config_lock);
   int rc = ln_stream_start(&d->comm, name, before_task, (void *)&comm_threads);

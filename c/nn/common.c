@@ -3,11 +3,7 @@
 #include "nn.h"
 #include <stdio.h>
 
-static const char *dev_name(char *buf, size_t n, int id) {
-  if (id >= LN_CUDA_BASE) snprintf(buf, n, "cuda:%d", id - LN_CUDA_BASE);
-  else snprintf(buf, n, "cpu:%d", id);
-  return buf;
-}
+static const char *dev_name(char *buf, size_t n, int id) { return ln_device_str(buf, n, id); }
 
 const char *nn_shape(char *buf, size_t n, const ln_tensor *t) {
   return ln_shape_str(buf, n, t->ndim, t->shape);
