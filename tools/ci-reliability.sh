@@ -8,7 +8,13 @@
 #     checkpoints every step): no errors and no definite/indirect/possible
 #     leaks beyond tools/valgrind.supp;
 #  3. the soak check (tools/soak.lua): resident set growth under 5% over
-#     5,000 training steps after a 5,000-step warm-up.
+#     5,000 training steps after a 5,000-step warm-up;
+#  4. the Lua-API fuzzer (tools/fuzz_api.lua) under the ASan+UBSan build
+#     (${LUNET_ASAN_BUILD:-build-asan}, built or brought up to date here): its
+#     corpus of past crashes (tools/corpus/api/) replayed, then random cases
+#     for FUZZ_API_SECONDS (default 45) from a seed that changes daily
+#     (FUZZ_API_SEED=S repeats a run); a crash, sanitizer report, hang,
+#     broken invariant or raw Lua error fails CI and prints the reproducer.
 # The specs (reliability, fault, badinput) run with the rest in make test /
 # make test-asan. Uses ${LUNET_BUILD:-build}/liblunet.so (built if missing).
 set -euo pipefail
@@ -66,5 +72,14 @@ echo "valgrind: 12 training steps (2 virtual devices, a checkpoint each step), n
 
 echo "== reliability: soak"
 timeout 300 luajit tools/soak.lua 5000 5 5000
+
+echo "== reliability: Lua-API fuzzer under ASan+UBSan"
+asan=${LUNET_ASAN_BUILD:-build-asan}
+make --no-print-directory BUILD="$asan" CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+  EXTRA_LDFLAGS="-fsanitize=address,undefined" -j2 all >/dev/null
+api_seed=${FUZZ_API_SEED:-$(( $(date -u +%s) / 86400 ))}
+api() { LUNET_LIB="$root/$asan/liblunet.so" LUNET_ASAN=1 FUZZ_TMP="$work" luajit tools/fuzz_api.lua "$@"; }
+api --replay --timeout 120
+api --seconds "${FUZZ_API_SECONDS:-45}" --seed "$api_seed" --strict --timeout 120 --corpus "$work/api_found"
 
 echo "== reliability: passed in $((SECONDS - start))s"

@@ -89,8 +89,8 @@ static void sel_range(void *ctx, int64_t b, int64_t e) {
 static int run_select(ln_index_args *a, int gather, const char *fn) {
   int64_t bad, size = a->a.shape[a->dim];
   if (check_indices(&a->index, size, &bad) != 0)
-    return ln_error("%s: index %lld is out of range for dim %d of size %lld (valid: 1..%lld)", fn,
-                    (long long)bad + 1, a->dim + 1, (long long)size, (long long)size);
+    return ln_error("%s: index %.0f is out of range for dim %d of size %lld (valid: 1..%lld)", fn,
+                    (double)bad + 1, a->dim + 1, (long long)size, (long long)size);  /* (bad may be INT64_MAX) */
   const ln_kview *o = &a->out;
   int64_t rows = 1, n = 1;
   for (int d = 0; d < o->ndim; d++) { n *= o->shape[d]; if (d < o->ndim - 1) rows *= o->shape[d]; }
@@ -145,8 +145,8 @@ int ln_cpu_scatter_add(void *p) {
   ln_index_args *a = p;
   int64_t bad, size = a->out.shape[a->dim];
   if (check_indices(&a->index, size, &bad) != 0)
-    return ln_error("scatter_add_: index %lld is out of range for dim %d of size %lld (valid: 1..%lld)",
-                    (long long)bad + 1, a->dim + 1, (long long)size, (long long)size);
+    return ln_error("scatter_add_: index %.0f is out of range for dim %d of size %lld (valid: 1..%lld)",
+                    (double)bad + 1, a->dim + 1, (long long)size, (long long)size);  /* (bad may be INT64_MAX) */
   sc_job j = {a, ln_dtype_size(a->out.dtype), ln_dtype_size(a->index.dtype), 0, {0}, {0}};
   int64_t nfib = 1, n = 1;
   for (int d = 0; d < a->index.ndim; d++) {

@@ -57,8 +57,9 @@ static void state_combine(const rctx *c, rstate *a, const rstate *b) {
   if (b->n == 0) return;
   if (a->n == 0) { *a = *b; return; }
   switch (c->op) {
-    case LN_RSUM: case LN_RMEAN: a->d += b->d; a->q += b->q; break;
-    case LN_RPROD: a->d *= b->d; a->q *= b->q; break;
+    /* integer sums and products wrap like int64 (as PyTorch's): in uint64, no signed overflow */
+    case LN_RSUM: case LN_RMEAN: a->d += b->d; a->q = (int64_t)((uint64_t)a->q + (uint64_t)b->q); break;
+    case LN_RPROD: a->d *= b->d; a->q = (int64_t)((uint64_t)a->q * (uint64_t)b->q); break;
     case LN_RMAX: case LN_RARGMAX: case LN_RMIN: case LN_RARGMIN: {
       bool mx = c->op == LN_RMAX || c->op == LN_RARGMAX, take;
       if (c->fl) {
@@ -196,12 +197,12 @@ static void state_combine(const rctx *c, rstate *a, const rstate *b) {
     if (n == 0) return;                                                                      \
     switch (c->op) {                                                                         \
       case LN_RSUM: {                                                                        \
-        int64_t acc = 0;                                                                     \
+        uint64_t acc = 0;  /* wraps like int64 */                                            \
         if (s == 1) {                                                                        \
           _Pragma("omp simd reduction(+:acc)")                                               \
-          for (int64_t k = 0; k < n; k++) acc += (int64_t)x[k];                              \
-        } else for (int64_t k = 0; k < n; k++) acc += (int64_t)x[k * s];                     \
-        st->q = acc; break;                                                                  \
+          for (int64_t k = 0; k < n; k++) acc += (uint64_t)(int64_t)x[k];                    \
+        } else for (int64_t k = 0; k < n; k++) acc += (uint64_t)(int64_t)x[k * s];           \
+        st->q = (int64_t)acc; break;                                                         \
       }                                                                                      \
       case LN_RPROD: {                                                                       \
         uint64_t acc = 1;  /* wraps like int64 */                                            \

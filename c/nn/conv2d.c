@@ -600,7 +600,7 @@ static size_t conv_plan(ln_conv2d_args *a, int nt, bool want_din, bool want_dw) 
   if (T > P) T = LN_MAX(P, 1);
   /* enough (image, tile) items to feed the threads */
   if (a->N * ((P + T - 1) / T) < nt && P > MIN_TILE) {
-    int64_t want = (nt + a->N - 1) / LN_MAX(a->N, 1);
+    int64_t want = LN_MAX((nt + a->N - 1) / LN_MAX(a->N, 1), 1);   /* (an empty batch: N = 0) */
     T = LN_MAX((int64_t)MIN_TILE, (P + want - 1) / want);
   }
   if (T < P && T > a->OW) T = T / a->OW * a->OW;   /* whole output rows when it can */

@@ -357,6 +357,11 @@ function Tensor.read(self)
   local src = readable(self)
   local t = src.p
   local n = tonumber(C.ln_numel(t))
+  -- (an expanded view may hold far more elements than its storage, and than
+  -- a Lua array can: ffi would fail with a raw 'size of C type' error)
+  if n * ffi.sizeof(ctypes[t.dtype_id]) > 2 ^ 30 then
+    error(('read: %.0f elements is too many to read into Lua (at most 1 GiB)'):format(n), 3)
+  end
   local buf = buf_types[t.dtype_id](math.max(n, 1))
   check(C.ln_tensor_read(t, buf), 3)
   return buf, n, t.dtype_id

@@ -161,6 +161,8 @@ local function int_dim(fn, dim)
   if type(dim) ~= 'number' or dim % 1 ~= 0 then
     error(('%s: dim must be an integer, got %s'):format(fn, tostring(dim)), 4)
   end
+  -- (the C side takes an int: a dim far out of range must not wrap to a valid one)
+  if dim < -9 or dim > 9 then error(('%s: dim %s out of range (tensors have at most 8 dims)'):format(fn, tostring(dim)), 4) end
   return dim
 end
 

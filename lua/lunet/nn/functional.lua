@@ -87,6 +87,12 @@ function F.pad(x, p)
     error('pad: padding must be a list {left, right[, top, bottom]} of numbers', 2)
   end
   local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
+  for _, v in ipairs({ l, r, t, b }) do
+    if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 or v > 2 ^ 31 then
+      error(('pad: padding must be integers in 0..2^31, got {%s, %s, %s, %s}'):format(
+        tostring(l), tostring(r), tostring(t), tostring(b)), 2)
+    end
+  end
   local s = x:size()
   local out = new(x, s[1], s[2], s[3] + t + b, s[4] + l + r)
   C.ln_fill_(out.p, 0)
