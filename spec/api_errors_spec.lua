@@ -70,23 +70,11 @@ local function call(f, pre, list)
   return pcall(f, unpack(args, 1, n))
 end
 
--- where one of the classes of issue 21 another engineer fixes still gives a
--- raw error, by message: an options argument that is not a table (the
--- unknown-options checks of every options table); re-checked after rebasing
-local others_msg = {
-  { "attempt to index local 'opts'", 'options that are not a table' },
-  { "has no member named 'stride'", 'options that are not a table (cdata)' },
-  { "has no member named 'padding'", 'options that are not a table (cdata)' },
-}
-local pending = {}
 
 -- nil when the outcome is fine, else what is wrong with it
 local function judge(ok, err, names, prefixed)
   if ok then return nil end
   if type(err) ~= 'string' then return 'error is a ' .. type(err) end
-  for _, o in ipairs(others_msg) do
-    if err:find(o[1], 1, true) then pending[o[2]] = (pending[o[2]] or 0) + 1; return nil end
-  end
   for _, r in ipairs(RAW) do
     if err:find(r, 1, true) then return 'raw Lua error: ' .. strip(err) end
   end
@@ -129,13 +117,6 @@ local function names_of(k)
   return base .. (alias[k] and ('|' .. alias[k]) or '')
 end
 
--- where one of the classes of issue 21 another engineer fixes still gives a
--- raw error, the case is named here and left out; re-checked after rebasing
--- (empty once their fixes are on main)
-local others = {
-  from_buffer = 'issue 21 class 3 (Lua-side buffers): a non-pointer buffer is a raw cannot-convert error',
-}
-
 describe('API errors: no raw Lua error from any public function', function()
   it('lunet.* (factories, devices, save/load, functional forms of every method)', function()
     local skip = {
@@ -164,7 +145,7 @@ describe('API errors: no raw Lua error from any public function', function()
     local bad, calls = {}, 0
     local dtype = lunet.get_default_dtype()
     for _, k in ipairs(list) do
-      if not others[k] then
+      do
         for _, args in ipairs(ARGS) do
           calls = calls + 1
           local ok, err = call(lunet[k], {}, args)
@@ -251,7 +232,7 @@ describe('API errors: no raw Lua error from any public function', function()
     local function callable(v)
       return type(v) == 'function' or (type(v) == 'table' and getmetatable(v) and getmetatable(v).__call)
     end
-    local skip = { DataLoader = 'its hostile options are the data engineer\'s (loader after close, options)' }
+    local skip = {}
     for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms }) do
       for k, v in pairs(m) do
         if callable(v) and not skip[k] and k:sub(1, 1) ~= '_' and k ~= 'functional' then
@@ -342,11 +323,3 @@ describe('API errors: no raw Lua error from any public function', function()
   end)
 end)
 
--- what is left to the other engineers' fixes (printed, not failed: re-checked
--- after rebasing onto their work)
-describe('API errors: classes left to other fixes', function()
-  it('lists them', function()
-    for k, n in pairs(pending) do print(('api_errors_spec: pending (another fix): %s, %d calls'):format(k, n)) end
-    for k, why in pairs(others) do print(('api_errors_spec: left out: %s: %s'):format(k, why)) end
-  end)
-end)
