@@ -113,7 +113,7 @@ describe('fault: SIGKILL during large checkpoint writes', function()
     local dir = tmpdir()
     local f = io.open(dir .. '/writer.lua', 'w'); f:write(WRITER_CHILD); f:close()
     math.randomseed(os.time() % 100000 + 1)
-    local landed, checks = 0, {}
+    local landed, checks, prev = 0, {}, nil
     for round = 1, 4 do
       local delay = 0.15 + 0.5 * math.random()
       local out, rc = sh(('timeout -s KILL %.3f luajit %s/writer.lua %s/big.ckpt'):format(delay, dir, dir))
@@ -122,12 +122,15 @@ describe('fault: SIGKILL during large checkpoint writes', function()
       for n in out:gmatch('(%d+)\n') do last = tonumber(n) end
       if io.open(dir .. '/big.ckpt', 'rb') then
         local st = checkpoint.load(dir .. '/big.ckpt')   -- raises on a torn or corrupt file
-        -- the step whose save returned last, or the one being written when killed (renamed, not yet printed)
-        assert.is_true(st.step == last or st.step == last + 1, ('step %d, last printed %d'):format(st.step, last))
+        -- the step whose save returned last, or the one being written when killed (renamed, not yet printed);
+        -- a round killed before its first rename (a slow start on a loaded machine) leaves the previous round's
+        assert.is_true(st.step == last or st.step == last + 1 or (last == 0 and st.step == prev),
+          ('step %d, last printed %d, previous round left %s'):format(st.step, last, tostring(prev)))
+        prev = st.step
         assert.equal(st.step, st.w:min():item())
         assert.equal(st.step, st.w:max():item())
         checks[#checks + 1] = ('%.2fs: step %d'):format(delay, st.step)
-        landed = landed + 1
+        if st.step == last or st.step == last + 1 then landed = landed + 1 end   -- this round's file
       end
     end
     assert.is_true(landed >= 2, table.concat(checks, ', '))
