@@ -9,7 +9,9 @@
 --   autograd/graph.lua     nodes, edges, saved tensors, broadcast reduction
 --   autograd/formulas.lua  the derivative of every op, one entry per op
 --   autograd/record.lua    the recording kinds that turn a formula into a method
---   autograd/engine.lua    leaves, hooks, accumulation, the backward walk
+--   autograd/leaves.lua    detach, requires_grad_, is_leaf, retain_grad
+--   autograd/hooks.lua     gradient hooks (register_hook, post-accumulate hooks)
+--   autograd/engine.lua    accumulation into .grad and the backward walk
 --   autograd/inplace.lua   in-place ops under autograd
 -- (lunet.anomaly adds anomaly mode through S.anomaly_hook.)
 
@@ -31,6 +33,8 @@ local A = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local formulas = require 'lunet.autograd.formulas'
 local kinds = require 'lunet.autograd.record'
+local leaves = require 'lunet.autograd.leaves'
+local hooks = require 'lunet.autograd.hooks'
 local engine = require 'lunet.autograd.engine'
 local inplace = require 'lunet.autograd.inplace'
 
@@ -61,6 +65,8 @@ local function install(Tensor)
     return permute(a, ...)
   end
   if Tensor.concat then Tensor.concat = Tensor.cat end
+  leaves.install(Tensor)
+  hooks.install(Tensor)
   engine.install(Tensor, raw)
   inplace.install(Tensor, raw)
 end

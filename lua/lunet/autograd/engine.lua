@@ -1,7 +1,7 @@
--- lunet.autograd.engine: leaves (detach, requires_grad_, retain_grad),
--- gradient hooks, accumulation into .grad, and backward: the graph walk
--- from one root (t:backward) or several (autograd.backward), each node run
--- once all its consumers have handed it their gradients.
+-- lunet.autograd.engine: accumulation into .grad, and backward: the graph
+-- walk from one root (t:backward) or several (autograd.backward), each node
+-- run once all its consumers have handed it their gradients (running their
+-- hooks, lunet.autograd.hooks, and anomaly mode's checks on the way).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
@@ -9,6 +9,7 @@ local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local C = core.C
 local wrap, record, is_tensor, same_shape = T.wrap, T.record, T.is_tensor, G.same_shape
+local run_hooks = require('lunet.autograd.hooks').run
 local table_new = require 'table.new'
 
 local E = {}
@@ -18,62 +19,6 @@ S.callbacks = S.callbacks or {}
 -- install(Tensor, raw): the methods on a Tensor table; raw holds its methods
 -- as they were before recording (accumulation adds with the plain add_)
 function E.install(Tensor, raw)
-  -- ---- leaves: detach, requires_grad_, retain_grad ----------------------------------------
-
-  function Tensor.detach(self) return wrap(C.ln_alias(self.p)) end
-  function Tensor.detach_(self)
-    self.p.grad_flag = 0
-    local r = record(self)
-    if r then r.grad_fn = nil end
-    return self
-  end
-  function Tensor.requires_grad_(self, on)
-    if on == nil then on = true end
-    local r = record(self)
-    if r and r.grad_fn and not on then
-      error('requires_grad_: cannot turn off requires_grad of a non-leaf tensor; use detach()', 2)
-    end
-    T.setters.requires_grad(self, on)
-    return self
-  end
-  function Tensor.is_leaf(self)
-    local r = record(self)
-    return not (r and r.grad_fn)
-  end
-  -- (the node holds self weakly: self's record holds the node, and a strong
-  -- reference back would keep both alive for good)
-  local weak_v = { __mode = 'v' }
-  function Tensor.retain_grad(self)
-    local r = record(self)
-    if r and r.grad_fn then r.grad_fn.retain = setmetatable({ self }, weak_v) end
-    return self
-  end
-
-  -- ---- backward -----------------------------------------------------------------------------
-
-  -- a hook's replacement must be a gradient of the tensor: a tensor of g's
-  -- shape, dtype and device (anything else was silently used, or failed far
-  -- from the hook)
-  local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
-  local function hook_result(r, g)
-    if not is_tensor(r) then
-      error(('a gradient hook returned a %s; expected a tensor or nil'):format(type(r)), 0)
-    end
-    if not same_shape(r, g) or r.p.dtype_id ~= g.p.dtype_id or r.p.device_id ~= g.p.device_id then
-      error(('a gradient hook returned a %s %s tensor on %s; the gradient it replaces is %s %s on %s'):format(
-        shape_str(r), r.dtype, r.device, shape_str(g), g.dtype, g.device), 0)
-    end
-    return r
-  end
-
-  local function run_hooks(hooks, g)
-    for i = 1, #hooks do
-      local r = hooks[i](g)
-      if r ~= nil then g = hook_result(r, g) end
-    end
-    return g
-  end
-
   -- fresh: g was made for this leaf alone (no other holder), so the leaf may keep it.
   -- Returns true when that same g (fresh, not a cast, move or reshape of it)
   -- was added into the leaf's existing .grad: the caller may then free it
@@ -98,53 +43,6 @@ function E.install(Tensor, raw)
     local post = rec.post_hooks
     if post then for i = 1, #post do post[i](x) end end
     return added
-  end
-
-  -- t:register_hook(fn): fn(grad) runs when t's gradient is computed (before
-  -- it is accumulated, for a leaf) and may return a replacement of the same
-  -- shape, dtype and device. Returns a handle with :remove().
-  -- A non-leaf's hooks go with its node once backward has run. A leaf's stay
-  -- until removed: a tensor is a cdata, which LuaJIT's collector cannot trace
-  -- into, so its hooks live in a table keyed by it (tensor.lua's records), and
-  -- a hook that captures its own tensor (or a module holding it) keeps both
-  -- alive until h:remove() (as a cdata finalizer that refers to its cdata).
-  -- The handle's remove (h.remove() or h:remove()) is made on first access:
-  -- creating a closure aborts the JIT trace of the caller, and DataParallel
-  -- registers a hook on every step without ever removing it.
-  local HookHandle = {}
-  function HookHandle.__index(h, k)
-    if k ~= 'remove' then return nil end
-    local list, fn = h.list, h.fn
-    local function remove()
-      for i = #list, 1, -1 do if list[i] == fn then table.remove(list, i) end end
-    end
-    rawset(h, 'remove', remove)
-    return remove
-  end
-
-  local function add_hook(list_owner, key, fn)
-    local list = list_owner[key]
-    if not list then list = {}; list_owner[key] = list end
-    list[#list + 1] = fn
-    return setmetatable({ list = list, fn = fn }, HookHandle)
-  end
-
-  function Tensor.register_hook(self, fn)
-    if type(fn) ~= 'function' then error('register_hook: expected a function', 2) end
-    if self.p.grad_flag == 0 then error("register_hook: tensor does not require grad", 2) end
-    local r = record(self, true)
-    if r.grad_fn then return add_hook(r.grad_fn, 'hooks', fn) end
-    return add_hook(r, 'hooks', fn)
-  end
-
-  -- t:register_post_accumulate_grad_hook(fn): for a leaf, fn(t) runs right
-  -- after t.grad has been updated (data parallelism starts a bucket's
-  -- all-reduce from here while backward goes on)
-  function Tensor.register_post_accumulate_grad_hook(self, fn)
-    if type(fn) ~= 'function' then error('register_post_accumulate_grad_hook: expected a function', 2) end
-    local r = record(self, true)
-    if r.grad_fn then error('register_post_accumulate_grad_hook: only for leaf tensors', 2) end
-    return add_hook(r, 'post_hooks', fn)
   end
 
   -- Gradients made inside a backward are freed as soon as the last node that
