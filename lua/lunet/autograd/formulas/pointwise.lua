@@ -1,0 +1,133 @@
+-- lunet.autograd.formulas.pointwise: pointwise ops: unary functions, clamp, the arithmetic of two operands
+-- (broadcasting, a number on either side), maximum/minimum, where.
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local S = require 'lunet.autograd.mode'
+local G = require 'lunet.autograd.graph'
+local C = core.C
+local wrap = T.wrap
+local sum_to, node, edge, attach, saved, needs, bshape =
+  G.sum_to, G.node, G.edge, G.attach, G.saved, G.needs, G.bshape
+
+return function(def, unary)
+  -- ---- elementwise ------------------------------------------------------------------------
+
+  unary('neg', function(n, g) return -g end)
+  unary('exp', function(n, g) return g * n.r end, 'out')
+  unary('log', function(n, g) return g / n.a end, 'in')
+  unary('sqrt', function(n, g) return g * 0.5 / n.r end, 'out')
+  unary('rsqrt', function(n, g) local r = n.r; return g * (r * r * r) * -0.5 end, 'out')
+  unary('tanh', function(n, g) local r = n.r; return g * (1 - r * r) end, 'out')
+  unary('sigmoid', function(n, g) local r = n.r; return g * (r * (1 - r)) end, 'out')
+  local has_relu_bw = pcall(function() return C.ln_relu_backward end)
+  unary('relu', function(n, g)
+    local r = n.r
+    if has_relu_bw then
+      local d = wrap(C.ln_empty(r.p.ndim, r.p.shape, r.p.dtype_id, r.p.device_id))
+      T.check(C.ln_relu_backward(d.p, g.p, r.p))
+      return d
+    end
+    return g * r:gt(0):to(g.dtype)
+  end, 'out')
+  unary('abs', function(n, g) return g * n.a:sign() end, 'in')
+  unary('sin', function(n, g) return g * n.a:cos() end, 'in')
+  unary('cos', function(n, g) return -g * n.a:sin() end, 'in')
+  unary('reciprocal', function(n, g) local r = n.r; return -g * (r * r) end, 'out')
+  unary('log1p', function(n, g) return g / (n.a + 1) end, 'in')
+  unary('expm1', function(n, g) return g * (n.r + 1) end, 'out')
+  unary('square', function(n, g) return g * n.a * 2 end, 'in')
+  unary('erf', function(n, g) local a = n.a; return g * (a * a):neg():exp() * (2 / math.sqrt(math.pi)) end, 'in')
+
+  -- clamp(lo, hi): the gradient passes where lo <= a <= hi
+  def('clamp', 'unary', { save_in = true, args = true, backward = function(n, g)
+    local a, m = n.a, nil
+    if n.x1 then m = a:ge(n.x1) end
+    if n.x2 then local h = a:le(n.x2); m = m and m:logical_and(h) or h end
+    if not m then return g end
+    return g * m:to(g.dtype)
+  end })
+
+  def('add', 'binary', { backward = function(n, g)
+    local ga, gb
+    if n[1] then ga = sum_to(g, n.sa) end
+    if n[2] then gb = sum_to(n.c and n.c ~= 1 and g * n.c or g, n.sb) end
+    return ga, gb
+  end })
+
+  def('sub', 'binary', { backward = function(n, g)
+    local ga, gb
+    if n[1] then ga = sum_to(g, n.sa) end
+    if n[2] then gb = sum_to(g * -(n.c or 1), n.sb) end
+    return ga, gb
+  end })
+
+  def('mul', 'binary', { save = true, backward = function(n, g)
+    local a, b, ga, gb = n.a, n.b, nil, nil
+    if n[1] then ga = sum_to(g * b, n.sa) end
+    if n[2] then gb = sum_to(g * a, n.sb) end
+    return ga, gb
+  end })
+
+  def('div', 'binary', { save = 'out', backward = function(n, g)
+    local a, b, ga, gb = n.a, n.b, nil, nil
+    if n[1] then ga = sum_to(g / b, n.sa) end
+    if n[2] then gb = sum_to(-(g * n.r) / b, n.sb) end
+    return ga, gb
+  end })
+
+  def('pow', 'binary', { save = 'out', backward = function(n, g)
+    local a, b, ga, gb = n.a, n.b, nil, nil
+    if n[1] then
+      if type(b) == 'number' then
+        if b == 0 then ga = g * 0 else ga = g * b * a:pow(b - 1) end
+      else
+        ga = sum_to(g * b * a:pow(b - 1), n.sa)
+      end
+    end
+    if n[2] then
+      local la = type(a) == 'number' and math.log(a) or a:log()
+      gb = sum_to(g * n.r * la, n.sb)
+    end
+    return ga, gb
+  end })
+
+  -- maximum/minimum: ties share the gradient evenly
+  local function minmax(name, cmp)
+    def(name, 'binary', { save = true, backward = function(n, g)
+      local a, b = n.a, n.b
+      local ga, gb
+      if type(b) == 'number' or type(a) == 'number' then
+        local t, s = a, b
+        if type(a) == 'number' then t, s = b, a end
+        local w = t[cmp](t, s):to(g.dtype) + t:eq(s):to(g.dtype) * 0.5
+        if type(a) == 'number' then gb = g * w else ga = g * w end
+        return ga, gb
+      end
+      local w = a[cmp](a, b):to(g.dtype) + a:eq(b):to(g.dtype) * 0.5
+      if n[1] then ga = sum_to(g * w, n.sa) end
+      if n[2] then gb = sum_to(g * (1 - w), n.sb) end
+      return ga, gb
+    end })
+  end
+  minmax('maximum', 'gt')
+  minmax('minimum', 'lt')
+
+  -- a:where(cond, b)
+  local function where_bw(n, g)
+    local cond, ga, gb = n.cond, nil, nil
+    local z = g * 0
+    if n[1] then ga = sum_to(S.raw.where(g, cond, z), n.sa) end
+    if n[2] then gb = sum_to(S.raw.where(z, cond, g), n.sb) end
+    return ga, gb
+  end
+  def('where', 'custom', { backward = where_bw, make = function(orig)
+    return function(a, cond, b)
+      if not S.grad_enabled or not (needs(a) or needs(b)) then return orig(a, cond, b) end
+      a, b = T.where_operands(a, cond, b)   -- (a Lua number beside: a 0-d tensor)
+      local r = orig(a, cond, b)
+      local n = node(where_bw, 'where', edge(a), edge(b))
+      n.cond, n.sa, n.sb = saved(cond), bshape(a, r), bshape(b, r)
+      return attach(r, n)
+    end
+  end })
+end
