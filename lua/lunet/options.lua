@@ -191,6 +191,24 @@ function M.one_of(fname, what, v, list)
 end
 M.REDUCTIONS = { 'none', 'mean', 'sum' }
 
+-- pair(fname, what, v, min): v is nil, an integer >= min or {h, w} of them
+-- (a layer's geometry, checked when it is built rather than at its first forward)
+function M.pair(fname, what, v, min)
+  if v == nil then return v end
+  local a, b = v, v
+  if type(v) == 'table' then a, b = v[1], v[2] end
+  local function int(x) return type(x) == 'number' and x % 1 == 0 and x >= min and x < math.huge end
+  if not (int(a) and int(b)) or type(v) == 'table' and #v ~= 2 then
+    local shown = type(v) == 'table' and ('{' .. table.concat((function()
+      local t = {}
+      for i = 1, #v do t[i] = tostring(v[i]) end
+      return t
+    end)(), ', ') .. '}') or tostring(v)
+    fail(fname, ('%s must be an integer >= %d or {h, w} of them, got %s'):format(what, min, shown))
+  end
+  return v
+end
+
 M.check_options = M.check
 M.suggest = suggest
 

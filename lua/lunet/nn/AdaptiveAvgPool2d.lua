@@ -10,6 +10,7 @@ local OPTS, POSITIONAL = { output_size = 'number|table' }, { 'output_size' }
 function AdaptiveAvgPool2d:__init(...)
   local o = options.check('nn.AdaptiveAvgPool2d', options.positional('nn.AdaptiveAvgPool2d', POSITIONAL, ...), OPTS)
   if o == nil or o.output_size == nil then options.fail('nn.AdaptiveAvgPool2d', 'expected output_size (a number or {h, w})') end
+  options.pair('nn.AdaptiveAvgPool2d', 'output_size', o.output_size, 1)
   self.output_size = o.output_size
 end
 

@@ -15,6 +15,9 @@ function AvgPool2d:__init(k, ...)
     options.fail('nn.AvgPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
   end
   local opts = options.check('nn.AvgPool2d', options.positional('nn.AvgPool2d', POSITIONAL, ...), OPTS) or {}
+  options.pair('nn.AvgPool2d', 'kernel_size', k, 1)
+  options.pair('nn.AvgPool2d', 'stride', opts.stride, 1)
+  options.pair('nn.AvgPool2d', 'padding', opts.padding, 0)
   self.kernel_size = k
   self.opts = { stride = opts.stride, padding = opts.padding, ceil_mode = opts.ceil_mode,
     count_include_pad = opts.count_include_pad }

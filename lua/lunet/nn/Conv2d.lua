@@ -28,6 +28,11 @@ function Conv2d:__init(cin, cout, k, ...)
   if cin % groups ~= 0 or cout % groups ~= 0 then
     error(('nn.Conv2d: in_channels %d and out_channels %d must be divisible by groups %d'):format(cin, cout, groups), 3)
   end
+  options.pair('nn.Conv2d', 'kernel_size', k, 1)
+  options.pair('nn.Conv2d', 'stride', opts.stride, 1)
+  options.pair('nn.Conv2d', 'dilation', opts.dilation, 1)
+  if opts.padding ~= 'same' and opts.padding ~= 'valid' then options.pair('nn.Conv2d', 'padding', opts.padding, 0) end
+  if opts.groups ~= nil then options.pair('nn.Conv2d', 'groups', opts.groups, 1) end
   local kh, kw = pair(k)
   self.in_channels, self.out_channels, self.kernel_size = cin, cout, { kh, kw }
   self.stride, self.padding, self.dilation, self.groups = opts.stride or 1, opts.padding or 0, opts.dilation or 1, groups

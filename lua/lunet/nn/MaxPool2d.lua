@@ -16,6 +16,10 @@ function MaxPool2d:__init(k, ...)
     options.fail('nn.MaxPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
   end
   local opts = options.check('nn.MaxPool2d', options.positional('nn.MaxPool2d', POSITIONAL, ...), OPTS) or {}
+  options.pair('nn.MaxPool2d', 'kernel_size', k, 1)
+  options.pair('nn.MaxPool2d', 'stride', opts.stride, 1)
+  options.pair('nn.MaxPool2d', 'padding', opts.padding, 0)
+  options.pair('nn.MaxPool2d', 'dilation', opts.dilation, 1)
   self.kernel_size = k
   self.opts = { stride = opts.stride, padding = opts.padding, dilation = opts.dilation, ceil_mode = opts.ceil_mode,
     return_indices = opts.return_indices }

@@ -207,7 +207,13 @@ class('LambdaLR', 'lr_lambda', function(self, o)
   end
   self.lr_lambdas = fs
 end, function(self)
-  return group_lrs(self, function(_, b, i) return b * self.lr_lambdas[i](self.last_epoch) end)
+  return group_lrs(self, function(_, b, i)
+    local f = self.lr_lambdas[i](self.last_epoch)
+    if type(f) ~= 'number' then
+      fail('LambdaLR', ('lr_lambda(%d) returned %s, expected a number'):format(self.last_epoch, tostring(f)))
+    end
+    return b * f
+  end)
 end)
 
 require('lunet.optim.one_cycle')(M, base, fail, sched_options)
