@@ -1,6 +1,7 @@
 -- Collectives over virtual CPU devices (the local backend): results against
 -- single-device references, compression tolerances, ordering on the streams,
--- argument errors, and aborting when a device failed earlier.
+-- argument errors, aborting when a device failed earlier, and process groups
+-- (groups of one world sharing its ranks; a Reducer per group).
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local C = lunet.C
@@ -531,6 +532,131 @@ describe('collectives (local backend)', function()
       assert.is_false(ok, c[3])
       assert.matches(c[3], err, 1, true)
     end
+  end)
+
+  -- raise every stored failure (each is raised once); their messages
+  local function drain()
+    local errs = {}
+    for _ = 1, 6 do
+      local ok, err = pcall(lunet.synchronize)
+      if ok then break end
+      errs[#errs + 1] = err
+    end
+    return table.concat(errs, '\n')
+  end
+
+  it('groups sharing one world (rendezvous): each calls with its own ranks\' tensors', function()
+    local A = lunet.comm.Communicator({'cpu:0', 'cpu:1'}, {world_size = 3, ranks = {1, 2}, rendezvous = 'spec-w1'})
+    local B = lunet.comm.Communicator({'cpu:2'}, {world_size = 3, ranks = {3}, rendezvous = 'spec-w1'})
+    assert.same({3, 2, 1}, {A:size(), A:local_size(), B:local_size()})
+    assert.same({{1, 2}, {3}}, {A:ranks(), B:ranks()})
+    assert.equal('Communicator(local: cpu:2; ranks 3 of 3)', tostring(B))
+    local ts, ref = make_inputs(3, 5000)
+    A:allreduce({ts[1], ts[2]})          -- queued: its ranks wait for rank 3
+    B:allreduce({ts[3]}, {op = 'sum'})
+    for k = 1, 3 do assert.same(ref:totable(), ts[k]:to('cpu:0'):totable()) end
+    -- async, then the other collectives, roots and peers as global ranks
+    local us, uref = make_inputs(3, 300)
+    B:allreduce({us[3]}, {op = 'avg', async = true})
+    A:allreduce({us[1], us[2]}, {op = 'avg', async = true})
+    A:wait(); B:wait()
+    local want = (uref / 3):totable()
+    for k = 1, 3 do
+      local got = us[k]:to('cpu:0'):totable()
+      for i = 1, #want do assert.is_true(math.abs(got[i] - want[i]) <= 1e-6, 'avg') end
+    end
+    local b = {lunet.full({4}, 1, {device = 'cpu:0'}), lunet.full({4}, 2, {device = 'cpu:1'}), lunet.full({4}, 3, {device = 'cpu:2'})}
+    A:broadcast({b[1], b[2]}, {root = 3})
+    B:broadcast({b[3]}, {root = 'cpu:2'})
+    for k = 1, 3 do assert.same({3, 3, 3, 3}, b[k]:totable()) end
+    local ins = {}
+    for k = 1, 3 do ins[k] = lunet.arange(6, {dtype = 'float32', device = 'cpu:' .. (k - 1)}) + k end
+    local ga = A:allgather({ins[1], ins[2]})
+    local gb = B:allgather({ins[3]})
+    local all = {}
+    for k = 1, 3 do for i = 0, 5 do all[#all + 1] = i + k end end
+    assert.same(all, ga[1]:totable()); assert.same(all, ga[2]:totable()); assert.same(all, gb[1]:totable())
+    local ra = A:reduce_scatter({ins[1], ins[2]})
+    local rb = B:reduce_scatter({ins[3]})
+    assert.same({6, 9}, ra[1]:totable()); assert.same({12, 15}, ra[2]:totable()); assert.same({18, 21}, rb[1]:totable())
+    -- point to point across groups
+    B:send(lunet.full({3}, 7, {device = 'cpu:2'}), 1)
+    local got = A:recv(lunet.zeros(3), 3)
+    A:send(got * 2, 3)
+    assert.same({14, 14, 14}, B:recv(lunet.zeros(3, {device = 'cpu:2'}), 1):totable())
+    A:barrier(); B:barrier()
+    lunet.synchronize()
+  end)
+
+  it('groups sharing one world: a mismatched call or a freed group is an error, not a hang', function()
+    local A = lunet.comm.Communicator({'cpu:0'}, {world_size = 2, ranks = {1}, rendezvous = 'spec-w2'})
+    local B = lunet.comm.Communicator({'cpu:1'}, {world_size = 2, ranks = {2}, rendezvous = 'spec-w2'})
+    local a, b = lunet.ones(8), lunet.ones(8, {device = 'cpu:1'})
+    A:allreduce({a})
+    local ok, err = pcall(B.allgather, B, {b})
+    assert.is_false(ok)
+    assert.matches('collective #0 of world \'spec-w2\' is a allreduce of 8 float32 elements', err, 1, true)
+    assert.matches('every group must make the same calls in the same order', drain(), 1, true)   -- A's rank aborted
+    assert.same(lunet.ones(8):totable(), a:totable())
+    -- both go on with their next call
+    A:allreduce({a}); B:allreduce({b})
+    assert.same({2, 2, 2, 2, 2, 2, 2, 2}, b:totable())
+    -- a group freed while another waits in a collective: the waiter aborts
+    A:allreduce({a})
+    B = nil
+    collectgarbage(); collectgarbage()
+    assert.matches('left (their group was freed) before joining it', drain(), 1, true)
+    ok, err = pcall(A.allreduce, A, {a})
+    assert.is_false(ok)
+    assert.matches("allreduce: a group of world 'spec-w2' was freed", err, 1, true)
+    -- configuration errors
+    local cases = {
+      {{'cpu:3'}, {world_size = 3, ranks = {1}, rendezvous = 'spec-w2'}, "world 'spec-w2' has 2 ranks, this group says 3"},
+      {{'cpu:3'}, {world_size = 2, ranks = {2}, rendezvous = 'spec-w2'}, "a group of world 'spec-w2' was freed"},
+    }
+    local C1 = lunet.comm.Communicator({'cpu:0'}, {world_size = 2, ranks = {1}, rendezvous = 'spec-w3'})
+    cases[#cases + 1] = {{'cpu:1'}, {world_size = 2, ranks = {1}, rendezvous = 'spec-w3'}, "rank 0 of world 'spec-w3' is held by another group"}
+    cases[#cases + 1] = {{'cpu:0'}, {world_size = 2, ranks = {2}, rendezvous = 'spec-w3'}, "cpu:0 holds rank 0 of world 'spec-w3' already"}
+    for _, c in ipairs(cases) do
+      local ok2, err2 = pcall(lunet.comm.Communicator, c[1], c[2])
+      assert.is_false(ok2, c[3])
+      assert.matches(c[3], err2, 1, true)
+    end
+    assert.equal(1, C1:local_size())
+  end)
+
+  it('a Reducer per group: two "processes" of one replica each average their gradients (as DistributedDataParallel)', function()
+    local function run()
+      lunet.manual_seed(5)
+      local nn = lunet.nn
+      local function model() return nn.Sequential { nn.Conv2d(3, 4, 3, {padding = 1}), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5) } end
+      local ref = model()
+      local reps = {ref:clone():to('cpu:1'), ref:clone():to('cpu:2')}
+      local reducers = {}
+      for k = 1, 2 do
+        local g = lunet.comm.Communicator({'cpu:' .. k}, {world_size = 2, ranks = {k}, rendezvous = 'spec-ddp'})
+        reducers[k] = lunet.parallel.Reducer({reps[k]:parameters()}, g, {bucket_mb = 0.0005})
+      end
+      local crit = nn.CrossEntropyLoss()
+      local xs, ys = {lunet.randn(4, 3, 6, 6), lunet.randn(5, 3, 6, 6)}, {lunet.randint(1, 6, {4}), lunet.randint(1, 6, {5})}
+      for k = 1, 2 do   -- each "process": its forward and backward; the host never waits in between
+        reducers[k]:prepare(true, 1)
+        crit(reps[k](xs[k]:to('cpu:' .. k)), ys[k]:to('cpu:' .. k)):backward()
+      end
+      assert.is_true(#reducers[1].buckets >= 2, 'buckets ' .. #reducers[1].buckets)
+      local both = (crit(ref(xs[1]), ys[1]) + crit(ref(xs[2]), ys[2])) * 0.5
+      both:backward()
+      local p1, p2, pr = reps[1]:parameters(), reps[2]:parameters(), ref:parameters()
+      for i = 1, #pr do
+        assert.is_true(p1[i].grad:to('cpu:0'):eq(p2[i].grad:to('cpu:0')):all():item(), 'grad ' .. i .. ' differs')
+        local d = (p1[i].grad:to('cpu:0') - pr[i].grad):abs():max():item()
+        assert.is_true(d <= 1e-5 * (1 + pr[i].grad:abs():max():item()), 'grad ' .. i .. ': ' .. d)
+      end
+    end
+    run()
+    -- (the models, their autograd records and buckets: gone before the next spec counts memory)
+    jit.flush()
+    for _ = 1, 4 do collectgarbage() end
   end)
 
   it('rejects bad arguments at the call with clear messages', function()

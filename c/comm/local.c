@@ -58,7 +58,7 @@ enum { BLK = 2048, GRAIN = 32768 };
 
 typedef struct coll {
   atomic_int refs;
-  ln_comm *cm;                          /* held: its meeting statistics */
+  ln_comm *cms[LN_COMM_MAX_RANKS];      /* the group of each rank that joined (held: meeting statistics) */
   int kind, op, wire, dtype, n, root;
   int64_t numel;                        /* per-rank elements (in place) or chunk m */
   bool nt;                              /* non-temporal stores (buffers beyond the cache) */
@@ -82,7 +82,7 @@ static void coll_release(coll *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
-  ln_comm_release(c->cm);
+  for (int r = 0; r < c->n; r++) ln_comm_release(c->cms[r]);
   free(c);
 }
 
@@ -177,11 +177,11 @@ static int coll_barrier_then(coll *c, int r, void (*last)(coll *, void *), void 
       pthread_mutex_unlock(&c->mu);
       if (spin_until_passed(c, g, SPIN_S)) return 0;
       if (wait_peers_near(c, r) && spin_until_passed(c, g, NEAR_SPIN_S)) {
-        atomic_fetch_add(&c->cm->met_awake, 1);
+        atomic_fetch_add(&c->cms[r]->met_awake, 1);
         return 0;
       }
       pthread_mutex_lock(&c->mu);
-      if (g == c->gen && !c->aborted) atomic_fetch_add(&c->cm->met_slept, 1);
+      if (g == c->gen && !c->aborted) atomic_fetch_add(&c->cms[r]->met_slept, 1);
       while (g == c->gen && !c->aborted) pthread_cond_wait(&c->cv, &c->mu);
     }
     passed = g != c->gen;
@@ -427,7 +427,13 @@ static void reduce_run(coll *c, reduce_ctx *rc, int64_t len) {
   ln_parallel_for(len, GRAIN, c->dtype == LN_FLOAT64 ? reduce_f64 : reduce_f32, rc);
 }
 
-static void reduce_all(coll *c, void *rc) { reduce_run(c, rc, c->numel); }
+/* (the buffers are read from c once every rank is at the barrier: a rank of
+ * another group of the world may join after this rank's task started) */
+static void reduce_all(coll *c, void *p) {
+  reduce_ctx *rc = p;
+  for (int k = 0; k < c->n; k++) rc->src[k] = rc->dst[k] = c->in[k];
+  reduce_run(c, rc, c->numel);
+}
 
 /* Up to this many bytes over all ranks, an allreduce is done by the last rank
  * to arrive, alone, inside one barrier: one thread wake-up (tens of
@@ -438,13 +444,10 @@ enum { SMALL_ALLREDUCE_BYTES = 64 << 10 };
 static int run_allreduce(coll *c, int r) {
   int n = c->n, es = ln_dtype_size(c->dtype);
   reduce_ctx rc = {n, c->op, c->dtype, c->wire, n, c->wire >= 0, c->nt, {0}, {0}};
-  if (c->numel * es * n <= SMALL_ALLREDUCE_BYTES) {
-    for (int k = 0; k < n; k++) rc.src[k] = rc.dst[k] = c->in[k];
-    return coll_barrier_then(c, r, reduce_all, &rc);
-  }
+  if (c->numel * es * n <= SMALL_ALLREDUCE_BYTES) return coll_barrier_then(c, r, reduce_all, &rc);
   int64_t lo = chunk_lo(c->numel, r, n), hi = chunk_lo(c->numel, r + 1, n);
-  for (int k = 0; k < n; k++) rc.src[k] = rc.dst[k] = c->in[k] + lo * es;
   if (coll_barrier(c, r) != 0) return -1;
+  for (int k = 0; k < n; k++) rc.src[k] = rc.dst[k] = c->in[k] + lo * es;
   reduce_run(c, &rc, hi - lo);
   return coll_barrier(c, r);
 }
@@ -453,8 +456,8 @@ static int run_reduce_scatter(coll *c, int r) {
   int n = c->n, es = ln_dtype_size(c->dtype);
   int64_t m = c->numel;
   reduce_ctx rc = {n, c->op, c->dtype, c->wire, 1, false, c->nt, {0}, {c->out[r]}};
-  for (int k = 0; k < n; k++) rc.src[k] = c->in[k] + m * r * es;
   if (coll_barrier(c, r) != 0) return -1;
+  for (int k = 0; k < n; k++) rc.src[k] = c->in[k] + m * r * es;
   reduce_run(c, &rc, m);
   return coll_barrier(c, r);
 }
@@ -494,111 +497,20 @@ static int coll_task(void *p) {
   return rc;
 }
 
-/* ---- enqueueing ------------------------------------------------------------------- */
-
-static coll *coll_new(ln_comm *cm, int kind, int op, int wire, int dtype, int64_t numel) {
-  coll *c = calloc(1, sizeof *c);
-  if (!c) return ln_error_null("%s: out of host memory", kind_names[kind]);
-  c->kind = kind; c->op = op; c->wire = wire; c->dtype = dtype; c->n = cm->nlocal; c->numel = numel;
-  /* Non-temporal stores only where the destination was not just read: the
-   * output of reduce_scatter. An in-place allreduce has every line it writes
-   * in cache already (it read it a moment before), so plain stores cost no
-   * read-for-ownership, and measured, streaming over those lines was slower
-   * (bench/comm.lua, 256 MB: 56-84% of the 2-worker copy roofline with
-   * non-temporal stores, 93-103% without). */
-  c->nt = kind == K_REDUCE_SCATTER && numel * ln_dtype_size(dtype) * cm->nlocal * cm->nlocal > nt_threshold();
-  for (int i = 0; i < cm->nlocal; i++) c->devices[i] = cm->devices[i];
-  pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, NULL);
-  for (int i = 0; i < cm->nlocal; i++) atomic_store(&c->seq[i], -1);
-  atomic_store(&c->refs, cm->nlocal);
-  ln_comm_retain(cm);
-  c->cm = cm;
-  return c;
-}
-
-/* Enqueue rank r's task on each device (on its comm stream, after the
- * compute stream's work so far, when `comm`); keep[r] holds its tensors. */
-static int coll_launch_on(coll *c, ln_tensor *const *a, ln_tensor *const *b, bool comm) {
-  /* the queued tasks may run and drop their references at once: this call
-   * holds one of its own until it has written each rank's position */
-  int n = c->n, kind = c->kind;
-  atomic_fetch_add(&c->refs, 1);
-  for (int r = 0; r < n; r++) {
-    coll_args args = {c, r};
-    const ln_tensor *keep[2] = {a ? a[r] : NULL, b ? b[r] : NULL};
-    int dev = c->devices[r];
-    int64_t seq = -1;
-    int rc = comm ? ln_comm_stream_wait_compute(dev) : 0;
-    if (rc == 0)
-      rc = comm ? ln_launch_comm(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS)
-                : ln_launch_seq(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS, &seq);
-    if (rc != 0) {
-      /* ranks before r are queued (and hold references, so c lives): abort
-       * them, then drop the references of the ranks not queued */
-      char why[800];
-      snprintf(why, sizeof why, "could not enqueue rank %d (cpu:%d): %s", r, dev, ln_last_error());
-      coll_abort(c, why);
-      for (int k = r; k < n; k++) coll_release(c);
-      coll_release(c);
-      return ln_error("%s: %s", kind_names[kind], why);
-    }
-    atomic_store(&c->seq[r], seq);
-  }
-  coll_release(c);
-  return 0;
-}
-
-static int coll_launch(coll *c, ln_tensor *const *a, ln_tensor *const *b) {
-  return coll_launch_on(c, a, b, false);
-}
-
-static int local_allreduce(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
-  coll *c = coll_new(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]));
-  if (!c) return -1;
-  for (int i = 0; i < cm->nlocal; i++) c->in[i] = ln_data_ptr(ts[i]);
-  return coll_launch(c, ts, NULL);
-}
-
-/* on the comm streams; the single inline device has none: the plain path */
-static int local_allreduce_async(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
-  for (int i = 0; i < cm->nlocal; i++)
-    if (!ln_device_has_comm_stream(cm->devices[i])) return local_allreduce(cm, ts, op, wire);
-  coll *c = coll_new(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]));
-  if (!c) return -1;
-  for (int i = 0; i < cm->nlocal; i++) c->in[i] = ln_data_ptr(ts[i]);
-  return coll_launch_on(c, ts, NULL, true);
-}
-
-static int local_broadcast(ln_comm *cm, ln_tensor *const *ts, int root) {
-  coll *c = coll_new(cm, K_BROADCAST, 0, -1, ts[0]->dtype_id, ln_numel(ts[0]));
-  if (!c) return -1;
-  c->root = root;
-  for (int i = 0; i < cm->nlocal; i++) c->in[i] = ln_data_ptr(ts[i]);
-  return coll_launch(c, ts, NULL);
-}
-
-static int local_reduce_scatter(ln_comm *cm, ln_tensor *const *out, ln_tensor *const *in, int op, int wire) {
-  coll *c = coll_new(cm, K_REDUCE_SCATTER, op, wire, in[0]->dtype_id, ln_numel(out[0]));
-  if (!c) return -1;
-  for (int i = 0; i < cm->nlocal; i++) { c->in[i] = ln_data_ptr(in[i]); c->out[i] = ln_data_ptr(out[i]); }
-  return coll_launch(c, out, in);
-}
-
-static int local_allgather(ln_comm *cm, ln_tensor *const *out, ln_tensor *const *in) {
-  coll *c = coll_new(cm, K_ALLGATHER, 0, -1, in[0]->dtype_id, ln_numel(in[0]));
-  if (!c) return -1;
-  for (int i = 0; i < cm->nlocal; i++) { c->in[i] = ln_data_ptr(in[i]); c->out[i] = ln_data_ptr(out[i]); }
-  return coll_launch(c, out, in);
-}
-
-static int local_barrier(ln_comm *cm) {
-  coll *c = coll_new(cm, K_BARRIER, 0, -1, LN_FLOAT32, 0);
-  if (!c) return -1;
-  return coll_launch(c, NULL, NULL);
-}
-
-/* ---- send / recv ------------------------------------------------------------------- */
+/* ---- worlds: the groups that meet ----------------------------------------------------
+ * Every local group belongs to a world of `size` ranks: a private one (no
+ * rendezvous name: the group holds every rank, as before process groups), or
+ * one shared by the groups of this process made with the same rendezvous
+ * name, each holding some of its ranks (pipeline stages; specs that play
+ * several processes in one). A collective is the k-th call of each group:
+ * the first group to make its k-th call creates the shared state, the others
+ * join it; kind, op, wire, dtype, size and root must agree (a mismatch is an
+ * error at the call and aborts the collective for the ranks already in it,
+ * instead of a hang), and it runs once every rank has joined. Once a group
+ * of a shared world is freed the world takes no more collectives (its
+ * pending ones abort). Sends and receives queue per (src, dst) pair of
+ * global ranks. One mutex guards every world (taken per call, never by the
+ * device workers). */
 
 typedef struct msg {
   atomic_int refs;
@@ -614,9 +526,6 @@ typedef struct msg {
   struct msg *next;
 } msg;
 
-typedef struct { msg **head, **tail; } local_impl;   /* n*n queues, [src*n + dst] */
-typedef struct { msg *m; char *data; } msg_args;
-
 static void msg_release(msg *m) {
   if (atomic_fetch_sub(&m->refs, 1) != 1) return;
   ln_storage_release(m->stage);
@@ -624,6 +533,195 @@ static void msg_release(msg *m) {
   pthread_cond_destroy(&m->cv);
   free(m);
 }
+
+typedef struct pending { int64_t seq; coll *c; int joined; struct pending *next; } pending;
+
+typedef struct lworld {
+  char name[128];                        /* "" for a private world */
+  int size, ngroups;
+  bool left;                             /* a group was freed: no more collectives */
+  ln_comm *holder[LN_COMM_MAX_RANKS];    /* the group of each rank (NULL: none yet, or left) */
+  int devices[LN_COMM_MAX_RANKS];
+  pending *pend;                         /* collectives some ranks have not joined yet */
+  msg **head, **tail;                    /* size*size queues, [src*size + dst] */
+  struct lworld *next;
+} lworld;
+
+typedef struct { lworld *w; int64_t ncoll; } local_impl;   /* a group: its world, collectives called */
+
+static pthread_mutex_t worlds_mu = PTHREAD_MUTEX_INITIALIZER;
+static lworld *worlds;                   /* the named ones */
+
+static const char *world_name(const lworld *w) { return w->name[0] ? w->name : "(private)"; }
+
+/* ---- enqueueing ------------------------------------------------------------------- */
+
+static coll *coll_new(int n, int kind, int op, int wire, int dtype, int64_t numel, int root) {
+  coll *c = calloc(1, sizeof *c);
+  if (!c) return ln_error_null("%s: out of host memory", kind_names[kind]);
+  c->kind = kind; c->op = op; c->wire = wire; c->dtype = dtype; c->n = n; c->numel = numel; c->root = root;
+  /* Non-temporal stores only where the destination was not just read: the
+   * output of reduce_scatter. An in-place allreduce has every line it writes
+   * in cache already (it read it a moment before), so plain stores cost no
+   * read-for-ownership, and measured, streaming over those lines was slower
+   * (bench/comm.lua, 256 MB: 56-84% of the 2-worker copy roofline with
+   * non-temporal stores, 93-103% without). */
+  c->nt = kind == K_REDUCE_SCATTER && numel * ln_dtype_size(dtype) * n * n > nt_threshold();
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  for (int i = 0; i < n; i++) atomic_store(&c->seq[i], -1);
+  atomic_store(&c->refs, n);   /* one per rank's task (or a rank that never comes) */
+  return c;
+}
+
+/* cm's next collective: the world's shared state, joined by cm's ranks (NULL
+ * on an error). The caller fills its ranks' buffers and launches them. */
+static coll *coll_join(ln_comm *cm, int kind, int op, int wire, int dtype, int64_t numel, int root) {
+  local_impl *li = cm->impl;
+  lworld *w = li->w;
+  coll *drop = NULL;   /* a mismatched collective: released after the lock */
+  pthread_mutex_lock(&worlds_mu);
+  if (w->left) {
+    pthread_mutex_unlock(&worlds_mu);
+    return ln_error_null("%s: a group of world '%s' was freed: its ranks are gone", kind_names[kind], w->name);
+  }
+  pending *p = NULL, **pp = &w->pend;
+  while (*pp && (*pp)->seq != li->ncoll) pp = &(*pp)->next;
+  p = *pp;
+  coll *c = NULL;
+  if (!p) {
+    c = coll_new(w->size, kind, op, wire, dtype, numel, root);
+    if (c && cm->nlocal < w->size) {
+      p = calloc(1, sizeof *p);
+      if (!p) { free(c); c = ln_error_null("%s: out of host memory", kind_names[kind]); }
+      else { p->seq = li->ncoll; p->c = c; *pp = p; }
+    }
+    if (!c) { pthread_mutex_unlock(&worlds_mu); return NULL; }
+  } else {
+    c = p->c;
+    if (c->kind != kind || c->op != op || c->wire != wire || c->dtype != dtype || c->numel != numel ||
+        c->root != root) {
+      char why[400];
+      snprintf(why, sizeof why, "collective #%lld of world '%s' is a %s of %lld %s elements (op %d, root %d) "
+               "in one group and a %s of %lld %s elements (op %d, root %d) in another: every group must "
+               "make the same calls in the same order", (long long)li->ncoll, world_name(w), kind_names[c->kind],
+               (long long)c->numel, ln_dtype_name(c->dtype), c->op, c->root, kind_names[kind], (long long)numel,
+               ln_dtype_name(dtype), op, root);
+      coll_abort(c, why);
+      ln_error("%s: %s", kind_names[kind], why);
+      drop = c;
+      c = NULL;
+    }
+  }
+  li->ncoll++;
+  if (c) {
+    for (int i = 0; i < cm->nlocal; i++) {
+      c->devices[cm->ranks[i]] = cm->devices[i];
+      c->cms[cm->ranks[i]] = cm;
+      ln_comm_retain(cm);
+    }
+  }
+  if (p) {
+    p->joined += cm->nlocal;
+    if (p->joined == w->size) { *pp = p->next; free(p); }
+  }
+  pthread_mutex_unlock(&worlds_mu);
+  if (drop) {   /* the ranks of this group never come */
+    for (int i = 0; i < cm->nlocal; i++) coll_release(drop);
+  }
+  return c;
+}
+
+/* Enqueue the task of each of cm's ranks on its device (on its comm stream,
+ * after the compute stream's work so far, when `comm`); keep holds a[i], b[i]. */
+static int coll_launch_on(coll *c, ln_comm *cm, ln_tensor *const *a, ln_tensor *const *b, bool comm) {
+  /* the queued tasks may run and drop their references at once: this call
+   * holds one of its own until it has written each rank's position */
+  int n = cm->nlocal, kind = c->kind;
+  atomic_fetch_add(&c->refs, 1);
+  for (int i = 0; i < n; i++) {
+    int r = cm->ranks[i];
+    coll_args args = {c, r};
+    const ln_tensor *keep[2] = {a ? a[i] : NULL, b ? b[i] : NULL};
+    int dev = cm->devices[i];
+    int64_t seq = -1;
+    int rc = comm ? ln_comm_stream_wait_compute(dev) : 0;
+    if (rc == 0)
+      rc = comm ? ln_launch_comm(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS)
+                : ln_launch_seq(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS, &seq);
+    if (rc != 0) {
+      /* ranks before r are queued (and hold references, so c lives): abort
+       * them, then drop the references of the ranks not queued */
+      char why[800];
+      snprintf(why, sizeof why, "could not enqueue rank %d (cpu:%d): %s", r, dev, ln_last_error());
+      coll_abort(c, why);
+      for (int k = i; k < n; k++) coll_release(c);
+      coll_release(c);
+      return ln_error("%s: %s", kind_names[kind], why);
+    }
+    atomic_store(&c->seq[r], seq);
+  }
+  coll_release(c);
+  return 0;
+}
+
+static int coll_launch(coll *c, ln_comm *cm, ln_tensor *const *a, ln_tensor *const *b) {
+  return coll_launch_on(c, cm, a, b, false);
+}
+
+static int local_allreduce(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
+  coll *c = coll_join(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]), 0);
+  if (!c) return -1;
+  for (int i = 0; i < cm->nlocal; i++) c->in[cm->ranks[i]] = ln_data_ptr(ts[i]);
+  return coll_launch(c, cm, ts, NULL);
+}
+
+/* on the comm streams; the single inline device has none: the plain path */
+static int local_allreduce_async(ln_comm *cm, ln_tensor *const *ts, int op, int wire) {
+  for (int i = 0; i < cm->nlocal; i++)
+    if (!ln_device_has_comm_stream(cm->devices[i])) return local_allreduce(cm, ts, op, wire);
+  coll *c = coll_join(cm, K_ALLREDUCE, op, wire, ts[0]->dtype_id, ln_numel(ts[0]), 0);
+  if (!c) return -1;
+  for (int i = 0; i < cm->nlocal; i++) c->in[cm->ranks[i]] = ln_data_ptr(ts[i]);
+  return coll_launch_on(c, cm, ts, NULL, true);
+}
+
+static int local_broadcast(ln_comm *cm, ln_tensor *const *ts, int root) {
+  coll *c = coll_join(cm, K_BROADCAST, 0, -1, ts[0]->dtype_id, ln_numel(ts[0]), root);
+  if (!c) return -1;
+  for (int i = 0; i < cm->nlocal; i++) c->in[cm->ranks[i]] = ln_data_ptr(ts[i]);
+  return coll_launch(c, cm, ts, NULL);
+}
+
+static int local_reduce_scatter(ln_comm *cm, ln_tensor *const *out, ln_tensor *const *in, int op, int wire) {
+  coll *c = coll_join(cm, K_REDUCE_SCATTER, op, wire, in[0]->dtype_id, ln_numel(out[0]), 0);
+  if (!c) return -1;
+  for (int i = 0; i < cm->nlocal; i++) {
+    c->in[cm->ranks[i]] = ln_data_ptr(in[i]);
+    c->out[cm->ranks[i]] = ln_data_ptr(out[i]);
+  }
+  return coll_launch(c, cm, out, in);
+}
+
+static int local_allgather(ln_comm *cm, ln_tensor *const *out, ln_tensor *const *in) {
+  coll *c = coll_join(cm, K_ALLGATHER, 0, -1, in[0]->dtype_id, ln_numel(in[0]), 0);
+  if (!c) return -1;
+  for (int i = 0; i < cm->nlocal; i++) {
+    c->in[cm->ranks[i]] = ln_data_ptr(in[i]);
+    c->out[cm->ranks[i]] = ln_data_ptr(out[i]);
+  }
+  return coll_launch(c, cm, out, in);
+}
+
+static int local_barrier(ln_comm *cm) {
+  coll *c = coll_join(cm, K_BARRIER, 0, -1, LN_FLOAT32, 0, 0);
+  if (!c) return -1;
+  return coll_launch(c, cm, NULL, NULL);
+}
+
+/* ---- send / recv ------------------------------------------------------------------- */
+
+typedef struct { msg *m; char *data; } msg_args;
 
 static void msg_set(msg *m, int state, const char *why) {
   pthread_mutex_lock(&m->mu);
@@ -664,19 +762,20 @@ static int recv_task(void *p) {
   return rc;
 }
 
-static int local_send(ln_comm *cm, const ln_tensor *t, int rank, int dst) {
-  local_impl *li = cm->impl;
+static int local_send(ln_comm *cm, const ln_tensor *t, int local, int dst) {
+  lworld *w = ((local_impl *)cm->impl)->w;
+  int rank = cm->ranks[local], dev = cm->devices[local];
   msg *m = calloc(1, sizeof *m);
   if (!m) return ln_error("send: out of host memory");
   m->numel = ln_numel(t);
   m->dtype = t->dtype_id;
   m->nbytes = (size_t)m->numel * ln_dtype_size(t->dtype_id);
   m->src_rank = rank;
-  m->src_dev = cm->devices[rank];
+  m->src_dev = dev;
   pthread_mutex_init(&m->mu, NULL);
   pthread_cond_init(&m->cv, NULL);
   atomic_store(&m->refs, 2);         /* the queue (then the recv task) and the send task */
-  m->stage = ln_storage_new(cm->devices[rank], m->nbytes);
+  m->stage = ln_storage_new(dev, m->nbytes);
   if (!m->stage) {
     char err[600];
     snprintf(err, sizeof err, "%s", ln_last_error());
@@ -685,68 +784,162 @@ static int local_send(ln_comm *cm, const ln_tensor *t, int rank, int dst) {
   }
   msg_args args = {m, ln_data_ptr(t)};
   const ln_tensor *keep[1] = {t};
-  if (ln_launch_flags(cm->devices[rank], "send", send_task, &args, sizeof args, keep, 1, LN_TASK_ALWAYS) != 0) {
+  if (ln_launch_flags(dev, "send", send_task, &args, sizeof args, keep, 1, LN_TASK_ALWAYS) != 0) {
     atomic_store(&m->refs, 1); msg_release(m);
     return -1;
   }
-  int q = rank * cm->nlocal + dst;
-  if (li->tail[q]) li->tail[q]->next = m; else li->head[q] = m;
-  li->tail[q] = m;
+  pthread_mutex_lock(&worlds_mu);
+  int q = rank * w->size + dst;
+  if (w->tail[q]) w->tail[q]->next = m; else w->head[q] = m;
+  w->tail[q] = m;
+  pthread_mutex_unlock(&worlds_mu);
   return 0;
 }
 
-static int local_recv(ln_comm *cm, ln_tensor *t, int rank, int src) {
-  local_impl *li = cm->impl;
-  int q = src * cm->nlocal + rank;
-  msg *m = li->head[q];
-  if (!m)
-    return ln_error("recv: no send from rank %d (cpu:%d) to rank %d (cpu:%d) is waiting; call send first",
-                    src, cm->devices[src], rank, cm->devices[rank]);
-  if (m->numel != ln_numel(t) || m->dtype != t->dtype_id)
-    return ln_error("recv: the send from rank %d has %lld %s elements, the receiving tensor %lld %s",
-                    src, (long long)m->numel, ln_dtype_name(m->dtype), (long long)ln_numel(t),
-                    ln_dtype_name(t->dtype_id));
-  msg_args args = {m, ln_data_ptr(t)};
-  const ln_tensor *keep[1] = {t};
-  msg *next = m->next;   /* the queue's reference passes to the recv task, which may free m */
-  if (ln_launch_flags(cm->devices[rank], "recv", recv_task, &args, sizeof args, keep, 1, LN_TASK_ALWAYS) != 0)
-    return -1;
-  li->head[q] = next;
-  if (!next) li->tail[q] = NULL;
-  return 0;
+static int local_recv(ln_comm *cm, ln_tensor *t, int local, int src) {
+  lworld *w = ((local_impl *)cm->impl)->w;
+  int rank = cm->ranks[local], dev = cm->devices[local];
+  pthread_mutex_lock(&worlds_mu);
+  int q = src * w->size + rank;
+  msg *m = w->head[q];
+  int rc = 0;
+  if (!m) {
+    if (w->holder[src])
+      rc = ln_error("recv: no send from rank %d (cpu:%d) to rank %d (cpu:%d) is waiting; call send first",
+                    src, w->devices[src], rank, dev);
+    else
+      rc = ln_error("recv: no send from rank %d (no group holds it) to rank %d (cpu:%d) is waiting", src, rank, dev);
+  } else if (m->numel != ln_numel(t) || m->dtype != t->dtype_id) {
+    rc = ln_error("recv: the send from rank %d has %lld %s elements, the receiving tensor %lld %s",
+                  src, (long long)m->numel, ln_dtype_name(m->dtype), (long long)ln_numel(t),
+                  ln_dtype_name(t->dtype_id));
+  } else {
+    msg_args args = {m, ln_data_ptr(t)};
+    const ln_tensor *keep[1] = {t};
+    msg *next = m->next;   /* the queue's reference passes to the recv task, which may free m */
+    if (ln_launch_flags(dev, "recv", recv_task, &args, sizeof args, keep, 1, LN_TASK_ALWAYS) != 0) rc = -1;
+    else {
+      w->head[q] = next;
+      if (!next) w->tail[q] = NULL;
+    }
+  }
+  pthread_mutex_unlock(&worlds_mu);
+  return rc;
 }
 
 /* ---- the table ----------------------------------------------------------------------- */
 
-/* every rank in this process, local rank i = global rank i */
+static void world_free(lworld *w) {
+  for (int q = 0; q < w->size * w->size; q++)
+    for (msg *m = w->head[q], *next; m; m = next) { next = m->next; msg_release(m); }
+  free(w->head);
+  free(w->tail);
+  free(w);
+}
+
+static lworld *world_new(const char *name, int size) {
+  lworld *w = calloc(1, sizeof *w);
+  if (w) {
+    snprintf(w->name, sizeof w->name, "%s", name);
+    w->size = size;
+    w->head = calloc((size_t)size * size, sizeof *w->head);
+    w->tail = calloc((size_t)size * size, sizeof *w->tail);
+  }
+  if (!w || !w->head || !w->tail) {
+    if (w) { free(w->head); free(w->tail); free(w); }
+    return ln_error_null("comm_new: out of host memory");
+  }
+  return w;
+}
+
+/* a private world (every rank here), or a share of the named one */
 static int local_init(ln_comm *cm, const ln_comm_config *cfg) {
-  (void)cfg;
-  if (cm->world != cm->nlocal)
-    return ln_error("comm_new: the local backend holds every rank in this process: world size %d, but %d "
-                    "devices (other processes need the mpi or nccl backend)", cm->world, cm->nlocal);
-  for (int i = 0; i < cm->nlocal; i++)
-    if (cm->ranks[i] != i)
-      return ln_error("comm_new: the local backend numbers its ranks as its devices: device %d holds rank %d, "
-                      "not %d", i + 1, cm->ranks[i], i);
+  const char *name = cfg->rendezvous;
+  if (!name || !*name) {
+    if (cm->world != cm->nlocal)
+      return ln_error("comm_new: the local backend holds every rank in this process: world size %d, but %d "
+                      "devices (other processes need the mpi or nccl backend; groups of this process "
+                      "sharing ranks, a rendezvous name)", cm->world, cm->nlocal);
+    for (int i = 0; i < cm->nlocal; i++)
+      if (cm->ranks[i] != i)
+        return ln_error("comm_new: the local backend numbers its ranks as its devices: device %d holds rank %d, "
+                        "not %d", i + 1, cm->ranks[i], i);
+  }
+  if (strlen(name ? name : "") >= sizeof ((lworld *)0)->name)
+    return ln_error("comm_new: rendezvous name longer than %d bytes", (int)sizeof ((lworld *)0)->name - 1);
+  if (cm->world > LN_COMM_MAX_RANKS)
+    return ln_error("comm_new: the local backend has at most %d ranks, got a world of %d", LN_COMM_MAX_RANKS, cm->world);
   local_impl *li = calloc(1, sizeof *li);
-  if (li) {
-    li->head = calloc((size_t)cm->nlocal * cm->nlocal, sizeof *li->head);
-    li->tail = calloc((size_t)cm->nlocal * cm->nlocal, sizeof *li->tail);
+  if (!li) return ln_error("comm_new: out of host memory");
+  pthread_mutex_lock(&worlds_mu);
+  lworld *w = NULL;
+  int rc = 0;
+  if (name && *name) {
+    for (w = worlds; w && strcmp(w->name, name); w = w->next) {}
+    if (w && w->size != cm->world)
+      rc = ln_error("comm_new: world '%s' has %d ranks, this group says %d", name, w->size, cm->world);
+    else if (w && w->left)
+      rc = ln_error("comm_new: a group of world '%s' was freed; start a new world (another name)", name);
+    for (int i = 0; rc == 0 && w && i < cm->nlocal; i++) {
+      int r = cm->ranks[i];
+      if (w->holder[r]) rc = ln_error("comm_new: rank %d of world '%s' is held by another group", r, name);
+      for (int k = 0; rc == 0 && k < w->size; k++)
+        if (w->holder[k] && w->devices[k] == cm->devices[i])
+          rc = ln_error("comm_new: cpu:%d holds rank %d of world '%s' already", cm->devices[i], k, name);
+    }
   }
-  if (!li || !li->head || !li->tail) {
-    if (li) { free(li->head); free(li->tail); free(li); }
-    return ln_error("comm_new: out of host memory");
+  if (rc == 0 && !w) {
+    w = world_new(name ? name : "", cm->world);
+    if (!w) rc = -1;
+    else if (w->name[0]) { w->next = worlds; worlds = w; }
   }
-  cm->impl = li;
-  return 0;
+  if (rc == 0) {
+    for (int i = 0; i < cm->nlocal; i++) {
+      w->holder[cm->ranks[i]] = cm;
+      w->devices[cm->ranks[i]] = cm->devices[i];
+    }
+    w->ngroups++;
+    li->w = w;
+    cm->impl = li;
+  }
+  pthread_mutex_unlock(&worlds_mu);
+  if (rc != 0) free(li);
+  return rc;
 }
 
 static void local_destroy(ln_comm *cm) {
   local_impl *li = cm->impl;
-  for (int q = 0; q < cm->nlocal * cm->nlocal; q++)
-    for (msg *m = li->head[q], *next; m; m = next) { next = m->next; msg_release(m); }
-  free(li->head);
-  free(li->tail);
+  lworld *w = li->w;
+  coll *drop[64];
+  int ndrop = 0;
+  pthread_mutex_lock(&worlds_mu);
+  for (int i = 0; i < cm->nlocal; i++) w->holder[cm->ranks[i]] = NULL;
+  if (--w->ngroups > 0) {
+    w->left = true;
+    /* collectives this group never joined: its ranks never come */
+    for (pending **pp = &w->pend, *p; (p = *pp);) {
+      if (p->seq < li->ncoll || ndrop == 64) { pp = &p->next; continue; }
+      char why[300];
+      snprintf(why, sizeof why, "ranks of world '%s' left (their group was freed) before joining it", w->name);
+      coll_abort(p->c, why);
+      drop[ndrop++] = p->c;
+      p->joined += cm->nlocal;
+      if (p->joined == w->size) { *pp = p->next; free(p); } else pp = &p->next;
+    }
+  } else {
+    if (w->name[0]) {
+      lworld **ww = &worlds;
+      while (*ww != w) ww = &(*ww)->next;
+      *ww = w->next;
+    }
+    for (pending *p = w->pend, *next; p; p = next) { next = p->next; free(p); }
+    world_free(w);
+  }
+  pthread_mutex_unlock(&worlds_mu);
+  /* (after the lock: a release may free a collective, and with it drop the
+   * last reference to another group, whose destroy takes the lock) */
+  for (int k = 0; k < ndrop; k++)
+    for (int i = 0; i < cm->nlocal; i++) coll_release(drop[k]);
   free(li);
 }
 

@@ -610,7 +610,10 @@ typedef struct ln_comm_config {
   int nlocal;              /* ranks this process holds */
   const int *ranks;        /* their global ranks (NULL: 0..nlocal-1, or the backend's) */
   const int *devices;      /* their devices */
-  const char *rendezvous;  /* how processes find each other (nccl: the unique id); NULL for local */
+  /* how the group's parts find each other: nccl, the unique id; local, a
+   * name shared by groups of this process that split one world's ranks
+   * (NULL: this group holds every rank) */
+  const char *rendezvous;
 } ln_comm_config;
 
 LN_API ln_comm *ln_comm_create(const ln_comm_config *cfg);

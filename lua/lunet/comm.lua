@@ -23,7 +23,7 @@ Communicator.__index = Communicator
 local ops = { sum = 0, avg = 1, mean = 1, max = 2, min = 3 }
 local wires = { bf16 = 7, bfloat16 = 7, fp16 = 6, float16 = 6, half = 6 }
 
-local COMM_OPTS = { backend = 'string', world_size = 'number', ranks = 'table' }
+local COMM_OPTS = { backend = 'string', world_size = 'number', ranks = 'table', rendezvous = 'string' }
 
 local function int_opt(v, what, min)
   if v ~= nil and (type(v) ~= 'number' or v % 1 ~= 0 or v < min or v > 2 ^ 31 - 1) then
@@ -32,10 +32,14 @@ local function int_opt(v, what, min)
   return v
 end
 
--- Communicator(devices[, {backend = 'local', world_size = n, ranks = {r1, ...}}]):
--- devices (default lunet.devices()) are this process's; world_size (default:
--- as many as devices) and ranks (1-based global ranks of the devices, default
--- 1..#devices) describe a group spanning processes (mpi, nccl)
+-- Communicator(devices[, {backend = 'local', world_size = n, ranks = {r1, ...},
+-- rendezvous = 'name'}]): devices (default lunet.devices()) are this
+-- process's; world_size (default: as many as devices) and ranks (1-based
+-- global ranks of the devices, default 1..#devices) describe a group whose
+-- other ranks are elsewhere: in other processes (mpi, nccl), or, with the
+-- local backend, in the other groups of this process made with the same
+-- rendezvous name (each group then calls every collective with its own
+-- ranks' tensors, in the same order; it runs once all have)
 function comm.Communicator(devices, opts)
   options.check('Communicator', opts, COMM_OPTS)
   if devices == nil then devices = require('lunet').devices() end
@@ -60,7 +64,7 @@ function comm.Communicator(devices, opts)
     for i = 1, n do ranks[i - 1] = int_opt(opts.ranks[i], 'ranks[' .. i .. ']', 1) - 1 end
   end
   local cfg = ffi.new('ln_comm_config', { backend = opts.backend, world_size = int_opt(opts.world_size, 'world_size', 1) or 0,
-    nlocal = n, ranks = ranks, devices = ids })
+    nlocal = n, ranks = ranks, devices = ids, rendezvous = opts.rendezvous })
   local p = C.ln_comm_create(cfg)
   if p == nil then core.raise(2) end
   local self = setmetatable({
