@@ -388,3 +388,34 @@ describe('checkpoints with a valid crc32 but a wrong state', function()
     end
   end)
 end)
+
+describe("fit's log path", function()
+  it('a directory as the log is a named error', function()
+    local dir = tmpdir()
+    local m = lunet.nn.Sequential(lunet.nn.Linear(3, 2))
+    local ds = data.TensorDataset(lunet.randn(8, 3), lunet.ones(8):long())
+    local err = errmsg(lunet.fit, m, data.DataLoader(ds, { batch_size = 4 }), { log = dir, quiet = true, progress = false })
+    assert.truthy(err:find('fit: cannot write the log ' .. dir, 1, true), err)
+  end)
+
+  it('writes a CSV (header once) and JSONL log', function()
+    local dir = tmpdir()
+    local m = lunet.nn.Sequential(lunet.nn.Linear(3, 2))
+    local ds = data.TensorDataset(lunet.randn(8, 3), lunet.ones(8):long())
+    lunet.fit(m, data.DataLoader(ds, { batch_size = 4 }), { epochs = 2, log = dir .. '/m.csv', quiet = true, progress = false })
+    lunet.fit(m, data.DataLoader(ds, { batch_size = 4 }), { epochs = 2, log = dir .. '/m.jsonl', quiet = true, progress = false })
+    local f = assert(io.open(dir .. '/m.csv'))
+    local csv = f:read('*a'); f:close()
+    local lines = {}
+    for l in csv:gmatch('[^\n]+') do lines[#lines + 1] = l end
+    assert.are.equal(3, #lines, csv)
+    assert.matches('^epoch,step,lr,train_loss', lines[1])
+    assert.matches('^1,2,', lines[2])
+    assert.matches('^2,4,', lines[3])
+    f = assert(io.open(dir .. '/m.jsonl'))
+    local js = f:read('*a'); f:close()
+    local n = 0
+    for l in js:gmatch('[^\n]+') do n = n + 1; assert.are.equal(n, require('lunet.json').decode(l).epoch) end
+    assert.are.equal(2, n)
+  end)
+end)

@@ -271,12 +271,17 @@ function Trainer:log_epoch(rec)
   end
   if not self.log_path then return end
   local jsonl = self.log_path:match('%.jsonl?$')
-  local new = io.open(self.log_path, 'r') == nil
-  local f = assert(io.open(self.log_path, 'a'))
+  local function open(mode)   -- (an exists check that opens nothing: a FIFO would wait)
+    local f, err = io.open(self.log_path, mode)
+    if not f then error(('fit: cannot write the log %s: %s'):format(self.log_path, err), 0) end
+    return f
+  end
+  local new = not require('lunet.serialize').exists(self.log_path)
+  local f = open('a')
   if jsonl then f:write(json.encode(rec), '\n')
   else
     if new or (rec.epoch == 1 and not self.resumed) then
-      f:close(); f = assert(io.open(self.log_path, 'w')); f:write(table.concat(columns, ','), '\n')
+      f:close(); f = open('w'); f:write(table.concat(columns, ','), '\n')
     end
     local row = {}
     for i, c in ipairs(columns) do row[i] = rec[c] ~= nil and tostring(rec[c]) or '' end
