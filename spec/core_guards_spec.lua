@@ -192,6 +192,44 @@ describe('NULL handles and fractional ordinals', function()
     end
   end)
 
+  it('every Tensor method and lunet function called with a NULL handle raises (no crash)', function()
+    -- in a child: the calls reach global switches (detect_anomaly, grad mode,
+    -- seeds) with odd arguments, which must not leak into later specs
+    local script = os.tmpname()
+    local f = assert(io.open(script, 'w'))
+    f:write([[
+      local lunet = require 'lunet'
+      local ffi = require 'ffi'
+      local nulls = { ffi.new('ln_ref'), ffi.cast('ln_ref *', nil) }
+      local fns = {}
+      for k, v in pairs(lunet.Tensor) do if type(v) == 'function' then fns[#fns + 1] = { 'Tensor.' .. k, v } end end
+      for k, v in pairs(lunet) do
+        if type(v) == 'function' and k ~= 'repl' and k ~= 'fit' then fns[#fns + 1] = { 'lunet.' .. k, v } end
+      end
+      table.sort(fns, function(x, y) return x[1] < y[1] end)
+      local calls = 0
+      for _, h in ipairs(nulls) do
+        for _, fn in ipairs(fns) do
+          for _, args in ipairs({ { h, lunet.ones(2) }, { lunet.ones(2), h }, { lunet.ones(2, 2), 1, h } }) do
+            local ok, err = pcall(fn[2], args[1], args[2], args[3])
+            calls = calls + 1
+            if not ok and type(err) ~= 'string' then print('non-string error from ' .. fn[1]) end
+          end
+        end
+      end
+      print(('functions %d calls %d'):format(#fns, calls))
+    ]])
+    f:close()
+    local p = io.popen('luajit ' .. script .. ' 2>&1; echo "rc=$?"')
+    local out = p:read('*a')
+    p:close()
+    os.remove(script)
+    assert.truthy(out:find('rc=0', 1, true), out)
+    assert.falsy(out:find('non-string error', 1, true), out)
+    local nf, calls = out:match('functions (%d+) calls (%d+)')
+    assert.is_true(tonumber(nf) > 150 and tonumber(calls) > 900, out)
+  end)
+
   it('device ordinals are integers', function()
     assert.equal('cpu:0', lunet.zeros(1, { device = 0 }).device)
     assert.equal('cpu:0', lunet.zeros(1, { device = 'cpu:0' }).device)

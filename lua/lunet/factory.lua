@@ -337,7 +337,7 @@ end
 
 -- half types are read through float32
 local function readable(self)
-  local dt = self.p.dtype_id
+  local dt = T.need_tensor('read', self, 'self').p.dtype_id
   if dt == 6 or dt == 7 then return self:float() end
   return self
 end
@@ -368,7 +368,7 @@ function Tensor.read(self)
 end
 
 function Tensor.totable(self)
-  local t = self.p
+  local t = T.need_tensor('totable', self, 'self').p
   local buf, _, dt = Tensor.read(self)
   local nd = t.ndim
   if nd == 0 then return to_number(buf, 0, dt) end
@@ -387,6 +387,7 @@ end
 Tensor.tolist = Tensor.totable
 
 function Tensor.equal(a, b)
+  T.need_tensor('equal', a, 'first argument')
   if not is_tensor(b) then error('equal: second argument must be a tensor', 2) end
   if a.p.ndim ~= b.p.ndim then return false end
   for i = 0, a.p.ndim - 1 do if a.p.shape[i] ~= b.p.shape[i] then return false end end

@@ -161,7 +161,7 @@ end
 
 -- The record of a tensor (a table), created when `create` is true.
 local function record(self, create)
-  local s = self.p.slot
+  local s = need_tensor('autograd', self, 'self').p.slot
   if s ~= 0 then return records[s] end
   if not create then return nil end
   local n = #free_slots
@@ -209,7 +209,7 @@ local size_mt = {
 }
 
 function Tensor.size(self, d)
-  local t = self.p
+  local t = need_tensor('size', self, 'self').p
   if d ~= nil then return tonumber(t.shape[cdim('size', self, d)]) end
   local s = table_new(t.ndim, 0)
   for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.shape[i]) end
@@ -217,26 +217,29 @@ function Tensor.size(self, d)
 end
 
 function Tensor.stride(self, d)
-  local t = self.p
+  local t = need_tensor('stride', self, 'self').p
   if d ~= nil then return tonumber(t.stride[cdim('stride', self, d)]) end
   local s = {}
   for i = 0, t.ndim - 1 do s[i + 1] = tonumber(t.stride[i]) end
   return s
 end
 
-function Tensor.dim(self) return self.p.ndim end
+function Tensor.dim(self) return need_tensor('dim', self, 'self').p.ndim end
 function Tensor.numel(self) return tonumber(C.ln_numel(need_tensor('numel', self, 'self').p)) end
 Tensor.nelement = Tensor.numel
 function Tensor.is_contiguous(self) return C.ln_is_contiguous(need_tensor('is_contiguous', self, 'self').p) == 1 end
-function Tensor.storage_offset(self) return tonumber(self.p.offset) end
+function Tensor.storage_offset(self) return tonumber(need_tensor('storage_offset', self, 'self').p.offset) end
 function Tensor.is_same_storage(self, other)
   need_tensor('is_same_storage', other, 'other')
-  return C.ln_same_storage(self.p, other.p) == 1
+  return C.ln_same_storage(need_tensor('is_same_storage', self, 'self').p, other.p) == 1
 end
-function Tensor.data_ptr(self) check(C.ln_tensor_sync(self.p)); return C.ln_data_ptr(self.p) end
-function Tensor.element_size(self) return C.ln_dtype_size(self.p.dtype_id) end
+function Tensor.data_ptr(self)
+  check(C.ln_tensor_sync(need_tensor('data_ptr', self, 'self').p))
+  return C.ln_data_ptr(self.p)
+end
+function Tensor.element_size(self) return C.ln_dtype_size(need_tensor('element_size', self, 'self').p.dtype_id) end
 function Tensor.is_floating_point(self)
-  local d = self.p.dtype_id
+  local d = need_tensor('is_floating_point', self, 'self').p.dtype_id
   return d == 0 or d == 1 or d == 6 or d == 7
 end
 
@@ -275,16 +278,18 @@ function Tensor.select(self, d, index)
 end
 
 function Tensor.transpose(self, d0, d1)
-  return wrap(C.ln_transpose(self.p, cdim('transpose', self, d0), cdim('transpose', self, d1)))
+  return wrap(C.ln_transpose(need_tensor('transpose', self, 'self').p, cdim('transpose', self, d0), cdim('transpose', self, d1)))
 end
 
 function Tensor.t(self)  -- 2-d transpose
+  need_tensor('t', self, 'self')
   if self.p.ndim ~= 2 then error('T: needs a 2-d tensor, got ' .. self.p.ndim .. '-d', 2) end
   return wrap(C.ln_transpose(self.p, 0, 1))
 end
 getters.T = Tensor.t
 
 function Tensor.permute(self, ...)
+  need_tensor('permute', self, 'self')
   local dims = type((...)) == 'table' and ... or { ... }
   if #dims ~= self.p.ndim then
     error(('permute: %d dims given for a %d-d tensor'):format(#dims, self.p.ndim), 2)
@@ -294,11 +299,11 @@ function Tensor.permute(self, ...)
 end
 
 function Tensor.squeeze(self, d)
-  return wrap(C.ln_squeeze(self.p, d and cdim('squeeze', self, d) or -1))
+  return wrap(C.ln_squeeze(need_tensor('squeeze', self, 'self').p, d and cdim('squeeze', self, d) or -1))
 end
 
 function Tensor.unsqueeze(self, d)
-  return wrap(C.ln_unsqueeze(self.p, cdim('unsqueeze', self, d, 1)))
+  return wrap(C.ln_unsqueeze(need_tensor('unsqueeze', self, 'self').p, cdim('unsqueeze', self, d, 1)))
 end
 
 function Tensor.expand(self, ...)
@@ -307,11 +312,11 @@ function Tensor.expand(self, ...)
 end
 
 function Tensor.expand_as(self, other) return self:expand(need_tensor('expand_as', other, 'other'):size()) end
-function Tensor.contiguous(self) return wrap(C.ln_contiguous(self.p)) end
-function Tensor.clone(self) return wrap(C.ln_clone(self.p)) end
+function Tensor.contiguous(self) return wrap(C.ln_contiguous(need_tensor('contiguous', self, 'self').p)) end
+function Tensor.clone(self) return wrap(C.ln_clone(need_tensor('clone', self, 'self').p)) end
 
 function Tensor.flatten(self, s, e)
-  local nd = self.p.ndim
+  local nd = need_tensor('flatten', self, 'self').p.ndim
   if nd == 0 then return self:reshape(1) end
   s = s and cdim('flatten', self, s) + 1 or 1
   e = e and cdim('flatten', self, e) + 1 or nd

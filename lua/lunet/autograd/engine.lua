@@ -220,7 +220,7 @@ function E.install(Tensor, raw)
   function Tensor.backward(self, grad, opts)
     if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
     if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
-    if self.p.grad_flag == 0 then
+    if T.need_tensor('backward', self, 'self').p.grad_flag == 0 then
       error('backward: tensor does not require grad and has no grad_fn', 2)
     end
     if grad == nil then

@@ -7,9 +7,9 @@ local wrap, record = T.wrap, T.record
 local L = {}
 
 function L.install(Tensor)
-  function Tensor.detach(self) return wrap(C.ln_alias(self.p)) end
+  function Tensor.detach(self) return wrap(C.ln_alias(T.need_tensor('detach', self, 'self').p)) end
   function Tensor.detach_(self)
-    self.p.grad_flag = 0
+    T.need_tensor('detach_', self, 'self').p.grad_flag = 0
     local r = record(self)
     if r then r.grad_fn = nil end
     return self
