@@ -319,6 +319,23 @@ describe("PyTorch's positional forms", function()
     assert.are.same({ 0.01, { 0.8, 0.9 } }, { adam.param_groups[1].lr, adam.param_groups[1].betas })
   end)
 
+  it("PyTorch's keywords zero_grad{set_to_none = ...} and load_state_dict(sd, {strict = ...})", function()
+    local p = lunet.zeros(2)
+    p.grad = lunet.ones(2)
+    local opt = optim.SGD({ p }, 0.1)
+    opt:zero_grad { set_to_none = false }
+    assert.are.same({ 0, 0 }, p.grad:totable())
+    opt:zero_grad { set_to_none = true }
+    assert.is_nil(p.grad)
+    raises(function() opt:zero_grad { set_to_nil = true } end, "SGD:zero_grad: unknown option 'set_to_nil' (did you mean 'set_to_none'?)")
+    local m = nn.Linear(2, 2)
+    local sd = m:state_dict()
+    sd.extra = lunet.zeros(1)
+    raises(function() m:load_state_dict(sd, { strict = true }) end, 'unexpected keys: extra')
+    assert.are.same({ 'extra' }, m:load_state_dict(sd, { strict = false }).unexpected)
+    raises(function() m:load_state_dict(sd, { strct = false }) end, "load_state_dict: unknown option 'strct' (did you mean 'strict'?)")
+  end)
+
   it('anything else is a named error, never a raw Lua one', function()
     raises(function() return nn.Conv2d(3, 16) end, 'nn.Conv2d: expected (in_channels, out_channels, kernel_size')
     raises(function() return nn.Conv2d(3, 16, 3, 1, 1, 1, 1, true, 5) end, 'nn.Conv2d: too many arguments')

@@ -253,6 +253,9 @@ local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
 -- false only shape mismatches raise. Returns {missing = {...}, unexpected = {...}}.
 function Module:load_state_dict(sd, strict)
   if type(sd) ~= 'table' then error('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
+  if strict ~= nil and type(strict) ~= 'boolean' then   -- PyTorch's keyword: {strict = false}
+    strict = require('lunet.options').check('load_state_dict', strict, { strict = 'boolean' }).strict
+  end
   if strict == nil then strict = true end
   local own = {}
   for _, e in ipairs(named(self, '_params', '', {}, {})) do own[e[1]] = e[2] end

@@ -132,8 +132,13 @@ end
 function Optimizer:add_param_group(group) add_group(self, group, self.name .. ':add_param_group') end
 
 -- set_to_none = false (the default, as PyTorch 1.13) zeroes each grad in
--- place, keeping its memory; true drops the grads (p.grad = nil).
+-- place, keeping its memory; true drops the grads (p.grad = nil). PyTorch's
+-- keyword form {set_to_none = true} works too.
+local ZERO_GRAD_OPTS = {set_to_none = 'boolean'}
 function Optimizer:zero_grad(set_to_none)
+  if set_to_none ~= nil and type(set_to_none) ~= 'boolean' then
+    set_to_none = (options.check(self.name .. ':zero_grad', set_to_none, ZERO_GRAD_OPTS) or {}).set_to_none
+  end
   for _, group in ipairs(self.param_groups) do
     for _, p in ipairs(group.params) do
       local g = p.grad
