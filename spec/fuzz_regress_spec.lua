@@ -72,5 +72,13 @@ describe('fuzz_api', function()
     -- a convolution of an empty batch with padding: crash-11-5234
     local y = lunet.nn.functional.conv2d(lunet.randn(0, 1, 4, 6), lunet.randn(4, 1, 2, 3), nil, { padding = { 3, 4 } })
     assert.same({ 0, 4, 9, 12 }, y:size())
+    -- an empty view's strides stay within the byte range: crash-12-61556, crash-21-6129
+    local a = lunet.randn(3, 4)
+    ok, err = pcall(a.as_strided, a, { 0 }, { 2 ^ 62 }, 2)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('as_strided: the strides of this empty view overflow', 1, true), err)
+    assert.is_false(pcall(a.as_strided, a, { 4, 0, 3 }, { 2 ^ 31, 0, -2 ^ 62 }, 2))
+    assert.equal(0, a:as_strided({ 0, 5 }, { 100, 1000 }, 11):numel())   -- ordinary strides past the end still work
+    assert.equal(0, a:narrow(1, 4, 0):add_(1):numel())
   end)
 end)

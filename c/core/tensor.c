@@ -98,7 +98,20 @@ static int check_view(const char *fn, const ln_storage *s, int dtype, int ndim, 
   int64_t es = ln_dtype_size(dtype), lo, hi, end;
   if (offset < 0 || ln_mul_ovf(offset, es, &end) || end > LN_MAX_BYTES)
     return ln_error("%s: storage offset %lld is out of range", fn, (long long)offset);
-  if (nb == 0) return 0;
+  if (nb == 0) {
+    /* an empty view reaches no element, but kernels still scale its strides
+     * and sizes into bytes: those products stay under LN_MAX_BYTES too (each
+     * size taken as at least 1, as check_shape does) */
+    int64_t one[LN_MAX_DIMS], neg;
+    for (int d = 0; d < ndim; d++) one[d] = shape[d] > 1 ? shape[d] : 1;
+    if (ln_extent_ovf(ndim, one, stride, offset, &lo, &hi) || ln_mul_ovf(lo, es, &neg) || neg < -LN_MAX_BYTES ||
+        ln_muladd_ovf(hi, es, es, &end) || end > LN_MAX_BYTES)
+      return ln_error("%s: the strides of this empty view overflow", fn);
+    for (int d = 0; d < ndim; d++)
+      if (ln_mul_ovf(stride[d], es, &neg) || neg > LN_MAX_BYTES || neg < -LN_MAX_BYTES)
+        return ln_error("%s: the strides of this empty view overflow", fn);
+    return 0;
+  }
   if (ln_extent_ovf(ndim, shape, stride, offset, &lo, &hi) || lo < 0 ||
       ln_muladd_ovf(hi, es, es, &end) || end > (int64_t)s->nbytes)
     return ln_error("%s: view reaches outside the storage (%zu bytes)", fn, s->nbytes);

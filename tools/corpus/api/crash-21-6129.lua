@@ -1,8 +1,6 @@
--- PENDING (not replayed): issue 21 class 2 (overflow in stride arithmetic), the C core's:
--- an empty as_strided view accepts any stride (check_view returns early when it holds no
--- bytes), then the CPU iterator multiplies stride 2^62 by the element size (UBSan: c/cpu/iter.h:49).
--- Move to tools/corpus/api/ once fixed on main.
--- fuzz_api reproducer: seed 12, case 61556: exit status 1
+-- found by the fuzzer: an empty as_strided view accepted any stride (check_view returned early
+-- when it held no bytes); the CPU iterator then overflowed scaling them into bytes (UBSan).
+-- fuzz_api reproducer: seed 21, case 6129: exit status 1
 -- run: luajit <this file> (or luajit tools/fuzz_api.lua --replay); passes when it exits 0
 local lunet = require 'lunet'
 local ffi = require 'ffi'
@@ -50,39 +48,40 @@ function fuzz.try(f)
 end
 
 do
--- fuzz_case seed 12 case 61556
-lunet.manual_seed(61556)
-local a = lunet.randn({0})
-local b = lunet.randn(3, 4):t()
-fuzz.try(function() local r = a:var(-1, true); fuzz.check(r) end)
-fuzz.try(function() local d = a:t(); d:copy_(a:view(-1):narrow(1, 2, a:numel() - 1):view(-1)); fuzz.check(d) end)
-fuzz.try(function() local v = a:as_strided({0, nil}, {2^62}, 2); fuzz.check(v); v:neg_(); fuzz.check(v) end)
+-- fuzz_case seed 21 case 6129
+lunet.manual_seed(6129)
+local a = lunet.randn(3, 4):t()
+local b = lunet.randn({1})
+fuzz.try(function() fuzz.check(lunet.full({0, "x"}, 0)) end)
+fuzz.try(function() local v = a:as_strided({4, 0, 3}, {2^31, 0, -2^62}, 2); fuzz.check(v); v:add_(1); fuzz.check(v) end)
+fuzz.try(function() local r = a:argmax(); fuzz.check(r) end)
 end
 lunet.synchronize()
 print('ok')
 
 --[[ what the child printed (its end):
-CASE 61556
-c/cpu/iter.h:49:69: runtime error: signed integer overflow: 4611686018427387904 * 4 cannot be represented in type 'long int'
-    #0 0x7f6a15207556 in ln_iter_init c/cpu/iter.h:49
-    #1 0x7f6a15283899 in ln_cpu_unary c/cpu/elementwise.c:319
-    #2 0x7f6a151c36f3 in ln_launch_seq c/core/device.c:517
-    #3 0x7f6a151c388f in ln_launch c/core/device.c:497
-    #4 0x7f6a151e5d60 in unary_inplace_p c/ops/elementwise.c:124
-    #5 0x7f6a151e7e69 in ln_unary_ c/ops/elementwise.c:129
-    #6 0x55f46c3a45a8  (/usr/bin/luajit+0x745a8)
-    #7 0x55f46c37f82d  (/usr/bin/luajit+0x4f82d)
-    #8 0x55f46c3834fc  (/usr/bin/luajit+0x534fc)
-    #9 0x55f46c3a2195  (/usr/bin/luajit+0x72195)
-    #10 0x55f46c3946cd in lua_pcall (/usr/bin/luajit+0x646cd)
-    #11 0x55f46c33886a  (/usr/bin/luajit+0x886a)
-    #12 0x55f46c339a7e  (/usr/bin/luajit+0x9a7e)
-    #13 0x55f46c3a2195  (/usr/bin/luajit+0x72195)
-    #14 0x55f46c39483c in lua_cpcall (/usr/bin/luajit+0x6483c)
-    #15 0x55f46c3386c9 in main (/usr/bin/luajit+0x86c9)
-    #16 0x7f6a17045249 in __libc_start_call_main ../sysdeps/nptl/libc_start_call_main.h:58
-    #17 0x7f6a17045304 in __libc_start_main_impl ../csu/libc-start.c:360
-    #18 0x55f46c338740 in _start (/usr/bin/luajit+0x8740)
+CASE 6129
+c/cpu/iter.h:39:52: runtime error: signed integer overflow: -4611686018427387904 * 3 cannot be represented in type 'long int'
+    #0 0x7f6fe8616493 in ln_iter_init c/cpu/iter.h:39
+    #1 0x7f6fe869253e in ln_cpu_binary c/cpu/elementwise.c:205
+    #2 0x7f6fe85e831b in ln_stream_launch c/core/stream.c:317
+    #3 0x7f6fe85c9c67 in launch_on c/core/device.c:142
+    #4 0x7f6fe85ca9c2 in ln_launch_seq c/core/device.c:147
+    #5 0x7f6fe85ca9d9 in ln_launch c/core/device.c:121
+    #6 0x7f6fe85f75c8 in ln_binary_scalar_ c/ops/elementwise.c:294
+    #7 0x55d5ab0a55a8  (/usr/bin/luajit+0x745a8)
+    #8 0x55d5ab08082d  (/usr/bin/luajit+0x4f82d)
+    #9 0x55d5ab0844fc  (/usr/bin/luajit+0x534fc)
+    #10 0x55d5ab0a3195  (/usr/bin/luajit+0x72195)
+    #11 0x55d5ab0956cd in lua_pcall (/usr/bin/luajit+0x646cd)
+    #12 0x55d5ab03986a  (/usr/bin/luajit+0x886a)
+    #13 0x55d5ab03aa7e  (/usr/bin/luajit+0x9a7e)
+    #14 0x55d5ab0a3195  (/usr/bin/luajit+0x72195)
+    #15 0x55d5ab09583c in lua_cpcall (/usr/bin/luajit+0x6483c)
+    #16 0x55d5ab0396c9 in main (/usr/bin/luajit+0x86c9)
+    #17 0x7f6fea445249 in __libc_start_call_main ../sysdeps/nptl/libc_start_call_main.h:58
+    #18 0x7f6fea445304 in __libc_start_main_impl ../csu/libc-start.c:360
+    #19 0x55d5ab039740 in _start (/usr/bin/luajit+0x8740)
 
 
 ]]
