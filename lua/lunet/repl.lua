@@ -364,7 +364,7 @@ function M.run(opts)
   local read, remember, anchors, tty = make_reader(env, lunet)
   M._anchors = anchors
   if tty and not opts.quiet then
-    io.write(('lunet %s on %s (%s) -- devices: %s -- Ctrl-D to quit\n'):format(lunet.version, jit.version,
+    io.write(('lunet %s on %s (%s) -- devices: %s -- help, exit\n'):format(lunet.version, jit.version,
       jit.arch, table.concat(lunet.devices(), ' ')))
   end
   -- While code runs, Ctrl-C is SIGINT: luajit's own handler (saved here and
