@@ -36,10 +36,9 @@
 -- dp:no_sync(fn) (or accumulate = k) skips the all-reduce; gradients then add
 -- up locally and the next synchronised backward reduces their sum
 -- (accumulate = k: every k-th forward's backward; lunet.fit then steps once
--- per k batches, see dp:sync_next). Replicas
--- of BatchNorm use their shard's statistics; buffers are broadcast from
--- replica 1 at each forward (broadcast_buffers), or sync_bn = true uses the
--- global batch's statistics. Use dp:to(dtype) (not dp.module:to) to cast.
+-- per k batches, see dp:sync_next). Replicas of BatchNorm use their shard's
+-- statistics; buffers are broadcast from replica 1 at each forward
+-- (broadcast_buffers), or sync_bn = true uses the global batch's statistics. Use dp:to(dtype) (not dp.module:to) to cast.
 -- With overlap each bucket's all-reduce is queued on the devices'
 -- communication streams (a second worker thread per device) as soon as its
 -- gradients are in, and runs while backward goes on; the compute streams wait
