@@ -363,6 +363,7 @@ describe("PyTorch's positional forms", function()
     raises(function() return nn.init.kaiming_normal_(lunet.empty(2, 2), 0, 'fan_mid') end,
       "init.kaiming_normal_: mode must be 'fan_in' or 'fan_out', got 'fan_mid'")
     raises(function() return optim.StepLR({}, 2) end, 'StepLR: first argument must be an optimizer')
+    raises(function() return lunet.randn(false, {}) end, 'randn: size 1 must be an integer, got false')
     raises(function() return optim.LambdaLR(optim.SGD({ lunet.zeros(2) }, 1), function() end) end,
       'LambdaLR: lr_lambda(0) returned nil, expected a number')
   end)
@@ -418,6 +419,50 @@ describe('constructors given any two values after their required arguments', fun
       end
     end
     assert.is_true(n > 9000, tostring(n))
+    assert.are.same({}, raw)
+  end)
+end)
+
+describe('functional calls and factories given any two values in their options places', function()
+  it('run, or raise a named error (never a raw Lua one)', function()
+    local vals = { 0, 1, -1, 2.5, 'x', 'same', true, false, {}, { 1 }, { 1, 2 }, { a = 1 }, { padding = 'x' }, { stride = {} }, { stride = 2 }, { reduction = 'x' }, { weight = 1 }, function() end, lunet.zeros(1) }
+    local x = lunet.randn(2, 3, 8, 8)
+    local w = lunet.randn(4, 3, 3, 3)
+    local lg, y = lunet.randn(4, 3), lunet.tensor({ 1, 2, 3, 1 }, { dtype = 'int64' })
+    local fs = {
+      { 'conv2d', function(a, b) return F.conv2d(x, w, nil, a, b) end },
+      { 'max_pool2d', function(a, b) return F.max_pool2d(x, 2, a, b) end },
+      { 'max_pool2d k', function(a, b) return F.max_pool2d(x, a, b) end },
+      { 'avg_pool2d', function(a, b) return F.avg_pool2d(x, 2, a, b) end },
+      { 'ce', function(a) return F.cross_entropy(lg, y, a) end },
+      { 'nll', function(a) return F.nll_loss(lg, y, a) end },
+      { 'mse', function(a) return F.mse_loss(lg, lg, a) end },
+      { 'bce', function(a) return F.binary_cross_entropy_with_logits(lg, lg, a) end },
+      { 'zeros', function(a, b) return lunet.zeros(2, a, b) end },
+      { 'randn', function(a, b) return lunet.randn(a, b) end },
+      { 'tensor', function(a) return lunet.tensor({ 1, 2 }, a) end },
+      { 'arange', function(a, b) return lunet.arange(3, a, b) end },
+      { 'to', function(a, b) return lg:to(a, b) end },
+      { 'var', function(a, b) return lg:var(a, b) end },
+      { 'backward', function(a, b) local t = lunet.ones(2, { requires_grad = true }); return (t * 2):sum():backward(a, b) end },
+      { 'load', function(a) return lunet.load('/nonexistent', a) end },
+      { 'clip', function(a, b) local q = lunet.zeros(2); q.grad = lunet.ones(2); return lunet.optim.clip_grad_norm({ q }, 1, a, b) end },
+      { 'kaiming', function(a, b) return nn.init.kaiming_normal_(lunet.empty(2, 2), a, b) end },
+    }
+    local raw, n = {}, 0
+    for _, c in ipairs(fs) do
+      for i = 0, #vals do
+        for j = 0, #vals do
+          local ok, e = pcall(c[2], vals[i], vals[j])
+          n = n + 1
+          e = tostring(e)
+          if not ok and (e:find('attempt to', 1, true) or e:find('bad argument', 1, true)) and #raw < 10 then
+            raw[#raw + 1] = ('%s(%s, %s): %s'):format(c[1], tostring(vals[i]), tostring(vals[j]), e)
+          end
+        end
+      end
+    end
+    assert.is_true(n > 7000, tostring(n))
     assert.are.same({}, raw)
   end)
 end)

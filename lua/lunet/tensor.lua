@@ -97,7 +97,8 @@ local function read_shape(fn, first, ...)
     if first == nil and n > 0 then error(fn .. ': size 1 must be an integer, got nil', 4) end
     if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
     for i = 1, n do
-      local v = i == 1 and first or select(i - 1, ...)
+      local v = first   -- (not `i == 1 and first or ...`: first may be false)
+      if i > 1 then v = select(i - 1, ...) end
       if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
         error(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)), 4)
       end
