@@ -14,11 +14,18 @@ const char *ln_file_kind(unsigned m) {
        : "a special file";
 }
 
-/* O_NONBLOCK: opening a FIFO with no writer returns at once instead of
- * waiting; the kind is then read from the descriptor itself (fstat), so no
- * swap between a check and the open can slip a special file through. */
+/* stat first: a device node is refused without being opened (opening some
+ * has effects: a tape rewinds, a watchdog starts). Then O_NONBLOCK, so that
+ * a FIFO swapped in meanwhile cannot make the open wait for a writer, and
+ * the kind read again from the descriptor itself (fstat): no swap between
+ * the check and the open slips a special file through. */
 int ln_open_regular(const char *path, uint64_t *size, char *why, size_t n) {
   if (!path || !*path) { snprintf(why, n, "the path is empty"); return -1; }
+  struct stat pre;
+  if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
+    snprintf(why, n, "not a regular file (it is %s)", ln_file_kind(pre.st_mode));
+    return -2;
+  }
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) { snprintf(why, n, "%s", strerror(errno)); return -1; }
   struct stat st;
