@@ -1,8 +1,8 @@
 -- A device type is a backend (issue 17): the spec-only "rec" backend
 -- (c/cpu/rec_backend.c) registers a second device type whose runtime counts
--- every call: tensors on rec:N are allocated, computed, copied, ordered and
--- synchronised through its runtime and kernel table, and an op it lacks is a
--- named error, never a NULL call.
+-- every call: tensors on rec:N are allocated, computed, copied to and from
+-- the host, ordered and synchronised through its runtime and kernel table,
+-- and an op it lacks is a named error, never a NULL call.
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local C = lunet.C
@@ -15,7 +15,9 @@ local function stats()
   assert.equal(0, C.ln_test_rec_stats(s))
   local t = {}
   for _, k in ipairs({ 'allocs', 'frees', 'alloc_bytes', 'free_bytes', 'launches', 'event_records',
-    'event_waits', 'event_queries', 'event_syncs', 'syncs' }) do t[k] = tonumber(s[k]) end
+    'event_waits', 'event_queries', 'event_syncs', 'syncs', 'copies_to_host', 'copies_from_host' }) do
+    t[k] = tonumber(s[k])
+  end
   return t
 end
 
@@ -67,6 +69,21 @@ describe('backends: the spec-only rec device type', function()
     assert.is_true(has(ops, 'mul') and has(ops, 'add'), table.concat(ops, ' '))
     assert.equal(2 * 999 + 1, c[1000]:item())           -- read: synchronised through rec
     assert.is_true(stats().syncs > s1.syncs)
+  end)
+
+  it('copies between host and device memory through its runtime', function()
+    local s0 = stats()
+    local buf = ffi.new('float[6]', { 1, 2, 3, 4, 5, 6 })
+    local t = lunet.from_buffer(buf, { 2, 3 }, 'float32', 'rec:0')               -- host -> device
+    local s1 = stats()
+    assert.equal(s0.copies_from_host + 1, s1.copies_from_host)
+    assert.same({ { 1, 2, 3 }, { 4, 5, 6 } }, t:totable())                      -- device -> host
+    local s2 = stats()
+    assert.equal(s1.copies_to_host + 1, s2.copies_to_host)
+    assert.same({ { 1, 4 }, { 2, 5 }, { 3, 6 } }, t:t():totable())              -- strided: made contiguous on rec:0 first
+    assert.equal(s2.copies_to_host + 1, stats().copies_to_host)
+    assert.is_true(has(ops_since(s2.launches), 'copy_'), table.concat(ops_since(s2.launches), ' '))
+    assert.equal(5, t[2][2]:item())
   end)
 
   it('orders copies between device types with its events', function()

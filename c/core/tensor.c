@@ -1,5 +1,6 @@
 /* tensor.c -- tensor headers, creation, views (no copy), reading out. */
 #include "internal.h"
+#include "backend.h"
 #include "checked.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,8 +198,22 @@ static void gather_strided(char *dst, const ln_tensor *t) {
   }
 }
 
+/* a device whose memory the host cannot read (its runtime has copy_to_host):
+ * made contiguous there, then copied out by the runtime */
+static int read_via_runtime(const ln_backend *b, const ln_tensor *t, void *dst) {
+  ln_tensor *c = ln_contiguous(t);
+  if (!c) return -1;
+  int rc = ln_sync(c->device_id);
+  size_t nbytes = (size_t)ln_numel(c) * (size_t)ln_dtype_size(c->dtype_id);
+  if (rc == 0 && nbytes) rc = b->rt.copy_to_host(ln_device_index(c->device_id), dst, ln_data_ptr(c), nbytes);
+  ln_tensor_free(c);
+  return rc;
+}
+
 int ln_tensor_read(const ln_tensor *t, void *dst) {
   if (ln_check_tensor("read", t, "tensor") != 0) return -1;
+  const ln_backend *b = ln_backend_of(t->device_id);
+  if (b->rt.copy_to_host) return read_via_runtime(b, t, dst);
   if (ln_sync(t->device_id) != 0) return -1;
   gather_strided(dst, t);
   return 0;
@@ -225,6 +240,14 @@ ln_tensor *ln_from_buffer_n(const void *src, size_t src_nbytes, int ndim, const 
   if (!t) return NULL;
   /* the source belongs to the caller: copy synchronously, then the tensor is
    * ordinary device memory (the device stream is idle for this new storage) */
+  const ln_backend *b = ln_backend_of(device);
+  if (nbytes && b->rt.copy_from_host) {   /* memory the host cannot write: the runtime copies */
+    if (b->rt.copy_from_host(ln_device_index(device), ln_data_ptr(t), src, nbytes) != 0) {
+      ln_tensor_free(t);
+      return NULL;
+    }
+    return t;
+  }
   upload_args a = {ln_kview_of(t), src, nbytes};
   if (nbytes) upload_task(&a);
   return t;

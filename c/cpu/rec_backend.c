@@ -39,6 +39,19 @@ static void rec_free(int index, void *p, size_t nbytes) {
   free(p);
 }
 
+/* its memory is host memory, but the host reads and writes it through these
+ * (as it must a GPU's), so that the specs see the copies */
+static int rec_copy_to_host(int index, void *dst, const void *src, size_t nbytes) {
+  COUNT(copies_to_host);
+  memcpy(dst, src, nbytes);
+  return 0;
+}
+static int rec_copy_from_host(int index, void *dst, const void *src, size_t nbytes) {
+  COUNT(copies_from_host);
+  memcpy(dst, src, nbytes);
+  return 0;
+}
+
 static ln_stream *rec_stream(int index, int which, bool start) {
   if (index < 0 || index >= ndevices) return NULL;
   if (which != 0) return start ? ln_error_null("comm stream: rec:%d has none", index) : NULL;
@@ -79,6 +92,7 @@ int ln_test_rec_register(int n, int threaded) {
   rec.supports = rec_supports;
   rec.rt = (ln_runtime){
     .device_count = rec_count, .alloc = rec_alloc, .free = rec_free, .stream = rec_stream,
+    .copy_to_host = rec_copy_to_host, .copy_from_host = rec_copy_from_host,
     .launch = rec_launch, .event_record = rec_event_record, .event_wait = rec_event_wait,
     .event_query = rec_event_query, .event_synchronize = rec_event_synchronize, .synchronize = rec_synchronize,
   };
