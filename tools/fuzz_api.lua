@@ -3,7 +3,8 @@
 -- (factories, views with hostile sizes/strides/offsets, in-place ops on
 -- overlapping views, reductions, indexing, conv/pool/linear and the other
 -- nn.functional calls, autograd graphs with random hooks, save/load round
--- trips, DataLoaders, casts and random numbers) with random hostile
+-- trips, DataLoaders, casts and random numbers, two virtual devices and
+-- DataParallel; one or two devices a case) with random hostile
 -- arguments. Lua errors are expected; a crash, an abort, a sanitizer report,
 -- a hang, or a broken invariant (a round trip that changes values, a
 -- tensor whose element count disagrees with its shape, a gradient of the
@@ -54,6 +55,11 @@ function fuzz.same(a, b, what)
   for i = 1, #x do
     if x[i] ~= y[i] and (x[i] == x[i] or y[i] == y[i]) then fuzz.fail(what .. ': element ' .. i .. ' changed') end
   end
+end
+-- the number of virtual CPU devices this case runs with (1: kernels run inline;
+-- 2: on two device workers, errors raised at the next synchronisation)
+function fuzz.devices(n)
+  if lunet.device_count() ~= n then lunet.set_cpu_devices(n) end
 end
 function fuzz.tmp() return (os.getenv('FUZZ_TMP') or '/tmp') .. '/fuzz_api_' .. tostring(os.time()) .. '_' .. tostring(math.random(1e9)) end
 local RAW = { 'attempt to ', 'bad argument #', 'cannot convert', 'has no member named', 'table index is nil' }
@@ -248,6 +254,25 @@ OPS.loader = function(g)
     :format(g.int(9) - 1, g.int(9) - 1, o, after)
 end
 
+-- two virtual devices: tensors on cpu:1, mixed devices, a failing kernel on
+-- a device worker (the device must work again once its error was raised),
+-- DataParallel over both
+OPS.devices = function(g)
+  local r = g.int(5)
+  if r == 1 then return ('local c = a:to("cpu:1"); fuzz.check(c:%s(%s))'):format(
+    g.pick({ 'add', 'mul', 'copy_', 'add_', 'matmul', 'maximum' }), g.pick({ 'b', 'a', 'c', 'b:to("cpu:1")', num(g) })) end
+  if r == 2 then return ('fuzz.check(lunet.cat({a:to("cpu:1"), a}, %s))'):format(dim(g)) end
+  if r == 3 then
+    return ('pcall(function() return F.cross_entropy(lunet.randn(3, 4, {device = "cpu:1"}), %s:to("cpu:1")):item() end); ' ..
+      'pcall(lunet.synchronize); local ok, v = pcall(function() return (lunet.ones(2, {device = "cpu:1"}) * 2):sum():item() end); ' ..
+      'if not ok or v ~= 4 then fuzz.fail("cpu:1 unusable after a stream error: " .. tostring(v)) end'):format(index(g))
+  end
+  if r == 4 then return ('local t = lunet.randn(%s, {device = "cpu:1"}); fuzz.check(t:%s()); lunet.synchronize(%s)'):format(
+    shape(g, true), g.pick({ 'sum', 'contiguous', 'clone', 'exp' }), g.pick({ '"cpu:1"', '"cpu:0"', '1', '"cpu:2"', 'nil' })) end
+  return ('local dp = lunet.parallel.DataParallel(nn.Linear(4, 2), {devices = {"cpu:0", "cpu:1"}}); ' ..
+    'local y = dp(lunet.randn(%s, 4)); y:sum():backward(); fuzz.check(y)'):format(num(g))
+end
+
 OPS.misc = function(g)
   local r = g.int(8)
   if r == 1 then return ('fuzz.check(a:to(%q))'):format(g.pick(DTYPES)) end
@@ -268,10 +293,13 @@ table.sort(OP_NAMES)
 -- the source of case `case` of `seed`: a few statements on a and b
 local function case_source(seed, case)
   local g = generator(seed, case)
-  local s = { ('-- fuzz_case seed %d case %d'):format(seed, case),
+  local ndev = g.int(2)
+  local s = { ('-- fuzz_case seed %d case %d'):format(seed, case), ('fuzz.devices(%d)'):format(ndev),
     ('lunet.manual_seed(%d)'):format(case), 'local a = ' .. tensor(g), 'local b = ' .. tensor(g) }
   for _ = 1, g.int(3) do
-    s[#s + 1] = ('fuzz.try(function() %s end)'):format(OPS[g.pick(OP_NAMES)](g))
+    local op = g.pick(OP_NAMES)
+    if op == 'devices' and ndev == 1 then op = 'misc' end
+    s[#s + 1] = ('fuzz.try(function() %s end)'):format(OPS[op](g))
   end
   -- FUZZ_API_PLANT=CASE:crash|hang|fail plants a finding (the fuzzer's own spec)
   local pc, what = (os.getenv('FUZZ_API_PLANT') or ''):match('^(%d+):(%a+)$')

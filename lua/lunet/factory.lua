@@ -335,6 +335,32 @@ local function to_number(buf, i, dt)
   return tonumber(v)
 end
 
+-- Every NaN read back becomes the one quiet NaN: LuaJIT keeps its own values
+-- (nil, tables, strings) in NaN space, so a float NaN with some payloads --
+-- all ones: uninitialised memory, -1 read as float -- came back as nil, and
+-- others could pass as pointers. Works on the words, before any becomes a
+-- Lua value.
+local bit = require 'bit'
+local u32p = ffi.typeof('uint32_t *')
+local band = bit.band
+local function canonical_nans(buf, n, dt)
+  if dt ~= 0 and dt ~= 1 then return end
+  local u = ffi.cast(u32p, buf)
+  if dt == 0 then
+    for i = 0, n - 1 do
+      local w = u[i]
+      if band(w, 0x7F800000) == 0x7F800000 and band(w, 0x007FFFFF) ~= 0 then u[i] = 0x7FC00000 end
+    end
+  else   -- float64: the high word (little-endian) holds sign, exponent and the top of the mantissa
+    for i = 0, n - 1 do
+      local hi = u[2 * i + 1]
+      if band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0x000FFFFF) ~= 0 or u[2 * i] ~= 0) then
+        u[2 * i + 1], u[2 * i] = 0x7FF80000, 0
+      end
+    end
+  end
+end
+
 -- half types are read through float32
 local function readable(self)
   local dt = T.need_tensor('read', self, 'self').p.dtype_id
@@ -348,6 +374,7 @@ function Tensor.item(self)
   if n ~= 1 then error(('item: tensor has %d elements, expected 1'):format(tonumber(n)), 2) end
   local buf = item_bufs[t.dtype_id]
   check(C.ln_tensor_read(t, buf))
+  canonical_nans(buf, 1, t.dtype_id)
   return to_number(buf, 0, t.dtype_id)
 end
 
@@ -364,6 +391,7 @@ function Tensor.read(self)
   end
   local buf = buf_types[t.dtype_id](math.max(n, 1))
   check(C.ln_tensor_read(t, buf), 3)
+  canonical_nans(buf, n, t.dtype_id)
   return buf, n, t.dtype_id
 end
 
