@@ -533,6 +533,9 @@ int ln_check_no_partial_overlap(const char *fn, const ln_tensor *out, const ln_t
                   "the order elements are written; clone() the %s first", fn, what, what);
 }
 
+/* |x| without overflow (a size-1 dim may have stride INT64_MIN) */
+static inline uint64_t abs_u64(int64_t x) { return x < 0 ? -(uint64_t)x : (uint64_t)x; }
+
 /* Refuses writing through a view in which two indices reach one element: a
  * stride-0 dim of size > 1 (an expanded view), or two dims where one stride
  * is a small multiple of another's (as_strided {3,3} with strides {1,1}):
@@ -542,13 +545,14 @@ int ln_check_no_partial_overlap(const char *fn, const ln_tensor *out, const ln_t
 int ln_check_no_internal_overlap(const char *fn, const ln_tensor *t) {
   for (int i = 0; i < t->ndim; i++) {
     if (t->shape[i] < 2) continue;
-    int64_t si = t->stride[i] < 0 ? -t->stride[i] : t->stride[i];
+    uint64_t si = abs_u64(t->stride[i]);
     if (si == 0)
       return ln_error("%s: cannot write in place to an expanded tensor (dim %d has stride 0); "
                       "clone() it first", fn, i + 1);
     for (int j = 0; j < t->ndim; j++) {
-      int64_t sj = t->stride[j] < 0 ? -t->stride[j] : t->stride[j];
-      if (j == i || t->shape[j] < 2 || sj < si || sj % si != 0 || sj / si > t->shape[i] - 1) continue;
+      if (j == i || t->shape[j] < 2) continue;
+      uint64_t sj = abs_u64(t->stride[j]);
+      if (sj < si || sj % si != 0 || sj / si > (uint64_t)t->shape[i] - 1) continue;
       return ln_error("%s: cannot write in place to a tensor whose elements overlap (dims %d and %d "
                       "with strides %lld and %lld); clone() it first", fn, i + 1, j + 1,
                       (long long)t->stride[i], (long long)t->stride[j]);
