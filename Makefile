@@ -38,7 +38,7 @@ $(LIB): $(OBJ)
 $(BUILD)/obj/c/cpu/optim.o: ALL_CFLAGS += -fno-math-errno
 # batch norm + relu backward: a masked gradient summed in double vectorizes
 # only when the compiler may assume float compares do not trap (5x slower without)
-$(BUILD)/obj/c/nn/batchnorm.o: ALL_CFLAGS += -fno-trapping-math
+$(BUILD)/obj/c/cpu/batchnorm.o: ALL_CFLAGS += -fno-trapping-math
 
 # The FFI declarations are generated from the one public header.
 $(CDEF): c/include/lunet.h

@@ -1,6 +1,6 @@
 -- Winograd convolutions (oneDNN's jit_wino_4x3, AVX-512 only) for float32 3x3
 -- stride-1 layers with channels in multiples of 16, where it measured faster
--- than the direct kernel (c/nn/conv_dnnl.c, winograd_wanted): all three passes
+-- than the direct kernel (c/cpu/conv_dnnl.c, winograd_wanted): all three passes
 -- with 32+ channels and 512+ output pixels per channel (N*OH*OW), the weight
 -- gradient alone with 16 channels and 32768+ pixels. Its results are checked
 -- against float64, and the rule against oneDNN's own log (DNNL_VERBOSE=1) of

@@ -11,6 +11,7 @@
 #ifndef LN_BACKEND_H
 #define LN_BACKEND_H
 #include "internal.h"
+#include "nn_args.h"
 
 enum { LN_AXPY = LN_NBINARY };     /* internal binary op: a + alpha*b */
 enum { LN_CLAMP = LN_NUNARY };     /* internal unary op with p0, p1 bounds */
@@ -110,10 +111,33 @@ enum {
   LN_NKERNELS
 };
 
+/* ---- nn planner ----------------------------------------------------------------
+ * Host-side planning a backend's NN kernels need before a front end launches
+ * them: scratch sizes and thread tiles, the state a training forward saves
+ * for its backward, the layout of fused blocks' activations. A backend with
+ * no planner (or a NULL entry) gets: no scratch, no saved state, dense NCHW
+ * activations. */
+typedef struct ln_nn_planner {
+  /* fills a's plan fields (threads, tiles) for the device of index `index`
+   * and returns the scratch bytes its conv2d kernel needs for a forward, or
+   * for the backward passes asked (want_din, want_dw) */
+  size_t (*conv2d)(int index, ln_conv2d_args *a, bool want_din, bool want_dw);
+  /* float32 elements of the state a training forward can save for the
+   * backward of the convolution of geometry a (0: it saves none) */
+  int64_t (*conv2d_saved_numel)(const ln_conv2d_args *a);
+  /* whether a run of nb fused blocks (after stem, or NULL) keeps its
+   * activations in the backend's own layout between blocks */
+  bool (*blocks_native)(const ln_block_args *b, int nb, const ln_conv2d_args *stem);
+  /* bytes of one (N,C,H,W) activation of dtype in the backend's layout (at
+   * least its dense size) */
+  size_t (*activation_bytes)(const int64_t shape[4], int dtype);
+} ln_nn_planner;
+
 typedef struct ln_backend {
   const char *name;     /* the device type: "cpu", "cuda" */
   int type;             /* LN_TYPE_* */
   ln_runtime rt;
+  const ln_nn_planner *nn;   /* NULL: the defaults above */
   /* whether kernel slot k runs dtype (NULL: every dtype of a non-NULL slot) */
   bool (*supports)(int kernel, int dtype);
   union {

@@ -1,7 +1,7 @@
 /* backend.c -- the CPU backend: its runtime (runtime.c) and kernel table,
  * registered with core when the library loads. */
 #include "cpu.h"
-#include "../nn/nn.h"
+#include "nn_kernels.h"
 #include <stdio.h>
 
 int ln_cpu_reduce(void *args);        /* reduce.c */
@@ -20,6 +20,7 @@ const ln_backend ln_cpu_backend = {
     /* host memory: no pinned memory, no copy entries; launch, events and
      * synchronize are core's over the host streams */
   },
+  .nn = &ln_cpu_nn_planner,
   .binary = ln_cpu_binary,
   .unary = ln_cpu_unary,
   .copy = ln_cpu_copy,

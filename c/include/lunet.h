@@ -311,7 +311,8 @@ LN_API int ln_sigint_pending(int clear);
  * functions overwrite (never accumulate) din/dw/db, and any of them may be NULL
  * when not needed. Float32 and float64; all tensors of one call share dtype and
  * device (indices/targets: int64). Inputs and outputs may be non-contiguous
- * views (outputs must not be expanded). Implemented in c/nn/. */
+ * views (outputs must not be expanded). Front ends in c/nn/, kernels in each
+ * backend (CPU: c/cpu/). */
 
 typedef struct ln_conv2d_params {
   int32_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
@@ -324,11 +325,12 @@ LN_API int ln_conv2d_forward(ln_tensor *out, const ln_tensor *in, const ln_tenso
 LN_API int ln_conv2d_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db,
                               const ln_tensor *dout, const ln_tensor *in, const ln_tensor *w,
                               const ln_conv2d_params *p);
-/* Training with a saved input: when ln_conv2d_saved_numel(in, w, p) = n > 0
- * (float32 convolutions whose passes all run on oneDNN, channels multiples of
- * 16), the forward can also write the input in oneDNN's blocked layout to
- * saved (float32, n elements) and the backward read it there instead of
- * reordering the input again (one copy of the activation less per step). */
+/* Training with saved state: a device's backend may keep, from a training
+ * forward, state that the backward reads instead of recomputing it (the CPU
+ * backend: the input in the layout its weight gradient uses, for
+ * convolutions that run on oneDNN). ln_conv2d_saved_numel(in, w, p) = n > 0
+ * says it does: pass a float32 tensor of n elements as saved to
+ * ln_conv2d_forward_saving, then to ln_conv2d_backward_saved. */
 LN_API int64_t ln_conv2d_saved_numel(const ln_tensor *in, const ln_tensor *w, const ln_conv2d_params *p);
 LN_API int ln_conv2d_forward_saving(ln_tensor *out, ln_tensor *saved, const ln_tensor *in,
                                     const ln_tensor *w, const ln_tensor *b, const ln_conv2d_params *p);

@@ -98,8 +98,3 @@ void nn_scratch_free(nn_scratch *s) {
   s->hold.storage = NULL;
   s->data = NULL;
 }
-
-int nn_device_threads(int device) {
-  int n = ln_device_threads(device);
-  return n > 0 ? n : 1;
-}

@@ -33,7 +33,7 @@
  * input gradient in a fourth shape, 3 channels by 8 rows of one vector, and
  * (3x3 over rows of whole vectors, AVX-512) the weight gradient three output
  * channels at a time (wgrad33_run). */
-#include "nn.h"
+#include "nn_kernels.h"
 #include <omp.h>
 
 enum { OB = 16, CW = 16, SOB = 8, SCW = 32, NOB = 8 };

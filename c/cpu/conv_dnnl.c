@@ -26,7 +26,7 @@
  * fit); nothing is created per call in the steady state. Threads: oneDNN (built on OpenMP, libgomp as lunet) uses
  * omp_get_max_threads() when a primitive is created and run, so both happen
  * with omp_set_num_threads(nt) = the kernel's share (restored after). */
-#include "nn.h"
+#include "nn_kernels.h"
 #include <dnnl.h>
 #include <omp.h>
 #include <pthread.h>
