@@ -95,13 +95,20 @@ describe('DataLoader after close()', function()
   it('never crashes or hangs in a fresh process (workers 0 and 4, several devices)', function()
     local out, rc = child([[
       local lunet = require 'lunet'
+      lunet.set_cpu_devices(2)
       local data = lunet.data
       for _, w in ipairs({0, 4}) do
-        local ds = data.TensorDataset(lunet.randn(64, 3, 8, 8), lunet.zeros(64):long())
+        local ds = data.TensorDataset(lunet.ones(64, 3, 8, 8), lunet.zeros(64):long())
         local l = data.DataLoader(ds, {batch_size = 8, workers = w, prefetch = 6})
         local it = l:iter()
-        it(); it()
+        it()
+        local x = it()
+        local sums = {}
+        for k = 1, 20 do sums[k] = (x:to('cpu:1') * k):sum() end   -- queued work reading the batch
+        x = nil
         l:close()
+        collectgarbage(); collectgarbage()
+        for k = 1, 20 do assert(sums[k]:item() == k * 8 * 3 * 8 * 8, 'a batch changed under queued work') end
         for k = 1, 3 do
           local ok, err = pcall(it)
           assert(not ok and err:find('DataLoader: used after close()', 1, true), tostring(err))

@@ -155,10 +155,7 @@ void ln_loader_close(ln_loader *l) {
   pthread_mutex_lock(&l->mu);
   while (l->users > 0) pthread_cond_wait(&l->done, &l->mu);
   pthread_mutex_unlock(&l->mu);
-  /* work queued on the devices may still read a slot: let it finish first */
-  if (l->ev)
-    for (int s = 0; s < l->nslots; s++)
-      for (int d = 0; d < l->ndev; d++) ln_event_synchronize(&l->ev[s * l->ndev + d]);
+  /* (work still queued on a device that reads a slot holds its storage) */
   for (int s = 0; s < l->nslots; s++) {
     if (l->sx && l->sx[s]) { ln_tensor_free(l->sx[s]); l->sx[s] = NULL; }
     if (l->sy && l->sy[s]) { ln_tensor_free(l->sy[s]); l->sy[s] = NULL; }
