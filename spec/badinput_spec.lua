@@ -277,6 +277,7 @@ describe('bad input: named cases', function()
     { "device 'cpu:0.5'", function() return lunet.zeros(3, { device = 'cpu:0.5' }) end, "zeros: invalid device cpu:0.5" },
     { 'device 0.5', function() return lunet.zeros(3, { device = 0.5 }) end, 'zeros: invalid device number 0.5' },
     { 'to(0.5)', function() return a:to(0.5) end, 'invalid device' },
+    { 'totable of {2^40, 0}', function() return lunet.zeros(2 ^ 40, 0):totable() end, 'totable: an empty tensor of shape {1099511627776,0} would need 1099511627776 nested Lua tables' },
     { 'NULL handle method', function() return require('ffi').new('ln_ref'):size() end, 'tensor: a NULL tensor handle' },
     { 'NULL handle pointer', function() return require('ffi').cast('ln_ref *', nil):sum() end, 'tensor: a NULL tensor handle' },
     { 'NULL handle as argument', function() return a + require('ffi').new('ln_ref') end, 'add: second argument must be a tensor' },

@@ -397,8 +397,22 @@ end
 
 function Tensor.totable(self)
   local t = T.need_tensor('totable', self, 'self').p
-  local buf, _, dt = Tensor.read(self)
   local nd = t.ndim
+  -- an empty tensor's tables stop at its first size-0 dim, but the dims
+  -- before it may ask for any number of them ({2^53, 0}): refused past 2^24
+  local tables, prod = 0, 1
+  for d = 0, nd - 2 do
+    prod = prod * tonumber(t.shape[d])
+    if prod == 0 then break end
+    tables = tables + prod
+  end
+  if tables > 2 ^ 24 and C.ln_numel(t) == 0 then
+    local dims = {}
+    for d = 0, nd - 1 do dims[d + 1] = ('%.0f'):format(tonumber(t.shape[d])) end
+    error(('totable: an empty tensor of shape {%s} would need %.0f nested Lua tables'):format(
+      table.concat(dims, ','), tables), 2)
+  end
+  local buf, _, dt = Tensor.read(self)
   if nd == 0 then return to_number(buf, 0, dt) end
   local pos = 0
   local function build(d)
