@@ -22,6 +22,26 @@ end
 
 local function same(a, b) assert.are.same(a:totable(), b:totable()) end
 
+-- calls each case {name, f} with every pair of vals; returns the raw Lua
+-- errors (at most 10) and the number of calls. prints: what was built must print.
+local function raw_errors(cases, vals, prints)
+  local raw, n = {}, 0
+  for _, c in ipairs(cases) do
+    for i = 0, #vals do
+      for j = 0, #vals do
+        local ok, e = pcall(c[2], vals[i], vals[j])
+        n = n + 1
+        if ok and prints then ok, e = pcall(tostring, e) end
+        e = tostring(e)
+        if not ok and (e:find('attempt to', 1, true) or e:find('bad argument', 1, true)) and #raw < 10 then
+          raw[#raw + 1] = ('%s(%s, %s): %s'):format(c[1], tostring(vals[i]), tostring(vals[j]), e)
+        end
+      end
+    end
+  end
+  return raw, n
+end
+
 local tmpfiles = {}
 local function tmpname(suffix)
   local p = os.tmpname() .. (suffix or '')
@@ -404,20 +424,7 @@ describe('constructors given any two values after their required arguments', fun
       { 'FashionMNIST', function(a, b) return data.FashionMNIST(a or '/nonexistent', b) end },
       { 'CIFAR10', function(a, b) return data.CIFAR10(a or '/nonexistent', b) end },
     }
-    local raw, n = {}, 0
-    for _, c in ipairs(ctors) do
-      for i = 0, #vals do
-        for j = 0, #vals do
-          local ok, e = pcall(c[2], vals[i], vals[j])
-          n = n + 1
-          if ok then ok, e = pcall(tostring, e) end   -- what was built prints
-          e = tostring(e)
-          if not ok and (e:find('attempt to', 1, true) or e:find('bad argument', 1, true)) and #raw < 10 then
-            raw[#raw + 1] = ('%s(%s, %s): %s'):format(c[1], tostring(vals[i]), tostring(vals[j]), e)
-          end
-        end
-      end
-    end
+    local raw, n = raw_errors(ctors, vals, true)
     assert.is_true(n > 9000, tostring(n))
     assert.are.same({}, raw)
   end)
@@ -449,19 +456,7 @@ describe('functional calls and factories given any two values in their options p
       { 'clip', function(a, b) local q = lunet.zeros(2); q.grad = lunet.ones(2); return lunet.optim.clip_grad_norm({ q }, 1, a, b) end },
       { 'kaiming', function(a, b) return nn.init.kaiming_normal_(lunet.empty(2, 2), a, b) end },
     }
-    local raw, n = {}, 0
-    for _, c in ipairs(fs) do
-      for i = 0, #vals do
-        for j = 0, #vals do
-          local ok, e = pcall(c[2], vals[i], vals[j])
-          n = n + 1
-          e = tostring(e)
-          if not ok and (e:find('attempt to', 1, true) or e:find('bad argument', 1, true)) and #raw < 10 then
-            raw[#raw + 1] = ('%s(%s, %s): %s'):format(c[1], tostring(vals[i]), tostring(vals[j]), e)
-          end
-        end
-      end
-    end
+    local raw, n = raw_errors(fs, vals)
     assert.is_true(n > 7000, tostring(n))
     assert.are.same({}, raw)
   end)
