@@ -187,5 +187,10 @@ ln_kview ln_kview_broadcast(const ln_tensor *t, int ndim, const int64_t *shape);
 int ln_broadcast_shapes(const char *fn, int na, const int64_t *sa, int nb, const int64_t *sb,
                         int *nout, int64_t *out);
 int ln_check_same_device(const char *fn, const ln_tensor *a, const ln_tensor *b);
+/* dst <- src, src broadcast to dst's shape and cast to its dtype, across
+ * devices through events: ln_copy_'s checks and the backend's copy kernel, in
+ * core (copy.c) so that contiguous/clone and random draws need not call c/ops.
+ * dst_fresh: dst's storage was just allocated (see copy.c). */
+int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh);
 
 #endif

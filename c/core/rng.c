@@ -52,7 +52,7 @@ static int draw(const char *fn, ln_tensor *t, int dist, double p0, double p1, in
   const ln_tensor *keep[1] = {target};
   int rc = ln_launch(t->device_id, fn, ln_backend_of(t->device_id)->random, &args, sizeof args, keep, 1);
   if (!direct) {
-    if (rc == 0) rc = ln_copy_(t, target);
+    if (rc == 0) rc = ln_copy_into(t, target, false);
     ln_tensor_free(target);
   }
   return rc;

@@ -499,7 +499,7 @@ ln_tensor *ln_clone(const ln_tensor *t) {
   if (ln_check_tensor("clone", t, "tensor") != 0) return NULL;
   ln_tensor *c = ln_tensor_new_like_shape(t->ndim, t->shape, t->dtype_id, t->device_id);
   if (!c) return NULL;
-  if (ln_copy_(c, t) != 0) { ln_tensor_free(c); return NULL; }
+  if (ln_copy_into(c, t, false) != 0) { ln_tensor_free(c); return NULL; }
   return c;
 }
 

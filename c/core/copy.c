@@ -1,0 +1,77 @@
+/* copy.c -- broadcasting and the checked copy every layer uses (ln_copy_,
+ * contiguous/clone, random draws into strided tensors): core launches the
+ * device backend's copy kernel itself, so core never calls into c/ops. */
+#include "backend.h"
+#include "checked.h"
+
+int ln_broadcast_shapes(const char *fn, int na, const int64_t *sa, int nb, const int64_t *sb,
+                        int *nout, int64_t *out) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int ia = na - n + i, ib = nb - n + i;
+    int64_t da = ia >= 0 ? sa[ia] : 1, db = ib >= 0 ? sb[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      char b1[160], b2[160];
+      return ln_error("%s: shapes %s and %s cannot broadcast", fn,
+                      ln_shape_str(b1, sizeof b1, na, sa), ln_shape_str(b2, sizeof b2, nb, sb));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  int64_t count;   /* (expanded operands can broadcast to more than any tensor holds) */
+  if (ln_numel_ovf(n, out, &count) || count > LN_MAX_BYTES) {
+    char b1[160];
+    return ln_error("%s: the broadcast shape %s is too large (element count overflows)", fn,
+                    ln_shape_str(b1, sizeof b1, n, out));
+  }
+  *nout = n;
+  return 0;
+}
+
+ln_kview ln_kview_broadcast(const ln_tensor *t, int ndim, const int64_t *shape) {
+  ln_kview v = ln_kview_of(t);
+  int off = ndim - t->ndim;
+  v.ndim = ndim;
+  for (int i = ndim - 1; i >= 0; i--) {
+    int j = i - off;
+    v.shape[i] = shape[i];
+    v.stride[i] = (j >= 0 && t->shape[j] != 1) ? t->stride[j] : 0;
+  }
+  for (int i = ndim; i < LN_MAX_DIMS; i++) { v.shape[i] = 1; v.stride[i] = 0; }
+  return v;
+}
+
+/* dst_fresh: dst's storage was just allocated, so no queued work uses it
+ * (a storage goes back to the allocator only when the last task keeping it
+ * has run): a copy from another device need not wait for dst's stream */
+int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
+  const char *fn = "copy_";
+  if (ln_check_tensor(fn, dst, "destination") != 0 || ln_check_tensor(fn, src, "source") != 0 ||
+      ln_check_no_internal_overlap(fn, dst) != 0 || ln_check_no_partial_overlap(fn, dst, src, "source") != 0)
+    return -1;
+  int nd = 0; int64_t shape[LN_MAX_DIMS];
+  if (ln_broadcast_shapes(fn, dst->ndim, dst->shape, src->ndim, src->shape, &nd, shape) != 0) return -1;
+  bool same = nd == dst->ndim;
+  for (int i = 0; same && i < nd; i++) same = shape[i] == dst->shape[i];
+  if (!same) {
+    char b1[160], b2[160];
+    return ln_error("copy_: source shape %s cannot be broadcast to destination shape %s",
+                    ln_shape_str(b1, sizeof b1, src->ndim, src->shape),
+                    ln_shape_str(b2, sizeof b2, dst->ndim, dst->shape));
+  }
+  ln_copy_args args = {ln_kview_of(dst), ln_kview_broadcast(src, nd, shape)};
+  const ln_tensor *keep[2] = {dst, src};
+  if (ln_numel(dst) == 0) return 0;
+  if (dst->device_id == src->device_id)
+    return ln_launch(dst->device_id, fn, ln_backend_of(dst->device_id)->copy, &args, sizeof args, keep, 2);
+  /* across devices: the source's stream copies once the destination's earlier
+   * work is done (it may still use dst; not for a fresh dst: then the two
+   * streams are not coupled both ways, DataParallel's scatter and gather
+   * included); the destination's later work waits for the copy */
+  ln_event ev;
+  if (!dst_fresh && (ln_event_record(dst->device_id, &ev) != 0 || ln_event_wait(src->device_id, &ev) != 0))
+    return -1;
+  if (ln_launch(src->device_id, fn, ln_backend_of(src->device_id)->copy, &args, sizeof args, keep, 2) != 0)
+    return -1;
+  if (ln_event_record(src->device_id, &ev) != 0) return -1;
+  return ln_event_wait(dst->device_id, &ev);
+}
