@@ -126,16 +126,7 @@ int ln_launch_comm(int device, const char *op, ln_task_fn fn, const void *args,
                    size_t argsize, const ln_tensor *const *keep, int nkeep, int flags);
 int ln_comm_stream_wait_compute(int device);
 
-/* Threads the current kernel may use (device share of the cores; the CPU
- * runtime, c/cpu/runtime.c, sets it per task). */
-int ln_kernel_threads(void);
 int ln_device_is_inline(int device);   /* no thread serves its stream: work runs in the caller */
-
-/* ---- parallel helpers ------------------------------------------------------ */
-/* Split [0, n) into chunks of at least `grain` and run fn(ctx, begin, end) on
- * the current kernel's threads. */
-typedef void (*ln_range_fn)(void *ctx, int64_t begin, int64_t end);
-void ln_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx);
 
 /* ---- half types ------------------------------------------------------------- */
 float ln_half_to_float(uint16_t h);

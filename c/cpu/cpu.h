@@ -25,4 +25,12 @@ void *ln_cpu_alloc(int index, size_t nbytes);
 void ln_cpu_free(int index, void *p, size_t nbytes);
 struct ln_stream *ln_cpu_stream(int index, int which, bool start);
 
+/* Threads the current kernel may use (the device's share of the cores; the
+ * runtime sets it per task). */
+int ln_kernel_threads(void);
+/* Split [0, n) into chunks of at least `grain` and run fn(ctx, begin, end) on
+ * the current kernel's threads (parallel.c). */
+typedef void (*ln_range_fn)(void *ctx, int64_t begin, int64_t end);
+void ln_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx);
+
 #endif

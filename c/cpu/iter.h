@@ -6,7 +6,7 @@
  * cut into items: (outer row, block of the inner dim), for the thread pool. */
 #ifndef LN_CPU_ITER_H
 #define LN_CPU_ITER_H
-#include "../core/internal.h"
+#include "cpu.h"
 
 /* Elementwise, reduction, indexing and optimizer kernels over fewer elements
  * than this run on one thread. A parallel region costs a fork/join and a

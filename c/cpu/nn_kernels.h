@@ -5,7 +5,7 @@
  * their scratch (ln_cpu_nn_planner, registered in backend.c). */
 #ifndef LN_CPU_NN_KERNELS_H
 #define LN_CPU_NN_KERNELS_H
-#include "../core/backend.h"
+#include "cpu.h"
 
 int ln_cpu_conv2d_fwd(void *args);
 int ln_cpu_conv2d_bwd(void *args);

@@ -1,5 +1,5 @@
 /* parallel.c -- ln_parallel_for over the current kernel's share of cores. */
-#include "../core/internal.h"
+#include "cpu.h"
 #include <omp.h>
 
 void ln_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx) {

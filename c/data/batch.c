@@ -4,6 +4,7 @@
  * choice is Philox keyed by (seed, epoch, sample key), so a batch is the same
  * whichever thread assembles it. */
 #include "data.h"
+#include "../cpu/cpu.h"   /* ln_parallel_for: batches are gathered in host memory */
 #include <math.h>
 #include <stdlib.h>
 
