@@ -61,7 +61,13 @@ end
 function fuzz.devices(n)
   if lunet.device_count() ~= n then lunet.set_cpu_devices(n) end
 end
-function fuzz.tmp() return (os.getenv('FUZZ_TMP') or '/tmp') .. '/fuzz_api_' .. tostring(os.time()) .. '_' .. tostring(math.random(1e9)) end
+-- a path no other process uses: the pid (math.random is unseeded, the same
+-- sequence in every process, so concurrent fuzzers loaded each other's saves)
+pcall(ffi.cdef, 'int getpid(void);')
+function fuzz.tmp()
+  FUZZ_NTMP = (FUZZ_NTMP or 0) + 1   -- a global: each case has its own fuzz table
+  return ('%s/fuzz_api_%d_%d'):format(os.getenv('FUZZ_TMP') or '/tmp', ffi.C.getpid(), FUZZ_NTMP)
+end
 local RAW = { 'attempt to ', 'bad argument #', 'cannot convert', 'has no member named', 'table index is nil' }
 fuzz.raw = {}
 -- run one statement: an error is fine, a raw Lua error is noted
