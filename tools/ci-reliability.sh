@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI reliability checks (called by tools/ci-extra.sh; under 2 minutes on 2 cores):
+# CI reliability checks (called by tools/ci-extra.sh; about 3 minutes on 2 cores):
 #  1. libFuzzer targets for the safetensors, IDX and CIFAR-10 readers (and
 #     tools/fuzz_data.c: the readers plus the batch assembler), each for
 #     FUZZ_SECONDS (default 20) from the committed seed corpus (tools/corpus/);
@@ -12,7 +12,7 @@
 #  4. the Lua-API fuzzer (tools/fuzz_api.lua) under the ASan+UBSan build
 #     (${LUNET_ASAN_BUILD:-build-asan}, built or brought up to date here): its
 #     corpus of past crashes (tools/corpus/api/) replayed, then random cases
-#     for FUZZ_API_SECONDS (default 45) from a seed that changes daily
+#     for FUZZ_API_SECONDS (default 30) from a seed that changes daily
 #     (FUZZ_API_SEED=S repeats a run); a crash, sanitizer report, hang,
 #     broken invariant or raw Lua error fails CI and prints the reproducer.
 # The specs (reliability, fault, badinput) run with the rest in make test /
@@ -80,6 +80,6 @@ make --no-print-directory BUILD="$asan" CFLAGS="-O1 -g -fsanitize=address,undefi
 api_seed=${FUZZ_API_SEED:-$(( $(date -u +%s) / 86400 ))}
 api() { LUNET_LIB="$root/$asan/liblunet.so" LUNET_ASAN=1 FUZZ_TMP="$work" luajit tools/fuzz_api.lua "$@"; }
 api --replay --timeout 120
-api --seconds "${FUZZ_API_SECONDS:-45}" --seed "$api_seed" --strict --timeout 120 --corpus "$work/api_found"
+api --seconds "${FUZZ_API_SECONDS:-30}" --seed "$api_seed" --strict --timeout 120 --corpus "$work/api_found"
 
 echo "== reliability: passed in $((SECONDS - start))s"
