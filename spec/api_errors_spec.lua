@@ -294,6 +294,7 @@ describe('API errors: no raw Lua error from any public function', function()
       { function() return nn.ReLU()(nil) end, 'relu: input must be a tensor, got nil' },
       { function() return nn.Flatten()(5) end, 'flatten: input must be a tensor, got number' },
       { function() return lunet.ones(1):expand(2 ^ 32):totable() end, 'read: 4294967296 elements is too many to read into Lua' },
+      { function() return lunet.empty(0, 1):reshape({ 2 ^ 31, 4, 0, 2 }):totable() end, 'totable: an empty tensor of shape {2147483648,4,0,2} would need 10737418240 nested Lua tables' },
       { function() return F.pad(lunet.ones(1, 1, 2, 2), { 1, 1, true, 0 }) end, 'pad: padding must be integers in 0..2^31' },
       { function() return lunet.cat({ lunet.ones(2), lunet.ones(2) }, 2 ^ 31) end, 'cat: dim 2147483648 out of range' },
       { function() return lunet.Tensor.view(5, 3) end, 'view: self must be a tensor, got number' },
