@@ -5,18 +5,22 @@
 local lunet = require 'lunet'
 local nn = lunet.nn
 
--- collect until the device's live bytes stop changing: a tensor reached
--- only through another tensor's autograd record goes one cycle after it
+-- collect until the device's live bytes and the Lua heap stop changing: a
+-- tensor reached only through another tensor's autograd record goes one
+-- cycle after it. Compiled traces are dropped first: they are Lua heap
+-- themselves and hold the last objects they saw, and how many a run has
+-- compiled by then depends on what ran before (other specs, busy waits).
 local function settle()
-  local last
+  jit.flush()
+  local last, last_kb
   for _ = 1, 12 do
     lunet.synchronize()   -- (queued work holds its tensors' storages)
     collectgarbage()
-    local m = lunet.memory_allocated('cpu:0')
-    if m == last then return m, collectgarbage('count') end
-    last = m
+    local m, kb = lunet.memory_allocated('cpu:0'), collectgarbage('count')
+    if m == last and kb == last_kb then return m, kb end
+    last, last_kb = m, kb
   end
-  return last, collectgarbage('count')
+  return last, last_kb
 end
 
 -- runs f n times and returns the device bytes and Lua KB left behind
