@@ -43,6 +43,8 @@ local lunet = require 'lunet'
 local models = require 'models'
 local nn, optim = lunet.nn, lunet.optim
 local C = lunet.C
+-- the reference GEMM (ln_cblas_sgemm_direct): c/include/lunet_internal.h
+if not pcall(ffi.typeof, 'ln_rec_stats') then ffi.cdef(require 'lunet.cdef_internal') end
 local clock = lunet.clock
 
 local POOL = 1024   -- images per model and case

@@ -8,6 +8,8 @@ package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local ffi = require 'ffi'
 local lunet = require 'lunet'
 local C = lunet.C
+-- the reference GEMM (ln_cblas_sgemm_direct): c/include/lunet_internal.h
+if not pcall(ffi.typeof, 'ln_rec_stats') then ffi.cdef(require 'lunet.cdef_internal') end
 
 local args = {}
 for i = 1, #arg do args[arg[i]:gsub('^%-%-', '')] = arg[i + 1] or true end

@@ -5,6 +5,8 @@
 local lunet = require 'lunet'
 local ffi = require 'ffi'
 local C = lunet.C
+-- fault injection (ln_stream_inject_*): c/include/lunet_internal.h
+if not pcall(ffi.typeof, 'ln_rec_stats') then ffi.cdef(require 'lunet.cdef_internal') end
 
 local function release_all()
   collectgarbage(); collectgarbage()

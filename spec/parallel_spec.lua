@@ -4,7 +4,10 @@
 -- replicas stay bit-identical to each other.
 local lunet = require 'lunet'
 local nn, optim = lunet.nn, lunet.optim
+local ffi = require 'ffi'
 local C = lunet.C
+-- fault injection (ln_stream_inject_*): c/include/lunet_internal.h
+if not pcall(ffi.typeof, 'ln_rec_stats') then ffi.cdef(require 'lunet.cdef_internal') end
 
 local function cnn(bn)
   -- (no conv bias before BatchNorm: its true gradient is 0, and Adam would amplify the rounding noise)

@@ -7,6 +7,8 @@ local lunet = require 'lunet'
 local ffi = require 'ffi'
 local nn, optim = lunet.nn, lunet.optim
 local C = lunet.C
+-- fault injection (ln_stream_inject_*): c/include/lunet_internal.h
+if not pcall(ffi.typeof, 'ln_rec_stats') then ffi.cdef(require 'lunet.cdef_internal') end
 
 local function release_devices()
   jit.flush()

@@ -8,6 +8,7 @@
  * driver's device list is: devices are a property of the process. */
 #include "stream.h"
 #include "backend.h"
+#include "lunet_internal.h"   /* the fault-injection hooks */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

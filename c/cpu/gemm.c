@@ -2,6 +2,7 @@
  * one thread; lunet splits the product over its kernel threads (one pool, no
  * oversubscription), each part a single-threaded sgemm/dgemm. */
 #include "cpu.h"
+#include "lunet_internal.h"   /* ln_cblas_sgemm_direct */
 #include <cblas.h>
 #include <omp.h>
 

@@ -1,6 +1,57 @@
 /*
  * lunet.h -- the lunet C API, and its manual.
  *
+ * Example (examples/c/tiny.c; spec/header_spec.lua checks this copy is that
+ * file, and builds and runs it): a convolution trained five SGD steps on
+ * 0.5 * sum(conv(x)^2), every call checked.
+ *   cc -Ic/include examples/c/tiny.c -Lbuild -llunet -Wl,-rpath,build -o tiny
+ *
+ * #include <stdio.h>
+ * #include "lunet.h"
+ *
+ * #define CHECK(x) do { if (!(x)) { fprintf(stderr, "%s\n", ln_last_error()); return 1; } } while (0)
+ *
+ * // 0.5 * sum(out^2), read back to the host
+ * static double loss_of(ln_tensor *out) {
+ *   float v[2 * 4 * 6 * 6];
+ *   if (ln_tensor_read(out, v) != 0) return -1;
+ *   double s = 0;
+ *   for (int i = 0; i < 2 * 4 * 6 * 6; i++) s += 0.5 * v[i] * v[i];
+ *   return s;
+ * }
+ *
+ * int main(void) {
+ *   int64_t xs[4] = {2, 3, 8, 8}, ws[4] = {4, 3, 3, 3}, bs[1] = {4}, os[4] = {2, 4, 6, 6};
+ *   ln_tensor *x = ln_empty(4, xs, LN_FLOAT32, 0), *w = ln_empty(4, ws, LN_FLOAT32, 0);
+ *   ln_tensor *b = ln_empty(1, bs, LN_FLOAT32, 0), *out = ln_empty(4, os, LN_FLOAT32, 0);
+ *   ln_tensor *dw = ln_empty(4, ws, LN_FLOAT32, 0), *db = ln_empty(1, bs, LN_FLOAT32, 0);
+ *   CHECK(x && w && b && out && dw && db);
+ *   ln_manual_seed(0);
+ *   CHECK(ln_normal_(x, 0, 1) == 0 && ln_uniform_(w, -0.2, 0.2) == 0 && ln_fill_(b, 0.1) == 0);
+ *
+ *   ln_conv2d_params p = {1, 1, 0, 0, 1, 1, 1};   // stride 1, padding 0, dilation 1, groups 1
+ *   ln_sgd_params sgd = {.lr = 0.01};
+ *   double first = 0, last = 0;
+ *   for (int step = 0; step < 5; step++) {
+ *     CHECK(ln_conv2d_forward(out, x, w, b, &p) == 0);   // out (2,4,6,6)
+ *     last = loss_of(out);
+ *     CHECK(last >= 0);
+ *     if (step == 0) first = last;
+ *     // d loss / d out = out; no input gradient wanted (din NULL)
+ *     CHECK(ln_conv2d_backward(NULL, dw, db, out, x, w, &p) == 0);
+ *     CHECK(ln_sgd_step_(w, dw, NULL, &sgd) == 0 && ln_sgd_step_(b, db, NULL, &sgd) == 0);
+ *   }
+ *   printf("loss %.4f -> %.4f\n", first, last);
+ *
+ *   // a wrong call fails where it is made, with a message naming the problem
+ *   if (ln_conv2d_forward(out, w, x, b, &p) == 0) return 1;
+ *   printf("error: %s\n", ln_last_error());
+ *
+ *   ln_tensor *all[] = {x, w, b, out, dw, db};
+ *   for (int i = 0; i < 6; i++) ln_tensor_free(all[i]);
+ *   return last < first ? 0 : 1;
+ * }
+ *
  * This is the only declaration of the API. The LuaJIT binding's cdef text is
  * generated from it at build time (cc -E -P -DLN_CDEF), so everything below
  * LN_CDEF must stay plain C that LuaJIT's cdef parser accepts: no #define
@@ -259,8 +310,6 @@ LN_API ln_tensor *ln_addmm(const ln_tensor *c, const ln_tensor *a, const ln_tens
 LN_API void ln_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b,
                      int64_t ldb, float beta, float *c, int64_t ldc);
-LN_API void ln_cblas_sgemm_direct(int64_t m, int64_t n, int64_t k, const float *a,
-                                  const float *b, float *c);  /* bench reference */
 
 /* ------------------------------------------------------------------------ */
 /* Indexing, joining, splitting                                               */
@@ -656,15 +705,6 @@ LN_API int ln_comm_barrier(ln_comm *c);  /* every stream waits for all the other
  * neared the collective on their compute streams and met them awake
  * (local backend; other backends leave both 0). */
 LN_API int ln_comm_meet_stats(ln_comm *c, int64_t out[2]);
-/* Testing hook: enqueue a task that fails with message on device's stream. */
-LN_API int ln_stream_inject_error(int device, const char *message);
-/* Testing hook: enqueue a task that holds device's stream until *gate is
- * nonzero (set by the caller later; *gate must outlive the task). Lets specs
- * order work across streams deterministically instead of by timing. */
-LN_API int ln_stream_inject_gate(int device, const int *gate);
-/* Testing hook: enqueue a task that sleeps `seconds`, then sets *gate to 1:
- * a gate opened from another stream, for specs that check a host wait. */
-LN_API int ln_stream_inject_opener(int device, int *gate, double seconds);
 
 #ifndef LN_CDEF
 #ifdef __cplusplus

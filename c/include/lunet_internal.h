@@ -1,7 +1,8 @@
 /* lunet_internal.h -- declarations for the specs and benches, not part of the
- * public API (lunet.h): test-support backends and their counters. The specs
- * load it through lua/lunet/cdef_internal.lua, generated from this file as
- * cdef.lua is from lunet.h; it may change with any commit. */
+ * public API (lunet.h): test-support backends and their counters, fault
+ * injection, the benches' reference kernels. The specs and benches load it
+ * through lua/lunet/cdef_internal.lua, generated from this file as cdef.lua
+ * is from lunet.h; it may change with any commit. */
 #ifndef LUNET_INTERNAL_H
 #define LUNET_INTERNAL_H
 
@@ -24,5 +25,21 @@ LN_API int ln_test_rec_register(int n, int threaded);
 LN_API int ln_test_rec_stats(ln_rec_stats *out);
 /* the op of the i-th launch on a rec device (0-based; "" once out of the log) */
 LN_API const char *ln_test_rec_op(int64_t i);
+
+/* Fault injection (c/core/device.c): enqueue a task that fails with message
+ * on device's stream. */
+LN_API int ln_stream_inject_error(int device, const char *message);
+/* Enqueue a task that holds device's stream until *gate is nonzero (set by
+ * the caller later; *gate must outlive the task): specs order work across
+ * streams deterministically instead of by timing. */
+LN_API int ln_stream_inject_gate(int device, const int *gate);
+/* Enqueue a task that sleeps `seconds`, then sets *gate to 1: a gate opened
+ * from another stream, for specs that check a host wait. */
+LN_API int ln_stream_inject_opener(int device, int *gate, double seconds);
+
+/* The benches' reference GEMM: OpenBLAS's cblas_sgemm called directly, row
+ * major, C[MxN] = A[MxK] B[KxN] (c/cpu/gemm.c). */
+LN_API void ln_cblas_sgemm_direct(int64_t m, int64_t n, int64_t k, const float *a,
+                                  const float *b, float *c);
 
 #endif
