@@ -115,9 +115,15 @@ setup(function()
   copy = os.tmpname(); os.remove(copy)
   home = copy .. '-home'
   assert(os.execute(('mkdir -p %q %q/build %q'):format(copy, copy, home)) == 0)
-  -- the checkout's files as git knows them (tracked, and new ones not ignored)
-  local out, rc = sh(('cd %q && git ls-files -z -co --exclude-standard | xargs -0 tar cf - --ignore-failed-read 2>/dev/null | tar xf - -C %q')
-    :format(root, copy))
+  -- the checkout's files as git knows them (tracked, and new ones not ignored);
+  -- outside a git checkout (a source tarball), its files less what the build made
+  local out, rc
+  if select(2, sh(('git -C %q rev-parse --is-inside-work-tree'):format(root))) == 0 then
+    out, rc = sh(('cd %q && git ls-files -z -co --exclude-standard | xargs -0 tar cf - --ignore-failed-read 2>/dev/null | tar xf - -C %q')
+      :format(root, copy))
+  else
+    out, rc = sh(("cd %q && tar cf - --exclude='./build*' --exclude=./lua/lunet/cdef.lua . | tar xf - -C %q"):format(root, copy))
+  end
   assert.equal(0, rc, out)
   assert.truthy(io.open(copy .. '/lunet.lua'), 'lunet.lua is not in the checkout')
   -- and what `make` built
