@@ -181,10 +181,28 @@ describe('OpenMP wait policy', function()
     return out:match("OMP_WAIT_POLICY = '(%a+)'"), out:match("GOMP_SPINCOUNT = '(%d+)'")
   end
 
-  it('is passive (no spinning) by default, in effect before libgomp starts', function()
-    local policy, spin = omp_env('')
-    assert.equal('PASSIVE', policy)
-    assert.equal('0', spin)
+  it('is chosen by the load when lunet loads: passive on busy cores, else libgomp\'s spinning default', function()
+    local core = require 'lunet.core'
+    assert.equal('passive', core.choose_wait_policy(2.0, 2))
+    assert.equal('passive', core.choose_wait_policy(1.6, 2))
+    assert.equal('default', core.choose_wait_policy(1.4, 2))
+    assert.equal('default', core.choose_wait_policy(0.0, 16))
+    assert.equal('passive', core.choose_wait_policy(40, 16))
+    assert.equal('default', core.choose_wait_policy(nil, 2))
+    -- in a child, what libgomp took is what lunet chose (its choice printed)
+    local p = io.popen('env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose luajit -e "'
+      .. "local l = require 'lunet'; l.ones(4):sum():item(); print('chose ' .. require('lunet.core').wait_policy)"
+      .. '" 2>&1')
+    local out = p:read('*a'); p:close()
+    local chose = out:match('chose (%a+)')
+    assert.truthy(chose, out)
+    local policy, spin = out:match("OMP_WAIT_POLICY = '(%a+)'"), out:match("GOMP_SPINCOUNT = '(%d+)'")
+    if chose == 'passive' then
+      assert.equal('PASSIVE', policy); assert.equal('0', spin)
+    else
+      assert.equal('default', chose)
+      assert.are_not.equal('PASSIVE', policy); assert.are_not.equal('0', spin)
+    end
   end)
 
   it("is the user's when OMP_WAIT_POLICY or GOMP_SPINCOUNT is set", function()

@@ -25,15 +25,35 @@ end
 
 if not pcall(ffi.typeof, 'ln_tensor') then ffi.cdef(require 'lunet.cdef') end
 
--- OpenMP threads wait passively (sleep) unless the user chose otherwise:
--- libgomp's default spins first, which beside other work on the same cores
--- made training several times slower (bench/wait_policy.lua, bench/RESULTS.md).
--- libgomp reads the environment once, when it loads with liblunet below, so
--- it must be set before ffi.load. OMP_WAIT_POLICY or GOMP_SPINCOUNT set by
--- the user (even to libgomp's default) is left as it is.
+-- How OpenMP threads wait between parallel regions. libgomp's default spins
+-- first: fastest on idle cores, several times slower beside other work on
+-- the same cores; passive (sleep at once) is the reverse (bench/RESULTS.md,
+-- "OpenMP wait policy"). lunet picks by the machine's load when it loads:
+-- passive when the 1-minute load average already fills the online cores,
+-- else libgomp's default. libgomp reads the environment once, when it loads
+-- with liblunet below, so this happens before ffi.load. OMP_WAIT_POLICY or
+-- GOMP_SPINCOUNT set by the user is left as it is.
+function core.choose_wait_policy(load, ncpu)
+  if type(load) ~= 'number' or type(ncpu) ~= 'number' or ncpu < 1 then return 'default' end
+  return load >= ncpu - 0.5 and 'passive' or 'default'
+end
+
+local function machine_load()
+  local f = io.open('/proc/loadavg', 'r')
+  local load = f and tonumber((f:read('*l') or ''):match('^(%S+)'))
+  if f then f:close() end
+  pcall(ffi.cdef, 'long sysconf(int name);')
+  local ok, n = pcall(function() return tonumber(ffi.C.sysconf(84)) end)   -- _SC_NPROCESSORS_ONLN
+  return load, ok and n or nil
+end
+
+core.wait_policy = 'user'
 if os.getenv('OMP_WAIT_POLICY') == nil and os.getenv('GOMP_SPINCOUNT') == nil then
-  pcall(ffi.cdef, 'int setenv(const char *name, const char *value, int overwrite);')
-  ffi.C.setenv('OMP_WAIT_POLICY', 'passive', 0)
+  core.wait_policy = core.choose_wait_policy(machine_load())
+  if core.wait_policy == 'passive' then
+    pcall(ffi.cdef, 'int setenv(const char *name, const char *value, int overwrite);')
+    ffi.C.setenv('OMP_WAIT_POLICY', 'passive', 0)
+  end
 end
 
 local ok, lib = pcall(ffi.load, find_library())
