@@ -201,7 +201,7 @@ describe('OpenMP wait policy', function()
       assert.equal('PASSIVE', policy); assert.equal('0', spin)
     else
       assert.equal('default', chose)
-      assert.are_not.equal('PASSIVE', policy); assert.are_not.equal('0', spin)
+      assert.are_not.equal('0', spin)   -- (libgomp prints PASSIVE for an unset policy; its spin count tells)
     end
   end)
 
