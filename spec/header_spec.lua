@@ -3,19 +3,9 @@
 -- convolution trained a few SGD steps, a wrong call reported by
 -- ln_last_error); the specs' and benches' hooks are in lunet_internal.h, not
 -- in the public header nor in the cdef Lua loads by default.
-local root = debug.getinfo(1, 'S').source:match('^@(.*)spec/header_spec%.lua$') or './'
-if root == '' then root = './' end
+local shell = require 'shell'
+local root, sh, readfile = shell.root, shell.sh, shell.readfile
 
-local function readfile(path)
-  local f = assert(io.open(path, 'rb'))
-  local s = f:read('*a'); f:close(); return s
-end
-local function sh(cmd)
-  local p = io.popen(cmd .. ' 2>&1; echo "[rc=$?]"')
-  local out = p:read('*a'); p:close()
-  local rc = tonumber(out:match('%[rc=(%d+)%]\n$'))
-  return out:gsub('%[rc=%d+%]\n$', ''), rc
-end
 
 local lib = os.getenv('LUNET_LIB') or (root .. 'build/liblunet.so')
 local header = readfile(root .. 'c/include/lunet.h')

@@ -2,15 +2,9 @@
 -- rules on the sources and, with nm on the objects make built, that c/core
 -- calls nothing defined in c/ops, c/nn, c/cpu, c/comm or c/data. Run here so
 -- that a breach fails `make test` (and so CI).
-local root = debug.getinfo(1, 'S').source:match('^@(.*)spec/layers_spec%.lua$') or './'
-if root == '' then root = './' end
+local shell = require 'shell'
+local root, sh, readfile = shell.root, shell.sh, shell.readfile
 
-local function sh(cmd)
-  local p = io.popen(cmd .. ' 2>&1; echo "[rc=$?]"')
-  local out = p:read('*a'); p:close()
-  local rc = tonumber(out:match('%[rc=(%d+)%]\n$'))
-  return out:gsub('%[rc=%d+%]\n$', ''), rc
-end
 
 -- the build folder of the library under test (build-asan for make test-asan)
 local lib = os.getenv('LUNET_LIB')

@@ -3,22 +3,12 @@
 -- LUA_PATH, no LUNET_LIB, no OMP_* settings) from a copy of the checkout that
 -- holds what `make` built, as a fresh clone after `make` would. Every command
 -- the README shows is either run here or listed in NOT_RUN with the reason.
-local root = debug.getinfo(1, 'S').source:match('^@(.*)spec/readme_spec%.lua$') or './'
-if root == '' then root = './' end
+local shell = require 'shell'
+local root, sh, readfile = shell.root, shell.sh, shell.readfile
 
-local function readfile(path)
-  local f = assert(io.open(path, 'rb'))
-  local s = f:read('*a'); f:close(); return s
-end
 local function writefile(path, s)
   local f = assert(io.open(path, 'wb'))
   f:write(s); f:close()
-end
-local function sh(cmd)
-  local p = io.popen(cmd .. ' 2>&1; echo "[rc=$?]"')
-  local out = p:read('*a'); p:close()
-  local rc = tonumber(out:match('%[rc=(%d+)%]\n$'))
-  return out:gsub('%[rc=%d+%]\n$', ''), rc
 end
 local function squash(s) return (s:gsub('[ \t]+', ' ')) end
 
