@@ -324,3 +324,27 @@ describe('API errors: no raw Lua error from any public function', function()
   end)
 end)
 
+
+describe('API errors point at the line that called lunet', function()
+  -- a bad dtype or device is found deep inside lunet (factory -> make -> core):
+  -- the message still carries this file's line, not lunet's
+  local function where(fn)
+    local ok, err = pcall(fn)
+    assert.is_false(ok)
+    return tostring(err)
+  end
+  it('bad devices and dtypes in factories, to() and modules', function()
+    local cases = {
+      function() lunet.ones(2, { device = 'cpu:9' }) end,
+      function() lunet.zeros({ 2 }, { dtype = 'float13' }) end,
+      function() lunet.full({ 2 }, 1, { device = 'gpu' }) end,
+      function() lunet.ones(2):to('cpu:9') end,
+      function() lunet.nn.Linear(2, 2):to('cpu:9') end,
+    }
+    for i, fn in ipairs(cases) do
+      local err = where(fn)
+      assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
+      assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
+    end
+  end)
+end)

@@ -95,10 +95,12 @@ function core.raise(level)
   error(core.last_error(), (level or 2) + 1)
 end
 
+-- (argument errors point at the user's line, however deep in lunet they are found)
+local raise_user = require('lunet.options').raise
 function core.dtype_id(fn, dt)
   if dt == nil then return core.default_dtype end
   local id = core.dtype_ids[dt]
-  if not id then error(('%s: unknown dtype %s'):format(fn, tostring(dt)), 3) end
+  if not id then raise_user(('%s: unknown dtype %s'):format(fn, tostring(dt))) end
   return id
 end
 
@@ -111,7 +113,7 @@ function core.device_id(fn, dev)
   if type(dev) == 'number' then
     -- (a C int: a fraction or a huge number would be truncated to some device)
     if dev % 1 ~= 0 or dev < 0 or dev >= 2 ^ 31 then
-      error(('%s: invalid device number %s (expected a non-negative integer)'):format(fn, tostring(dev)), 3)
+      raise_user(('%s: invalid device number %s (expected a non-negative integer)'):format(fn, tostring(dev)))
     end
     return dev
   end
@@ -121,19 +123,19 @@ function core.device_id(fn, dev)
     if idx >= 2 ^ 31 then kind = nil end
     if kind == 'cpu' then
       if C.ln_device_valid(idx) == 0 then
-        error(('%s: no device %s (there %s %d CPU device%s)'):format(fn, dev,
+        raise_user(('%s: no device %s (there %s %d CPU device%s)'):format(fn, dev,
           C.ln_cpu_device_count() == 1 and 'is' or 'are', C.ln_cpu_device_count(),
-          C.ln_cpu_device_count() == 1 and '' or 's'), 3)
+          C.ln_cpu_device_count() == 1 and '' or 's'))
       end
       return idx
     elseif kind == 'cuda' then
       if idx >= C.ln_cuda_device_count() then
-        error(('%s: %s is not available (%d CUDA devices)'):format(fn, dev, C.ln_cuda_device_count()), 3)
+        raise_user(('%s: %s is not available (%d CUDA devices)'):format(fn, dev, C.ln_cuda_device_count()))
       end
       return CUDA_BASE + idx
     elseif kind and dev:find(':', 1, true) then   -- another registered device type
       local id = C.ln_device_lookup(kind, idx)
-      if id < 0 then error(fn .. ': ' .. core.last_error():gsub('^device: ', ''), 3) end
+      if id < 0 then raise_user(fn .. ': ' .. (core.last_error():gsub('^device: ', ''))) end
       return id
     end
   end
@@ -141,7 +143,7 @@ function core.device_id(fn, dev)
     local ok, id = pcall(field_device_id, dev)
     if ok and id then return id end
   end
-  error(("%s: invalid device %s (expected 'cpu:N' or 'cuda:N')"):format(fn, tostring(dev)), 3)
+  raise_user(("%s: invalid device %s (expected 'cpu:N' or 'cuda:N')"):format(fn, tostring(dev)))
 end
 
 function core.device_name(id)

@@ -30,13 +30,16 @@ local function user_level()
     local info = debug.getinfo(lvl, 'S')
     if not info then return lvl - 1 end
     local src = info.source
-    if not own or src:sub(1, 1) ~= '@' or src:sub(2, #own + 1) ~= own then return lvl - 1 end
+    -- C frames (pcall inside no_grad and the like) are passed over too
+    if not own or src ~= '=[C]' and (src:sub(1, 1) ~= '@' or src:sub(2, #own + 1) ~= own) then return lvl - 1 end
     lvl = lvl + 1
   end
 end
 
 -- Raises "fname: msg" at the user's line.
 function M.fail(fname, msg) error(fname .. ': ' .. msg, user_level()) end
+-- Raises msg (already naming its function) at the user's line.
+function M.raise(msg) error(msg, user_level()) end
 local fail = M.fail
 
 -- allowed[spec] = {type name = true}, built once per spec string
