@@ -30,8 +30,12 @@ local function user_level()
     local info = debug.getinfo(lvl, 'S')
     if not info then return lvl - 1 end
     local src = info.source
-    -- C frames (pcall inside no_grad and the like) are passed over too
-    if not own or src ~= '=[C]' and (src:sub(1, 1) ~= '@' or src:sub(2, #own + 1) ~= own) then return lvl - 1 end
+    -- C frames (pcall inside no_grad and the like) are passed over too; the
+    -- REPL, which runs the user's lines, counts as the user's
+    if not own or src ~= '=[C]' and (src:sub(1, 1) ~= '@' or src:sub(2, #own + 1) ~= own
+                                     or src:sub(#own + 2) == 'repl.lua') then
+      return lvl - 1
+    end
     lvl = lvl + 1
   end
 end
