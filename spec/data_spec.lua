@@ -149,6 +149,16 @@ describe('data.read_idx', function()
     e = err_of(data.read_idx, cut)
     assert.matches(cut, e, 1, true)
 
+    -- a small gzip whose header promises 4 GiB: refused before allocating
+    -- (deflate expands at most 1032:1), not after reserving the memory
+    local bomb = write_gz(tmpname('.gz'), idx_bytes(0x08, { 4194304, 1024 }, string.rep('\0', 4096)))
+    local peak0 = lunet.max_memory_allocated()
+    e = err_of(data.read_idx, bomb)
+    assert.matches(bomb, e, 1, true)
+    assert.matches('4294967296 bytes of data (shape {4194304,1024}), more than a gzip file of', e, 1, true)
+    assert.matches('of %d+ bytes can hold$', e)
+    assert.is_true(lunet.max_memory_allocated() - peak0 < 2 ^ 20)
+
     local ph = write(tmpname(), bytes:sub(1, 9))
     e = err_of(data.read_idx, ph)
     assert.matches(ph, e, 1, true)

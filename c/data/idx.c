@@ -108,6 +108,15 @@ ln_tensor *ln_idx_read(const char *path) {
              (long long)LN_MAX(fsize - (4 + 4 * ndim), 0));
     goto fail;
   }
+  /* deflate expands at most 1032:1, so a gzip file's size bounds the data it
+   * can hold: a hostile header in a small .gz is refused before allocating */
+  if (!gzdirect(f) && nbytes / 1032 > fsize + 1024) {
+    char sb[128];
+    ln_error("%s: '%s' is truncated: its header promises %lld bytes of data (shape %s), more than a "
+             "gzip file of %lld bytes can hold", fn, path, (long long)nbytes,
+             ln_shape_str(sb, sizeof sb, ndim, shape), (long long)fsize);
+    goto fail;
+  }
   t = ln_empty(ndim, shape, dtype, 0);
   if (!t) goto fail;
   char *dst = ln_data_ptr(t);
