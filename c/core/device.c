@@ -421,6 +421,8 @@ int64_t ln_memory_allocated(int id) { pool *d = checked_pool("memory_allocated",
 int64_t ln_memory_cached(int id) { pool *d = checked_pool("memory_cached", id); return d ? d->cached : -1; }
 int64_t ln_memory_peak(int id) { pool *d = checked_pool("memory_peak", id); return d ? d->peak : -1; }
 
+int64_t ln_memory_limit(int id) { pool *d = checked_pool("memory_limit", id); return d ? d->limit : -1; }
+
 void ln_pool_set_limit(int id, int64_t bytes) { pool_of(id)->limit = bytes; }
 
 int ln_memory_set_limit(int id, int64_t bytes) {

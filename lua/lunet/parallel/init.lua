@@ -6,4 +6,13 @@ parallel.DataParallel = require 'lunet.parallel.DataParallel'
 parallel.Reducer = require 'lunet.parallel.Reducer'     -- gradient buckets and their all-reduces
 parallel.Balance = require 'lunet.parallel.Balance'     -- how a batch is split over replicas
 
+-- the planner (plan.lua): strategies, their predicted cost, the choice
+parallel.profile = require 'lunet.parallel.profile'       -- layer and link measurements
+parallel.partition = require 'lunet.parallel.partition'   -- contiguous stages by time under memory
+parallel.cost = require 'lunet.parallel.cost'
+parallel.Plan = require 'lunet.parallel.plan'
+function parallel.plan(model, sample, opts) return parallel.Plan.new(model, sample, opts) end
+parallel.simulate = require 'lunet.parallel.simulate'
+parallel.auto = require 'lunet.parallel.auto'
+
 return parallel

@@ -1,0 +1,258 @@
+-- lunet.parallel.cost: the planner's cost model. From a layer profile (per
+-- atom: forward and backward seconds, activation, parameter and output bytes
+-- at the profiled batch; profile.lua) and the links' latency alpha (s) and
+-- inverse bandwidth beta (s/byte), predicts a training step's time, each
+-- device's memory and the bytes on the wire of a strategy.
+--
+--   local cm = cost.new(atoms, {link = {copy = {alpha =, beta =}, allreduce = {alpha =, beta =}},
+--     speed = {1, 1}, memory = {2^30, 2^30}, optimizer = 'adam'})
+--   cm:data_parallel(n, batch, accumulate)        --> candidate
+--   cm:pipeline(stages, replicas, batch, chunks, 'gpipe' | '1f1b')  --> candidate
+--
+-- Time of atom i at batch b: fwd0 + (fwd - fwd0) * b / batch (fwd0 the fixed
+-- part of a call, 0 if unknown; the same for bwd); activation and output
+-- bytes grow with b. A device of speed s runs it in time / s.
+-- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
+-- 2(n-1) * alpha; a copy between two devices: alpha + S * beta.
+-- Memory of a device: parameters, gradients and optimizer state (Adam 2
+-- copies of the parameters, momentum 1, SGD 0) of what it holds, plus the
+-- activations alive at once (data parallel: one micro-batch; a pipeline
+-- stage j of p: GPipe all m micro-batches, 1F1B min(m, p - j + 1)), plus
+-- the input batch (or the stage's boundary buffers). A candidate fits when
+-- every device's need is at most headroom (0.9) times what it holds.
+local partition = require 'lunet.parallel.partition'
+
+local cost = {}
+cost.__index = cost
+
+local OPT_STATES = { adam = 2, adamw = 2, momentum = 1, sgd = 0 }
+
+local function fail(msg, lvl) error('parallel.cost: ' .. msg, (lvl or 1) + 1) end
+
+local function num(v, what, lvl)
+  if type(v) ~= 'number' or v < 0 or v ~= v or v == math.huge then
+    fail(('%s must be a number >= 0, got %s'):format(what, tostring(v)), lvl + 1)
+  end
+  return v
+end
+
+local function link_of(l, what, lvl)
+  l = l or { alpha = 0, beta = 0 }
+  if type(l) ~= 'table' then fail(what .. ' must be a table {alpha = s, beta = s/byte}', lvl + 1) end
+  return { alpha = num(l.alpha or 0, what .. '.alpha', lvl + 1), beta = num(l.beta or 0, what .. '.beta', lvl + 1) }
+end
+
+function cost.new(atoms, opts)
+  opts = opts or {}
+  if type(atoms) ~= 'table' or #atoms == 0 then fail('the profile must be a non-empty list of atoms', 2) end
+  for i, a in ipairs(atoms) do
+    if type(a) ~= 'table' then fail(('atom %d must be a table, got %s'):format(i, type(a)), 2) end
+    for _, k in ipairs({ 'fwd', 'bwd', 'act_bytes', 'param_bytes' }) do num(a[k], ('atom %d: %s'):format(i, k), 2) end
+    if type(a.batch) ~= 'number' or a.batch < 1 then fail(('atom %d: batch (the profiled batch size) must be >= 1'):format(i), 2) end
+  end
+  local link = opts.link or {}
+  local self = setmetatable({
+    atoms = atoms, n = #atoms,
+    copy = link_of(link.copy, 'link.copy', 2), ar = link_of(link.allreduce, 'link.allreduce', 2),
+    overlap = num(link.overlap or 1, 'link.overlap', 2),
+    speed = opts.speed or {}, memory = opts.memory or {}, headroom = opts.headroom or 0.9,
+    optimizer = opts.optimizer or 'adam', bucket_bytes = (opts.bucket_mb or 25) * 2 ^ 20,
+    in_bytes = opts.in_bytes or 0, names = opts.names, in_batch = opts.in_batch or atoms[1].batch,
+  }, cost)
+  local k = OPT_STATES[self.optimizer]
+  if not k then fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(self.optimizer)), 2) end
+  self.states = k
+  return self
+end
+
+-- ---- per atom, per batch ------------------------------------------------------------------
+
+local function scaled(full, fixed, b, b0) return fixed + (full - fixed) * b / b0 end
+function cost:fwd(i, b) local a = self.atoms[i]; return scaled(a.fwd, a.fwd0 or 0, b, a.batch) end
+function cost:bwd(i, b) local a = self.atoms[i]; return scaled(a.bwd, a.bwd0 or 0, b, a.batch) end
+function cost:act(i, b) local a = self.atoms[i]; return a.act_bytes * b / a.batch end
+function cost:out(i, b) local a = self.atoms[i]; return (a.out_bytes or 0) * b / a.batch end
+-- parameters + gradients + optimizer state
+function cost:state(i) return self.atoms[i].param_bytes * (2 + self.states) end
+function cost:dev_speed(d) return self.speed[d] or 1 end
+function cost:dev_memory(d) return self.memory[d] or math.huge end
+
+-- sums over atoms lo..hi
+function cost:range(lo, hi, b)
+  local f, bw, act, st, par = 0, 0, 0, 0, 0
+  for i = lo, hi do
+    f, bw = f + self:fwd(i, b), bw + self:bwd(i, b)
+    act, st, par = act + self:act(i, b), st + self:state(i), par + self.atoms[i].param_bytes
+  end
+  return f, bw, act, st, par
+end
+
+function cost:allreduce(n, bytes)
+  if n <= 1 or bytes <= 0 then return 0 end
+  return 2 * (n - 1) / n * bytes * self.ar.beta + 2 * (n - 1) * self.ar.alpha
+end
+function cost:copy_time(bytes) return self.copy.alpha + self.copy.beta * bytes end
+
+-- the bytes of the last gradient bucket reduced (the first parameters: the
+-- Reducer fills buckets in reverse order, the first two at most 1 MB)
+function cost:last_bucket(lo, hi)
+  local cur, nb = 0, 0
+  for i = hi, lo, -1 do
+    local b = self.atoms[i].param_bytes
+    if b > 0 then
+      local cap = nb <= 1 and math.min(self.bucket_bytes, 2 ^ 20) or self.bucket_bytes
+      if nb == 0 or (cur > 0 and cur + b > cap) then nb, cur = nb + 1, 0 end
+      cur = cur + b
+    end
+  end
+  return cur
+end
+
+function cost:fits(c)
+  local worst, dev = 0, nil
+  for d, need in ipairs(c.memory) do
+    local have = self:dev_memory(c.device_list[d]) * self.headroom
+    if need > have and need - have > worst then worst, dev = need - have, d end
+  end
+  if dev then
+    c.fits = false
+    local idx = c.device_list[dev]
+    c.why = ('%s needs %s, holds %s'):format(self.names and self.names[idx] or ('device ' .. idx), partition.fmt_bytes(c.memory[dev]),
+      partition.fmt_bytes(self:dev_memory(c.device_list[dev])))
+  else
+    c.fits = true
+  end
+  return c
+end
+
+-- ---- data parallel (n = 1: one device), with accumulation k ----------------------------------
+
+-- the batch split over the devices in proportion to their speed (as
+-- DataParallel's balance = weights does)
+function cost:data_parallel(n, B, k, first)
+  first = first or 1
+  k = k or 1
+  local total_speed, devs = 0, {}
+  for d = 1, n do devs[d] = first + d - 1; total_speed = total_speed + self:dev_speed(devs[d]) end
+  local slowest, mem, bw_last = 0, {}, 0
+  local _, _, _, st, par = self:range(1, self.n, 1)
+  for d = 1, n do
+    local share = B * self:dev_speed(devs[d]) / total_speed
+    local b = share / k
+    local f, bw, act = self:range(1, self.n, b)
+    local t = k * (f + bw) / self:dev_speed(devs[d])
+    if t > slowest then slowest, bw_last = t, bw / self:dev_speed(devs[d]) end
+    mem[d] = st + act + self.in_bytes * share / self.in_batch
+  end
+  local ar = self:allreduce(n, par)
+  local exposed = 0
+  if n > 1 then
+    exposed = math.max(self:allreduce(n, self:last_bucket(1, self.n)), ar - self.overlap * bw_last)
+  end
+  local c = {
+    kind = n == 1 and 'single' or 'data', devices = n, device_list = devs, replicas = n, stages = 1,
+    chunks = 1, accumulate = k, step = slowest + exposed, compute = slowest, comm = exposed,
+    bubble = 0, memory = mem, wire = n > 1 and 2 * (n - 1) * par or 0, params = par, state = st,
+  }
+  return self:fits(c)
+end
+
+-- ---- pipeline of p stages, d replicas (hybrid when d > 1), m micro-batches ------------------
+
+local function inflight_of(schedule, p, m)
+  local f = {}
+  for j = 1, p do f[j] = schedule == 'gpipe' and m or math.min(m, p - j + 1) end
+  return f
+end
+
+function cost:pipeline(p, d, B, m, schedule, first)
+  first = first or 1
+  local Br = B / d
+  local b = math.ceil(Br / m)
+  local inflight = inflight_of(schedule, p, m)
+  local costs, speed, memory = {}, {}, {}
+  for i = 1, self.n do
+    costs[i] = { time = self:fwd(i, b) + self:bwd(i, b), memory = self:state(i), act = self:act(i, b) }
+  end
+  for j = 1, p do
+    speed[j], memory[j] = math.huge, math.huge
+    for r = 1, d do
+      local dev = first + (r - 1) * p + j - 1
+      speed[j] = math.min(speed[j], self:dev_speed(dev))
+      memory[j] = math.min(memory[j], self:dev_memory(dev) * self.headroom)
+    end
+  end
+  local ok, counts = pcall(partition.split, costs, p, { speed = speed, memory = memory, inflight = inflight })
+  local why
+  if not ok then
+    why = tostring(counts):gsub('^.-partition%.split: ', '')
+    counts = partition.split(costs, p, { speed = speed, inflight = inflight })
+  end
+  local times = partition.evaluate(costs, counts, { speed = speed, inflight = inflight })
+  -- stage j's atoms lo..hi: time, memory, boundary copies, gradient all-reduce among replicas
+  local sum_t, max_t, fill, busy, lo = 0, 0, 0, 0, 1
+  local mem, par_stage, exposed, wire, bwd_before = {}, {}, 0, 0, {}
+  local copy_micro = 0
+  local acc_bwd = 0
+  for j = 1, p do
+    local hi = lo + counts[j] - 1
+    local _, bw, act, st, par = self:range(lo, hi, b)
+    bwd_before[j], acc_bwd = acc_bwd, acc_bwd + bw / speed[j]
+    local x_in = j > 1 and self:out(lo - 1, b) or self.in_bytes * b / self.in_batch
+    local x_out = j < p and self:out(hi, b) or 0
+    if j < p then
+      local x = self:copy_time(x_out)
+      fill = fill + 2 * x
+      copy_micro = math.max(copy_micro, 2 * x)
+      wire = wire + d * m * 2 * x_out
+    end
+    -- boundary buffers: the input received and the gradient sent back
+    local m_j = st + inflight[j] * act + 2 * x_in
+    for r = 1, d do mem[(r - 1) * p + j] = m_j end
+    par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
+    sum_t, max_t = sum_t + times[j], math.max(max_t, times[j])
+    busy = busy + m * times[j]
+    lo = hi + 1
+  end
+  local step = sum_t + (m - 1) * max_t + fill + (1 - self.overlap) * (m - 1) * copy_micro
+  if d > 1 then
+    -- stage j's gradients are final after its last backward; stage 1 finishes
+    -- last, bwd_before[j] later; the all-reduce overlaps that and (by buckets) j's own last backward
+    for j = 1, p do
+      local s = par_stage[j]
+      local ar = self:allreduce(d, s.par)
+      local e = math.max(self:allreduce(d, self:last_bucket(s.lo, s.hi)) - bwd_before[j],
+        ar - self.overlap * s.bw - bwd_before[j])
+      exposed = math.max(exposed, e)
+      wire = wire + 2 * (d - 1) * s.par
+    end
+  end
+  step = step + exposed
+  local devs = {}
+  for k = 1, p * d do devs[k] = first + k - 1 end
+  local _, _, _, st, par = self:range(1, self.n, 1)
+  local c = {
+    kind = d > 1 and 'hybrid' or 'pipeline', devices = p * d, device_list = devs, replicas = d, stages = p,
+    chunks = m, micro = b, schedule = schedule, accumulate = 1, balance = counts, stage_times = times,
+    step = step, compute = sum_t + (m - 1) * max_t, comm = fill + exposed,
+    bubble = math.max(0, 1 - busy / (p * step)), memory = mem, wire = wire, params = par, state = st,
+  }
+  self:fits(c)
+  if why then c.fits, c.why = false, why end
+  return c
+end
+
+-- ---- words -------------------------------------------------------------------------------
+
+function cost.label(c)
+  if c.kind == 'single' then
+    return c.accumulate > 1 and ('one device, accumulate %d'):format(c.accumulate) or 'one device'
+  elseif c.kind == 'data' then
+    return ('data parallel x%d%s'):format(c.devices, c.accumulate > 1 and (', accumulate ' .. c.accumulate) or '')
+  end
+  local sched = c.schedule == 'gpipe' and 'GPipe' or '1F1B'
+  if c.kind == 'pipeline' then return ('pipeline %d stages, %d chunks, %s'):format(c.stages, c.chunks, sched) end
+  return ('hybrid %dx%d, %d chunks, %s'):format(c.replicas, c.stages, c.chunks, sched)
+end
+
+return cost

@@ -1,0 +1,225 @@
+-- lunet.parallel.plan(model, sample_input, opts) -> a Plan: the strategies
+-- for training model on opts.devices, each with its predicted step time,
+-- memory per device, bytes on the wire, bubble and whether it fits, and the
+-- one chosen, with the reason in a sentence.
+--
+--   local p = lunet.parallel.plan(model, lunet.randn(32, 3, 32, 32), {devices = lunet.devices(), batch = 128})
+--   print(p)          -- the candidates as a table
+--   print(p.reason)   -- "the model and its Adam state need 3.1 GB, ...: 2-stage pipeline, ..."
+--   p.chosen          -- {kind = 'pipeline', stages = 2, chunks = 8, schedule = '1f1b', balance = {5, 4}, step = s, ...}
+--
+-- opts: devices (default lunet.devices()), batch (the global batch; default
+-- the sample's), memory (bytes per device: a number or a list; default each
+-- device's limit, LUNET_CPU_MEMORY for virtual CPU devices, unlimited if
+-- none), speed (relative speeds; default the devices' shares of the cores),
+-- optimizer ('adam' default, 'momentum', 'sgd': the state it keeps),
+-- chunks (the micro-batch counts tried, default {2, 4, 8, 16}), schedules
+-- ({'1f1b', 'gpipe'}), kinds (the strategies that may be chosen), runs
+-- (profiling repeats). profile (a stated per-atom profile, see cost.lua) and
+-- link ({copy = {alpha, beta}, allreduce = {alpha, beta}}) skip measuring:
+-- the specs state them, so that no choice depends on the machine's speed;
+-- with a stated profile model may be nil.
+local lunet = require 'lunet'
+local options = require 'lunet.options'
+local cost = require 'lunet.parallel.cost'
+local fmt_bytes = require('lunet.parallel.partition').fmt_bytes
+
+local Plan = {}
+Plan.__index = Plan
+
+local OPTS = { devices = 'table', batch = 'number', memory = true, speed = 'table', optimizer = 'string',
+  chunks = 'table', schedules = 'table', kinds = 'table', runs = 'number', profile = 'table', link = 'table',
+  headroom = 'number', bucket_mb = 'number' }
+
+local function fail(msg, lvl) error('parallel.plan: ' .. msg, (lvl or 1) + 1) end
+
+-- the model's atoms: lunet.parallel.atoms when present, else the children of
+-- a Sequential (a module of another kind is one atom)
+local function atoms_of(model)
+  local ok, atoms = pcall(require, 'lunet.parallel.atoms')
+  if ok and type(atoms) == 'table' and atoms.flatten then return atoms.flatten(model) end
+  if model.__name == 'nn.Sequential' then
+    local list = {}
+    for i = 1, model:size() do list[i] = model:get(i) end
+    return list
+  end
+  return { model }
+end
+Plan.atoms_of = atoms_of
+
+local function memory_of(opts, names, lvl)
+  local m, out = opts.memory, {}
+  for d = 1, #names do
+    local v
+    if type(m) == 'number' then v = m
+    elseif type(m) == 'table' then v = m[d]
+    elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. type(m), lvl + 1) end
+    if v == nil then
+      local lim = lunet.memory_limit and lunet.memory_limit(names[d]) or 0
+      v = lim > 0 and lim or math.huge
+    end
+    if type(v) ~= 'number' or not (v > 0) then fail(('memory[%d] must be a positive number, got %s'):format(d, tostring(v)), lvl + 1) end
+    out[d] = v
+  end
+  return out
+end
+
+local function speed_of(opts, names)
+  if opts.speed then return opts.speed end
+  local out, base = {}, nil
+  for d = 1, #names do
+    local ok, t = pcall(lunet.get_num_threads, names[d])
+    t = ok and t or 1
+    base = base or t
+    out[d] = t / base
+  end
+  return out
+end
+
+local function sentence(self)
+  local c, cm = self.chosen, self.cost
+  local state = c.state
+  local oname = ({ adam = 'Adam', adamw = 'AdamW', momentum = 'momentum', sgd = 'SGD' })[cm.optimizer]
+  local held = self.memory[1]
+  local same = true
+  for d = 2, #self.memory do if self.memory[d] ~= held then same = false end end
+  local holds = held == math.huge and 'no device has a memory limit'
+    or same and ('each device holds %s'):format(fmt_bytes(held)) or 'the devices hold ' .. table.concat(
+      (function() local t = {}; for d, v in ipairs(self.memory) do t[d] = v == math.huge and 'unlimited' or fmt_bytes(v) end; return t end)(), ', ')
+  local what
+  if c.kind == 'single' or c.kind == 'data' then
+    what = c.kind == 'single' and 'one device' or ('data parallel over %d devices'):format(c.devices)
+    what = what .. (', %d samples%s'):format(math.floor(self.batch / c.devices + 0.5), c.kind == 'data' and ' a device' or '')
+    if c.accumulate > 1 then what = what .. (' in %d accumulated micro-batches'):format(c.accumulate) end
+    if c.kind == 'data' then what = what .. (', all-reduce of %s (%.1f ms not hidden by backward)'):format(fmt_bytes(c.params), c.comm * 1e3) end
+    what = what .. (', %.1f ms a step'):format(c.step * 1e3)
+  else
+    what = (c.kind == 'hybrid' and ('%d pipelines of %d stages'):format(c.replicas, c.stages) or ('%d-stage pipeline'):format(c.stages))
+      .. (' (atoms per stage %s), %d micro-batches, %s, %.1f ms a step, %d%% bubble'):format(table.concat(c.balance, '+'),
+      c.chunks, c.schedule == 'gpipe' and 'GPipe' or '1F1B', c.step * 1e3, math.floor(c.bubble * 100 + 0.5))
+  end
+  -- why not something faster, or (a pipeline chosen) why not data parallel
+  local why, other = '', self.candidates[1]
+  if other == c or other.fits then
+    other = nil
+    for _, o in ipairs(self.candidates) do
+      if (o.kind == 'data' or o.kind == 'single') and c.kind ~= 'data' and c.kind ~= 'single' then other = o; break end
+    end
+  end
+  if other and not other.fits then
+    why = (' (%s%s does not fit: %s)'):format(other.step < c.step and 'the faster ' or '', other.label, other.why)
+  end
+  return ('the model and its %s state need %s, its activations %s at batch %d; %s: %s%s'):format(
+    oname, fmt_bytes(state), fmt_bytes(self.act_total), self.batch, holds, what, why)
+end
+
+local function divisors_upto(B, cap)
+  local out, k = {}, 1
+  while k <= cap and k <= B do out[#out + 1] = k; k = k * 2 end
+  return out
+end
+
+function Plan.new(model, sample, opts)
+  opts = options.check('parallel.plan', opts, OPTS) or {}
+  local names = {}
+  for d, dev in ipairs(opts.devices or lunet.devices()) do
+    local ok, id = pcall(require('lunet.core').device_id, 'parallel.plan', dev)
+    if not ok then error(id, 3) end
+    names[d] = require('lunet.core').device_name(id)
+    for e = 1, d - 1 do if names[e] == names[d] then fail('device ' .. names[d] .. ' appears twice', 3) end end
+  end
+  local n = #names
+  if n == 0 then fail('devices must be a non-empty list', 3) end
+  local profile = require 'lunet.parallel.profile'
+  local atoms, list
+  if opts.profile then
+    list = opts.profile
+  else
+    if type(model) ~= 'table' or not model._params then fail('expected an nn.Module, got ' .. type(model), 3) end
+    if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('sample_input must be a batch (a tensor with a batch dimension)', 3) end
+    atoms = atoms_of(model)
+    model:to(names[1])
+    list = profile.atoms(atoms, sample:to(names[1]), names[1], { runs = opts.runs })
+  end
+  local b0 = list[1] and list[1].batch or 1
+  local batch = opts.batch or (lunet.is_tensor(sample) and sample:size(1)) or b0
+  if type(batch) ~= 'number' or batch < 1 or batch % 1 ~= 0 then fail('batch must be an integer >= 1, got ' .. tostring(batch), 3) end
+  local link = opts.link or (n > 1 and profile.link(names[1], names[2])) or {}
+  local memory = memory_of(opts, names, 3)
+  local speed = speed_of(opts, names)
+  local in_bytes = lunet.is_tensor(sample) and sample:numel() * sample:element_size() or (list.in_bytes or 0)
+  local cm = cost.new(list, { link = link, speed = speed, memory = memory, optimizer = opts.optimizer,
+    headroom = opts.headroom, names = names, bucket_mb = opts.bucket_mb, in_bytes = in_bytes,
+    in_batch = lunet.is_tensor(sample) and sample:size(1) or b0 })
+  local self = setmetatable({ devices = names, batch = batch, memory = memory, speed = speed, cost = cm,
+    profile = list, link = link, atoms = atoms, model = model }, Plan)
+  local _, _, act = cm:range(1, cm.n, batch)
+  self.act_total = act
+  -- the candidates
+  local kinds = {}
+  for _, k in ipairs(opts.kinds or { 'single', 'data', 'pipeline', 'hybrid' }) do kinds[k] = true end
+  local cands = {}
+  local function add(c) cands[#cands + 1] = c end
+  -- data parallel over nd devices; when it does not fit, also the fewest
+  -- accumulated micro-batches that do
+  local function with_accumulation(nd)
+    if batch < nd then return end
+    local c = cm:data_parallel(nd, batch, 1)
+    add(c)
+    if c.fits then return end
+    local ks = divisors_upto(math.floor(batch / nd), 64)
+    for i = 2, #ks do
+      c = cm:data_parallel(nd, batch, ks[i])
+      if c.fits or i == #ks then add(c); return end
+    end
+  end
+  with_accumulation(1)
+  if n > 1 then with_accumulation(n) end
+  local chunks = opts.chunks or { 2, 4, 8, 16 }
+  local schedules = opts.schedules or { '1f1b', 'gpipe' }
+  for p = 2, math.min(n, cm.n) do
+    if n % p == 0 then
+      local d = n / p
+      for _, m in ipairs(chunks) do
+        if m <= batch / d then
+          for _, s in ipairs(schedules) do add(cm:pipeline(p, d, batch, m, s)) end
+        end
+      end
+    end
+  end
+  -- fastest first; on a tie the one needing less memory (1F1B before GPipe)
+  local function peak(c) local m = 0; for _, v in ipairs(c.memory) do m = math.max(m, v) end; return m end
+  for _, c in ipairs(cands) do c.peak = peak(c) end
+  table.sort(cands, function(a, b)
+    if a.step ~= b.step then return a.step < b.step end
+    return a.peak < b.peak
+  end)
+  for _, c in ipairs(cands) do
+    c.label = cost.label(c)
+    c.available = kinds[c.kind] or false
+  end
+  self.candidates = cands
+  local chosen
+  for _, c in ipairs(cands) do if c.fits and c.available then chosen = c; break end end
+  if not chosen then
+    local lines = {}
+    for i = 1, math.min(3, #cands) do lines[i] = cands[i].label .. ': ' .. (cands[i].why or 'not available') end
+    fail(('nothing fits the devices\' memory (%s)'):format(table.concat(lines, '; ')), 3)
+  end
+  self.chosen = chosen
+  self.reason = sentence(self)
+  return self
+end
+
+function Plan:__tostring()
+  local rows = { ('%-34s %10s %8s %12s %12s %6s'):format('candidate', 'step ms', 'bubble', 'max memory', 'wire/step', 'fits') }
+  for _, c in ipairs(self.candidates) do
+    rows[#rows + 1] = ('%-34s %10.2f %7.0f%% %12s %12s %6s%s'):format(c.label, c.step * 1e3, c.bubble * 100,
+      fmt_bytes(c.peak), fmt_bytes(c.wire), c.fits and 'yes' or 'no', c == self.chosen and '  <- chosen' or
+      (not c.available and '  (not available)' or ''))
+  end
+  rows[#rows + 1] = 'chosen: ' .. self.reason
+  return table.concat(rows, '\n')
+end
+
+return Plan

@@ -1,0 +1,201 @@
+-- lunet.parallel.profile: what the planner and the pipeline's balancer know
+-- of a model and the links, measured on the devices.
+--
+--   profile.atoms(atoms, sample_input, device[, {runs = 3, sizes = {B, B/4}}])
+--     --> list, per atom {fwd = s, bwd = s, fwd0 = s, bwd0 = s, act_bytes = n,
+--         param_bytes = n, out_bytes = n, out_shape = {...}, batch = B, name = '...'}
+--   profile.link(devA, devB[, {sizes = {bytes...}, runs = 5}])
+--     --> {copy = {alpha = s, beta = s/byte}, allreduce = {alpha, beta}, overlap = 0..1}
+--
+-- atoms: the modules a pipeline may cut between (lunet.parallel.atoms), run
+-- one after another. Each atom's forward and backward are timed alone
+-- (waiting for the device before and after), after one warm-up pass; the
+-- median of `runs` passes. The profile is taken at the sample's batch B and
+-- at B/4, and fwd0/bwd0 are the fixed part of a call (time = fixed + per
+-- sample * b): micro-batches of a pipeline are smaller than the sample.
+-- act_bytes is what the allocator holds after the atom's forward that it
+-- did not before (the output and what backward keeps), at batch B.
+-- Nothing in the model changes: gradients are dropped and buffers (BatchNorm
+-- running statistics) restored.
+-- link: the mean time of a copy from devA to devB and of a 2-device
+-- all-reduce at a few sizes, fitted by least squares to alpha + beta * S; the
+-- all-reduce's figures are the ring's (2(n-1)/n * S * beta + 2(n-1) * alpha
+-- at n = 2). overlap: the share of backward that gradient traffic can hide
+-- behind: 1 on devices with their own cores or a GPU, 0 for virtual CPU
+-- devices that together use every core (the communication then takes the
+-- cores that compute would).
+local lunet = require 'lunet'
+local core = require 'lunet.core'
+local C = core.C
+
+local profile = {}
+
+local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
+end
+
+local function bytes_of(t) return t:numel() * t:element_size() end
+
+-- one pass at batch x: per atom forward, backward seconds and the bytes kept
+local function pass(atoms, x, dev)
+  local n = #atoms
+  local clock, sync = lunet.clock, lunet.synchronize
+  local fwd, bwd, kept, ys, xs = {}, {}, {}, {}, {}
+  sync(dev)
+  for i = 1, n do
+    xs[i] = x
+    local before = lunet.memory_allocated(dev)
+    local t0 = clock()
+    local y = atoms[i](x)
+    if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, type(y)), 3) end
+    sync(dev)
+    fwd[i] = clock() - t0
+    kept[i] = lunet.memory_allocated(dev) - before
+    ys[i] = y
+    x = y:detach():requires_grad_(true)
+  end
+  local g = lunet.ones(ys[n]:size(), { dtype = ys[n].dtype, device = dev }):div(ys[n]:numel())
+  for i = n, 1, -1 do
+    local y = ys[i]
+    sync(dev)
+    local t0 = clock()
+    if y.requires_grad then y:backward(g) end
+    sync(dev)
+    bwd[i] = clock() - t0
+    g = xs[i].grad
+    if i > 1 and g == nil then g = lunet.zeros(xs[i]:size(), { dtype = xs[i].dtype, device = dev }) end
+  end
+  return fwd, bwd, kept, ys
+end
+
+function profile.atoms(atoms, sample, device, opts)
+  opts = opts or {}
+  if type(atoms) ~= 'table' or #atoms == 0 then fail('atoms', 'expected a non-empty list of modules', 2) end
+  for i, a in ipairs(atoms) do
+    if type(a) ~= 'table' or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, type(a)), 2) end
+  end
+  if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('atoms', 'sample_input must be a tensor with a batch dimension', 2) end
+  local ok, id = pcall(core.device_id, 'profile.atoms', device or sample.device)
+  if not ok then error(id, 2) end
+  local dev = core.device_name(id)
+  local runs = opts.runs or 3
+  if type(runs) ~= 'number' or runs < 1 then fail('atoms', 'runs must be >= 1, got ' .. tostring(runs), 2) end
+  local B = sample:size(1)
+  local sizes = opts.sizes or (B >= 4 and { B, math.floor(B / 4) } or { B })
+  -- the buffers (running statistics) as they were, put back at the end
+  local saved = {}
+  for i, a in ipairs(atoms) do
+    a:to(dev)
+    saved[i] = {}
+    for k, b in ipairs(a:buffers()) do saved[i][k] = b:clone() end
+  end
+  local res = {}
+  local result, err = pcall(function()
+    for s, b in ipairs(sizes) do
+      local x = sample:narrow(1, 1, b):to(dev):contiguous()
+      pass(atoms, x, dev)   -- warm-up: caches, plans, the allocator's blocks
+      local F, Bw, K, ys = {}, {}, nil, nil
+      for r = 1, runs do
+        local f, bw, kept, y = pass(atoms, x, dev)
+        for i = 1, #atoms do
+          F[i] = F[i] or {}; Bw[i] = Bw[i] or {}
+          F[i][r], Bw[i][r] = f[i], bw[i]
+        end
+        K, ys = kept, y
+      end
+      res[s] = { b = b, fwd = {}, bwd = {}, kept = K, ys = ys }
+      for i = 1, #atoms do res[s].fwd[i], res[s].bwd[i] = median(F[i]), median(Bw[i]) end
+    end
+  end)
+  for i, a in ipairs(atoms) do
+    for _, p in ipairs(a:parameters()) do p.grad = nil end
+    lunet.no_grad(function()
+      for k, b in ipairs(a:buffers()) do b:copy_(saved[i][k]) end
+    end)
+  end
+  if not result then error(err, 2) end
+  local out = {}
+  local r1, r2 = res[1], res[2]
+  for i, a in ipairs(atoms) do
+    local pb = 0
+    for _, p in ipairs(a:parameters()) do pb = pb + bytes_of(p) end
+    local y = r1.ys[i]
+    local e = { name = a.__name, batch = r1.b, fwd = r1.fwd[i], bwd = r1.bwd[i], fwd0 = 0, bwd0 = 0,
+      act_bytes = math.max(0, r1.kept[i]), param_bytes = pb, out_bytes = bytes_of(y), out_shape = y:size() }
+    if r2 and r2.b < r1.b then
+      -- the fixed part of a call: time = fixed + per sample * b through both sizes, within [0, time at B]
+      for _, k in ipairs({ 'fwd', 'bwd' }) do
+        local slope = (r1[k][i] - r2[k][i]) / (r1.b - r2.b)
+        e[k .. '0'] = math.min(math.max(r1[k][i] - slope * r1.b, 0), r1[k][i])
+      end
+    end
+    out[i] = e
+  end
+  out.device, out.in_bytes = dev, bytes_of(sample)
+  return out
+end
+
+-- least squares of t = alpha + beta * s over the points, both >= 0
+local function fit(sizes, times)
+  local n, sx, sy, sxx, sxy = #sizes, 0, 0, 0, 0
+  for i = 1, n do
+    sx, sy = sx + sizes[i], sy + times[i]
+    sxx, sxy = sxx + sizes[i] ^ 2, sxy + sizes[i] * times[i]
+  end
+  local beta = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+  if not (beta >= 0) then beta = 0 end
+  local alpha = math.max((sy - beta * sx) / n, 0)
+  return { alpha = alpha, beta = beta }
+end
+profile.fit = fit
+
+function profile.link(a, b, opts)
+  opts = opts or {}
+  local names = {}
+  for k, d in ipairs({ a, b }) do
+    local ok, id = pcall(core.device_id, 'profile.link', d)
+    if not ok then error(id, 2) end
+    names[k] = core.device_name(id)
+  end
+  if names[1] == names[2] then fail('link', 'needs two different devices, got ' .. names[1] .. ' twice', 2) end
+  local sizes = opts.sizes or { 2 ^ 14, 2 ^ 20, 2 ^ 23 }
+  local runs = opts.runs or 5
+  local comm = lunet.comm.Communicator(names)
+  local ct, at = {}, {}
+  for k, s in ipairs(sizes) do
+    local numel = math.max(1, math.floor(s / 4))
+    local src = lunet.rand({ numel }, { device = names[1] })
+    local dst = lunet.empty({ numel }, { device = names[2] })
+    local list = { lunet.rand({ numel }, { device = names[1] }), lunet.rand({ numel }, { device = names[2] }) }
+    local c, r = {}, {}
+    for i = 0, runs do
+      lunet.synchronize()
+      local t0 = lunet.clock()
+      dst:copy_(src)
+      lunet.synchronize()
+      local t1 = lunet.clock()
+      comm:allreduce(list)
+      lunet.synchronize()
+      local t2 = lunet.clock()
+      if i > 0 then c[i], r[i] = t1 - t0, t2 - t1 end   -- (run 0 warms up)
+    end
+    ct[k], at[k] = median(c), median(r)
+    sizes[k] = numel * 4
+  end
+  local copy, ar = fit(sizes, ct), fit(sizes, at)
+  -- as a ring's figures at n = 2: 2 * alpha' + S * beta'
+  ar.alpha = ar.alpha / 2
+  local overlap = 1
+  if names[1]:match('^cpu') then
+    local used = 0
+    for _, d in ipairs(lunet.devices('cpu')) do used = used + lunet.get_num_threads(d) end
+    if used >= C.ln_num_cores() then overlap = 0 end
+  end
+  return { copy = copy, allreduce = ar, overlap = overlap }
+end
+
+return profile

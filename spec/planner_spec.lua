@@ -1,0 +1,248 @@
+-- The planner (issue 19, items 5, 7, 8): partition.split is exact (against
+-- brute force), gives faster devices more work and respects memory; the plan
+-- picks a pipeline when data parallel does not fit and data parallel for a
+-- small model with a large batch (stated costs, so nothing depends on the
+-- machine's speed); simulate's formulas equal hand computations; the
+-- profile's fields are what the allocator and the model say.
+local lunet = require 'lunet'
+local nn = lunet.nn
+local parallel = lunet.parallel
+local partition = parallel.partition
+
+local MB = 2 ^ 20
+
+-- every split of n atoms into p non-empty contiguous stages
+local function compositions(n, p, f, acc)
+  acc = acc or {}
+  if p == 1 then acc[#acc + 1] = n; f(acc); acc[#acc] = nil; return end
+  for k = 1, n - p + 1 do
+    acc[#acc + 1] = k
+    compositions(n - k, p - 1, f, acc)
+    acc[#acc] = nil
+  end
+end
+
+local function brute(costs, p, opts)
+  local best
+  compositions(#costs, p, function(counts)
+    local times, mems = partition.evaluate(costs, counts, opts)
+    for j = 1, p do if mems[j] > ((opts.memory or {})[j] or math.huge) then return end end
+    local slow = 0
+    for j = 1, p do slow = math.max(slow, times[j]) end
+    if not best or slow < best then best = slow end
+  end)
+  return best
+end
+
+describe('partition.split', function()
+  it('finds the slowest stage of the best split (brute force on random costs, speeds and memory)', function()
+    math.randomseed(19)
+    local tried, infeasible = 0, 0
+    for _ = 1, 300 do
+      local n, p = math.random(1, 9), math.random(1, 4)
+      if p <= n then
+        local costs = {}
+        for i = 1, n do costs[i] = { time = math.random(1, 100) / 10, memory = math.random(0, 5), act = math.random(0, 3) } end
+        local opts = { speed = {}, memory = {}, inflight = {} }
+        for j = 1, p do
+          opts.speed[j] = math.random(1, 4) / 2
+          opts.memory[j] = math.random(4, 30)
+          opts.inflight[j] = math.random(1, 3)
+        end
+        local want = brute(costs, p, opts)
+        local ok, counts, slow = pcall(partition.split, costs, p, opts)
+        tried = tried + 1
+        if want == nil then
+          infeasible = infeasible + 1
+          assert.is_false(ok)
+          assert.matches('partition.split: ', counts, 1, true)
+        else
+          assert.is_true(ok, counts)
+          assert.equal(p, #counts)
+          local total = 0
+          for j = 1, p do assert.is_true(counts[j] >= 1); total = total + counts[j] end
+          assert.equal(n, total)
+          local times, mems = partition.evaluate(costs, counts, opts)
+          local got = 0
+          for j = 1, p do
+            got = math.max(got, times[j])
+            assert.is_true(mems[j] <= opts.memory[j])
+          end
+          assert.near(want, got, 1e-12)
+          assert.near(want, slow, 1e-12)
+        end
+      end
+    end
+    assert.is_true(tried > 200 and infeasible > 5 and infeasible < tried - 100)
+  end)
+
+  it('gives a faster device more atoms', function()
+    local costs = {}
+    for i = 1, 12 do costs[i] = 1 end
+    assert.same({ 6, 6 }, partition.split(costs, 2))
+    assert.same({ 9, 3 }, partition.split(costs, 2, { speed = { 3, 1 } }))
+    assert.same({ 2, 4, 6 }, partition.split(costs, 3, { speed = { 1, 2, 3 } }))
+  end)
+
+  it('keeps each stage within its device memory, or says what does not fit', function()
+    local costs = {}
+    for i = 1, 6 do costs[i] = { time = 1, memory = 10, act = 1 } end
+    -- time alone would split 3 + 3; 2 + 4 is forced by stage 1's memory
+    assert.same({ 3, 3 }, partition.split(costs, 2))
+    assert.same({ 2, 4 }, partition.split(costs, 2, { memory = { 25, 100 } }))
+    -- 1F1B's stage 1 keeps 2 micro-batches: 3 atoms need 33 + 3 = 36
+    assert.same({ 2, 4 }, partition.split(costs, 2, { memory = { 35, 100 }, inflight = { 2, 1 } }))
+    local ok, err = pcall(partition.split, { 1, { time = 1, memory = 50 }, 1 }, 2, { memory = { 40, 40 } })
+    assert.is_false(ok)
+    assert.matches('atom 2 alone needs 50 B, more than any of the 2 devices holds (the most: 40 B)', err, 1, true)
+    ok, err = pcall(partition.split, costs, 2, { memory = { 30, 30 } })
+    assert.is_false(ok)
+    assert.matches("no split of 6 atoms into 2 stages fits the devices' memory", err, 1, true)
+    ok, err = pcall(partition.split, costs, 7)
+    assert.matches('7 stages for 6 atoms', err, 1, true)
+    ok, err = pcall(partition.split, { 1, 'x' }, 1)
+    assert.matches('costs[2] must be a number or a table', err, 1, true)
+    ok, err = pcall(partition.split, { 1, 2 }, 2, { speed = { 1 } })
+    assert.matches('speed has 1 entries for 2 stages', err, 1, true)
+    ok, err = pcall(partition.split, { 1, { time = -1 } }, 1)
+    assert.matches('costs[2].time must be a number >= 0', err, 1, true)
+  end)
+end)
+
+-- a stated profile: n equal atoms (time at batch `batch`)
+local function stated(n, o)
+  local list = {}
+  for i = 1, n do
+    list[i] = { fwd = o.fwd, bwd = o.bwd, act_bytes = o.act or 0, param_bytes = o.params or 0,
+      out_bytes = o.out or 0, batch = o.batch }
+  end
+  return list
+end
+
+describe('parallel.plan', function()
+  setup(function() lunet.set_cpu_devices(2) end)
+  teardown(function() collectgarbage(); collectgarbage(); lunet.set_cpu_devices(1) end)
+  local fast = { copy = { alpha = 1e-5, beta = 1e-10 }, allreduce = { alpha = 1e-5, beta = 1e-10 }, overlap = 1 }
+
+  it('picks a pipeline when data parallel does not fit the memory limit', function()
+    -- 4 atoms of 100 MB of parameters: with Adam 1.6 GB in all, 1 GB a device
+    local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 100 * MB, act = MB, out = MB / 4 })
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
+      memory = 2 ^ 30, speed = { 1, 1 } })
+    assert.equal('pipeline', p.chosen.kind)
+    assert.equal(2, p.chosen.stages)
+    assert.same({ 2, 2 }, p.chosen.balance)
+    assert.is_true(p.chosen.fits)
+    for _, c in ipairs(p.candidates) do
+      if c.kind == 'data' or c.kind == 'single' then assert.is_false(c.fits) end
+      for _, m in ipairs(c.memory) do
+        if c.fits then assert.is_true(m <= 0.9 * 2 ^ 30) end
+      end
+    end
+    assert.matches('the model and its Adam state need 1.56 GB', p.reason, 1, true)
+    assert.matches('each device holds 1.00 GB: 2-stage pipeline', p.reason, 1, true)
+    assert.matches('(data parallel x2 does not fit: cpu:0 needs 1.56 GB, holds 1.00 GB)', p.reason, 1, true)
+    local text = tostring(p)
+    assert.matches('<- chosen', text, 1, true)
+    assert.matches('data parallel x2', text, 1, true)
+  end)
+
+  it('picks data parallel for a small model with a large batch', function()
+    local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 64, params = 1024, act = MB, out = MB / 4 })
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 256, profile = prof, link = fast,
+      memory = 2 ^ 30, speed = { 1, 1 } })
+    assert.equal('data', p.chosen.kind)
+    assert.equal(2, p.chosen.devices)
+    assert.equal(1, p.chosen.accumulate)
+    -- 128 samples a device: 4 atoms x 30 ms x 2, and a 4 KB all-reduce not hidden by backward: 2 alpha + S beta
+    assert.near(0.24 + 2e-5 + 4096 * 1e-10, p.chosen.step, 1e-12)
+    assert.matches('data parallel over 2 devices, 128 samples a device', p.reason, 1, true)
+  end)
+
+  it('accumulates when a device holds the model but not the batch', function()
+    local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 64, params = 1024, act = 64 * MB, out = MB })
+    -- 1 GB on one device: 256 samples need 1 GB of activations, 64 need 256 MB
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0' }, batch = 256, profile = prof, link = fast, memory = 2 ^ 30 })
+    assert.equal('single', p.chosen.kind)
+    assert.equal(2, p.chosen.accumulate)
+    local plain
+    for _, c in ipairs(p.candidates) do if c.accumulate == 1 then plain = c end end
+    assert.is_false(plain.fits)
+    assert.matches('cpu:0 needs 1.00 GB, holds 1.00 GB', plain.why, 1, true)
+    assert.matches('one device, 256 samples in 2 accumulated micro-batches', p.reason, 1, true)
+  end)
+
+  it('says what is wrong with bad input', function()
+    local ok, err = pcall(parallel.plan, 'x', lunet.randn(2, 3), { devices = { 'cpu:0' } })
+    assert.matches('parallel.plan: expected an nn.Module', err, 1, true)
+    ok, err = pcall(parallel.plan, nil, nil, { devices = {}, profile = stated(1, { fwd = 1, bwd = 1, batch = 1 }) })
+    assert.matches('parallel.plan: devices must be a non-empty list', err, 1, true)
+    ok, err = pcall(parallel.plan, nil, nil, { devices = { 'cpu:0' }, batch = 4, profile = stated(2, { fwd = 1, bwd = 1, batch = 1, params = 10 * MB }), memory = MB })
+    assert.matches("parallel.plan: nothing fits the devices' memory", err, 1, true)
+    ok, err = pcall(parallel.plan, nil, nil, { devices = { 'cpu:0' }, bach = 4 })
+    assert.matches("unknown option 'bach'", err, 1, true)
+  end)
+end)
+
+describe('parallel.simulate', function()
+  it('data parallel: compute plus the ring all-reduce it cannot hide (hand computed)', function()
+    local d = { compute = 0.3, backward = 2 / 3, model_bytes = 1e8, batch = 32, layers = 1 }
+    local rows = parallel.simulate(d, { devices = { 1, 8 }, bandwidth = 1e10, latency = 1e-5, overlap = 0 })
+    assert.near(0.3, rows[1].step, 1e-12)
+    assert.near(1, rows[1].efficiency, 1e-12)
+    local ar = 2 * 7 / 8 * 1e8 / 1e10 + 2 * 7 * 1e-5
+    assert.near(0.3 + ar, rows[2].step, 1e-12)
+    assert.near(0.3 / (0.3 + ar), rows[2].efficiency, 1e-12)
+    assert.near(8 * 32 / (0.3 + ar), rows[2].throughput, 1e-9)
+    -- 4 layers of 25 MB: backward (0.2 s) hides all but the last bucket (the first layer's 25 MB)
+    d.layers = 4
+    rows = parallel.simulate(d, { devices = 8, bandwidth = 1e10, latency = 1e-5, overlap = 1 })
+    assert.near(0.3 + 2 * 7 / 8 * 25e6 / 1e10 + 2 * 7 * 1e-5, rows[1].step, 1e-12)
+    assert.matches('efficiency', tostring(rows), 1, true)
+  end)
+
+  it('pipeline: (m + p - 1) stage times, bubble (p-1)/(m+p-1) (hand computed)', function()
+    local d = { compute = 0.4, backward = 0.5, model_bytes = 0, batch = 8, layers = 2, stages = 2, chunks = 4 }
+    local rows = parallel.simulate(d, { devices = { 2, 4 }, bandwidth = 1e10, latency = 0 })
+    -- micro-batches of 2: each stage 0.05 s a micro-batch
+    assert.near((4 + 2 - 1) * 0.05, rows[1].step, 1e-12)
+    assert.near(1 / 5, rows[1].bubble, 1e-12)
+    assert.near(0.4 / (2 * 0.25), rows[1].efficiency, 1e-12)
+    assert.near(rows[1].step, rows[2].step, 1e-12)   -- two pipelines, no parameters to all-reduce
+    local ok, err = pcall(parallel.simulate, d, { devices = 3, bandwidth = 1e10 })
+    assert.matches('3 devices do not hold whole pipelines of 2 stages', err, 1, true)
+    ok, err = pcall(parallel.simulate, d, { devices = 8 })
+    assert.matches('parallel.simulate: bandwidth is needed', err, 1, true)
+  end)
+end)
+
+describe('parallel.profile', function()
+  it('measures each atom: times, parameter and activation bytes, shapes; the model unchanged', function()
+    local model = nn.Sequential { nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4) }
+    local mean = model[2].running_mean:clone()
+    local prof = parallel.profile.atoms(parallel.Plan.atoms_of(model), lunet.randn(16, 8), 'cpu:0', { runs = 1 })
+    assert.equal(4, #prof)
+    assert.equal((8 * 16 + 16) * 4, prof[1].param_bytes)
+    assert.equal(2 * 16 * 4, prof[2].param_bytes)
+    assert.equal(0, prof[3].param_bytes)
+    assert.same({ 16, 4 }, prof[4].out_shape)
+    assert.equal(16 * 4 * 4, prof[4].out_bytes)
+    for i, a in ipairs(prof) do
+      assert.equal(16, a.batch)
+      assert.is_true(a.fwd > 0 and a.bwd >= 0 and a.fwd0 >= 0 and a.fwd0 <= a.fwd and a.bwd0 <= a.bwd, 'atom ' .. i)
+      assert.is_true(a.act_bytes >= a.out_bytes, 'atom ' .. i)   -- at least its output is kept
+    end
+    assert.equal(0, (model[2].running_mean - mean):abs():max():item())
+    for _, p in ipairs(model:parameters()) do assert.is_nil(p.grad) end
+    local ok, err = pcall(parallel.profile.atoms, { model, 'x' }, lunet.randn(2, 8), 'cpu:0')
+    assert.matches('profile.atoms: atom 2 is not an nn.Module', err, 1, true)
+  end)
+
+  it('fits alpha and beta by least squares', function()
+    local f = parallel.profile.fit({ 1, 2, 3 }, { 5 + 2, 5 + 4, 5 + 6 })
+    assert.near(5, f.alpha, 1e-12)
+    assert.near(2, f.beta, 1e-12)
+    local ok, err = pcall(parallel.profile.link, 'cpu:0', 'cpu:0')
+    assert.matches('profile.link: needs two different devices', err, 1, true)
+  end)
+end)
