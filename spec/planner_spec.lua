@@ -94,7 +94,7 @@ describe('partition.split', function()
     assert.same({ 2, 4 }, partition.split(costs, 2, { memory = { 35, 100 }, inflight = { 2, 1 } }))
     local ok, err = pcall(partition.split, { 1, { time = 1, memory = 50 }, 1 }, 2, { memory = { 40, 40 } })
     assert.is_false(ok)
-    assert.matches('atom 2 alone needs 50 B, more than any of the 2 devices holds (the most: 40 B)', err, 1, true)
+    assert.matches('atom 2 alone needs 50 B (1 micro-batch in flight), more than any of the 2 devices holds (the most: 40 B)', err, 1, true)
     ok, err = pcall(partition.split, costs, 2, { memory = { 30, 30 } })
     assert.is_false(ok)
     assert.matches("no split of 6 atoms into 2 stages fits the devices' memory", err, 1, true)
@@ -170,6 +170,30 @@ describe('parallel.plan', function()
     assert.is_false(plain.fits)
     assert.matches('cpu:0 needs 1.00 GB, holds 1.00 GB', plain.why, 1, true)
     assert.matches('one device, 256 samples in 2 accumulated micro-batches', p.reason, 1, true)
+  end)
+
+  it('auto wraps the model as chosen, and fit logs the measured step beside the predicted', function()
+    local model = nn.Sequential { nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3) }
+    local prof = stated(3, { fwd = 0.01, bwd = 0.02, batch = 64, params = 1024, act = 1024, out = 256 })
+    local dp = parallel.auto(model, lunet.randn(8, 4), { devices = { 'cpu:0', 'cpu:1' }, batch = 16,
+      profile = prof, link = fast, speed = { 1, 1 } })
+    assert.equal('parallel.DataParallel', dp.__name)
+    assert.equal('data', dp.auto_plan.chosen.kind)
+    local one = parallel.auto(nn.Sequential { nn.Linear(4, 3) }, lunet.randn(8, 4), { devices = { 'cpu:0' },
+      profile = stated(1, { fwd = 0.01, bwd = 0.02, batch = 8 }), link = fast })
+    assert.equal('nn.Sequential', one.__name)
+    local ds = lunet.data.TensorDataset(lunet.randn(48, 4), lunet.randint(1, 4, { 48 }))
+    local lines, print0 = {}, print
+    _G.print = function(...) lines[#lines + 1] = table.concat({ ... }, ' ') end
+    local ok, err = pcall(lunet.fit, dp, lunet.data.DataLoader(ds, { batch_size = 16 }), { epochs = 1, progress = false })
+    _G.print = print0
+    assert.is_true(ok, err)
+    local found
+    for _, l in ipairs(lines) do if l:match('^fit: [%d.]+ ms a step measured, 11.27 ms predicted by the plan %(data parallel x2, batch 16%)') then found = l end end
+    assert.is_truthy(found, table.concat(lines, '\n'))
+    local ok2, err2 = pcall(parallel.auto, model, lunet.randn(8, 4), { devices = { 'cpu:0' }, profile = stated(2, { fwd = 1, bwd = 1, batch = 1 }) })
+    assert.is_false(ok2)
+    assert.matches('the stated profile has 2 atoms, the model 3', err2, 1, true)
   end)
 
   it('says what is wrong with bad input', function()

@@ -191,6 +191,7 @@ function Trainer:train_epoch(loader)
     nil, self.progress == 'lines')
   local t0 = lunet().clock()
   local start_images = run.seen
+  local t_first, first_steps, t_last, last_steps
   -- resumed from a step checkpoint taken after the epoch's last batch: the
   -- epoch has no batches left (the loader's next iter() would start the next)
   local batches = self.epoch_done and function() return nil end or loader:iter()
@@ -211,6 +212,9 @@ function Trainer:train_epoch(loader)
       if self.scheduler and self.scheduler_per == 'step' then self.scheduler:step() end
       run.steps = run.steps + 1
       self.step = self.step + 1
+      -- (steps after the epoch's first, whose warm-up the plan does not predict)
+      local now = lunet().clock()
+      if not t_first then t_first, first_steps = now, run.steps else t_last, last_steps = now, run.steps end
       if bar then
         local dt = lunet().clock() - t0
         bar:update(run.steps, ('loss %.4f acc %.2f%% %.0f img/s'):format(run.loss / run.seen,
@@ -227,6 +231,7 @@ function Trainer:train_epoch(loader)
   if bar then bar:finish() end
   local dt = lunet().clock() - t0
   self.running = nil
+  self.step_time = t_last and (t_last - t_first) / (last_steps - first_steps) or nil
   return {
     train_loss = run.loss / math.max(run.seen, 1),
     train_acc = run.correct / math.max(run.seen, 1),
@@ -343,11 +348,24 @@ function Trainer:fit_loop(loader)
     if self.scheduler and self.scheduler_per == 'epoch' then self.scheduler:step() end
     self.history[#self.history + 1] = rec
     self:log_epoch(rec)
+    self:log_plan()
     if self.ckpt_every.epochs and self.epoch % self.ckpt_every.epochs == 0 then self:save_checkpoint(loader) end
     if self.max_steps and self.step >= self.max_steps then break end
   end
   if self.plot_path then require('lunet.plot').curves(self.plot_path, self.history) end
   return self.history
+end
+
+-- a model from lunet.parallel.auto: the step time measured beside the plan's
+-- (the epoch's steps after its first; self.step_time, set by train_epoch)
+function Trainer:log_plan()
+  local plan = type(self.model) == 'table' and rawget(self.model, 'auto_plan')
+  if not plan or not self.step_time then return end
+  local pred = plan.chosen.step
+  if not self.quiet then
+    print(('fit: %.2f ms a step measured, %.2f ms predicted by the plan (%s, batch %d): %+.0f%%'):format(
+      self.step_time * 1e3, pred * 1e3, plan.chosen.label, plan.batch, (self.step_time / pred - 1) * 100))
+  end
 end
 
 local M = {}

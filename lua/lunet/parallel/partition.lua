@@ -96,15 +96,15 @@ function partition.split(costs, nstages, opts)
   end
   if not best[p][n] then
     -- say why: an atom too big for every device, or the devices too small together
-    local maxmem = 0
-    for j = 1, p do maxmem = math.max(maxmem, memory[j]) end
+    local big = 1   -- the device holding the most
+    for j = 2, p do if memory[j] > memory[big] then big = j end end
     for i = 1, n do
-      local need = M[i] - M[i - 1] + (A[i] - A[i - 1])
       local fits = false
       for j = 1, p do if M[i] - M[i - 1] + inflight[j] * (A[i] - A[i - 1]) <= memory[j] then fits = true end end
       if not fits then
-        fail(('atom %d alone needs %s, more than any of the %d devices holds (the most: %s)'):format(
-          i, fmt_bytes(need), p, fmt_bytes(maxmem)), 2)
+        local need = M[i] - M[i - 1] + inflight[big] * (A[i] - A[i - 1])
+        fail(('atom %d alone needs %s (%d micro-batch%s in flight), more than any of the %d devices holds (the most: %s)')
+          :format(i, fmt_bytes(need), inflight[big], inflight[big] == 1 and '' or 'es', p, fmt_bytes(memory[big])), 2)
       end
     end
     local total = 0

@@ -33,18 +33,8 @@ local OPTS = { devices = 'table', batch = 'number', memory = true, speed = 'tabl
 
 local function fail(msg, lvl) error('parallel.plan: ' .. msg, (lvl or 1) + 1) end
 
--- the model's atoms: lunet.parallel.atoms when present, else the children of
--- a Sequential (a module of another kind is one atom)
-local function atoms_of(model)
-  local ok, atoms = pcall(require, 'lunet.parallel.atoms')
-  if ok and type(atoms) == 'table' and atoms.flatten then return atoms.flatten(model) end
-  if model.__name == 'nn.Sequential' then
-    local list = {}
-    for i = 1, model:size() do list[i] = model:get(i) end
-    return list
-  end
-  return { model }
-end
+-- the model's atoms (lunet.parallel.atoms): the modules a pipeline cuts between
+local function atoms_of(model) return require('lunet.parallel.atoms').of(model) end
 Plan.atoms_of = atoms_of
 
 local function memory_of(opts, names, lvl)
@@ -134,6 +124,9 @@ function Plan.new(model, sample, opts)
   local atoms, list
   if opts.profile then
     list = opts.profile
+    if type(model) == 'table' and model._params and #atoms_of(model) ~= #list then
+      fail(('the stated profile has %d atoms, the model %d'):format(#list, #atoms_of(model)), 3)
+    end
   else
     if type(model) ~= 'table' or not model._params then fail('expected an nn.Module, got ' .. type(model), 3) end
     if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('sample_input must be a batch (a tensor with a batch dimension)', 3) end

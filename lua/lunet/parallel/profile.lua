@@ -2,6 +2,7 @@
 -- of a model and the links, measured on the devices.
 --
 --   profile.atoms(atoms, sample_input, device[, {runs = 3, sizes = {B, B/4}}])
+--     (atoms: modules, or lunet.parallel.atoms.of(model)'s entries)
 --     --> list, per atom {fwd = s, bwd = s, fwd0 = s, bwd0 = s, act_bytes = n,
 --         param_bytes = n, out_bytes = n, out_shape = {...}, batch = B, name = '...'}
 --   profile.link(devA, devB[, {sizes = {bytes...}, runs = 5}])
@@ -75,9 +76,14 @@ end
 function profile.atoms(atoms, sample, device, opts)
   opts = opts or {}
   if type(atoms) ~= 'table' or #atoms == 0 then fail('atoms', 'expected a non-empty list of modules', 2) end
+  -- (modules, or lunet.parallel.atoms' entries {module =, name =})
+  local names, list = {}, {}
   for i, a in ipairs(atoms) do
+    if type(a) == 'table' and type(a.module) == 'table' and not a._params then names[i], a = a.name, a.module end
     if type(a) ~= 'table' or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, type(a)), 2) end
+    list[i] = a
   end
+  atoms = list
   if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('atoms', 'sample_input must be a tensor with a batch dimension', 2) end
   local ok, id = pcall(core.device_id, 'profile.atoms', device or sample.device)
   if not ok then error(id, 2) end
@@ -124,7 +130,7 @@ function profile.atoms(atoms, sample, device, opts)
     local pb = 0
     for _, p in ipairs(a:parameters()) do pb = pb + bytes_of(p) end
     local y = r1.ys[i]
-    local e = { name = a.__name, batch = r1.b, fwd = r1.fwd[i], bwd = r1.bwd[i], fwd0 = 0, bwd0 = 0,
+    local e = { name = names[i] and (names[i] .. ' ' .. a.__name) or a.__name, batch = r1.b, fwd = r1.fwd[i], bwd = r1.bwd[i], fwd0 = 0, bwd0 = 0,
       act_bytes = math.max(0, r1.kept[i]), param_bytes = pb, out_bytes = bytes_of(y), out_shape = y:size() }
     if r2 and r2.b < r1.b then
       -- the fixed part of a call: time = fixed + per sample * b through both sizes, within [0, time at B]
