@@ -159,6 +159,14 @@ describe('parallel.plan', function()
     assert.matches('data parallel over 2 devices, 128 samples a device', p.reason, 1, true)
   end)
 
+  it('slows virtual devices down together when their shares exceed the cores', function()
+    local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8 })
+    local cm = parallel.cost.new(prof, { threads = { 1, 1, 1, 1 }, cores = 2 })
+    assert.near(0.06, cm:data_parallel(1, 8).step, 1e-12)
+    assert.near(0.06, cm:data_parallel(2, 16).step, 1e-12)
+    assert.near(0.12, cm:data_parallel(4, 32).step, 1e-12)   -- 4 threads on 2 cores: half speed
+  end)
+
   it('accumulates when a device holds the model but not the batch', function()
     local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 64, params = 1024, act = 64 * MB, out = MB })
     -- 1 GB on one device: 256 samples need 1 GB of activations, 64 need 256 MB
@@ -243,7 +251,7 @@ end)
 describe('parallel.profile', function()
   it('measures each atom: times, parameter and activation bytes, shapes; the model unchanged', function()
     local model = nn.Sequential { nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4) }
-    local mean = model[2].running_mean:clone()
+    local mean, w = model[2].running_mean:clone(), model[1].weight:clone()
     local prof = parallel.profile.atoms(parallel.Plan.atoms_of(model), lunet.randn(16, 8), 'cpu:0', { runs = 1 })
     assert.equal(4, #prof)
     assert.equal((8 * 16 + 16) * 4, prof[1].param_bytes)
@@ -257,6 +265,8 @@ describe('parallel.profile', function()
       assert.is_true(a.act_bytes >= a.out_bytes, 'atom ' .. i)   -- at least its output is kept
     end
     assert.equal(0, (model[2].running_mean - mean):abs():max():item())
+    assert.equal(0, (model[1].weight - w):abs():max():item())
+    assert.is_true(prof.update > 0)
     for _, p in ipairs(model:parameters()) do assert.is_nil(p.grad) end
     local ok, err = pcall(parallel.profile.atoms, { model, 'x' }, lunet.randn(2, 8), 'cpu:0')
     assert.matches('profile.atoms: atom 2 is not an nn.Module', err, 1, true)

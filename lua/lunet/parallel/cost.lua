@@ -5,13 +5,17 @@
 -- device's memory and the bytes on the wire of a strategy.
 --
 --   local cm = cost.new(atoms, {link = {copy = {alpha =, beta =}, allreduce = {alpha =, beta =}},
---     speed = {1, 1}, memory = {2^30, 2^30}, optimizer = 'adam'})
+--     speed = {1, 1}, memory = {2^30, 2^30}, optimizer = 'adam', threads = {1, 1}, cores = 2})
 --   cm:data_parallel(n, batch, accumulate)        --> candidate
 --   cm:pipeline(stages, replicas, batch, chunks, 'gpipe' | '1f1b')  --> candidate
 --
+-- The optimizer's step (the profile's update, seconds for all parameters)
+-- adds to each device's time in the share of the parameters it holds.
 -- Time of atom i at batch b: fwd0 + (fwd - fwd0) * b / batch (fwd0 the fixed
 -- part of a call, 0 if unknown; the same for bwd); activation and output
--- bytes grow with b. A device of speed s runs it in time / s.
+-- bytes grow with b. A device of speed s runs it in time / s; with threads
+-- (each device's share of the cores) and cores given, devices computing at
+-- once whose shares exceed the cores run cores / shares slower.
 -- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
 -- 2(n-1) * alpha; a copy between two devices: alpha + S * beta.
 -- Memory of a device: parameters, gradients and optimizer state (Adam 2
@@ -57,7 +61,7 @@ function cost.new(atoms, opts)
     overlap = num(link.overlap or 1, 'link.overlap', 2),
     speed = opts.speed or {}, memory = opts.memory or {}, headroom = opts.headroom or 0.9,
     optimizer = opts.optimizer or 'adam', bucket_bytes = (opts.bucket_mb or 25) * 2 ^ 20,
-    in_bytes = opts.in_bytes or 0, names = opts.names, in_batch = opts.in_batch or atoms[1].batch,
+    in_bytes = opts.in_bytes or 0, names = opts.names, threads = opts.threads, cores = opts.cores, in_batch = opts.in_batch or atoms[1].batch,
   }, cost)
   local k = OPT_STATES[self.optimizer]
   if not k then fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(self.optimizer)), 2) end
@@ -74,7 +78,30 @@ function cost:act(i, b) local a = self.atoms[i]; return a.act_bytes * b / a.batc
 function cost:out(i, b) local a = self.atoms[i]; return (a.out_bytes or 0) * b / a.batch end
 -- parameters + gradients + optimizer state
 function cost:state(i) return self.atoms[i].param_bytes * (2 + self.states) end
-function cost:dev_speed(d) return self.speed[d] or 1 end
+-- device d's speed while devices first..last all compute: virtual CPU
+-- devices whose thread shares add up to more than the cores slow down together
+function cost:dev_speed(d, first, last)
+  local s = self.speed[d] or 1
+  local th, cores = self.threads, self.cores
+  if th and cores and first then
+    local used = 0
+    for k = first, last do used = used + (th[k] or 1) end
+    if used > cores then s = s * cores / used end
+  end
+  return s
+end
+-- the optimizer's step over atoms lo..hi (the profile's update time, shared by parameter bytes)
+function cost:update(lo, hi)
+  local u = self.atoms.update or 0
+  if u == 0 then return 0 end
+  local part, all = 0, 0
+  for i = 1, self.n do
+    local b = self.atoms[i].param_bytes
+    all = all + b
+    if i >= lo and i <= hi then part = part + b end
+  end
+  return all > 0 and u * part / all or 0
+end
 function cost:dev_memory(d) return self.memory[d] or math.huge end
 
 -- sums over atoms lo..hi
@@ -133,15 +160,17 @@ function cost:data_parallel(n, B, k, first)
   first = first or 1
   k = k or 1
   local total_speed, devs = 0, {}
-  for d = 1, n do devs[d] = first + d - 1; total_speed = total_speed + self:dev_speed(devs[d]) end
+  local last = first + n - 1
+  for d = 1, n do devs[d] = first + d - 1; total_speed = total_speed + self:dev_speed(devs[d], first, last) end
   local slowest, mem, bw_last = 0, {}, 0
   local _, _, _, st, par = self:range(1, self.n, 1)
   for d = 1, n do
-    local share = B * self:dev_speed(devs[d]) / total_speed
+    local sp = self:dev_speed(devs[d], first, last)
+    local share = B * sp / total_speed
     local b = share / k
     local f, bw, act = self:range(1, self.n, b)
-    local t = k * (f + bw) / self:dev_speed(devs[d])
-    if t > slowest then slowest, bw_last = t, bw / self:dev_speed(devs[d]) end
+    local t = (k * (f + bw) + self:update(1, self.n)) / sp
+    if t > slowest then slowest, bw_last = t, bw / sp end
     mem[d] = st + act + self.in_bytes * share / self.in_batch
   end
   local ar = self:allreduce(n, par)
@@ -178,7 +207,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
     speed[j], memory[j] = math.huge, math.huge
     for r = 1, d do
       local dev = first + (r - 1) * p + j - 1
-      speed[j] = math.min(speed[j], self:dev_speed(dev))
+      speed[j] = math.min(speed[j], self:dev_speed(dev, first, first + p * d - 1))
       memory[j] = math.min(memory[j], self:dev_memory(dev) * self.headroom)
     end
   end
@@ -214,7 +243,10 @@ function cost:pipeline(p, d, B, m, schedule, first)
     busy = busy + m * times[j]
     lo = hi + 1
   end
-  local step = sum_t + (m - 1) * max_t + fill + (1 - self.overlap) * (m - 1) * copy_micro
+  -- each stage's optimizer step after its last backward (stage 1 ends last)
+  local upd = 0
+  for j = 1, p do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
+  local step = sum_t + (m - 1) * max_t + fill + (1 - self.overlap) * (m - 1) * copy_micro + upd
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
     -- last, bwd_before[j] later; the all-reduce overlaps that and (by buckets) j's own last backward

@@ -54,16 +54,20 @@ local function memory_of(opts, names, lvl)
   return out
 end
 
+-- relative speeds (the first device's share of the cores = 1) and, for
+-- virtual CPU devices, each one's thread share and the cores they share
 local function speed_of(opts, names)
-  if opts.speed then return opts.speed end
-  local out, base = {}, nil
+  local out, threads, base = {}, {}, nil
+  local cpu = true
   for d = 1, #names do
     local ok, t = pcall(lunet.get_num_threads, names[d])
+    if not ok then cpu = false end
     t = ok and t or 1
     base = base or t
-    out[d] = t / base
+    threads[d], out[d] = t, t / base
   end
-  return out
+  if opts.speed then return opts.speed end
+  return out, cpu and threads or nil, cpu and lunet.C.ln_num_cores() or nil
 end
 
 local function sentence(self)
@@ -132,17 +136,17 @@ function Plan.new(model, sample, opts)
     if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('sample_input must be a batch (a tensor with a batch dimension)', 3) end
     atoms = atoms_of(model)
     model:to(names[1])
-    list = profile.atoms(atoms, sample:to(names[1]), names[1], { runs = opts.runs })
+    list = profile.atoms(atoms, sample:to(names[1]), names[1], { runs = opts.runs, optimizer = opts.optimizer })
   end
   local b0 = list[1] and list[1].batch or 1
   local batch = opts.batch or (lunet.is_tensor(sample) and sample:size(1)) or b0
   if type(batch) ~= 'number' or batch < 1 or batch % 1 ~= 0 then fail('batch must be an integer >= 1, got ' .. tostring(batch), 3) end
   local link = opts.link or (n > 1 and profile.link(names[1], names[2])) or {}
   local memory = memory_of(opts, names, 3)
-  local speed = speed_of(opts, names)
+  local speed, threads, cores = speed_of(opts, names)
   local in_bytes = lunet.is_tensor(sample) and sample:numel() * sample:element_size() or (list.in_bytes or 0)
   local cm = cost.new(list, { link = link, speed = speed, memory = memory, optimizer = opts.optimizer,
-    headroom = opts.headroom, names = names, bucket_mb = opts.bucket_mb, in_bytes = in_bytes,
+    headroom = opts.headroom, names = names, threads = threads, cores = cores, bucket_mb = opts.bucket_mb, in_bytes = in_bytes,
     in_batch = lunet.is_tensor(sample) and sample:size(1) or b0 })
   local self = setmetatable({ devices = names, batch = batch, memory = memory, speed = speed, cost = cm,
     profile = list, link = link, atoms = atoms, model = model }, Plan)

@@ -16,8 +16,10 @@
 -- sample * b): micro-batches of a pipeline are smaller than the sample.
 -- act_bytes is what the allocator holds after the atom's forward that it
 -- did not before (the output and what backward keeps), at batch B.
--- Nothing in the model changes: gradients are dropped and buffers (BatchNorm
--- running statistics) restored.
+-- list.update: the optimizer's step over all the parameters (opts.optimizer:
+-- 'adam' default, 'adamw', 'momentum', 'sgd').
+-- Nothing in the model changes: gradients are dropped, parameters and buffers
+-- (BatchNorm running statistics) restored.
 -- link: the mean time of a copy from devA to devB and of a 2-device
 -- all-reduce at a few sizes, fitted by least squares to alpha + beta * S; the
 -- all-reduce's figures are the ring's (2(n-1)/n * S * beta + 2(n-1) * alpha
@@ -30,6 +32,7 @@ local core = require 'lunet.core'
 local C = core.C
 
 local profile = {}
+local time_update
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
@@ -73,6 +76,33 @@ local function pass(atoms, x, dev)
   return fwd, bwd, kept, ys
 end
 
+-- the optimizer's step over every atom's parameters (their gradients from
+-- the last pass), the parameters put back afterwards
+local UPDATERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
+function time_update(atoms, dev, kind, runs)
+  local params = {}
+  for _, a in ipairs(atoms) do
+    for _, p in ipairs(a:parameters()) do
+      if p.requires_grad and p.grad ~= nil then params[#params + 1] = p end
+    end
+  end
+  if #params == 0 then return 0 end
+  local saved = {}
+  for k, p in ipairs(params) do saved[k] = p:detach():clone() end
+  local optim = require('lunet.optim')
+  local opt = optim[UPDATERS[kind] or 'Adam'](params, { lr = 1e-3, momentum = kind == 'momentum' and 0.9 or nil })
+  local ts = {}
+  for r = 0, runs do
+    lunet.synchronize(dev)
+    local t0 = lunet.clock()
+    opt:step()
+    lunet.synchronize(dev)
+    if r > 0 then ts[r] = lunet.clock() - t0 end
+  end
+  lunet.no_grad(function() for k, p in ipairs(params) do p:copy_(saved[k]) end end)
+  return median(ts)
+end
+
 function profile.atoms(atoms, sample, device, opts)
   opts = opts or {}
   if type(atoms) ~= 'table' or #atoms == 0 then fail('atoms', 'expected a non-empty list of modules', 2) end
@@ -99,7 +129,7 @@ function profile.atoms(atoms, sample, device, opts)
     saved[i] = {}
     for k, b in ipairs(a:buffers()) do saved[i][k] = b:clone() end
   end
-  local res = {}
+  local res, update = {}, 0
   local result, err = pcall(function()
     for s, b in ipairs(sizes) do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
@@ -116,6 +146,7 @@ function profile.atoms(atoms, sample, device, opts)
       res[s] = { b = b, fwd = {}, bwd = {}, kept = K, ys = ys }
       for i = 1, #atoms do res[s].fwd[i], res[s].bwd[i] = median(F[i]), median(Bw[i]) end
     end
+    update = time_update(atoms, dev, opts.optimizer or 'adam', runs)
   end)
   for i, a in ipairs(atoms) do
     for _, p in ipairs(a:parameters()) do p.grad = nil end
@@ -141,7 +172,7 @@ function profile.atoms(atoms, sample, device, opts)
     end
     out[i] = e
   end
-  out.device, out.in_bytes = dev, bytes_of(sample)
+  out.device, out.in_bytes, out.update = dev, bytes_of(sample), update
   return out
 end
 
