@@ -16,14 +16,18 @@ LDLIBS     = -lopenblas -ldnnl -lz -lm -lpthread -ldl
 
 SRC  := $(wildcard c/core/*.c c/ops/*.c c/cpu/*.c c/comm/*.c c/data/*.c c/nn/*.c)
 OBJ  := $(SRC:%.c=$(BUILD)/obj/%.o)
-HDRS := $(wildcard c/include/*.h c/core/*.h c/cpu/*.h c/comm/*.h c/data/*.h c/nn/*.h)
+HDRS := $(wildcard c/include/*.h c/core/*.h c/cpu/*.h c/comm/*.h c/mpi/*.h c/data/*.h c/nn/*.h)
 LIB  := $(BUILD)/liblunet.so
 CDEF := lua/lunet/cdef.lua
 # the specs' declarations of internal hooks (c/include/lunet_internal.h)
 CDEF_INTERNAL := lua/lunet/cdef_internal.lua
+# the mpi backend's calls into Open MPI (c/mpi/shim.c), dlopen'd by liblunet.so;
+# built only where mpicc is (without it everything else builds and works)
+MPICC   ?= mpicc
+MPI_LIB := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/liblunet_mpi.so)
 
 .PHONY: all test test-asan demo bench install deps clean rock
-all: $(LIB) $(CDEF) $(CDEF_INTERNAL)
+all: $(LIB) $(CDEF) $(CDEF_INTERNAL) $(MPI_LIB)
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -33,6 +37,11 @@ $(BUILD)/obj/%.o: %.c $(HDRS)
 # run; unloading their code under them crashed some runs at exit (SIGSEGV).
 $(LIB): $(OBJ)
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,nodelete -o $@ $(OBJ) $(LDLIBS) $(EXTRA_LDFLAGS)
+
+$(BUILD)/liblunet_mpi.so: c/mpi/shim.c c/mpi/shim.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter \
+	   -shared -o $@ c/mpi/shim.c $(EXTRA_LDFLAGS)
 
 # optimizer kernels: sqrt without errno, so their loops vectorize
 $(BUILD)/obj/c/cpu/optim.o: ALL_CFLAGS += -fno-math-errno
@@ -80,6 +89,7 @@ install: all
 	for f in $$(cd lua && find lunet -name '*.lua'); do \
 	  install -D -m 644 lua/$$f $(DESTDIR)$(LUADIR)/$$f || exit 1; done
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/liblunet.so
+	$(if $(MPI_LIB),install -m 755 $(MPI_LIB) $(DESTDIR)$(LIBDIR)/liblunet_mpi.so)
 	install -m 755 bin/lunet $(DESTDIR)$(BINDIR)/lunet
 
 clean:

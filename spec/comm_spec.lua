@@ -528,7 +528,8 @@ describe('collectives (local backend)', function()
       {{'cpu:0'}, {world_size = 0}, 'world_size must be an integer >= 1, got 0'},
       {{'cpu:0'}, {ranks = {1, 2}}, 'ranks must be a list of 1 ranks (one per device)'},
       {{'cpu:0'}, {ranks = 1}, "option 'ranks' must be a table"},
-      {{'cpu:0'}, {backend = 'mpi', world_size = 4}, "backend 'mpi' is not built"},
+      {{'cpu:0'}, {backend = 'mpi', world_size = 4}, "backend 'mpi' needs processes started by a launcher (mpirun"},
+      {{'cpu:0'}, {backend = 'nccl'}, "backend 'nccl' is not built"},
       {{'cpu:0'}, 'x', 'options must be a table'},
     }
     for _, c in ipairs(cases) do

@@ -8,9 +8,10 @@ static const char *op_names[] = {"sum", "avg", "max", "min"};
 
 static const ln_comm_backend *backend_of(const char *name) {
   if (!name || !*name || !strcmp(name, "local")) return &ln_comm_local_backend;
-  if (!strcmp(name, "nccl") || !strcmp(name, "mpi"))
-    return ln_error_null("comm_new: backend '%s' is not built into this library (available: local)", name);
-  return ln_error_null("comm_new: unknown backend '%s' (available: local)", name);
+  if (!strcmp(name, "mpi")) return &ln_comm_mpi_backend;   /* loads liblunet_mpi.so on init */
+  if (!strcmp(name, "nccl"))
+    return ln_error_null("comm_new: backend '%s' is not built into this library (available: local, mpi)", name);
+  return ln_error_null("comm_new: unknown backend '%s' (available: local, mpi)", name);
 }
 
 ln_comm *ln_comm_create(const ln_comm_config *cfg) {
@@ -92,6 +93,12 @@ int ln_comm_device(const ln_comm *c, int local) {
   return c->devices[local];
 }
 const char *ln_comm_backend_name(const ln_comm *c) { return c ? c->be->name : ""; }
+
+int ln_comm_set_site(ln_comm *c, const char *site) {
+  if (!c) return ln_error("comm_set_site: communicator is NULL");
+  snprintf(c->site, sizeof c->site, "%s", site ? site : "");
+  return 0;
+}
 
 int ln_comm_meet_stats(ln_comm *c, int64_t out[2]) {
   if (!c || !out) return ln_error("comm_meet_stats: communicator or output is NULL");

@@ -18,7 +18,8 @@
  * - local (local.c): every rank in this process (world == nlocal, ranks[i] =
  *   i); the device workers meet in shared memory. As before the process-group
  *   API, one call carries every rank's tensor.
- * - mpi (liblunet_mpi.so, dlopen'd; not built yet): init() takes world and
+ * - mpi (mpi.c, with MPI's calls in liblunet_mpi.so, dlopen'd): as built, one
+ *   rank per process (nlocal 1; the plan below for more is not built). init() takes world and
  *   the first rank from MPI_Comm_size/rank (cfg->world_size 0, or checked
  *   against them), one MPI communicator (a dup) per group, nlocal >= 1
  *   devices per process (ranks[i] = mpi_rank * nlocal + i). Each collective
@@ -70,6 +71,9 @@ struct ln_comm {
   /* how the ranks met (ln_comm_meet_stats): a rank early at a barrier slept,
    * or woke as its late peers neared the collective and met them awake */
   atomic_llong met_slept, met_awake;
+  /* where the next collective is called from (ln_comm_set_site; the mpi
+   * backend names it when ranks disagree); the calling thread's */
+  char site[200];
   void *impl;
 };
 
@@ -77,5 +81,6 @@ void ln_comm_retain(ln_comm *c);
 void ln_comm_release(ln_comm *c);
 
 extern const ln_comm_backend ln_comm_local_backend;
+extern const ln_comm_backend ln_comm_mpi_backend;
 
 #endif

@@ -657,14 +657,15 @@ typedef enum ln_comm_op {
 } ln_comm_op;
 
 typedef struct ln_comm_config {
-  const char *backend;     /* NULL or "local"; "mpi", "nccl" (not built yet) */
+  const char *backend;     /* NULL or "local"; "mpi"; "nccl" (not built yet) */
   int world_size;          /* ranks over all processes; 0: nlocal (local) or the launcher's (mpi) */
   int nlocal;              /* ranks this process holds */
   const int *ranks;        /* their global ranks (NULL: 0..nlocal-1, or the backend's) */
   const int *devices;      /* their devices */
   /* how the group's parts find each other: nccl, the unique id; local, a
    * name shared by groups of this process that split one world's ranks
-   * (NULL: this group holds every rank) */
+   * (NULL: this group holds every rank); mpi, the group's members as
+   * process (MPI world) ranks in group rank order, "0,2,3" (NULL: all) */
   const char *rendezvous;
 } ln_comm_config;
 
@@ -706,6 +707,20 @@ LN_API int ln_comm_barrier(ln_comm *c);  /* every stream waits for all the other
  * neared the collective on their compute streams and met them awake
  * (local backend; other backends leave both 0). */
 LN_API int ln_comm_meet_stats(ln_comm *c, int64_t out[2]);
+/* The caller's source location ("train.lua:42") for the next collective of
+ * this communicator: the mpi backend names it when ranks call different
+ * collectives. Optional (front ends set it). */
+LN_API int ln_comm_set_site(ln_comm *c, const char *site);
+
+/* Processes (lunet.distributed): MPI, loaded from liblunet_mpi.so next to
+ * this library (or $LUNET_MPI_LIB) on first use. ln_dist_init initialises MPI
+ * (MPI_THREAD_MULTIPLE), learns every process's host and pid, and sets how
+ * long a collective waits for live peers (timeout_s; a lost peer is reported
+ * at once). Idempotent; *rank, *size: this process's world rank and the
+ * number of processes. */
+LN_API int ln_dist_init(double timeout_s, int *rank, int *size);
+LN_API int ln_dist_peer(int rank, char *host, int hostlen, int *pid);
+LN_API int ln_dist_finalize(void);   /* at most once; MPI cannot start again */
 
 #ifndef LN_CDEF
 #ifdef __cplusplus

@@ -9,7 +9,9 @@
 -- tensor per rank. Calls enqueue the work on the devices' streams and return
 -- at once; read the results as usual (item, totable, lunet.synchronize).
 -- Ranks in this API are 1-based (global rank r - 1 in C), or the name of a
--- device this process holds ('cpu:1').
+-- device this process holds ('cpu:1'). Across processes (backend 'mpi', made
+-- by lunet.distributed): rank r here is 0-based process rank r - 1 of
+-- dist.world(), or the (r)th process listed to dist.group.
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
@@ -69,6 +71,7 @@ function comm.Communicator(devices, opts)
   if p == nil then core.raise(2) end
   local self = setmetatable({
     handle = ffi.gc(p, C.ln_comm_free), n = n, world = C.ln_comm_size(p), names = names,
+    remote = opts.backend ~= nil and opts.backend ~= 'local',
     buf_a = ffi.new('ln_tensor*[?]', n), buf_b = ffi.new('ln_tensor*[?]', n),
   }, Communicator)
   return self
@@ -144,6 +147,22 @@ end
 
 local function check(rc) if rc ~= 0 then core.raise(3) end end
 
+-- the caller's file:line outside lunet's own files, for a backend across
+-- processes to name when ranks call different collectives
+local own = debug.getinfo(1, 'S').source:match('^@(.*[/\\])comm%.lua$')
+local function site(self)
+  if not self.remote then return end
+  for lvl = 3, 12 do
+    local info = debug.getinfo(lvl, 'Sl')
+    if not info then break end
+    local src = info.source
+    if not own or src:sub(1, 1) ~= '@' or src:sub(2, #own + 1) ~= own then
+      C.ln_comm_set_site(self.handle, ('%s:%d'):format(src:gsub('^@', ''), info.currentline))
+      return
+    end
+  end
+end
+
 -- allreduce(tensors[, {op = 'sum'|'avg'|'max'|'min', compress = 'bf16'|'fp16',
 -- async = true}]): in place. async: queued on the devices' communication
 -- streams, after the work queued so far on each compute stream, which goes
@@ -151,6 +170,7 @@ local function check(rc) if rc ~= 0 then core.raise(3) end end
 function Communicator:allreduce(list, opts)
   fill(self, 'allreduce', self.buf_a, list, 'tensors')
   local op, wire = reduce_opts('allreduce', opts)
+  site(self)
   if opts and opts.async then
     check(C.ln_comm_allreduce_async(self.handle, self.buf_a, op, wire))
   else
@@ -168,6 +188,7 @@ function Communicator:broadcast(list, opts)
   options.check('broadcast', opts, BROADCAST_OPTS)
   fill(self, 'broadcast', self.buf_a, list, 'tensors')
   local root = rank(self, 'broadcast', opts and opts.root or 1)
+  site(self)
   check(C.ln_comm_broadcast(self.handle, self.buf_a, root))
   return list
 end
@@ -194,6 +215,7 @@ function Communicator:reduce_scatter(ins, outs, opts)
   end
   fill(self, 'reduce_scatter', self.buf_a, outs, 'outputs')
   local op, wire = reduce_opts('reduce_scatter', opts)
+  site(self)
   check(C.ln_comm_reduce_scatter(self.handle, self.buf_a, self.buf_b, op, wire))
   return outs
 end
@@ -203,6 +225,7 @@ function Communicator:allgather(ins, outs)
   fill(self, 'allgather', self.buf_b, ins, 'inputs')
   outs = outs or outputs(self, ins, ins[1]:numel() * self.world)
   fill(self, 'allgather', self.buf_a, outs, 'outputs')
+  site(self)
   check(C.ln_comm_allgather(self.handle, self.buf_a, self.buf_b))
   return outs
 end
@@ -219,7 +242,10 @@ function Communicator:recv(t, src)
   return t
 end
 
-function Communicator:barrier() check(C.ln_comm_barrier(self.handle)) end
+function Communicator:barrier()
+  site(self)
+  check(C.ln_comm_barrier(self.handle))
+end
 
 -- How ranks early at this communicator's collectives waited for the last:
 -- slept (a thread wake-up then delayed them), awake (woke as the late ones

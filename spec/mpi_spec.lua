@@ -1,0 +1,77 @@
+-- The mpi collective backend and lunet.distributed across processes: runs
+-- spec/mpi/*.lua under `mpirun -np 2` and `-np 3` and reads what each rank
+-- printed. Every launch has a hard deadline (timeout -s KILL), so a hang
+-- fails the spec instead of stalling the suite. Pending (visibly) only when
+-- Open MPI's mpirun is not installed.
+local shell = require 'shell'
+
+local root = shell.root
+local have_mpirun = shell.sh('command -v mpirun'):match('mpirun') ~= nil
+local shim_path = (os.getenv('LUNET_LIB') or (root .. 'build/liblunet.so')):gsub('liblunet%.so$', 'liblunet_mpi.so')
+local have_shim = io.open(shim_path) ~= nil
+
+-- mpirun -np n luajit spec/mpi/<script> (env: extra VAR=value words);
+-- output, exit status. The library and sanitizer settings go to every rank;
+-- mpirun itself runs without the sanitizer preload.
+local function launch(n, script, env, deadline)
+  local pass = ''
+  for _, v in ipairs({'LUNET_LIB', 'LD_PRELOAD', 'ASAN_OPTIONS', 'UBSAN_OPTIONS', 'OMP_WAIT_POLICY'}) do
+    if os.getenv(v) then pass = pass .. ' -x ' .. v end
+  end
+  local cmd = ('cd %s && LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none '
+    .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;;" %s luajit spec/mpi/%s'):format(root, deadline or 90, n,
+    pass, root, root, env and ('env ' .. env) or '', script)
+  return shell.sh(cmd)
+end
+
+-- every rank printed "done" and no FAIL line; the ok lines of rank 0
+local function all_ok(out, n)
+  for line in out:gmatch('[^\n]+') do
+    assert(not line:find('^rank %d+ FAIL'), line .. '\n--- output:\n' .. out)
+  end
+  for r = 0, n - 1 do
+    assert(out:find(('rank %d done'):format(r), 1, true), ('rank %d did not finish:\n%s'):format(r, out))
+  end
+  local oks = 0
+  for _ in out:gmatch('rank 0 ok ') do oks = oks + 1 end
+  return oks
+end
+
+describe('mpi backend', function()
+  if not have_mpirun then
+    it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
+    return
+  end
+  it('is built where mpicc is (build/liblunet_mpi.so)', function()
+    assert.is_true(have_shim)
+  end)
+
+  it('every collective equals the local backend, 2 processes, inline device', function()
+    local out, rc = launch(2, 'ops.lua')
+    assert.equal(0, rc, out)
+    assert.is_true(all_ok(out, 2) >= 30, out)
+  end)
+
+  it('every collective equals the local backend, 3 processes on streams, with fp16/bf16 wires', function()
+    local out, rc = launch(3, 'ops.lua', 'LUNET_CPU_DEVICES=3')
+    assert.equal(0, rc, out)
+    assert.is_true(all_ok(out, 3) >= 35, out)
+    assert.truthy(out:find('rank 2 ok allreduce sum compress bf16', 1, true), out)
+  end)
+
+  it('2 processes with 2 devices each: the fp16/bf16 wires equal local exactly', function()
+    local out, rc = launch(2, 'ops.lua', 'LUNET_CPU_DEVICES=2')
+    assert.equal(0, rc, out)
+    assert.truthy(out:find('rank 1 ok allreduce avg compress fp16', 1, true), out)
+    all_ok(out, 2)
+  end)
+end)
+
+describe('distributed without a launcher', function()
+  it('is a world of one with no MPI at all', function()
+    local out, rc = shell.sh(('cd %s && env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u SLURM_NTASKS LUNET_MPI_LIB=/nonexistent '
+      .. 'luajit -e "package.path=\'%slua/?.lua;%slua/?/init.lua;\'..package.path" spec/mpi/one.lua'):format(root, root, root))
+    assert.equal(0, rc, out)
+    assert.truthy(out:find('rank 0 of 1, local 0 of 1, launcher none, backend local, allreduce 6, group 6', 1, true), out)
+  end)
+end)
