@@ -2,7 +2,9 @@
 -- it (LuaJIT counts as Lua 5.1); tools/ci-extra.sh packs a .src.rock from the
 -- committed tree and installs it offline. Debian packages needed to build:
 -- gcc make libluajit-5.1-dev libopenblas-dev libdnnl-dev (oneDNN) zlib1g-dev
--- (tools/install-deps.sh); libreadline8 for the REPL's line editing.
+-- (tools/install-deps.sh); libreadline8 for the REPL's line editing;
+-- openmpi-bin libopenmpi-dev for lunet.distributed across processes (the mpi
+-- backend's liblunet_mpi.so, built when mpicc is there; optional).
 rockspec_format = "3.0"
 package = "lunet"
 version = "scm-1"
