@@ -420,6 +420,14 @@ static pool *checked_pool(const char *fn, int id) { return backend_for(fn, id) ?
 int64_t ln_memory_allocated(int id) { pool *d = checked_pool("memory_allocated", id); return d ? d->allocated : -1; }
 int64_t ln_memory_cached(int id) { pool *d = checked_pool("memory_cached", id); return d ? d->cached : -1; }
 int64_t ln_memory_peak(int id) { pool *d = checked_pool("memory_peak", id); return d ? d->peak : -1; }
+int ln_memory_reset_peak(int id) {
+  pool *d = checked_pool("memory_reset_peak", id);
+  if (!d) return -1;
+  pthread_mutex_lock(&d->lock);
+  d->peak = d->allocated;
+  pthread_mutex_unlock(&d->lock);
+  return 0;
+}
 
 int64_t ln_memory_limit(int id) { pool *d = checked_pool("memory_limit", id); return d ? d->limit : -1; }
 

@@ -193,6 +193,7 @@ LN_API int ln_comm_stream_timestamp(int device, double *out);
 LN_API int64_t ln_memory_allocated(int device);  /* bytes in live storages */
 LN_API int64_t ln_memory_cached(int device);     /* bytes held by the cache */
 LN_API int64_t ln_memory_peak(int device);
+LN_API int ln_memory_reset_peak(int device);     /* peak = bytes allocated now */
 LN_API int ln_memory_set_limit(int device, int64_t bytes);  /* 0 = none */
 LN_API int64_t ln_memory_limit(int device);      /* the limit set; 0 = none, -1 = bad device */
 LN_API int ln_empty_cache(int device);

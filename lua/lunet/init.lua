@@ -110,6 +110,10 @@ function lunet.memory_cached(dev) return tonumber(C.ln_memory_cached(core.device
 function lunet.max_memory_allocated(dev) return tonumber(C.ln_memory_peak(core.device_id('max_memory_allocated', dev))) end
 -- the device's memory limit in bytes (ln_memory_set_limit, LUNET_CPU_MEMORY); 0: none
 function lunet.memory_limit(dev) return tonumber(C.ln_memory_limit(core.device_id('memory_limit', dev))) end
+-- the peak from now on (as torch.cuda.reset_peak_memory_stats): max_memory_allocated restarts at what is allocated
+function lunet.reset_peak_memory_stats(dev)
+  if C.ln_memory_reset_peak(core.device_id('reset_peak_memory_stats', dev)) ~= 0 then core.raise(2) end
+end
 function lunet.empty_cache(dev) C.ln_empty_cache(core.device_id('empty_cache', dev)) end
 
 -- Kernel threads of a device (default cpu:0), as torch.set_num_threads /
