@@ -120,7 +120,7 @@ local function shard_sums(dp, criterion, ys, targets, sums)
   end
 end
 
-local M = { Loss = Loss }
+local M = { Loss = Loss, mean_kind = mean_kind }   -- (mean_kind: parallel.Pipeline's forward_loss too)
 
 -- one replica set's forward and loss: dp is the DataParallel (its _begin,
 -- _shard, _outputs and _end_forward: the same split, pacing and step as its forward)

@@ -1,10 +1,13 @@
 -- lunet.parallel: multi-device training.
 --   lunet.parallel.DataParallel(module, {devices = lunet.devices(), ...})
+--   lunet.parallel.Pipeline(sequential, {devices = {...}, chunks = 8, schedule = '1f1b'})
 local parallel = {}
 
 parallel.DataParallel = require 'lunet.parallel.DataParallel'
 parallel.Reducer = require 'lunet.parallel.Reducer'     -- gradient buckets and their all-reduces
 parallel.Balance = require 'lunet.parallel.Balance'     -- how a batch is split over replicas
+parallel.Pipeline = require 'lunet.parallel.Pipeline'   -- stages on devices, micro-batches by a schedule
+parallel.schedule = require 'lunet.parallel.schedule'   -- pipeline schedules as data, checked
 
 -- the planner (plan.lua): strategies, their predicted cost, the choice
 parallel.profile = require 'lunet.parallel.profile'       -- layer and link measurements

@@ -1,0 +1,303 @@
+-- parallel.Pipeline(model, opts): model parallelism. An nn.Sequential cut
+-- into contiguous stages (its atoms, lunet.parallel.atoms: nested Sequentials
+-- flattened, other containers whole), one per device; each batch split into
+-- micro-batches that flow through the stages by a schedule.
+--
+--   local pipe = lunet.parallel.Pipeline(model, {devices = {'cpu:0', 'cpu:1'}, chunks = 8})
+--   local opt = optim.Adam(pipe:parameters())          -- the model's own parameters
+--   opt:zero_grad()
+--   local loss = pipe:forward_loss(criterion, x, y)     -- forwards (the schedule's first half)
+--   loss:backward(); opt:step(); print(loss:item())     -- backwards
+--
+-- opts: devices (one per stage; default lunet.devices()), chunks (micro-batches
+-- a batch, default 4 per stage), schedule ('1f1b' default, 'gpipe', or a
+-- function (stages, chunks) -> steps, see parallel.schedule), balance (a list
+-- of atom counts per stage, or 'params': equal parameter counts), checkpoint
+-- ('never' default, 'except_last', 'always': forward without keeping
+-- activations, recomputed in backward), deferred_bn (false), replicas (1:
+-- data parallel of pipelines over #devices / replicas stages each, gradients
+-- all-reduced per stage by a parallel.Reducer), bucket_mb, compress (its options).
+-- Parameters keep the model's names: pipe:state_dict() is model:state_dict()
+-- (with replicas, parameters() also lists the other replicas', as DataParallel's).
+-- pipe(x) runs the micro-batches through the stages and returns the output on
+-- x's device, as DataParallel does (recording a graph that backward follows
+-- across devices: criterion(pipe(x), y):backward() works, as GPipe without
+-- recomputation);
+-- pipe:forward_loss(criterion, x, y) runs the schedule (pipeline_run.lua);
+-- pipe:schedule_text() prints it.
+local lunet = require 'lunet'
+local Module = require 'lunet.nn.Module'
+local options = require 'lunet.options'
+local core = require 'lunet.core'
+local autograd = require 'lunet.autograd'
+local atoms = require 'lunet.parallel.atoms'
+local schedule = require 'lunet.parallel.schedule'
+local Stage = require 'lunet.parallel.Stage'
+local Run = require 'lunet.parallel.pipeline_run'
+local pbn = require 'lunet.parallel.pipeline_bn'
+local floss = require 'lunet.parallel.forward_loss'
+local balance = require 'lunet.parallel.pipeline_balance'
+
+local Pipeline = Module:extend('parallel.Pipeline')
+
+local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
+
+local OPTS = { devices = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
+  checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string' }
+local CHECKPOINT = { never = true, except_last = true, always = true }
+
+local function device_names(devs, lvl)
+  local names, seen = {}, {}
+  for k = 1, #devs do
+    local ok, id = pcall(core.device_id, 'Pipeline', devs[k])
+    if not ok then error(id, lvl + 1) end
+    names[k] = core.device_name(id)
+    if seen[names[k]] then fail('device ' .. names[k] .. ' appears twice', lvl + 1) end
+    seen[names[k]] = true
+  end
+  return names
+end
+
+function Pipeline:__init(model, opts)
+  if type(model) ~= 'table' or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
+  opts = options.check('Pipeline', opts, OPTS) or {}
+  local R = opts.replicas or 1
+  if R % 1 ~= 0 or R < 1 then fail('replicas must be an integer >= 1, got ' .. tostring(R), 3) end
+  local devs = device_names(opts.devices or lunet.devices(), 3)
+  if #devs == 0 or #devs % R ~= 0 then
+    fail(('%d devices cannot hold %d replicas of equal pipelines'):format(#devs, R), 3)
+  end
+  local S = #devs / R
+  local chunks = opts.chunks or 4 * S
+  if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), 3) end
+  local kind = opts.schedule or '1f1b'
+  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' then
+    fail(("schedule must be 'gpipe', '1f1b' or a function (stages, chunks) -> steps, got '%s'"):format(kind), 3)
+  end
+  local ck = opts.checkpoint or 'never'
+  if not CHECKPOINT[ck] then fail(("checkpoint must be 'never', 'except_last' or 'always', got '%s'"):format(ck), 3) end
+  local list = atoms.of(model)
+  if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
+  local counts = balance.counts(list, S, opts.balance, 3)
+  self.S, self.replicas, self.chunks, self.kind, self.checkpoint = S, R, chunks, kind, ck
+  self.deferred_bn, self.counts, self.atom_names = opts.deferred_bn or false, counts, {}
+  for i, a in ipairs(list) do self.atom_names[i] = a.name end
+  rawset(self, 'module', model)
+  -- replicas 2.. are copies; every replica's atoms go to its stages' devices
+  local models = { model }
+  for r = 2, R do models[r] = model:clone() end
+  self.models, self.stages, self.devices, self.bn, self.plans = models, {}, {}, {}, {}
+  for r = 1, R do
+    local al, first = r == 1 and list or atoms.of(models[r]), 1
+    self.stages[r] = {}
+    for s = 1, S do
+      local dev = devs[(r - 1) * S + s]
+      local mods = {}
+      for i = first, first + counts[s] - 1 do mods[#mods + 1] = al[i].module; al[i].module:to(dev) end
+      self.stages[r][s] = Stage.new(s, mods, dev)
+      self.devices[#self.devices + 1] = dev
+      first = first + counts[s]
+    end
+    if self.deferred_bn or ck ~= 'never' then self.bn[r] = pbn.wrap(models[r]:modules(), self.deferred_bn) end
+  end
+  if R > 1 then self:_reducers(opts) end
+end
+
+-- one Reducer per stage over that stage's devices in every replica
+function Pipeline:_reducers(opts)
+  local Communicator = require('lunet.comm').Communicator
+  local Reducer = require 'lunet.parallel.Reducer'
+  self.reducers = {}
+  for s = 1, self.S do
+    local sets, devs = {}, {}
+    for r = 1, self.replicas do
+      local st = self.stages[r][s]
+      sets[r], devs[r] = st.seq:parameters(), st.device
+    end
+    if #sets[1] > 0 then
+      self.reducers[s] = Reducer.new(sets, Communicator(devs), { name = 'Pipeline', bucket_mb = opts.bucket_mb,
+        compress = opts.compress })
+    end
+  end
+end
+
+-- ---- schedules ----------------------------------------------------------------------------------
+
+-- the checked schedule for M micro-batches, its buffer slots and each stage's last backward
+function Pipeline:_plan(M)
+  local p = self.plans[M]
+  if p then return p end
+  local steps
+  if type(self.kind) == 'function' then
+    local ok, st = pcall(self.kind, self.S, M)
+    if not ok then fail('schedule: ' .. tostring(st), 3) end
+    local ok2, err = pcall(schedule.check, st, self.S, M)
+    if not ok2 then fail(tostring(err):gsub('^[^:\n]*:%d+: ', '', 1), 3) end
+    steps = st
+  else steps = schedule.build(self.kind, self.S, M) end
+  local slot = schedule.slots(steps, self.S, M)
+  local lastB = {}
+  for _, step in ipairs(steps) do
+    for _, a in ipairs(step) do if a[3] == 'B' then lastB[a[1]] = a[2] end end
+  end
+  p = { steps = steps, slot = slot, lastB = lastB }
+  self.plans[M] = p
+  return p
+end
+
+function Pipeline:_recompute(m, M)
+  local ck = self.checkpoint
+  return ck == 'always' or (ck == 'except_last' and m < M)
+end
+
+-- pipe:schedule_text([chunks]): the schedule as a timeline (F3: forward of micro-batch 3)
+function Pipeline:schedule_text(M)
+  M = M or self.chunks
+  if type(M) ~= 'number' or M % 1 ~= 0 or M < 1 then fail('schedule_text: chunks must be an integer >= 1', 2) end
+  local steps = self:_plan(M).steps
+  local name = type(self.kind) == 'string' and self.kind or 'custom'
+  return ('%s, %d stage%s, %d micro-batch%s, %d steps\n'):format(name, self.S, self.S == 1 and '' or 's', M,
+    M == 1 and '' or 'es', #steps) .. schedule.text(steps, self.S)
+end
+
+-- ---- running ------------------------------------------------------------------------------------
+
+function Pipeline:_begin_batch()
+  if self.training then for r = 1, self.replicas do if self.bn[r] then self.bn[r]:begin() end end end
+end
+
+function Pipeline:_batch_done()
+  for r = 1, self.replicas do if self.bn[r] then self.bn[r]:commit() end end
+end
+
+function Pipeline:_abort()
+  for r = 1, self.replicas do
+    for s = 1, self.S do self.stages[r][s]:reset() end
+    if self.bn[r] then self.bn[r]:abort() end
+  end
+  for _, red in pairs(self.reducers or {}) do red:abort() end
+end
+
+local function need_input(x, fname, lvl)
+  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. type(x), lvl + 1) end
+  if x:dim() == 0 or x:size(1) == 0 then fail(fname .. ': input must have a non-empty batch dimension', lvl + 1) end
+end
+
+-- pipe:forward_loss(criterion, x, target) -> loss (a parallel.PipelineLoss: backward, item, output)
+function Pipeline:forward_loss(criterion, x, target)
+  local ok, kind = pcall(floss.mean_kind, criterion, 1)
+  if not ok then
+    fail('forward_loss: ' .. tostring(kind):gsub('^[^:\n]*:%d+: ', '', 1):gsub('^DataParallel: forward_loss: ', '', 1)
+      :gsub('%(or dp%(x%)%)', '(or pipe(x))'), 2)
+  end
+  need_input(x, 'forward_loss', 2)
+  if not lunet.is_tensor(target) then fail('forward_loss: target must be a tensor, got ' .. type(target), 2) end
+  if target:dim() == 0 or target:size(1) ~= x:size(1) then
+    fail(('forward_loss: target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1),
+      x:size(1)), 2)
+  end
+  local okr, run = pcall(Run.new, self, criterion, kind, x, target, autograd.is_grad_enabled())
+  if not okr then error((tostring(run):gsub('^[^:\n]*:%d+: ', '', 1)), 2) end
+  self:_begin_batch()
+  run:_go(true, 2)
+  return run
+end
+function Pipeline.forward_loss_ok(_, criterion) return floss.ok(criterion) end
+
+local function run_forward(self, x)
+  local R, S = self.replicas, self.S
+  local B = x:size(1)
+  local M = math.min(self.chunks, math.floor(B / R))
+  local last = x.device   -- (the output goes back to the input's device: criterion(pipe(x), y) as usual)
+  local outs, pos = {}, 1
+  for r = 1, R do
+    local n = math.floor(B / R) + (r <= B % R and 1 or 0)
+    local b, e = math.floor(n / M), n % M
+    for m = 1, M do
+      local k = b + (m <= e and 1 or 0)
+      local y = x:narrow(1, pos, k)
+      pos = pos + k
+      for s = 1, S do
+        local st = self.stages[r][s]
+        if y.device ~= st.device then y = y:to(st.device) end
+        y = st.seq:forward(y)
+        if not lunet.is_tensor(y) then error(('stage %d returned a %s, not a tensor'):format(s, type(y)), 0) end
+      end
+      outs[#outs + 1] = y.device ~= last and y:to(last) or y
+    end
+  end
+  if #outs == 1 then return outs[1] end
+  return lunet.cat(outs, 1)
+end
+
+function Pipeline:forward(x)
+  need_input(x, 'forward', 2)
+  if self.replicas > 1 and autograd.is_grad_enabled() and self.training then
+    fail('forward: with replicas, train with pipe:forward_loss(criterion, x, y) (or run pipe(x) in lunet.no_grad)', 2)
+  end
+  if x:size(1) < self.replicas then fail(('forward: a batch of %d rows for %d replicas'):format(x:size(1), self.replicas), 2) end
+  self:_begin_batch()
+  local ok, y = pcall(run_forward, self, x)
+  if not ok then self:_abort(); fail('forward: ' .. tostring(y):gsub('^Pipeline: ', ''), 2) end
+  self:_batch_done()
+  return y
+end
+
+-- ---- Module interface: the model's parameters under their own names -----------------------------
+
+function Pipeline:named_modules(prefix, out)
+  out = out or {}
+  prefix = prefix or ''
+  out[#out + 1] = { prefix, self }
+  self.module:named_modules(prefix, out)
+  for r = 2, self.replicas do
+    self.models[r]:named_modules((prefix == '' and '' or prefix .. '.') .. 'replica' .. r, out)
+  end
+  return out
+end
+
+function Pipeline:state_dict() return self.module:state_dict() end
+
+function Pipeline:load_state_dict(sd, strict)
+  local ok, res = pcall(self.module.load_state_dict, self.module, sd, strict)
+  if not ok then error(res, 2) end
+  autograd.no_grad(function()
+    for r = 2, self.replicas do
+      local own = self.models[r]:state_dict()
+      for k, t in pairs(self.module:state_dict()) do own[k]:copy_(t) end
+    end
+  end)
+  return res
+end
+
+function Pipeline:to(what, more)
+  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or type(what) == 'table' and what.dtype or more
+  local dev = type(what) == 'table' and what.device or (type(what) == 'string' and not core.dtype_ids[what] and what)
+  if dev then fail(('to: the stages live on %s; make the Pipeline with the devices you want'):format(
+    table.concat(self.devices, ', ')), 2) end
+  if not dtype then fail('to: expected a dtype', 2) end
+  for r = 1, self.replicas do
+    for s = 1, self.S do
+      local st = self.stages[r][s]
+      for _, m in ipairs(st.mods) do m:to({ dtype = dtype, device = st.device }) end
+    end
+  end
+  for _, red in pairs(self.reducers or {}) do red:rebuild() end
+  return self
+end
+
+function Pipeline:extra_repr()
+  local per = {}
+  for s = 1, self.S do per[s] = ('%s: %d'):format(self.stages[1][s].device, self.counts[s]) end
+  local rep = self.replicas > 1 and (', %d replicas'):format(self.replicas) or ''
+  return ('%s, %d chunks, atoms per stage %s%s'):format(type(self.kind) == 'string' and self.kind or 'custom',
+    self.chunks, table.concat(per, ', '), rep)
+end
+
+function Pipeline:repr(indent)
+  indent = indent or ''
+  return ('%s(%s) {\n%s  (module): %s\n%s}'):format(self.__name, self:extra_repr(), indent,
+    self.module:repr(indent .. '  '), indent)
+end
+
+return Pipeline

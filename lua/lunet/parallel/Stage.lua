@@ -1,0 +1,110 @@
+-- parallel.Stage: one stage of one pipeline replica (parallel.Pipeline): a
+-- contiguous run of the model's atoms on one device, and what its forward
+-- and backward actions keep between the steps of a schedule.
+--
+-- F(m): the micro-batch's input is copied into this stage's boundary buffer
+-- (a device-to-device copy ordered by events, c/core/copy.c: the source's
+-- stream copies once the destination's earlier work is done, and the
+-- destination waits for the copy; the host never touches the data), then
+-- the atoms run. Past the first stage the buffer is a leaf that requires
+-- grad: backward leaves the gradient for the previous stage there.
+-- B(m): backward from the stage's output, seeded with the gradient the next
+-- stage copied into this stage's gradient buffer (the last stage: from its
+-- loss). With recomputation, F ran without recording and B first runs the
+-- atoms again on the kept input (the random state restored for dropout,
+-- BatchNorm's running statistics left alone: pipeline_bn).
+-- Buffers are indexed by slot (schedule.slots): a micro-batch's slot is free
+-- once its backward has run, so a step reuses the buffers of earlier ones.
+local lunet = require 'lunet'
+local autograd = require 'lunet.autograd'
+local Sequential = require 'lunet.nn.Sequential'
+
+local Stage = {}
+Stage.__index = Stage
+
+-- (s: the stage's index, mods: its atoms' modules, device: its device name)
+function Stage.new(s, mods, device)
+  local seq = Sequential()
+  for _, m in ipairs(mods) do seq:add(m) end   -- (an unregistered container: the atoms run fused as in the model)
+  return setmetatable({ s = s, seq = seq, mods = mods, device = device, inbuf = {}, gbuf = {}, stash = {},
+    pending = {} },
+    Stage)
+end
+
+-- a buffer of t's shape and dtype on this device, from list[slot] when it fits
+local function buffer(list, slot, like, device, grad)
+  local b = list[slot]
+  if b and b.dtype == like.dtype and b:dim() == like:dim() then
+    local same = true
+    for d = 1, b:dim() do if b:size(d) ~= like:size(d) then same = false; break end end
+    if same then return b end
+  end
+  b = lunet.empty(like:size(), { dtype = like.dtype, device = device })
+  if grad then b.requires_grad = true end
+  list[slot] = b
+  return b
+end
+
+-- the input of micro-batch m (slot k) copied into this stage's buffer
+function Stage:receive(k, src)
+  local b = buffer(self.inbuf, k, src, self.device, self.s > 1 and src:is_floating_point())
+  autograd.no_grad(function() b:copy_(src) end)
+  return b
+end
+
+-- the gradient of this stage's output for micro-batch m (slot k), from the next stage
+function Stage:receive_grad(k, g)
+  local b = buffer(self.gbuf, k, g, self.device, false)
+  b:copy_(g)
+  return b
+end
+
+local function run(seq, x) return seq:forward(x) end
+
+-- F(m) on the input buffer inp; record: whether to record (false: recompute in B)
+function Stage:forward(m, inp, record)
+  local y
+  if record then y = run(self.seq, inp)
+  else
+    local seed, offset = lunet.rng_state()
+    y = autograd.no_grad(run, self.seq, inp)
+    self.stash[m] = { inp = inp, seed = seed, offset = offset }
+    return y
+  end
+  self.stash[m] = { inp = inp, out = y }
+  return y
+end
+
+-- B(m)'s output again, recording (for a micro-batch forwarded without)
+function Stage:recompute(m, bn)
+  local st = self.stash[m]
+  if st.out then return st.out end
+  local seed, offset = lunet.rng_state()
+  lunet.set_rng_state(st.seed, st.offset)
+  local prev = bn and bn:frozen(true)
+  local ok, y = pcall(run, self.seq, st.inp)
+  if bn then bn:frozen(prev) end
+  lunet.set_rng_state(seed, offset)
+  if not ok then error(y, 0) end
+  st.out = y
+  return y
+end
+
+-- after B(m): the gradient for the previous stage (nil on the first), and the stash dropped
+function Stage:finish(m)
+  local st = self.stash[m]
+  self.stash[m] = nil
+  if self.s == 1 or not st then return nil end
+  local g = st.inp.grad
+  st.inp.grad = nil
+  return g
+end
+
+-- drop what a failed step kept
+function Stage:reset()
+  for m in pairs(self.stash) do self.stash[m] = nil end
+  for m in pairs(self.pending) do self.pending[m] = nil end
+  for _, b in pairs(self.inbuf) do b.grad = nil end
+end
+
+return Stage

@@ -1,0 +1,179 @@
+-- lunet.parallel.schedule: a pipeline's schedule as data, checked before it runs.
+--
+-- A schedule is a list of time steps; a step is a list of actions
+-- {stage, micro_batch, 'F' | 'B'}, at most one per stage. Within a step the
+-- stages run at once (the host queues each action's work on its stage's
+-- device and goes on), so an action may only use what an earlier step made:
+--   F(s, m) needs F(s - 1, m);  B(s, m) needs F(s, m) and B(s + 1, m).
+--   schedule.build('gpipe' | '1f1b', stages, chunks) -> steps (checked)
+--   schedule.check(steps, stages, chunks) -> steps, or an error naming the
+--     first action that runs before what it needs (a deadlock: it would wait
+--     for ever), a missing or repeated action, or a malformed entry
+--   schedule.slots(steps, stages, chunks) -> slot[s][m], nslots[s]: which
+--     stage-boundary buffer micro-batch m uses at stage s (taken when its
+--     input is sent, free again once B(s, m) has run), so buffers are reused
+--   schedule.text(steps, stages) -> a timeline, one line per stage
+-- Per-stage orders: GPipe runs every forward, then every backward; 1F1B
+-- (PipeDream-flush) runs stages - s + 1 forwards, then alternates one
+-- backward and one forward, so stage s holds at most stages - s + 1
+-- micro-batches' activations instead of all of them.
+local schedule = {}
+
+local function fail(msg, lvl) error('schedule: ' .. msg, (lvl or 1) + 1) end
+
+local function order_gpipe(s, S, M)
+  local o = {}
+  for m = 1, M do o[#o + 1] = { s, m, 'F' } end
+  for m = 1, M do o[#o + 1] = { s, m, 'B' } end
+  return o
+end
+
+local function order_1f1b(s, S, M)
+  local o, f, b = {}, 0, 0
+  local warm = math.min(S - s + 1, M)
+  while f < warm do f = f + 1; o[#o + 1] = { s, f, 'F' } end
+  while b < M do
+    b = b + 1; o[#o + 1] = { s, b, 'B' }
+    if f < M then f = f + 1; o[#o + 1] = { s, f, 'F' } end
+  end
+  return o
+end
+
+local orders = { gpipe = order_gpipe, ['1f1b'] = order_1f1b }
+schedule.kinds = { 'gpipe', '1f1b' }
+
+-- each stage runs its order; at each step, every stage whose next action's
+-- inputs were made in an earlier step runs it
+local function simulate(per_stage, S)
+  local steps, done, pos, left = {}, {}, {}, 0
+  for s = 1, S do pos[s] = 1; left = left + #per_stage[s] end
+  local function key(s, m, k) return (k == 'F' and 0 or 1) + 2 * (m * (S + 2) + s) end
+  while left > 0 do
+    local step = {}
+    for s = 1, S do
+      local a = per_stage[s][pos[s]]
+      if a then
+        local _, m, k = a[1], a[2], a[3]
+        local ok
+        if k == 'F' then ok = s == 1 or done[key(s - 1, m, 'F')]
+        else ok = done[key(s, m, 'F')] and (s == S or done[key(s + 1, m, 'B')]) end
+        if ok then step[#step + 1] = a end
+      end
+    end
+    if #step == 0 then fail('the per-stage orders deadlock', 3) end
+    for _, a in ipairs(step) do
+      done[key(a[1], a[2], a[3])] = true
+      pos[a[1]] = pos[a[1]] + 1
+      left = left - 1
+    end
+    steps[#steps + 1] = step
+  end
+  return steps
+end
+
+local function count(v, what, lvl)
+  if type(v) ~= 'number' or v % 1 ~= 0 or v < 1 then
+    fail(('%s must be an integer >= 1, got %s'):format(what, tostring(v)), lvl + 1)
+  end
+end
+
+function schedule.build(kind, S, M)
+  count(S, 'stages', 2); count(M, 'chunks', 2)
+  local order = orders[kind]
+  if not order then fail(("unknown schedule '%s' (gpipe, 1f1b)"):format(tostring(kind)), 2) end
+  local per = {}
+  for s = 1, S do per[s] = order(s, S, M) end
+  return schedule.check(simulate(per, S), S, M)
+end
+
+local function name(a) return ('%s(stage %d, micro-batch %d)'):format(a[3], a[1], a[2]) end
+
+function schedule.check(steps, S, M)
+  count(S, 'stages', 2); count(M, 'chunks', 2)
+  if type(steps) ~= 'table' then fail('expected a list of steps, got ' .. type(steps), 2) end
+  local at = {}   -- at[key] = the step an action runs in
+  local function key(s, m, k) return ('%d/%d/%s'):format(s, m, k) end
+  for t, step in ipairs(steps) do
+    if type(step) ~= 'table' then fail(('step %d must be a list of actions, got %s'):format(t, type(step)), 2) end
+    local busy = {}
+    for _, a in ipairs(step) do
+      if type(a) ~= 'table' or type(a[1]) ~= 'number' or type(a[2]) ~= 'number' or (a[3] ~= 'F' and a[3] ~= 'B') then
+        fail(('step %d: an action must be {stage, micro_batch, \'F\' | \'B\'}'):format(t), 2)
+      end
+      local s, m = a[1], a[2]
+      if s % 1 ~= 0 or s < 1 or s > S then fail(('step %d: stage %s is not in 1..%d'):format(t, tostring(s), S), 2) end
+      if m % 1 ~= 0 or m < 1 or m > M then fail(('step %d: micro-batch %s is not in 1..%d'):format(t, tostring(m), M), 2) end
+      if busy[s] then fail(('step %d: stage %d runs two actions'):format(t, s), 2) end
+      busy[s] = true
+      local k = key(s, m, a[3])
+      if at[k] then fail(('%s runs twice (steps %d and %d)'):format(name(a), at[k], t), 2) end
+      at[k] = t
+    end
+  end
+  for s = 1, S do
+    for m = 1, M do
+      for _, kd in ipairs({ 'F', 'B' }) do
+        if not at[key(s, m, kd)] then fail(('%s never runs'):format(name({ s, m, kd })), 2) end
+      end
+    end
+  end
+  -- every action after what it needs (an action waiting on a later one would wait for ever)
+  for t, step in ipairs(steps) do
+    for _, a in ipairs(step) do
+      local s, m = a[1], a[2]
+      local needs = a[3] == 'F' and { s > 1 and { s - 1, m, 'F' } or nil }
+        or { { s, m, 'F' }, s < S and { s + 1, m, 'B' } or nil }
+      for _, d in pairs(needs) do
+        local td = at[key(d[1], d[2], d[3])]
+        if td >= t then
+          fail(('deadlock: %s at step %d needs %s, which runs at step %d'):format(name(a), t, name(d), td), 2)
+        end
+      end
+    end
+  end
+  return steps
+end
+
+function schedule.slots(steps, S, M)
+  local slot, nslots, free = {}, {}, {}
+  for s = 1, S do slot[s], nslots[s], free[s] = {}, 0, {} end
+  -- stage s's buffers for micro-batch m are taken when its input arrives (at
+  -- F(s - 1, m), or F(1, m) for the first stage) and free after B(s, m)
+  local function take(s, m)
+    local f = free[s]
+    local k = f[#f]
+    if k then f[#f] = nil else nslots[s] = nslots[s] + 1; k = nslots[s] end
+    slot[s][m] = k
+  end
+  for _, step in ipairs(steps) do
+    for _, a in ipairs(step) do
+      local s, m = a[1], a[2]
+      if a[3] == 'F' then
+        if s == 1 then take(1, m) end
+        if s < S then take(s + 1, m) end
+      else
+        local f = free[s]
+        f[#f + 1] = slot[s][m]
+      end
+    end
+  end
+  return slot, nslots
+end
+
+function schedule.text(steps, S)
+  local rows, w = {}, 2
+  for _, step in ipairs(steps) do
+    for _, a in ipairs(step) do w = math.max(w, #tostring(a[2]) + 1) end
+  end
+  for s = 1, S do rows[s] = { ('stage %d |'):format(s) } end
+  for _, step in ipairs(steps) do
+    local cell = {}
+    for _, a in ipairs(step) do cell[a[1]] = a[3] .. a[2] end
+    for s = 1, S do rows[s][#rows[s] + 1] = ('%-' .. w .. 's'):format(cell[s] or '.') end
+  end
+  local out = {}
+  for s = 1, S do out[s] = table.concat(rows[s], ' ') end
+  return table.concat(out, '\n')
+end
+
+return schedule

@@ -1,0 +1,85 @@
+-- lunet.parallel.schedule: pipeline schedules as tables of (stage,
+-- micro-batch, F|B) per step, built for GPipe and 1F1B and checked for
+-- completeness and deadlock before they run.
+local schedule = require 'lunet.parallel.schedule'
+
+local function find(steps, s, m, k)
+  for t, step in ipairs(steps) do
+    for _, a in ipairs(step) do if a[1] == s and a[2] == m and a[3] == k then return t end end
+  end
+end
+
+describe('parallel.schedule', function()
+  it('builds GPipe and 1F1B for any stages and chunks, every action once, after what it needs', function()
+    for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+      for S = 1, 4 do
+        for M = 1, 8 do
+          local steps = schedule.build(kind, S, M)
+          local n = 0
+          for _, step in ipairs(steps) do n = n + #step end
+          assert.equal(2 * S * M, n)
+          for s = 1, S do
+            for m = 1, M do
+              local f, b = find(steps, s, m, 'F'), find(steps, s, m, 'B')
+              assert.truthy(f and b and f < b)
+              if s > 1 then assert.truthy(find(steps, s - 1, m, 'F') < f) end
+              if s < S then assert.truthy(find(steps, s + 1, m, 'B') < b) end
+            end
+          end
+          -- GPipe and 1F1B take as many steps: 2 (M + S - 1)
+          assert.equal(2 * (M + S - 1), #steps)
+        end
+      end
+    end
+  end)
+
+  -- (a stage's input buffer is taken when the previous stage sends: one more than it holds activations for)
+  it("keeps at most stages - s + 1 micro-batches in flight at stage s with 1F1B, all of them with GPipe", function()
+    local S, M = 4, 8
+    for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+      local steps = schedule.build(kind, S, M)
+      local _, nslots = schedule.slots(steps, S, M)
+      for s = 1, S do
+        if kind == 'gpipe' then assert.equal(M, nslots[s]) else assert.equal(S - s + 1 + (s > 1 and 1 or 0), nslots[s]) end
+      end
+    end
+  end)
+
+  it('rejects schedules that deadlock, miss or repeat an action, or are malformed', function()
+    local function rejects(steps, S, M, msg)
+      local ok, err = pcall(schedule.check, steps, S, M)
+      assert.is_false(ok)
+      assert.matches(msg, err, 1, true)
+    end
+    -- stage 2 runs F1 in the same step as stage 1: it would wait for ever
+    rejects({ { { 1, 1, 'F' }, { 2, 1, 'F' } }, { { 2, 1, 'B' } }, { { 1, 1, 'B' } } }, 2, 1,
+      'deadlock: F(stage 2, micro-batch 1) at step 1 needs F(stage 1, micro-batch 1), which runs at step 1')
+    -- stage 1's backward before stage 2's
+    rejects({ { { 1, 1, 'F' } }, { { 2, 1, 'F' } }, { { 1, 1, 'B' } }, { { 2, 1, 'B' } } }, 2, 1,
+      'deadlock: B(stage 1, micro-batch 1) at step 3 needs B(stage 2, micro-batch 1), which runs at step 4')
+    -- a backward before its own forward
+    rejects({ { { 1, 1, 'B' } }, { { 1, 1, 'F' } } }, 1, 1, 'needs F(stage 1, micro-batch 1)')
+    rejects({ { { 1, 1, 'F' } } }, 1, 1, 'B(stage 1, micro-batch 1) never runs')
+    rejects({ { { 1, 1, 'F' } }, { { 1, 1, 'F' } }, { { 1, 1, 'B' } } }, 1, 1, 'runs twice (steps 1 and 2)')
+    rejects({ { { 1, 1, 'F' }, { 1, 2, 'F' } } }, 1, 2, 'step 1: stage 1 runs two actions')
+    rejects({ { { 3, 1, 'F' } } }, 2, 1, 'step 1: stage 3 is not in 1..2')
+    rejects({ { { 1, 9, 'F' } } }, 1, 2, 'step 1: micro-batch 9 is not in 1..2')
+    rejects({ { { 1, 1, 'X' } } }, 1, 1, "an action must be {stage, micro_batch, 'F' | 'B'}")
+    rejects({ 'F1' }, 1, 1, 'step 1 must be a list of actions')
+    rejects(nil, 1, 1, 'expected a list of steps')
+    local ok, err = pcall(schedule.build, 'zero', 2, 2)
+    assert.is_false(ok)
+    assert.matches("unknown schedule 'zero' (gpipe, 1f1b)", err, 1, true)
+    ok, err = pcall(schedule.build, 'gpipe', 2, 0)
+    assert.matches('chunks must be an integer >= 1, got 0', err, 1, true)
+  end)
+
+  it('prints a timeline, one row per stage', function()
+    assert.equal(table.concat({
+      'stage 1 | F1 F2 .  .  B1 B2',
+      'stage 2 | .  F1 F2 B1 B2 . ' }, '\n'), schedule.text(schedule.build('gpipe', 2, 2), 2))
+    assert.equal(table.concat({
+      'stage 1 | F1 F2 .  B1 .  B2',
+      'stage 2 | .  F1 B1 F2 B2 . ' }, '\n'), schedule.text(schedule.build('1f1b', 2, 2), 2))
+  end)
+end)

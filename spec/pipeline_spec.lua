@@ -1,0 +1,235 @@
+-- lunet.parallel.Pipeline over 2, 3 and 4 virtual CPU devices: training
+-- equals the same model trained on one device (GPipe and 1F1B, chunks 1..8,
+-- an uneven last micro-batch, with and without recomputation), parameter
+-- names stay the model's (state_dict, optimizers, lunet.fit), BatchNorm in
+-- micro-batches (deferred running statistics), hybrid data x pipeline,
+-- 1F1B's memory, and errors raised inside a stage.
+local lunet = require 'lunet'
+local nn, optim, data = lunet.nn, lunet.optim, lunet.data
+local Pipeline = lunet.parallel.Pipeline
+
+local function cnn(seed, bn)
+  lunet.manual_seed(seed or 1)
+  local layers = { nn.Conv2d(3, 4, 3, { padding = 1, bias = not bn }) }
+  if bn then layers[#layers + 1] = nn.BatchNorm2d(4) end
+  for _, m in ipairs({ nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 8), nn.ReLU(),
+    nn.Linear(8, 5) }) do layers[#layers + 1] = m end
+  return nn.Sequential(layers)
+end
+
+local function rel(a, b)
+  local d = (a:to(b.device) - b):abs():max():item()
+  return d / math.max(b:abs():max():item(), 1e-12)
+end
+
+-- the largest relative difference over the two models' state dicts
+local function sd_diff(a, b)
+  local sa, sb, worst = a:state_dict(), b:state_dict(), 0
+  for k, t in pairs(sb) do
+    assert.truthy(sa[k], 'missing ' .. k)
+    if t:is_floating_point() then worst = math.max(worst, rel(sa[k], t)) end
+  end
+  return worst
+end
+
+local function make_opt(kind, params)
+  if kind == 'adam' then return optim.Adam(params, { lr = 0.01 }) end
+  return optim.SGD(params, { lr = 0.05, momentum = 0.9 })
+end
+
+-- a few steps of the reference (one device) and of the pipeline on the same batches
+local function train_both(o)
+  local batches = {}
+  lunet.manual_seed(7)
+  for i = 1, o.steps or 3 do batches[i] = { lunet.randn(o.B or 10, 3, 8, 8), lunet.randint(1, 6, { o.B or 10 }) } end
+  local crit = o.crit or nn.CrossEntropyLoss()
+  local ref = cnn(1, o.bn)
+  local ro = make_opt(o.opt, ref:parameters())
+  for _, b in ipairs(batches) do
+    ro:zero_grad()
+    crit(ref(b[1]), b[2]):backward()
+    ro:step()
+  end
+  local pipe = Pipeline(cnn(1, o.bn), { devices = o.devices, chunks = o.chunks, schedule = o.schedule,
+    checkpoint = o.checkpoint, replicas = o.replicas, balance = o.balance, deferred_bn = o.deferred_bn })
+  local po = make_opt(o.opt, pipe:parameters())
+  local losses = {}
+  for i, b in ipairs(batches) do
+    po:zero_grad()
+    local loss = pipe:forward_loss(crit, b[1], b[2])
+    loss:backward()
+    po:step()
+    losses[i] = loss:item()
+  end
+  return ref, pipe, losses
+end
+
+local function devs(n)
+  local d = {}
+  for i = 1, n do d[i] = 'cpu:' .. (i - 1) end
+  return d
+end
+
+local function release_devices()
+  jit.flush()
+  for _ = 1, 4 do collectgarbage() end
+  pcall(lunet.synchronize)
+  lunet.set_cpu_devices(1)
+end
+
+describe('parallel.Pipeline', function()
+  setup(function() lunet.set_cpu_devices(4) end)
+  teardown(release_devices)
+
+  it('trains as one device does: GPipe and 1F1B, 2-4 stages, chunks 1..8, uneven micro-batches, recomputation',
+    function()
+    local cases = {
+      { S = 2, chunks = 1, checkpoint = 'never' },
+      { S = 2, chunks = 3, checkpoint = 'always' },        -- 4, 3, 3 rows
+      { S = 3, chunks = 8, checkpoint = 'except_last' },   -- 2, 2, 1, ... rows; chunks > stages
+      { S = 4, chunks = 2, checkpoint = 'never' },         -- chunks < stages
+      { S = 4, chunks = 6, checkpoint = 'always', B = 9 },
+    }
+    for _, schedule in ipairs({ 'gpipe', '1f1b' }) do
+      for _, c in ipairs(cases) do
+        for _, opt in ipairs({ 'sgd', 'adam' }) do
+          local ref, pipe = train_both({ devices = devs(c.S), chunks = c.chunks, schedule = schedule,
+            checkpoint = c.checkpoint, opt = opt, B = c.B })
+          local d = sd_diff(pipe, ref)
+          assert.is_true(d < 1e-5, ('%s %s S=%d chunks=%d %s: %g'):format(schedule, opt, c.S, c.chunks,
+            c.checkpoint, d))
+        end
+      end
+    end
+  end)
+
+  it("gives the batch's loss and outputs, for 'mean' and 'sum' criteria", function()
+    lunet.manual_seed(3)
+    local x, y = lunet.randn(7, 3, 8, 8), lunet.randn(7, 5)
+    for _, red in ipairs({ 'mean', 'sum' }) do
+      local crit = nn.MSELoss({ reduction = red })
+      local ref, pipe = cnn(2), Pipeline(cnn(2), { devices = devs(3), chunks = 3 })
+      local want = crit(ref(x), y)
+      want:backward()
+      local loss = pipe:forward_loss(crit, x, y)
+      loss:backward()
+      assert.near(want:item(), loss:item(), 1e-5 * math.abs(want:item()))
+      assert.is_true(rel(loss:output(), ref(x)) < 1e-5)
+      assert.equal('cpu:0', loss:output().device)
+      for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
+    end
+  end)
+
+  it("keeps the model's parameter names, runs pipe(x), and trains with lunet.fit", function()
+    local model = cnn(4)
+    local names = {}
+    for i, e in ipairs(model:named_parameters()) do names[i] = e[1] end
+    local pipe = Pipeline(model, { devices = devs(2), chunks = 2, balance = { 3, 4 } })
+    local got = {}
+    for i, e in ipairs(pipe:named_parameters()) do got[i] = e[1] end
+    assert.same(names, got)
+    assert.equal('cpu:0', model[1].weight.device)
+    assert.equal('cpu:1', model[7].weight.device)
+    -- pipe(x) in eval, and criterion(pipe(x), y):backward() as one graph across the devices
+    local ref = cnn(4)
+    lunet.manual_seed(5)
+    local x, y = lunet.randn(6, 3, 8, 8), lunet.randint(1, 6, { 6 })
+    assert.is_true(rel(pipe(x), ref(x)) < 1e-6)
+    local crit = nn.CrossEntropyLoss()
+    crit(pipe(x), y):backward()
+    crit(ref(x), y):backward()
+    for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
+    -- state_dict round trip through a file
+    local path = os.tmpname()
+    lunet.save(path, pipe:state_dict())
+    local fresh = cnn(9)
+    fresh:load_state_dict(lunet.load(path))
+    os.remove(path)
+    assert.equal(0, sd_diff(fresh, ref))
+    pipe:load_state_dict(cnn(9):state_dict())
+    assert.equal(0, sd_diff(pipe, cnn(9)))
+    -- lunet.fit: the same parameters as fit on one device
+    lunet.manual_seed(11)
+    local ds = data.TensorDataset(lunet.randn(20, 3, 8, 8), lunet.randint(1, 6, { 20 }))
+    local a, b = cnn(6), Pipeline(cnn(6), { devices = devs(2), chunks = 4, schedule = '1f1b' })
+    for _, m in ipairs({ a, b }) do
+      lunet.fit(m, data.DataLoader(ds, { batch_size = 8 }), { epochs = 2, quiet = true, progress = false,
+        loss = nn.CrossEntropyLoss(), optimizer = optim.SGD(m:parameters(), { lr = 0.1 }) })
+    end
+    assert.is_true(sd_diff(b, a) < 1e-5)
+  end)
+
+  it('prints its schedule and rejects bad options', function()
+    local pipe = Pipeline(cnn(), { devices = devs(2), chunks = 2, schedule = 'gpipe' })
+    assert.equal('gpipe, 2 stages, 2 micro-batches, 6 steps\nstage 1 | F1 F2 .  .  B1 B2\nstage 2 | .  F1 F2 B1 B2 . ',
+      pipe:schedule_text())
+    local function rejects(opts, msg, model)
+      local ok, err = pcall(Pipeline, model or cnn(), opts)
+      assert.is_false(ok)
+      assert.matches(msg, err, 1, true)
+    end
+    rejects({ devices = { 'cpu:0', 'cpu:0' } }, 'Pipeline: device cpu:0 appears twice')
+    rejects({ devices = { 'cpu:0', 'cpu:9' } }, 'cpu:9')
+    rejects({ devices = devs(2), chunks = 0 }, 'Pipeline: chunks must be an integer >= 1, got 0')
+    rejects({ devices = devs(2), schedule = 'zb' }, "Pipeline: schedule must be 'gpipe', '1f1b'")
+    rejects({ devices = devs(2), checkpoint = 'some' }, "Pipeline: checkpoint must be 'never', 'except_last' or 'always'")
+    rejects({ devices = devs(2), balance = { 3, 3 } }, 'Pipeline: balance sums to 6 atoms, the model has 7')
+    rejects({ devices = devs(2), balance = { 7, 0 } }, 'Pipeline: balance[2] must be an integer >= 1')
+    rejects({ devices = devs(2), balance = { 7 } }, 'Pipeline: balance has 1 entries for 2 stages')
+    rejects({ devices = devs(2), balance = 'speed' }, "Pipeline: balance must be a list of atom counts or 'params'")
+    rejects({ devices = devs(3), replicas = 2 }, 'Pipeline: 3 devices cannot hold 2 replicas')
+    rejects({ devices = devs(2), chunk = 2 }, "Pipeline: unknown option 'chunk' (did you mean 'chunks'?)")
+    rejects({ devices = devs(3) }, 'Pipeline: the model has 2 atoms, fewer than 3 stages', nn.Sequential { nn.ReLU(), nn.ReLU() })
+    local ok, err = pcall(Pipeline, 'model')
+    assert.matches('Pipeline: expected an nn.Module, got string', err, 1, true)
+    local bad = Pipeline(cnn(), { devices = devs(2), chunks = 1, schedule = function(S, M)
+      return { { { 2, 1, 'F' } }, { { 1, 1, 'F' } }, { { 2, 1, 'B' } }, { { 1, 1, 'B' } } }
+    end })
+    ok, err = pcall(bad.forward_loss, bad, nn.CrossEntropyLoss(), lunet.randn(4, 3, 8, 8), lunet.randint(1, 6, { 4 }))
+    assert.is_false(ok)
+    assert.matches('Pipeline: schedule: deadlock: F(stage 2, micro-batch 1) at step 1 needs F(stage 1, micro-batch 1), which runs at step 2',
+      err, 1, true)
+    ok, err = pcall(pipe.forward_loss, pipe, function() end, lunet.randn(4, 3, 8, 8), lunet.randint(1, 6, { 4 }))
+    assert.matches('Pipeline: forward_loss: criterion must be an nn loss module', err, 1, true)
+    ok, err = pcall(pipe.forward_loss, pipe, nn.CrossEntropyLoss(), lunet.randn(4, 3, 8, 8), lunet.randint(1, 6, { 3 }))
+    assert.matches('Pipeline: forward_loss: target has 3 rows, the input 4', err, 1, true)
+    ok, err = pcall(pipe.to, pipe, 'cpu:1')
+    assert.matches('Pipeline: to: the stages live on cpu:0, cpu:1', err, 1, true)
+  end)
+
+  it('raises an error inside a stage in Lua, without a hang, and stays usable', function()
+    local boom = nn.Identity()
+    boom.forward = function(self, x)
+      if self.fail then error('nn.Boom: exploded on purpose', 0) end
+      return x
+    end
+    local function model()
+      local m = cnn(8)
+      m:add(boom)
+      return m
+    end
+    local ref = model()
+    local pipe = Pipeline(model(), { devices = devs(3), chunks = 4 })
+    local crit = nn.CrossEntropyLoss()
+    lunet.manual_seed(2)
+    local x, y = lunet.randn(8, 3, 8, 8), lunet.randint(1, 6, { 8 })
+    boom.fail = true
+    local ok, err = pcall(pipe.forward_loss, pipe, crit, x, y)
+    assert.is_false(ok)
+    assert.matches('Pipeline: forward of micro-batch 1 at stage 3 (cpu:2): nn.Boom: exploded on purpose', err, 1, true)
+    -- a wrong input fails at the first stage
+    ok, err = pcall(pipe.forward_loss, pipe, crit, lunet.randn(8, 2, 8, 8), y)
+    assert.is_false(ok)
+    assert.matches('at stage 1 (cpu:0)', err, 1, true)
+    -- the same pipeline then trains as the reference does
+    boom.fail = false
+    local loss = pipe:forward_loss(crit, x, y)
+    loss:backward()
+    local want = crit(ref(x), y)
+    want:backward()
+    assert.near(want:item(), loss:item(), 1e-5)
+    for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
+    ok, err = pcall(loss.backward, loss)
+    assert.matches('Pipeline: backward: already run for this batch', err, 1, true)
+  end)
+end)
