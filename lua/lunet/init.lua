@@ -112,7 +112,9 @@ function lunet.max_memory_allocated(dev) return tonumber(C.ln_memory_peak(core.d
 function lunet.memory_limit(dev) return tonumber(C.ln_memory_limit(core.device_id('memory_limit', dev))) end
 -- the peak from now on (as torch.cuda.reset_peak_memory_stats): max_memory_allocated restarts at what is allocated
 function lunet.reset_peak_memory_stats(dev)
-  if C.ln_memory_reset_peak(core.device_id('reset_peak_memory_stats', dev)) ~= 0 then core.raise(2) end
+  if C.ln_memory_reset_peak(core.device_id('reset_peak_memory_stats', dev)) ~= 0 then
+    error((core.last_error():gsub('^memory_reset_peak:', 'reset_peak_memory_stats:', 1)), 2)
+  end
 end
 function lunet.empty_cache(dev) C.ln_empty_cache(core.device_id('empty_cache', dev)) end
 
