@@ -24,17 +24,22 @@ local perm_buf = ffi.new('int[8]')
 -- collection (and are over LUNET_GC_MIN_MB, 32 MB by default: a full collection
 -- of a small Lua heap costs well under a millisecond, and a lower floor keeps
 -- a small model's training loop to a small resident set); freed blocks return
--- to the device cache.
-local gc_next, GC_MIN = {}, (tonumber(os.getenv('LUNET_GC_MIN_MB')) or 32) * 2 ^ 20
+-- to the device cache. Under a device memory limit (LUNET_CPU_MEMORY,
+-- ln_memory_set_limit) it collects halfway between what was live and the
+-- limit instead, so that garbage alone does not run a device out of memory.
+local gc_next, gc_live, GC_MIN = {}, {}, (tonumber(os.getenv('LUNET_GC_MIN_MB')) or 32) * 2 ^ 20
 
 -- Wrap a C tensor pointer (NULL means the C call failed: raise its message
 -- at the user's line, `level` frames up from the caller).
 local function wrap(p, level)
   if p == nil then error(core.last_error(), (level or 2) + 1) end
   local dev = p.device_id
-  if C.ln_memory_allocated(dev) > (gc_next[dev] or GC_MIN) then
+  local used = C.ln_memory_allocated(dev)
+  local lim = C.ln_memory_limit(dev)   -- (read each time: it may be set at any moment)
+  if used > (gc_next[dev] or GC_MIN) or (lim > 0 and used > (gc_live[dev] or 0) + (lim - (gc_live[dev] or 0)) / 2) then
     collectgarbage()
-    gc_next[dev] = math.max(GC_MIN, 2 * tonumber(C.ln_memory_allocated(dev)))
+    local live = tonumber(C.ln_memory_allocated(dev))
+    gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live
   end
   return ffi.gc(ref_ct(p), C.ln_ref_free)
 end

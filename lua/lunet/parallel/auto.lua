@@ -19,10 +19,10 @@ local function auto(model, sample, opts)
   for k, v in pairs(opts or {}) do o[k] = v end
   local verbose = o.verbose
   o.verbose = nil
-  -- what can be built here (hybrids need a Pipeline that takes replicas)
+  -- what can be built here
   local okp, Pipeline = pcall(require, 'lunet.parallel.Pipeline')
   if not okp then Pipeline = nil end
-  o.kinds = o.kinds or (Pipeline and { 'single', 'data', 'pipeline' } or { 'single', 'data' })
+  o.kinds = o.kinds or (Pipeline and { 'single', 'data', 'pipeline', 'hybrid' } or { 'single', 'data' })
   local plan = Plan.new(model, sample, o)
   local c = plan.chosen
   local devs = {}
@@ -36,8 +36,10 @@ local function auto(model, sample, opts)
     for d = 1, c.devices do bal[d] = plan.speed[d] or 1; if bal[d] ~= bal[1] then even = false end end
     wrapped = lunet.parallel.DataParallel(model, { devices = devs, accumulate = c.accumulate,
       balance = not even and bal or nil })
-  elseif c.kind == 'pipeline' and Pipeline then
-    wrapped = Pipeline(model, { devices = devs, chunks = c.chunks, schedule = c.schedule, balance = c.balance })
+  elseif (c.kind == 'pipeline' or c.kind == 'hybrid') and Pipeline then
+    -- (hybrid: replica r's stages on devices (r-1)p+1 .. rp, as the cost model has them)
+    wrapped = Pipeline(model, { devices = devs, chunks = c.chunks, schedule = c.schedule, balance = c.balance,
+      replicas = c.replicas > 1 and c.replicas or nil })
   else
     error(('parallel.auto: the plan chose %s, which this build cannot make'):format(c.label), 2)
   end

@@ -15,20 +15,28 @@
 -- part of a call, 0 if unknown; the same for bwd); activation and output
 -- bytes grow with b. A device of speed s runs it in time / s; with threads
 -- (each device's share of the cores) and cores given, devices computing at
--- once whose shares exceed the cores run cores / shares slower.
+-- once whose shares exceed the cores run cores / shares slower; or, given
+-- together (profile.together: the measured speed of each device while all
+-- of them compute), every candidate on more than one device runs at that.
 -- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
 -- 2(n-1) * alpha; a copy between two devices: alpha + S * beta.
 -- Memory of a device: parameters, gradients and optimizer state (Adam 2
 -- copies of the parameters, momentum 1, SGD 0) of what it holds, plus the
 -- activations alive at once (data parallel: one micro-batch; a pipeline
 -- stage j of p: GPipe all m micro-batches, 1F1B min(m, p - j + 1)), plus
--- the input batch (or the stage's boundary buffers). A candidate fits when
+-- the input batch (or the stage's boundary buffers), plus the most
+-- transient memory one of its atoms takes (temp_bytes: workspaces); the
+-- activations twice (those of the step before may await Lua's collector). A candidate fits when
 -- every device's need is at most headroom (0.9) times what it holds.
 local partition = require 'lunet.parallel.partition'
 
 local cost = {}
 cost.__index = cost
 
+-- a step's activations are freed when Lua collects their tensors, which
+-- lunet does once a device holds twice what was live at the last collection:
+-- the previous step's activations may still be held beside this one's
+local GC = 2
 local OPT_STATES = { adam = 2, adamw = 2, momentum = 1, sgd = 0 }
 
 local function fail(msg, lvl) error('parallel.cost: ' .. msg, (lvl or 1) + 1) end
@@ -61,7 +69,8 @@ function cost.new(atoms, opts)
     overlap = num(link.overlap or 1, 'link.overlap', 2),
     speed = opts.speed or {}, memory = opts.memory or {}, headroom = opts.headroom or 0.9,
     optimizer = opts.optimizer or 'adam', bucket_bytes = (opts.bucket_mb or 25) * 2 ^ 20,
-    in_bytes = opts.in_bytes or 0, names = opts.names, threads = opts.threads, cores = opts.cores, in_batch = opts.in_batch or atoms[1].batch,
+    in_bytes = opts.in_bytes or 0, names = opts.names, threads = opts.threads, cores = opts.cores,
+    together = opts.together, in_batch = opts.in_batch or atoms[1].batch,
   }, cost)
   local k = OPT_STATES[self.optimizer]
   if not k then fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(self.optimizer)), 2) end
@@ -75,6 +84,13 @@ local function scaled(full, fixed, b, b0) return fixed + (full - fixed) * b / b0
 function cost:fwd(i, b) local a = self.atoms[i]; return scaled(a.fwd, a.fwd0 or 0, b, a.batch) end
 function cost:bwd(i, b) local a = self.atoms[i]; return scaled(a.bwd, a.bwd0 or 0, b, a.batch) end
 function cost:act(i, b) local a = self.atoms[i]; return a.act_bytes * b / a.batch end
+function cost:temp(i, b) local a = self.atoms[i]; return (a.temp_bytes or 0) * b / a.batch end
+-- the most transient memory of atoms lo..hi at batch b (one atom runs at a time)
+function cost:temp_max(lo, hi, b)
+  local m = 0
+  for i = lo, hi do m = math.max(m, self:temp(i, b)) end
+  return m
+end
 function cost:out(i, b) local a = self.atoms[i]; return (a.out_bytes or 0) * b / a.batch end
 -- parameters + gradients + optimizer state
 function cost:state(i) return self.atoms[i].param_bytes * (2 + self.states) end
@@ -83,7 +99,9 @@ function cost:state(i) return self.atoms[i].param_bytes * (2 + self.states) end
 function cost:dev_speed(d, first, last)
   local s = self.speed[d] or 1
   local th, cores = self.threads, self.cores
-  if th and cores and first then
+  if first and last > first and self.together then
+    s = s * self.together   -- measured: each device's speed while all compute
+  elseif th and cores and first then
     local used = 0
     for k = first, last do used = used + (th[k] or 1) end
     if used > cores then s = s * cores / used end
@@ -171,7 +189,7 @@ function cost:data_parallel(n, B, k, first)
     local f, bw, act = self:range(1, self.n, b)
     local t = (k * (f + bw) + self:update(1, self.n)) / sp
     if t > slowest then slowest, bw_last = t, bw / sp end
-    mem[d] = st + act + self.in_bytes * share / self.in_batch
+    mem[d] = st + GC * act + self:temp_max(1, self.n, b) + self.in_bytes * share / self.in_batch
   end
   local ar = self:allreduce(n, par)
   local exposed = 0
@@ -236,7 +254,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
       wire = wire + d * m * 2 * x_out
     end
     -- boundary buffers: the input received and the gradient sent back
-    local m_j = st + inflight[j] * act + 2 * x_in
+    local m_j = st + inflight[j] * act * GC + self:temp_max(lo, hi, b) + 2 * x_in
     for r = 1, d do mem[(r - 1) * p + j] = m_j end
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
     sum_t, max_t = sum_t + times[j], math.max(max_t, times[j])

@@ -17,6 +17,8 @@
 -- ({'1f1b', 'gpipe'}), kinds (the strategies that may be chosen), runs
 -- (profiling repeats). profile (a stated per-atom profile, see cost.lua) and
 -- link ({copy = {alpha, beta}, allreduce = {alpha, beta}}) skip measuring:
+-- together (each device's speed while all compute, relative to alone;
+-- default measured: profile.together) too:
 -- the specs state them, so that no choice depends on the machine's speed;
 -- with a stated profile model may be nil.
 local lunet = require 'lunet'
@@ -29,7 +31,7 @@ Plan.__index = Plan
 
 local OPTS = { devices = 'table', batch = 'number', memory = true, speed = 'table', optimizer = 'string',
   chunks = 'table', schedules = 'table', kinds = 'table', runs = 'number', profile = 'table', link = 'table',
-  headroom = 'number', bucket_mb = 'number' }
+  headroom = 'number', bucket_mb = 'number', together = 'number' }
 
 local function fail(msg, lvl) error('parallel.plan: ' .. msg, (lvl or 1) + 1) end
 
@@ -142,13 +144,18 @@ function Plan.new(model, sample, opts)
   local batch = opts.batch or (lunet.is_tensor(sample) and sample:size(1)) or b0
   if type(batch) ~= 'number' or batch < 1 or batch % 1 ~= 0 then fail('batch must be an integer >= 1, got ' .. tostring(batch), 3) end
   local link = opts.link or (n > 1 and profile.link(names[1], names[2])) or {}
+  -- the devices' speed while all of them compute (measured where the layers were)
+  local together = opts.together
+  if together == nil and not opts.profile and not opts.speed and n > 1 then
+    together = profile.together(atoms, sample, names, { runs = opts.runs })
+  end
   local memory = memory_of(opts, names, 3)
   local speed, threads, cores = speed_of(opts, names)
   local in_bytes = lunet.is_tensor(sample) and sample:numel() * sample:element_size() or (list.in_bytes or 0)
   local cm = cost.new(list, { link = link, speed = speed, memory = memory, optimizer = opts.optimizer,
-    headroom = opts.headroom, names = names, threads = threads, cores = cores, bucket_mb = opts.bucket_mb, in_bytes = in_bytes,
+    headroom = opts.headroom, names = names, threads = threads, cores = cores, together = together, bucket_mb = opts.bucket_mb, in_bytes = in_bytes,
     in_batch = lunet.is_tensor(sample) and sample:size(1) or b0 })
-  local self = setmetatable({ devices = names, batch = batch, memory = memory, speed = speed, cost = cm,
+  local self = setmetatable({ together = together, devices = names, batch = batch, memory = memory, speed = speed, cost = cm,
     profile = list, link = link, atoms = atoms, model = model }, Plan)
   local _, _, act = cm:range(1, cm.n, batch)
   self.act_total = act

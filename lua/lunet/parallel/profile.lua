@@ -15,7 +15,12 @@
 -- at B/4, and fwd0/bwd0 are the fixed part of a call (time = fixed + per
 -- sample * b): micro-batches of a pipeline are smaller than the sample.
 -- act_bytes is what the allocator holds after the atom's forward that it
--- did not before (the output and what backward keeps), at batch B.
+-- did not before (the output and what backward keeps), at batch B;
+-- temp_bytes the most it held above that during the atom's forward or
+-- backward (0 where the build cannot restart the allocator's peak).
+-- Waiting for the device after each atom costs a wake-up each: the atoms'
+-- times are scaled down so that they add up to the time of the whole chain
+-- run without waits (list.scale, at most 1).
 -- list.update: the optimizer's step over all the parameters (opts.optimizer:
 -- 'adam' default, 'adamw', 'momentum', 'sgd').
 -- Nothing in the model changes: gradients are dropped, parameters and buffers
@@ -44,21 +49,32 @@ end
 
 local function bytes_of(t) return t:numel() * t:element_size() end
 
--- one pass at batch x: per atom forward, backward seconds and the bytes kept
+-- the allocator's peak restarted (where this build has it), and read
+local reset_peak = lunet.reset_peak_memory_stats
+local function peak(dev) return reset_peak and lunet.max_memory_allocated(dev) or 0 end
+
+-- one pass at batch x: per atom forward, backward seconds, the bytes kept
+-- after forward and the transient bytes above what was allocated before
+-- (workspaces, gradients in flight: from the allocator's peak, where
+-- lunet.reset_peak_memory_stats exists); then the same chain run whole, with
+-- no wait between atoms, timed
 local function pass(atoms, x, dev)
   local n = #atoms
   local clock, sync = lunet.clock, lunet.synchronize
-  local fwd, bwd, kept, ys, xs = {}, {}, {}, {}, {}
+  local fwd, bwd, kept, trans, ys, xs = {}, {}, {}, {}, {}, {}
+  local x0 = x
   sync(dev)
   for i = 1, n do
     xs[i] = x
     local before = lunet.memory_allocated(dev)
+    if reset_peak then reset_peak(dev) end
     local t0 = clock()
     local y = atoms[i](x)
     if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, type(y)), 3) end
     sync(dev)
     fwd[i] = clock() - t0
     kept[i] = lunet.memory_allocated(dev) - before
+    trans[i] = math.max(0, peak(dev) - before - kept[i])
     ys[i] = y
     x = y:detach():requires_grad_(true)
   end
@@ -66,14 +82,25 @@ local function pass(atoms, x, dev)
   for i = n, 1, -1 do
     local y = ys[i]
     sync(dev)
+    local before = lunet.memory_allocated(dev)
+    if reset_peak then reset_peak(dev) end
     local t0 = clock()
     if y.requires_grad then y:backward(g) end
     sync(dev)
     bwd[i] = clock() - t0
+    trans[i] = math.max(trans[i], peak(dev) - before)
     g = xs[i].grad
     if i > 1 and g == nil then g = lunet.zeros(xs[i]:size(), { dtype = xs[i].dtype, device = dev }) end
   end
-  return fwd, bwd, kept, ys
+  ys, xs, g = nil, nil, nil
+  -- whole: the atoms' times above include a wait for the device each
+  local t0 = clock()
+  local y = x0
+  for i = 1, n do y = atoms[i](y) end
+  if y.requires_grad then y:sum():backward() end
+  sync(dev)
+  local whole = clock() - t0
+  return fwd, bwd, kept, trans, whole
 end
 
 -- the optimizer's step over every atom's parameters (their gradients from
@@ -129,22 +156,38 @@ function profile.atoms(atoms, sample, device, opts)
     saved[i] = {}
     for k, b in ipairs(a:buffers()) do saved[i][k] = b:clone() end
   end
-  local res, update = {}, 0
+  local res, update, shapes = {}, 0, {}
   local result, err = pcall(function()
+    lunet.no_grad(function()
+      local y = sample:to(dev)
+      for i = 1, #atoms do
+        y = atoms[i](y)
+        shapes[i] = { shape = y:size(), bytes = bytes_of(y) }
+      end
+    end)
     for s, b in ipairs(sizes) do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
       pass(atoms, x, dev)   -- warm-up: caches, plans, the allocator's blocks
-      local F, Bw, K, ys = {}, {}, nil, nil
+      local F, Bw, K, Tr, W = {}, {}, nil, nil, {}
       for r = 1, runs do
-        local f, bw, kept, y = pass(atoms, x, dev)
+        local f, bw, kept, trans, whole = pass(atoms, x, dev)
         for i = 1, #atoms do
           F[i] = F[i] or {}; Bw[i] = Bw[i] or {}
           F[i][r], Bw[i][r] = f[i], bw[i]
         end
-        K, ys = kept, y
+        K, Tr, W[r] = kept, trans, whole
       end
-      res[s] = { b = b, fwd = {}, bwd = {}, kept = K, ys = ys }
-      for i = 1, #atoms do res[s].fwd[i], res[s].bwd[i] = median(F[i]), median(Bw[i]) end
+      local r = { b = b, fwd = {}, bwd = {}, kept = K, trans = Tr }
+      local sum = 0
+      for i = 1, #atoms do
+        r.fwd[i], r.bwd[i] = median(F[i]), median(Bw[i])
+        sum = sum + r.fwd[i] + r.bwd[i]
+      end
+      -- the waits between atoms out: each atom's times scaled so that they add up to the whole chain's
+      local scale = math.min(1, median(W) / sum)
+      for i = 1, #atoms do r.fwd[i], r.bwd[i] = r.fwd[i] * scale, r.bwd[i] * scale end
+      r.scale = scale
+      res[s] = r
     end
     update = time_update(atoms, dev, opts.optimizer or 'adam', runs)
   end)
@@ -160,9 +203,9 @@ function profile.atoms(atoms, sample, device, opts)
   for i, a in ipairs(atoms) do
     local pb = 0
     for _, p in ipairs(a:parameters()) do pb = pb + bytes_of(p) end
-    local y = r1.ys[i]
-    local e = { name = names[i] and (names[i] .. ' ' .. a.__name) or a.__name, batch = r1.b, fwd = r1.fwd[i], bwd = r1.bwd[i], fwd0 = 0, bwd0 = 0,
-      act_bytes = math.max(0, r1.kept[i]), param_bytes = pb, out_bytes = bytes_of(y), out_shape = y:size() }
+    local e = { name = names[i] and (names[i] .. ' ' .. a.__name) or a.__name, batch = r1.b, fwd = r1.fwd[i],
+      bwd = r1.bwd[i], fwd0 = 0, bwd0 = 0, act_bytes = math.max(0, r1.kept[i]), temp_bytes = r1.trans[i],
+      param_bytes = pb, out_bytes = shapes[i].bytes, out_shape = shapes[i].shape }
     if r2 and r2.b < r1.b then
       -- the fixed part of a call: time = fixed + per sample * b through both sizes, within [0, time at B]
       for _, k in ipairs({ 'fwd', 'bwd' }) do
@@ -172,8 +215,44 @@ function profile.atoms(atoms, sample, device, opts)
     end
     out[i] = e
   end
-  out.device, out.in_bytes, out.update = dev, bytes_of(sample), update
+  out.device, out.in_bytes, out.update, out.scale = dev, bytes_of(sample), update, r1.scale
   return out
+end
+
+-- profile.together(atoms, sample, devices[, {runs = 3}]) -> the speed of
+-- each device while all of them train a copy of the atoms at once, relative
+-- to the first one alone (at most 1): devices that share cores, memory
+-- bandwidth or a loaded machine slow each other down, which thread shares
+-- alone do not tell
+function profile.together(atoms, sample, devices, opts)
+  local runs = (opts or {}).runs or 3
+  local list = {}
+  for i, a in ipairs(atoms) do list[i] = type(a) == 'table' and a.module and not a._params and a.module or a end
+  local copies, xs = {}, {}
+  for k, dev in ipairs(devices) do
+    copies[k] = {}
+    for i, a in ipairs(list) do copies[k][i] = k == 1 and a:to(dev) or a:clone():to(dev) end
+    xs[k] = sample:to(dev)
+  end
+  local function chain(k)
+    local y = xs[k]
+    for i = 1, #list do y = copies[k][i](y) end
+    if y.requires_grad then y:sum():backward() end
+  end
+  local function timed(n)
+    local ts = {}
+    for r = 0, runs do
+      lunet.synchronize()
+      local t0 = lunet.clock()
+      for k = 1, n do chain(k) end
+      lunet.synchronize()
+      if r > 0 then ts[r] = lunet.clock() - t0 end
+    end
+    return median(ts)
+  end
+  local alone, all = timed(1), timed(#devices)
+  for i, a in ipairs(list) do for _, p in ipairs(a:parameters()) do p.grad = nil end end
+  return math.min(1, alone / all)
 end
 
 -- least squares of t = alpha + beta * s over the points, both >= 0

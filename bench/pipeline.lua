@@ -1,0 +1,268 @@
+-- The planner and pipelines on virtual CPU devices (issue 19's targets; 2 cores).
+--   luajit bench/pipeline.lua [--steps S] [--groups G] [--models lenet5,resnet8,wide] [--devices 1,2,4]
+--     [--no-grid] [--no-pipe]
+-- Grid (the planner): for each model x device count (1, 2, 4 virtual devices;
+-- 4 share 2 cores) x memory limit (none; 'tight': 60% of what data parallel
+-- over those devices needs), lunet.parallel.plan profiles the model and
+-- predicts every candidate; each candidate this build can make (one device
+-- with or without accumulation, DataParallel, Pipeline once it exists) is
+-- then trained for real, the limit set on the devices (a run out of memory
+-- is reported), and its step time measured (median of G groups of S steps,
+-- after a warm-up). Reported: predicted vs measured per candidate, the
+-- error, and whether the plan's choice was the measured fastest.
+-- Pipeline (when lunet.parallel.Pipeline exists): a 2-stage pipeline (2
+-- devices x 1 core) balanced by the planner's partition with 8 micro-batches
+-- against one device x 1 core (target >= 1.6x), and against every hand
+-- balance (target: within 10% of the best).
+-- Needs 2 idle cores: the load average is printed with the figures.
+package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
+local lunet = require 'lunet'
+local nn, optim = lunet.nn, lunet.optim
+local C = lunet.C
+
+local args = {}
+for i = 1, #arg do
+  local k = arg[i]:match('^%-%-(.+)')
+  if k then
+    local v = arg[i + 1]
+    if v == nil or v:match('^%-%-') then v = true end
+    args[k] = v
+  end
+end
+local STEPS = tonumber(args.steps) or 4
+local GROUPS = tonumber(args.groups) or 3
+local BATCH = tonumber(args.batch) or 64
+
+local models = {
+  lenet5 = { shape = { 1, 32, 32 }, make = function()
+    return nn.Sequential { nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+      nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+      nn.Linear(84, 10) }
+  end },
+  resnet8 = { shape = { 3, 32, 32 }, make = function()
+    return nn.Sequential { nn.Conv2d(3, 16, 3, { padding = 1, bias = false }), nn.BatchNorm2d(16), nn.ReLU(),
+      nn.BasicBlock(16, 16, 1), nn.BasicBlock(16, 32, 2), nn.BasicBlock(32, 64, 2),
+      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10) }
+  end },
+  -- a plain CNN whose stages are well above a transfer's time
+  wide = { shape = { 3, 32, 32 }, make = function()
+    return nn.Sequential {
+      nn.Conv2d(3, 32, 3, { padding = 1 }), nn.ReLU(), nn.Conv2d(32, 32, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Conv2d(32, 64, 3, { padding = 1 }), nn.ReLU(), nn.Conv2d(64, 64, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Flatten(), nn.Linear(64 * 8 * 8, 256), nn.ReLU(), nn.Linear(256, 10) }
+  end },
+}
+local function list(s, default)
+  local out = {}
+  for v in (s or default):gmatch('[^,]+') do out[#out + 1] = tonumber(v) or v end
+  return out
+end
+local MODELS = list(args.models, 'lenet5,resnet8,wide')
+local DEVICES = list(args.devices, '1,2,4')
+
+local function loadavg()
+  local f = io.open('/proc/loadavg')
+  local s = f and f:read('*l') or ''
+  if f then f:close() end
+  return s:match('^(%S+ %S+ %S+)') or '?'
+end
+
+local function free_all()
+  jit.flush()
+  for _ = 1, 4 do collectgarbage() end
+  lunet.synchronize()
+end
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
+end
+
+local function batch_of(shape, B)
+  local s = { B }
+  for i, d in ipairs(shape) do s[i + 1] = d end
+  return lunet.randn(s), lunet.randint(1, 11, { B })
+end
+
+-- seconds per call of step: the median of GROUPS groups of STEPS calls after a warm-up
+local function time_steps(step)
+  for _ = 1, 3 do step() end
+  lunet.synchronize()
+  local ts = {}
+  for g = 1, GROUPS do
+    local t0 = lunet.clock()
+    for _ = 1, STEPS do step() end
+    lunet.synchronize()
+    ts[g] = (lunet.clock() - t0) / STEPS
+  end
+  return median(ts)
+end
+
+local okp, Pipeline = pcall(require, 'lunet.parallel.Pipeline')
+if not okp then Pipeline = nil end
+-- what the plan may choose: what this build can run
+local KINDS = Pipeline and { 'single', 'data', 'pipeline', 'hybrid' } or { 'single', 'data' }
+
+-- a training step of candidate c of plan p on a fresh copy of the model
+local function build(spec, p, c)
+  local model = spec.make()
+  local crit = nn.CrossEntropyLoss()
+  local devs = {}
+  for d = 1, c.devices do devs[d] = p.devices[d] end
+  local x, y = batch_of(spec.shape, p.batch)
+  if c.kind == 'single' then
+    model:to(devs[1])
+    x, y = x:to(devs[1]), y:to(devs[1])
+    local opt = optim.Adam(model:parameters(), { lr = 1e-4 })
+    local k = c.accumulate
+    local xs, ys = {}, {}
+    for i = 1, k do
+      local b = p.batch / k
+      xs[i], ys[i] = x:narrow(1, (i - 1) * b + 1, b), y:narrow(1, (i - 1) * b + 1, b)
+    end
+    return function()
+      opt:zero_grad()
+      for i = 1, k do crit(model(xs[i]), ys[i]):backward() end
+      opt:step()
+    end
+  elseif c.kind == 'data' then
+    local dp = lunet.parallel.DataParallel(model, { devices = devs, accumulate = c.accumulate })
+    local opt = optim.Adam(dp:parameters(), { lr = 1e-4 })
+    local k = c.accumulate
+    local xs, ys = {}, {}
+    for i = 1, k do
+      local b = p.batch / k
+      xs[i], ys[i] = x:narrow(1, (i - 1) * b + 1, b), y:narrow(1, (i - 1) * b + 1, b)
+    end
+    return function()
+      opt:zero_grad()
+      for i = 1, k do dp:forward_loss(crit, xs[i], ys[i]):backward() end
+      opt:step()
+    end
+  elseif (c.kind == 'pipeline' or c.kind == 'hybrid') and Pipeline then
+    local pipe = Pipeline(model, { devices = devs, chunks = c.chunks, schedule = c.schedule, balance = c.balance,
+      replicas = c.replicas })
+    local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
+    return function()
+      opt:zero_grad()
+      pipe:forward_loss(crit, x, y):backward()
+      opt:step()
+    end
+  end
+end
+
+-- each device may hold `bytes` more than it holds now (0: no limit)
+local function set_limit(n, bytes)
+  for d = 0, n - 1 do C.ln_memory_set_limit(d, bytes > 0 and C.ln_memory_allocated(d) + bytes or 0) end
+end
+
+print(('bench/pipeline.lua: lunet %s, %d cores, batch %d, %d x %d steps a measurement, load average %s'):format(
+  lunet.version, C.ln_num_cores(), BATCH, GROUPS, STEPS, loadavg()))
+print(('Pipeline: %s'):format(Pipeline and 'present' or 'not in this build (pipeline candidates are predicted, not run)'))
+
+-- ---- the planner's grid --------------------------------------------------------------------------
+
+local errors, picks, scenarios = {}, 0, 0
+if not args['no-grid'] then
+  print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s  %s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
+    'meas ms', 'error', ''))
+  for _, n in ipairs(DEVICES) do
+    free_all()
+    lunet.set_cpu_devices(n)
+    local devices = lunet.devices('cpu')
+    for _, name in ipairs(MODELS) do
+      local spec = models[name]
+      local sample = batch_of(spec.shape, BATCH)
+      local base = lunet.parallel.plan(spec.make(), sample, { devices = devices, batch = BATCH, kinds = KINDS })
+      for _, limit in ipairs({ 'none', 'tight' }) do
+        local p = base
+        local bytes = 0
+        if limit == 'tight' then
+          local need = 0
+          for _, c in ipairs(base.candidates) do
+            if c.kind == (n == 1 and 'single' or 'data') and c.accumulate == 1 then need = c.peak end
+          end
+          bytes = math.floor(need * 0.6)
+          p = lunet.parallel.plan(nil, nil, { devices = devices, batch = BATCH, profile = base.profile,
+            link = base.link, memory = bytes, kinds = KINDS })
+        end
+        scenarios = scenarios + 1
+        local best, best_c
+        for _, c in ipairs(p.candidates) do
+          local meas, note = nil, ''
+          if c.fits then
+            free_all()
+            set_limit(n, bytes)
+            local ok, step = pcall(build, spec, p, c)
+            if ok and step then
+              local ok2, t = pcall(time_steps, step)
+              if ok2 then meas = t else note = 'failed: ' .. tostring(t):sub(1, 200) end
+            elseif not ok then note = 'failed: ' .. tostring(step):sub(1, 200) end
+            step = nil
+            free_all()
+            set_limit(n, 0)
+            if meas and (not best or meas < best) then best, best_c = meas, c end
+          else
+            note = 'does not fit'
+          end
+          local err = meas and (c.step / meas - 1) or nil
+          if err then errors[#errors + 1] = { err = err, label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) } end
+          if meas or c == p.chosen then
+            print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s  %s%s'):format(name, n, limit, c.label, c.step * 1e3,
+              meas and ('%.2f'):format(meas * 1e3) or '-', err and ('%+.0f%%'):format(err * 100) or '',
+              c == p.chosen and '<- chosen ' or '', note))
+          end
+        end
+        local good = best_c == p.chosen
+        if good then picks = picks + 1 end
+        print(('%-8s %4d %-7s  chosen: %s, measured fastest: %s%s'):format(name, n, limit, p.chosen.label,
+          best_c and best_c.label or '-', good and '' or '  (MISS)'))
+      end
+    end
+  end
+  local within, worst = 0, 0
+  for _, e in ipairs(errors) do
+    if math.abs(e.err) <= 0.15 then within = within + 1 end
+    worst = math.max(worst, math.abs(e.err))
+  end
+  print(('\nplanner: %d of %d candidates run predicted within 15%% (worst %.0f%%); the choice was the measured '
+    .. 'fastest in %d of %d scenarios; load average %s'):format(within, #errors, worst * 100, picks, scenarios, loadavg()))
+end
+
+-- ---- pipeline targets ----------------------------------------------------------------------------
+
+if Pipeline and not args['no-pipe'] then
+  free_all()
+  lunet.set_cpu_devices(2)
+  local spec = models.wide
+  local x, y = batch_of(spec.shape, BATCH)
+  local crit = nn.CrossEntropyLoss()
+  local function one_device()
+    local m = spec.make():to('cpu:0')
+    local opt = optim.Adam(m:parameters(), { lr = 1e-4 })
+    return time_steps(function() opt:zero_grad(); crit(m(x), y):backward(); opt:step() end)
+  end
+  local function pipe_time(balance)
+    local pipe = Pipeline(spec.make(), { devices = { 'cpu:0', 'cpu:1' }, chunks = 8, schedule = '1f1b', balance = balance })
+    local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
+    local t = time_steps(function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end)
+    return t
+  end
+  local t1 = one_device()
+  local p = lunet.parallel.plan(spec.make(), x, { devices = { 'cpu:0', 'cpu:1' }, batch = BATCH,
+    kinds = { 'pipeline' }, chunks = { 8 }, schedules = { '1f1b' } })
+  local auto_bal = p.chosen.balance
+  local ta = pipe_time(auto_bal)
+  print(('\npipeline (wide CNN, batch %d, 8 micro-batches, 1F1B): one device x 1 core %.1f ms, 2-stage auto balance {%s} %.1f ms: %.2fx (target 1.6x)')
+    :format(BATCH, t1 * 1e3, table.concat(auto_bal, ','), ta * 1e3, t1 / ta))
+  local natoms = #require('lunet.parallel.atoms').of(spec.make())
+  local best, best_bal = math.huge, nil
+  for k = 1, natoms - 1 do
+    local t = pipe_time({ k, natoms - k })
+    if t < best then best, best_bal = t, k end
+    free_all()
+  end
+  print(('best hand balance {%d,%d} %.1f ms; auto within %.1f%% of it (target 10%%); load average %s'):format(
+    best_bal, natoms - best_bal, best * 1e3, (ta / best - 1) * 100, loadavg()))
+end
