@@ -67,6 +67,45 @@ describe('mpi backend', function()
   end)
 end)
 
+describe('mpi backend faults', function()
+  if not have_mpirun then
+    it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
+    return
+  end
+
+  for _, n in ipairs({2, 3}) do
+    it(('a rank killed with SIGKILL: the other %d raise an error naming it within 30 s'):format(n - 1), function()
+      local t0 = os.time()
+      local out = launch(n, 'kill.lua', nil, 45)
+      assert.is_true(os.time() - t0 < 30, 'took ' .. (os.time() - t0) .. ' s:\n' .. out)
+      local pid, host = out:match(('rank %d pid (%%d+) host (%%S+) dies'):format(n - 1))
+      assert.truthy(pid, out)
+      for r = 0, n - 2 do
+        local want = ('rank %d error at step 20: spec/mpi/kill.lua:17: allreduce: rank %d (host %s, pid %s) is gone')
+          :format(r, n - 1, host, pid)
+        assert.truthy(out:find(want, 1, true), want .. '\n--- output:\n' .. out)
+      end
+    end)
+  end
+
+  it('ranks out of step fail naming both call sites; a late rank times out; no hang', function()
+    local out = launch(2, 'desync.lua', nil, 40)
+    for r = 0, 1 do
+      local function line(name) return out:match(('rank %d case %s: ([^\n]*)'):format(r, name)) or '(none)' end
+      local l = line('different ops')
+      assert.truthy(l:find('collective #0 differs across ranks (out of step): rank 0 (host ', 1, true), l)
+      assert.truthy(l:find('calls allreduce (sum) of 10 float32 elements at spec/mpi/desync.lua:18; rank 1 (host', 1, true), l)
+      assert.truthy(l:find('calls broadcast of 10 float32 elements from rank 0 at spec/mpi/desync.lua:19', 1, true), l)
+      assert.truthy(line('different shapes'):find('allreduce %(max%) of 10 float32 elements at spec/mpi/desync%.lua:22; '
+        .. 'rank 1 %(host %S+, pid %d+%) calls allreduce %(max%) of 11 float32'), line('different shapes'))
+      assert.truthy(line('different reductions'):find('calls allreduce (avg) of 10', 1, true), line('different reductions'))
+      assert.truthy(line('a rank late beyond the timeout'):find('collective #3 timed out after 2 s', 1, true), out)
+      assert.truthy(line('after a timeout'):find('out of step for good', 1, true), out)
+      assert.truthy(out:find(('rank %d done'):format(r), 1, true), out)
+    end
+  end)
+end)
+
 describe('distributed without a launcher', function()
   it('is a world of one with no MPI at all', function()
     local out, rc = shell.sh(('cd %s && env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u SLURM_NTASKS LUNET_MPI_LIB=/nonexistent '

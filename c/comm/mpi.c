@@ -43,7 +43,7 @@
 enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE_SCATTER, K_ALLGATHER, K_BARRIER, K_SEND, K_RECV };
 static const char *kind_names[] = {"allreduce", "broadcast", "reduce_scatter", "allgather", "barrier", "send", "recv"};
 static const char *op_names[] = {"sum", "avg", "max", "min"};
-enum { HOSTLEN = 64, SITELEN = 200, TAG_HDR = 1, TAG_DATA = 2 };
+enum { HOSTLEN = 64, SITELEN = 200, TAG_HDR = 1, TAG_DATA = 2, TAG_GONE = 3 };
 
 typedef struct { char host[HOSTLEN]; int32_t pid; } peer;
 
@@ -56,9 +56,12 @@ static struct {
   int rank, size, level;
   double timeout;
   peer *peers;                    /* per world rank */
-  void *world;                    /* for the exchange at init */
+  void *world;                    /* the exchange at init; notices of lost ranks */
   atomic_int lost;                /* a world rank known gone, or -1 */
+  void *notice_req;               /* the posted receive of a notice */
+  int32_t notice;                 /* its buffer: the lost rank another rank saw */
 } G = {PTHREAD_MUTEX_INITIALIZER, .lost = -1, .timeout = 300};
+static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static volatile sig_atomic_t got_sigterm;
 static struct sigaction sigterm_old;
@@ -91,16 +94,45 @@ static int pid_gone(int pid) {
   return p && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* a world rank found gone (on this host), or -1 */
+/* a notice from a rank that saw another go (the rank, or -1) */
+static int take_notice(void) {
+  int done = 0;
+  char err[LN_MPI_ERRLEN];
+  if (!G.notice_req) return -1;
+  pthread_mutex_lock(&call_mu);
+  int rc = G.shim->test(G.notice_req, &done, err);
+  pthread_mutex_unlock(&call_mu);
+  if (rc != 0 || !done) return -1;
+  G.notice_req = NULL;
+  return G.notice >= 0 && G.notice < G.size ? G.notice : -1;
+}
+
+/* A world rank known gone, or -1. Where this rank sees a peer of its host
+ * end, it tells every other rank first: a rank that fails for a lost peer
+ * ends soon after, and its peers must still name the first one lost. */
 static int find_lost(void) {
   int l = atomic_load(&G.lost);
   if (l >= 0) return l;
-  for (int r = 0; r < G.size; r++)
+  pthread_mutex_lock(&lost_mu);
+  l = atomic_load(&G.lost);
+  if (l < 0) l = take_notice();
+  for (int r = 0; l < 0 && r < G.size; r++)
     if (r != G.rank && !strcmp(G.peers[r].host, G.peers[G.rank].host) && pid_gone(G.peers[r].pid)) {
-      atomic_store(&G.lost, r);
-      return r;
+      l = take_notice();   /* sent before the sender ended: prefer it */
+      if (l >= 0) break;
+      l = r;
+      static int32_t told;
+      told = r;
+      for (int k = 0; k < G.size; k++) {
+        void *req = NULL;
+        char err[LN_MPI_ERRLEN];
+        if (k != G.rank && k != r && SHIM_RC(isend(G.world, &told, sizeof told, LN_MPI_BYTE, k, TAG_GONE, &req, err)) == 0)
+          G.shim->drop(req);
+      }
     }
-  return -1;
+  if (l >= 0) atomic_store(&G.lost, l);
+  pthread_mutex_unlock(&lost_mu);
+  return l;
 }
 
 static int gone_error(const char *fn, int r) {
@@ -144,7 +176,14 @@ static int load_shim(void) {
 
 /* wait for req (NULL: done) as a collective of cm's group waits: liveness,
  * timeout; on a failure the request is abandoned (its buffers stay) */
+static _Thread_local bool wait_failed;   /* the last failure came from wait_req */
+static int wait_req_(const char *fn, void *req, double timeout, int64_t seq);
 static int wait_req(const char *fn, void *req, double timeout, int64_t seq) {
+  int rc = wait_req_(fn, req, timeout, seq);
+  if (rc != 0) wait_failed = true;
+  return rc;
+}
+static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
   char err[LN_MPI_ERRLEN];
   double start = now_s(), next_check = start + 0.05;
   for (long i = 0; req; i++) {
@@ -219,6 +258,8 @@ int ln_dist_init(double timeout_s, int *rank, int *size) {
         if (rc != 0) G.up = false;
       }
     }
+    if (rc == 0 && G.shim->irecv(G.world, &G.notice, sizeof G.notice, LN_MPI_BYTE, -1, TAG_GONE, &G.notice_req, err) != 0)
+      rc = ln_error("distributed.init: %s", err);
     if (rc == 0) {
       struct sigaction sa;
       memset(&sa, 0, sizeof sa);
@@ -247,6 +288,8 @@ int ln_dist_finalize(void) {
     char err[LN_MPI_ERRLEN];
     /* a lost rank leaves MPI unable to finalize (it would wait for it) */
     if (atomic_load(&G.lost) < 0 && !got_sigterm) {
+      if (G.notice_req) G.shim->cancel(G.notice_req);
+      G.notice_req = NULL;
       G.shim->comm_free(G.world);
       if (G.shim->finalize(err) != 0) rc = ln_error("distributed.finalize: %s", err);
     }
@@ -263,8 +306,12 @@ typedef struct {
   void *mc[2];                 /* MPI communicators: [0] compute stream, [1] comm stream */
   int64_t nseq[2];             /* collectives issued on each (the signature's sequence) */
   int *members;                /* group rank -> world rank */
-  int64_t nsend;
+  /* set once a wait failed on that stream's communicator (timeout, lost
+   * rank, MPI error): its ranks are out of step for good */
+  atomic_bool broken[2];
+  char why[2][600];
 } mpi_impl;
+
 
 /* what every rank of a collective says it calls */
 typedef struct {
@@ -448,7 +495,10 @@ static int coll_task(void *p) {
   const char *fn = kind_names[a->kind];
   mpi_impl *mi = a->cm->impl;
   char err[LN_MPI_ERRLEN];
-  int rc = agree(fn, a, mi);
+  wait_failed = false;
+  int rc = atomic_load(&mi->broken[a->stream])
+               ? ln_error("%s: this communicator is out of step for good: %s", fn, mi->why[a->stream])
+               : agree(fn, a, mi);
   int64_t bytes = a->numel * (int64_t)ln_dtype_size(a->dtype);
   if (rc == 0) {
     switch (a->kind) {
@@ -473,6 +523,10 @@ static int coll_task(void *p) {
       }
       default: break;   /* barrier: the signature exchange was it */
     }
+  }
+  if (rc != 0 && wait_failed && !atomic_load(&mi->broken[a->stream])) {
+    snprintf(mi->why[a->stream], sizeof mi->why[0], "%s", ln_last_error());
+    atomic_store(&mi->broken[a->stream], true);
   }
   if (rc != 0 && ln_stream_failed()) ln_stream_fail_from(ln_stream_failure_root());
   ln_comm_release(a->cm);

@@ -191,7 +191,8 @@ static int shim_isend(void *comm, const void *buf, int64_t count, int type, int 
 
 static int shim_irecv(void *comm, void *buf, int64_t count, int type, int src, int tag, void **req, char *err) {
   if (too_big(count, err)) return -1;
-  START(MPI_Irecv(buf, (int)count, type_of(type), src, tag, *(MPI_Comm *)comm, q), "MPI_Irecv");
+  START(MPI_Irecv(buf, (int)count, type_of(type), src < 0 ? MPI_ANY_SOURCE : src, tag, *(MPI_Comm *)comm, q),
+        "MPI_Irecv");
 }
 
 static int shim_test(void *req, int *done, char *err) {
@@ -206,10 +207,16 @@ static int shim_test(void *req, int *done, char *err) {
  * caller keeps them (it leaks them) */
 static void shim_drop(void *req) { (void)req; }
 
+static void shim_cancel(void *req) {
+  MPI_Request *q = req;
+  if (MPI_Cancel(q) == MPI_SUCCESS) MPI_Wait(q, MPI_STATUS_IGNORE);
+  free(q);
+}
+
 static const ln_mpi_shim shim = {
   LN_MPI_SHIM_VERSION, shim_init, shim_finalize, shim_comm_create, shim_comm_free, shim_comm_rank,
   shim_iallreduce, shim_ibcast, shim_ireduce_scatter, shim_iallgather, shim_isend, shim_irecv,
-  shim_test, shim_drop,
+  shim_test, shim_drop, shim_cancel,
 };
 
 __attribute__((visibility("default"))) const ln_mpi_shim *ln_mpi_shim_table(void) { return &shim; }

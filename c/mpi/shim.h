@@ -16,7 +16,7 @@
 
 enum { LN_MPI_F32, LN_MPI_F64, LN_MPI_BF16, LN_MPI_F16, LN_MPI_BYTE };
 enum { LN_MPI_SUM, LN_MPI_MAX, LN_MPI_MIN };   /* avg: sum, then the backend divides */
-enum { LN_MPI_SHIM_VERSION = 1, LN_MPI_ERRLEN = 512 };
+enum { LN_MPI_SHIM_VERSION = 2, LN_MPI_ERRLEN = 512 };
 
 typedef struct ln_mpi_shim {
   int version;
@@ -35,10 +35,12 @@ typedef struct ln_mpi_shim {
   int (*ireduce_scatter)(void *comm, const void *in, void *out, int64_t count, int type, int op, void **req, char *err);
   int (*iallgather)(void *comm, const void *in, void *out, int64_t count, int type, void **req, char *err);
   int (*isend)(void *comm, const void *buf, int64_t count, int type, int dst, int tag, void **req, char *err);
+  /* src -1: any source */
   int (*irecv)(void *comm, void *buf, int64_t count, int type, int src, int tag, void **req, char *err);
   /* *done = 1 once it completed (the request is freed then) */
   int (*test)(void *req, int *done, char *err);
   void (*drop)(void *req);   /* forget a request that will never complete */
+  void (*cancel)(void *req); /* cancel a pending receive and free it */
 } ln_mpi_shim;
 
 /* the one symbol liblunet_mpi.so exports */
