@@ -16,7 +16,13 @@
 -- Buffers are indexed by slot (schedule.slots): a micro-batch's slot is free
 -- once its backward has run, so a step reuses the buffers of earlier ones.
 local lunet = require 'lunet'
+local ffi = require 'ffi'
+local core = require 'lunet.core'
 local autograd = require 'lunet.autograd'
+local C = core.C
+
+local MAXSLOT = 64   -- slots with an event (more in flight than this are not paced)
+local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by this since it last did
 local Sequential = require 'lunet.nn.Sequential'
 
 local Stage = {}
@@ -27,8 +33,8 @@ function Stage.new(s, mods, device)
   local seq = Sequential()
   for _, m in ipairs(mods) do seq:add(m) end   -- (an unregistered container: the atoms run fused as in the model)
   return setmetatable({ s = s, seq = seq, mods = mods, device = device, inbuf = {}, gbuf = {}, stash = {},
-    pending = {} },
-    Stage)
+    pending = {}, dev_id = core.device_id('Pipeline', device), events = ffi.new('ln_event[?]', MAXSLOT),
+    queued = {}, gc_at = 0 }, Stage)
 end
 
 -- a buffer of t's shape and dtype on this device, from list[slot] when it fits
@@ -45,8 +51,27 @@ local function buffer(list, slot, like, device, grad)
   return b
 end
 
+-- The host paces itself by the slots: B(m) records an event where it ends,
+-- and the next micro-batch given m's slot first waits for it. Queued work
+-- holds the tensors it uses, so without this a host running ahead of the
+-- devices would keep every micro-batch's activations alive at once, and
+-- 1F1B would save no memory.
+function Stage:done(k)
+  if k > MAXSLOT then return end
+  if C.ln_event_record(self.dev_id, self.events + k - 1) ~= 0 then error(core.last_error(), 0) end
+  self.queued[k] = true
+end
+
+local function wait_slot(self, k)
+  if self.queued[k] then
+    self.queued[k] = nil
+    if C.ln_event_synchronize(self.events + k - 1) ~= 0 then error(core.last_error(), 0) end
+  end
+end
+
 -- the input of micro-batch m (slot k) copied into this stage's buffer
 function Stage:receive(k, src)
+  wait_slot(self, k)
   local b = buffer(self.inbuf, k, src, self.device, self.s > 1 and src:is_floating_point())
   autograd.no_grad(function() b:copy_(src) end)
   return b
@@ -61,8 +86,22 @@ end
 
 local function run(seq, x) return seq:forward(x) end
 
+-- Activations and their autograd records are freed when Lua collects their
+-- handles; lunet.tensor collects when a device's bytes double past 32 MB,
+-- which would let a stage hold twice the micro-batches its schedule keeps
+-- (1F1B) before anything is freed. A stage collects sooner: before a
+-- forward, when its device's bytes grew by GROW since the last collection.
+local function collect(self)
+  local a = tonumber(C.ln_memory_allocated(self.dev_id))
+  if a > self.gc_at * GROW then
+    collectgarbage()
+    self.gc_at = tonumber(C.ln_memory_allocated(self.dev_id))
+  end
+end
+
 -- F(m) on the input buffer inp; record: whether to record (false: recompute in B)
 function Stage:forward(m, inp, record)
+  collect(self)
   local y
   if record then y = run(self.seq, inp)
   else
@@ -104,6 +143,7 @@ end
 function Stage:reset()
   for m in pairs(self.stash) do self.stash[m] = nil end
   for m in pairs(self.pending) do self.pending[m] = nil end
+  for k in pairs(self.queued) do self.queued[k] = nil; C.ln_event_synchronize(self.events + k - 1) end
   for _, b in pairs(self.inbuf) do b.grad = nil end
 end
 

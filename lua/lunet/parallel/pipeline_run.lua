@@ -132,8 +132,10 @@ function Run:_backward(s, m)
   end
   if #roots > 0 then autograd.backward(roots, seeds) end
   for r = 1, self.R do
-    local g = pipe.stages[r][s]:finish(m)
+    local stage = pipe.stages[r][s]
+    local g = stage:finish(m)
     if g and s > 1 then pipe.stages[r][s - 1]:receive_grad(self.slot[s - 1][m], g) end
+    stage:done(self.slot[s][m])
   end
 end
 
