@@ -1,9 +1,12 @@
 -- lunet.parallel: multi-device training.
 --   lunet.parallel.DataParallel(module, {devices = lunet.devices(), ...})
 --   lunet.parallel.Pipeline(sequential, {devices = {...}, chunks = 8, schedule = '1f1b'})
+--   lunet.parallel.DistributedDataParallel(module[, {group = dist.world(), ...}])
 local parallel = {}
 
 parallel.DataParallel = require 'lunet.parallel.DataParallel'
+-- across processes: one replica per process, gradients all-reduced over a group (lunet.distributed)
+parallel.DistributedDataParallel = require 'lunet.parallel.DistributedDataParallel'
 parallel.Reducer = require 'lunet.parallel.Reducer'     -- gradient buckets and their all-reduces
 parallel.Balance = require 'lunet.parallel.Balance'     -- how a batch is split over replicas
 parallel.Pipeline = require 'lunet.parallel.Pipeline'   -- stages on devices, micro-batches by a schedule

@@ -9,8 +9,14 @@
 -- x, then sum of squared deviations from the global mean), as a two-pass
 -- variance. Running statistics get the global values on every replica, so
 -- they stay identical without a broadcast.
+-- DistributedDataParallel (one replica per process, dp.world_size set): the
+-- sums and counts are all-reduced over its group instead (group_sum), an op
+-- whose backward all-reduces the gradient, so that each process's backward
+-- gets every process's loss's gradient of the shared statistics (as
+-- PyTorch's SyncBatchNorm); the count is then a tensor, never read on the host.
 local lunet = require 'lunet'
 local autograd = require 'lunet.autograd'
+local G = require 'lunet.autograd.graph'
 
 local M = {}
 
@@ -48,7 +54,9 @@ local function sync_forward(self, x)
     autograd.no_grad(function()
       self.num_batches_tracked:add_(1)
       local m = self.momentum or 1 / self.num_batches_tracked:item()
-      local unbiased = var:detach() * (total / math.max(total - 1, 1))
+      local unbiased
+      if type(total) == 'number' then unbiased = var:detach() * (total / math.max(total - 1, 1))
+      else unbiased = var:detach() * (total / (total - 1):clamp(1, math.huge)) end
       self.running_mean:copy_(self.running_mean * (1 - m) + mean:detach() * m)
       self.running_var:copy_(self.running_var * (1 - m) + unbiased * m)
     end)
@@ -70,8 +78,38 @@ function M.convert(dp)
   end
 end
 
+local function group_sum_backward(n, g)
+  local h = g:contiguous():clone()
+  n.group:allreduce({ h }, { op = 'sum' })
+  return h
+end
+
+-- x summed over the group's ranks (one rank in this process), differentiably
+function M.group_sum(group, x)
+  local y = x:detach():contiguous():clone()
+  group:allreduce({ y }, { op = 'sum' })
+  if autograd.is_grad_enabled() and x.requires_grad then
+    local node = G.node(group_sum_backward, 'group_sum', G.edge(x))
+    node.group = group
+    G.attach(y, node)
+  end
+  return y
+end
+
+-- DistributedDataParallel: this process's post summed over the group ->
+-- value / total (total: a tensor of one element)
+local function reduce_group(dp, post, k)
+  local v = post.value
+  local Cn = v:numel()
+  local packed = lunet.cat({ v:reshape(Cn), lunet.full({ 1 }, post.count, { dtype = v.dtype, device = v.device }) }, 1)
+  local s = M.group_sum(dp.comm, packed)
+  local total = s:narrow(1, Cn + 1, 1):detach()
+  return { [k] = s:narrow(1, 1, Cn):view(v:size()) / total }, total
+end
+
 -- posted {value, count} per replica -> the global value / total count on each device
 local function reduce(dp, posts, order)
+  if dp.world_size and dp.comm then return reduce_group(dp, posts[order[1]], order[1]) end
   local total, sum = 0, nil
   for _, k in ipairs(order) do
     local v = posts[k].value
