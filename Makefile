@@ -43,6 +43,37 @@ $(BUILD)/liblunet_mpi.so: c/mpi/shim.c c/mpi/shim.h
 	$(MPICC) $(CFLAGS) -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter \
 	   -shared -o $@ c/mpi/shim.c $(EXTRA_LDFLAGS)
 
+# ---- the CUDA backend (c/cuda/): its own library, never linked into liblunet.so;
+# core dlopens it beside liblunet.so on the first question about cuda devices.
+# Built whenever nvcc is found (CUDA=0 skips it). cudart is linked statically
+# (the library needs only the driver and, on first use, cuBLAS from CUDA_HOME).
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+CUDA      ?= $(if $(NVCC),1,0)
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+CUDA_LIB  := $(BUILD)/liblunet_cuda.so
+CUDA_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard c/cuda/*.c)) $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard c/cuda/*.cu))
+# (its own flags: a sanitizer build of liblunet.so loads it unsanitized)
+CUDA_CFLAGS = -O2 -g -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter \
+              -Wno-missing-field-initializers -Ic/include -I$(CUDA_HOME)/include
+ifeq ($(CUDA),1)
+all: $(CUDA_LIB)
+endif
+
+$(BUILD)/obj/c/cuda/%.o: c/cuda/%.c $(HDRS) $(wildcard c/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/c/cuda/%.cu.o: c/cuda/%.cu c/cuda/kern.h c/include/lunet.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -diag-suppress 186 -c $< -o $@
+
+# -z defs: every symbol resolved here (core's come through a table, never by name)
+$(CUDA_LIB): $(CUDA_OBJ)
+	$(NVCC) -shared $(CUDA_ARCH) -cudart static -o $@ $(CUDA_OBJ) -ldl -lpthread -Xlinker -z,defs \
+	  -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/targets/x86_64-linux/lib
+
 # optimizer kernels: sqrt without errno, so their loops vectorize
 $(BUILD)/obj/c/cpu/optim.o: ALL_CFLAGS += -fno-math-errno
 # batch norm + relu backward: a masked gradient summed in double vectorizes
@@ -90,6 +121,8 @@ install: all
 	  install -D -m 644 lua/$$f $(DESTDIR)$(LUADIR)/$$f || exit 1; done
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/liblunet.so
 	$(if $(MPI_LIB),install -m 755 $(MPI_LIB) $(DESTDIR)$(LIBDIR)/liblunet_mpi.so)
+	@# the CUDA backend, when built, beside it (core dlopens it from liblunet.so's folder)
+	if [ -f $(CUDA_LIB) ]; then install -m 755 $(CUDA_LIB) $(DESTDIR)$(LIBDIR)/liblunet_cuda.so; fi
 	install -m 755 bin/lunet $(DESTDIR)$(BINDIR)/lunet
 
 clean:

@@ -63,15 +63,21 @@ int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
   if (ln_numel(dst) == 0) return 0;
   if (dst->device_id == src->device_id)
     return ln_launch(dst->device_id, fn, ln_backend_of(dst->device_id)->copy, &args, sizeof args, keep, 2);
-  /* across devices: the source's stream copies once the destination's earlier
-   * work is done (it may still use dst; not for a fresh dst: then the two
-   * streams are not coupled both ways, DataParallel's scatter and gather
-   * included); the destination's later work waits for the copy */
+  /* across devices: the copy runs on the source's stream, or on the
+   * destination's when only its memory is out of the host's reach (a GPU's:
+   * its copy kernel reads host memory too). The copier starts once the
+   * destination's earlier work is done (it may still use dst; not for a fresh
+   * dst: then the two streams are not coupled both ways, DataParallel's
+   * scatter and gather included) and the source's too; the destination's
+   * later work waits for the copy */
+  int sdev = src->device_id, ddev = dst->device_id;
+  int copier = ln_backend_of(ddev)->rt.copy_to_host && !ln_backend_of(sdev)->rt.copy_to_host ? ddev : sdev;
   ln_event ev;
-  if (!dst_fresh && (ln_event_record(dst->device_id, &ev) != 0 || ln_event_wait(src->device_id, &ev) != 0))
+  if (!dst_fresh && copier != ddev && (ln_event_record(ddev, &ev) != 0 || ln_event_wait(copier, &ev) != 0))
     return -1;
-  if (ln_launch(src->device_id, fn, ln_backend_of(src->device_id)->copy, &args, sizeof args, keep, 2) != 0)
-    return -1;
-  if (ln_event_record(src->device_id, &ev) != 0) return -1;
-  return ln_event_wait(dst->device_id, &ev);
+  if (copier != sdev && (ln_event_record(sdev, &ev) != 0 || ln_event_wait(copier, &ev) != 0)) return -1;
+  if (ln_launch(copier, fn, ln_backend_of(copier)->copy, &args, sizeof args, keep, 2) != 0) return -1;
+  if (copier == ddev) return 0;
+  if (ln_event_record(copier, &ev) != 0) return -1;
+  return ln_event_wait(ddev, &ev);
 }

@@ -8,6 +8,7 @@
  * driver's device list is: devices are a property of the process. */
 #include "stream.h"
 #include "backend.h"
+#include "cuda_api.h"
 #include "lunet_internal.h"   /* the fault-injection hooks */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,10 +68,11 @@ int ln_device_lookup(const char *type, int index) {
 /* The backend of a device id that must exist, or NULL with an error naming fn. */
 static const ln_backend *backend_for(const char *fn, int id) {
   int t = ln_device_type(id), index = ln_device_index(id);
+  if (id >= 0 && t == LN_TYPE_CUDA) ln_cuda_load();
   const ln_backend *b = id >= 0 && t < LN_NTYPES ? ln_backends[t] : NULL;
   if (b && index < b->rt.device_count()) return b;
   if (id >= 0 && t == LN_TYPE_CUDA && !b)
-    return ln_error_null("%s: cuda:%d is not available (no CUDA backend loaded)", fn, index);
+    return ln_error_null("%s: cuda:%d is not available (%s)", fn, index, ln_cuda_reason());
   if (id >= 0 && t < LN_NTYPES && b) {
     int n = b->rt.device_count();
     return ln_error_null("%s: no device %s:%d (there %s %d %s device%s)", fn, b->name, index,
@@ -87,11 +89,13 @@ static const ln_backend *backend_for(const char *fn, int id) {
 
 int ln_device_valid(int id) {
   int t = ln_device_type(id);
+  if (id >= 0 && t == LN_TYPE_CUDA) ln_cuda_load();
   const ln_backend *b = id >= 0 && t < LN_NTYPES ? ln_backends[t] : NULL;
   return b && ln_device_index(id) < b->rt.device_count();
 }
 
 int ln_cuda_device_count(void) {
+  ln_cuda_load();
   const ln_backend *b = ln_backends[LN_TYPE_CUDA];
   return b ? b->rt.device_count() : 0;
 }
@@ -189,8 +193,20 @@ int ln_host_event_record(int id, ln_event *ev) {
   return 0;
 }
 
+/* a host stream waits for an event of a backend with streams of its own (a
+ * GPU's): the host blocks for an inline device, else the stream's worker does */
+typedef struct { ln_event ev; } foreign_wait_args;
+static int foreign_wait_task(void *p) { return ln_event_synchronize(&((foreign_wait_args *)p)->ev); }
+
 int ln_host_event_wait(int id, const ln_event *ev) {
   const ln_backend *bd = backend_for("event_wait", id), *bp = backend_for("event_wait", ev->device);
+  if (bd && bp && !bp->rt.stream) {
+    ln_stream *d = stream_of(bd, id, 0, true);
+    if (!d) return -1;
+    if (!d->has_worker) return ln_event_synchronize(ev);
+    foreign_wait_args a = {*ev};
+    return ln_stream_launch(d, "event_wait", foreign_wait_task, &a, sizeof a, NULL, 0, 0, NULL);
+  }
   ln_stream *d = bd ? stream_of(bd, id, 0, true) : NULL, *p = bp ? stream_of(bp, ev->device, 0, true) : NULL;
   if (!d || !p) return -1;
   if (!p->has_worker || id == ev->device) return 0;   /* already ordered */

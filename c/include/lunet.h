@@ -160,6 +160,9 @@ LN_API int ln_num_cores(void);
 LN_API int ln_set_cpu_devices(int n);          /* before first use; 0 ok */
 LN_API int ln_cpu_device_count(void);
 LN_API int ln_cuda_device_count(void);         /* 0 without a CUDA backend */
+/* Why there are no cuda devices ("" when there are): the CUDA backend library
+ * missing (dlopen's message), no driver (the CUDA error string), no GPU. */
+LN_API const char *ln_cuda_reason(void);
 LN_API int ln_device_threads(int device);
 LN_API int ln_set_device_threads(int device, int nthreads);
 /* Denormal floats flushed to zero (MXCSR FTZ + DAZ) in every thread that runs

@@ -129,8 +129,11 @@ function core.device_id(fn, dev)
       end
       return idx
     elseif kind == 'cuda' then
-      if idx >= C.ln_cuda_device_count() then
-        raise_user(('%s: %s is not available (%d CUDA devices)'):format(fn, dev, C.ln_cuda_device_count()))
+      local n = C.ln_cuda_device_count()
+      if idx >= n then
+        -- none at all: say why (no driver, the library missing, no GPU)
+        local why = n == 0 and ffi.string(C.ln_cuda_reason()) or ('%d CUDA device%s'):format(n, n == 1 and '' or 's')
+        raise_user(('%s: %s is not available (%s)'):format(fn, dev, why))
       end
       return CUDA_BASE + idx
     elseif kind and dev:find(':', 1, true) then   -- another registered device type

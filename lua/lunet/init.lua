@@ -91,6 +91,9 @@ function lunet.devices(kind)
   return list
 end
 
+-- the CUDA devices: is_available, reason, synchronize, memory_stats, empty_cache
+lunet.cuda = require 'lunet.cuda'
+
 -- device_count(): the devices devices() lists; device_count('cuda') is 0 without GPUs
 function lunet.device_count(kind)
   if kind ~= nil and kind ~= 'cpu' and kind ~= 'cuda' then

@@ -265,6 +265,12 @@ function Tensor.cpu(self, k)
   end
   return move(self, 'cpu:' .. (k or 0))
 end
+function Tensor.cuda(self, k)
+  if k ~= nil and (type(k) ~= 'number' or k % 1 ~= 0) then
+    error(('cuda: device index must be an integer, got %s'):format(tostring(k)), 2)
+  end
+  return move(self, 'cuda:' .. (k or 0))
+end
 
 -- ---- matrix products ----------------------------------------------------------------
 

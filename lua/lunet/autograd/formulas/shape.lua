@@ -88,7 +88,7 @@ return function(def, unary)
   end })
 
   -- casts and device moves: the gradient goes back to the input's dtype and device
-  for _, name in ipairs({ 'to', 'float', 'double', 'type', 'cpu', 'half', 'bfloat16' }) do
+  for _, name in ipairs({ 'to', 'float', 'double', 'type', 'cpu', 'cuda', 'half', 'bfloat16' }) do
     def(name, 'view', { backward = back_cast })
   end
 

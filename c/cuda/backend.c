@@ -1,0 +1,211 @@
+/* backend.c -- the CUDA backend's kernel table: each entry reads its argument
+ * block (c/core/backend.h) and queues the kernels of *.cu (kern.h) on the
+ * current stream. Slots left NULL, and dtypes supports() refuses, are named
+ * errors at the front end ("conv2d: cuda:0 has no kernel for conv2d_fwd"). */
+#include "cuda.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+_Static_assert(sizeof(lnc_view) == sizeof(ln_kview), "lnc_view must have ln_kview's layout");
+_Static_assert(offsetof(lnc_view, stride) == offsetof(ln_kview, stride), "lnc_view must have ln_kview's layout");
+
+#define V(x) ((const lnc_view *)&(x))
+#define S() ((lnc_stream)lnc_current_stream())
+
+static int done(const char *op, int e) { return e ? lnc_fail(op, e) : 0; }
+
+/* whether the memory at p is the host's (a CPU tensor's): cross-device copies
+ * run here (c/core/copy.c) with one side in host memory */
+static bool is_host(const void *p) {
+  struct cudaPointerAttributes at;
+  if (cudaPointerGetAttributes(&at, p) != cudaSuccess) { cudaGetLastError(); return true; }
+  return at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged;
+}
+
+static bool contiguous(const ln_kview *v) {
+  int64_t expect = 1;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    if (v->shape[d] == 1) continue;
+    if (v->stride[d] != expect) return false;
+    expect *= v->shape[d];
+  }
+  return true;
+}
+
+static int64_t numel(const ln_kview *v) {
+  int64_t n = 1;
+  for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
+  return n;
+}
+
+static int dtype_size(int dt) {
+  switch (dt) {
+    case LN_FLOAT64: case LN_INT64: return 8;
+    case LN_FLOAT32: case LN_INT32: return 4;
+    case LN_FLOAT16: case LN_BFLOAT16: return 2;
+    default: return 1;
+  }
+}
+
+/* dense row-major view of shape like v over data */
+static ln_kview dense_like(const ln_kview *v, int dtype, char *data) {
+  ln_kview d = *v;
+  d.dtype = dtype;
+  d.data = data;
+  int64_t s = 1;
+  for (int i = v->ndim - 1; i >= 0; i--) { d.stride[i] = s; s *= v->shape[i]; }
+  return d;
+}
+
+/* host-side strided walk: contiguous dst <- v's elements (or the reverse) */
+static void host_pack(char *dst, const ln_kview *v, int es, bool unpack) {
+  int64_t n = numel(v), idx[LN_MAX_DIMS] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < v->ndim; d++) off += idx[d] * v->stride[d];
+    if (unpack) memcpy(v->data + off * es, dst + i * es, (size_t)es);
+    else memcpy(dst + i * es, v->data + off * es, (size_t)es);
+    for (int d = v->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < v->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/* ---- copy: device<->device on the stream; with a host side, done before
+ * returning (the host buffer is free once the launch returns) ------------------ */
+
+static int copy_with_host(ln_copy_args *a, bool src_host, bool dst_host) {
+  cudaStream_t s = lnc_current_stream();
+  int64_t n = numel(&a->dst);
+  int ses = dtype_size(a->src.dtype), des = dtype_size(a->dst.dtype);
+  if (src_host && dst_host) return ln_error("copy_: neither side is in CUDA memory");
+  cudaError_t e = cudaSuccess;
+  if (src_host) {
+    /* pack the (broadcast) source on the host, upload, cast/scatter on the device */
+    char *h = malloc((size_t)n * (size_t)ses), *dtmp = NULL;
+    if (!h) return ln_error("copy_: out of host memory (%lld elements)", (long long)n);
+    host_pack(h, &a->src, ses, false);
+    if (a->src.dtype == a->dst.dtype && contiguous(&a->dst)) {
+      e = cudaMemcpyAsync(a->dst.data, h, (size_t)n * (size_t)ses, cudaMemcpyHostToDevice, s);
+    } else {
+      e = cudaMallocAsync((void **)&dtmp, (size_t)n * (size_t)ses, s);
+      if (e == cudaSuccess) e = cudaMemcpyAsync(dtmp, h, (size_t)n * (size_t)ses, cudaMemcpyHostToDevice, s);
+      ln_kview src = dense_like(&a->dst, a->src.dtype, dtmp);
+      if (e == cudaSuccess) e = (cudaError_t)lnc_copy((lnc_stream)s, V(a->dst), V(src));
+      if (dtmp) cudaFreeAsync(dtmp, s);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);   /* h is freed next */
+    free(h);
+    return done("copy_ to cuda", e);
+  }
+  /* device source, host destination: cast/pack on the device, download, scatter on the host */
+  char *h = malloc((size_t)n * (size_t)des), *dtmp = NULL;
+  if (!h) return ln_error("copy_: out of host memory (%lld elements)", (long long)n);
+  e = cudaMallocAsync((void **)&dtmp, (size_t)n * (size_t)des, s);
+  ln_kview tmp = dense_like(&a->dst, a->dst.dtype, dtmp);
+  if (e == cudaSuccess) e = (cudaError_t)lnc_copy((lnc_stream)s, V(tmp), V(a->src));
+  if (e == cudaSuccess) e = cudaMemcpyAsync(h, dtmp, (size_t)n * (size_t)des, cudaMemcpyDeviceToHost, s);
+  if (dtmp) cudaFreeAsync(dtmp, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (e == cudaSuccess) host_pack(h, &a->dst, des, true);
+  free(h);
+  return done("copy_ from cuda", e);
+}
+
+static int k_copy(void *p) {
+  ln_copy_args *a = p;
+  if (numel(&a->dst) == 0) return 0;
+  bool sh = is_host(a->src.data), dh = is_host(a->dst.data);
+  if (sh || dh) return copy_with_host(a, sh, dh);
+  int me = lnc_current_device();
+  struct cudaPointerAttributes at;
+  if (cudaPointerGetAttributes(&at, a->src.data) == cudaSuccess && at.device != me) {
+    /* another GPU's memory: contiguous same-dtype only, for now */
+    if (a->src.dtype != a->dst.dtype || !contiguous(&a->src) || !contiguous(&a->dst))
+      return ln_error("copy_: between two GPUs only contiguous tensors of one dtype are copied yet");
+    return done("copy_ between GPUs", cudaMemcpyPeerAsync(a->dst.data, me, a->src.data, at.device,
+                                                          (size_t)numel(&a->dst) * (size_t)dtype_size(a->dst.dtype),
+                                                          lnc_current_stream()));
+  }
+  cudaGetLastError();
+  return done("copy_", lnc_copy(S(), V(a->dst), V(a->src)));
+}
+
+/* ---- elementwise ------------------------------------------------------------------- */
+
+static int k_binary(void *p) {
+  ln_binary_args *a = p;
+  int dt = a->a.dtype;
+  if (a->op == LN_FMOD && dt != LN_FLOAT32 && dt != LN_FLOAT64)   /* (the CPU refuses a zero divisor first) */
+    return ln_error("fmod: integer fmod has no cuda kernel yet");
+  uint64_t sc = 0;
+  memcpy(&sc, a->scalar, sizeof sc);
+  return done("binary", lnc_binary(S(), a->op, a->alpha, V(a->out), V(a->a), V(a->b), a->scalar_side, sc));
+}
+
+static int k_unary(void *p) {
+  ln_unary_args *a = p;
+  return done("unary", lnc_unary(S(), a->op, a->p0, a->p1, V(a->out), V(a->a)));
+}
+
+static int k_where(void *p) {
+  ln_where_args *a = p;
+  return done("where", lnc_where(S(), V(a->out), V(a->cond), V(a->a), V(a->b)));
+}
+
+static int k_fill(void *p) {
+  ln_fill_args *a = p;
+  _Alignas(8) char bytes[8] = {0};
+  lnc->store_from_double(bytes, a->out.dtype, a->value);
+  uint64_t v;
+  memcpy(&v, bytes, sizeof v);
+  return done("fill", lnc_fill(S(), V(a->out), v));
+}
+
+static int k_arange(void *p) {
+  ln_fill_args *a = p;
+  return done("arange", lnc_arange(S(), V(a->out), a->value, a->step));
+}
+
+static int k_reduce(void *p) {
+  ln_reduce_args *a = p;
+  static const char *const names[LN_NREDUCE] = {[LN_RPROD] = "prod", [LN_RVAR] = "var", [LN_RSTD] = "std",
+                                                [LN_RNORM] = "norm", [LN_RANY] = "any", [LN_RALL] = "all"};
+  if (a->op < 0 || a->op >= LN_NREDUCE || names[a->op])
+    return ln_error("%s: cuda has no kernel for this reduction yet", a->op >= 0 && a->op < LN_NREDUCE ? names[a->op] : "reduce");
+  return done("reduce", lnc_reduce(S(), a->op, a->p, a->r, V(a->out), V(a->idx), V(a->a)));
+}
+
+static int k_sgd(void *p) {
+  ln_optim_args *a = p;
+  const ln_sgd_params *h = &a->hp.sgd;
+  lnc_sgd s = {h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov, h->maximize, h->init_buf};
+  return done("sgd_step", lnc_sgd_step(S(), a->dtype, a->n, a->param, a->grad, a->s0, &s));
+}
+
+/* what each slot runs: the float types everywhere, integers where the CPU
+ * has them too; half types only in copies (casts) and fills */
+static bool supports(int k, int dt) {
+  bool f = dt == LN_FLOAT32 || dt == LN_FLOAT64;
+  bool i = dt == LN_INT32 || dt == LN_INT64 || dt == LN_UINT8 || dt == LN_BOOL;
+  switch (k) {
+    case LN_K_copy: case LN_K_fill: case LN_K_where: return true;
+    case LN_K_binary: case LN_K_unary: case LN_K_reduce: case LN_K_arange: return f || i;
+    case LN_K_gemm: case LN_K_sgd_step: return f;
+    default: return false;
+  }
+}
+
+void lnc_fill_kernels(ln_backend *b) {
+  b->supports = supports;
+  b->copy = k_copy;
+  b->binary = k_binary;
+  b->unary = k_unary;
+  b->where = k_where;
+  b->fill = k_fill;
+  b->arange = k_arange;
+  b->reduce = k_reduce;
+  b->gemm = lnc_gemm;
+  b->sgd_step = k_sgd;
+}

@@ -1,0 +1,23 @@
+/* cuda.h -- the CUDA backend's C side (runtime.c, backend.c, gemm.c). It
+ * is built into liblunet_cuda.so, which sees none of liblunet.so's internal
+ * symbols: core's services come through the table core hands over at load
+ * (lnc, cuda_api.h), so this file maps the names the C side uses onto it. */
+#ifndef LNC_CUDA_H
+#define LNC_CUDA_H
+#include "../core/cuda_api.h"
+#include "kern.h"
+#include <cuda_runtime_api.h>
+
+extern const ln_core_api *lnc;
+#define ln_error lnc->error
+
+/* the stream a kernel launched by the runtime queues on (set around each call) */
+cudaStream_t lnc_current_stream(void);
+int lnc_current_device(void);
+/* an error naming what failed and CUDA's message; returns -1 */
+int lnc_fail(const char *what, int cuda_error);
+/* the kernel table (backend.c) over the runtime (runtime.c) */
+void lnc_fill_kernels(ln_backend *b);
+/* cuBLAS, loaded on first use (gemm.c) */
+int lnc_gemm(void *args);
+#endif

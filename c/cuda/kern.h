@@ -1,0 +1,47 @@
+/* kern.h -- the interface between the CUDA backend's C side (runtime.c,
+ * backend.c: argument blocks, streams, errors) and its kernels (*.cu, C++):
+ * plain C types only, since core's headers are C11. lnc_view has ln_kview's
+ * layout (backend.c checks that at compile time). Each launcher queues its
+ * kernels on stream s and returns a cudaError_t (0: queued). */
+#ifndef LNC_KERN_H
+#define LNC_KERN_H
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { LNC_MAX_DIMS = 8 };
+typedef struct lnc_view {
+  char *data;
+  int32_t dtype, ndim;
+  int64_t shape[LNC_MAX_DIMS];
+  int64_t stride[LNC_MAX_DIMS];   /* in elements */
+} lnc_view;
+
+typedef struct CUstream_st *lnc_stream;
+
+/* out = a op b, each broadcast to out's shape; scalar_side 1 or 2: that
+ * operand is the scalar whose bytes (a's dtype) are in scalar */
+int lnc_binary(lnc_stream s, int op, double alpha, const lnc_view *out, const lnc_view *a,
+               const lnc_view *b, int scalar_side, uint64_t scalar);
+int lnc_unary(lnc_stream s, int op, double p0, double p1, const lnc_view *out, const lnc_view *a);
+/* dst <- src (broadcast, cast); both in device memory */
+int lnc_copy(lnc_stream s, const lnc_view *dst, const lnc_view *src);
+int lnc_where(lnc_stream s, const lnc_view *out, const lnc_view *cond, const lnc_view *a, const lnc_view *b);
+/* every element of out <- the bytes of value (out's dtype, 1/2/4/8 bytes) */
+int lnc_fill(lnc_stream s, const lnc_view *out, uint64_t value);
+/* contiguous out[i] <- start + i*step, converted to out's dtype */
+int lnc_arange(lnc_stream s, const lnc_view *out, double start, double step);
+/* a's last dim (size r) reduced into contiguous out (and idx, int64, when
+ * its data is not NULL) */
+int lnc_reduce(lnc_stream s, int op, double p, int64_t r, const lnc_view *out, const lnc_view *idx,
+               const lnc_view *a);
+/* SGD over n contiguous elements (float32 or float64), PyTorch 1.13's
+ * arithmetic as c/cpu/optim.c; mom NULL: no momentum; first: mom <- d */
+typedef struct { double lr, momentum, dampening, weight_decay; int nesterov, maximize, first; } lnc_sgd;
+int lnc_sgd_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *mom, const lnc_sgd *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

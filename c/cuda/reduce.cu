@@ -1,0 +1,142 @@
+// reduce.cu -- reductions over a view's last dim (size r) into a contiguous
+// output, one block per output element: sum, mean, max, min, argmax, argmin
+// (the others are refused by the caller). As c/cpu/reduce.c: floats accumulate
+// in double, integer sums in wrapping int64; a NaN wins max/min (its first
+// position); ties keep the first position. Also the SGD update.
+#include "kern.h"
+#include "../include/lunet.h"
+#include <cuda_runtime.h>
+#include <math.h>
+
+namespace {
+
+const int THREADS = 256;
+
+struct St { double d; int64_t q, i; int nan; };
+
+template <typename T> __device__ __forceinline__ bool isnan_t(T v) { return v != v; }
+
+// b into a (a's positions come first when equal)
+__device__ __forceinline__ void merge(int op, bool fl, St &a, const St &b) {
+  switch (op) {
+    case LN_RSUM: case LN_RMEAN:
+      a.d += b.d; a.q = (int64_t)((uint64_t)a.q + (uint64_t)b.q); return;
+    default: {
+      bool mx = op == LN_RMAX || op == LN_RARGMAX;
+      if (b.i < 0) return;
+      if (a.i < 0) { a = b; return; }
+      if (fl) {
+        if (a.nan || b.nan) { if (b.nan && (!a.nan || b.i < a.i)) a = b; return; }
+        bool better = mx ? b.d > a.d : b.d < a.d;
+        if (better || (b.d == a.d && b.i < a.i)) a = b;
+      } else {
+        bool better = mx ? b.q > a.q : b.q < a.q;
+        if (better || (b.q == a.q && b.i < a.i)) a = b;
+      }
+    }
+  }
+}
+
+template <typename T, bool FL>
+__global__ void reduce_k(int op, int64_t r, lnc_view a, char *out, int odt, int64_t *idx) {
+  __shared__ St sh[THREADS];
+  int64_t o = blockIdx.x, base = 0, rest = o;
+  int k = a.ndim - 1;
+  for (int d = k - 1; d >= 0; d--) {
+    int64_t q = rest / a.shape[d];
+    base += (rest - q * a.shape[d]) * a.stride[d];
+    rest = q;
+  }
+  const T *x = (const T *)a.data + base;
+  int64_t s = a.stride[k];
+  St st = {0, 0, -1, 0};
+  bool sum = op == LN_RSUM || op == LN_RMEAN;
+  if (sum) st.i = 0;
+  for (int64_t j = threadIdx.x; j < r; j += blockDim.x) {
+    T v = x[j * s];
+    St e;
+    e.d = (double)v; e.q = FL ? 0 : (int64_t)v; e.i = j; e.nan = FL && isnan_t(v);
+    if (sum) { st.d += e.d; st.q = (int64_t)((uint64_t)st.q + (uint64_t)e.q); }
+    else merge(op, FL, st, e);
+  }
+  sh[threadIdx.x] = st;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if ((int)threadIdx.x < w) { St t = sh[threadIdx.x]; merge(op, FL, t, sh[threadIdx.x + w]); sh[threadIdx.x] = t; }
+    __syncthreads();
+  }
+  if (threadIdx.x) return;
+  St f = sh[0];
+  double v = f.nan ? (double)NAN : f.d;
+  switch (op) {
+    case LN_RARGMAX: case LN_RARGMIN: ((int64_t *)out)[o] = f.i; return;
+    case LN_RMEAN: v = (FL ? f.d : (double)f.q) / (double)r; break;
+    default:
+      if (idx) idx[o] = f.i;
+      if (!FL) {
+        if (odt == LN_INT64) ((int64_t *)out)[o] = f.q;
+        else if (odt == LN_INT32) ((int32_t *)out)[o] = (int32_t)f.q;
+        else ((uint8_t *)out)[o] = (uint8_t)f.q;
+        return;
+      }
+  }
+  switch (odt) {
+    case LN_FLOAT32: ((float *)out)[o] = (float)v; return;
+    case LN_FLOAT64: ((double *)out)[o] = v; return;
+    case LN_INT32: ((int32_t *)out)[o] = (int32_t)v; return;
+    case LN_INT64: ((int64_t *)out)[o] = (int64_t)v; return;
+    default: ((uint8_t *)out)[o] = (uint8_t)(int64_t)v; return;
+  }
+}
+
+template <typename T>
+__global__ void sgd_k(int64_t n, T *p, const T *g, T *buf, lnc_sgd h) {
+  const T lr = (T)h.lr, wd = (T)h.weight_decay, mom = (T)h.momentum;
+  const T damp1 = (T)(1.0 - h.dampening), sign = h.maximize ? (T)-1 : (T)1;
+  int mode = buf ? (h.first ? 1 : 2) : 0;
+  bool nest = h.nesterov && mode, decay = h.weight_decay != 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    T d = sign * g[i];
+    if (decay) d = d + wd * p[i];
+    if (mode) {
+      T m = mode == 1 ? d : buf[i] * mom + damp1 * d;
+      buf[i] = m;
+      d = nest ? d + mom * m : m;
+    }
+    p[i] = p[i] - lr * d;
+  }
+}
+
+}  // namespace
+
+extern "C" int lnc_reduce(lnc_stream s, int op, double p, int64_t r, const lnc_view *out, const lnc_view *idx,
+                          const lnc_view *a) {
+  (void)p;
+  int64_t rows = 1;
+  for (int d = 0; d < out->ndim; d++) rows *= out->shape[d];
+  if (rows == 0) return cudaSuccess;
+  if (rows > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+  cudaStream_t st = (cudaStream_t)s;
+  int64_t *ip = idx && idx->data ? (int64_t *)idx->data : NULL;
+  dim3 grid((unsigned)rows);
+  switch (a->dtype) {
+    case LN_FLOAT32: reduce_k<float, true><<<grid, THREADS, 0, st>>>(op, r, *a, out->data, out->dtype, ip); break;
+    case LN_FLOAT64: reduce_k<double, true><<<grid, THREADS, 0, st>>>(op, r, *a, out->data, out->dtype, ip); break;
+    case LN_INT32: reduce_k<int32_t, false><<<grid, THREADS, 0, st>>>(op, r, *a, out->data, out->dtype, ip); break;
+    case LN_INT64: reduce_k<int64_t, false><<<grid, THREADS, 0, st>>>(op, r, *a, out->data, out->dtype, ip); break;
+    case LN_UINT8: case LN_BOOL: reduce_k<uint8_t, false><<<grid, THREADS, 0, st>>>(op, r, *a, out->data, out->dtype, ip); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+extern "C" int lnc_sgd_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *mom,
+                            const lnc_sgd *h) {
+  if (n == 0) return cudaSuccess;
+  int64_t b = (n + THREADS - 1) / THREADS;
+  unsigned nb = (unsigned)(b < 65535 * 8 ? b : 65535 * 8);
+  cudaStream_t st = (cudaStream_t)s;
+  if (dtype == LN_FLOAT64) sgd_k<double><<<nb, THREADS, 0, st>>>(n, (double *)param, (const double *)grad, (double *)mom, *h);
+  else sgd_k<float><<<nb, THREADS, 0, st>>>(n, (float *)param, (const float *)grad, (float *)mom, *h);
+  return cudaGetLastError();
+}
