@@ -185,7 +185,7 @@ if not args['no-grid'] then
           end
           bytes = math.floor(need * 0.6)
           p = lunet.parallel.plan(nil, nil, { devices = devices, batch = BATCH, profile = base.profile,
-            link = base.link, memory = bytes, kinds = KINDS })
+            link = base.link, together = base.together, memory = bytes, kinds = KINDS })
         end
         scenarios = scenarios + 1
         local best, best_c

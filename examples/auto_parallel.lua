@@ -48,10 +48,10 @@ for _, c in ipairs(plan.candidates) do
 end
 if lean then
   local small = math.floor(lean.peak / 0.9 * 1.05)
-  local tight = lunet.parallel.plan(nil, nil, { devices = devices, batch = batch, profile = plan.profile,
-    link = plan.link, memory = small })
   print(('\nif each device held %.1f MB:'):format(small / 2 ^ 20))
-  print(tight.reason)
+  local ok, tight = pcall(lunet.parallel.plan, nil, nil, { devices = devices, batch = batch, profile = plan.profile,
+    link = plan.link, together = plan.together, memory = small })
+  print(ok and tight.reason or tight)   -- (nothing fits: the error says what each would need)
 end
 
 -- 3. train as planned (the plan's choice among what this build makes)

@@ -219,14 +219,21 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local inflight = inflight_of(schedule, p, m)
   local costs, speed, memory = {}, {}, {}
   for i = 1, self.n do
-    costs[i] = { time = self:fwd(i, b) + self:bwd(i, b), memory = self:state(i), act = self:act(i, b) }
+    costs[i] = { time = self:fwd(i, b) + self:bwd(i, b), memory = self:state(i), act = GC * self:act(i, b) }
   end
+  -- what a stage holds beside its atoms' own memory, at most: the largest
+  -- transient of any atom and the largest boundary buffers (so that the
+  -- split's stages fit once those are added)
+  local extra = self:temp_max(1, self.n, b)
+  local xmax = self.in_bytes * b / self.in_batch
+  for i = 1, self.n - 1 do xmax = math.max(xmax, self:out(i, b)) end
+  extra = extra + 2 * xmax
   for j = 1, p do
     speed[j], memory[j] = math.huge, math.huge
     for r = 1, d do
       local dev = first + (r - 1) * p + j - 1
       speed[j] = math.min(speed[j], self:dev_speed(dev, first, first + p * d - 1))
-      memory[j] = math.min(memory[j], self:dev_memory(dev) * self.headroom)
+      memory[j] = math.min(memory[j], math.max(1, self:dev_memory(dev) * self.headroom - extra))
     end
   end
   local ok, counts = pcall(partition.split, costs, p, { speed = speed, memory = memory, inflight = inflight })

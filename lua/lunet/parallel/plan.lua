@@ -147,7 +147,8 @@ function Plan.new(model, sample, opts)
   -- the devices' speed while all of them compute (measured where the layers were)
   local together = opts.together
   if together == nil and not opts.profile and not opts.speed and n > 1 then
-    together = profile.together(atoms, sample, names, { runs = opts.runs })
+    -- (at the batch the profile fitted the device's memory with)
+    together = profile.together(atoms, sample:narrow(1, 1, list[1].batch), names, { runs = opts.runs })
   end
   local memory = memory_of(opts, names, 3)
   local speed, threads, cores = speed_of(opts, names)

@@ -148,7 +148,6 @@ function profile.atoms(atoms, sample, device, opts)
   local runs = opts.runs or 3
   if type(runs) ~= 'number' or runs < 1 then fail('atoms', 'runs must be >= 1, got ' .. tostring(runs), 2) end
   local B = sample:size(1)
-  local sizes = opts.sizes or (B >= 4 and { B, math.floor(B / 4) } or { B })
   -- the buffers (running statistics) as they were, put back at the end
   local saved = {}
   for i, a in ipairs(atoms) do
@@ -156,10 +155,11 @@ function profile.atoms(atoms, sample, device, opts)
     saved[i] = {}
     for k, b in ipairs(a:buffers()) do saved[i][k] = b:clone() end
   end
-  local res, update, shapes = {}, 0, {}
-  local result, err = pcall(function()
+  local res, update, shapes, sizes = {}, 0, {}, nil
+  local function measure()
+    sizes = opts.sizes or (B >= 4 and { B, math.floor(B / 4) } or { B })
     lunet.no_grad(function()
-      local y = sample:to(dev)
+      local y = sample:narrow(1, 1, B):to(dev)
       for i = 1, #atoms do
         y = atoms[i](y)
         shapes[i] = { shape = y:size(), bytes = bytes_of(y) }
@@ -190,7 +190,17 @@ function profile.atoms(atoms, sample, device, opts)
       res[s] = r
     end
     update = time_update(atoms, dev, opts.optimizer or 'adam', runs)
-  end)
+  end
+  -- a device too small for the sample batch (a memory limit): half the batch
+  -- until it fits (the cost model scales to any batch)
+  local result, err
+  while true do
+    result, err = pcall(measure)
+    if result or opts.sizes or B == 1 or not tostring(err):match('out of memory') then break end
+    for _, a in ipairs(atoms) do for _, p in ipairs(a:parameters()) do p.grad = nil end end
+    res, shapes, B = {}, {}, math.floor(B / 2)
+    collectgarbage(); collectgarbage()
+  end
   for i, a in ipairs(atoms) do
     for _, p in ipairs(a:parameters()) do p.grad = nil end
     lunet.no_grad(function()
@@ -278,7 +288,19 @@ function profile.link(a, b, opts)
     names[k] = core.device_name(id)
   end
   if names[1] == names[2] then fail('link', 'needs two different devices, got ' .. names[1] .. ' twice', 2) end
-  local sizes = opts.sizes or { 2 ^ 14, 2 ^ 20, 2 ^ 23 }
+  local sizes = opts.sizes
+  if not sizes then
+    -- (each device holds two buffers of a size at once: a quarter of what a limit leaves free)
+    local cap = math.huge
+    for _, d in ipairs(names) do
+      local lim = lunet.memory_limit(d)
+      if lim > 0 then cap = math.min(cap, (lim - lunet.memory_allocated(d)) / 8) end
+    end
+    sizes = {}
+    for _, sz in ipairs({ 2 ^ 12, 2 ^ 14, 2 ^ 17, 2 ^ 20, 2 ^ 23 }) do
+      if sz <= cap or #sizes < 2 then sizes[#sizes + 1] = sz end
+    end
+  end
   local runs = opts.runs or 5
   local comm = lunet.comm.Communicator(names)
   local ct, at = {}, {}
