@@ -99,6 +99,8 @@ describe('mpi backend faults', function()
       assert.truthy(line('different shapes'):find('allreduce %(max%) of 10 float32 elements at spec/mpi/desync%.lua:22; '
         .. 'rank 1 %(host %S+, pid %d+%) calls allreduce %(max%) of 11 float32'), line('different shapes'))
       assert.truthy(line('different reductions'):find('calls allreduce (avg) of 10', 1, true), line('different reductions'))
+      local l = line('async out of step, raised at wait')
+      assert.truthy(l:find('allreduce (sum) of 20 float32 elements at spec/mpi/desync.lua:28; rank 1', 1, true), l)
       assert.truthy(line('a rank late beyond the timeout'):find('collective #3 timed out after 2 s', 1, true), out)
       assert.truthy(line('after a timeout'):find('out of step for good', 1, true), out)
       assert.truthy(out:find(('rank %d done'):format(r), 1, true), out)

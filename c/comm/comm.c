@@ -180,7 +180,7 @@ int ln_comm_wait(ln_comm *c) {
   if (!c) return ln_error("comm_wait: communicator is NULL");
   for (int i = 0; i < c->nlocal; i++)
     if (ln_stream_wait_comm(c->devices[i]) != 0) return -1;
-  return 0;
+  return c->be->wait ? c->be->wait(c) : 0;
 }
 
 int ln_comm_broadcast(ln_comm *c, ln_tensor *const *ts, int root) {

@@ -59,6 +59,9 @@ typedef struct ln_comm_backend {
   int (*send)(ln_comm *c, const ln_tensor *t, int local, int dst_rank);
   int (*recv)(ln_comm *c, ln_tensor *t, int local, int src_rank);
   int (*barrier)(ln_comm *c);
+  /* ln_comm_wait's part beyond the streams (NULL: none): the mpi backend's
+   * async collectives of an inline device run on its own thread */
+  int (*wait)(ln_comm *c);
 } ln_comm_backend;
 
 struct ln_comm {

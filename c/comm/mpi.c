@@ -63,6 +63,15 @@ static struct {
 } G = {PTHREAD_MUTEX_INITIALIZER, .lost = -1, .timeout = 300};
 static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* the mpi backend's own thread: async collectives of an inline device (below) */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv, done_cv;
+  struct job *head, *tail;
+  bool started, busy;
+  pthread_t th;
+} Q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
 static volatile sig_atomic_t got_sigterm;
 static struct sigaction sigterm_old;
 
@@ -282,6 +291,9 @@ int ln_dist_peer(int rank, char *host, int hostlen, int *pid) {
 }
 
 int ln_dist_finalize(void) {
+  pthread_mutex_lock(&Q.mu);   /* the async collectives queued so far end first */
+  while (Q.head || Q.busy) pthread_cond_wait(&Q.done_cv, &Q.mu);
+  pthread_mutex_unlock(&Q.mu);
   pthread_mutex_lock(&G.mu);
   int rc = 0;
   if (G.up && !G.down) {
@@ -310,6 +322,10 @@ typedef struct {
    * rank, MPI error): its ranks are out of step for good */
   atomic_bool broken[2];
   char why[2][600];
+  /* async collectives of an inline device (the backend's own thread runs
+   * them): how many were queued and done, the first failure not yet raised */
+  int64_t queued, done;
+  char failure[800];
 } mpi_impl;
 
 
@@ -533,11 +549,86 @@ static int coll_task(void *p) {
   return rc;
 }
 
+/* ---- async collectives of an inline device ---------------------------------------
+ * A device that runs inline has no comm stream, yet gradient all-reduces
+ * must overlap backward there too. Its data are final when the call is
+ * made (every op before ran inline), so the collective goes to this
+ * backend's own thread at once, which runs them in call order; wait()
+ * (ln_comm_wait) blocks until this group's are done and raises the first
+ * failure. */
+typedef struct job { coll_args a; ln_storage *keep[2]; struct job *next; } job;
+
+static void *async_main(void *unused) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);   /* Lua's thread takes Ctrl-C */
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  for (;;) {
+    pthread_mutex_lock(&Q.mu);
+    while (!Q.head) pthread_cond_wait(&Q.cv, &Q.mu);
+    job *j = Q.head;
+    Q.busy = true;
+    Q.head = j->next;
+    if (!Q.head) Q.tail = NULL;
+    pthread_mutex_unlock(&Q.mu);
+    ln_comm *cm = j->a.cm;
+    mpi_impl *mi = cm->impl;
+    ln_comm_retain(cm);            /* coll_task drops the job's reference */
+    int rc = coll_task(&j->a);
+    pthread_mutex_lock(&Q.mu);
+    if (rc != 0 && !mi->failure[0]) snprintf(mi->failure, sizeof mi->failure, "%s", ln_last_error());
+    mi->done++;
+    Q.busy = false;
+    pthread_cond_broadcast(&Q.done_cv);
+    pthread_mutex_unlock(&Q.mu);
+    for (int k = 0; k < 2; k++) if (j->keep[k]) ln_storage_release(j->keep[k]);
+    free(j);
+    ln_comm_release(cm);
+  }
+  return NULL;
+}
+
+static int async_submit(const coll_args *a, ln_tensor *x, ln_tensor *y) {
+  job *j = calloc(1, sizeof *j);
+  if (!j) return ln_error("%s: out of host memory", kind_names[a->kind]);
+  j->a = *a;
+  ln_tensor *ts[2] = {x, y};
+  for (int k = 0; k < 2; k++)
+    if (ts[k]) { j->keep[k] = ts[k]->storage; ln_storage_retain(ts[k]->storage); }
+  pthread_mutex_lock(&Q.mu);
+  if (!Q.started) {
+    if (pthread_create(&Q.th, NULL, async_main, NULL) != 0) {
+      pthread_mutex_unlock(&Q.mu);
+      for (int k = 0; k < 2; k++) if (j->keep[k]) ln_storage_release(j->keep[k]);
+      free(j);
+      return ln_error("%s: cannot start the mpi backend's thread", kind_names[a->kind]);
+    }
+    pthread_detach(Q.th);
+    Q.started = true;
+  }
+  ((mpi_impl *)a->cm->impl)->queued++;
+  if (Q.tail) Q.tail->next = j; else Q.head = j;
+  Q.tail = j;
+  pthread_cond_signal(&Q.cv);
+  pthread_mutex_unlock(&Q.mu);
+  return 0;
+}
+
+static int mpi_wait(ln_comm *cm) {
+  mpi_impl *mi = cm->impl;
+  char why[800] = "";
+  pthread_mutex_lock(&Q.mu);
+  while (mi->done < mi->queued) pthread_cond_wait(&Q.done_cv, &Q.mu);
+  if (mi->failure[0]) { snprintf(why, sizeof why, "%s", mi->failure); mi->failure[0] = 0; }
+  pthread_mutex_unlock(&Q.mu);
+  return why[0] ? ln_error("%s", why) : 0;
+}
+
 static int launch(ln_comm *cm, int kind, int op, int wire, int dtype, int64_t numel, int root, ln_tensor *a,
                   ln_tensor *b, bool async) {
   mpi_impl *mi = cm->impl;
   int dev = cm->devices[0];
-  if (async && !ln_device_has_comm_stream(dev)) async = false;
+  bool own_thread = async && !ln_device_has_comm_stream(dev);
   if (atomic_load(&G.lost) >= 0) return gone_error(kind_names[kind], atomic_load(&G.lost));
   coll_args args;
   memset(&args, 0, sizeof args);
@@ -552,6 +643,11 @@ static int launch(ln_comm *cm, int kind, int op, int wire, int dtype, int64_t nu
   cm->site[0] = 0;
   const ln_tensor *keep[2] = {a, b};
   ln_comm_retain(cm);
+  if (own_thread) {
+    int rc = async_submit(&args, a, b);
+    if (rc != 0) ln_comm_release(cm);
+    return rc;
+  }
   int rc = async ? ln_comm_stream_wait_compute(dev) : 0;
   if (rc == 0)
     rc = async ? ln_launch_comm(dev, kind_names[kind], coll_task, &args, sizeof args, keep, 2, LN_TASK_ALWAYS)
@@ -773,4 +869,5 @@ const ln_comm_backend ln_comm_mpi_backend = {
   .send = mpi_send,
   .recv = mpi_recv,
   .barrier = mpi_barrier,
+  .wait = mpi_wait,
 };

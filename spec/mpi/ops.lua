@@ -87,6 +87,18 @@ check('allreduce async', function()
   assert(max_rel(t, reference(70000, 'float32', 'sum', nil, 4)) < 2e-6)
 end)
 
+check('async allreduces in flight around sync collectives', function()
+  local a, b = input(R, 200000, 'float32', 6), input(R, 333, 'float64', 7)
+  world:allreduce({a}, {op = 'avg', async = true})
+  world:allreduce({b}, {op = 'max', async = true})
+  local c = input(R, 1000, 'float32', 8)
+  world:allreduce({c}, {op = 'min'})   -- the compute stream's, meanwhile
+  world:wait()
+  assert(max_rel(a, reference(200000, 'float32', 'avg', nil, 6)) < 2e-6, 'a')
+  assert(max_rel(b, reference(333, 'float64', 'max', nil, 7)) == 0, 'b')
+  assert(max_rel(c, reference(1000, 'float32', 'min', nil, 8)) == 0, 'c')
+end)
+
 for root = 1, N do
   check('broadcast root ' .. root, function()
     local t = lunet.full({3, 5}, R, {dtype = 'int32'})
