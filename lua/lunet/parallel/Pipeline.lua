@@ -12,7 +12,9 @@
 -- opts: devices (one per stage; default lunet.devices()), chunks (micro-batches
 -- a batch, default 4 per stage), schedule ('1f1b' default, 'gpipe', or a
 -- function (stages, chunks) -> steps, see parallel.schedule), balance (a list
--- of atom counts per stage, or 'params': equal parameter counts), checkpoint
+-- of atom counts per stage; 'time', the default, or 'memory': measured with a
+-- sample batch, opts.sample or else the first batch, see pipeline_balance;
+-- 'params': equal parameter counts), checkpoint
 -- ('never' default, 'except_last', 'always': forward without keeping
 -- activations, recomputed in backward), deferred_bn (false), replicas (1:
 -- data parallel of pipelines over #devices / replicas stages each, gradients
@@ -43,7 +45,8 @@ local Pipeline = Module:extend('parallel.Pipeline')
 local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
 
 local OPTS = { devices = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
-  checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string' }
+  checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string',
+  sample = 'tensor' }
 local CHECKPOINT = { never = true, except_last = true, always = true }
 
 local function device_names(devs, lvl)
@@ -80,27 +83,55 @@ function Pipeline:__init(model, opts)
   if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
   local counts = balance.counts(list, S, opts.balance, 3)
   self.S, self.replicas, self.chunks, self.kind, self.checkpoint = S, R, chunks, kind, ck
-  self.deferred_bn, self.counts, self.atom_names = opts.deferred_bn or false, counts, {}
+  self.deferred_bn, self.balance, self.atom_names = opts.deferred_bn or false, opts.balance or 'time', {}
   for i, a in ipairs(list) do self.atom_names[i] = a.name end
+  self.all_devices, self.stage_devices = devs, { unpack(devs, 1, S) }
+  self.ropts = { bucket_mb = opts.bucket_mb, compress = opts.compress }
   rawset(self, 'module', model)
-  -- replicas 2.. are copies; every replica's atoms go to its stages' devices
   local models = { model }
   for r = 2, R do models[r] = model:clone() end
-  self.models, self.stages, self.devices, self.bn, self.plans = models, {}, {}, {}, {}
+  self.models, self.bn, self.plans, self.devices = models, {}, {}, devs
+  -- a measured balance is made with a sample: now, or at the first batch
+  if not counts and opts.sample then counts = self:_measure(opts.sample, 3) end
+  if counts then self:_build(counts) end
+end
+
+function Pipeline:_measure(sample, lvl)
+  local ok, counts, info = pcall(balance.measured, self, atoms.of(self.module), sample, self.balance)
+  if not ok then fail(('balance %s: %s'):format(self.balance, tostring(counts):gsub('^[^:\n]*:%d+: ', '', 1)), lvl + 1) end
+  self.measure = info
+  return counts
+end
+
+-- the stages: every replica's atoms moved to its stages' devices
+function Pipeline:_build(counts)
+  local S, R, devs = self.S, self.replicas, self.all_devices
+  self.counts, self.stages = counts, {}
   for r = 1, R do
-    local al, first = r == 1 and list or atoms.of(models[r]), 1
+    local al, first = atoms.of(self.models[r]), 1
     self.stages[r] = {}
     for s = 1, S do
       local dev = devs[(r - 1) * S + s]
       local mods = {}
       for i = first, first + counts[s] - 1 do mods[#mods + 1] = al[i].module; al[i].module:to(dev) end
       self.stages[r][s] = Stage.new(s, mods, dev)
-      self.devices[#self.devices + 1] = dev
       first = first + counts[s]
     end
-    if self.deferred_bn or ck ~= 'never' then self.bn[r] = pbn.wrap(models[r]:modules(), self.deferred_bn) end
+    if self.deferred_bn or self.checkpoint ~= 'never' then self.bn[r] = pbn.wrap(self.models[r]:modules(), self.deferred_bn) end
   end
-  if R > 1 then self:_reducers(opts) end
+  if R > 1 then self:_reducers(self.ropts) end
+end
+
+-- (before the first batch of a measured balance: that batch is the sample)
+function Pipeline:_ready(x, lvl)
+  if self.stages then return end
+  self:_build(self:_measure(x, lvl + 1))
+end
+
+-- pipe:balance_report(): each stage's atoms, predicted time and memory, the bubble
+function Pipeline:balance_report()
+  if not self.stages then return 'Pipeline: not balanced yet (the first batch is the sample; or pass sample = x)' end
+  return balance.report(self)
 end
 
 -- one Reducer per stage over that stage's devices in every replica
@@ -191,6 +222,7 @@ function Pipeline:forward_loss(criterion, x, target)
       :gsub('%(or dp%(x%)%)', '(or pipe(x))'), 2)
   end
   need_input(x, 'forward_loss', 2)
+  self:_ready(x, 2)
   if not lunet.is_tensor(target) then fail('forward_loss: target must be a tensor, got ' .. type(target), 2) end
   if target:dim() == 0 or target:size(1) ~= x:size(1) then
     fail(('forward_loss: target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1),
@@ -236,6 +268,7 @@ function Pipeline:forward(x)
     fail('forward: with replicas, train with pipe:forward_loss(criterion, x, y) (or run pipe(x) in lunet.no_grad)', 2)
   end
   if x:size(1) < self.replicas then fail(('forward: a batch of %d rows for %d replicas'):format(x:size(1), self.replicas), 2) end
+  self:_ready(x, 2)
   self:_begin_batch()
   local ok, y = pcall(run_forward, self, x)
   if not ok then self:_abort(); fail('forward: ' .. tostring(y):gsub('^Pipeline: ', ''), 2) end
@@ -276,6 +309,10 @@ function Pipeline:to(what, more)
   if dev then fail(('to: the stages live on %s; make the Pipeline with the devices you want'):format(
     table.concat(self.devices, ', ')), 2) end
   if not dtype then fail('to: expected a dtype', 2) end
+  if not self.stages then
+    for r = 1, self.replicas do self.models[r]:to(dtype) end
+    return self
+  end
   for r = 1, self.replicas do
     for s = 1, self.S do
       local st = self.stages[r][s]
@@ -287,6 +324,11 @@ function Pipeline:to(what, more)
 end
 
 function Pipeline:extra_repr()
+  if not self.stages then
+    return ('%s, %d chunks, %d stages on %s, balance by %s at the first batch'):format(
+      type(self.kind) == 'string' and self.kind or 'custom', self.chunks, self.S, table.concat(self.devices, ', '),
+      self.balance)
+  end
   local per = {}
   for s = 1, self.S do per[s] = ('%s: %d'):format(self.stages[1][s].device, self.counts[s]) end
   local rep = self.replicas > 1 and (', %d replicas'):format(self.replicas) or ''
