@@ -18,6 +18,7 @@ local function run_world(W, o)
   world_id = world_id + 1
   local name = 'ddp-spec-' .. world_id
   local data, model0 = common.setup(o)
+  local p0 = common.state(model0)
   -- everything a rank reads is on its device before any rank queues a
   -- collective: a copy from another rank's device would wait for that
   -- device's stream, held in a collective until this rank joins it (a cycle
@@ -51,15 +52,14 @@ local function run_world(W, o)
   local states, items = {}, {}
   for r = 1, W do states[r] = common.state(ranks[r].ddp.module) end
   for s = 1, #data do for _, l in ipairs(losses[s][1]) do items[#items + 1] = l:item() end end
-  return states, items, ranks, losses
+  return states, items, p0
 end
 
-local function check(W, o, tol)
-  tol = tol or 1e-5
+local function check(W, o)
   local ref, ref_losses = common.reference(W, o)
-  local states, losses = run_world(W, o)
+  local states, losses, p0 = run_world(W, o)
   for r = 1, W do
-    local w = common.worst(states[r].params, ref.params)
+    local w, tol = common.params_differ(states[r], ref, p0, o)
     assert.is_true(w <= tol, ('rank %d: parameters differ from DataParallel by %g'):format(r, w))
     -- (without sync_bn, ranks other than 0 keep their shard's running stats
     -- until the next forward's broadcast, as DataParallel's replicas)

@@ -107,6 +107,16 @@ function M.ddp(model, group, o, r)
   return lunet.parallel.DistributedDataParallel(model, dpo)
 end
 
+-- the worst relative difference of the parameters st from the reference's
+-- (with compress, of the updates from p0: the wire carries ~3 digits, and
+-- the backends may round the sum in another order), and its tolerance
+function M.params_differ(st, ref, p0, o)
+  if not o.compress then return M.worst(st.params, ref.params), 1e-5 end
+  local a, b = {}, {}
+  for i = 1, #ref.params do a[i], b[i] = st.params[i] - p0.params[i], ref.params[i] - p0.params[i] end
+  return M.worst(a, b), 2 ^ -6
+end
+
 -- largest relative difference between two lists of tensors
 function M.worst(a, b)
   local w = 0
