@@ -67,6 +67,35 @@ describe('mpi backend', function()
   end)
 end)
 
+describe('README, Processes and machines', function()
+  if not have_mpirun then
+    it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
+    return
+  end
+  it('its Lua block runs as train.lua under its `mpirun -np 2` line, as written', function()
+    local readme = shell.readfile(root .. 'README.md')
+    local sec = readme:match('\n## Processes and machines %(MPI%)\n(.-)\n## ')
+    local code = sec:match('```lua\n(.-)```')
+    local cmd = 'OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 luajit train.lua'
+    assert.truthy(sec:find(cmd, 1, true), 'README no longer shows ' .. cmd)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute('mkdir -p ' .. dir) == 0)
+    local f = assert(io.open(dir .. '/train.lua', 'w'))
+    f:write(code)
+    f:close()
+    -- lunet from the checkout (a script in its root finds it by lunet.lua)
+    local out, rc = shell.sh(('cd %s && LD_PRELOAD= LUA_PATH="%slua/?.lua;%slua/?/init.lua;;" timeout -s KILL 60 sh -c "%s"')
+      :format(dir, root, root, cmd))
+    os.execute('rm -rf ' .. dir)
+    assert.equal(0, rc, out)
+    assert.truthy(out:find('rank 0 of 2 on %S+ %(pid %d+%): cpu:0'), out)
+    assert.truthy(out:find('rank 1 of 2 on %S+ %(pid %d+%): cpu:0'), out)
+    local _, trues = out:gsub('true\n', '')
+    assert.equal(2, trues, out)
+  end)
+end)
+
 describe('mpi backend faults', function()
   if not have_mpirun then
     it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)

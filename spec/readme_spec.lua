@@ -71,6 +71,15 @@ local NOT_RUN = {   -- and why
   ['luarocks --lua-version=5.1 make'] = 'installs system-wide; tools/ci-extra.sh packs and installs the rock',
   ['lunet'] = 'the installed REPL: bin/lunet is run here',
   ['luajit -jp'] = "LuaJIT's profiler flag, named in passing",
+  ['OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 luajit train.lua'] =
+    'spec/mpi_spec.lua runs it as written, train.lua being the Processes section\'s Lua block',
+  ['mpirun -np 4 luajit train.lua'] = 'needs 4 cores (Open MPI refuses more processes than cores): spec/mpi_spec.lua runs 2',
+  ['mpirun --allow-run-as-root -np 4 luajit train.lua'] = 'needs 4 cores; spec/mpi_spec.lua launches as root the same way',
+  ['mpirun --oversubscribe -np 8 luajit train.lua'] = 'eight processes: spec/mpi_spec.lua oversubscribes with 3',
+  ['mpirun --bind-to none -np 2 luajit train.lua'] = 'spec/mpi_spec.lua launches with --bind-to none',
+  ['mpirun -np 4 -H a:2,b:2 luajit train.lua'] = 'needs two hosts named a and b (tools/ci-two-hosts.sh plays two hosts)',
+  ['srun -n 4 luajit train.lua'] = 'needs Slurm',
+  ['luajit train.lua'] = 'the Processes block, run as a script as written (a world of one) below',
 }
 
 -- ---- the copy of the checkout -------------------------------------------------------
