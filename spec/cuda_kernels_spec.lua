@@ -1,0 +1,328 @@
+-- Every kernel of the CUDA backend (c/cuda/) against the CPU's on random
+-- shapes: odd sizes, zero-size, broadcast, non-contiguous views, every dtype
+-- the kernel takes; cross-device copies both ways; the allocator's stats and
+-- OOM; a short training of a linear model. The device is LUNET_TEST_DEVICE,
+-- else cuda:0 when there is a GPU; without either every test is pending
+-- (tools/gpu-check.sh runs them on a GPU). LUNET_TEST_DEVICE=cpu:1 runs the
+-- same comparisons against a second CPU device, which checks the spec itself.
+local lunet = require 'lunet'
+local optim = require 'lunet.optim'
+
+local dev = os.getenv('LUNET_TEST_DEVICE')
+if dev == '' or dev == 'cpu:0' then dev = nil end
+if not dev and lunet.cuda.is_available() then dev = 'cuda:0' end
+local cpu_dev = dev and dev:match('^cpu:(%d+)$')
+local on_cuda = dev and dev:match('^cuda:') ~= nil
+local why = dev == nil and ('no GPU (' .. tostring(lunet.cuda.reason()) ..
+  '): tools/gpu-check.sh, or LUNET_TEST_DEVICE=cuda:0 on a GPU machine, runs these') or nil
+
+local function it_dev(name, f)
+  it(name, function()
+    if not dev then pending(why) return end
+    f()
+  end)
+end
+
+local FLOATS = {float32 = true, float64 = true, float16 = true, bfloat16 = true}
+local TOL = {float32 = 2e-6, float64 = 1e-13, float16 = 1e-3, bfloat16 = 1e-2}
+
+-- b (on dev) equals a (on the CPU): shape, dtype, values (NaN == NaN; floats
+-- within rtol), what says which case
+local function same(a, b, what, rtol)
+  assert.equal(a.dtype, b.dtype, what .. ': dtype')
+  assert.same(a:size(), b:size(), what .. ': shape')
+  local ba, n = a:read()
+  local bb = b:read()
+  local tol = rtol or TOL[a.dtype] or 0
+  for i = 0, n - 1 do
+    local x, y = tonumber(ba[i]), tonumber(bb[i])
+    local ok = x == y or (x ~= x and y ~= y)
+    if not ok and tol > 0 then ok = math.abs(x - y) <= tol * math.max(1, math.abs(x)) end
+    if not ok then
+      error(('%s: element %d is %s on the CPU, %s on %s'):format(what, i, tostring(x), tostring(y), dev), 2)
+    end
+  end
+end
+
+-- a CPU tensor of shape and dtype with values that every dtype holds exactly
+-- where it can (integers in [-50, 50], floats with a few special values)
+local function rand(shape, dtype)
+  local x = lunet.randn(shape) * 20
+  if FLOATS[dtype] then
+    if x:numel() >= 4 then
+      local flat = x:view(-1)
+      flat[1] = 0; flat[2] = -0.0
+    end
+    return x:to(dtype)
+  end
+  if dtype == 'bool' then return x:gt(0) end
+  if dtype == 'uint8' then return x:abs():round():to('uint8') end
+  return x:round():to(dtype)
+end
+
+-- views of a fresh CPU tensor: contiguous, transposed, sliced with a step, expanded
+local function views(shape, dtype)
+  local out = {}
+  out[#out + 1] = {'contiguous ' .. table.concat(shape, 'x'), rand(shape, dtype)}
+  if #shape >= 2 then
+    local r = {}
+    for i = #shape, 1, -1 do r[#r + 1] = shape[i] end
+    out[#out + 1] = {'transposed', rand(r, dtype):transpose(1, #shape)}
+    local wide = {}
+    for i = 1, #shape do wide[i] = shape[i] end
+    wide[#wide] = wide[#wide] * 2 + 1
+    out[#out + 1] = {'narrowed', rand(wide, dtype):narrow(#shape, 2, shape[#shape])}
+  end
+  return out
+end
+
+local SHAPES = {{}, {0}, {1}, {7}, {3, 5}, {2, 3, 4}, {33, 17}, {1025, 3}, {2, 0, 3}}
+local DTYPES = {'float32', 'float64', 'int32', 'int64', 'uint8', 'bool'}
+local ALL_DTYPES = {'float32', 'float64', 'int32', 'int64', 'uint8', 'bool', 'float16', 'bfloat16'}
+
+-- errors the CUDA backend gives on purpose (kernels it lacks); anything else
+-- on the device where the CPU succeeds is a failure
+local function known_gap(err)
+  return on_cuda and (err:find('has no kernel', 1, true) or err:find('no cuda kernel', 1, true) or
+                      err:find('cuda has no kernel', 1, true) or err:find(' kernel for ', 1, true))
+end
+
+-- runs f on the CPU inputs and on their copies on dev, compares
+local function check(what, f, inputs, rtol)
+  -- (a stream's error is raised at the next read: read inside the pcall)
+  local ok, want = pcall(function() local r = f(unpack(inputs)); r:read(); return r end)
+  if not ok then return end   -- refused on the CPU too: nothing to compare
+  local moved = {}
+  for i, x in ipairs(inputs) do moved[i] = lunet.is_tensor(x) and x:to(dev) or x end
+  local ok2, got = pcall(function() return f(unpack(moved)):to('cpu:0') end)
+  if not ok2 then
+    if known_gap(tostring(got)) then return tostring(got) end
+    error(what .. ': ' .. tostring(got), 2)
+  end
+  same(want, got, what, rtol)
+end
+
+describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', function()
+  setup(function()
+    if cpu_dev then lunet.set_cpu_devices(tonumber(cpu_dev) + 1) end
+    lunet.manual_seed(18)
+  end)
+  teardown(function()
+    collectgarbage(); collectgarbage()
+    if cpu_dev then lunet.synchronize(); lunet.set_cpu_devices(1) end
+  end)
+
+  it_dev('copy and cast between every pair of dtypes, on the device and across devices', function()
+    for _, shape in ipairs({{}, {0}, {5}, {3, 7}, {129, 65}}) do
+      for _, src in ipairs(ALL_DTYPES) do
+        for _, v in ipairs(views(shape, src)) do
+          local x = v[2]
+          local xd = x:to(dev)
+          same(x, xd:to('cpu:0'), ('%s %s to %s and back'):format(v[1], src, dev))
+          for _, dst in ipairs(ALL_DTYPES) do
+            local what = ('%s %s -> %s'):format(v[1], src, dst)
+            same(x:to(dst), xd:to(dst):to('cpu:0'), what .. ' on ' .. dev)
+            -- across devices into a strided destination, casting on the way
+            if #shape == 2 then
+              local d = lunet.zeros({shape[2], shape[1]}, {dtype = dst, device = dev}):t()
+              d:copy_(x)
+              local c = lunet.zeros({shape[2], shape[1]}, {dtype = dst}):t()
+              c:copy_(x)
+              same(c, d:to('cpu:0'), what .. ' into a transposed destination')
+              local back = lunet.zeros({shape[2], shape[1]}, {dtype = dst}):t()
+              back:copy_(xd)
+              same(c, back, what .. ' from ' .. dev .. ' into a transposed CPU tensor')
+            end
+          end
+        end
+      end
+    end
+    -- broadcast from the CPU into the device
+    local row = rand({1, 7}, 'float32')
+    local d = lunet.zeros({5, 7}, {device = dev})
+    d:copy_(row)
+    same(row:expand(5, 7):contiguous(), d:to('cpu:0'), 'broadcast copy across devices')
+  end)
+
+  it_dev('fill, full, zeros, arange and where', function()
+    for _, dt in ipairs(ALL_DTYPES) do
+      for _, shape in ipairs(SHAPES) do
+        check('full ' .. dt, function(x) return lunet.full(shape, 3, {dtype = dt, device = x}) end, {'cpu:0'})
+        same(lunet.full(shape, 3, {dtype = dt}), lunet.full(shape, 3, {dtype = dt, device = dev}):to('cpu:0'), 'full ' .. dt)
+      end
+      local t = lunet.zeros({6, 5}, {dtype = dt, device = dev}):t()
+      t:fill_(1)
+      same(lunet.ones({5, 6}, {dtype = dt}), t:to('cpu:0'), 'fill_ of a transposed view ' .. dt)
+    end
+    for _, dt in ipairs({'float32', 'float64', 'int32', 'int64'}) do
+      same(lunet.arange(-3, 11, 0.5, {dtype = dt}), lunet.arange(-3, 11, 0.5, {dtype = dt, device = dev}):to('cpu:0'), 'arange ' .. dt)
+    end
+    for _, dt in ipairs(ALL_DTYPES) do
+      local c, a, b = rand({4, 1, 5}, 'bool'), rand({3, 5}, dt), rand({4, 3, 1}, dt)
+      check('where ' .. dt, function(cc, aa, bb) return lunet.where(cc, aa, bb) end, {c, a, b})
+    end
+  end)
+
+  local BINARY = {'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
+                  'logical_and', 'logical_or', 'fmod', 'atan2'}
+  it_dev('binary ops: every op and dtype, broadcast, non-contiguous, scalars, in place', function()
+    for _, dt in ipairs(DTYPES) do
+      for _, op in ipairs(BINARY) do
+        for _, pair in ipairs({{{7}, {7}}, {{3, 5}, {5}}, {{4, 1, 5}, {3, 1}}, {{0, 3}, {1, 3}}, {{}, {2, 3}},
+                               {{33, 17}, {33, 1}}, {{1025, 3}, {1025, 3}}}) do
+          local a, b = rand(pair[1], dt), rand(pair[2], dt)
+          check(('%s %s %s x %s'):format(op, dt, table.concat(pair[1], 'x'), table.concat(pair[2], 'x')),
+                function(x, y) return x[op](x, y) end, {a, b})
+          check(('%s %s tensor, scalar'):format(op, dt), function(x) return x[op](x, 3) end, {a})
+          check(('%s %s scalar, tensor'):format(op, dt), function(x) return lunet.Tensor[op](2, x) end, {a})
+        end
+        local a = rand({5, 6}, dt):t()
+        local b = rand({6, 5}, dt):t()
+        check(('%s %s transposed'):format(op, dt), function(x, y) return x[op](x, y) end, {a, b})
+        if a[op .. '_'] then
+          check(('%s_ %s in place'):format(op, dt), function(x, y) local z = x:clone(); z[op .. '_'](z, y); return z end, {a, b})
+        end
+      end
+    end
+    check('add_ with alpha (axpy)', function(x, y) local z = x:clone(); z:add_(y, 0.25); return z end,
+          {rand({9, 4}, 'float32'), rand({4}, 'float32')})
+  end)
+
+  local UNARY = {'neg', 'abs', 'exp', 'log', 'sqrt', 'tanh', 'sigmoid', 'relu', 'sin', 'cos', 'rsqrt', 'sign',
+                 'floor', 'ceil', 'round', 'reciprocal', 'log1p', 'expm1', 'square', 'logical_not', 'isnan',
+                 'isinf', 'erf'}
+  it_dev('unary ops and clamp: every op and dtype, non-contiguous, in place', function()
+    for _, dt in ipairs(DTYPES) do
+      for _, op in ipairs(UNARY) do
+        for _, shape in ipairs(SHAPES) do
+          for _, v in ipairs(views(shape, dt)) do
+            check(('%s %s %s'):format(op, dt, v[1]), function(x) return x[op](x) end, {v[2]}, dt == 'float32' and 1e-5 or nil)
+          end
+        end
+        if lunet.Tensor[op .. '_'] then
+          check(('%s_ %s'):format(op, dt), function(x) local z = x:clone(); z[op .. '_'](z); return z end,
+                {rand({7, 3}, dt)}, dt == 'float32' and 1e-5 or nil)
+        end
+      end
+      check('clamp ' .. dt, function(x) return x:clamp(-5, 7) end, {rand({33, 17}, dt)})
+      check('clamp min ' .. dt, function(x) return x:clamp(-5) end, {rand({33, 17}, dt):t()})
+    end
+    local special = lunet.tensor({0 / 0, 1 / 0, -1 / 0, 0, -0.0, 1e-30, -3.5, 2.5})
+    for _, op in ipairs(UNARY) do check(op .. ' of NaN, inf, zeros, halves', function(x) return x[op](x) end, {special}, 1e-5) end
+  end)
+
+  it_dev('reductions: sum, mean, max, min, argmax, argmin along each dim and over all', function()
+    for _, dt in ipairs(DTYPES) do
+      for _, shape in ipairs({{7}, {3, 5}, {2, 3, 4}, {33, 17}, {1025, 3}, {2, 0, 3}, {1, 4096}}) do
+        for _, v in ipairs(views(shape, dt)) do
+          local x = v[2]
+          local what = ('%s %s'):format(dt, v[1])
+          for _, op in ipairs({'sum', 'mean', 'max', 'min', 'argmax', 'argmin'}) do
+            check(op .. ' all ' .. what, function(t) return t[op](t) end, {x}, 1e-5)
+            for d = 1, #shape do
+              check(('%s dim %d %s'):format(op, d, what), function(t) return (t[op](t, d)) end, {x}, 1e-5)
+              check(('%s dim %d keepdim %s'):format(op, d, what), function(t) return (t[op](t, d, true)) end, {x}, 1e-5)
+              if op == 'max' or op == 'min' then
+                check(('%s dim %d indices %s'):format(op, d, what), function(t) return select(2, t[op](t, d)) end, {x})
+              end
+            end
+          end
+        end
+      end
+    end
+    -- NaN wins max/min and argmax at its first position; ties keep the first
+    local t = lunet.tensor({{1, 0 / 0, 3, 0 / 0}, {2, 2, 1, 2}})
+    for _, op in ipairs({'max', 'min', 'argmax', 'argmin'}) do
+      check(op .. ' with NaN and ties', function(x) return (x[op](x, 2)) end, {t})
+      check(op .. ' indices with NaN and ties', function(x) return select(2, x[op](x, 2)) end, {t})
+    end
+  end)
+
+  it_dev('matrix products: odd sizes, transposed operands, batches, empty inner dim', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      for _, mnk in ipairs({{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 64, 64}, {3, 4, 0}, {0, 4, 3}, {129, 1, 257}}) do
+        local m, n, k = mnk[1], mnk[2], mnk[3]
+        local a, b = rand({m, k}, dt), rand({k, n}, dt)
+        local tol = dt == 'float32' and 1e-4 or 1e-12
+        check(('matmul %s %dx%dx%d'):format(dt, m, n, k), function(x, y) return x:matmul(y) end, {a, b}, tol)
+        check(('matmul %s transposed a'):format(dt), function(x, y) return x:t():contiguous():t():matmul(y) end, {a, b}, tol)
+        check(('matmul %s transposed b'):format(dt), function(x, y) return x:matmul(y:t():contiguous():t()) end, {a, b}, tol)
+        check(('bmm %s'):format(dt), function(x, y) return x:bmm(y) end, {rand({3, m, k}, dt), rand({3, k, n}, dt)}, tol)
+        check(('addmm %s'):format(dt), function(c, x, y) return c:addmm(x, y, 0.5, 2) end, {rand({m, n}, dt), a, b}, tol)
+      end
+      check('mv ' .. dt, function(x, y) return x:mv(y) end, {rand({9, 13}, dt), rand({13}, dt)}, 1e-5)
+    end
+  end)
+
+  it_dev('SGD (momentum, nesterov, weight decay, maximize) takes the CPU steps', function()
+    for _, cfg in ipairs({{lr = 0.1}, {lr = 0.05, momentum = 0.9}, {lr = 0.05, momentum = 0.9, nesterov = true, weight_decay = 1e-2},
+                          {lr = 0.01, momentum = 0.5, dampening = 0.1, maximize = true}}) do
+      for _, dt in ipairs({'float32', 'float64'}) do
+        local w0 = rand({17, 5}, dt)
+        local wc, wd = w0:clone(), w0:to(dev)
+        local oc, od = optim.SGD({wc}, cfg), optim.SGD({wd}, cfg)
+        for step = 1, 3 do
+          local g = rand({17, 5}, dt)
+          wc.grad, wd.grad = g, g:to(dev)
+          oc:step(); od:step()
+        end
+        same(wc, wd:to('cpu:0'), 'SGD ' .. dt, dt == 'float32' and 1e-5 or 1e-12)
+      end
+    end
+  end)
+
+  it_dev('trains a linear model as the CPU does', function()
+    local function run(device)
+      lunet.manual_seed(7)
+      local x, wtrue = lunet.randn({256, 13}), lunet.randn({13, 1})
+      local y = x:matmul(wtrue) + 0.5
+      x, y = x:to(device), y:to(device)
+      local w = lunet.zeros({13, 1}, {device = device}):requires_grad_()
+      local b = lunet.zeros({1}, {device = device}):requires_grad_()
+      local opt = optim.SGD({w, b}, {lr = 0.1, momentum = 0.9})
+      local losses = {}
+      for step = 1, 30 do
+        opt:zero_grad()
+        local loss = ((x:matmul(w) + b - y) ^ 2):mean()
+        loss:backward()
+        opt:step()
+        losses[step] = loss:item()
+      end
+      return losses
+    end
+    local c, d = run('cpu:0'), run(dev)
+    for i = 1, #c do assert.is_true(math.abs(c[i] - d[i]) <= 1e-4 * math.max(1, c[i]), ('step %d: %g vs %g'):format(i, c[i], d[i])) end
+    assert.is_true(d[#d] < 0.1 * d[1], ('the loss falls (%g to %g)'):format(d[1], d[#d]))
+  end)
+
+  it_dev('the allocator: stats, reuse, empty_cache, a clear OOM after which the device works', function()
+    collectgarbage(); collectgarbage(); lunet.synchronize()
+    local base = lunet.memory_allocated(dev)
+    local t = lunet.zeros({1000, 1000}, {device = dev})
+    assert.is_true(lunet.memory_allocated(dev) >= base + 4e6)
+    t = nil
+    collectgarbage(); collectgarbage(); lunet.synchronize()
+    assert.is_true(lunet.memory_cached(dev) >= 4e6)
+    local peak = lunet.max_memory_allocated(dev)
+    assert.is_true(peak >= 4e6)
+    if on_cuda then
+      local s = lunet.cuda.memory_stats(dev)
+      assert.is_true(s.cached >= 4e6 and s.peak >= 4e6)
+      lunet.cuda.empty_cache(dev)
+      assert.equal(0, lunet.cuda.memory_stats(dev).cached)
+      local ok, err = pcall(lunet.empty, {2 ^ 43 / 4}, {device = dev})   -- 8 TB
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find('out of memory on ' .. dev, 1, true), err)
+      same(lunet.ones(3) * 2, (lunet.ones(3, {device = dev}) * 2):to('cpu:0'), 'after an OOM')
+      lunet.cuda.synchronize()
+    end
+  end)
+
+  it_dev('a kernel the device lacks is a named error, never a crash', function()
+    if not on_cuda then pending('cuda only') return end
+    local ok, err = pcall(function()
+      return lunet.nn.functional.conv2d(lunet.ones({1, 1, 4, 4}, {device = dev}), lunet.ones({1, 1, 3, 3}, {device = dev}))
+    end)
+    if not ok then assert.truthy(tostring(err):find(dev, 1, true), err) end
+  end)
+end)
