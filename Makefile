@@ -26,7 +26,7 @@ CDEF_INTERNAL := lua/lunet/cdef_internal.lua
 MPICC   ?= mpicc
 MPI_LIB := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/liblunet_mpi.so)
 
-.PHONY: all test test-asan demo bench install deps clean rock
+.PHONY: all test test-asan demo bench install deps clean rock gpu-carry
 all: $(LIB) $(CDEF) $(CDEF_INTERNAL) $(MPI_LIB)
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -88,6 +88,12 @@ $(CDEF): c/include/lunet.h
 $(CDEF_INTERNAL): c/include/lunet_internal.h
 	@{ echo '-- generated from c/include/lunet_internal.h by make: do not edit'; echo 'return [==['; \
 	   $(CC) -E -P -DLN_CDEF -Ic/include c/include/lunet_internal.h | sed '/^$$/d'; echo ']==]'; } > $@.tmp && mv $@.tmp $@
+
+# What tools/gpu-check.sh needs on a GPU machine beside the work tree (the
+# device tool's `carry`: build/gpu-carry); see tools/gpu-check.sh's header.
+gpu-carry: all
+	@[ -f $(CUDA_LIB) ] || { echo "gpu-carry: $(CUDA_LIB) was not built (no nvcc, or CUDA=0)" >&2; exit 1; }
+	@bash tools/gpu-carry.sh $(BUILD) $(BUILD)/gpu-carry
 
 deps:
 	@bash tools/install-deps.sh

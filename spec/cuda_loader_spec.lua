@@ -14,7 +14,7 @@ local function exists(p) local f = io.open(p, 'rb'); if f then f:close() end; re
 
 -- a child luajit with env set, printing what code returns
 local function child(env, code)
-  return sh(('cd %q && %s LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUNET_LIB=%q luajit -e %q'):format(
+  return sh(('cd %q && %s LUA_PATH="lua/?.lua;lua/?/init.lua;${LUA_PATH:-;}" LUNET_LIB=%q luajit -e %q'):format(
     root, env, lib, "local l = require 'lunet'; " .. code))
 end
 
