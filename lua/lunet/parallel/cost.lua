@@ -9,7 +9,9 @@
 --   cm:data_parallel(n, batch, accumulate)        --> candidate
 --   cm:pipeline(stages, replicas, batch, chunks, 'gpipe' | '1f1b')  --> candidate
 --
--- The optimizer's step (the profile's update, seconds for all parameters)
+-- The host queues all of it: a step is at least the profile's host time
+-- (queuing one forward and backward of the model) times the micro-batches
+-- and replicas it runs. The optimizer's step (the profile's update, seconds for all parameters)
 -- adds to each device's time in the share of the parameters it holds.
 -- Time of atom i at batch b: fwd0 + (fwd - fwd0) * b / batch (fwd0 the fixed
 -- part of a call, 0 if unknown; the same for bwd); activation and output
@@ -196,6 +198,8 @@ function cost:data_parallel(n, B, k, first)
   if n > 1 then
     exposed = math.max(self:allreduce(n, self:last_bucket(1, self.n)), ar - self.overlap * bw_last)
   end
+  -- the host queues every replica's micro-batches one after another
+  if n > 1 then slowest = math.max(slowest, n * k * (self.atoms.host or 0)) end
   local c = {
     kind = n == 1 and 'single' or 'data', devices = n, device_list = devs, replicas = n, stages = 1,
     chunks = 1, accumulate = k, step = slowest + exposed, compute = slowest, comm = exposed,
@@ -284,7 +288,8 @@ function cost:pipeline(p, d, B, m, schedule, first)
       wire = wire + 2 * (d - 1) * s.par
     end
   end
-  step = step + exposed
+  -- the host queues each micro-batch's forward and backward of every stage of every replica
+  step = math.max(step, d * m * (self.atoms.host or 0)) + exposed
   local devs = {}
   for k = 1, p * d do devs[k] = first + k - 1 end
   local _, _, _, st, par = self:range(1, self.n, 1)

@@ -20,7 +20,9 @@
 -- backward (0 where the build cannot restart the allocator's peak).
 -- Waiting for the device after each atom costs a wake-up each: the atoms'
 -- times are scaled down so that they add up to the time of the whole chain
--- run without waits (list.scale, at most 1).
+-- run without waits (list.scale, at most 1). list.host: the host's time to
+-- queue one forward and backward of the whole chain (the smaller batch's):
+-- on a device with its own worker the host may be what limits a step.
 -- list.update: the optimizer's step over all the parameters (opts.optimizer:
 -- 'adam' default, 'adamw', 'momentum', 'sgd').
 -- Nothing in the model changes: gradients are dropped, parameters and buffers
@@ -98,9 +100,10 @@ local function pass(atoms, x, dev)
   local y = x0
   for i = 1, n do y = atoms[i](y) end
   if y.requires_grad then y:sum():backward() end
+  local host = clock() - t0   -- (the host's share: queuing the ops; all of it on an inline device)
   sync(dev)
   local whole = clock() - t0
-  return fwd, bwd, kept, trans, whole
+  return fwd, bwd, kept, trans, whole, host
 end
 
 -- the optimizer's step over every atom's parameters (their gradients from
@@ -168,9 +171,10 @@ function profile.atoms(atoms, sample, device, opts)
     for s, b in ipairs(sizes) do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
       pass(atoms, x, dev)   -- warm-up: caches, plans, the allocator's blocks
-      local F, Bw, K, Tr, W = {}, {}, nil, nil, {}
+      local F, Bw, K, Tr, W, H = {}, {}, nil, nil, {}, {}
       for r = 1, runs do
-        local f, bw, kept, trans, whole = pass(atoms, x, dev)
+        local f, bw, kept, trans, whole, host = pass(atoms, x, dev)
+        H[r] = host
         for i = 1, #atoms do
           F[i] = F[i] or {}; Bw[i] = Bw[i] or {}
           F[i][r], Bw[i][r] = f[i], bw[i]
@@ -186,7 +190,7 @@ function profile.atoms(atoms, sample, device, opts)
       -- the waits between atoms out: each atom's times scaled so that they add up to the whole chain's
       local scale = math.min(1, median(W) / sum)
       for i = 1, #atoms do r.fwd[i], r.bwd[i] = r.fwd[i] * scale, r.bwd[i] * scale end
-      r.scale = scale
+      r.scale, r.host = scale, median(H)
       res[s] = r
     end
     update = time_update(atoms, dev, opts.optimizer or 'adam', runs)
@@ -226,6 +230,8 @@ function profile.atoms(atoms, sample, device, opts)
     out[i] = e
   end
   out.device, out.in_bytes, out.update, out.scale = dev, bytes_of(sample), update, r1.scale
+  -- the host's time to queue a forward and backward of the chain (per call, whatever the batch)
+  out.host = res[#res].host
   return out
 end
 
