@@ -167,6 +167,17 @@ describe('parallel.plan', function()
     assert.near(0.12, cm:data_parallel(4, 32).step, 1e-12)   -- 4 threads on 2 cores: half speed
   end)
 
+  it('takes a batch\'s total time from the measured whole-chain times (list.whole), interpolated', function()
+    local prof = stated(2, { fwd = 1, bwd = 1, batch = 8 })
+    prof.whole = { { 8, 4 }, { 4, 3 } }
+    local cm = parallel.cost.new(prof)
+    assert.near(4, cm:data_parallel(1, 8).step, 1e-12)
+    assert.near(3, cm:data_parallel(1, 4).step, 1e-12)
+    assert.near(3.5, cm:data_parallel(1, 6).step, 1e-12)
+    assert.near(1.5, cm:data_parallel(1, 2).step, 1e-12)   -- below the smallest: proportional
+    assert.near(2 * 3, cm:data_parallel(1, 8, 2).step, 1e-12)   -- accumulate 2: twice a batch of 4
+  end)
+
   it('accumulates when a device holds the model but not the batch', function()
     local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 64, params = 1024, act = 64 * MB, out = MB })
     -- 1 GB on one device: 256 samples need 1 GB of activations (twice, with the

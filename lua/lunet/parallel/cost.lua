@@ -83,8 +83,43 @@ end
 -- ---- per atom, per batch ------------------------------------------------------------------
 
 local function scaled(full, fixed, b, b0) return fixed + (full - fixed) * b / b0 end
-function cost:fwd(i, b) local a = self.atoms[i]; return scaled(a.fwd, a.fwd0 or 0, b, a.batch) end
-function cost:bwd(i, b) local a = self.atoms[i]; return scaled(a.bwd, a.bwd0 or 0, b, a.batch) end
+-- the measured whole-chain time at batch b over the per-atom model's sum
+-- (1 without list.whole): linear between the measured sizes, proportional
+-- beyond them
+function cost:calib(b)
+  local w = self.atoms.whole
+  if not w or #w == 0 then return 1 end
+  self.calib_cache = self.calib_cache or {}
+  local c = self.calib_cache[b]
+  if c then return c end
+  local function model(bb)
+    local t = 0
+    for i = 1, self.n do
+      local a = self.atoms[i]
+      t = t + scaled(a.fwd, a.fwd0 or 0, bb, a.batch) + scaled(a.bwd, a.bwd0 or 0, bb, a.batch)
+    end
+    return t
+  end
+  -- w is in decreasing batch order
+  local t
+  if b >= w[1][1] then t = w[1][2] * b / w[1][1]
+  elseif b <= w[#w][1] then t = w[#w][2] * b / w[#w][1]
+  else
+    for k = 1, #w - 1 do
+      local hi, lo = w[k], w[k + 1]
+      if b <= hi[1] and b >= lo[1] then
+        t = lo[2] + (hi[2] - lo[2]) * (b - lo[1]) / (hi[1] - lo[1])
+        break
+      end
+    end
+  end
+  local m = model(b)
+  c = m > 0 and t / m or 1
+  self.calib_cache[b] = c
+  return c
+end
+function cost:fwd(i, b) local a = self.atoms[i]; return scaled(a.fwd, a.fwd0 or 0, b, a.batch) * self:calib(b) end
+function cost:bwd(i, b) local a = self.atoms[i]; return scaled(a.bwd, a.bwd0 or 0, b, a.batch) * self:calib(b) end
 function cost:act(i, b) local a = self.atoms[i]; return a.act_bytes * b / a.batch end
 function cost:temp(i, b) local a = self.atoms[i]; return (a.temp_bytes or 0) * b / a.batch end
 -- the most transient memory of atoms lo..hi at batch b (one atom runs at a time)
@@ -96,20 +131,27 @@ end
 function cost:out(i, b) local a = self.atoms[i]; return (a.out_bytes or 0) * b / a.batch end
 -- parameters + gradients + optimizer state
 function cost:state(i) return self.atoms[i].param_bytes * (2 + self.states) end
--- device d's speed while devices first..last all compute: virtual CPU
--- devices whose thread shares add up to more than the cores slow down together
-function cost:dev_speed(d, first, last)
-  local s = self.speed[d] or 1
+function cost:dev_speed(d) return self.speed[d] or 1 end
+
+-- how many devices' worth of work devices first..last do at once: all of
+-- them, unless they share cores. Measured (together: each device's speed
+-- while all of them compute, relative to alone) or, for virtual CPU devices
+-- whose thread shares exceed the cores, cores over the mean share. A device
+-- idle in a pipeline's bubble leaves its cores to the others, so this bounds
+-- the devices' summed busy time, not each device's speed.
+function cost:capacity(first, last)
+  local n = last - first + 1
+  if n <= 1 then return 1 end
+  if self.together then return n * self.together end
   local th, cores = self.threads, self.cores
-  if first and last > first and self.together then
-    s = s * self.together   -- measured: each device's speed while all compute
-  elseif th and cores and first then
+  if th and cores then
     local used = 0
     for k = first, last do used = used + (th[k] or 1) end
-    if used > cores then s = s * cores / used end
+    if used > cores then return n * cores / used end
   end
-  return s
+  return n
 end
+
 -- the optimizer's step over atoms lo..hi (the profile's update time, shared by parameter bytes)
 function cost:update(lo, hi)
   local u = self.atoms.update or 0
@@ -181,15 +223,16 @@ function cost:data_parallel(n, B, k, first)
   k = k or 1
   local total_speed, devs = 0, {}
   local last = first + n - 1
-  for d = 1, n do devs[d] = first + d - 1; total_speed = total_speed + self:dev_speed(devs[d], first, last) end
-  local slowest, mem, bw_last = 0, {}, 0
+  for d = 1, n do devs[d] = first + d - 1; total_speed = total_speed + self:dev_speed(devs[d]) end
+  local slowest, mem, bw_last, busy = 0, {}, 0, 0
   local _, _, _, st, par = self:range(1, self.n, 1)
   for d = 1, n do
-    local sp = self:dev_speed(devs[d], first, last)
+    local sp = self:dev_speed(devs[d])
     local share = B * sp / total_speed
     local b = share / k
     local f, bw, act = self:range(1, self.n, b)
     local t = (k * (f + bw) + self:update(1, self.n)) / sp
+    busy = busy + t
     if t > slowest then slowest, bw_last = t, bw / sp end
     mem[d] = st + GC * act + self:temp_max(1, self.n, b) + self.in_bytes * share / self.in_batch
   end
@@ -198,7 +241,9 @@ function cost:data_parallel(n, B, k, first)
   if n > 1 then
     exposed = math.max(self:allreduce(n, self:last_bucket(1, self.n)), ar - self.overlap * bw_last)
   end
-  -- the host queues every replica's micro-batches one after another
+  -- devices sharing cores; the host queues every replica's micro-batches one after another
+  local cap = self:capacity(first, last)
+  if busy / cap > slowest then bw_last = bw_last * busy / cap / slowest; slowest = busy / cap end
   if n > 1 then slowest = math.max(slowest, n * k * (self.atoms.host or 0)) end
   local c = {
     kind = n == 1 and 'single' or 'data', devices = n, device_list = devs, replicas = n, stages = 1,
@@ -236,7 +281,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
     speed[j], memory[j] = math.huge, math.huge
     for r = 1, d do
       local dev = first + (r - 1) * p + j - 1
-      speed[j] = math.min(speed[j], self:dev_speed(dev, first, first + p * d - 1))
+      speed[j] = math.min(speed[j], self:dev_speed(dev))
       memory[j] = math.min(memory[j], math.max(1, self:dev_memory(dev) * self.headroom - extra))
     end
   end
@@ -276,6 +321,8 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local upd = 0
   for j = 1, p do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
   local step = sum_t + (m - 1) * max_t + fill + (1 - self.overlap) * (m - 1) * copy_micro + upd
+  -- devices sharing cores: at least the busy time of all of them over what they run at once
+  step = math.max(step, d * busy / self:capacity(first, first + p * d - 1))
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
     -- last, bwd_before[j] later; the all-reduce overlaps that and (by buckets) j's own last backward

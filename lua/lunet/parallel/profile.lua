@@ -20,7 +20,10 @@
 -- backward (0 where the build cannot restart the allocator's peak).
 -- Waiting for the device after each atom costs a wake-up each: the atoms'
 -- times are scaled down so that they add up to the time of the whole chain
--- run without waits (list.scale, at most 1). list.host: the host's time to
+-- run without waits (list.scale, at most 1); list.whole = {{b, seconds}, ...}
+-- times that chain at the batch and its halves (B, B/2, ... at most 7 sizes):
+-- the cost model takes a micro-batch's total from them and only the shares
+-- of the atoms from the per-atom times. list.host: the host's time to
 -- queue one forward and backward of the whole chain (the smaller batch's):
 -- on a device with its own worker the host may be what limits a step.
 -- list.update: the optimizer's step over all the parameters (opts.optimizer:
@@ -193,6 +196,31 @@ function profile.atoms(atoms, sample, device, opts)
       r.scale, r.host = scale, median(H)
       res[s] = r
     end
+    -- the whole chain (forward and backward, no waits between atoms) at the
+    -- batch and its halves down to 1: micro-batches' times measured, not extrapolated
+    local whole, b = {}, B
+    local function run_whole(x)
+      local y = x
+      for i = 1, #atoms do y = atoms[i](y) end
+      if y.requires_grad then y:sum():backward() end
+    end
+    while b >= 1 do
+      local x = sample:narrow(1, 1, b):to(dev):contiguous()
+      local ts = {}
+      for r = 0, runs do
+        lunet.synchronize(dev)
+        local t0 = lunet.clock()
+        -- (a batch too small for a layer, BatchNorm's 1 sample: the sizes so far)
+        if not pcall(run_whole, x) then ts = nil; break end
+        lunet.synchronize(dev)
+        if r > 0 then ts[r] = lunet.clock() - t0 end
+      end
+      if not ts then break end
+      whole[#whole + 1] = { b, median(ts) }
+      if b == 1 or #whole >= 7 then break end
+      b = math.max(1, math.floor(b / 2))
+    end
+    res.whole = whole
     update = time_update(atoms, dev, opts.optimizer or 'adam', runs)
   end
   -- a device too small for the sample batch (a memory limit): half the batch
@@ -230,6 +258,7 @@ function profile.atoms(atoms, sample, device, opts)
     out[i] = e
   end
   out.device, out.in_bytes, out.update, out.scale = dev, bytes_of(sample), update, r1.scale
+  out.whole = res.whole
   -- the host's time to queue a forward and backward of the chain (per call, whatever the batch)
   out.host = res[#res].host
   return out
