@@ -14,6 +14,8 @@ if [ -f examples/data_parallel.lua ]; then
   LUNET_CPU_DEVICES=3 run luajit examples/data_parallel.lua --smoke --accumulate 2   # fit steps once per 2 batches
 fi
 run luajit examples/auto_parallel.lua --smoke --batch 16
+run luajit examples/pipeline.lua --smoke                 # 2 stages, each device under its memory limit
+run luajit examples/pipeline.lua --smoke --devices 3 --schedule gpipe --memory 112
 LUNET_CPU_DEVICES=2 run luajit examples/auto_parallel.lua --smoke --batch 16   # the planner's table, then fit
 # the data-parallel and all-reduce benches run (one step each; their figures are not checked here)
 run luajit bench/data_parallel.lua --steps 1 --groups 1 --rounds 1 --models lenet5

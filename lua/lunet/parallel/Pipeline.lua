@@ -251,6 +251,7 @@ local function run_forward(self, x)
       pos = pos + k
       for s = 1, S do
         local st = self.stages[r][s]
+        st:collect()
         if y.device ~= st.device then y = y:to(st.device) end
         y = st.seq:forward(y)
         if not lunet.is_tensor(y) then error(('stage %d returned a %s, not a tensor'):format(s, type(y)), 0) end

@@ -60,6 +60,7 @@ function Stage:done(k)
   if k > MAXSLOT then return end
   if C.ln_event_record(self.dev_id, self.events + k - 1) ~= 0 then error(core.last_error(), 0) end
   self.queued[k] = true
+  self.last_done = k
 end
 
 local function wait_slot(self, k)
@@ -89,15 +90,33 @@ local function run(seq, x) return seq:forward(x) end
 -- Activations and their autograd records are freed when Lua collects their
 -- handles; lunet.tensor collects when a device's bytes double past 32 MB,
 -- which would let a stage hold twice the micro-batches its schedule keeps
--- (1F1B) before anything is freed. A stage collects sooner: before a
--- forward, when its device's bytes grew by GROW since the last collection.
+-- (1F1B) before anything is freed. A stage collects sooner: before each
+-- forward and backward, when its device's bytes grew by GROW since the last
+-- collection, or past halfway from there to the device's memory limit
+-- (each micro-batch's backward leaves its fresh weight gradients behind).
+-- Under a memory limit, past half of it, the host also waits for the
+-- stage's previous backward before queuing more: memory is taken when work
+-- is queued and given back when it has run.
 local function collect(self)
   local a = tonumber(C.ln_memory_allocated(self.dev_id))
-  if a > self.gc_at * GROW then
+  local lim = tonumber(C.ln_memory_limit(self.dev_id))
+  local tight = lim > 0 and a > lim / 2
+  if tight and self.last_done then
+    wait_slot(self, self.last_done)
+    a = tonumber(C.ln_memory_allocated(self.dev_id))
+  end
+  if a > self.gc_at * GROW or (lim > 0 and a > (self.gc_at + lim) / 2) then
     collectgarbage()
     self.gc_at = tonumber(C.ln_memory_allocated(self.dev_id))
+    -- still past halfway: what holds the memory is queued work (pipe(x) queues
+    -- every micro-batch at once): let the device catch up
+    if lim > 0 and self.gc_at > lim / 2 and C.ln_sync(self.dev_id) == 0 then
+      collectgarbage()
+      self.gc_at = tonumber(C.ln_memory_allocated(self.dev_id))
+    end
   end
 end
+Stage.collect = collect
 
 -- F(m) on the input buffer inp; record: whether to record (false: recompute in B)
 function Stage:forward(m, inp, record)
@@ -116,6 +135,7 @@ end
 
 -- B(m)'s output again, recording (for a micro-batch forwarded without)
 function Stage:recompute(m, bn)
+  collect(self)
   local st = self.stash[m]
   if st.out then return st.out end
   local seed, offset = lunet.rng_state()

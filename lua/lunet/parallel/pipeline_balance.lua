@@ -5,13 +5,14 @@
 -- 'params' (contiguous stages whose largest parameter count is the least
 -- possible; an atom without parameters weighs 1, so that they spread too),
 -- 'time' (the default) or 'memory': measured() profiles each atom on the
--- first stage's device with a sample batch (lunet.parallel.profile) and
+-- model's device with a sample batch (lunet.parallel.profile) and
 -- splits them (lunet.parallel.partition) so that the slowest stage, at the
 -- devices' relative speeds (their thread counts), is the fastest possible
 -- within each device's memory limit ('memory': so that the largest stage's
 -- memory is the least possible). A stage's memory counts its parameters
--- four times (gradients, Adam's two moments) and its activations once per
--- micro-batch its schedule keeps in flight.
+-- five times (gradients, Adam's two moments, a micro-batch's fresh gradient
+-- before it is added in) and its activations once per micro-batch its
+-- schedule keeps in flight.
 local M = {}
 local lunet = require 'lunet'
 
@@ -75,14 +76,20 @@ end
 -- batch: counts, and what balance_report prints
 function M.measured(pipe, list, sample, kind)
   local S, devs = pipe.S, pipe.stage_devices
-  local prof = require('lunet.parallel.profile').atoms(list, sample, devs[1])
+  -- profiled where the model is (it may fit no single stage's device), else on the first stage's
+  local at = devs[1]
+  for _, a in ipairs(list) do
+    local p = a.module:parameters()[1]
+    if p then at = p.device; break end
+  end
+  local prof = require('lunet.parallel.profile').atoms(list, sample, at)
   local B = sample:size(1)
   local Mb = math.min(pipe.chunks, math.max(1, math.floor(B / pipe.replicas)))
   local k = math.ceil(B / pipe.replicas / Mb) / prof[1].batch   -- a micro-batch's share of the profiled batch
   local costs = {}
   for i, e in ipairs(prof) do
     local t = e.fwd0 + (e.fwd - e.fwd0) * k + e.bwd0 + (e.bwd - e.bwd0) * k
-    costs[i] = { time = t, memory = 4 * e.param_bytes, act = e.act_bytes * k, name = list[i].name }
+    costs[i] = { time = t, memory = 5 * e.param_bytes, act = e.act_bytes * k, name = list[i].name }
   end
   local speed, mem, inflight, top = {}, {}, {}, 0
   for j = 1, S do top = math.max(top, lunet.get_num_threads(devs[j])) end
