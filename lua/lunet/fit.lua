@@ -7,6 +7,11 @@
 -- checkpoint_every: {epochs = N} (the default, N = 1), {steps = N}, both, or a
 -- number N meaning every N epochs ('epoch' and 'step' mean every one).
 -- An unknown option is an error naming the closest known one.
+-- A DistributedDataParallel model (one process per rank): the epoch's
+-- metrics are summed over the ranks (each rank's loader holds its shard), and
+-- only rank 0 prints, logs, plots and writes the checkpoint (atomically, as
+-- lunet.save does); every rank resumes from it, with any world size (the
+-- loader's position is converted: DataLoader:load_state_dict).
 -- Progress: a bar with rate and ETA on a terminal; otherwise (a log, a pipe) a
 -- line every few seconds (lunet.progress) and one per epoch. progress = true
 -- forces the bar, 'lines' the lines, false neither.
@@ -92,8 +97,12 @@ function Trainer.new(model, opts)
   end
   self.accumulate = acc or (type(own) == 'number' and own) or 1
   self.on_interrupt = opts.on_interrupt or 'error'   -- Ctrl-C: 'error' or 'return'
-  self.quiet = opts.quiet
+  -- rank 0 of a DistributedDataParallel (or no distribution) speaks and writes
+  self.main = not model.is_main or model:is_main()
+  self.quiet = opts.quiet or not self.main
+  if not self.main then self.log_path, self.plot_path = nil, nil end
   self.progress = opts.progress
+  if not self.main then self.progress = false end
   if self.progress == nil then self.progress = not self.quiet and (ffi.C.isatty(1) == 1 or 'lines') end
   self.history, self.epoch, self.step = {}, 0, 0
   return self
@@ -130,8 +139,21 @@ function Trainer:load_state_dict(state, loader)
   self.running = state.running
 end
 
+-- Under DistributedDataParallel every rank calls it (at the same steps): the
+-- epoch's running metrics are summed over the ranks, and rank 0 writes them
+-- (after Ctrl-C, which ranks may see at different steps, rank 0's own)
 function Trainer:save_checkpoint(loader)
-  if self.ckpt_path then checkpoint.save(self.ckpt_path, self:state_dict(loader)) end
+  if not self.ckpt_path then return end
+  local live, run = self.running, self.running
+  if run and self.model.sum_numbers and not self.interrupted then
+    local t = self.model:sum_numbers({ run.loss, run.correct, run.seen, run.topk })
+    run = { loss = t[1], correct = t[2], seen = t[3], topk = t[4], steps = run.steps, batches = run.batches }
+  end
+  if not self.main then return end
+  self.running = run
+  local ok, err = pcall(function() checkpoint.save(self.ckpt_path, self:state_dict(loader)) end)
+  self.running = live
+  if not ok then error(err, 0) end
 end
 
 -- ---- one epoch ----------------------------------------------------------------------
@@ -229,6 +251,11 @@ function Trainer:train_epoch(loader)
     end
   end
   if bar then bar:finish() end
+  if model.sum_numbers then   -- DistributedDataParallel: over every rank's shard
+    local t = model:sum_numbers({ run.loss, run.correct, run.seen - start_images, run.seen, run.topk })
+    run = { loss = t[1], correct = t[2], seen = t[4], topk = t[5] }
+    start_images = t[4] - t[3]
+  end
   local dt = lunet().clock() - t0
   self.running = nil
   self.step_time = t_last and (t_last - t_first) / (last_steps - first_steps) or nil
@@ -258,6 +285,10 @@ function Trainer:evaluate(loader)
     end
   end)
   model:train()
+  if model.sum_numbers then   -- DistributedDataParallel: every rank's shard
+    local t = model:sum_numbers({ loss, correct, k_correct, seen })
+    loss, correct, k_correct, seen = t[1], t[2], t[3], t[4]
+  end
   return { loss = loss / math.max(seen, 1), acc = correct / math.max(seen, 1),
            topk = self.topk and k_correct / math.max(seen, 1) or nil }
 end
@@ -318,6 +349,18 @@ function Trainer:fit_loop(loader)
     self:load_state_dict(state, loader)
     self.resumed = true
     local ls = self.running and loader.state_dict and loader:state_dict()
+    if ls and type(ls.position) == 'number' then
+      -- the batches taken this epoch: the loader's (converted when the
+      -- checkpoint came from another number of ranks)
+      if state.loader and state.loader.position ~= ls.position then
+        self.running.steps = math.ceil(ls.position / self.accumulate)
+      end
+      self.running.batches = ls.position
+      if not self.main then   -- the saved sums are every rank's: rank 0 carries them
+        local r = self.running
+        r.loss, r.correct, r.seen, r.topk = 0, 0, 0, 0
+      end
+    end
     self.epoch_done = ls and type(ls.position) == 'number' and ls.position >= #loader or nil
     if not self.quiet then print(('resumed from %s at epoch %d, step %d'):format(self.ckpt_path, self.epoch + 1, self.step)) end
   end

@@ -117,6 +117,11 @@ end
 -- state.loader as DataLoader:load_state_dict takes it
 local function check_loader(bad, loader, st)
   if type(st) ~= 'table' then return bad('loader', 'is ' .. kind(st) .. ', expected a table') end
+  if loader.convert_state and is_int(st.position) then   -- (taken with another number of ranks)
+    local ok, c = pcall(loader.convert_state, loader, st)
+    if not ok then bad('loader', (tostring(c):gsub('^[^:\n]*:%d+: ', ''))) end
+    st = c
+  end
   for _, k in ipairs({ 'epoch', 'position', 'seed' }) do
     if not is_int(st[k]) or st[k] < 0 then bad('loader.' .. k, ('is %s, expected a non-negative integer'):format(tostring(st[k]))) end
   end

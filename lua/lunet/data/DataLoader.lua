@@ -14,7 +14,8 @@
 -- ahead, default 2 * workers), transform (a data.transforms transform, a list
 -- of them, or a Lua function of one sample; default: the dataset's),
 -- copy (false), num_replicas and rank (0-based) to shard each epoch over
--- processes. PyTorch's num_workers is accepted for workers; an unknown
+-- processes (see below), group (a lunet.comm Communicator holding one rank
+-- here: its size and this process's rank). PyTorch's num_workers is accepted for workers; an unknown
 -- option is an error.
 --
 -- Tensor datasets (TensorDataset, FashionMNIST, MNIST, CIFAR10, Synthetic and
@@ -27,6 +28,16 @@
 -- for before its buffer is refilled.
 -- Other datasets (Lua classes with ds:get(i)) are batched in Lua, on the
 -- calling thread, into fresh tensors (workers is ignored for them).
+--
+-- Sharding (multi-process data parallel, as torch's DistributedSampler):
+-- rank r of num_replicas W takes samples r, r + W, r + 2W, ... of each
+-- epoch's order, padded by wrapping around to ceil(#ds / W) samples, so every
+-- rank has as many batches; batch b of the W ranks together is samples
+-- b*bs*W .. (b+1)*bs*W - 1 of the order. Every rank must use the same seed.
+-- Under lunet.distributed (initialised, world size > 1) num_replicas and rank
+-- default to its world size and this process's rank; num_replicas = 1 opts
+-- out. A state_dict taken with W ranks loads with another count: the samples
+-- the W ranks had consumed are skipped (whole batches of the new count).
 --
 -- The order of an epoch is a permutation keyed by (seed, epoch) and random
 -- transforms by (seed, epoch, sample index), so batches are the same for any
@@ -72,7 +83,23 @@ end
 
 local OPTS = { batch_size = 'number', shuffle = 'boolean', seed = 'number', drop_last = 'boolean',
   workers = 'number', prefetch = 'number', transform = 'table|function', copy = 'boolean',
-  num_replicas = 'number', rank = 'number' }
+  num_replicas = 'number', rank = 'number', group = 'table' }
+
+-- num_replicas and rank by default: the group's, else lunet.distributed's
+-- world when it is initialised (package.loaded: a loader never starts MPI)
+local function shard_defaults(opts)
+  local g = opts.group
+  if g then
+    if type(g.local_size) ~= 'function' or g:local_size() ~= 1 then
+      error('DataLoader: group must be a lunet.comm Communicator holding one rank in this process', 4)
+    end
+    return g:size(), g:ranks()[1] - 1
+  end
+  local dist = package.loaded['lunet.distributed']
+  if opts.num_replicas == nil and opts.rank == nil and type(dist) == 'table' and dist.is_initialized() then
+    return dist.world_size(), dist.rank()
+  end
+end
 local ALIASES = { num_workers = 'workers' }
 
 local POSITIONAL = { 'batch_size', 'shuffle' }   -- PyTorch's DataLoader(ds, 64, true)
@@ -88,8 +115,9 @@ function DataLoader:__init(ds, ...)
   -- sharding for multi-process data parallel (as torch's DistributedSampler):
   -- rank r of W takes samples r, r+W, r+2W, ... of each epoch's order, padded
   -- by wrapping around to ceil(total / W) samples. Every rank must use the same seed.
-  self.num_replicas = int_opt('num_replicas', opts.num_replicas, 1, 1)
-  self.rank = int_opt('rank', opts.rank, 0, 0)
+  local W, R = shard_defaults(opts)
+  self.num_replicas = int_opt('num_replicas', opts.num_replicas, W or 1, 1)
+  self.rank = int_opt('rank', opts.rank, self.num_replicas == 1 and 0 or R or 0, 0)
   if self.rank >= self.num_replicas then
     error(('DataLoader: rank %d must be below num_replicas %d'):format(self.rank, self.num_replicas), 3)
   end
@@ -221,11 +249,31 @@ end
 
 function DataLoader:state_dict()
   return { epoch = self.epoch, position = self.position, seed = self.seed,
-           batch_size = self.batch_size, num_samples = self.n, shuffle = self.shuffle }
+           batch_size = self.batch_size, num_samples = self.n, shuffle = self.shuffle,
+           num_replicas = self.num_replicas, total = self.total }
+end
+
+-- a state taken with another number of replicas, in this loader's terms: the
+-- W ranks had consumed position * batch_size * W samples of the epoch's
+-- order; this one skips as many whole batches of its own count
+function DataLoader:convert_state(st)
+  local W = st.num_replicas
+  if type(W) ~= 'number' or W == self.num_replicas or type(st.position) ~= 'number' then return st end
+  if st.total ~= nil and st.total ~= self.total then
+    error(('load_state_dict: the state is for a dataset of %s samples, this loader has %d'):format(
+      tostring(st.total), self.total), 3)
+  end
+  local c = {}
+  for k, v in pairs(st) do c[k] = v end
+  local consumed = st.position * (st.batch_size or self.batch_size) * W
+  c.position = math.min(math.floor(consumed / (self.batch_size * self.num_replicas)), self:__len())
+  c.num_samples, c.num_replicas = self.n, self.num_replicas
+  return c
 end
 
 function DataLoader:load_state_dict(st)
   if type(st) ~= 'table' then error('load_state_dict: expected a table from state_dict()', 2) end
+  st = self:convert_state(st)
   for _, k in ipairs({ 'epoch', 'position', 'seed' }) do
     if type(st[k]) ~= 'number' or st[k] % 1 ~= 0 or st[k] < 0 then
       error(('load_state_dict: %s must be a non-negative integer, got %s'):format(k, tostring(st[k])), 2)
