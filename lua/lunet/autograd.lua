@@ -52,7 +52,7 @@ local function install(Tensor)
   if not A.raw then A.raw = raw end
   for _, name in ipairs(formulas) do
     local f, orig = formulas[name], Tensor[name]
-    if orig then
+    if orig and f.kind ~= 'layer' then
       raw[name] = orig
       Tensor[name] = kinds[f.kind](name, f, orig, Tensor)
     end
@@ -83,7 +83,21 @@ function A.grad(out, inputs, grad_out)
   return res
 end
 
--- for other modules (nn.functional) that define their own nodes
+-- recorder(name): the recording function of the layer `name` of the
+-- formulas (nn.functional's forwards hand it their results); one per name
+local recorders = {}
+function A.recorder(name)
+  local r = recorders[name]
+  if r then return r end
+  local f = formulas[name]
+  if not f or f.kind ~= 'layer' then error(('autograd.recorder: no layer formula named %s'):format(tostring(name)), 2) end
+  r = kinds.layer(name, f)
+  recorders[name] = r
+  return r
+end
+A.records = kinds.records
+
+-- the graph's pieces, for code that makes a node no formula describes
 A.node, A.edge, A.attach, A.needs, A.saved = G.node, G.edge, G.attach, G.needs, G.saved
 A.sum_keep, A.sum_to, A.zeros_as = G.sum_keep, G.sum_to, G.zeros_as
 A.enabled = A.is_grad_enabled

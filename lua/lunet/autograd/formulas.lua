@@ -12,8 +12,11 @@
 --   extreme n.a, n.r, n.shape, n.dim, n.keepdim, n.idx
 --   index   n.shape, n.dim, n.index
 --   custom  make(orig, Tensor, name) -> the recording method
+--   layer   n.a, n.b (save_in), n.r (save_out), n.x1..x4: a layer of
+--           lunet.nn.functional, not a method: the layer's forward hands its
+--           result to lunet.autograd.recorder(name) (see record.lua)
 -- The entries are in formulas/ by family (pointwise, linalg, shape,
--- reduce), each a function of def(name, kind, formula). Backward runs with
+-- reduce, nn), each a function of def(name, kind, formula). Backward runs with
 -- grad mode off, so the tensor ops there are plain ones; S.raw holds the
 -- methods as they were before recording was added.
 
@@ -27,7 +30,7 @@ local function def(name, kind, f)
 end
 local function unary(name, backward, save) def(name, 'unary', { backward = backward, save_in = save == 'in', save_out = save == 'out' }) end
 
-for _, family in ipairs({ 'pointwise', 'linalg', 'shape', 'reduce' }) do
+for _, family in ipairs({ 'pointwise', 'linalg', 'shape', 'reduce', 'nn' }) do
   require('lunet.autograd.formulas.' .. family)(def, unary)
 end
 

@@ -118,4 +118,47 @@ end
 -- an op whose recording fits no kind above: the formula makes its wrapper
 function K.custom(name, f, orig, Tensor) return f.make(orig, Tensor, name) end
 
+-- the layers of lunet.nn.functional: the forward runs first (its own checks,
+-- its errors at the caller's line) and hands its result to the recorder,
+-- rec(r, a[, b, c[, d]], x1, x2, x3, x4), with its f.inputs tensor inputs
+-- (nil for an absent bias) and up to four values the backward needs (its
+-- arguments, what it computed: indices, batch statistics, a saved state).
+-- The node keeps edges to the inputs, the first save_in of them (n.a, n.b),
+-- r (save_out) and x1..x4; rec returns r. A layer is not a Tensor method.
+function K.layer(name, f)
+  local bw, ni, save_in, save_out = f.backward, f.inputs, f.save_in or 0, f.save_out
+  local function fill(n, r, a, b, x1, x2, x3, x4)
+    if save_in >= 1 then n.a = saved(a) end
+    if save_in >= 2 then n.b = saved(b) end
+    if save_out then n.r = r:detach() end
+    n.x1, n.x2, n.x3, n.x4 = x1, x2, x3, x4
+    return attach(r, n)
+  end
+  if ni == 1 then
+    return function(r, a, x1, x2, x3, x4)
+      if not S.grad_enabled or not needs(a) then return r end
+      return fill(node(bw, name, edge(a)), r, a, nil, x1, x2, x3, x4)
+    end
+  elseif ni == 3 then
+    return function(r, a, b, c, x1, x2, x3, x4)
+      if not S.grad_enabled or not (needs(a) or needs(b) or needs(c)) then return r end
+      return fill(node(bw, name, edge(a), edge(b), edge(c)), r, a, b, x1, x2, x3, x4)
+    end
+  elseif ni == 4 then   -- (more than three edges: a list node, its backward returns a list)
+    return function(r, a, b, c, d, x1, x2, x3, x4)
+      if not S.grad_enabled or not (needs(a) or needs(b) or needs(c) or needs(d)) then return r end
+      local n = node(bw, name, edge(a), edge(b), edge(c))
+      n[4], n.ni = edge(d), 4
+      return fill(n, r, a, b, x1, x2, x3, x4)
+    end
+  end
+  error(('autograd: layer %s has %s inputs (1, 3 or 4)'):format(name, tostring(ni)))
+end
+
+-- records(a, ...): whether an op on these inputs would be recorded now (a
+-- forward that keeps extra state only for its backward asks first)
+function K.records(a, b, c, d, e, f)
+  return S.grad_enabled and (needs(a) or needs(b) or needs(c) or needs(d) or needs(e) or needs(f))
+end
+
 return K

@@ -1,14 +1,15 @@
--- lunet.nn.functional: the layers as functions. Convolution, pooling, batch
--- norm, softmax and NLL call the C kernels of lunet.h ("Neural-network
--- kernels") and record their own autograd nodes; the rest are compositions
--- of differentiable tensor ops. Class labels are 1-based.
+-- lunet.nn.functional: the layers as functions. Padding, convolution,
+-- pooling, batch norm, softmax, NLL and linear call the C kernels of lunet.h
+-- ("Neural-network kernels") and hand their results to the autograd recorder
+-- of their formula (lunet.autograd.formulas.nn holds their derivatives); the
+-- rest are compositions of differentiable tensor ops. Class labels are 1-based.
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local A = require 'lunet.autograd'
 local C = core.C
 local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
-local node, attach, edge = A.node, A.attach, A.edge
+local recorder, records = A.recorder, A.records
 local options = require 'lunet.options'
 local check_options, positional = options.check, options.positional
 local NO_OPTS = setmetatable({}, { __newindex = function() error('functional: internal options table is read-only', 2) end })
@@ -65,8 +66,6 @@ local function pair(fn, v, what, default)
   return a, b
 end
 
-local function grad_on(a, b, c) return A.is_grad_enabled() and (A.needs(a) or A.needs(b) or A.needs(c)) end
-
 -- sum of all elements as a 0-d tensor (differentiable)
 local function sum_all(x)
   need('sum_all', x, 'input')
@@ -81,6 +80,7 @@ F.sum_all = sum_all
 -- ---- padding ----------------------------------------------------------------------------
 
 -- pad the last two dims of x (N,C,H,W) with zeros: {left, right, top, bottom}
+local record_pad = recorder('pad')
 function F.pad(x, p)
   need('pad', x, 'input', 4)
   if type(p) ~= 'table' or type(p[1]) ~= 'number' or type(p[2]) ~= 'number' then
@@ -98,28 +98,10 @@ function F.pad(x, p)
   C.ln_fill_(out.p, 0)
   local inner = A.raw.narrow(A.raw.narrow(out, 3, t + 1, s[3]), 4, l + 1, s[4])
   check(C.ln_copy_(inner.p, x.p))
-  if grad_on(x) then
-    local n = node(function(n, g) return A.raw.narrow(A.raw.narrow(g, 3, n.t + 1, n.h), 4, n.l + 1, n.w) end, 'pad', edge(x))
-    n.t, n.l, n.h, n.w = t, l, s[3], s[4]
-    attach(out, n)
-  end
-  return out
+  return record_pad(out, x, t, l, s[3], s[4])
 end
 
 -- ---- convolution ----------------------------------------------------------------------
-
-local function conv_bw(n, g)
-  local x, w, b = n.x, n.w, n[3]
-  local din = n[1] and new_like(x) or nil
-  local dw = n[2] and new_like(w) or nil
-  local db = b and new(g, w.p.shape[0]) or nil
-  if n.saved then
-    check(C.ln_conv2d_backward_saved(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w.p, n.saved.p, n.params))
-  else
-    check(C.ln_conv2d_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w.p, n.params))
-  end
-  return din, dw, db
-end
 
 local CONV_OPTS = { stride = 'number|table', padding = 'number|table|string', dilation = 'number|table', groups = 'number' }
 local CONV_POSITIONAL = { 'stride', 'padding', 'dilation', 'groups' }
@@ -161,6 +143,7 @@ end
 -- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
 --        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1}),
 -- or PyTorch's positional conv2d(x, w, b, stride, padding, dilation, groups)
+local record_conv2d = recorder('conv2d')
 function F.conv2d(x, w, b, opts, padding, dilation, groups)
   if opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil) or padding ~= nil then
     opts = positional('conv2d', CONV_POSITIONAL, opts, padding, dilation, groups)
@@ -172,21 +155,15 @@ function F.conv2d(x, w, b, opts, padding, dilation, groups)
   -- training a weight on oneDNN: the forward also keeps the input in its
   -- blocked layout, which the weight gradient reads (one reorder less)
   local saved
-  if grad_on(w) then
+  if records(w) then
     local numel = tonumber(C.ln_conv2d_saved_numel(x.p, w.p, params))
     if numel > 0 then saved = new(x, numel) end
   end
   if saved then check(C.ln_conv2d_forward_saving(out.p, saved.p, x.p, w.p, b and b.p, params))
   else check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params)) end
-  if grad_on(x, w, b) then
-    local n = node(conv_bw, 'conv2d', edge(x), edge(w), edge(b))
-    n.x, n.w, n.params, n.saved = A.saved(x), A.saved(w), params, saved
-    attach(out, n)
-  end
-  return out
+  return record_conv2d(out, x, w, b, params, saved)
 end
 
-local needs = A.needs
 local fuse = ffi.new('ln_conv2d_fuse')
 
 -- conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_eps, residual, relu):
@@ -204,8 +181,7 @@ function F.conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_e
   if bn_weight ~= nil then need('conv2d_fused', bn_weight, 'bn_weight') end
   if bn_bias ~= nil then need('conv2d_fused', bn_bias, 'bn_bias') end
   if residual ~= nil then need('conv2d_fused', residual, 'residual') end
-  if A.is_grad_enabled() and (needs(x) or needs(w) or needs(b) or needs(bn_weight) or needs(bn_bias)
-      or needs(residual)) then
+  if records(x, w, b, bn_weight, bn_bias, residual) then
     local y = F.conv2d(x, w, b, opts)
     if bn_mean ~= nil then y = F.batch_norm(y, bn_mean, bn_var, bn_weight, bn_bias, false, 0, bn_eps or 1e-5) end
     if residual ~= nil then y = y + residual end
@@ -373,12 +349,6 @@ local function pool_params(fn, x, k, opts)
   return p, OH, OW
 end
 
-local function maxpool_bw(n, g)
-  local din = new_like(n.x)
-  check(C.ln_maxpool2d_backward(din.p, g.p, n.idx.p, n.params))
-  return din
-end
-
 local MAXPOOL_OPTS = { stride = 'number|table', padding = 'number|table', dilation = 'number|table',
   ceil_mode = 'boolean', return_indices = 'boolean' }
 local MAXPOOL_POSITIONAL = { 'stride', 'padding', 'dilation', 'ceil_mode', 'return_indices' }
@@ -387,6 +357,7 @@ local MAXPOOL_POSITIONAL = { 'stride', 'padding', 'dilation', 'ceil_mode', 'retu
 -- ceil_mode=false, return_indices=false}), or PyTorch's positional
 -- max_pool2d(x, k, stride, padding, dilation, ceil_mode, return_indices);
 -- indices are 0-based h*W+w
+local record_max_pool2d = recorder('max_pool2d')
 function F.max_pool2d(x, k, opts, padding, dilation, ceil_mode, return_indices)
   need('max_pool2d', x, 'input', 4)
   kernel('max_pool2d', 'ln_maxpool2d_forward')
@@ -401,23 +372,9 @@ function F.max_pool2d(x, k, opts, padding, dilation, ceil_mode, return_indices)
   shape_buf[0], shape_buf[1], shape_buf[2], shape_buf[3] = N, Cc, OH, OW
   local idx = wrap(C.ln_empty(4, shape_buf, C.LN_INT64, x.p.device_id))
   check(C.ln_maxpool2d_forward(out.p, idx.p, x.p, p))
-  if grad_on(x) then
-    local n = node(maxpool_bw, 'max_pool2d', edge(x))
-    n.x, n.idx, n.params = x:detach(), idx, p
-    attach(out, n)
-  end
+  record_max_pool2d(out, x, idx, p)
   if opts.return_indices then return out, idx end
   return out
-end
-
-local function avgpool_bw(n, g)
-  local din = new(g, n.N, n.C, n.H, n.W)
-  check(C.ln_avgpool2d_backward(din.p, g.p, n.params))
-  return din
-end
-
-local function set_in_shape(n, x)
-  n.N, n.C, n.H, n.W = tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
 end
 
 local AVGPOOL_OPTS = { stride = 'number|table', padding = 'number|table', ceil_mode = 'boolean',
@@ -426,6 +383,7 @@ local AVGPOOL_POSITIONAL = { 'stride', 'padding', 'ceil_mode', 'count_include_pa
 
 -- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0, ceil_mode=false, count_include_pad=true}),
 -- or PyTorch's positional avg_pool2d(x, k, stride, padding, ceil_mode, count_include_pad)
+local record_avg_pool2d = recorder('avg_pool2d')
 function F.avg_pool2d(x, k, opts, padding, ceil_mode, count_include_pad)
   need('avg_pool2d', x, 'input', 4)
   kernel('avg_pool2d', 'ln_avgpool2d_forward')
@@ -437,22 +395,11 @@ function F.avg_pool2d(x, k, opts, padding, ceil_mode, count_include_pad)
   local p, OH, OW = pool_params('avg_pool2d', x, k, opts)
   local out = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), OH, OW)
   check(C.ln_avgpool2d_forward(out.p, x.p, p))
-  if grad_on(x) then
-    local n = node(avgpool_bw, 'avg_pool2d', edge(x))
-    n.params = p
-    set_in_shape(n, x)
-    attach(out, n)
-  end
-  return out
-end
-
-local function adaptive_bw(n, g)
-  local din = new(g, n.N, n.C, n.H, n.W)
-  check(C.ln_adaptive_avgpool2d_backward(din.p, g.p))
-  return din
+  return record_avg_pool2d(out, x, p, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
 end
 
 -- adaptive_avg_pool2d(x, output_size): a number or {oh, ow}
+local record_adaptive_avg_pool2d = recorder('adaptive_avg_pool2d')
 function F.adaptive_avg_pool2d(x, size)
   need('adaptive_avg_pool2d', x, 'input', 4)
   kernel('adaptive_avg_pool2d', 'ln_adaptive_avgpool2d_forward')
@@ -463,35 +410,13 @@ function F.adaptive_avg_pool2d(x, size)
   end
   local out = new(x, n, c, oh, ow)
   check(C.ln_adaptive_avgpool2d_forward(out.p, x.p))
-  if grad_on(x) then
-    local n = node(adaptive_bw, 'adaptive_avg_pool2d', edge(x))
-    set_in_shape(n, x)
-    attach(out, n)
-  end
-  return out
+  return record_adaptive_avg_pool2d(out, x, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
 end
 
 -- ---- batch norm ---------------------------------------------------------------------------
 
-local function bn_bw(n, g)
-  local x, w = n.x, n.w
-  local din = n[1] and new_like(x) or nil
-  local dw = n[2] and new_like(w) or nil
-  local db = n[3] and new_like(w) or nil
-  if n.res then   -- batch_norm_add_relu: the residual's gradient too (4 edges: a list)
-    local dr = n[4] and new_like(x) or nil
-    check(C.ln_batchnorm_add_relu_backward(din and din.p, dw and dw.p, db and db.p, dr and dr.p, g.p, n.out.p,
-      x.p, w and w.p, n.mean.p, n.invstd.p, n.training))
-    return { din or false, dw or false, db or false, dr or false }
-  elseif n.out then
-    check(C.ln_batchnorm_relu_backward(din and din.p, dw and dw.p, db and db.p, g.p, n.out.p, x.p, w and w.p,
-      n.mean.p, n.invstd.p, n.training))
-  else
-    check(C.ln_batchnorm_backward(din and din.p, dw and dw.p, db and db.p, g.p, x.p, w and w.p,
-      n.mean.p, n.invstd.p, n.training))
-  end
-  return din, dw, db
-end
+local record_bn = { [false] = recorder('batch_norm'), [true] = recorder('batch_norm_relu') }
+local record_bn_add_relu = recorder('batch_norm_add_relu')
 
 local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, bias, training, momentum, eps)
   need(fn, x, 'input')
@@ -526,14 +451,8 @@ local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, b
     check((relu and C.ln_batchnorm_relu_forward or C.ln_batchnorm_forward)(out.p, mean.p, invstd.p, x.p, w, b, rm,
       rv, training and 1 or 0, momentum or 0.1, eps or 1e-5))
   end
-  if grad_on(x, weight, bias) or (res and grad_on(res)) then
-    local n = node(bn_bw, fn, edge(x), edge(weight), edge(bias))
-    n.x, n.w, n.mean, n.invstd, n.training = A.saved(x), A.saved(weight), mean, invstd, training and 1 or 0
-    if relu then n.out = out:detach() end   -- (a handle without the record: no cycle)
-    if res then n[4], n.ni, n.res = edge(res), 4, true end
-    attach(out, n)
-  end
-  return out
+  if relu == 'add' then return record_bn_add_relu(out, x, weight, bias, res, mean, invstd, training and 1 or 0) end
+  return record_bn[relu](out, x, weight, bias, mean, invstd, training and 1 or 0)
 end
 
 -- batch_norm(x (N,C[,...]), running_mean, running_var, weight, bias, training, momentum, eps)
@@ -548,24 +467,14 @@ function F.batch_norm_add_relu(x, residual, ...) return batch_norm('batch_norm_a
 
 -- ---- softmax and losses ---------------------------------------------------------------------
 
-local function softmax_bw(n, g)
-  local din = new_like(g)
-  check(C.ln_softmax_backward(din.p, g.p, n.out.p, n.dim, n.log))
-  return din
-end
-
+local record_softmax = { [0] = recorder('softmax'), [1] = recorder('log_softmax') }
 local function softmax(fn, x, dim, log)
   need(fn, x, 'input')
   kernel(fn, 'ln_softmax_forward')
   local d = T.cdim(fn, x, dim or -1)
   local out = new_like(x)
   check(C.ln_softmax_forward(out.p, x.p, d, log))
-  if grad_on(x) then
-    local n = node(softmax_bw, fn, edge(x))
-    n.out, n.dim, n.log = out:detach(), d, log
-    attach(out, n)
-  end
-  return out
+  return record_softmax[log](out, x, d, log)
 end
 function F.softmax(x, dim) return softmax('softmax', x, dim, 0) end
 function F.log_softmax(x, dim) return softmax('log_softmax', x, dim, 1) end
@@ -575,12 +484,6 @@ local function reduction(fn, r)
   local v = reductions[r or 'mean']
   if not v then error(("%s: reduction must be 'none', 'mean' or 'sum', got %s"):format(fn, tostring(r)), 3) end
   return v
-end
-
-local function nll_bw(n, g)
-  local d = new_like(n.logp)
-  check(C.ln_nll_loss_backward(d.p, g.p, n.target.p, n.weight and n.weight.p, n.red, n.ignore, 1))
-  return d
 end
 
 local function check_target(fn, x, target)
@@ -625,6 +528,7 @@ local BCE_OPTS = { weight = 'tensor', pos_weight = 'tensor', reduction = 'string
 
 -- nll_loss(logp (N,C) or (N,C,d1,...), target (N) or (N,d1,...) int64 in 1..C,
 --          {weight, reduction='mean', ignore_index=-100})
+local record_nll_loss = recorder('nll_loss')
 local function nll_loss(logp, target, opts)
   need('nll_loss', logp, 'input')
   if logp.p.ndim > 2 then return spatial('nll_loss', F.nll_loss, logp, target, opts) end
@@ -636,12 +540,7 @@ local function nll_loss(logp, target, opts)
   local ignore = opts.ignore_index or -100
   local out = red == 0 and new(logp, tonumber(logp.p.shape[0])) or new(logp)
   check(C.ln_nll_loss_forward(out.p, logp.p, target.p, opts.weight and opts.weight.p, red, ignore, 1))
-  if grad_on(logp) then
-    local n = node(nll_bw, 'nll_loss', edge(logp))
-    n.logp, n.target, n.weight, n.red, n.ignore = logp:detach(), target, opts.weight, red, ignore
-    attach(out, n)
-  end
-  return out
+  return record_nll_loss(out, logp, target, opts.weight, red, ignore)
 end
 
 function F.nll_loss(logp, target, opts)
@@ -724,35 +623,15 @@ end
 
 -- ---- activations and the rest -----------------------------------------------------------
 
--- x (N, in) @ w (out, in)^T + b (out) -> (N, out) as one autograd node: the
--- transposes are C views freed at once and the bias gradient one column sum
--- (as transpose + addmm nodes, a Linear cost 3-4x the host time per step:
--- seven wrapped tensors, a size table and a reshape in its backward)
-local function linear_bw(n, g)
-  local gx, gw, gb
-  if n[1] then gx = wrap(C.ln_matmul(g.p, n.w.p)) end                -- (N, out) @ (out, in)
-  if n[2] then                                                          -- (out, N) @ (N, in)
-    local gt = C.ln_transpose(g.p, 0, 1)
-    local r = gt ~= nil and C.ln_matmul(gt, n.x.p) or nil
-    C.ln_tensor_free(gt)
-    gw = wrap(r)
-  end
-  if n[3] then gb = wrap(C.ln_reduce(C.LN_RSUM, g.p, 0, 0, 0, nil)) end
-  return gx, gw, gb
-end
-
+-- x (N, in) @ w (out, in)^T + b (out) -> (N, out) as one autograd node
+-- (formulas.nn's linear)
+local record_linear = recorder('linear')
 local function linear2d(x, w, b)
   local wt = C.ln_transpose(w.p, 0, 1)
   local r = wt ~= nil and (b and C.ln_addmm(b.p, x.p, wt, 1, 1) or C.ln_matmul(x.p, wt)) or nil
   C.ln_tensor_free(wt)
   if r == nil then error('linear: ' .. core.last_error(), 3) end
-  local y = wrap(r)
-  if grad_on(x, w, b) then
-    local n = node(linear_bw, 'linear', edge(x), edge(w), edge(b))
-    n.x, n.w = A.saved(x), A.saved(w)
-    attach(y, n)
-  end
-  return y
+  return record_linear(wrap(r), x, w, b)
 end
 
 function F.linear(x, w, b)
