@@ -120,39 +120,42 @@ function K.custom(name, f, orig, Tensor) return f.make(orig, Tensor, name) end
 
 -- the layers of lunet.nn.functional: the forward runs first (its own checks,
 -- its errors at the caller's line) and hands its result to the recorder,
--- rec(r, a[, b, c[, d]], x1, x2, x3, x4), with its f.inputs tensor inputs
--- (nil for an absent bias) and up to four values the backward needs (its
--- arguments, what it computed: indices, batch statistics, a saved state).
--- The node keeps edges to the inputs, the first save_in of them (n.a, n.b),
--- r (save_out) and x1..x4; rec returns r. A layer is not a Tensor method.
+-- rec(r, a[, b, c[, d]], x1, ..., xk), with its f.inputs (1, 3 or 4) tensor
+-- inputs (nil for an absent bias) and the f.args (up to four) values the
+-- backward needs (its arguments, what it computed: indices, batch statistics,
+-- a saved state). The node keeps edges to the inputs, the first save_in of
+-- them (n.a, n.b), r (save_out) and x1..xk; rec returns r. A layer is not a
+-- Tensor method. Each layer's recorder is its own function, generated from
+-- those counts: one function shared by all layers, branching on them, made
+-- the JIT's traces side-exit from one layer to the next (and materialize
+-- what they had sunk), and storing even a nil under a new key grows a node.
+local layer_src = [[
+local S, needs, node, edge, attach, saved, bw, name = ...
+return function(r, %s)
+  if not S.grad_enabled or not (%s) then return r end
+  local n = node(bw, name, %s)
+%s  return attach(r, n)
+end]]
 function K.layer(name, f)
-  local bw, ni, save_in, save_out = f.backward, f.inputs, f.save_in or 0, f.save_out
-  local function fill(n, r, a, b, x1, x2, x3, x4)
-    if save_in >= 1 then n.a = saved(a) end
-    if save_in >= 2 then n.b = saved(b) end
-    if save_out then n.r = r:detach() end
-    n.x1, n.x2, n.x3, n.x4 = x1, x2, x3, x4
-    return attach(r, n)
+  local ni, save_in, nargs = f.inputs, f.save_in or 0, f.args or 0
+  if not (ni == 1 or ni == 3 or ni == 4) or save_in > 2 or nargs > 4 then
+    error(('autograd: layer %s: inputs must be 1, 3 or 4, save_in at most 2, args at most 4'):format(name))
   end
-  if ni == 1 then
-    return function(r, a, x1, x2, x3, x4)
-      if not S.grad_enabled or not needs(a) then return r end
-      return fill(node(bw, name, edge(a)), r, a, nil, x1, x2, x3, x4)
-    end
-  elseif ni == 3 then
-    return function(r, a, b, c, x1, x2, x3, x4)
-      if not S.grad_enabled or not (needs(a) or needs(b) or needs(c)) then return r end
-      return fill(node(bw, name, edge(a), edge(b), edge(c)), r, a, b, x1, x2, x3, x4)
-    end
-  elseif ni == 4 then   -- (more than three edges: a list node, its backward returns a list)
-    return function(r, a, b, c, d, x1, x2, x3, x4)
-      if not S.grad_enabled or not (needs(a) or needs(b) or needs(c) or needs(d)) then return r end
-      local n = node(bw, name, edge(a), edge(b), edge(c))
-      n[4], n.ni = edge(d), 4
-      return fill(n, r, a, b, x1, x2, x3, x4)
-    end
+  local ins, params, guard, edges, body = { 'a', 'b', 'c', 'd' }, {}, {}, {}, {}
+  for i = 1, ni do
+    params[i], guard[i] = ins[i], 'needs(' .. ins[i] .. ')'
+    if i <= 3 then edges[i] = 'edge(' .. ins[i] .. ')' end
   end
-  error(('autograd: layer %s has %s inputs (1, 3 or 4)'):format(name, tostring(ni)))
+  if ni == 4 then body[#body + 1] = '  n[4], n.ni = edge(d), 4   -- (a list node: its backward returns a list)\n' end
+  for i = 1, save_in do body[#body + 1] = ('  n.%s = saved(%s)\n'):format(ins[i], ins[i]) end
+  if f.save_out then body[#body + 1] = '  n.r = saved(r)\n' end
+  for i = 1, nargs do
+    params[#params + 1] = 'x' .. i
+    body[#body + 1] = ('  n.x%d = x%d\n'):format(i, i)
+  end
+  local src = layer_src:format(table.concat(params, ', '), table.concat(guard, ' or '), table.concat(edges, ', '),
+    table.concat(body))
+  return assert(loadstring(src, '=autograd layer ' .. name))(S, needs, node, edge, attach, saved, f.backward, name)
 end
 
 -- records(a, ...): whether an op on these inputs would be recorded now (a

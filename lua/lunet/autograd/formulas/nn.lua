@@ -24,14 +24,14 @@ end
 
 return function(def)
   -- pad(x, {l, r, t, b}): x1..x4 = top, left, and x's height and width
-  def('pad', 'layer', { inputs = 1, backward = function(n, g)
+  def('pad', 'layer', { inputs = 1, args = 4, backward = function(n, g)
     local narrow = S.raw.narrow
     return narrow(narrow(g, 3, n.x1 + 1, n.x3), 4, n.x2 + 1, n.x4)
   end })
 
   -- conv2d(x, w, b): a = x, b = w; x1 the ln_conv2d_params, x2 the backend's
   -- saved state (or nil)
-  def('conv2d', 'layer', { inputs = 3, save_in = 2, backward = function(n, g)
+  def('conv2d', 'layer', { inputs = 3, args = 2, save_in = 2, backward = function(n, g)
     local x, w, st = n.a, n.b, n.x2
     local din = n[1] and new_like(x) or nil
     local dw = n[2] and new_like(w) or nil
@@ -45,21 +45,21 @@ return function(def)
   end })
 
   -- max_pool2d(x): a = x; x1 the indices, x2 the ln_pool2d_params
-  def('max_pool2d', 'layer', { inputs = 1, save_in = 1, backward = function(n, g)
+  def('max_pool2d', 'layer', { inputs = 1, args = 2, save_in = 1, backward = function(n, g)
     local din = new_like(n.a)
     check(C.ln_maxpool2d_backward(din.p, g.p, n.x1.p, n.x2))
     return din
   end })
 
   -- avg_pool2d(x): x1 the ln_pool2d_params, x2, x3 x's height and width
-  def('avg_pool2d', 'layer', { inputs = 1, backward = function(n, g)
+  def('avg_pool2d', 'layer', { inputs = 1, args = 3, backward = function(n, g)
     local din = new_nchw(g, n.x2, n.x3)
     check(C.ln_avgpool2d_backward(din.p, g.p, n.x1))
     return din
   end })
 
   -- adaptive_avg_pool2d(x): x1, x2 x's height and width
-  def('adaptive_avg_pool2d', 'layer', { inputs = 1, backward = function(n, g)
+  def('adaptive_avg_pool2d', 'layer', { inputs = 1, args = 2, backward = function(n, g)
     local din = new_nchw(g, n.x1, n.x2)
     check(C.ln_adaptive_avgpool2d_backward(din.p, g.p))
     return din
@@ -71,7 +71,7 @@ return function(def)
     local x, w = n.a, n.b
     return n[1] and new_like(x) or nil, n[2] and new_like(w) or nil, n[3] and new_like(w) or nil
   end
-  def('batch_norm', 'layer', { inputs = 3, save_in = 2, backward = function(n, g)
+  def('batch_norm', 'layer', { inputs = 3, args = 3, save_in = 2, backward = function(n, g)
     local din, dw, db = bn_grads(n)
     local w = n.b
     check(C.ln_batchnorm_backward(din and din.p, dw and dw.p, db and db.p, g.p, n.a.p, w and w.p,
@@ -79,7 +79,7 @@ return function(def)
     return din, dw, db
   end })
   -- relu(batch_norm(...)): the output r masks the gradient
-  def('batch_norm_relu', 'layer', { inputs = 3, save_in = 2, save_out = true, backward = function(n, g)
+  def('batch_norm_relu', 'layer', { inputs = 3, args = 3, save_in = 2, save_out = true, backward = function(n, g)
     local din, dw, db = bn_grads(n)
     local w = n.b
     check(C.ln_batchnorm_relu_backward(din and din.p, dw and dw.p, db and db.p, g.p, n.r.p, n.a.p, w and w.p,
@@ -88,7 +88,7 @@ return function(def)
   end })
   -- relu(batch_norm(x, ...) + residual): the residual (input 4) gets the
   -- masked gradient too; four edges, so the gradients go back as a list
-  def('batch_norm_add_relu', 'layer', { inputs = 4, save_in = 2, save_out = true, backward = function(n, g)
+  def('batch_norm_add_relu', 'layer', { inputs = 4, args = 3, save_in = 2, save_out = true, backward = function(n, g)
     local din, dw, db = bn_grads(n)
     local w = n.b
     local dr = n[4] and new_like(n.a) or nil
@@ -103,13 +103,13 @@ return function(def)
     check(C.ln_softmax_backward(din.p, g.p, n.r.p, n.x1, n.x2))
     return din
   end
-  def('softmax', 'layer', { inputs = 1, save_out = true, backward = softmax_bw })      -- x2 = 0
-  def('log_softmax', 'layer', { inputs = 1, save_out = true, backward = softmax_bw })  -- x2 = 1
+  def('softmax', 'layer', { inputs = 1, args = 2, save_out = true, backward = softmax_bw })      -- x2 = 0
+  def('log_softmax', 'layer', { inputs = 1, args = 2, save_out = true, backward = softmax_bw })  -- x2 = 1
 
   -- nll_loss(logp (N, C)): a = logp (for its shape); x1 the int64 target,
   -- x2 the class weights (or nil), x3 the reduction (0 none, 1 mean, 2 sum),
   -- x4 ignore_index
-  def('nll_loss', 'layer', { inputs = 1, save_in = 1, backward = function(n, g)
+  def('nll_loss', 'layer', { inputs = 1, args = 4, save_in = 1, backward = function(n, g)
     local d = new_like(n.a)
     local w = n.x2
     check(C.ln_nll_loss_backward(d.p, g.p, n.x1.p, w and w.p, n.x3, n.x4, 1))
