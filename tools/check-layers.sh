@@ -2,10 +2,14 @@
 # check-layers.sh -- the include and link rules of c/ (c/README.md says why):
 #   - only c/cpu/ includes cblas.h, dnnl.h or omp.h (the CPU backend's libraries);
 #   - c/core/ includes only c/core/ and c/include/ headers;
-#   - c/nn/ and c/ops/ (front ends) include no c/cpu/ header;
+#   - only c/cpu/ includes c/cpu/ headers: front ends (c/nn/, c/ops/), the
+#     collectives (c/comm/) and data (c/data/) reach the CPU runtime through
+#     core (ln_host_parallel_for, the runtime's parallel_for);
 #   - no c/core object references a symbol defined only in an upper layer
 #     (c/ops, c/nn, c/cpu, c/comm, c/data): core reaches a backend only
-#     through the registry (core/backend.h).
+#     through the registry (core/backend.h);
+#   - no c/ops, c/nn, c/comm or c/data object references a symbol c/cpu
+#     defines, unless lunet.h declares it (the public API).
 # Usage: tools/check-layers.sh [BUILD]   (BUILD: the build folder, default build;
 # the symbol check needs BUILD/obj, which make builds). Prints each breach and
 # exits 1 if there is one.
@@ -34,6 +38,8 @@ while IFS= read -r f; do
     case "$layer" in
       core) case "$tlayer" in core|include) ;; *) breach "$f:$n includes $target: c/core/ includes only c/core/ and c/include/";; esac;;
       nn|ops) [ "$tlayer" = cpu ] && breach "$f:$n includes $target: front ends (c/$layer/) include no c/cpu/ header";;
+      cpu) ;;
+      *) [ "$tlayer" = cpu ] && breach "$f:$n includes $target: only c/cpu/ includes c/cpu/ (c/$layer/ reaches the CPU runtime through core)";;
     esac
   done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$f")
 done < <(find c -name '*.[ch]' | sort)
@@ -50,6 +56,16 @@ else
   for o in "$obj/core"/*.o; do
     for s in $(nm -u "$o" | awk '{ print $NF }' | sort -u | comm -12 - <(printf '%s\n' "$upper") | comm -23 - <(printf '%s\n' "$core")); do
       breach "${o#"$build"/obj/} references $s, defined in an upper layer ($(grep -l "\b$s\b" c/ops/*.c c/nn/*.c c/cpu/*.c c/comm/*.c c/data/*.c 2>/dev/null | head -1))"
+    done
+  done
+  cpu=$(for o in "$obj/cpu"/*.o; do [ -f "$o" ] && nm --defined-only -g "$o" | awk 'NF == 3 { print $3 }'; done | sort -u)
+  for d in ops nn comm data; do
+    for o in "$obj/$d"/*.o; do
+      [ -f "$o" ] || continue
+      for s in $(nm -u "$o" | awk '{ print $NF }' | sort -u | comm -12 - <(printf '%s\n' "$cpu")); do
+        grep -qw "$s" c/include/lunet.h ||
+          breach "${o#"$build"/obj/} references $s, which c/cpu/ defines: only c/cpu/ calls into c/cpu/ (through core: the backend's runtime and kernel table)"
+      done
     done
   done
 fi

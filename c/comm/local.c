@@ -43,7 +43,7 @@
  * runs (it never waits for the receiver); the recv task waits for that copy,
  * then copies out. Sends are matched to receives in order per (src, dst). */
 #include "comm.h"
-#include "../cpu/iter.h"   /* LN_SIMD */
+#include "../core/simd.h"   /* LN_SIMD */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -412,7 +412,7 @@ static void copy_range(void *p, int64_t b, int64_t e) {   /* bytes */
 }
 static void parallel_memcpy(char *dst, const char *src, int64_t nbytes) {
   copy_ctx c = {dst, src};
-  ln_parallel_for(nbytes, (int64_t)1 << 20, copy_range, &c);
+  ln_host_parallel_for(nbytes, (int64_t)1 << 20, copy_range, &c);
 }
 
 /* ---- the rank's part of each collective -------------------------------------------- */
@@ -424,7 +424,7 @@ static int64_t chunk_lo(int64_t N, int r, int n) {
 }
 
 static void reduce_run(coll *c, reduce_ctx *rc, int64_t len) {
-  ln_parallel_for(len, GRAIN, c->dtype == LN_FLOAT64 ? reduce_f64 : reduce_f32, rc);
+  ln_host_parallel_for(len, GRAIN, c->dtype == LN_FLOAT64 ? reduce_f64 : reduce_f32, rc);
 }
 
 /* (the buffers are read from c once every rank is at the barrier: a rank of

@@ -88,6 +88,10 @@ typedef struct ln_runtime {
   int (*synchronize)(int index);
   /* scratch bytes kernel slot k needs for its argument block (NULL: none) */
   size_t (*workspace_size)(int kernel, const void *args);
+  /* host work over [0, n) in parts of at least grain on the threads the
+   * calling task may use (a backend whose tasks run on host threads; NULL:
+   * the caller runs it alone); see ln_host_parallel_for */
+  void (*parallel_for)(int64_t n, int64_t grain, ln_range_fn fn, void *ctx);
 } ln_runtime;
 
 /* ---- kernel table ------------------------------------------------------------

@@ -128,6 +128,14 @@ int ln_comm_stream_wait_compute(int device);
 
 int ln_device_is_inline(int device);   /* no thread serves its stream: work runs in the caller */
 
+/* Work in host memory (gathering a batch, a local collective's reduction)
+ * split over the threads of the calling task, through the host (cpu)
+ * backend's runtime entry parallel_for (backend.h); on the calling thread
+ * alone without one. Layers above core call this, not the CPU backend's own
+ * ln_parallel_for: only c/cpu/ includes c/cpu/ (stream.c). */
+typedef void (*ln_range_fn)(void *ctx, int64_t begin, int64_t end);   /* one part [begin, end) */
+void ln_host_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx);
+
 /* ---- half types ------------------------------------------------------------- */
 float ln_half_to_float(uint16_t h);
 uint16_t ln_float_to_half(float f);

@@ -25,6 +25,12 @@ typedef struct ln_task {
   _Alignas(64) char args[LN_TASK_ARGS];
 } task;
 
+void ln_host_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx) {
+  const ln_backend *host = ln_backends[LN_TYPE_CPU];
+  if (host && host->rt.parallel_for) host->rt.parallel_for(n, grain, fn, ctx);
+  else if (n > 0) fn(ctx, 0, n);
+}
+
 static _Thread_local bool tls_worker;       /* a stream worker (compute or comm) */
 static _Thread_local bool tls_failed;       /* LN_TASK_ALWAYS task on a failed stream */
 static _Thread_local char tls_failure[1024];

@@ -17,6 +17,7 @@ const ln_backend ln_cpu_backend = {
     .alloc = ln_cpu_alloc,
     .free = ln_cpu_free,
     .stream = ln_cpu_stream,
+    .parallel_for = ln_parallel_for,
     /* host memory: no pinned memory, no copy entries; launch, events and
      * synchronize are core's over the host streams */
   },

@@ -29,8 +29,8 @@ struct ln_stream *ln_cpu_stream(int index, int which, bool start);
  * runtime sets it per task). */
 int ln_kernel_threads(void);
 /* Split [0, n) into chunks of at least `grain` and run fn(ctx, begin, end) on
- * the current kernel's threads (parallel.c). */
-typedef void (*ln_range_fn)(void *ctx, int64_t begin, int64_t end);
+ * the current kernel's threads (parallel.c; other layers reach it as
+ * ln_host_parallel_for, through the runtime's parallel_for). */
 void ln_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx);
 
 #endif

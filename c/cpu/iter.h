@@ -7,6 +7,7 @@
 #ifndef LN_CPU_ITER_H
 #define LN_CPU_ITER_H
 #include "cpu.h"
+#include "../core/simd.h"   /* LN_SIMD */
 
 /* Elementwise, reduction, indexing and optimizer kernels over fewer elements
  * than this run on one thread. A parallel region costs a fork/join and a
@@ -88,12 +89,5 @@ static inline int64_t ln_iter_item(const ln_iter *it, int64_t item, char **p) {
     }                                                                             \
   } while (0)
 
-/* Hot loops are compiled for AVX-512, AVX2+FMA and baseline x86-64; the
- * loader picks one at run time (GCC function multi-versioning). */
-#if defined(__x86_64__) && !defined(__clang__) && !defined(LN_NO_CLONES)
-#define LN_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define LN_SIMD
-#endif
 
 #endif

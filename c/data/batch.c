@@ -4,7 +4,6 @@
  * choice is Philox keyed by (seed, epoch, sample key), so a batch is the same
  * whichever thread assembles it. */
 #include "data.h"
-#include "../cpu/cpu.h"   /* ln_parallel_for: batches are gathered in host memory */
 #include <math.h>
 #include <stdlib.h>
 
@@ -184,7 +183,7 @@ void ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_
   /* threads only pay off for large batches: at least ~1 MB of output each */
   int64_t per_row = p->image ? p->C * p->OH * p->OW * 4 : p->xrow;
   int64_t grain = LN_MAX(1, ((int64_t)1 << 20) / LN_MAX(per_row, 1));
-  if (threaded && b > grain) ln_parallel_for(b, grain, gather_range, &g);
+  if (threaded && b > grain) ln_host_parallel_for(b, grain, gather_range, &g);
   else gather_range(&g, 0, b);
 }
 
