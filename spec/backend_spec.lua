@@ -15,7 +15,7 @@ local function stats()
   assert.equal(0, C.ln_test_rec_stats(s))
   local t = {}
   for _, k in ipairs({ 'allocs', 'frees', 'alloc_bytes', 'free_bytes', 'launches', 'event_records',
-    'event_waits', 'event_queries', 'event_syncs', 'syncs', 'copies_to_host', 'copies_from_host' }) do
+    'event_waits', 'event_queries', 'event_syncs', 'syncs', 'copies_to_host', 'copies_from_host', 'copies_peer' }) do
     t[k] = tonumber(s[k])
   end
   return t
@@ -106,6 +106,35 @@ describe('backends: the spec-only rec device type', function()
     assert.equal(s1.event_queries + 1, s2.event_queries)
     assert.equal(s1.event_syncs + 1, s2.event_syncs)
     x, y, z = nil, nil, nil
+    jit.flush(); collectgarbage(); collectgarbage()
+    lunet.synchronize()
+    lunet.set_cpu_devices(1)
+  end)
+
+  it('copies between two of its devices through its runtime\'s copy_peer, in stream order', function()
+    local s0 = stats()
+    local x = lunet.arange(1000, { dtype = 'float32', device = 'rec:0' })
+    x:mul_(2)                                               -- queued on rec:0 before the copy
+    local y = x:to('rec:1')                                 -- bytes only: rec:0's stream runs copy_peer
+    y:add_(1)                                               -- rec:1 waits for the copy
+    assert.equal(2 * 999 + 1, y[1000]:item())
+    assert.equal(1, y[1]:item())
+    local s1 = stats()
+    assert.equal(s0.copies_peer + 1, s1.copies_peer)
+    assert.is_true(s1.event_waits > s0.event_waits, 'rec:1 waited for the copy through its runtime')
+    -- a copy that casts or reads a strided view is the copy kernel's (copy_peer moves bytes)
+    local z = lunet.zeros({ 2, 3 }, { device = 'rec:1' })
+    z:copy_(lunet.arange(6, { dtype = 'float32', device = 'rec:0' }):reshape(3, 2):t())
+    local w = lunet.zeros(1000, { dtype = 'float64', device = 'rec:1' }):copy_(x)
+    assert.same({ { 0, 2, 4 }, { 1, 3, 5 } }, z:totable())
+    assert.equal(2 * 999, w[1000]:item())
+    assert.equal(s1.copies_peer, stats().copies_peer)
+    -- between device types, or on the CPU (one host memory), there is no peer copy
+    lunet.set_cpu_devices(2)
+    local c = lunet.arange(10, { dtype = 'float32' }):to('cpu:1'):to('rec:0'):to('cpu:0')
+    assert.equal(9, c[10]:item())
+    assert.equal(s1.copies_peer, stats().copies_peer)
+    x, y, z, w, c = nil, nil, nil, nil, nil
     jit.flush(); collectgarbage(); collectgarbage()
     lunet.synchronize()
     lunet.set_cpu_devices(1)

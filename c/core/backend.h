@@ -71,8 +71,9 @@ typedef struct ln_runtime {
   /* page-locked host memory for fast transfers (NULL: plain host memory is as good) */
   void *(*host_alloc)(size_t nbytes);
   void (*host_free)(void *p);
-  /* copies between host and device memory and between two devices of the
-   * type (NULL: the device's memory is host memory; a copy kernel does it) */
+  /* copies between host and device memory (ln_tensor_read, from_buffer) and
+   * between two devices of the type (ln_copy_'s byte copies, copy.c); NULL:
+   * the device's memory is host memory, and a copy kernel does it */
   int (*copy_to_host)(int index, void *dst, const void *src, size_t nbytes);
   int (*copy_from_host)(int index, void *dst, const void *src, size_t nbytes);
   int (*copy_peer)(int dst_index, void *dst, int src_index, const void *src, size_t nbytes);

@@ -40,6 +40,27 @@ ln_kview ln_kview_broadcast(const ln_tensor *t, int ndim, const int64_t *shape) 
   return v;
 }
 
+/* A copy between two devices of one type whose runtime has copy_peer (a
+ * GPU's peer copy; the CPU has none: its devices share host memory and the
+ * copy kernel does it): when it moves bytes only (one dtype, both dense, no
+ * broadcast), the source's stream runs the runtime's copy_peer instead of the
+ * copy kernel. */
+typedef struct { const ln_backend *b; int dst_index, src_index; void *dst; const void *src; size_t nbytes; } peer_args;
+static int peer_task(void *p) {
+  peer_args *a = p;
+  return a->b->rt.copy_peer(a->dst_index, a->dst, a->src_index, a->src, a->nbytes);
+}
+static bool peer_copy(const ln_tensor *dst, const ln_tensor *src, peer_args *pa) {
+  const ln_backend *b = ln_backend_of(src->device_id);
+  if (!b->rt.copy_peer || ln_device_type(dst->device_id) != ln_device_type(src->device_id) ||
+      dst->dtype_id != src->dtype_id || ln_numel(dst) != ln_numel(src) || !ln_is_contiguous(dst) ||
+      !ln_is_contiguous(src))
+    return false;
+  *pa = (peer_args){b, ln_device_index(dst->device_id), ln_device_index(src->device_id), ln_data_ptr(dst),
+                    ln_data_ptr(src), (size_t)ln_numel(dst) * ln_dtype_size(dst->dtype_id)};
+  return true;
+}
+
 /* dst_fresh: dst's storage was just allocated, so no queued work uses it
  * (a storage goes back to the allocator only when the last task keeping it
  * has run): a copy from another device need not wait for dst's stream */
@@ -76,7 +97,10 @@ int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
   if (!dst_fresh && copier != ddev && (ln_event_record(ddev, &ev) != 0 || ln_event_wait(copier, &ev) != 0))
     return -1;
   if (copier != sdev && (ln_event_record(sdev, &ev) != 0 || ln_event_wait(copier, &ev) != 0)) return -1;
-  if (ln_launch(copier, fn, ln_backend_of(copier)->copy, &args, sizeof args, keep, 2) != 0) return -1;
+  peer_args pa;   /* (two devices of one type: the copier is the source) */
+  int rc = peer_copy(dst, src, &pa) ? ln_launch(copier, fn, peer_task, &pa, sizeof pa, keep, 2)
+                                    : ln_launch(copier, fn, ln_backend_of(copier)->copy, &args, sizeof args, keep, 2);
+  if (rc != 0) return -1;
   if (copier == ddev) return 0;
   if (ln_event_record(copier, &ev) != 0) return -1;
   return ln_event_wait(ddev, &ev);

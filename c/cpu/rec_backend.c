@@ -52,6 +52,13 @@ static int rec_copy_from_host(int index, void *dst, const void *src, size_t nbyt
   return 0;
 }
 
+/* between two rec devices: what ln_copy_ uses for a plain copy (copy.c) */
+static int rec_copy_peer(int dst_index, void *dst, int src_index, const void *src, size_t nbytes) {
+  COUNT(copies_peer);
+  memcpy(dst, src, nbytes);
+  return 0;
+}
+
 static ln_stream *rec_stream(int index, int which, bool start) {
   if (index < 0 || index >= ndevices) return NULL;
   if (which != 0) return start ? ln_error_null("comm stream: rec:%d has none", index) : NULL;
@@ -92,7 +99,7 @@ int ln_test_rec_register(int n, int threaded) {
   rec.supports = rec_supports;
   rec.rt = (ln_runtime){
     .device_count = rec_count, .alloc = rec_alloc, .free = rec_free, .stream = rec_stream,
-    .copy_to_host = rec_copy_to_host, .copy_from_host = rec_copy_from_host,
+    .copy_to_host = rec_copy_to_host, .copy_from_host = rec_copy_from_host, .copy_peer = rec_copy_peer,
     .launch = rec_launch, .event_record = rec_event_record, .event_wait = rec_event_wait,
     .event_query = rec_event_query, .event_synchronize = rec_event_synchronize, .synchronize = rec_synchronize,
   };
