@@ -91,7 +91,7 @@ end
 local function check(what, f, inputs, rtol)
   -- (a stream's error is raised at the next read: read inside the pcall)
   local ok, want = pcall(function() local r = f(unpack(inputs)); r:read(); return r end)
-  if not ok then return end   -- refused on the CPU too: nothing to compare
+  if not ok then return 'refused' end   -- refused on the CPU too: nothing to compare
   local moved = {}
   for i, x in ipairs(inputs) do moved[i] = lunet.is_tensor(x) and x:to(dev) or x end
   local ok2, got = pcall(function() return f(unpack(moved)):to('cpu:0') end)
@@ -177,7 +177,7 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
           check(('%s %s scalar, tensor'):format(op, dt), function(x) return lunet.Tensor[op](2, x) end, {a})
         end
         local a = rand({5, 6}, dt):t()
-        local b = rand({6, 5}, dt):t()
+        local b = rand({5, 6}, dt):t()
         check(('%s %s transposed'):format(op, dt), function(x, y) return x[op](x, y) end, {a, b})
         if a[op .. '_'] then
           check(('%s_ %s in place'):format(op, dt), function(x, y) local z = x:clone(); z[op .. '_'](z, y); return z end, {a, b})
@@ -248,7 +248,7 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
         check(('matmul %s transposed a'):format(dt), function(x, y) return x:t():contiguous():t():matmul(y) end, {a, b}, tol)
         check(('matmul %s transposed b'):format(dt), function(x, y) return x:matmul(y:t():contiguous():t()) end, {a, b}, tol)
         check(('bmm %s'):format(dt), function(x, y) return x:bmm(y) end, {rand({3, m, k}, dt), rand({3, k, n}, dt)}, tol)
-        check(('addmm %s'):format(dt), function(c, x, y) return c:addmm(x, y, 0.5, 2) end, {rand({m, n}, dt), a, b}, tol)
+        check(('addmm %s'):format(dt), function(c, x, y) return c:addmm(x, y, {beta = 0.5, alpha = 2}) end, {rand({m, n}, dt), a, b}, tol)
       end
       check('mv ' .. dt, function(x, y) return x:mv(y) end, {rand({9, 13}, dt), rand({13}, dt)}, 1e-5)
     end
@@ -316,6 +316,104 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
       same(lunet.ones(3) * 2, (lunet.ones(3, {device = dev}) * 2):to('cpu:0'), 'after an OOM')
       lunet.cuda.synchronize()
     end
+  end)
+
+  local F = lunet.nn.functional
+  -- forward and the input's gradient of f(x) (a random upstream gradient)
+  local function check_grad(what, f, x, extra, rtol)
+    if check(what, function(xx, ...) return f(xx, ...) end, {x, unpack(extra or {})}, rtol) == 'refused' then
+      return   -- (an input the layer refuses, as a window larger than the input)
+    end
+    local r = check(what .. ' backward', function(xx, ...)
+      local xg = xx:clone():requires_grad_()
+      local y = f(xg, ...)
+      lunet.manual_seed(5)
+      local g = lunet.randn(y:size()):to(y.dtype):to(xx.device)
+      y:backward(g)
+      return xg.grad
+    end, {x, unpack(extra or {})}, rtol)
+    assert.are_not.equal('refused', r, what .. ': the backward failed on the CPU')
+  end
+
+  it_dev('NN kernels: relu, softmax, log_softmax, nll and cross-entropy losses, with their backward', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local tol = dt == 'float32' and 1e-5 or 1e-12
+      for _, shape in ipairs({{7}, {3, 5}, {2, 3, 4}, {64, 10}, {1, 1000}, {5, 0}}) do
+        check_grad('relu ' .. dt, F.relu, rand(shape, dt), nil, tol)
+        for d = 1, #shape do
+          check_grad(('softmax dim %d %s'):format(d, dt), function(x) return F.softmax(x, d) end, rand(shape, dt) * 0.1, nil, tol)
+          check_grad(('log_softmax dim %d %s'):format(d, dt), function(x) return F.log_softmax(x, d) end, rand(shape, dt) * 0.1, nil, tol)
+        end
+      end
+      local x = rand({33, 10}, dt) * 0.1
+      local t = lunet.randint(1, 11, {33})
+      local w = rand({10}, dt):abs() + 0.5
+      for _, opts in ipairs({{}, {reduction = 'sum'}, {reduction = 'none'}, {weight = w}, {ignore_index = 3},
+                             {weight = w, reduction = 'sum', ignore_index = 4}}) do
+        local mv = {}
+        for k, v in pairs(opts) do mv[k] = v end
+        check_grad('cross_entropy ' .. dt, function(xx, tt, ww)
+          local o = {}
+          for k, v in pairs(opts) do o[k] = v end
+          if o.weight then o.weight = ww end
+          return F.cross_entropy(xx, tt, o)
+        end, x, {t, w}, tol)
+        check_grad('nll_loss ' .. dt, function(xx, tt, ww)
+          local o = {}
+          for k, v in pairs(opts) do o[k] = v end
+          if o.weight then o.weight = ww end
+          return F.nll_loss(F.log_softmax(xx, 2), tt, o)
+        end, x, {t, w}, tol)
+      end
+      -- a target out of range is the CPU's error
+      local bad = lunet.tensor({1, 2, 99}, {dtype = 'int64'})
+      local ok1, e1 = pcall(function() return F.cross_entropy(rand({3, 5}, dt), bad):item() end)
+      local ok2, e2 = pcall(function() return F.cross_entropy(rand({3, 5}, dt):to(dev), bad:to(dev)):item() end)
+      assert.is_false(ok1); assert.is_false(ok2)
+      assert.truthy(tostring(e2):find('target 99 (sample 3) is out of range', 1, true), e2)
+    end
+  end)
+
+  it_dev('pooling: max and average, padding, stride, dilation, ceil_mode, count_include_pad, with backward', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local tol = dt == 'float32' and 1e-5 or 1e-12
+      for _, shape in ipairs({{2, 3, 8, 8}, {1, 2, 7, 9}, {3, 1, 5, 5}, {2, 4, 1, 1}, {0, 2, 4, 4}}) do
+        for _, o in ipairs({{k = 2}, {k = 3, stride = 2, padding = 1}, {k = 3, stride = 2, ceil_mode = true},
+                            {k = {2, 3}, stride = {1, 2}, padding = {1, 1}}, {k = 3, dilation = 2, padding = 1},
+                            {k = 3, padding = 1, count_include_pad = false}}) do
+          local desc = ('%s %s %s'):format(dt, table.concat(shape, 'x'), require('lunet.json').encode(o))
+          local mo = {stride = o.stride, padding = o.padding, dilation = o.dilation, ceil_mode = o.ceil_mode}
+          local ao = {stride = o.stride, padding = o.padding, ceil_mode = o.ceil_mode, count_include_pad = o.count_include_pad}
+          check_grad('max_pool2d ' .. desc, function(x) return F.max_pool2d(x, o.k, mo) end, rand(shape, dt), nil, tol)
+          if not o.dilation then
+            check_grad('avg_pool2d ' .. desc, function(x) return F.avg_pool2d(x, o.k, ao) end, rand(shape, dt), nil, tol)
+          end
+        end
+      end
+    end
+  end)
+
+  it_dev('trains a small classifier (Linear, ReLU, max pool, cross-entropy) as the CPU does', function()
+    local nn = lunet.nn
+    local function run(device)
+      lunet.manual_seed(3)
+      local model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4))
+      model:to(device)
+      local x, y = lunet.randn({128, 20}):to(device), lunet.randint(1, 5, {128}):to(device)
+      local opt = optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
+      local losses = {}
+      for step = 1, 20 do
+        opt:zero_grad()
+        local loss = F.cross_entropy(model:forward(x), y)
+        loss:backward()
+        opt:step()
+        losses[step] = loss:item()
+      end
+      return losses
+    end
+    local c, d = run('cpu:0'), run(dev)
+    for i = 1, #c do assert.is_true(math.abs(c[i] - d[i]) <= 1e-4 * math.max(1, c[i]), ('step %d: %g vs %g'):format(i, c[i], d[i])) end
+    assert.is_true(d[#d] < d[1], 'the loss falls')
   end)
 
   it_dev('a kernel the device lacks is a named error, never a crash', function()

@@ -27,11 +27,14 @@ ln_comm *ln_comm_create(const ln_comm_config *cfg) {
     int d = cfg->devices[i];
     if (!ln_device_valid(d)) {
       if (d >= LN_CUDA_BASE)
-        return ln_error_null("comm_new: device %d is cuda:%d, not available (no CUDA backend loaded)",
-                             i + 1, d - LN_CUDA_BASE);
+        return ln_error_null("comm_new: device %d is cuda:%d, not available (%s)", i + 1, d - LN_CUDA_BASE,
+                             ln_cuda_reason());
       return ln_error_null("comm_new: device %d is cpu:%d, which does not exist (%d CPU devices)",
                            i + 1, d, ln_cpu_device_count());
     }
+    if (d >= LN_CUDA_BASE && d < 2 * LN_CUDA_BASE)   /* (the collectives here read host memory) */
+      return ln_error_null("comm_new: device %d is cuda:%d; collectives over GPU memory need NCCL, "
+                           "which lunet does not have yet", i + 1, d - LN_CUDA_BASE);
     for (int j = 0; j < i; j++)
       if (cfg->devices[j] == d)
         return ln_error_null("comm_new: cpu:%d is listed twice (devices %d and %d); a device can "

@@ -14,6 +14,11 @@ _Static_assert(offsetof(lnc_view, stride) == offsetof(ln_kview, stride), "lnc_vi
 
 static int done(const char *op, int e) { return e ? lnc_fail(op, e) : 0; }
 
+static const char *ln_dtype_name_(int dt) {   /* (core's ln_dtype_name is not ours to call) */
+  static const char *const names[] = {"float32", "float64", "int32", "int64", "uint8", "bool", "float16", "bfloat16"};
+  return dt >= 0 && dt < 8 ? names[dt] : "?";
+}
+
 /* whether the memory at p is the host's (a CPU tensor's): cross-device copies
  * run here (c/core/copy.c) with one side in host memory */
 static bool is_host(const void *p) {
@@ -184,6 +189,63 @@ static int k_sgd(void *p) {
   return done("sgd_step", lnc_sgd_step(S(), a->dtype, a->n, a->param, a->grad, a->s0, &s));
 }
 
+/* ---- NN kernels (nn.cu): dense float32/float64 arrays ------------------------------ */
+
+static int need_float(const char *fn, int dt) {
+  if (dt == LN_FLOAT32 || dt == LN_FLOAT64) return 0;
+  return ln_error("%s: cuda has no %s kernel yet (float32 and float64 only)", fn, ln_dtype_name_(dt));
+}
+
+static int k_relu_bwd(void *p) {
+  ln_relu_bwd_args *a = p;
+  if (need_float("relu_backward", a->dtype)) return -1;
+  return done("relu_backward", lnc_relu_bwd(S(), a->dtype, a->n, a->din, a->dout, a->out));
+}
+
+static int k_softmax_fwd(void *p) {
+  ln_softmax_args *a = p;
+  if (need_float("softmax", a->dtype)) return -1;
+  return done("softmax", lnc_softmax(S(), a->dtype, a->log, a->outer, a->D, a->inner, a->out, a->in, NULL, NULL));
+}
+
+static int k_softmax_bwd(void *p) {
+  ln_softmax_args *a = p;
+  if (need_float("softmax_backward", a->dtype)) return -1;
+  return done("softmax_backward", lnc_softmax(S(), a->dtype, a->log, a->outer, a->D, a->inner, a->out, NULL, a->din, a->dout));
+}
+
+/* targets out of range are refused before anything is written, as on the
+ * CPU (this reads a flag back: a synchronisation per loss) */
+static int nll(const char *fn, ln_nll_args *a, bool bwd) {
+  if (need_float(fn, a->dtype)) return -1;
+  int64_t bad = -1, target = 0;
+  int e = lnc_nll_check(S(), a->N, a->C, a->base, a->ignore_index, a->target, &bad, &target);
+  if (e) return lnc_fail(fn, e);
+  if (bad >= 0)
+    return ln_error("%s: target %lld (sample %lld) is out of range: classes are %lld..%lld", fn, (long long)target,
+                    (long long)(bad + a->base), (long long)a->base, (long long)(a->base + a->C - 1));
+  return done(fn, lnc_nll(S(), a->dtype, a->reduction, a->N, a->C, a->base, a->ignore_index, a->logp, a->weight,
+                          a->target, a->out, bwd ? a->dlogp : NULL, a->dout));
+}
+static int k_nll_fwd(void *p) { return nll("nll_loss", p, false); }
+static int k_nll_bwd(void *p) { return nll("nll_loss_backward", p, true); }
+
+static int pool(const char *fn, ln_pool2d_args *a, int kind, int bwd) {
+  if (need_float(fn, a->dtype)) return -1;
+  int64_t bad[2] = {0, 0};
+  int e = lnc_pool(S(), kind, bwd, a->dtype, &a->p, a->planes, a->H, a->W, a->OH, a->OW, a->out, a->in, a->din,
+                   a->dout, a->idx, bad);
+  if (e) return lnc_fail(fn, e);
+  if (bad[0])
+    return ln_error("max_pool2d_backward: index %lld out of range for a %lldx%lld plane", (long long)bad[1],
+                    (long long)a->H, (long long)a->W);
+  return 0;
+}
+static int k_maxpool_fwd(void *p) { return pool("max_pool2d", p, 0, 0); }
+static int k_maxpool_bwd(void *p) { return pool("max_pool2d_backward", p, 0, 1); }
+static int k_avgpool_fwd(void *p) { return pool("avg_pool2d", p, 1, 0); }
+static int k_avgpool_bwd(void *p) { return pool("avg_pool2d_backward", p, 1, 1); }
+
 /* what each slot runs: the float types everywhere, integers where the CPU
  * has them too; half types only in copies (casts) and fills */
 static bool supports(int k, int dt) {
@@ -192,7 +254,9 @@ static bool supports(int k, int dt) {
   switch (k) {
     case LN_K_copy: case LN_K_fill: case LN_K_where: return true;
     case LN_K_binary: case LN_K_unary: case LN_K_reduce: case LN_K_arange: return f || i;
-    case LN_K_gemm: case LN_K_sgd_step: return f;
+    case LN_K_gemm: case LN_K_sgd_step: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
+    case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
+    case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: return f;
     default: return false;
   }
 }
@@ -208,4 +272,13 @@ void lnc_fill_kernels(ln_backend *b) {
   b->reduce = k_reduce;
   b->gemm = lnc_gemm;
   b->sgd_step = k_sgd;
+  b->relu_bwd = k_relu_bwd;
+  b->softmax_fwd = k_softmax_fwd;
+  b->softmax_bwd = k_softmax_bwd;
+  b->nll_loss_fwd = k_nll_fwd;
+  b->nll_loss_bwd = k_nll_bwd;
+  b->maxpool2d_fwd = k_maxpool_fwd;
+  b->maxpool2d_bwd = k_maxpool_bwd;
+  b->avgpool2d_fwd = k_avgpool_fwd;
+  b->avgpool2d_bwd = k_avgpool_bwd;
 }

@@ -41,6 +41,24 @@ int lnc_reduce(lnc_stream s, int op, double p, int64_t r, const lnc_view *out, c
 typedef struct { double lr, momentum, dampening, weight_decay; int nesterov, maximize, first; } lnc_sgd;
 int lnc_sgd_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *mom, const lnc_sgd *h);
 
+/* nn.cu: float32/float64 over dense arrays (c/core/nn_args.h) */
+struct ln_pool2d_params;
+int lnc_relu_bwd(lnc_stream s, int dtype, int64_t n, char *dx, const char *dy, const char *y);
+/* forward (dx NULL): y <- softmax(x); backward: dx from dy and the forward's y */
+int lnc_softmax(lnc_stream s, int dtype, int log, int64_t outer, int64_t D, int64_t inner, char *y, const char *x,
+                char *dx, const char *dy);
+/* synchronous: *bad_sample -1, or the first sample whose target is out of range (and that target) */
+int lnc_nll_check(lnc_stream s, int64_t N, int64_t C, int64_t base, int64_t ignore, const int64_t *t,
+                  int64_t *bad_sample, int64_t *bad_target);
+/* forward (dlp NULL) into out, else backward into dlp */
+int lnc_nll(lnc_stream s, int dtype, int reduction, int64_t N, int64_t C, int64_t base, int64_t ignore,
+            const char *lp, const char *w, const int64_t *t, char *out, char *dlp, const char *dout);
+/* kind 0 max (idx), 1 average; bwd 0/1. Max backward is synchronous and sets
+ * bad[0] = 1, bad[1] = the index when an index is outside its plane */
+int lnc_pool(lnc_stream s, int kind, int bwd, int dtype, const struct ln_pool2d_params *p, int64_t planes, int64_t H,
+             int64_t W, int64_t OH, int64_t OW, char *out, const char *in, char *din, const char *dout, int64_t *idx,
+             int64_t bad[2]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -303,7 +303,7 @@ ln_tensor *ln_to_device(const ln_tensor *a, int device) {
   if (ln_check_tensor("to", a, "tensor") != 0) return NULL;
   if (!ln_device_valid(device)) {
     if (device >= LN_CUDA_BASE)
-      return ln_error_null("to: cuda:%d is not available (no CUDA backend loaded)", device - LN_CUDA_BASE);
+      return ln_error_null("to: cuda:%d is not available (%s)", device - LN_CUDA_BASE, ln_cuda_reason());
     return ln_error_null("to: no device cpu:%d (there are %d CPU devices)", device, ln_cpu_device_count());
   }
   if (device == a->device_id) return ln_alias(a);
