@@ -298,6 +298,28 @@ describe('parallel.Pipeline', function()
     assert.matches('not measured', Pipeline(model(), { devices = devs(2), balance = 'params' }):balance_report(), 1, true)
   end)
 
+  it('recomputes dropout with the masks of the first forward', function()
+    local function model()
+      lunet.manual_seed(5)
+      return nn.Sequential { nn.Flatten(), nn.Linear(3 * 8 * 8, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 5) }
+    end
+    lunet.manual_seed(9)
+    local x, y = lunet.randn(8, 3, 8, 8), lunet.randint(1, 6, { 8 })
+    local crit, res = nn.CrossEntropyLoss(), {}
+    for i, ck in ipairs({ 'never', 'always' }) do
+      local pipe = Pipeline(model(), { devices = devs(2), chunks = 4, checkpoint = ck, balance = { 3, 2 } })
+      local opt = optim.SGD(pipe:parameters(), { lr = 0.1 })
+      lunet.manual_seed(10)
+      for _ = 1, 2 do
+        opt:zero_grad()
+        pipe:forward_loss(crit, x, y):backward()
+        opt:step()
+      end
+      res[i] = pipe
+    end
+    assert.is_true(sd_diff(res[2], res[1]) < 1e-6)
+  end)
+
   it('raises an error inside a stage in Lua, without a hang, and stays usable', function()
     local boom = nn.Identity()
     boom.forward = function(self, x)
