@@ -112,3 +112,82 @@ describe('parallel.DistributedDataParallel (ranks as groups of one process)', fu
     end)
   end
 end)
+
+describe('parallel.DistributedDataParallel: bad input', function()
+  setup(function() lunet.set_cpu_devices(2) end)
+  teardown(function()
+    jit.flush()
+    for _ = 1, 4 do collectgarbage() end
+    pcall(lunet.synchronize)
+    lunet.set_cpu_devices(1)
+  end)
+
+  it('names the problem', function()
+    local one = lunet.comm.Communicator({ 'cpu:0' })
+    local two = lunet.comm.Communicator({ 'cpu:0', 'cpu:1' })
+    local m = common.model()
+    local cases = {
+      { function() DDP(42, { group = one }) end, 'DistributedDataParallel: expected an nn.Module, got number' },
+      { function() DDP(m, { group = two }) end, 'DistributedDataParallel: group holds 2 ranks in this process; one process holds one rank' },
+      { function() DDP(m, { group = {} }) end, 'DistributedDataParallel: group must be a lunet.comm Communicator' },
+      { function() DDP(m, { group = one, bucket_md = 1 }) end, 'bucket_md' },
+      { function() DDP(m, { group = one, balance = { 1, 2 } }) end, 'DistributedDataParallel: balance has 2 weights for 1 devices' },
+      { function() DDP(m, { group = one, accumulate = 0 }) end, 'DistributedDataParallel: accumulate must be an integer >= 1, got 0' },
+      { function() DDP(m, { group = one }):join(5) end, 'DistributedDataParallel: join: expected an iterator function' },
+      { function() lunet.data.DataLoader(lunet.data.TensorDataset(lunet.zeros(4, 2)), { group = two }) end,
+        'DataLoader: group must be a lunet.comm Communicator holding one rank in this process' },
+    }
+    for i, c in ipairs(cases) do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok, 'case ' .. i)
+      assert.matches(c[2], tostring(err), 1, true)
+    end
+  end)
+
+  it('a world of one: trains as the plain module, join ends with the iterator', function()
+    lunet.manual_seed(3)
+    local m = common.model()
+    local ref = m:clone()
+    local ddp = DDP(m, { group = lunet.comm.Communicator({ 'cpu:0' }) })
+    assert.equal(0, ddp.rank); assert.equal(1, ddp.world_size); assert.is_true(ddp:is_main())
+    local o1, o2 = common.opt('sgd', ddp:parameters()), common.opt('sgd', ref:parameters())
+    local crit = lunet.nn.CrossEntropyLoss()
+    local list = {}
+    for i = 1, 3 do list[i] = { lunet.randn(5, 3, 8, 8), lunet.randint(1, 6, { 5 }) } end
+    local i, steps = 0, 0
+    for x, y in ddp:join(function() i = i + 1; if list[i] then return list[i][1], list[i][2] end end) do
+      o1:zero_grad(); ddp:forward_loss(crit, x, y):backward(); o1:step()
+      o2:zero_grad(); crit(ref(x), y):backward(); o2:step()
+      steps = steps + 1
+    end
+    assert.equal(3, steps)
+    assert.is_true(common.worst(ddp.module:parameters(), ref:parameters()) <= 1e-6)
+    assert.same({ 7, 11 }, ddp:sum_numbers({ 7, 11 }))
+  end)
+end)
+
+describe('DataLoader sharding', function()
+  it('group = a communicator of one rank: its size and rank; a state converts to another rank count', function()
+    local ds = lunet.data.TensorDataset(lunet.arange(48):view(48, 1), lunet.arange(48))
+    local g = lunet.comm.Communicator({ 'cpu:0' }, { world_size = 2, ranks = { 2 }, rendezvous = 'ddp-loader' })
+    local l2 = lunet.data.DataLoader(ds, { batch_size = 4, group = g, seed = 1, shuffle = true })
+    assert.equal(2, l2.num_replicas); assert.equal(1, l2.rank); assert.equal(6, #l2)
+    local it = l2:iter()
+    for _ = 1, 3 do it() end
+    local st = l2:state_dict()
+    assert.same({ 3, 2, 48 }, { st.position, st.num_replicas, st.total })
+    -- 3 batches of 4 on 2 ranks = 24 samples = 2 batches of 4 on 3 ranks
+    local l3 = lunet.data.DataLoader(ds, { batch_size = 4, num_replicas = 3, rank = 0, seed = 1, shuffle = true })
+    l3:load_state_dict(st)
+    assert.equal(2, l3.position)
+    -- its next batch is samples 24 + 3 * (0..3) of the epoch's order
+    local full = lunet.data.DataLoader(ds, { batch_size = 48, seed = 1, shuffle = true, num_replicas = 1 })
+    local order = select(2, full:iter()()):totable()
+    local _, y = l3:iter()()
+    assert.same({ order[25], order[28], order[31], order[34] }, y:totable())
+    local other = lunet.data.DataLoader(lunet.data.TensorDataset(lunet.zeros(40, 1)), { batch_size = 4, num_replicas = 3, rank = 0 })
+    local ok, err = pcall(other.load_state_dict, other, st)
+    assert.is_false(ok)
+    assert.matches('the state is for a dataset of 48 samples, this loader has 40', err, 1, true)
+  end)
+end)

@@ -28,6 +28,7 @@ local cases = {
   { 'sync_bn uneven', { B = 11, bn = true, sync_bn = true, optim = 'adam', forward_loss = true } },
   { 'balance weights', { B = 13, balance = weights(), optim = 'sgd', forward_loss = true } },
   { 'compress bf16', { B = 12, compress = 'bf16', optim = 'sgd' } },
+  { 'balance auto', { B = 16, steps = 8, balance = 'auto', optim = 'adam', forward_loss = true } },
 }
 
 local function run(o)
@@ -47,6 +48,15 @@ local function run(o)
   if o.bn and (R == 0 or o.sync_bn) then
     local b = common.worst(st.bufs, ref.bufs)
     if b > 1e-5 then return ('buffers differ from DataParallel by %g'):format(b) end
+  end
+  if o.balance == 'auto' then
+    -- the split follows every rank's measured speed, the same on every rank
+    local gb = ddp.global_balance
+    if not gb.speed[1] then return 'no speed was ever exchanged' end
+    local w = lunet.tensor(gb.weights, { dtype = 'float64' })
+    local lo, hi = w:clone(), w:clone()
+    world:allreduce({ lo }, { op = 'min' }); world:allreduce({ hi }, { op = 'max' })
+    if (hi - lo):abs():max():item() ~= 0 then return 'the ranks split the batch differently' end
   end
   if o.forward_loss then
     for i, l in ipairs(losses) do

@@ -29,7 +29,10 @@
 -- and loss:item() is that global loss, the same on every rank.
 -- balance: with a list of weights (one per rank) or 'auto', x is the GLOBAL
 -- batch, the same on every rank, and each takes its share (weights: fixed;
--- 'auto': see DistributedDataParallel:_auto_split).
+-- 'auto': each rank times its own forwards, as DataParallel's replicas, and
+-- the ranks' speeds are all-reduced every other step, read two steps later
+-- (by then done: no rank waits for that) and applied by every rank at the
+-- same step, so that the split stays the same everywhere; see _exchange).
 -- sync_bn: BatchNorm layers normalise with the statistics of every rank's
 -- batch (an all-reduce of the per-channel sums, differentiable: its backward
 -- all-reduces the gradients; sync_bn.lua).
@@ -82,7 +85,9 @@ function DDP:__init(module, opts)
   -- a DataParallel of one replica (no local split, no gradient scaling) ...
   self.devices, self.n = { self.dev }, 1
   self.bucket_mb, self.accumulate = ropts.bucket_mb, ropts.accumulate
-  self.balance = Balance.new(1, 'even')
+  -- (balance = 'auto': the local one times this rank's forwards)
+  self.balance = Balance.new(1, opts.balance == 'auto' and 'auto' or 'even')
+  self.auto_step = 0
   self.sync_bn = opts.sync_bn and true or false
   self.broadcast_buffers = opts.broadcast_buffers ~= false
   module:to(self.dev)
@@ -107,10 +112,35 @@ function DDP:_slice(B)
   return first, sizes[self.rank + 1]
 end
 
+-- balance = 'auto': every rank's measured speed (samples/s of its forward)
+-- in a vector all-reduced at step t and read at step t + 2; every rank then
+-- applies the same vector (a speed of 0: not measured yet, nothing changes)
+function DDP:_exchange()
+  self.auto_step = self.auto_step + 1
+  local pend = self.speed_pending
+  if pend and self.auto_step - pend.step >= 2 then
+    self.speed_pending = nil
+    local v, ones = pend.t:totable(), {}
+    local all = true
+    for k = 1, self.world_size do ones[k] = 1; all = all and v[k] > 0 end
+    if all then self.global_balance:observe(ones, v) end
+  end
+  if not self.speed_pending then
+    self.balance:collect()
+    local v = {}
+    for k = 1, self.world_size do v[k] = 0 end
+    v[self.rank + 1] = self.balance.speed[1] or 0
+    local t = lunet.tensor(v, { dtype = 'float64', device = self.dev })
+    self.comm:allreduce({ t }, { op = 'sum' })
+    self.speed_pending = { t = t, step = self.auto_step }
+  end
+end
+
 -- the local batch: x itself, or (balance) this rank's rows of the global batch
 function DDP:_local(x, fname, lvl)
   if not self.global_balance then return x end
   if not lunet.is_tensor(x) or x:dim() == 0 then return x end   -- (DataParallel's checks name the problem)
+  if self.global_balance.auto and self.comm and fname ~= 'target' then self:_exchange() end
   local first, count = self:_slice(x:size(1))
   if count == 0 then fail(('%s: the global batch of %d has no row for rank %d'):format(fname, x:size(1), self.rank), lvl + 1) end
   return x:narrow(1, first, count)
@@ -154,7 +184,7 @@ end
 function DDP:forward_loss(criterion, x, target, ...)
   local ok = floss.ok(criterion)
   if not ok then floss.run(self, 2, criterion, x, target, ...) end   -- (raises the criterion's error)
-  x, target = self:_local(x, 'forward_loss', 2), self:_local(target, 'forward_loss', 2)
+  x, target = self:_local(x, 'forward_loss', 2), self:_local(target, 'target', 2)
   local loss, outs = floss.run(self, 2, criterion, x, target, ...)
   local s = loss.sums[1]
   local count
