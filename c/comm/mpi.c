@@ -31,9 +31,11 @@
  * against its tensor. */
 #define _GNU_SOURCE   /* dladdr */
 #include "comm.h"
+#include "../cpu/iter.h"   /* LN_SIMD */
 #include "../mpi/shim.h"
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +188,12 @@ static int load_shim(void) {
 /* wait for req (NULL: done) as a collective of cm's group waits: liveness,
  * timeout; on a failure the request is abandoned (its buffers stay) */
 static _Thread_local bool wait_failed;   /* the last failure came from wait_req */
+/* Whether a wait may sleep between tests: while peers may be far away (the
+ * signature exchange, a recv) a rank sleeps; once the exchange showed every
+ * rank at the collective its data move at memory speed, and Open MPI's
+ * non-blocking collectives progress only inside MPI_Test: a sleeping rank
+ * stalls its peers (a 256 MB all-reduce ran at half MPI_Allreduce's speed). */
+static _Thread_local bool data_phase;
 static int wait_req_(const char *fn, void *req, double timeout, int64_t seq);
 static int wait_req(const char *fn, void *req, double timeout, int64_t seq) {
   int rc = wait_req_(fn, req, timeout, seq);
@@ -217,7 +225,8 @@ static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
       }
       next_check = t + 0.05;
     }
-    if (i > 20000) usleep(i > 200000 ? 1000 : 50);
+    if (data_phase) sched_yield();
+    else if (i > 20000) usleep(i > 200000 ? 1000 : 50);
   }
   return 0;
 }
@@ -452,32 +461,118 @@ static void finish_avg(char *buf, int64_t n, int dtype, int wire, int world) {
 
 enum { CHUNK = 1 << 30 };   /* elements per MPI call (MPI counts are int) */
 
+/* ---- ring all-reduce ----------------------------------------------------------------
+ * Open MPI 4.1's non-blocking all-reduce (libnbc) moves large buffers at
+ * half the speed of its blocking MPI_Allreduce, and a blocking call cannot
+ * notice a lost peer. So large all-reduces are a ring of non-blocking
+ * point-to-point transfers (Open MPI's shared-memory or TCP transport; the
+ * waits check the peers), reducing here: a reduce-scatter (N-1 steps: send
+ * one chunk right, receive the next from the left and reduce it into place)
+ * then an all-gather of the reduced chunks (N-1 steps). Every rank ends with
+ * the same bits; each element is reduced in ring order from its chunk's
+ * owner on (with 2 ranks, a + b as the local backend). 16-bit wires travel
+ * as 16 bits and are reduced in float32, rounded at each step as on MPI's. */
+enum { TAG_RING = 10, RING_MIN_BYTES = 1 << 18 };
+
+LN_SIMD static void reduce_into(char *dst, const char *src, int64_t n, int type, int op) {
+#define LOOP(T, LOAD, STORE)                                                          \
+  do {                                                                                \
+    T *d_ = (T *)dst;                                                                 \
+    const T *s_ = (const T *)src;                                                     \
+    if (op == LN_MPI_SUM) for (int64_t i = 0; i < n; i++) { float_t_ a_ = LOAD(d_[i]), b_ = LOAD(s_[i]); d_[i] = STORE(a_ + b_); } \
+    else if (op == LN_MPI_MAX) for (int64_t i = 0; i < n; i++) { float_t_ a_ = LOAD(d_[i]), b_ = LOAD(s_[i]); d_[i] = STORE((b_ > a_ || b_ != b_) ? b_ : a_); } \
+    else for (int64_t i = 0; i < n; i++) { float_t_ a_ = LOAD(d_[i]), b_ = LOAD(s_[i]); d_[i] = STORE((b_ < a_ || b_ != b_) ? b_ : a_); } \
+  } while (0)
+#define ID(x) (x)
+  if (type == LN_MPI_F64) {
+    typedef double float_t_;
+    LOOP(double, ID, ID);
+  } else if (type == LN_MPI_F32) {
+    typedef float float_t_;
+    LOOP(float, ID, ID);
+  } else if (type == LN_MPI_BF16) {
+    typedef float float_t_;
+    LOOP(uint16_t, ln_bf16_to_float, ln_float_to_bf16);
+  } else {
+    typedef float float_t_;
+    LOOP(uint16_t, ln_half_to_float, ln_float_to_half);
+  }
+#undef LOOP
+#undef ID
+}
+
+/* send sb bytes right and receive rb bytes from the left, both done */
+static int exchange(const char *fn, void *mc, const char *sbuf, size_t sb, int right, char *rbuf, size_t rb,
+                    int left, int64_t seq) {
+  char err[LN_MPI_ERRLEN];
+  for (size_t off = 0; off < sb || off < rb; off += CHUNK) {
+    void *sreq = NULL, *rreq = NULL;
+    size_t ns = off < sb ? (sb - off < (size_t)CHUNK ? sb - off : (size_t)CHUNK) : 0;
+    size_t nr = off < rb ? (rb - off < (size_t)CHUNK ? rb - off : (size_t)CHUNK) : 0;
+    if (nr && SHIM_RC(irecv(mc, rbuf + off, (int64_t)nr, LN_MPI_BYTE, left, TAG_RING, &rreq, err)) != 0)
+      return ln_error("%s: %s", fn, err);
+    if (ns && SHIM_RC(isend(mc, sbuf + off, (int64_t)ns, LN_MPI_BYTE, right, TAG_RING, &sreq, err)) != 0)
+      return ln_error("%s: %s", fn, err);
+    if (wait_req(fn, rreq, G.timeout, seq) != 0 || wait_req(fn, sreq, G.timeout, seq) != 0) return -1;
+  }
+  return 0;
+}
+
+static int ring_allreduce(const char *fn, coll_args *a, void *mc, char *buf, int64_t n, int type, int op) {
+  int N = a->cm->world, r = a->cm->ranks[0], right = (r + 1) % N, left = (r + N - 1) % N;
+  size_t es = type == LN_MPI_F64 ? 8 : type == LN_MPI_F32 ? 4 : 2;
+#define LO(k) (n * (int64_t)(k) / N)
+  char *tmp = malloc((size_t)(n / N + 1) * es);
+  if (!tmp) return ln_error("%s: out of host memory for a ring step (%lld bytes)", fn, (long long)((n / N + 1) * (int64_t)es));
+  for (int s = 0; s < N - 1; s++) {
+    int sc = (r - s + 2 * N) % N, rc = (r - s - 1 + 2 * N) % N;
+    if (exchange(fn, mc, buf + LO(sc) * es, (size_t)(LO(sc + 1) - LO(sc)) * es, right, tmp,
+                 (size_t)(LO(rc + 1) - LO(rc)) * es, left, a->seq) != 0)
+      return -1;   /* tmp stays: MPI may still write it */
+    reduce_into(buf + LO(rc) * es, tmp, LO(rc + 1) - LO(rc), type, op);
+  }
+  free(tmp);
+  for (int s = 0; s < N - 1; s++) {
+    int sc = (r + 1 - s + 2 * N) % N, rc = (r - s + 2 * N) % N;
+    if (exchange(fn, mc, buf + LO(sc) * es, (size_t)(LO(sc + 1) - LO(sc)) * es, right, buf + LO(rc) * es,
+                 (size_t)(LO(rc + 1) - LO(rc)) * es, left, a->seq) != 0)
+      return -1;
+  }
+#undef LO
+  return 0;
+}
+
 static int run_allreduce(const char *fn, coll_args *a, mpi_impl *mi) {
   char err[LN_MPI_ERRLEN];
   void *mc = mi->mc[a->stream];
   int64_t n = a->numel;
-  size_t es = ln_dtype_size(a->dtype);
+  int type = red_type(a->dtype, a->wire);
+  size_t es = type == LN_MPI_F64 ? 8 : type == LN_MPI_F32 ? 4 : 2;
+  char *buf = a->a;
+  uint16_t *w = NULL;
   if (a->wire >= 0) {
-    uint16_t *w = malloc((size_t)(n ? n : 1) * 2);
+    w = malloc((size_t)(n ? n : 1) * 2);
     if (!w) return ln_error("%s: out of host memory for the %s wire copy (%lld elements)", fn,
                             ln_dtype_name(a->wire), (long long)n);
     to_wire(w, (const float *)a->a, n, a->wire);
-    for (int64_t s = 0; s < n; s += CHUNK) {
-      int64_t m = n - s < CHUNK ? n - s : CHUNK;
-      void *req_ = NULL;
-      if (SHIM_RC(iallreduce(mc, w + s, m, red_type(a->dtype, a->wire), red_op(a->op), &req_, err)) != 0) {
-        free(w);
-        return ln_error("%s: %s", fn, err);
-      }
-      if (wait_req(fn, req_, G.timeout, a->seq) != 0) return -1;   /* w stays: MPI may write it */
-    }
-    from_wire((float *)a->a, w, n, a->wire);
-    free(w);
+    buf = (char *)w;
+  }
+  if (a->cm->world > 1 && (int64_t)es * n >= RING_MIN_BYTES) {
+    if (ring_allreduce(fn, a, mc, buf, n, type, red_op(a->op)) != 0) return -1;   /* w stays: MPI may write it */
   } else {
     for (int64_t s = 0; s < n; s += CHUNK) {
       int64_t m = n - s < CHUNK ? n - s : CHUNK;
-      RUN(iallreduce(mc, a->a + s * es, m, red_type(a->dtype, -1), red_op(a->op), &req_, err));
+      void *req_ = NULL;
+      if (SHIM_RC(iallreduce(mc, buf + s * es, m, type, red_op(a->op), &req_, err)) != 0) {
+        free(w);
+        return ln_error("%s: %s", fn, err);
+      }
+      if (wait_req(fn, req_, G.timeout, a->seq) != 0) return -1;
     }
+  }
+  if (w) {
+    from_wire((float *)a->a, w, n, a->wire);
+    free(w);
   }
   if (a->op == LN_COMM_AVG) finish_avg(a->a, n, a->dtype, a->wire, a->cm->world);
   return 0;
@@ -512,9 +607,11 @@ static int coll_task(void *p) {
   mpi_impl *mi = a->cm->impl;
   char err[LN_MPI_ERRLEN];
   wait_failed = false;
+  data_phase = false;
   int rc = atomic_load(&mi->broken[a->stream])
                ? ln_error("%s: this communicator is out of step for good: %s", fn, mi->why[a->stream])
                : agree(fn, a, mi);
+  data_phase = true;
   int64_t bytes = a->numel * (int64_t)ln_dtype_size(a->dtype);
   if (rc == 0) {
     switch (a->kind) {
@@ -540,6 +637,7 @@ static int coll_task(void *p) {
       default: break;   /* barrier: the signature exchange was it */
     }
   }
+  data_phase = false;
   if (rc != 0 && wait_failed && !atomic_load(&mi->broken[a->stream])) {
     snprintf(mi->why[a->stream], sizeof mi->why[0], "%s", ln_last_error());
     atomic_store(&mi->broken[a->stream], true);
