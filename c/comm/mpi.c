@@ -31,7 +31,7 @@
  * against its tensor. */
 #define _GNU_SOURCE   /* dladdr */
 #include "comm.h"
-#include "../cpu/iter.h"   /* LN_SIMD */
+#include "../core/simd.h"   /* LN_SIMD */
 #include "../mpi/shim.h"
 #include <dlfcn.h>
 #include <errno.h>
