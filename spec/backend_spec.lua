@@ -15,7 +15,7 @@ local function stats()
   assert.equal(0, C.ln_test_rec_stats(s))
   local t = {}
   for _, k in ipairs({ 'allocs', 'frees', 'alloc_bytes', 'free_bytes', 'launches', 'event_records',
-    'event_waits', 'event_queries', 'event_syncs', 'syncs', 'copies_to_host', 'copies_from_host', 'copies_peer' }) do
+    'event_waits', 'event_queries', 'event_syncs', 'syncs', 'copies_to_host', 'copies_from_host', 'copies_peer', 'workspace_queries' }) do
     t[k] = tonumber(s[k])
   end
   return t
@@ -156,9 +156,18 @@ describe('backends: the spec-only rec device type', function()
   it('an op it has no kernel for is a named error, not a NULL call', function()
     local x = lunet.randn(1, 3, 8, 8):to('rec:0')
     local w = lunet.randn(4, 3, 3, 3):to('rec:0')
+    local s0 = stats()
     local ok, err = pcall(lunet.nn.functional.conv2d, x, w)
     assert.is_false(ok)
     assert.matches('conv2d: rec:0 has no kernel for', tostring(err), 1, true)
+    -- (with no nn planner, the front end sized its scratch through the runtime first)
+    local s1 = stats()
+    assert.equal(s0.workspace_queries + 1, s1.workspace_queries)
+    local g = lunet.randn(1, 4, 6, 6):to('rec:0')
+    ok, err = pcall(C.ln_conv2d_backward, nil, w.p, nil, g.p, x.p, w.p, ffi.new('ln_conv2d_params', 1, 1, 0, 0, 1, 1, 1))
+    assert.equal(-1, err)
+    assert.matches('conv2d_backward: rec:0 has no kernel for', core.last_error(), 1, true)
+    assert.equal(s1.workspace_queries + 1, stats().workspace_queries)
     -- a dtype it refuses (supports): float64 binary ops
     local a = lunet.ones(4, { dtype = 'float64', device = 'rec:0' })
     ok, err = pcall(function() return a + a end)

@@ -87,7 +87,8 @@ typedef struct ln_runtime {
   int (*event_query)(const ln_event *ev);
   int (*event_synchronize)(const ln_event *ev);
   int (*synchronize)(int index);
-  /* scratch bytes kernel slot k needs for its argument block (NULL: none) */
+  /* scratch bytes kernel slot k needs for its argument block (NULL: none);
+   * conv2d's front ends ask it when the backend has no nn planner entry */
   size_t (*workspace_size)(int kernel, const void *args);
   /* host work over [0, n) in parts of at least grain on the threads the
    * calling task may use (a backend whose tasks run on host threads; NULL:
@@ -120,8 +121,8 @@ enum {
  * Host-side planning a backend's NN kernels need before a front end launches
  * them: scratch sizes and thread tiles, the state a training forward saves
  * for its backward, the layout of fused blocks' activations. A backend with
- * no planner (or a NULL entry) gets: no scratch, no saved state, dense NCHW
- * activations. */
+ * no planner (or a NULL entry) gets: the scratch its runtime's
+ * workspace_size asks (or none), no saved state, dense NCHW activations. */
 typedef struct ln_nn_planner {
   /* fills a's plan fields (threads, tiles) for the device of index `index`
    * and returns the scratch bytes its conv2d kernel needs for a forward, or

@@ -4,7 +4,8 @@
  * and kernel table, and that an op a backend lacks is a named error. Its
  * devices hold host memory and run the CPU kernels on host streams of their
  * own; every runtime entry counts its calls and launches log their op. It
- * lacks conv2d (both directions) and has no float64 binary kernel. */
+ * lacks conv2d (both directions) and has no float64 binary kernel, and no
+ * nn planner: conv2d's front end sizes its scratch with workspace_size. */
 #include "cpu.h"
 #include "../core/stream.h"
 #include <stdio.h>
@@ -59,6 +60,13 @@ static int rec_copy_peer(int dst_index, void *dst, int src_index, const void *sr
   return 0;
 }
 
+/* scratch for kernel slot k's argument block: a front end asks before it
+ * launches (conv2d: nn/conv2d.c, without a planner) */
+static size_t rec_workspace_size(int k, const void *args) {
+  COUNT(workspace_queries);
+  return k == LN_K_conv2d_fwd || k == LN_K_conv2d_bwd ? 4096 : 0;
+}
+
 static ln_stream *rec_stream(int index, int which, bool start) {
   if (index < 0 || index >= ndevices) return NULL;
   if (which != 0) return start ? ln_error_null("comm stream: rec:%d has none", index) : NULL;
@@ -96,10 +104,12 @@ int ln_test_rec_register(int n, int threaded) {
   rec.name = "rec";
   rec.type = LN_TYPE_TEST;
   rec.conv2d_fwd = rec.conv2d_bwd = NULL;
+  rec.nn = NULL;
   rec.supports = rec_supports;
   rec.rt = (ln_runtime){
     .device_count = rec_count, .alloc = rec_alloc, .free = rec_free, .stream = rec_stream,
     .copy_to_host = rec_copy_to_host, .copy_from_host = rec_copy_from_host, .copy_peer = rec_copy_peer,
+    .workspace_size = rec_workspace_size,
     .launch = rec_launch, .event_record = rec_event_record, .event_wait = rec_event_wait,
     .event_query = rec_event_query, .event_synchronize = rec_event_synchronize, .synchronize = rec_synchronize,
   };

@@ -20,6 +20,7 @@ typedef struct ln_rec_stats {
   int64_t allocs, frees, alloc_bytes, free_bytes, launches;
   int64_t event_records, event_waits, event_queries, event_syncs, syncs;
   int64_t copies_to_host, copies_from_host, copies_peer;
+  int64_t workspace_queries;   /* workspace_size calls (rec has no nn planner) */
 } ln_rec_stats;
 LN_API int ln_test_rec_register(int n, int threaded);
 LN_API int ln_test_rec_stats(ln_rec_stats *out);

@@ -67,10 +67,13 @@ static int conv_geometry_dims(const char *fn, const char *wname, int dt, int dev
 }
 
 /* The device's nn planner (backend.h) sizes scratch, tiles and saved state;
- * a backend without one gets no scratch, no saved state, dense activations. */
-static size_t plan_conv(int dev, ln_conv2d_args *a, bool want_din, bool want_dw) {
-  const ln_nn_planner *p = ln_backend_of(dev)->nn;
-  return p && p->conv2d ? p->conv2d(ln_device_index(dev), a, want_din, want_dw) : 0;
+ * a backend without one gets no saved state and dense activations, and the
+ * scratch its runtime's workspace_size asks for kernel slot k with the
+ * argument block a (the backward's: a.din/a.dw say which gradients), or none. */
+static size_t plan_conv(int dev, int k, ln_conv2d_args *a, bool want_din, bool want_dw) {
+  const ln_backend *b = ln_backend_of(dev);
+  if (b->nn && b->nn->conv2d) return b->nn->conv2d(ln_device_index(dev), a, want_din, want_dw);
+  return b->rt.workspace_size ? b->rt.workspace_size(k, a) : 0;
 }
 
 static int64_t saved_numel(int dev, const ln_conv2d_args *a) {
@@ -133,7 +136,7 @@ static int conv_forward(const char *fn, ln_tensor *out, const ln_tensor *in, con
             nn_input(fn, "bn_bias", f->bn_bias, &ei) != 0 || nn_input(fn, "bn_mean", f->bn_mean, &mi) != 0 ||
             nn_input(fn, "bn_var", f->bn_var, &vi) != 0))
     goto done;
-  size_t bytes = plan_conv(dev, &a, false, false);
+  size_t bytes = plan_conv(dev, LN_K_conv2d_fwd, &a, false, false);
   const int64_t es = dt == LN_FLOAT64 ? 8 : 4, WN = a.O * w->shape[1] * a.KH * a.KW;
   if (bn) {   /* the folded weights and bias after the column slices */
     a.fold_off = (int64_t)((bytes + 63) & ~(size_t)63);
@@ -211,10 +214,10 @@ static int conv_backward(ln_tensor *din, ln_tensor *dw, ln_tensor *db, const ln_
       nn_input(fn, "grad_output", dout, &gi) != 0 || nn_output(fn, "grad_input", din, &oi) != 0 ||
       nn_output(fn, "grad_weight", dw, &ow) != 0 || nn_output(fn, "grad_bias", db, &ob) != 0)
     goto done;
-  size_t bytes = plan_conv(dev, &a, din != NULL, dw != NULL);
-  if (nn_scratch_new(fn, dev, bytes, &s) != 0) goto done;
   a.in = nn_ptr(xi.t); a.w = nn_ptr(wi.t); a.dout = nn_ptr(gi.t);
   a.din = nn_ptr(oi.t); a.dw = nn_ptr(ow.t); a.db = nn_ptr(ob.t);
+  size_t bytes = plan_conv(dev, LN_K_conv2d_bwd, &a, din != NULL, dw != NULL);
+  if (nn_scratch_new(fn, dev, bytes, &s) != 0) goto done;
   a.scratch = s.data;
   a.saved = saved ? nn_ptr(saved) : NULL;
   const ln_tensor *keep[8] = {oi.t, ow.t, ob.t, xi.t, wi.t, gi.t, &s.hold, saved};
@@ -302,7 +305,7 @@ static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, c
     if (conv_geometry_dims(fn, "stem.weight", dt, dev, in->shape, stem->weight, &stem->p, &sa) != 0) return -1;
     if (check_bn(fn, stem, dt, dev, sa.O) != 0) return -1;
     xshape[0][1] = sa.O; xshape[0][2] = sa.OH; xshape[0][3] = sa.OW;
-    bytes = plan_conv(dev, &sa, false, false);
+    bytes = plan_conv(dev, LN_K_conv2d_fwd, &sa, false, false);
   }
   for (int i = 0; i < nb; i++) {
     const ln_conv_bn *c1 = cb[3 * i], *c2 = cb[3 * i + 1], *cs = cb[3 * i + 2];
@@ -327,7 +330,7 @@ static int blocks_forward(const char *fn, ln_tensor *out, const ln_tensor *in, c
     for (int j = 0; j < 3; j++)
       if (cb[3 * i + j] && check_bn(fn, cb[3 * i + j], dt, dev, b[i].c[j].O) != 0) return -1;
     for (int j = 0; j < 3; j++)
-      if (cb[3 * i + j]) bytes = LN_MAX(bytes, plan_conv(dev, &b[i].c[j], false, false));
+      if (cb[3 * i + j]) bytes = LN_MAX(bytes, plan_conv(dev, LN_K_conv2d_fwd, &b[i].c[j], false, false));
   }
   if (nn_check(fn, "out", out, dt, dev, 4, xshape[nb]) != 0) return -1;
   const bool blk = blocks_native(dev, b, nb, stem ? &sa : NULL);
