@@ -72,7 +72,7 @@ $(BUILD)/obj/c/cuda/%.cu.o: c/cuda/%.cu c/cuda/kern.h c/include/lunet.h
 # -z defs: every symbol resolved here (core's come through a table, never by name)
 $(CUDA_LIB): $(CUDA_OBJ)
 	$(NVCC) -shared $(CUDA_ARCH) -cudart static -o $@ $(CUDA_OBJ) -ldl -lpthread -Xlinker -z,defs \
-	  -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/targets/x86_64-linux/lib
+	  -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib:$(CUDA_HOME)/targets/x86_64-linux/lib
 
 # optimizer kernels: sqrt without errno, so their loops vectorize
 $(BUILD)/obj/c/cpu/optim.o: ALL_CFLAGS += -fno-math-errno

@@ -7,8 +7,8 @@
 --   h2d_gbs, d2h_gbs   256 MB float32 from / to pageable host memory
 --   mlp_b{64,256,1024}  img/s of a training step of a 784-1024-1024-10 tanh MLP
 --                (MSE loss, SGD momentum 0.9, autograd), and its peak memory
--- No convolutions: the backend has no NN kernels yet (README of c/cuda says
--- what is missing). Usage: luajit bench/gpu.lua [--json FILE] [--device D] [--quick]
+--   seed32_b*, lenet5_b*  img/s of their training step (bench/models.lua), as bench/cpu.lua
+-- (no ResNet-8: no batch norm kernel on cuda yet). Usage: luajit bench/gpu.lua [--json FILE] [--device D] [--quick]
 local lunet = require 'lunet'
 local optim = require 'lunet.optim'
 local clock = lunet.clock
@@ -118,6 +118,35 @@ for _, b in ipairs(quick and {64} or {64, 256, 1024}) do
   if lunet.reset_peak_memory_stats then lunet.reset_peak_memory_stats(dev) end
   results['mlp_b' .. b .. '_ips'] = mlp_ips(b)
   results['mlp_b' .. b .. '_peak_mb'] = lunet.max_memory_allocated(dev) / 2 ^ 20
+end
+
+-- 6. the benchmark CNNs' training step (bench/models.lua; SGD momentum,
+-- cross-entropy, random data on the device)
+local models = dofile((debug.getinfo(1, 'S').source:match('^@(.*)gpu%.lua$') or 'bench/') .. 'models.lua')
+local function cnn_ips(name, batch)
+  lunet.manual_seed(1)
+  local nn = lunet.nn
+  local model = models[name].build(nn)
+  model:to(dev)
+  local x = lunet.randn({batch, unpack(models[name].input)}):to(dev)
+  local y = lunet.randint(1, 11, {batch}):to(dev)
+  local opt = optim.SGD(model:parameters(), {lr = 0.001, momentum = 0.9})
+  local function step()
+    opt:zero_grad()
+    local loss = nn.functional.cross_entropy(model:forward(x), y)
+    loss:backward()
+    opt:step()
+  end
+  local steps = quick and 2 or 10
+  local t = best(3, function() for _ = 1, steps do step() end end)
+  return batch * steps / t
+end
+for _, name in ipairs({'seed32', 'lenet5'}) do
+  for _, b in ipairs(quick and {64} or {1, 64, 256, 1024}) do
+    collectgarbage(); collectgarbage(); sync()
+    local ok, v = pcall(cnn_ips, name, b)
+    results[('%s_b%d_ips'):format(name, b)] = ok and v or tostring(v)
+  end
 end
 
 local keys = {}

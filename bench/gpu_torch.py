@@ -99,6 +99,33 @@ for b in ([64] if quick else [64, 256, 1024]):
     if dev.type == 'cuda':
         res['mlp_b%d_peak_mb' % b] = torch.cuda.max_memory_allocated(dev) / 2 ** 20
 
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models  # noqa: E402  (the same models as bench/models.lua)
+
+
+def cnn_ips(name, batch):
+    torch.manual_seed(1)
+    model = torch_models.build(name).to(dev)
+    shape = {'seed32': (3, 32, 32), 'lenet5': (1, 28, 28)}[name]
+    xb, yb = torch.randn(batch, *shape, device=dev), torch.randint(0, 10, (batch,), device=dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+    crit = torch.nn.CrossEntropyLoss()
+    def step():
+        opt.zero_grad()
+        crit(model(xb), yb).backward()
+        opt.step()
+    steps = 2 if quick else 10
+    def run():
+        for _ in range(steps):
+            step()
+    return batch * steps / best(3, run)
+
+
+for name in ('seed32', 'lenet5'):
+    for b in ([64] if quick else [1, 64, 256, 1024]):
+        res['%s_b%d_ips' % (name, b)] = cnn_ips(name, b)
+
 for k in sorted(res):
     v = res[k]
     print('%-22s %s' % (k, ('%.4g' % v) if isinstance(v, float) else v))

@@ -295,6 +295,34 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     assert.is_true(d[#d] < 0.1 * d[1], ('the loss falls (%g to %g)'):format(d[1], d[#d]))
   end)
 
+  it_dev('trains the benchmark CNNs (seed32, LeNet-5: conv, ReLU, max pool, linear) as the CPU does', function()
+    local src = debug.getinfo(1, 'S').source:match('^@(.*)spec/cuda_kernels_spec%.lua$')
+    local models = dofile(((src == nil or src == '') and './' or src) .. 'bench/models.lua')
+    for _, name in ipairs({'seed32', 'lenet5'}) do
+      local function run(device)
+        lunet.manual_seed(11)
+        local model = models[name].build(lunet.nn)
+        model:to(device)
+        local shape = {16, unpack(models[name].input)}
+        local x, y = lunet.randn(shape):to(device), lunet.randint(1, 11, {16}):to(device)
+        local opt = optim.SGD(model:parameters(), {lr = 0.01, momentum = 0.9})
+        local losses = {}
+        for step = 1, 5 do
+          opt:zero_grad()
+          local loss = lunet.nn.functional.cross_entropy(model:forward(x), y)
+          loss:backward()
+          opt:step()
+          losses[step] = loss:item()
+        end
+        return losses
+      end
+      local c, d = run('cpu:0'), run(dev)
+      for i = 1, #c do
+        assert.is_true(math.abs(c[i] - d[i]) <= 1e-3 * math.max(1, c[i]), ('%s step %d: %g vs %g'):format(name, i, c[i], d[i]))
+      end
+    end
+  end)
+
   it_dev('the allocator: stats, reuse, empty_cache, a clear OOM after which the device works', function()
     collectgarbage(); collectgarbage(); lunet.synchronize()
     local base = lunet.memory_allocated(dev)
@@ -389,6 +417,36 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
             check_grad('avg_pool2d ' .. desc, function(x) return F.avg_pool2d(x, o.k, ao) end, rand(shape, dt), nil, tol)
           end
         end
+      end
+    end
+  end)
+
+  it_dev('conv2d: stride, padding, dilation, groups, bias or none; gradients of input, weight and bias; fused eval forward', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local tol = dt == 'float32' and 1e-4 or 1e-10
+      for _, c in ipairs({
+        {x = {2, 3, 8, 8}, w = {4, 3, 3, 3}, o = {padding = 1}},
+        {x = {1, 4, 9, 7}, w = {6, 2, 3, 3}, o = {stride = 2, groups = 2}},
+        {x = {2, 2, 11, 11}, w = {3, 2, 3, 3}, o = {dilation = 2, padding = 2}, nobias = true},
+        {x = {3, 1, 28, 28}, w = {6, 1, 5, 5}, o = {padding = 2}},
+        {x = {2, 16, 8, 8}, w = {16, 16, 1, 1}, o = {stride = 2}},
+        {x = {0, 3, 5, 5}, w = {2, 3, 3, 3}, o = {}},
+      }) do
+        local what = ('conv2d %s x%s w%s %s'):format(dt, table.concat(c.x, 'x'), table.concat(c.w, 'x'),
+                                                   require('lunet.json').encode(c.o))
+        local x, w, b = rand(c.x, dt) * 0.05, rand(c.w, dt) * 0.05, (not c.nobias) and rand({c.w[1]}, dt) * 0.05 or nil
+        check_grad(what, function(xx, ww, bb) return F.conv2d(xx, ww, bb, c.o) end, x, {w, b}, tol)
+        check_grad(what .. ' (weight)', function(ww, xx, bb) return F.conv2d(xx, ww, bb, c.o) end, w, {x, b}, tol)
+        if b then check_grad(what .. ' (bias)', function(bb, xx, ww) return F.conv2d(xx, ww, bb, c.o) end, b, {x, w}, tol) end
+        -- the fused eval forward: relu(bn(conv) + residual), batch norm folded into the weights
+        local O = c.w[1]
+        local g, be, m, v = rand({O}, dt) * 0.05 + 1, rand({O}, dt) * 0.05, rand({O}, dt) * 0.05, rand({O}, dt):abs() * 0.05 + 0.5
+        local y = F.conv2d(x, w, b, c.o)
+        local res = rand(y:size(), dt) * 0.05
+        local r = check(what .. ' fused', function(xx, ww, gg, bbe, mm, vv, rr, bb)
+          return lunet.no_grad(function() return F.conv2d_fused(xx, ww, bb, c.o, gg, bbe, mm, vv, 1e-5, rr, true) end)
+        end, {x, w, g, be, m, v, res, b}, tol)
+        assert.are_not.equal('refused', r, what .. ' fused: refused on the CPU')
       end
     end
   end)

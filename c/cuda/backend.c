@@ -256,7 +256,7 @@ static bool supports(int k, int dt) {
     case LN_K_binary: case LN_K_unary: case LN_K_reduce: case LN_K_arange: return f || i;
     case LN_K_gemm: case LN_K_sgd_step: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
-    case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: return f;
+    case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd: return f;
     default: return false;
   }
 }
@@ -281,4 +281,6 @@ void lnc_fill_kernels(ln_backend *b) {
   b->maxpool2d_bwd = k_maxpool_bwd;
   b->avgpool2d_fwd = k_avgpool_fwd;
   b->avgpool2d_bwd = k_avgpool_bwd;
+  b->conv2d_fwd = ln_cuda_conv2d_fwd;
+  b->conv2d_bwd = ln_cuda_conv2d_bwd;
 }

@@ -16,8 +16,12 @@ cudaStream_t lnc_current_stream(void);
 int lnc_current_device(void);
 /* an error naming what failed and CUDA's message; returns -1 */
 int lnc_fail(const char *what, int cuda_error);
+static inline int lnc_fail_if(const char *what, int cuda_error) { return cuda_error ? lnc_fail(what, cuda_error) : 0; }
 /* the kernel table (backend.c) over the runtime (runtime.c) */
 void lnc_fill_kernels(ln_backend *b);
 /* cuBLAS, loaded on first use (gemm.c) */
 int lnc_gemm(void *args);
+/* cuDNN convolution, loaded on first use (conv_cudnn.c) */
+int ln_cuda_conv2d_fwd(void *args);
+int ln_cuda_conv2d_bwd(void *args);
 #endif

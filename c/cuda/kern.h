@@ -58,6 +58,15 @@ int lnc_nll(lnc_stream s, int dtype, int reduction, int64_t N, int64_t C, int64_
 int lnc_pool(lnc_stream s, int kind, int bwd, int dtype, const struct ln_pool2d_params *p, int64_t planes, int64_t H,
              int64_t W, int64_t OH, int64_t OW, char *out, const char *in, char *din, const char *dout, int64_t *idx,
              int64_t bad[2]);
+/* conv_ep.cu: around cuDNN's convolution (conv_cudnn.c). bn_fold: eval batch
+ * norm folded into (O,K) weights wf and O biases bf (g, be, b NULL: 1, 0, 0;
+ * m NULL: a plain copy); epilogue: out = relu?((zero ? 0 : out) + b + res)
+ * over (N,O,S); bias_grad: db = dout summed over N and S */
+int lnc_bn_fold(lnc_stream s, int dtype, int64_t O, int64_t K, const char *w, const char *b, const char *g,
+                const char *be, const char *m, const char *v, double eps, char *wf, char *bf);
+int lnc_conv_epilogue(lnc_stream s, int dtype, int64_t N, int64_t O, int64_t S, char *out, const char *b,
+                      const char *res, int relu, int zero);
+int lnc_bias_grad(lnc_stream s, int dtype, int64_t N, int64_t O, int64_t S, const char *dout, char *db);
 
 #ifdef __cplusplus
 }
