@@ -7,6 +7,9 @@
 local lunet = require 'lunet'
 local nn, optim, data = lunet.nn, lunet.optim, lunet.data
 local Pipeline = lunet.parallel.Pipeline
+local C = lunet.C
+-- fault injection (ln_stream_inject_*): c/include/lunet_internal.h
+if not pcall(require('ffi').typeof, 'ln_rec_stats') then require('ffi').cdef(require 'lunet.cdef_internal') end
 
 local function cnn(seed, bn)
   lunet.manual_seed(seed or 1)
@@ -320,6 +323,42 @@ describe('parallel.Pipeline', function()
     assert.is_true(sd_diff(res[2], res[1]) < 1e-6)
   end)
 
+  it('rebalances from the times measured in training, moving atoms and their optimizer state', function()
+    local function model()
+      lunet.manual_seed(2)
+      return nn.Sequential { nn.Conv2d(3, 32, 3, { padding = 1 }), nn.ReLU(), nn.Conv2d(32, 32, 3, { padding = 1 }),
+        nn.ReLU(), nn.Conv2d(32, 32, 3, { padding = 1 }), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 8 * 8, 5) }
+    end
+    lunet.manual_seed(3)
+    local x, y = lunet.randn(16, 3, 8, 8), lunet.randint(1, 6, { 16 })
+    local crit = nn.CrossEntropyLoss()
+    local ref = model()
+    -- (stage 2 gets both 32-channel convolutions: ten times the first's work)
+    local pipe = Pipeline(model(), { devices = devs(2), chunks = 4, balance = { 1, 7 } })
+    -- (SGD with momentum: Adam's first steps turn the rounding of near-zero gradients into whole steps)
+    local ro, po = make_opt('sgd', ref:parameters()), make_opt('sgd', pipe:parameters())
+    local function steps(n)
+      for _ = 1, n do
+        ro:zero_grad(); crit(ref(x), y):backward(); ro:step()
+        po:zero_grad(); pipe:forward_loss(crit, x, y):backward(); po:step()
+      end
+    end
+    local ok, err = pcall(pipe.rebalance, pipe)
+    assert.matches('Pipeline: rebalance: no training step has been timed yet', err, 1, true)
+    steps(3)
+    assert.matches('measured in training', pipe:balance_report(), 1, true)
+    local counts, moved = pipe:rebalance({ optimizer = po })
+    assert.is_true(moved)
+    assert.is_true(counts[1] > 2, 'stage 1 got ' .. counts[1] .. ' atoms')
+    assert.equal(8, counts[1] + counts[2])
+    assert.equal('cpu:0', pipe.module[3].weight.device)
+    for _, p in ipairs(pipe:parameters()) do
+      for _, v in pairs(po.state[p]) do if lunet.is_tensor(v) then assert.equal(p.device, v.device) end end
+    end
+    steps(2)
+    assert.is_true(sd_diff(pipe, ref) < 1e-5)
+  end)
+
   it('raises an error inside a stage in Lua, without a hang, and stays usable', function()
     local boom = nn.Identity()
     boom.forward = function(self, x)
@@ -354,5 +393,41 @@ describe('parallel.Pipeline', function()
     for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
     ok, err = pcall(loss.backward, loss)
     assert.matches('Pipeline: backward: already run for this batch', err, 1, true)
+  end)
+
+  it('raises an error on a stage\'s device (a NaN check) in Lua once, and trains on afterwards', function()
+    local armed = false
+    local Check = nn.Module:extend('NaNCheck')
+    function Check:__init() end
+    function Check:forward(x)
+      if armed then C.ln_stream_inject_error(2, 'NaN check failed on cpu:2') end
+      return x
+    end
+    local function model()
+      lunet.manual_seed(12)
+      return nn.Sequential { nn.Flatten(), nn.Linear(3 * 8 * 8, 16), nn.ReLU(), Check(), nn.Linear(16, 5) }
+    end
+    local ref, pipe = model(), Pipeline(model(), { devices = devs(3), chunks = 4, balance = { 2, 1, 2 } })
+    local crit = nn.CrossEntropyLoss()
+    local ro, po = optim.SGD(ref:parameters(), { lr = 0.1 }), optim.SGD(pipe:parameters(), { lr = 0.1 })
+    lunet.manual_seed(13)
+    local x, y = lunet.randn(8, 3, 8, 8), lunet.randint(1, 6, { 8 })
+    armed = true
+    local ok, err = pcall(function()
+      po:zero_grad()
+      local loss = pipe:forward_loss(crit, x, y)
+      loss:backward()
+      loss:item()
+      lunet.synchronize()
+    end)
+    armed = false
+    assert.is_false(ok)
+    assert.matches('NaN check failed on cpu:2', err, 1, true)
+    assert.has_no.errors(function() lunet.synchronize() end)
+    for _ = 1, 2 do
+      ro:zero_grad(); crit(ref(x), y):backward(); ro:step()
+      po:zero_grad(); pipe:forward_loss(crit, x, y):backward(); po:step()
+    end
+    assert.is_true(sd_diff(pipe, ref) < 1e-5)
   end)
 end)

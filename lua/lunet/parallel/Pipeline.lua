@@ -39,6 +39,7 @@ local Run = require 'lunet.parallel.pipeline_run'
 local pbn = require 'lunet.parallel.pipeline_bn'
 local floss = require 'lunet.parallel.forward_loss'
 local balance = require 'lunet.parallel.pipeline_balance'
+local Timing = require 'lunet.parallel.pipeline_timing'
 
 local Pipeline = Module:extend('parallel.Pipeline')
 
@@ -117,9 +118,13 @@ function Pipeline:_build(counts)
       self.stages[r][s] = Stage.new(s, mods, dev)
       first = first + counts[s]
     end
-    if self.deferred_bn or self.checkpoint ~= 'never' then self.bn[r] = pbn.wrap(self.models[r]:modules(), self.deferred_bn) end
+    if (self.deferred_bn or self.checkpoint ~= 'never') and not self.bn_wrapped then
+      self.bn[r] = pbn.wrap(self.models[r]:modules(), self.deferred_bn)
+    end
   end
+  self.bn_wrapped = true
   if R > 1 then self:_reducers(self.ropts) end
+  self.timing = Timing.new(self.stages[1])
 end
 
 -- (before the first batch of a measured balance: that batch is the sample)
@@ -150,6 +155,51 @@ function Pipeline:_reducers(opts)
         compress = opts.compress })
     end
   end
+end
+
+-- pipe:rebalance([{optimizer = opt, sample = x}]) -> counts, moved: the
+-- stages cut again from the times measured in training (each stage's
+-- measured time spread over its atoms in proportion to their profiled
+-- times, which the profile of a measured balance gives, else a profile with
+-- the sample, by default the last batch); the atoms that change stage move
+-- to their new devices (with opt's state for their parameters). moved is
+-- false when the cut stays.
+local REBALANCE_OPTS = { optimizer = 'table', sample = 'tensor' }
+function Pipeline:rebalance(opts)
+  opts = options.check('Pipeline:rebalance', opts, REBALANCE_OPTS) or {}
+  if not self.stages then fail('rebalance: no batch has run yet', 2) end
+  lunet.synchronize()
+  self.timing:collect()
+  local measured = self.timing:per_micro()
+  if not measured then fail('rebalance: no training step has been timed yet (train with forward_loss first)', 2) end
+  if not self.measure then
+    local sample = opts.sample or self.last_input
+    if not sample then fail('rebalance: needs a sample batch (opts.sample)', 2) end
+    local ok, _, info = pcall(balance.measured, self, atoms.of(self.module), sample, 'time')
+    if not ok then fail('rebalance: ' .. tostring(_):gsub('^[^:\n]*:%d+: ', '', 1), 2) end
+    self.measure = info
+  end
+  local counts = balance.remeasured(self, measured)
+  local same = true
+  for s = 1, self.S do if counts[s] ~= self.counts[s] then same = false end end
+  self.timing:reset()
+  if same then return counts, false end
+  self:_abort()
+  for _, red in pairs(self.reducers or {}) do red.step, red.reduced = nil, nil end
+  self:_build(counts)
+  local opt = opts.optimizer
+  if opt and type(opt.state) == 'table' then
+    autograd.no_grad(function()
+      for p, st in pairs(opt.state) do
+        if type(st) == 'table' and lunet.is_tensor(p) then
+          for k, v in pairs(st) do
+            if lunet.is_tensor(v) and v.device ~= p.device then st[k] = v:to(p.device) end
+          end
+        end
+      end
+    end)
+  end
+  return counts, true
 end
 
 -- ---- schedules ----------------------------------------------------------------------------------
@@ -202,6 +252,7 @@ function Pipeline:_batch_done()
 end
 
 function Pipeline:_abort()
+  if self.timing then self.timing:abort() end
   for r = 1, self.replicas do
     for s = 1, self.S do self.stages[r][s]:reset() end
     if self.bn[r] then self.bn[r]:abort() end
@@ -223,6 +274,7 @@ function Pipeline:forward_loss(criterion, x, target)
   end
   need_input(x, 'forward_loss', 2)
   self:_ready(x, 2)
+  self.last_input = x
   if not lunet.is_tensor(target) then fail('forward_loss: target must be a tensor, got ' .. type(target), 2) end
   if target:dim() == 0 or target:size(1) ~= x:size(1) then
     fail(('forward_loss: target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1),

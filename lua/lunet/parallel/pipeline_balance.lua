@@ -110,10 +110,31 @@ function M.measured(pipe, list, sample, kind)
   return counts, { costs = costs, opts = opts, micro = Mb }
 end
 
+-- the cut again from measured seconds a micro-batch per stage: each stage's
+-- atoms' profiled times scaled so that they add up to what it measured (and
+-- its device's speed taken out), then split again
+function M.remeasured(pipe, measured)
+  local info = pipe.measure
+  local split = require('lunet.parallel.partition')
+  local raw = split.evaluate(info.costs, pipe.counts)   -- (no speed: the profile's own times)
+  local costs, i = {}, 0
+  for s = 1, pipe.S do
+    local f = measured[s] / math.max(raw[s], 1e-12) * (info.opts.speed[s] or 1)
+    for _ = 1, pipe.counts[s] do
+      i = i + 1
+      local c = info.costs[i]
+      costs[i] = { time = c.time * f, memory = c.memory, act = c.act, name = c.name }
+    end
+  end
+  info.costs, info.measured = costs, measured
+  return split.split(costs, pipe.S, info.opts)
+end
+
 -- pipe:balance_report(): per stage its atoms, predicted time per micro-batch
 -- (forward and backward), memory, and the schedule's bubble
 function M.report(pipe)
   local S, counts = pipe.S, pipe.counts
+  if pipe.timing then pipe.timing:collect() end
   local lines = {}
   local bal = type(pipe.balance) == 'table' and 'a list' or pipe.balance or 'time'
   local M_ = pipe.measure and pipe.measure.micro or pipe.chunks
@@ -130,6 +151,8 @@ function M.report(pipe)
     local last = first + counts[s] - 1
     local l = ('  stage %d on %s: atoms %s..%s (%d)'):format(s, pipe.stage_devices[s], names[first], names[last], counts[s])
     if times then l = l .. (': %.2f ms a micro-batch, %s'):format(times[s] * 1e3, fmt(mems[s])) end
+    local got = pipe.timing and pipe.timing:per_micro()
+    if got then l = l .. ('; measured in training %.2f ms'):format(got[s] * 1e3) end
     lines[#lines + 1] = l
     first = last + 1
   end

@@ -39,7 +39,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
   local M = math.min(pipe.chunks, base)
   local plan = pipe:_plan(M)
   local self = setmetatable({ pipe = pipe, criterion = criterion, kind = kind, R = R, S = S, M = M,
-    steps = plan.steps, slot = plan.slot, lastB = plan.lastB, next = 1, recording = recording,
+    steps = plan.steps, slot = plan.slot, lastB = plan.lastB, next = 1, recording = recording, timing = pipe.timing,
     mb = {}, targets = {}, outs = {}, losses = {}, sums = {}, fdone = 0, scale = 1 }, Run)
   local last = pipe.stages[1][S].device
   for r = 1, R do
@@ -61,6 +61,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
       self.count[r] = whole:ne(criterion.opts.ignore_index):sum():to('float32')
     end
   end
+  if recording then self.timing:begin(M) else self.timing.on = false end
   self.norm = kind == 'element' and target:numel() or 1
   self.last = last
   self.home = target.device   -- (loss:output() goes there, with the targets the metrics compare it to)
@@ -86,6 +87,7 @@ function Run:_forward(s, m)
     local stage = pipe.stages[r][s]
     local inp = s == 1 and stage:receive(self.slot[1][m], self.mb[r][m]) or stage.pending[m]
     if s > 1 then stage.pending[m] = nil end
+    if r == 1 then self.timing:mark(s, false) end
     local y = stage:forward(m, inp, record)
     if not lunet.is_tensor(y) then error(('the atoms returned a %s, not a tensor'):format(type(y)), 0) end
     if s < S then
@@ -98,6 +100,7 @@ function Run:_forward(s, m)
       local ld = l:detach()
       self.sums[r] = self.sums[r] and self.sums[r] + ld or ld
     end
+    if r == 1 then self.timing:mark(s, true) end
   end
   if s == S then self.fdone = self.fdone + 1 end
 end
@@ -112,6 +115,7 @@ end
 function Run:_backward(s, m)
   local pipe, S = self.pipe, self.S
   local roots, seeds = {}, {}
+  self.timing:mark(s, false)
   for r = 1, self.R do
     local stage = pipe.stages[r][s]
     local y = stage:recompute(m, pipe.bn[r])
@@ -137,6 +141,7 @@ function Run:_backward(s, m)
     if g and s > 1 then pipe.stages[r][s - 1]:receive_grad(self.slot[s - 1][m], g) end
     stage:done(self.slot[s][m])
   end
+  self.timing:mark(s, true)
 end
 
 -- runs the steps from self.next (to the first with a backward action, or to
@@ -156,6 +161,7 @@ function Run:_steps(stop_at_backward)
     self.next = self.next + 1
   end
   self.at = nil
+  if self.recording then self.timing:finish(self.M) end
   self.pipe:_batch_done()
 end
 
