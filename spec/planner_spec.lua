@@ -216,6 +216,27 @@ describe('parallel.plan', function()
     assert.matches('the stated profile has 2 atoms, the model 3', err2, 1, true)
   end)
 
+  it('auto builds the Pipeline it chose when data parallel does not fit, and fit trains it', function()
+    local model = nn.Sequential { nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3) }
+    -- stated: 60 MB of parameters an atom (240 MB with Adam), 1 GB a device: only a split fits
+    local prof = stated(5, { fwd = 0.01, bwd = 0.02, batch = 16, params = 60 * MB, act = 1024, out = 256 })
+    local pipe = parallel.auto(model, lunet.randn(16, 4), { devices = { 'cpu:0', 'cpu:1' }, batch = 16,
+      profile = prof, link = fast, speed = { 1, 1 }, memory = 2 ^ 30 })
+    assert.equal('parallel.Pipeline', pipe.__name)
+    local c = pipe.auto_plan.chosen
+    assert.equal('pipeline', c.kind)
+    assert.same(c.balance, pipe.counts)
+    local ds = lunet.data.TensorDataset(lunet.randn(48, 4), lunet.randint(1, 4, { 48 }))
+    local lines, print0 = {}, print
+    _G.print = function(...) lines[#lines + 1] = table.concat({ ... }, ' ') end
+    local ok, err = pcall(lunet.fit, pipe, lunet.data.DataLoader(ds, { batch_size = 16 }), { epochs = 1, progress = false })
+    _G.print = print0
+    assert.is_true(ok, err)
+    local found
+    for _, l in ipairs(lines) do if l:match('^fit: [%d.]+ ms a step measured, [%d.]+ ms predicted by the plan %(pipeline 2 stages') then found = l end end
+    assert.is_truthy(found, table.concat(lines, '\n'))
+  end)
+
   it('says what is wrong with bad input', function()
     local ok, err = pcall(parallel.plan, 'x', lunet.randn(2, 3), { devices = { 'cpu:0' } })
     assert.matches('parallel.plan: expected an nn.Module', err, 1, true)

@@ -14,8 +14,8 @@
 -- and replicas it runs. The optimizer's step (the profile's update, seconds for all parameters)
 -- adds to each device's time in the share of the parameters it holds.
 -- Time of atom i at batch b: fwd0 + (fwd - fwd0) * b / batch (fwd0 the fixed
--- part of a call, 0 if unknown; the same for bwd); activation and output
--- bytes grow with b. A device of speed s runs it in time / s; with threads
+-- part of a call, 0 if unknown; the same for bwd and for the transient
+-- temp_bytes with temp0); activation and output bytes grow with b. A device of speed s runs it in time / s; with threads
 -- (each device's share of the cores) and cores given, devices computing at
 -- once whose shares exceed the cores run cores / shares slower; or, given
 -- together (profile.together: the measured speed of each device while all
@@ -121,7 +121,7 @@ end
 function cost:fwd(i, b) local a = self.atoms[i]; return scaled(a.fwd, a.fwd0 or 0, b, a.batch) * self:calib(b) end
 function cost:bwd(i, b) local a = self.atoms[i]; return scaled(a.bwd, a.bwd0 or 0, b, a.batch) * self:calib(b) end
 function cost:act(i, b) local a = self.atoms[i]; return a.act_bytes * b / a.batch end
-function cost:temp(i, b) local a = self.atoms[i]; return (a.temp_bytes or 0) * b / a.batch end
+function cost:temp(i, b) local a = self.atoms[i]; return scaled(a.temp_bytes or 0, a.temp0 or 0, b, a.batch) end
 -- the most transient memory of atoms lo..hi at batch b (one atom runs at a time)
 function cost:temp_max(lo, hi, b)
   local m = 0

@@ -254,6 +254,9 @@ function profile.atoms(atoms, sample, device, opts)
         local slope = (r1[k][i] - r2[k][i]) / (r1.b - r2.b)
         e[k .. '0'] = math.min(math.max(r1[k][i] - slope * r1.b, 0), r1[k][i])
       end
+      -- transient bytes the same way (a workspace need not shrink with the batch)
+      local slope = (r1.trans[i] - r2.trans[i]) / (r1.b - r2.b)
+      e.temp0 = math.min(math.max(r1.trans[i] - slope * r1.b, 0), r1.trans[i])
     end
     out[i] = e
   end
