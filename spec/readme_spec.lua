@@ -79,6 +79,11 @@ local NOT_RUN = {   -- and why
   ['mpirun --bind-to none -np 2 luajit train.lua'] = 'spec/mpi_spec.lua launches with --bind-to none',
   ['mpirun -np 4 -H a:2,b:2 luajit train.lua'] = 'needs two hosts named a and b (tools/ci-two-hosts.sh plays two hosts)',
   ['srun -n 4 luajit train.lua'] = 'needs Slurm',
+  ['mpirun --allow-run-as-root --bind-to none -np 2 luajit examples/distributed.lua'] =
+    'tools/ci-examples.sh runs it with --smoke; the accuracy runs are in bench/RESULTS.md',
+  ['mpirun --allow-run-as-root --bind-to none -np 2 luajit examples/distributed.lua --full'] =
+    'trains 4 epochs (minutes): bench/RESULTS.md has its accuracy',
+  ['luajit examples/distributed.lua --full'] = 'trains 4 epochs (minutes): bench/RESULTS.md has its accuracy',
   ['luajit train.lua'] = 'the Processes block, run as a script as written (a world of one) below',
 }
 

@@ -14,6 +14,10 @@ if [ -f examples/data_parallel.lua ]; then
   LUNET_CPU_DEVICES=3 run luajit examples/data_parallel.lua --smoke --accumulate 2   # fit steps once per 2 batches
 fi
 run luajit examples/auto_parallel.lua --smoke --batch 16
+if command -v mpirun >/dev/null; then   # DistributedDataParallel over 2 processes, then the same alone
+  run mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x LUA_PATH luajit examples/distributed.lua --smoke
+  run luajit examples/distributed.lua --smoke
+fi
 run luajit examples/pipeline.lua --smoke                 # 2 stages, each device under its memory limit
 run luajit examples/pipeline.lua --smoke --devices 3 --schedule gpipe --memory 112
 LUNET_CPU_DEVICES=2 run luajit examples/auto_parallel.lua --smoke --batch 16   # the planner's table, then fit
