@@ -194,6 +194,10 @@ static _Thread_local bool wait_failed;   /* the last failure came from wait_req 
  * non-blocking collectives progress only inside MPI_Test: a sleeping rank
  * stalls its peers (a 256 MB all-reduce ran at half MPI_Allreduce's speed). */
 static _Thread_local bool data_phase;
+/* the one world rank this wait needs (a ring's left neighbour, the other of
+ * two, a recv's sender), or -1: when the launcher ends the job (a rank of
+ * another host died) and no rank of this host is gone, that is the one */
+static _Thread_local int waiting_on = -1;
 static int wait_req_(const char *fn, void *req, double timeout, int64_t seq);
 static int wait_req(const char *fn, void *req, double timeout, int64_t seq) {
   int rc = wait_req_(fn, req, timeout, seq);
@@ -212,6 +216,12 @@ static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
     if (got_sigterm || t >= next_check) {
       int r = find_lost();
       if (r >= 0) { G.shim->drop(req); return gone_error(fn, r); }
+      if (got_sigterm && waiting_on >= 0) {
+        G.shim->drop(req);
+        return ln_error("%s: rank %d (host %s, pid %d) is gone: the launcher ends the job (SIGTERM) while "
+                        "collective #%lld waits for it", fn, waiting_on, G.peers[waiting_on].host,
+                        (int)G.peers[waiting_on].pid, (long long)seq);
+      }
       if (got_sigterm) {
         G.shim->drop(req);
         return ln_error("%s: the launcher is ending the job (SIGTERM) while collective #%lld waits: a rank of "
@@ -391,6 +401,7 @@ static int agree(const char *fn, coll_args *a, mpi_impl *mi) {
   }
   void *req = NULL;
   char err[LN_MPI_ERRLEN];
+  waiting_on = n == 2 ? world_of(cm, 1 - me) : -1;
   int rc = SHIM_RC(iallgather(mi->mc[a->stream], &mine, all, sizeof mine, LN_MPI_BYTE, &req, err));
   if (rc != 0) rc = ln_error("%s: %s", fn, err);
   else rc = wait_req(fn, req, G.timeout, a->seq);
@@ -524,6 +535,7 @@ static int ring_allreduce(const char *fn, coll_args *a, void *mc, char *buf, int
 #define LO(k) (n * (int64_t)(k) / N)
   char *tmp = malloc((size_t)(n / N + 1) * es);
   if (!tmp) return ln_error("%s: out of host memory for a ring step (%lld bytes)", fn, (long long)((n / N + 1) * (int64_t)es));
+  waiting_on = world_of(a->cm, left);
   for (int s = 0; s < N - 1; s++) {
     int sc = (r - s + 2 * N) % N, rc = (r - s - 1 + 2 * N) % N;
     if (exchange(fn, mc, buf + LO(sc) * es, (size_t)(LO(sc + 1) - LO(sc)) * es, right, tmp,
@@ -608,6 +620,7 @@ static int coll_task(void *p) {
   char err[LN_MPI_ERRLEN];
   wait_failed = false;
   data_phase = false;
+  waiting_on = a->cm->world == 2 ? world_of(a->cm, 1 - a->cm->ranks[0]) : -1;
   int rc = atomic_load(&mi->broken[a->stream])
                ? ln_error("%s: this communicator is out of step for good: %s", fn, mi->why[a->stream])
                : agree(fn, a, mi);
@@ -825,6 +838,7 @@ static int recv_task(void *p) {
   p2p_header h;
   void *req_ = NULL;
   int w = mi->members[a->peer];
+  waiting_on = w;
   if (SHIM_RC(irecv(mi->mc[0], &h, sizeof h, LN_MPI_BYTE, a->peer, TAG_HDR, &req_, err)) != 0)
     rc = ln_error("recv: %s", err);
   else rc = wait_req(fn, req_, G.timeout, -1);
