@@ -7,8 +7,10 @@
 -- nothing is done per element in Lua. The parts:
 --   autograd/mode.lua      grad mode (no_grad, enable_grad), the shared state
 --   autograd/graph.lua     nodes, edges, saved tensors, broadcast reduction
---   autograd/formulas.lua  the derivative of every op, one entry per op
+--   autograd/formulas.lua  the derivative of every op, one entry per op (the
+--                          layers of nn.functional in formulas/nn.lua)
 --   autograd/record.lua    the recording kinds that turn a formula into a method
+--                          (or, for a layer, into its recorder: A.recorder)
 --   autograd/leaves.lua    detach, requires_grad_, is_leaf, retain_grad
 --   autograd/hooks.lua     gradient hooks (register_hook, post-accumulate hooks)
 --   autograd/engine.lua    accumulation into .grad and the backward walk

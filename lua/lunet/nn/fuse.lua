@@ -29,10 +29,8 @@ local M = {}
 local Conv2d, ReLU, BasicBlock, MaxPool2d
 local MAXB = 16   -- blocks per fused chain
 
-local function grad_needed(x, conv, bn)
-  return A.is_grad_enabled() and (A.needs(x) or A.needs(conv.weight) or A.needs(conv.bias) or A.needs(bn.weight)
-    or A.needs(bn.bias))
-end
+-- (whether the layers would record a gradient: then they run one by one)
+local function grad_needed(x, conv, bn) return A.records(x, conv.weight, conv.bias, bn.weight, bn.bias) end
 
 local function plain(m, cls) return getmetatable(m) == cls and rawget(m, 'forward') == nil end
 
