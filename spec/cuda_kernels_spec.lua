@@ -89,11 +89,12 @@ end
 
 -- runs f on the CPU inputs and on their copies on dev, compares
 local function check(what, f, inputs, rtol)
+  -- (moved first: f may update its inputs in place, as running statistics)
+  local moved = {}
+  for i, x in ipairs(inputs) do moved[i] = lunet.is_tensor(x) and x:to(dev) or x end
   -- (a stream's error is raised at the next read: read inside the pcall)
   local ok, want = pcall(function() local r = f(unpack(inputs)); r:read(); return r end)
   if not ok then return 'refused' end   -- refused on the CPU too: nothing to compare
-  local moved = {}
-  for i, x in ipairs(inputs) do moved[i] = lunet.is_tensor(x) and x:to(dev) or x end
   local ok2, got = pcall(function() return f(unpack(moved)):to('cpu:0') end)
   if not ok2 then
     if known_gap(tostring(got)) then return tostring(got) end
@@ -449,6 +450,69 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
         assert.are_not.equal('refused', r, what .. ' fused: refused on the CPU')
       end
     end
+  end)
+
+  it_dev('batch norm (training, eval, fused ReLU, fused add+ReLU) with backward and running statistics; adaptive avg pool', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local tol = dt == 'float32' and 1e-4 or 1e-10
+      for _, shape in ipairs({{8, 3, 5, 5}, {4, 16}, {2, 5, 1, 7}, {33, 2, 3, 3}}) do
+        local C = shape[2]
+        for _, training in ipairs({true, false}) do
+          for _, kind in ipairs({'batch_norm', 'batch_norm_relu', 'batch_norm_add_relu'}) do
+            if kind == 'batch_norm' or #shape == 4 then
+              local what = ('%s %s %s %s'):format(kind, dt, table.concat(shape, 'x'), training and 'train' or 'eval')
+              local rm, rv = rand({C}, dt) * 0.05, rand({C}, dt):abs() * 0.05 + 0.5
+              local w, b = rand({C}, dt) * 0.05 + 1, rand({C}, dt) * 0.05
+              local res = rand(shape, dt) * 0.05
+              local x = rand(shape, dt) * 0.05
+              local function f(xx, rrm, rrv, ww, bb, rr)
+                if kind == 'batch_norm_add_relu' then return F[kind](xx, rr, rrm, rrv, ww, bb, training, 0.1, 1e-5) end
+                return F[kind](xx, rrm, rrv, ww, bb, training, 0.1, 1e-5)
+              end
+              check_grad(what, f, x, {rm:clone(), rv:clone(), w, b, res}, tol)
+              check_grad(what .. ' (weight)', function(ww, xx, rrm, rrv, bb, rr) return f(xx, rrm, rrv, ww, bb, rr) end,
+                         w, {x, rm:clone(), rv:clone(), b, res}, tol)
+              -- the running statistics after one training forward
+              check(what .. ' running_var', function(xx, rrm, rrv, ww, bb, rr) f(xx, rrm, rrv, ww, bb, rr); return rrv end,
+                    {x, rm:clone(), rv:clone(), w, b, res}, tol)
+              check(what .. ' running_mean', function(xx, rrm, rrv, ww, bb, rr) f(xx, rrm, rrv, ww, bb, rr); return rrm end,
+                    {x, rm:clone(), rv:clone(), w, b, res}, tol)
+            end
+          end
+        end
+      end
+      for _, c in ipairs({{{2, 3, 8, 8}, {1, 1}}, {{1, 2, 7, 9}, {3, 4}}, {{2, 1, 5, 5}, {5, 5}}, {{1, 1, 4, 4}, {6, 6}}}) do
+        check_grad(('adaptive_avg_pool2d %s %s to %s'):format(dt, table.concat(c[1], 'x'), table.concat(c[2], 'x')),
+                   function(x) return F.adaptive_avg_pool2d(x, c[2]) end, rand(c[1], dt), nil, tol)
+      end
+    end
+  end)
+
+  it_dev('ResNet-8 (batch norm, BasicBlocks, global pool) trains, then infers in eval mode, as on the CPU', function()
+    local src = debug.getinfo(1, 'S').source:match('^@(.*)spec/cuda_kernels_spec%.lua$')
+    local models = dofile(((src == nil or src == '') and './' or src) .. 'bench/models.lua')
+    local function run(device)
+      lunet.manual_seed(13)
+      local model = models.resnet8.build(lunet.nn)
+      model:to(device)
+      local x, y = lunet.randn({8, 3, 32, 32}):to(device), lunet.randint(1, 11, {8}):to(device)
+      local opt = optim.SGD(model:parameters(), {lr = 0.01, momentum = 0.9})
+      local losses = {}
+      for step = 1, 3 do
+        opt:zero_grad()
+        local loss = F.cross_entropy(model:forward(x), y)
+        loss:backward()
+        opt:step()
+        losses[step] = loss:item()
+      end
+      model:eval()
+      local out = lunet.no_grad(function() return model:forward(x) end)
+      return losses, out:to('cpu:0')
+    end
+    local c, co = run('cpu:0')
+    local d, dout = run(dev)
+    for i = 1, #c do assert.is_true(math.abs(c[i] - d[i]) <= 1e-3 * math.max(1, c[i]), ('step %d: %g vs %g'):format(i, c[i], d[i])) end
+    same(co, dout, 'ResNet-8 eval forward (fused blocks)', 1e-3)
   end)
 
   it_dev('trains a small classifier (Linear, ReLU, max pool, cross-entropy) as the CPU does', function()

@@ -245,6 +245,28 @@ static int k_maxpool_fwd(void *p) { return pool("max_pool2d", p, 0, 0); }
 static int k_maxpool_bwd(void *p) { return pool("max_pool2d_backward", p, 0, 1); }
 static int k_avgpool_fwd(void *p) { return pool("avg_pool2d", p, 1, 0); }
 static int k_avgpool_bwd(void *p) { return pool("avg_pool2d_backward", p, 1, 1); }
+static int adaptive(const char *fn, ln_pool2d_args *a, int bwd) {
+  if (need_float(fn, a->dtype)) return -1;
+  return done(fn, lnc_adaptive_pool(S(), bwd, a->dtype, a->planes, a->H, a->W, a->OH, a->OW, a->out, a->in, a->din,
+                                    a->dout));
+}
+static int k_adaptive_fwd(void *p) { return adaptive("adaptive_avg_pool2d", p, 0); }
+static int k_adaptive_bwd(void *p) { return adaptive("adaptive_avg_pool2d_backward", p, 1); }
+
+_Static_assert(sizeof(lnc_bn) == sizeof(ln_batchnorm_args), "lnc_bn must have ln_batchnorm_args's layout");
+_Static_assert(offsetof(lnc_bn, dres) == offsetof(ln_batchnorm_args, dres), "lnc_bn must have ln_batchnorm_args's layout");
+_Static_assert(offsetof(lnc_bn, momentum) == offsetof(ln_batchnorm_args, momentum), "lnc_bn must have ln_batchnorm_args's layout");
+
+static int k_bn_fwd(void *p) {
+  ln_batchnorm_args *a = p;
+  if (need_float("batch_norm", a->dtype)) return -1;
+  return done("batch_norm", lnc_batchnorm(S(), 0, (const lnc_bn *)a));
+}
+static int k_bn_bwd(void *p) {
+  ln_batchnorm_args *a = p;
+  if (need_float("batch_norm_backward", a->dtype)) return -1;
+  return done("batch_norm_backward", lnc_batchnorm(S(), 1, (const lnc_bn *)a));
+}
 
 /* what each slot runs: the float types everywhere, integers where the CPU
  * has them too; half types only in copies (casts) and fills */
@@ -256,7 +278,9 @@ static bool supports(int k, int dt) {
     case LN_K_binary: case LN_K_unary: case LN_K_reduce: case LN_K_arange: return f || i;
     case LN_K_gemm: case LN_K_sgd_step: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
-    case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd: return f;
+    case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd:
+    case LN_K_batchnorm_fwd: case LN_K_batchnorm_bwd: case LN_K_adaptive_avgpool2d_fwd:
+    case LN_K_adaptive_avgpool2d_bwd: return f;
     default: return false;
   }
 }
@@ -283,4 +307,8 @@ void lnc_fill_kernels(ln_backend *b) {
   b->avgpool2d_bwd = k_avgpool_bwd;
   b->conv2d_fwd = ln_cuda_conv2d_fwd;
   b->conv2d_bwd = ln_cuda_conv2d_bwd;
+  b->batchnorm_fwd = k_bn_fwd;
+  b->batchnorm_bwd = k_bn_bwd;
+  b->adaptive_avgpool2d_fwd = k_adaptive_fwd;
+  b->adaptive_avgpool2d_bwd = k_adaptive_bwd;
 }

@@ -7,8 +7,8 @@
  * and filter gradients from cuDNN, the bias gradient by conv_ep.cu. FP32 is
  * exact FP32 (CUDNN_FMA_MATH) unless LUNET_CUDA_TF32=1. Descriptors are made
  * per call and the algorithm is cuDNN's first heuristic choice (no search,
- * no cache yet). Not supported here: fused BasicBlocks (ln_block_args), a
- * backend's saved state (there is none: no planner). */
+ * no cache yet). Eval BasicBlocks run as three convolutions. There is no
+ * saved state (no planner). */
 #include "cuda.h"
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -143,10 +143,34 @@ static int workspace(const char *fn, size_t n, void **p) {
   return e == cudaSuccess ? 0 : lnc_fail(fn, e);
 }
 
+int ln_cuda_conv2d_fwd(void *args);
+
+/* an eval BasicBlock (c/nn/conv2d.c's blocks_forward, batch norms already
+ * folded into each conv's w and b): conv1 + ReLU into hb, the shortcut conv
+ * into rb, conv2 + residual + ReLU into out, as three convolutions (NCHW
+ * throughout: this backend has no native layout) */
+static int run_block(ln_block_args *B) {
+  ln_conv2d_args c0 = B->c[0], c1 = B->c[1], c2 = B->c[2];
+  c0.block = 0; c0.in = B->in; c0.out = B->hb; c0.res = NULL; c0.relu = 1; c0.raw = 0;
+  if (ln_cuda_conv2d_fwd(&c0) != 0) return -1;
+  const char *res = B->in;
+  if (B->has_sc) {
+    c2.block = 0; c2.in = B->in; c2.out = B->rb; c2.res = NULL; c2.relu = 0; c2.raw = 0;
+    if (ln_cuda_conv2d_fwd(&c2) != 0) return -1;
+    res = B->rb;
+  }
+  c1.block = 0; c1.in = B->hb; c1.out = B->out; c1.res = (char *)res; c1.relu = 1; c1.raw = 0;
+  return ln_cuda_conv2d_fwd(&c1);
+}
+
 int ln_cuda_conv2d_fwd(void *args) {
   const char *fn = "conv2d";
   ln_conv2d_args *a = args;
-  if (a->block) return ln_error("%s: cuda has no fused BasicBlock kernel yet", fn);
+  if (a->block) {
+    ln_block_args *B = args;
+    if (B->in_blk || B->out_blk) return ln_error("basicblock_fused: cuda has no blocked layout");
+    return run_block(B);
+  }
   if (a->raw) return ln_error("%s: cuda has no blocked layout", fn);
   if (a->dtype != LN_FLOAT32 && a->dtype != LN_FLOAT64)
     return ln_error("%s: cuda convolves float32 and float64 only", fn);

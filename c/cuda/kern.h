@@ -58,6 +58,9 @@ int lnc_nll(lnc_stream s, int dtype, int reduction, int64_t N, int64_t C, int64_
 int lnc_pool(lnc_stream s, int kind, int bwd, int dtype, const struct ln_pool2d_params *p, int64_t planes, int64_t H,
              int64_t W, int64_t OH, int64_t OW, char *out, const char *in, char *din, const char *dout, int64_t *idx,
              int64_t bad[2]);
+/* adaptive average pooling (torch's bins), forward or backward */
+int lnc_adaptive_pool(lnc_stream s, int bwd, int dtype, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                      char *out, const char *in, char *din, const char *dout);
 /* conv_ep.cu: around cuDNN's convolution (conv_cudnn.c). bn_fold: eval batch
  * norm folded into (O,K) weights wf and O biases bf (g, be, b NULL: 1, 0, 0;
  * m NULL: a plain copy); epilogue: out = relu?((zero ? 0 : out) + b + res)
@@ -67,6 +70,17 @@ int lnc_bn_fold(lnc_stream s, int dtype, int64_t O, int64_t K, const char *w, co
 int lnc_conv_epilogue(lnc_stream s, int dtype, int64_t N, int64_t O, int64_t S, char *out, const char *b,
                       const char *res, int relu, int zero);
 int lnc_bias_grad(lnc_stream s, int dtype, int64_t N, int64_t O, int64_t S, const char *dout, char *db);
+/* bn.cu: ln_batchnorm_args's layout (c/core/nn_args.h; backend.c checks it) */
+typedef struct lnc_bn {
+  int dtype, training, relu;
+  int64_t N, C, S;
+  double momentum, eps;
+  char *out, *in, *weight, *bias, *save_mean, *save_invstd, *running_mean, *running_var;
+  char *res;
+  char *din, *dweight, *dbias, *dout;
+  char *dres;
+} lnc_bn;
+int lnc_batchnorm(lnc_stream s, int bwd, const lnc_bn *a);
 
 #ifdef __cplusplus
 }

@@ -194,7 +194,54 @@ template <typename T> __global__ void avgpool_bwd_k(ln_pool2d_params p, int64_t 
     dx[i] = s;
   }
 }
+// adaptive bins [floor(o*H/OH), ceil((o+1)*H/OH)); one thread per output
+template <typename T> __global__ void adaptive_k(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                                const T *x, T *y) {
+  GRID_LOOP(o, planes * OH * OW) {
+    int64_t pl = o / (OH * OW), r = o - pl * OH * OW, oh = r / OW, ow = r - oh * OW;
+    int64_t hs = oh * H / OH, he = ((oh + 1) * H + OH - 1) / OH, ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;
+    const T *xp = x + pl * H * W;
+    T s = 0;
+    for (int64_t h = hs; h < he; h++)
+      for (int64_t w = ws; w < we; w++) s += xp[h * W + w];
+    y[o] = s / (T)((he - hs) * (we - ws));
+  }
+}
+
+// gather form: each input element sums the shares of the bins that hold it
+template <typename T> __global__ void adaptive_bwd_k(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                                    const T *dy, T *dx) {
+  GRID_LOOP(i, planes * H * W) {
+    int64_t pl = i / (H * W), r = i - pl * H * W, h = r / W, w = r - h * W;
+    const T *dyp = dy + pl * OH * OW;
+    T s = 0;
+    for (int64_t oh = 0; oh < OH; oh++) {
+      int64_t hs = oh * H / OH, he = ((oh + 1) * H + OH - 1) / OH;
+      if (h < hs || h >= he) continue;
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;
+        if (w >= ws && w < we) s += dyp[oh * OW + ow] / (T)((he - hs) * (we - ws));
+      }
+    }
+    dx[i] = s;
+  }
+}
 }  // namespace
+
+extern "C" int lnc_adaptive_pool(lnc_stream s, int bwd, int dt, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                 int64_t OW, char *out, const char *in, char *din, const char *dout) {
+  cudaStream_t st = (cudaStream_t)s;
+  int64_t n = bwd ? planes * H * W : planes * OH * OW;
+  if (n == 0) return cudaSuccess;
+  if (!bwd) {
+    if (dt == LN_FLOAT64) adaptive_k<double><<<blocks(n), THREADS, 0, st>>>(planes, H, W, OH, OW, (const double *)in, (double *)out);
+    else adaptive_k<float><<<blocks(n), THREADS, 0, st>>>(planes, H, W, OH, OW, (const float *)in, (float *)out);
+  } else {
+    if (dt == LN_FLOAT64) adaptive_bwd_k<double><<<blocks(n), THREADS, 0, st>>>(planes, H, W, OH, OW, (const double *)dout, (double *)din);
+    else adaptive_bwd_k<float><<<blocks(n), THREADS, 0, st>>>(planes, H, W, OH, OW, (const float *)dout, (float *)din);
+  }
+  return cudaGetLastError();
+}
 
 #define BOTH(dt, call_f, call_d) ((dt) == LN_FLOAT64 ? (call_d) : (call_f))
 
