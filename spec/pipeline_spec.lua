@@ -198,6 +198,17 @@ describe('parallel.Pipeline', function()
     assert.matches('Pipeline: forward_loss: target has 3 rows, the input 4', err, 1, true)
     ok, err = pcall(pipe.to, pipe, 'cpu:1')
     assert.matches('Pipeline: to: the stages live on cpu:0, cpu:1', err, 1, true)
+    -- a dtype: every stage in place; apply reaches the model's modules
+    pipe:to('float64')
+    assert.equal('float64', pipe.module[1].weight.dtype)
+    assert.equal('cpu:1', pipe.module[7].weight.device)
+    local loss = pipe:forward_loss(nn.CrossEntropyLoss(), lunet.randn(4, 3, 8, 8, { dtype = 'float64' }),
+      lunet.randint(1, 6, { 4 }))
+    loss:backward()
+    assert.equal('float64', pipe.module[1].weight.grad.dtype)
+    local n = 0
+    pipe:apply(function(m) if m.__name == 'nn.Linear' then n = n + 1 end end)
+    assert.equal(2, n)
   end)
 
   it("keeps deferred BatchNorm's running statistics equal to the whole batch's, and counts each batch once", function()

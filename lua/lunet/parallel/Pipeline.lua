@@ -324,7 +324,10 @@ function Pipeline:forward(x)
   self:_ready(x, 2)
   self:_begin_batch()
   local ok, y = pcall(run_forward, self, x)
-  if not ok then self:_abort(); fail('forward: ' .. tostring(y):gsub('^Pipeline: ', ''), 2) end
+  if not ok then
+    self:_abort()
+    fail('forward: ' .. tostring(y):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', ''), 2)
+  end
   self:_batch_done()
   return y
 end
@@ -340,6 +343,13 @@ function Pipeline:named_modules(prefix, out)
     self.models[r]:named_modules((prefix == '' and '' or prefix .. '.') .. 'replica' .. r, out)
   end
   return out
+end
+
+function Pipeline:apply(fn)
+  if type(fn) ~= 'function' then fail('apply: expected a function, got ' .. type(fn), 2) end
+  for r = 1, self.replicas do self.models[r]:apply(fn) end
+  fn(self)
+  return self
 end
 
 function Pipeline:state_dict() return self.module:state_dict() end

@@ -108,7 +108,7 @@ end
 -- the gradient seed of replica r's micro-batch losses
 function Run:_seed(r, l)
   local f = self.R * self.scale
-  if self.count then return self.count[r]:reciprocal():mul(f) end
+  if self.count then return self.count[r]:to(l.dtype):reciprocal():mul(f) end
   return lunet.full(l:size(), f / self.norm, { dtype = l.dtype, device = l.device })
 end
 
@@ -172,7 +172,8 @@ function Run:_go(stop_at_backward, lvl)
   self.failed = true
   self.pipe:_abort()
   local a = self.at
-  err = tostring(err):gsub('^Pipeline: ', '')
+  -- (positions inside lunet's files say nothing to the user: the stage does)
+  err = tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')
   if a then
     err = ('%s of micro-batch %d at stage %d (%s): %s'):format(a[3] == 'F' and 'forward' or 'backward', a[2],
       a[1], self.pipe.stages[1][a[1]].device, err)
