@@ -264,6 +264,14 @@ describe('parallel.simulate', function()
     rows = parallel.simulate(d, { devices = 8, bandwidth = 1e10, latency = 1e-5, overlap = 1 })
     assert.near(0.3 + 2 * 7 / 8 * 25e6 / 1e10 + 2 * 7 * 1e-5, rows[1].step, 1e-12)
     assert.matches('efficiency', tostring(rows), 1, true)
+    -- a plan's profile carries its host's queuing time; at scale each device has its own host
+    local cm = parallel.cost.new(setmetatable({ { fwd = 0.1, bwd = 0.2, act_bytes = 0, param_bytes = 0, batch = 8 } },
+      { __index = { host = 0.05 } }))
+    assert.near(0.3, cm:data_parallel(2, 16).step, 1e-12)
+    assert.near(8 * 0.05, cm:data_parallel(8, 64).step, 1e-12)   -- the one host queues 8 replicas
+    local rows2 = parallel.simulate({ cost = cm, chosen = { stages = 1, chunks = 1, accumulate = 1, replicas = 1 }, batch = 8 },
+      { devices = 512, bandwidth = 1e10, latency = 0 })
+    assert.near(0.3, rows2[1].step, 1e-12)
   end)
 
   it('pipeline: (m + p - 1) stage times, bubble (p-1)/(m+p-1) (hand computed)', function()

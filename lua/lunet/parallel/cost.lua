@@ -11,15 +11,17 @@
 --
 -- The host queues all of it: a step is at least the profile's host time
 -- (queuing one forward and backward of the model) times the micro-batches
--- and replicas it runs. The optimizer's step (the profile's update, seconds for all parameters)
--- adds to each device's time in the share of the parameters it holds.
+-- and replicas it runs. The optimizer's step (the profile's update, seconds
+-- for all parameters) adds to each device's time in the share of the
+-- parameters it holds.
 -- Time of atom i at batch b: fwd0 + (fwd - fwd0) * b / batch (fwd0 the fixed
 -- part of a call, 0 if unknown; the same for bwd and for the transient
--- temp_bytes with temp0); activation and output bytes grow with b. A device of speed s runs it in time / s; with threads
--- (each device's share of the cores) and cores given, devices computing at
--- once whose shares exceed the cores run cores / shares slower; or, given
--- together (profile.together: the measured speed of each device while all
--- of them compute), every candidate on more than one device runs at that.
+-- temp_bytes with temp0), scaled so that the atoms add up to the measured
+-- whole-chain time at b (list.whole, see cost:calib); activation and output
+-- bytes grow with b. A device of speed s runs it in time / s. Devices that
+-- share cores (virtual CPU devices: threads per device and cores given, or
+-- together measured by profile.together) bound the summed busy time of a
+-- step (cost:capacity).
 -- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
 -- 2(n-1) * alpha; a copy between two devices: alpha + S * beta.
 -- Memory of a device: parameters, gradients and optimizer state (Adam 2
@@ -28,8 +30,9 @@
 -- stage j of p: GPipe all m micro-batches, 1F1B min(m, p - j + 1)), plus
 -- the input batch (or the stage's boundary buffers), plus the most
 -- transient memory one of its atoms takes (temp_bytes: workspaces); the
--- activations twice (those of the step before may await Lua's collector). A candidate fits when
--- every device's need is at most headroom (0.9) times what it holds.
+-- activations twice (those of the step before may await Lua's collector).
+-- A candidate fits when every device's need is at most headroom (0.9) times
+-- what it holds.
 local partition = require 'lunet.parallel.partition'
 
 local cost = {}
@@ -72,7 +75,7 @@ function cost.new(atoms, opts)
     speed = opts.speed or {}, memory = opts.memory or {}, headroom = opts.headroom or 0.9,
     optimizer = opts.optimizer or 'adam', bucket_bytes = (opts.bucket_mb or 25) * 2 ^ 20,
     in_bytes = opts.in_bytes or 0, names = opts.names, threads = opts.threads, cores = opts.cores,
-    together = opts.together, in_batch = opts.in_batch or atoms[1].batch,
+    together = opts.together, host = opts.host or atoms.host or 0, in_batch = opts.in_batch or atoms[1].batch,
   }, cost)
   local k = OPT_STATES[self.optimizer]
   if not k then fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(self.optimizer)), 2) end
@@ -244,7 +247,7 @@ function cost:data_parallel(n, B, k, first)
   -- devices sharing cores; the host queues every replica's micro-batches one after another
   local cap = self:capacity(first, last)
   if busy / cap > slowest then bw_last = bw_last * busy / cap / slowest; slowest = busy / cap end
-  if n > 1 then slowest = math.max(slowest, n * k * (self.atoms.host or 0)) end
+  if n > 1 then slowest = math.max(slowest, n * k * self.host) end
   local c = {
     kind = n == 1 and 'single' or 'data', devices = n, device_list = devs, replicas = n, stages = 1,
     chunks = 1, accumulate = k, step = slowest + exposed, compute = slowest, comm = exposed,
@@ -336,7 +339,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
     end
   end
   -- the host queues each micro-batch's forward and backward of every stage of every replica
-  step = math.max(step, d * m * (self.atoms.host or 0)) + exposed
+  step = math.max(step, d * m * self.host) + exposed
   local devs = {}
   for k = 1, p * d do devs[k] = first + k - 1 end
   local _, _, _, st, par = self:range(1, self.n, 1)

@@ -78,7 +78,8 @@ local function simulate(plan, opts)
   if type(counts) == 'number' then counts = { counts } end
   local cm = cost.new(atoms, { link = { allreduce = { alpha = lat, beta = 1 / bw },
     copy = link and link.copy or { alpha = lat, beta = 1 / bw }, overlap = overlap },
-    speed = setmetatable({}, { __index = function() return speed end }), optimizer = 'sgd' })
+    speed = setmetatable({}, { __index = function() return speed end }), optimizer = 'sgd',
+    host = 0 })   -- (each device has its own host there: no one host queues for all)
   local p, m, k = chosen.stages, chosen.chunks, chosen.accumulate or 1
   local rows = setmetatable({}, Rows)
   local one = cm:data_parallel(1, batch, k).step   -- one device, the same batch
