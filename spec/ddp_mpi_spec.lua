@@ -8,13 +8,7 @@ local have_mpirun = shell.sh('command -v mpirun'):match('mpirun') ~= nil
 
 -- mpirun -np n luajit spec/ddp/<script> (env: extra VAR=value words)
 local function launch(n, script, env, deadline)
-  local pass = ''
-  for _, v in ipairs({ 'LUNET_LIB', 'ASAN_OPTIONS', 'UBSAN_OPTIONS', 'OMP_WAIT_POLICY' }) do
-    if os.getenv(v) then pass = pass .. ' -x ' .. v end
-  end
-  -- the sanitizers' preload goes to the ranks only (mpirun runs without it)
-  local preload = os.getenv('LD_PRELOAD')
-  if preload and preload ~= '' then env = ('LD_PRELOAD=%s %s'):format(preload, env or '') end
+  local pass = shell.mpirun_exports()
   local cmd = ('cd %s && LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none '
     .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;%sspec/?.lua;;" env OMP_NUM_THREADS=1 %s luajit spec/ddp/%s'):format(
     root, deadline or 120, n, pass, root, root, root, env or '', script)

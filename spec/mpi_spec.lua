@@ -14,10 +14,7 @@ local have_shim = io.open(shim_path) ~= nil
 -- output, exit status. The library and sanitizer settings go to every rank;
 -- mpirun itself runs without the sanitizer preload.
 local function launch(n, script, env, deadline)
-  local pass = ''
-  for _, v in ipairs({'LUNET_LIB', 'LD_PRELOAD', 'ASAN_OPTIONS', 'UBSAN_OPTIONS', 'OMP_WAIT_POLICY'}) do
-    if os.getenv(v) then pass = pass .. ' -x ' .. v end
-  end
+  local pass = shell.mpirun_exports()
   local cmd = ('cd %s && LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none '
     .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;;" %s luajit spec/mpi/%s'):format(root, deadline or 90, n,
     pass, root, root, env and ('env ' .. env) or '', script)
@@ -84,9 +81,11 @@ describe('README, Processes and machines', function()
     local f = assert(io.open(dir .. '/train.lua', 'w'))
     f:write(code)
     f:close()
-    -- lunet from the checkout (a script in its root finds it by lunet.lua)
+    -- lunet from the checkout (a script in its root finds it by lunet.lua);
+    -- under the sanitizers the ranks get their settings too (mpirun -x)
+    local run = cmd:gsub('mpirun', 'mpirun' .. shell.mpirun_exports():gsub('%%', '%%%%'), 1)
     local out, rc = shell.sh(('cd %s && LD_PRELOAD= LUA_PATH="%slua/?.lua;%slua/?/init.lua;;" timeout -s KILL 60 sh -c "%s"')
-      :format(dir, root, root, cmd))
+      :format(dir, root, root, run))
     os.execute('rm -rf ' .. dir)
     assert.equal(0, rc, out)
     assert.truthy(out:find('rank 0 of 2 on %S+ %(pid %d+%): cpu:0'), out)
