@@ -80,6 +80,8 @@ F.sum_all = sum_all
 -- ---- padding ----------------------------------------------------------------------------
 
 -- pad the last two dims of x (N,C,H,W) with zeros: {left, right, top, bottom}
+-- (each layer calls its recorder as a statement, then returns: a tail call
+-- into the recorder made LuaJIT's traces keep fewer allocations sunk)
 local record_pad = recorder('pad')
 function F.pad(x, p)
   need('pad', x, 'input', 4)
@@ -98,7 +100,8 @@ function F.pad(x, p)
   C.ln_fill_(out.p, 0)
   local inner = A.raw.narrow(A.raw.narrow(out, 3, t + 1, s[3]), 4, l + 1, s[4])
   check(C.ln_copy_(inner.p, x.p))
-  return record_pad(out, x, t, l, s[3], s[4])
+  record_pad(out, x, t, l, s[3], s[4])
+  return out
 end
 
 -- ---- convolution ----------------------------------------------------------------------
@@ -161,7 +164,8 @@ function F.conv2d(x, w, b, opts, padding, dilation, groups)
   end
   if saved then check(C.ln_conv2d_forward_saving(out.p, saved.p, x.p, w.p, b and b.p, params))
   else check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params)) end
-  return record_conv2d(out, x, w, b, params, saved)
+  record_conv2d(out, x, w, b, params, saved)
+  return out
 end
 
 local fuse = ffi.new('ln_conv2d_fuse')
@@ -395,7 +399,8 @@ function F.avg_pool2d(x, k, opts, padding, ceil_mode, count_include_pad)
   local p, OH, OW = pool_params('avg_pool2d', x, k, opts)
   local out = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), OH, OW)
   check(C.ln_avgpool2d_forward(out.p, x.p, p))
-  return record_avg_pool2d(out, x, p, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
+  record_avg_pool2d(out, x, p, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
+  return out
 end
 
 -- adaptive_avg_pool2d(x, output_size): a number or {oh, ow}
@@ -410,7 +415,8 @@ function F.adaptive_avg_pool2d(x, size)
   end
   local out = new(x, n, c, oh, ow)
   check(C.ln_adaptive_avgpool2d_forward(out.p, x.p))
-  return record_adaptive_avg_pool2d(out, x, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
+  record_adaptive_avg_pool2d(out, x, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
+  return out
 end
 
 -- ---- batch norm ---------------------------------------------------------------------------
@@ -451,8 +457,9 @@ local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, b
     check((relu and C.ln_batchnorm_relu_forward or C.ln_batchnorm_forward)(out.p, mean.p, invstd.p, x.p, w, b, rm,
       rv, training and 1 or 0, momentum or 0.1, eps or 1e-5))
   end
-  if relu == 'add' then return record_bn_add_relu(out, x, weight, bias, res, mean, invstd, training and 1 or 0) end
-  return record_bn[relu](out, x, weight, bias, mean, invstd, training and 1 or 0)
+  if relu == 'add' then record_bn_add_relu(out, x, weight, bias, res, mean, invstd, training and 1 or 0)
+  else record_bn[relu](out, x, weight, bias, mean, invstd, training and 1 or 0) end
+  return out
 end
 
 -- batch_norm(x (N,C[,...]), running_mean, running_var, weight, bias, training, momentum, eps)
@@ -474,7 +481,8 @@ local function softmax(fn, x, dim, log)
   local d = T.cdim(fn, x, dim or -1)
   local out = new_like(x)
   check(C.ln_softmax_forward(out.p, x.p, d, log))
-  return record_softmax[log](out, x, d, log)
+  record_softmax[log](out, x, d, log)
+  return out
 end
 function F.softmax(x, dim) return softmax('softmax', x, dim, 0) end
 function F.log_softmax(x, dim) return softmax('log_softmax', x, dim, 1) end
@@ -540,7 +548,8 @@ local function nll_loss(logp, target, opts)
   local ignore = opts.ignore_index or -100
   local out = red == 0 and new(logp, tonumber(logp.p.shape[0])) or new(logp)
   check(C.ln_nll_loss_forward(out.p, logp.p, target.p, opts.weight and opts.weight.p, red, ignore, 1))
-  return record_nll_loss(out, logp, target, opts.weight, red, ignore)
+  record_nll_loss(out, logp, target, opts.weight, red, ignore)
+  return out
 end
 
 function F.nll_loss(logp, target, opts)
@@ -631,7 +640,9 @@ local function linear2d(x, w, b)
   local r = wt ~= nil and (b and C.ln_addmm(b.p, x.p, wt, 1, 1) or C.ln_matmul(x.p, wt)) or nil
   C.ln_tensor_free(wt)
   if r == nil then error('linear: ' .. core.last_error(), 3) end
-  return record_linear(wrap(r), x, w, b)
+  local y = wrap(r)
+  record_linear(y, x, w, b)
+  return y
 end
 
 function F.linear(x, w, b)
