@@ -27,8 +27,8 @@
  * before the launcher kills them.
  *
  * send/recv: a header (numel, dtype) then the data, MPI_Isend from a staging
- * copy (a send never waits for its receiver); the receiver checks the header
- * against its tensor. */
+ * copy that stays until MPI is done with it (a send never waits for its
+ * receiver); the receiver checks the header against its tensor. */
 #define _GNU_SOURCE   /* dladdr */
 #include "comm.h"
 #include "../core/simd.h"   /* LN_SIMD */
@@ -227,6 +227,12 @@ static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
         return ln_error("%s: the launcher is ending the job (SIGTERM) while collective #%lld waits: a rank of "
                         "another host is gone, or the job was cancelled", fn, (long long)seq);
       }
+      if (t - start > timeout && seq < 0 && waiting_on >= 0) {
+        G.shim->drop(req);
+        return ln_error("%s: timed out after %g s: rank %d (host %s, pid %d) is alive but did not take part "
+                        "(dist.init{timeout = s} sets the limit)", fn, timeout, waiting_on,
+                        G.peers[waiting_on].host, (int)G.peers[waiting_on].pid);
+      }
       if (t - start > timeout) {
         G.shim->drop(req);
         return ln_error("%s: collective #%lld timed out after %g s: its peers are alive but did not all call it "
@@ -309,10 +315,12 @@ int ln_dist_peer(int rank, char *host, int hostlen, int *pid) {
   return 0;
 }
 
+static void reap_sends(bool wait);
 int ln_dist_finalize(void) {
   pthread_mutex_lock(&Q.mu);   /* the async collectives queued so far end first */
   while (Q.head || Q.busy) pthread_cond_wait(&Q.done_cv, &Q.mu);
   pthread_mutex_unlock(&Q.mu);
+  if (G.up && !G.down && atomic_load(&G.lost) < 0 && !got_sigterm) reap_sends(true);   /* sends in flight */
   pthread_mutex_lock(&G.mu);
   int rc = 0;
   if (G.up && !G.down) {
@@ -800,31 +808,77 @@ typedef struct {
 
 typedef struct { int64_t numel; int32_t dtype, pad; } p2p_header;
 
+/* Sends in flight: the header and a copy of the data stay until MPI is done
+ * with them (a large message waits for its receiver's recv, which this
+ * rank's later MPI calls progress), so that a send never waits for its
+ * receiver: two ranks that each send to the other before receiving do not
+ * deadlock. Freed as they complete (reap_sends), waited for at finalize. */
+typedef struct psend {
+  int nreq;
+  void **reqs;
+  char *block;               /* header, then the data */
+  struct psend *next;
+} psend;
+static psend *sends;
+static pthread_mutex_t sends_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void psend_free(psend *q) { free(q->reqs); free(q->block); free(q); }
+
+/* free the sends that completed; wait: wait for every one (finalize) */
+static void reap_sends(bool wait) {
+  pthread_mutex_lock(&sends_mu);
+  for (psend **pp = &sends, *q; (q = *pp);) {
+    char err[LN_MPI_ERRLEN];
+    int live = 0;
+    for (int k = 0; k < q->nreq; k++) {
+      if (!q->reqs[k]) continue;
+      int done = 0;
+      if (wait) {
+        if (wait_req("send", q->reqs[k], G.timeout, -1) != 0) { live = -1; break; }
+        done = 1;
+      } else if (SHIM_RC(test(q->reqs[k], &done, err)) != 0) done = 1;
+      if (done) q->reqs[k] = NULL; else live++;
+    }
+    if (live < 0) break;   /* a lost peer: its buffers stay */
+    if (live == 0) { *pp = q->next; psend_free(q); } else pp = &q->next;
+  }
+  pthread_mutex_unlock(&sends_mu);
+}
+
 static int send_task(void *p) {
   p2p_args *a = p;
   mpi_impl *mi = a->cm->impl;
   char err[LN_MPI_ERRLEN];
   int rc = 0;
-  size_t bytes = (size_t)a->numel * ln_dtype_size(a->dtype);
-  /* header and staging copy live until MPI is done with them: freed by the
-   * progress of later calls is more than this backend tracks, so the send
-   * waits for completion of its header and data (eager for small messages) */
+  size_t bytes = ln_stream_failed() ? 0 : (size_t)a->numel * ln_dtype_size(a->dtype);
+  int nchunks = (int)((bytes + CHUNK - 1) / CHUNK);
+  reap_sends(false);
+  psend *q = calloc(1, sizeof *q);
+  if (q) { q->reqs = calloc((size_t)nchunks + 1, sizeof *q->reqs); q->block = malloc(sizeof(p2p_header) + bytes); }
+  if (!q || !q->reqs || !q->block) {
+    if (q) psend_free(q);
+    ln_comm_release(a->cm);
+    return ln_error("send: out of host memory for a copy of %zu bytes", bytes);
+  }
   p2p_header h = {a->numel, a->dtype, 0};
   if (ln_stream_failed()) h.numel = -1;   /* tells the receiver this rank failed */
-  void *req_ = NULL;
-  const char *fn = "send";
-  if (SHIM_RC(isend(mi->mc[0], &h, sizeof h, LN_MPI_BYTE, a->peer, TAG_HDR, &req_, err)) != 0)
+  waiting_on = mi->members[a->peer];
+  memcpy(q->block, &h, sizeof h);
+  if (bytes) memcpy(q->block + sizeof h, a->data, bytes);
+  if (SHIM_RC(isend(mi->mc[0], q->block, sizeof h, LN_MPI_BYTE, a->peer, TAG_HDR, &q->reqs[0], err)) != 0)
     rc = ln_error("send: %s", err);
-  else rc = wait_req(fn, req_, G.timeout, -1);
-  if (rc == 0 && h.numel >= 0 && bytes) {
-    for (size_t s = 0; s < bytes && rc == 0; s += CHUNK) {
-      size_t m = bytes - s < (size_t)CHUNK ? bytes - s : (size_t)CHUNK;
-      req_ = NULL;
-      if (SHIM_RC(isend(mi->mc[0], a->data + s, (int64_t)m, LN_MPI_BYTE, a->peer, TAG_DATA, &req_, err)) != 0)
-        rc = ln_error("send: %s", err);
-      else rc = wait_req(fn, req_, G.timeout, -1);
-    }
+  q->nreq = 1;
+  for (int c = 0; c < nchunks && rc == 0; c++) {
+    size_t s = (size_t)c * CHUNK, m = bytes - s < (size_t)CHUNK ? bytes - s : (size_t)CHUNK;
+    if (SHIM_RC(isend(mi->mc[0], q->block + sizeof h + s, (int64_t)m, LN_MPI_BYTE, a->peer, TAG_DATA,
+                      &q->reqs[c + 1], err)) != 0)
+      rc = ln_error("send: %s", err);
+    else q->nreq = c + 2;
   }
+  pthread_mutex_lock(&sends_mu);   /* (kept even on an error: started ones may be in flight) */
+  q->next = sends;
+  sends = q;
+  pthread_mutex_unlock(&sends_mu);
   ln_comm_release(a->cm);
   return rc;
 }

@@ -135,6 +135,17 @@ check('send/recv ring', function()
   assert(y:eq(from + 0.5):all():item(), 'got ' .. y[1]:item())
 end)
 
+check('send/recv: every rank sends a large tensor before it receives (no deadlock)', function()
+  local to, from = (R + 1) % N, (R - 1) % N
+  local x = lunet.full({1000000}, R + 0.25)
+  world:send(x, to + 1)
+  x:fill_(-1)   -- the send took its value when it ran
+  local y = lunet.zeros({1000000})
+  world:recv(y, from + 1)
+  lunet.synchronize()
+  assert(y:eq(from + 0.25):all():item(), 'got ' .. y[1]:item())
+end)
+
 check('barrier', function() dist.barrier() end)
 
 check('group of the first and last', function()
