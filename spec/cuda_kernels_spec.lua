@@ -164,6 +164,24 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     end
   end)
 
+  it_dev('random draws give the CPU numbers for the same seed (uniform, normal, integers, bernoulli)', function()
+    for _, case in ipairs({
+      {'rand', function(o) return lunet.rand({1000, 3}, o) end, 0},
+      {'randn', function(o) return lunet.randn({1001}, o) end, 1e-6},
+      {'randint', function(o) o.dtype = 'int64'; return lunet.randint(-5, 1000, {77, 3}, o) end, 0},
+      {'randint int32', function(o) o.dtype = 'int32'; return lunet.randint(0, 7, {513}, o) end, 0},
+      {'uniform_ float64', function(o) o.dtype = 'float64'; return lunet.empty({333}, o):uniform_(-2, 3) end, 0},
+      {'normal_ float64', function(o) o.dtype = 'float64'; return lunet.empty({333}, o):normal_(1, 2) end, 1e-12},
+      {'bernoulli_', function(o) return lunet.empty({4097}, o):bernoulli_(0.3) end, 0},
+    }) do
+      lunet.manual_seed(99)
+      local a = case[2]({})
+      lunet.manual_seed(99)
+      local b = case[2]({device = dev})
+      same(a, b:to('cpu:0'), case[1], case[3])
+    end
+  end)
+
   local BINARY = {'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
                   'logical_and', 'logical_or', 'fmod', 'atan2'}
   it_dev('binary ops: every op and dtype, broadcast, non-contiguous, scalars, in place', function()
@@ -268,6 +286,23 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
           oc:step(); od:step()
         end
         same(wc, wd:to('cpu:0'), 'SGD ' .. dt, dt == 'float32' and 1e-5 or 1e-12)
+      end
+    end
+  end)
+
+  it_dev('Adam and AdamW (weight decay, amsgrad, maximize) take the CPU steps', function()
+    for _, cfg in ipairs({{'Adam', {lr = 0.01}}, {'Adam', {lr = 0.01, weight_decay = 0.1, amsgrad = true}},
+                          {'AdamW', {lr = 0.01, weight_decay = 0.1}}, {'Adam', {lr = 0.01, maximize = true}}}) do
+      for _, dt in ipairs({'float32', 'float64'}) do
+        local w0 = rand({17, 5}, dt)
+        local wc, wd = w0:clone(), w0:to(dev)
+        local oc, od = optim[cfg[1]]({wc}, cfg[2]), optim[cfg[1]]({wd}, cfg[2])
+        for step = 1, 3 do
+          local g = rand({17, 5}, dt)
+          wc.grad, wd.grad = g, g:to(dev)
+          oc:step(); od:step()
+        end
+        same(wc, wd:to('cpu:0'), cfg[1] .. ' ' .. dt, dt == 'float32' and 1e-5 or 1e-12)
       end
     end
   end)

@@ -173,6 +173,12 @@ static int k_arange(void *p) {
   return done("arange", lnc_arange(S(), V(a->out), a->value, a->step));
 }
 
+static int k_random(void *p) {
+  ln_random_args *a = p;
+  lnc_random_args r = {a->seed, a->offset, a->dist, a->p0, a->p1, a->ilo, a->irange};
+  return done("random", lnc_random(S(), &r, a->out.data, a->out.dtype, numel(&a->out)));
+}
+
 static int k_reduce(void *p) {
   ln_reduce_args *a = p;
   static const char *const names[LN_NREDUCE] = {[LN_RPROD] = "prod", [LN_RVAR] = "var", [LN_RSTD] = "std",
@@ -187,6 +193,13 @@ static int k_sgd(void *p) {
   const ln_sgd_params *h = &a->hp.sgd;
   lnc_sgd s = {h->lr, h->momentum, h->dampening, h->weight_decay, h->nesterov, h->maximize, h->init_buf};
   return done("sgd_step", lnc_sgd_step(S(), a->dtype, a->n, a->param, a->grad, a->s0, &s));
+}
+
+static int k_adam(void *p) {
+  ln_optim_args *a = p;
+  const ln_adam_params *h = &a->hp.adam;
+  lnc_adam q = {h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, h->step, h->decoupled, h->maximize};
+  return done("adam_step", lnc_adam_step(S(), a->dtype, a->n, a->param, a->grad, a->s0, a->s1, a->s2, &q));
 }
 
 /* ---- NN kernels (nn.cu): dense float32/float64 arrays ------------------------------ */
@@ -274,9 +287,9 @@ static bool supports(int k, int dt) {
   bool f = dt == LN_FLOAT32 || dt == LN_FLOAT64;
   bool i = dt == LN_INT32 || dt == LN_INT64 || dt == LN_UINT8 || dt == LN_BOOL;
   switch (k) {
-    case LN_K_copy: case LN_K_fill: case LN_K_where: return true;
+    case LN_K_copy: case LN_K_fill: case LN_K_where: case LN_K_random: return true;
     case LN_K_binary: case LN_K_unary: case LN_K_reduce: case LN_K_arange: return f || i;
-    case LN_K_gemm: case LN_K_sgd_step: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
+    case LN_K_gemm: case LN_K_sgd_step: case LN_K_adam_step: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
     case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd:
     case LN_K_batchnorm_fwd: case LN_K_batchnorm_bwd: case LN_K_adaptive_avgpool2d_fwd:
@@ -293,9 +306,11 @@ void lnc_fill_kernels(ln_backend *b) {
   b->where = k_where;
   b->fill = k_fill;
   b->arange = k_arange;
+  b->random = k_random;
   b->reduce = k_reduce;
   b->gemm = lnc_gemm;
   b->sgd_step = k_sgd;
+  b->adam_step = k_adam;
   b->relu_bwd = k_relu_bwd;
   b->softmax_fwd = k_softmax_fwd;
   b->softmax_bwd = k_softmax_bwd;

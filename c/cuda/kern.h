@@ -40,6 +40,15 @@ int lnc_reduce(lnc_stream s, int op, double p, int64_t r, const lnc_view *out, c
  * arithmetic as c/cpu/optim.c; mom NULL: no momentum; first: mom <- d */
 typedef struct { double lr, momentum, dampening, weight_decay; int nesterov, maximize, first; } lnc_sgd;
 int lnc_sgd_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *mom, const lnc_sgd *h);
+/* Adam/AdamW (decoupled), amsgrad when vmax is not NULL; step is 1-based */
+typedef struct { double lr, beta1, beta2, eps, weight_decay; int64_t step; int decoupled, maximize; } lnc_adam;
+int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *m, char *v, char *vmax,
+                  const lnc_adam *h);
+
+/* random.cu: c/cpu/random.c's Philox draws into n contiguous elements of dtype
+ * (dist 0 uniform [p0,p1), 1 normal (p0, p1), 2 integers ilo + bits % irange, 3 bernoulli p0) */
+typedef struct { uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange; } lnc_random_args;
+int lnc_random(lnc_stream s, const lnc_random_args *a, char *out, int dtype, int64_t n);
 
 /* nn.cu: float32/float64 over dense arrays (c/core/nn_args.h) */
 struct ln_pool2d_params;

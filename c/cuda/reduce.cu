@@ -107,7 +107,42 @@ __global__ void sgd_k(int64_t n, T *p, const T *g, T *buf, lnc_sgd h) {
   }
 }
 
+// Adam / AdamW as c/cpu/optim.c: host-computed scalars rounded to T
+template <typename T>
+__global__ void adam_k(int64_t n, T *p, const T *g, T *m, T *v, T *vmax, lnc_adam h) {
+  double bc1 = 1.0 - pow(h.beta1, (double)h.step), bc2 = 1.0 - pow(h.beta2, (double)h.step);
+  const T neg_step = (T)(-(h.lr / bc1)), bc2_sqrt = (T)sqrt(bc2);
+  const T b1 = (T)h.beta1, b2 = (T)h.beta2, omb1 = (T)(1.0 - h.beta1), omb2 = (T)(1.0 - h.beta2);
+  const T eps = (T)h.eps, wd = (T)h.weight_decay;
+  const T shrink = h.decoupled ? (T)(1.0 - h.lr * h.weight_decay) : (T)1, sign = h.maximize ? (T)-1 : (T)1;
+  bool coupled = !h.decoupled && h.weight_decay != 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    T gi = sign * g[i], pi = p[i];
+    if (coupled) gi = gi + wd * pi;
+    pi = pi * shrink;
+    T mi = m[i] * b1 + omb1 * gi;
+    T vi = v[i] * b2 + omb2 * gi * gi;
+    m[i] = mi; v[i] = vi;
+    if (vmax) { T x = vmax[i]; vi = x > vi || x != x ? x : vi; vmax[i] = vi; }
+    T denom = sqrt(vi) / bc2_sqrt + eps;
+    p[i] = pi + neg_step * (mi / denom);
+  }
+}
+
 }  // namespace
+
+extern "C" int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *m, char *v,
+                             char *vmax, const lnc_adam *h) {
+  if (n == 0) return cudaSuccess;
+  int64_t b = (n + THREADS - 1) / THREADS;
+  unsigned nb = (unsigned)(b < 65535 * 8 ? b : 65535 * 8);
+  cudaStream_t st = (cudaStream_t)s;
+  if (dtype == LN_FLOAT64)
+    adam_k<double><<<nb, THREADS, 0, st>>>(n, (double *)param, (const double *)grad, (double *)m, (double *)v, (double *)vmax, *h);
+  else
+    adam_k<float><<<nb, THREADS, 0, st>>>(n, (float *)param, (const float *)grad, (float *)m, (float *)v, (float *)vmax, *h);
+  return cudaGetLastError();
+}
 
 extern "C" int lnc_reduce(lnc_stream s, int op, double p, int64_t r, const lnc_view *out, const lnc_view *idx,
                           const lnc_view *a) {
