@@ -4,7 +4,10 @@
 -- For each model, at global batch B (128): images/s of 1 process x 1 core (batch B) and of
 -- 2 processes x 1 core each (B / 2 a process, gradients all-reduced by the mpi backend), both
 -- launched with mpirun --bind-to core (each process one core, OMP_NUM_THREADS=1), training with
--- ddp:forward_loss(crit, x, y) and SGD; efficiency = throughput(2) / (2 x throughput(1)).
+-- ddp:forward_loss(crit, x, y) and SGD; scaling = throughput(2) / (2 x throughput(1)).
+-- indep: the same scaling for 2 independent processes (the plain model, B / 2 each, no
+-- communication at all): the ceiling of any data-parallel scheme on the machine as it is
+-- (other load, memory bandwidth); of-ind = DDP's throughput over that pair's.
 -- Time: the best of G groups of S steps, after 8 warm-up steps, each group ended by a barrier.
 -- Needs 2 cores; run it on a quiet machine (it prints the load average before and after).
 -- As a worker (under mpirun: OMPI_COMM_WORLD_SIZE is set) it times the models and rank 0
@@ -45,7 +48,9 @@ function M.worker()
   for name in MODELS:gmatch('[^,]+') do
     local spec = models[name] or error('unknown model ' .. name)
     lunet.manual_seed(1)
-    local ddp = lunet.parallel.DistributedDataParallel(spec.build(lunet.nn))
+    local indep = os.getenv('LUNET_BENCH_INDEP') ~= nil
+    local ddp = lunet.parallel.DistributedDataParallel(spec.build(lunet.nn),
+      indep and { group = require('lunet.comm').Communicator({ info.device }) } or nil)
     local opt = lunet.optim.SGD(ddp:parameters(), { lr = 0.01, momentum = 0.9 })
     local crit = lunet.nn.CrossEntropyLoss()
     local shape = { b }
@@ -67,7 +72,7 @@ function M.worker()
     end
     -- every rank's time: the slowest counts
     local t = lunet.tensor({ best }, { dtype = 'float64' })
-    ddp.group:allreduce({ t }, { op = 'max' })
+    dist.world():allreduce({ t }, { op = 'max' })
     best = t:item()
     if info.rank == 0 then print(('RESULT %s %.1f'):format(name, b * W / best)); io.stdout:flush() end
   end
@@ -77,9 +82,10 @@ end
 -- the driver: mpirun -np 1 and -np 2, then the table
 function M.run()
   local here = debug.getinfo(1, 'S').source:match('^@(.*)$')
-  local function launch(n)
-    local cmd = ('mpirun --allow-run-as-root --bind-to core -np %d -x OMP_NUM_THREADS=1 -x LUA_PATH luajit %s '
-      .. '--steps %d --groups %d --batch %d --models %s 2>&1'):format(n, here, STEPS, GROUPS, BATCH, MODELS)
+  local function launch(n, indep)
+    local cmd = ('%smpirun --allow-run-as-root --bind-to core -np %d -x OMP_NUM_THREADS=1 -x LUA_PATH%s luajit %s '
+      .. '--steps %d --groups %d --batch %d --models %s 2>&1'):format(indep and 'LUNET_BENCH_INDEP=1 ' or '', n,
+      indep and ' -x LUNET_BENCH_INDEP' or '', here, STEPS, GROUPS, BATCH, MODELS)
     local p = io.popen(cmd)
     local out = p:read('*a')
     p:close()
@@ -89,12 +95,13 @@ function M.run()
     return r
   end
   local before = loadavg()
-  local one, two = launch(1), launch(2)
+  local one, two, ind = launch(1), launch(2), launch(2, true)
   print(('DistributedDataParallel training, global batch %d, best of %d x %d steps (load %s before, %s after)')
     :format(BATCH, GROUPS, STEPS, before, loadavg()))
-  print(('%-10s %14s %16s %10s'):format('model', '1 x 1 img/s', '2 x 1 img/s', 'scaling'))
+  print(('%-10s %12s %12s %9s %9s %8s'):format('model', '1x1 img/s', '2x1 img/s', 'scaling', 'indep', 'of-ind'))
   for name in MODELS:gmatch('[^,]+') do
-    print(('%-10s %14.0f %16.0f %9.1f%%'):format(name, one[name], two[name], 100 * two[name] / (2 * one[name])))
+    print(('%-10s %12.0f %12.0f %8.1f%% %8.1f%% %7.1f%%'):format(name, one[name], two[name],
+      100 * two[name] / (2 * one[name]), 100 * ind[name] / (2 * one[name]), 100 * two[name] / ind[name]))
   end
 end
 
