@@ -26,7 +26,10 @@
 -- across devices: criterion(pipe(x), y):backward() works, as GPipe without
 -- recomputation);
 -- pipe:forward_loss(criterion, x, y) runs the schedule (pipeline_run.lua);
--- pipe:schedule_text() prints it.
+-- pipe:schedule_text() prints it; pipe:balance_report() the stages' predicted
+-- and measured times (pipeline_timing.lua); pipe:rebalance() cuts them again.
+-- The parts: Stage.lua (a stage's actions and buffers), schedule.lua,
+-- pipeline_run.lua (one batch), pipeline_balance.lua, pipeline_bn.lua.
 local lunet = require 'lunet'
 local Module = require 'lunet.nn.Module'
 local options = require 'lunet.options'

@@ -138,8 +138,9 @@ function M.report(pipe)
   local lines = {}
   local bal = type(pipe.balance) == 'table' and 'a list' or pipe.balance or 'time'
   local M_ = pipe.measure and pipe.measure.micro or pipe.chunks
-  lines[1] = ('Pipeline: %d stages, balance %s, %s, %d micro-batches: bubble %.0f%% ((p - 1) / (m + p - 1))')
-    :format(S, bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_, 100 * (S - 1) / (M_ + S - 1))
+  lines[1] = ('Pipeline: %d stage%s, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (m + p - 1))')
+    :format(S, S == 1 and '' or 's', bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_,
+      M_ == 1 and '' or 'es', 100 * (S - 1) / (M_ + S - 1))
   local times, mems
   if pipe.measure then
     times, mems = require('lunet.parallel.partition').evaluate(pipe.measure.costs, counts, pipe.measure.opts)
