@@ -182,6 +182,37 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     end
   end)
 
+  it_dev('index_select, gather, scatter_add_: every dim, int32 and int64 indices, views; bad indices named', function()
+    for _, dt in ipairs({'float32', 'float64', 'int32', 'int64', 'uint8', 'float16'}) do
+      for _, v in ipairs(views({4, 5, 6}, dt)) do
+        local x = v[2]
+        for d = 1, 3 do
+          local size = x:size()[d]
+          for _, it in ipairs({'int64', 'int32'}) do
+            local idx = lunet.randint(1, size + 1, {7}):to(it)
+            check(('index_select %s %s dim %d %s'):format(dt, v[1], d, it), function(t, i) return t:index_select(d, i) end, {x, idx})
+            local gshape = x:size()
+            gshape[d] = 3
+            local gidx = lunet.randint(1, size + 1, gshape):to(it)
+            check(('gather %s %s dim %d %s'):format(dt, v[1], d, it), function(t, i) return t:gather(d, i) end, {x, gidx})
+            if dt ~= 'uint8' and dt ~= 'float16' then
+              check(('scatter_add_ %s %s dim %d %s'):format(dt, v[1], d, it), function(t, i, src)
+                local o = t:clone(); o:scatter_add_(d, i, src); return o end, {x, gidx, rand(gshape, dt)})
+            end
+          end
+        end
+      end
+    end
+    local ok1, e1 = pcall(function() return lunet.ones({3, 4}):index_select(2, lunet.tensor({1, 5, 9}, {dtype = 'int64'})):read() end)
+    local ok2, e2 = pcall(function()
+      local r = lunet.ones({3, 4}, {device = dev}):index_select(2, lunet.tensor({1, 5, 9}, {dtype = 'int64'}):to(dev))
+      lunet.synchronize(dev)   -- (a queued device raises at its next synchronisation)
+      return r
+    end)
+    assert.is_false(ok1); assert.is_false(ok2)
+    assert.truthy(tostring(e2):find('index 5 is out of range for dim 2 of size 4', 1, true), e2)
+  end)
+
   local BINARY = {'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
                   'logical_and', 'logical_or', 'fmod', 'atan2'}
   it_dev('binary ops: every op and dtype, broadcast, non-contiguous, scalars, in place', function()

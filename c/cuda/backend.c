@@ -179,6 +179,29 @@ static int k_random(void *p) {
   return done("random", lnc_random(S(), &r, a->out.data, a->out.dtype, numel(&a->out)));
 }
 
+/* indices outside [0, size) are refused before anything is written, as on the CPU */
+static int check_index(const char *fn, const ln_index_args *a, int64_t size) {
+  int64_t pos = -1, bad = 0;
+  int e = lnc_index_check(S(), V(a->index), size, &pos, &bad);
+  if (e) return lnc_fail(fn, e);
+  if (pos >= 0)
+    return ln_error("%s: index %.0f is out of range for dim %d of size %lld (valid: 1..%lld)", fn, (double)bad + 1,
+                    a->dim + 1, (long long)size, (long long)size);
+  return 0;
+}
+static int k_select(void *p, int gather, const char *fn) {
+  ln_index_args *a = p;
+  if (check_index(fn, a, a->a.shape[a->dim]) != 0) return -1;
+  return done(fn, lnc_index_select(S(), gather, a->dim, V(a->out), V(a->a), V(a->index), dtype_size(a->out.dtype)));
+}
+static int k_index_select(void *p) { return k_select(p, 0, "index_select"); }
+static int k_gather(void *p) { return k_select(p, 1, "gather"); }
+static int k_scatter_add(void *p) {
+  ln_index_args *a = p;
+  if (check_index("scatter_add_", a, a->out.shape[a->dim]) != 0) return -1;
+  return done("scatter_add_", lnc_scatter_add(S(), a->dim, V(a->out), V(a->index), V(a->src)));
+}
+
 static int k_reduce(void *p) {
   ln_reduce_args *a = p;
   static const char *const names[LN_NREDUCE] = {[LN_RPROD] = "prod", [LN_RVAR] = "var", [LN_RSTD] = "std",
@@ -287,7 +310,9 @@ static bool supports(int k, int dt) {
   bool f = dt == LN_FLOAT32 || dt == LN_FLOAT64;
   bool i = dt == LN_INT32 || dt == LN_INT64 || dt == LN_UINT8 || dt == LN_BOOL;
   switch (k) {
-    case LN_K_copy: case LN_K_fill: case LN_K_where: case LN_K_random: return true;
+    case LN_K_copy: case LN_K_fill: case LN_K_where: case LN_K_random: case LN_K_index_select: case LN_K_gather:
+      return true;
+    case LN_K_scatter_add: return f || dt == LN_INT32 || dt == LN_INT64;
     case LN_K_binary: case LN_K_unary: case LN_K_reduce: case LN_K_arange: return f || i;
     case LN_K_gemm: case LN_K_sgd_step: case LN_K_adam_step: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
@@ -307,6 +332,9 @@ void lnc_fill_kernels(ln_backend *b) {
   b->fill = k_fill;
   b->arange = k_arange;
   b->random = k_random;
+  b->index_select = k_index_select;
+  b->gather = k_gather;
+  b->scatter_add = k_scatter_add;
   b->reduce = k_reduce;
   b->gemm = lnc_gemm;
   b->sgd_step = k_sgd;

@@ -50,6 +50,14 @@ int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, const char *g
 typedef struct { uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange; } lnc_random_args;
 int lnc_random(lnc_stream s, const lnc_random_args *a, char *out, int dtype, int64_t n);
 
+/* index.cu: the index check (synchronous: *bad_pos -1, or the first bad
+ * index's position in index order, its value in *bad); index_select / gather
+ * over es-byte elements; scatter_add (out += src at index along dim) */
+int lnc_index_check(lnc_stream s, const lnc_view *ix, int64_t size, int64_t *bad_pos, int64_t *bad);
+int lnc_index_select(lnc_stream s, int gather, int dim, const lnc_view *out, const lnc_view *a, const lnc_view *index,
+                     int es);
+int lnc_scatter_add(lnc_stream s, int dim, const lnc_view *out, const lnc_view *index, const lnc_view *src);
+
 /* nn.cu: float32/float64 over dense arrays (c/core/nn_args.h) */
 struct ln_pool2d_params;
 int lnc_relu_bwd(lnc_stream s, int dtype, int64_t n, char *dx, const char *dy, const char *y);
