@@ -35,11 +35,11 @@ describe('DistributedDataParallel over processes', function()
   end
   for _, n in ipairs({ 2, 3 }) do
     it(('-np %d: DataParallel\'s parameters over %d devices (SGD, Adam, accumulate, no_sync, BatchNorm, sync_bn, '
-      .. 'uneven splits, balance weights and auto, bf16); join ends uneven inputs on every rank'):format(n, n), function()
+      .. 'uneven splits, balance weights and auto, bf16); join, and fit, end uneven inputs on every rank'):format(n, n), function()
       local out, rc = launch(n, 'train.lua', 'LUNET_CPU_DEVICES=' .. n)
       assert.equal(0, rc, out)
       local oks = all_ok(out, n)
-      assert.equal(10, #oks, out)
+      assert.equal(11, #oks, out)
     end)
   end
 

@@ -218,6 +218,14 @@ function Trainer:train_epoch(loader)
   -- epoch has no batches left (the loader's next iter() would start the next)
   local batches = self.epoch_done and function() return nil end or loader:iter()
   self.epoch_done = nil
+  if model.range_number then
+    -- DistributedDataParallel: ranks whose loaders have different lengths
+    -- (not sharded by the DataLoader) stop together after the shortest's
+    -- batches (ddp:join: a flag all-reduced per step), and group their
+    -- accumulation by that count, so that they reduce at the same batches
+    local least, most = model:range_number(nbatches)
+    if least ~= most then nbatches, batches = least, model:join(batches) end
+  end
   for x, y in batches do
     -- this batch's place in its group (groups start at the epoch's first batch)
     local pos = run.batches % k

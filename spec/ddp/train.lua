@@ -98,5 +98,25 @@ do
   else say('FAIL join: %d steps, parameters spread %g, joined %s', steps, spread, tostring(ddp.joined)) end
 end
 
+-- fit with loaders of different lengths (not sharded): every rank stops
+-- after the shortest's batches, accumulating in the same groups
+do
+  lunet.manual_seed(4)
+  local n = 16 + 4 * R
+  local ds = lunet.data.TensorDataset(lunet.randn(n, 3, 8, 8), lunet.randint(1, 6, { n }))
+  local loader = lunet.data.DataLoader(ds, { batch_size = 4, num_replicas = 1, shuffle = true, seed = 1 })
+  local ddp = lunet.parallel.DistributedDataParallel(common.model(), { group = world, accumulate = 3 })
+  local opt = common.opt('sgd', ddp:parameters())
+  local trainer = lunet.Trainer(ddp, { epochs = 2, optimizer = opt, quiet = true })
+  trainer:fit(loader)
+  local p = ddp.module:parameters()[1]
+  local lo, hi = p:clone(), p:clone()
+  world:allreduce({ lo }, { op = 'min' }); world:allreduce({ hi }, { op = 'max' })
+  local spread = (hi - lo):abs():max():item()
+  -- 4 batches an epoch on every rank (the shortest's), in groups of 3 and 1: 2 steps an epoch
+  if trainer.step == 4 and spread == 0 then say('ok fit uneven loaders')
+  else say('FAIL fit uneven loaders: %d steps, parameters spread %g', trainer.step, spread) end
+end
+
 say('done')
 dist.finalize()

@@ -209,6 +209,15 @@ function DDP:sum_numbers(list)
   return t:totable()
 end
 
+-- ddp:range_number(n) -> the least and the largest n over every rank (a host wait)
+function DDP:range_number(n)
+  if not self.comm then return n, n end
+  local t = lunet.tensor({ n, -n }, { dtype = 'float64', device = self.dev })
+  self.comm:allreduce({ t }, { op = 'max' })
+  local v = t:totable()
+  return -v[2], v[1]
+end
+
 function DDP:is_main() return self.rank == 0 end
 
 -- ddp:join(iter[, state]) -> an iterator over iter's values that ends on every
