@@ -15,10 +15,12 @@ source = {
 description = {
   summary = "Tensors, CNN layers and multi-device training for LuaJIT",
   detailed = [[
-A C shared library of tensors, CNN layers and data-parallel training over
-several devices, driven from LuaJIT through FFI: a modern Torch7 that a
-PyTorch user feels at home in. Convolutions run on oneDNN, OpenBLAS or direct
-kernels. Includes safetensors I/O and the `lunet` interactive shell.]],
+A C shared library of tensors, CNN layers and multi-device training,
+driven from LuaJIT through FFI: a modern Torch7 that a PyTorch user feels at
+home in. Data parallel and pipeline (model parallel) training over several
+devices, a planner that chooses between them, and training across processes
+with Open MPI. Convolutions run on oneDNN, OpenBLAS or direct kernels.
+Includes safetensors I/O and the `lunet` interactive shell.]],
   homepage = "https://github.com/lunet/lunet",
   labels = { "tensor", "deep-learning", "luajit", "ffi" },
 }
