@@ -237,6 +237,19 @@ describe('parallel.plan', function()
     assert.is_truthy(found, table.concat(lines, '\n'))
   end)
 
+  it('proposes no micro-batch smaller than the model accepts (BatchNorm1d: 2)', function()
+    local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8, act = MB })
+    prof.min_batch = 2
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 16, profile = prof, link = fast,
+      memory = 2 ^ 30, speed = { 1, 1 }, chunks = { 2, 4, 8, 16 } })
+    for _, c in ipairs(p.candidates) do
+      assert.is_true(c.chunks <= 8 and 16 / c.replicas / c.chunks / c.accumulate >= 2, c.label)
+    end
+    local model = nn.Sequential { nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3) }
+    local list = parallel.profile.atoms(parallel.Plan.atoms_of(model), lunet.randn(8, 4), 'cpu:0', { runs = 1 })
+    assert.equal(2, list.min_batch)
+  end)
+
   it('says what is wrong with bad input', function()
     local ok, err = pcall(parallel.plan, 'x', lunet.randn(2, 3), { devices = { 'cpu:0' } })
     assert.matches('parallel.plan: expected an nn.Module', err, 1, true)

@@ -167,12 +167,14 @@ function Plan.new(model, sample, opts)
   local function add(c) cands[#cands + 1] = c end
   -- data parallel over nd devices; when it does not fit, also the fewest
   -- accumulated micro-batches that do
+  -- (micro-batches below what a layer accepts, BatchNorm1d's 2, are no candidates)
+  local min_b = list.min_batch or 1
   local function with_accumulation(nd)
-    if batch < nd then return end
+    if batch < nd * min_b then return end
     local c = cm:data_parallel(nd, batch, 1)
     add(c)
     if c.fits then return end
-    local ks = divisors_upto(math.floor(batch / nd), 64)
+    local ks = divisors_upto(math.floor(batch / (nd * min_b)), 64)
     for i = 2, #ks do
       c = cm:data_parallel(nd, batch, ks[i])
       if c.fits or i == #ks then add(c); return end
@@ -186,7 +188,7 @@ function Plan.new(model, sample, opts)
     if n % p == 0 then
       local d = n / p
       for _, m in ipairs(chunks) do
-        if m <= batch / d then
+        if m * min_b <= batch / d then
           for _, s in ipairs(schedules) do add(cm:pipeline(p, d, batch, m, s)) end
         end
       end

@@ -23,7 +23,8 @@
 -- run without waits (list.scale, at most 1); list.whole = {{b, seconds}, ...}
 -- times that chain at the batch and its halves (B, B/2, ... at most 7 sizes):
 -- the cost model takes a micro-batch's total from them and only the shares
--- of the atoms from the per-atom times. list.host: the host's time to
+-- of the atoms from the per-atom times. list.min_batch: the smallest batch
+-- the chain accepts, where a smaller one failed (nil: down to 1). list.host: the host's time to
 -- queue one forward and backward of the whole chain (the smaller batch's):
 -- on a device with its own worker the host may be what limits a step.
 -- list.update: the optimizer's step over all the parameters (opts.optimizer:
@@ -211,7 +212,14 @@ function profile.atoms(atoms, sample, device, opts)
         lunet.synchronize(dev)
         local t0 = lunet.clock()
         -- (a batch too small for a layer, BatchNorm's 1 sample: the sizes so far)
-        if not pcall(run_whole, x) then ts = nil; break end
+        local ok, e = pcall(run_whole, x)
+        if not ok then
+          -- a layer refusing so few samples (BatchNorm1d in training: 1) sets the
+          -- smallest micro-batch; running out of memory does not
+          if not tostring(e):match('out of memory') then res.min_batch = b + 1 end
+          ts = nil
+          break
+        end
         lunet.synchronize(dev)
         if r > 0 then ts[r] = lunet.clock() - t0 end
       end
@@ -261,7 +269,7 @@ function profile.atoms(atoms, sample, device, opts)
     out[i] = e
   end
   out.device, out.in_bytes, out.update, out.scale = dev, bytes_of(sample), update, r1.scale
-  out.whole = res.whole
+  out.whole, out.min_batch = res.whole, res.min_batch
   -- the host's time to queue a forward and backward of the chain (per call, whatever the batch)
   out.host = res[#res].host
   return out
