@@ -18,13 +18,18 @@
 # (spec/cuda_gpucheck_spec.lua).
 #
 # THE DEVICE CALL (a session that has a GPU; about 15 minutes of device time
-# in all, start-up included). First, here: `make -j2 && make gpu-carry`
-# (build/gpu-carry, about 21 MiB), then one call of the device tool:
+# in all, start-up included). First, here, in the checkout the device tool
+# sends (the session's own: build/ is per checkout): `make -j2 && make
+# gpu-carry` (build/gpu-carry, about 21 MiB; the tree and it travel in 64 MiB),
+# then one call of the device tool:
 #   run(command = "bash tools/gpu-check.sh $OUT",
 #       carry   = ["build/gpu-carry"],
 #       timeout_s = 540)
 # The phases are bounded (CUDA specs 180 s, whole suite 120 s, each bench
 # 90 s) so it ends within about 8 minutes whatever hangs; then give_back.
+# Read summary.json first, then specs-cuda.log: every kernel of c/cuda is
+# compared with the CPU's there (spec/cuda_kernels_spec.lua), and none of
+# c/cuda had run on a GPU when this was written.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
