@@ -6,7 +6,8 @@
 -- nccl-tests' algorithm bandwidth; lunet's time includes its signature
 -- exchange and the synchronisation that reads the result.
 --   luajit bench/distributed.lua [--np 2] [--runs R] [--sizes 64,256] [--best]
--- (--best: the fastest run of each instead of the median, for a loaded machine)
+-- (--best: the fastest run of each instead of the median, for a loaded machine;
+-- then the training half, bench/distributed_train.lua, unless --no-train)
 -- Run by itself under mpirun (OMPI_COMM_WORLD_SIZE set) it is the ranks'
 -- program of the lunet side.
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
@@ -105,4 +106,10 @@ for _, mb in ipairs(SIZES) do
     local ta, tl = pick(a), pick(l)
     print(('%8g MB %11.2f GB/s %9.2f GB/s %7.1f%%'):format(mb, b / ta / 1e9, b / tl / 1e9, 100 * ta / tl))
   end
+end
+
+-- the training half (DistributedDataParallel: 1 process x 1 core against 2 x 1 core)
+if not args['no-train'] then
+  print()
+  dofile('bench/distributed_train.lua').run()
 end
