@@ -250,6 +250,24 @@ describe('parallel.plan', function()
     assert.equal(2, list.min_batch)
   end)
 
+  it('lunet.memory_limit reads the limit, and garbage alone does not run a limited device out of memory', function()
+    local C = lunet.C
+    collectgarbage(); collectgarbage()
+    local limit = lunet.memory_allocated('cpu:1') + 4 * MB
+    assert.equal(0, C.ln_memory_set_limit(1, limit))
+    assert.equal(limit, lunet.memory_limit('cpu:1'))
+    -- 40 dropped 1 MB tensors under a 4 MB allowance: the collector runs before the limit
+    local ok, err = pcall(function()
+      for _ = 1, 40 do local t = lunet.zeros({ 2 ^ 18 }, { device = 'cpu:1' }); t = nil end
+    end)
+    C.ln_memory_set_limit(1, 0)
+    assert.is_true(ok, err)
+    assert.equal(0, lunet.memory_limit('cpu:1'))
+    local ok2, err2 = pcall(lunet.memory_limit, 'cpu:9')
+    assert.is_false(ok2)
+    assert.matches('memory_limit: no device cpu:9', err2, 1, true)
+  end)
+
   it('says what is wrong with bad input', function()
     local ok, err = pcall(parallel.plan, 'x', lunet.randn(2, 3), { devices = { 'cpu:0' } })
     assert.matches('parallel.plan: expected an nn.Module', err, 1, true)

@@ -36,7 +36,9 @@ local function wrap(p, level)
   local dev = p.device_id
   local used = C.ln_memory_allocated(dev)
   local lim = C.ln_memory_limit(dev)   -- (read each time: it may be set at any moment)
-  if used > (gc_next[dev] or GC_MIN) or (lim > 0 and used > (gc_live[dev] or 0) + (lim - (gc_live[dev] or 0)) / 2) then
+  local live = gc_live[dev] or 0      -- (from before the limit was set, or above it: unknown)
+  if live > used or live >= lim then live = 0 end
+  if used > (gc_next[dev] or GC_MIN) or (lim > 0 and used > live + (lim - live) / 2) then
     collectgarbage()
     local live = tonumber(C.ln_memory_allocated(dev))
     gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live
