@@ -155,7 +155,7 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
       t:fill_(1)
       same(lunet.ones({5, 6}, {dtype = dt}), t:to('cpu:0'), 'fill_ of a transposed view ' .. dt)
     end
-    for _, dt in ipairs({'float32', 'float64', 'int32', 'int64'}) do
+    for _, dt in ipairs({'float32', 'float64', 'int32', 'int64', 'float16', 'bfloat16', 'uint8'}) do
       same(lunet.arange(-3, 11, 0.5, {dtype = dt}), lunet.arange(-3, 11, 0.5, {dtype = dt, device = dev}):to('cpu:0'), 'arange ' .. dt)
     end
     for _, dt in ipairs(ALL_DTYPES) do

@@ -313,7 +313,8 @@ static bool supports(int k, int dt) {
     case LN_K_copy: case LN_K_fill: case LN_K_where: case LN_K_random: case LN_K_index_select: case LN_K_gather:
       return true;
     case LN_K_scatter_add: return f || dt == LN_INT32 || dt == LN_INT64;
-    case LN_K_binary: case LN_K_unary: case LN_K_reduce: case LN_K_arange: return f || i;
+    case LN_K_arange: return true;
+    case LN_K_binary: case LN_K_unary: case LN_K_reduce: return f || i;
     case LN_K_gemm: case LN_K_sgd_step: case LN_K_adam_step: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
     case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd:

@@ -3,6 +3,9 @@
 -- library there are none, and reason() says which.
 --   lunet.cuda.is_available()  lunet.cuda.device_count()  lunet.cuda.reason()
 --   lunet.cuda.synchronize([dev])  lunet.cuda.memory_stats([dev])  lunet.cuda.empty_cache([dev])
+-- Environment: LUNET_CUDA=0 never loads the backend; LUNET_CUDA_LIB names the
+-- library (default: liblunet_cuda.so beside liblunet.so); LUNET_CUDA_TF32=1
+-- lets cuBLAS and cuDNN use TF32 tensor cores for float32 (exact FP32 otherwise).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local C = core.C
