@@ -47,6 +47,9 @@ local model = nn.Sequential {
   nn.Linear(128, 10),
 }
 local ddp = lunet.parallel.DistributedDataParallel(model, { sync_bn = args['sync-bn'] ~= nil })
+-- each rank its own dropout masks from here on (the model is rank 0's, the
+-- loader's order its seed's)
+lunet.manual_seed(1000 + info.rank)
 say(('%d process%s (%s), %d thread%s each; %d images a step, %d a process'):format(W, W == 1 and '' or 'es',
   ddp.group:backend(), info.threads, info.threads == 1 and '' or 's', batch, math.floor(batch / W)))
 
