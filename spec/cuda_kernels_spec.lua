@@ -261,13 +261,13 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     for _, op in ipairs(UNARY) do check(op .. ' of NaN, inf, zeros, halves', function(x) return x[op](x) end, {special}, 1e-5) end
   end)
 
-  it_dev('reductions: sum, mean, max, min, argmax, argmin along each dim and over all', function()
+  it_dev('reductions: sum, mean, max, min, argmax, argmin, prod, var, std, any, all, norm along each dim and over all', function()
     for _, dt in ipairs(DTYPES) do
       for _, shape in ipairs({{7}, {3, 5}, {2, 3, 4}, {33, 17}, {1025, 3}, {2, 0, 3}, {1, 4096}}) do
         for _, v in ipairs(views(shape, dt)) do
           local x = v[2]
           local what = ('%s %s'):format(dt, v[1])
-          for _, op in ipairs({'sum', 'mean', 'max', 'min', 'argmax', 'argmin'}) do
+          for _, op in ipairs({'sum', 'mean', 'max', 'min', 'argmax', 'argmin', 'prod', 'var', 'std', 'any', 'all', 'norm'}) do
             check(op .. ' all ' .. what, function(t) return t[op](t) end, {x}, 1e-5)
             for d = 1, #shape do
               check(('%s dim %d %s'):format(op, d, what), function(t) return (t[op](t, d)) end, {x}, 1e-5)
@@ -280,6 +280,11 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
         end
       end
     end
+    for _, pn in ipairs({0, 1, 2, 3.5, math.huge, -math.huge}) do
+      check('norm p=' .. pn, function(x) return x:norm(pn, 2) end, {rand({9, 33}, 'float32')}, 1e-5)
+      check('norm p=' .. pn .. ' float64 all', function(x) return x:norm(pn) end, {rand({9, 33}, 'float64')}, 1e-12)
+    end
+    check('var correction 0', function(x) return x:var(2, {correction = 0}) end, {rand({9, 33}, 'float64')}, 1e-12)
     -- NaN wins max/min and argmax at its first position; ties keep the first
     local t = lunet.tensor({{1, 0 / 0, 3, 0 / 0}, {2, 2, 1, 2}})
     for _, op in ipairs({'max', 'min', 'argmax', 'argmin'}) do

@@ -1,6 +1,6 @@
 // reduce.cu -- reductions over a view's last dim (size r) into a contiguous
 // output, one block per output element: sum, mean, max, min, argmax, argmin
-// (the others are refused by the caller). As c/cpu/reduce.c: floats accumulate
+// (then prod, var, std, norm, any, all: reduce2_k). As c/cpu/reduce.c: floats accumulate
 // in double, integer sums in wrapping int64; a NaN wins max/min (its first
 // position); ties keep the first position. Also the SGD update.
 #include "kern.h"
@@ -107,6 +107,103 @@ __global__ void sgd_k(int64_t n, T *p, const T *g, T *buf, lnc_sgd h) {
   }
 }
 
+__device__ double block_sum(double v, double *sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// the other reductions, one block per output: prod (in order: one thread, as
+// a product's rounding depends on it), var/std (two passes, deviations from
+// the double mean), norm by order (2, 1, 0, +-inf, p), any, all
+template <typename T, bool FL>
+__global__ void reduce2_k(int op, double p, int64_t r, lnc_view a, char *out, int odt) {
+  __shared__ double sh[THREADS];
+  int64_t o = blockIdx.x, base = 0, rest = o;
+  int k = a.ndim - 1;
+  for (int d = k - 1; d >= 0; d--) {
+    int64_t q = rest / a.shape[d];
+    base += (rest - q * a.shape[d]) * a.stride[d];
+    rest = q;
+  }
+  const T *x = (const T *)a.data + base;
+  int64_t s = a.stride[k];
+  double v = 0;
+  int64_t q = 0;
+  bool intout = false;
+  switch (op) {
+    case LN_RPROD: {
+      if (threadIdx.x == 0) {
+        double d = 1; uint64_t u = 1;
+        for (int64_t j = 0; j < r; j++) { d *= (double)x[j * s]; u *= (uint64_t)(int64_t)x[j * s]; }
+        v = d; q = (int64_t)u;
+      }
+      intout = !FL;
+      break;
+    }
+    case LN_RVAR: case LN_RSTD: {
+      double acc = 0;
+      for (int64_t j = threadIdx.x; j < r; j += blockDim.x) acc += (double)x[j * s];
+      double mean = block_sum(acc, sh) / (double)r, m2 = 0;
+      for (int64_t j = threadIdx.x; j < r; j += blockDim.x) { double dv = (double)x[j * s] - mean; m2 += dv * dv; }
+      m2 = block_sum(m2, sh);
+      double den = (double)r - p;
+      v = r == 0 ? (double)NAN : m2 / (den > 0 ? den : 0);
+      if (op == LN_RSTD) v = sqrt(v);
+      break;
+    }
+    case LN_RNORM: {
+      if (isinf(p)) {   // max (min) |x|, a NaN wins: one thread, in order
+        if (threadIdx.x == 0) {
+          double acc = r ? fabs((double)x[0]) : 0;
+          for (int64_t j = 1; j < r && acc == acc; j++) {
+            double w = fabs((double)x[j * s]);
+            if (w != w || (p > 0 ? w > acc : w < acc)) acc = w;
+          }
+          v = acc;
+        }
+        break;
+      }
+      double acc = 0;
+      for (int64_t j = threadIdx.x; j < r; j += blockDim.x) {
+        double w = (double)x[j * s];
+        acc += p == 2 ? w * w : p == 1 ? fabs(w) : p == 0 ? (double)(w != 0) : pow(fabs(w), p);
+      }
+      v = block_sum(acc, sh);
+      if (p == 2) v = sqrt(v);
+      else if (p != 1 && p != 0) v = pow(v, 1.0 / p);
+      break;
+    }
+    case LN_RANY: case LN_RALL: {
+      double acc = 0;   // the count of nonzero elements
+      for (int64_t j = threadIdx.x; j < r; j += blockDim.x) acc += x[j * s] != 0;
+      acc = block_sum(acc, sh);
+      if (threadIdx.x == 0) ((uint8_t *)out)[o] = op == LN_RANY ? acc > 0 : acc == (double)r;
+      return;
+    }
+  }
+  if (threadIdx.x) return;
+  if (intout) {
+    if (odt == LN_INT64) ((int64_t *)out)[o] = q;
+    else if (odt == LN_INT32) ((int32_t *)out)[o] = (int32_t)q;
+    else ((uint8_t *)out)[o] = (uint8_t)q;
+    return;
+  }
+  switch (odt) {
+    case LN_FLOAT32: ((float *)out)[o] = (float)v; return;
+    case LN_FLOAT64: ((double *)out)[o] = v; return;
+    case LN_INT32: ((int32_t *)out)[o] = (int32_t)v; return;
+    case LN_INT64: ((int64_t *)out)[o] = (int64_t)v; return;
+    default: ((uint8_t *)out)[o] = (uint8_t)(int64_t)v; return;
+  }
+}
+
 // Adam / AdamW as c/cpu/optim.c: host-computed scalars rounded to T
 template <typename T>
 __global__ void adam_k(int64_t n, T *p, const T *g, T *m, T *v, T *vmax, lnc_adam h) {
@@ -146,7 +243,6 @@ extern "C" int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, co
 
 extern "C" int lnc_reduce(lnc_stream s, int op, double p, int64_t r, const lnc_view *out, const lnc_view *idx,
                           const lnc_view *a) {
-  (void)p;
   int64_t rows = 1;
   for (int d = 0; d < out->ndim; d++) rows *= out->shape[d];
   if (rows == 0) return cudaSuccess;
@@ -154,6 +250,18 @@ extern "C" int lnc_reduce(lnc_stream s, int op, double p, int64_t r, const lnc_v
   cudaStream_t st = (cudaStream_t)s;
   int64_t *ip = idx && idx->data ? (int64_t *)idx->data : NULL;
   dim3 grid((unsigned)rows);
+  bool other = op == LN_RPROD || op == LN_RVAR || op == LN_RSTD || op == LN_RNORM || op == LN_RANY || op == LN_RALL;
+  if (other) {
+    switch (a->dtype) {
+      case LN_FLOAT32: reduce2_k<float, true><<<grid, THREADS, 0, st>>>(op, p, r, *a, out->data, out->dtype); break;
+      case LN_FLOAT64: reduce2_k<double, true><<<grid, THREADS, 0, st>>>(op, p, r, *a, out->data, out->dtype); break;
+      case LN_INT32: reduce2_k<int32_t, false><<<grid, THREADS, 0, st>>>(op, p, r, *a, out->data, out->dtype); break;
+      case LN_INT64: reduce2_k<int64_t, false><<<grid, THREADS, 0, st>>>(op, p, r, *a, out->data, out->dtype); break;
+      case LN_UINT8: case LN_BOOL: reduce2_k<uint8_t, false><<<grid, THREADS, 0, st>>>(op, p, r, *a, out->data, out->dtype); break;
+      default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  }
   switch (a->dtype) {
     case LN_FLOAT32: reduce_k<float, true><<<grid, THREADS, 0, st>>>(op, r, *a, out->data, out->dtype, ip); break;
     case LN_FLOAT64: reduce_k<double, true><<<grid, THREADS, 0, st>>>(op, r, *a, out->data, out->dtype, ip); break;
