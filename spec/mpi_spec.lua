@@ -116,6 +116,18 @@ describe('mpi backend faults', function()
     end)
   end
 
+  it('a rank that ends with a Lua error: the others fail naming it in seconds, not after the timeout', function()
+    local t0 = os.time()
+    local out = launch(3, 'exit.lua', nil, 60)
+    assert.is_true(os.time() - t0 < 20, 'took ' .. (os.time() - t0) .. ' s:\n' .. out)
+    local pid = out:match('rank 2 pid (%d+) raises')
+    assert.truthy(pid, out)
+    for r = 0, 1 do
+      local want = ('rank %d error at step 5: spec/mpi/exit%%.lua:15: allreduce: rank 2 %%(host %%S+, pid %s%%) has ended'):format(r, pid)
+      assert.truthy(out:find(want), want .. '\n--- output:\n' .. out)
+    end
+  end)
+
   it('ranks out of step fail naming both call sites; a late rank times out; no hang', function()
     local out = launch(2, 'desync.lua', nil, 40)
     for r = 0, 1 do
@@ -129,7 +141,14 @@ describe('mpi backend faults', function()
       assert.truthy(line('different reductions'):find('calls allreduce (avg) of 10', 1, true), line('different reductions'))
       local l = line('async out of step, raised at wait')
       assert.truthy(l:find('allreduce (sum) of 20 float32 elements at spec/mpi/desync.lua:28; rank 1', 1, true), l)
-      assert.truthy(line('a rank late beyond the timeout'):find('collective #3 timed out after 2 s', 1, true), out)
+      -- rank 0 gives up after its timeout; the late rank 1 then finds rank 0
+      -- ended (it finished the script) or times out as well
+      local late = line('a rank late beyond the timeout')
+      if r == 0 then assert.truthy(late:find('collective #3 timed out after 2 s', 1, true), out)
+      else
+        assert.truthy(late:find('collective #3 timed out after 2 s', 1, true) or
+          late:find('rank 0 %(host %S+, pid %d+%) has ended %(finalize: at its exit, or after an error%) while collective #3'), out)
+      end
       assert.truthy(line('after a timeout'):find('out of step for good', 1, true), out)
       assert.truthy(out:find(('rank %d done'):format(r), 1, true), out)
     end

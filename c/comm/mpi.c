@@ -106,16 +106,30 @@ static int pid_gone(int pid) {
 }
 
 /* a notice from a rank that saw another go (the rank, or -1) */
+/* A notice is a world rank r: r is gone; or -(r + 2): r has ended its MPI
+ * (finalize: at exit, also after a Lua error) and takes part in nothing
+ * more. That one is remembered (left_rank) and the next notice awaited. */
+static int left_rank = -1;
+static double left_at;
+static double now_s(void);
 static int take_notice(void) {
-  int done = 0;
-  char err[LN_MPI_ERRLEN];
-  if (!G.notice_req) return -1;
-  pthread_mutex_lock(&call_mu);
-  int rc = G.shim->test(G.notice_req, &done, err);
-  pthread_mutex_unlock(&call_mu);
-  if (rc != 0 || !done) return -1;
-  G.notice_req = NULL;
-  return G.notice >= 0 && G.notice < G.size ? G.notice : -1;
+  for (;;) {
+    int done = 0;
+    char err[LN_MPI_ERRLEN];
+    if (!G.notice_req) return -1;
+    pthread_mutex_lock(&call_mu);
+    int rc = G.shim->test(G.notice_req, &done, err);
+    pthread_mutex_unlock(&call_mu);
+    if (rc != 0 || !done) return -1;
+    G.notice_req = NULL;
+    int v = G.notice;
+    if (v >= 0) return v < G.size ? v : -1;
+    if (-v - 2 < G.size && left_rank < 0) { left_rank = -v - 2; left_at = now_s(); }
+    pthread_mutex_lock(&call_mu);
+    rc = G.shim->irecv(G.world, &G.notice, sizeof G.notice, LN_MPI_BYTE, -1, TAG_GONE, &G.notice_req, err);
+    pthread_mutex_unlock(&call_mu);
+    if (rc != 0) G.notice_req = NULL;
+  }
 }
 
 /* A world rank known gone, or -1. Where this rank sees a peer of its host
@@ -215,6 +229,15 @@ static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
     double t = now_s();
     if (got_sigterm || t >= next_check) {
       int r = find_lost();
+      /* a rank that ended its MPI still progresses what it had begun: only
+       * a wait that outlives its end by a second waits for it; a rank gone
+       * since (one that failed for it) came after it */
+      if (left_rank >= 0 && (r >= 0 || t - left_at > 1.0)) {
+        G.shim->drop(req);
+        return ln_error("%s: rank %d (host %s, pid %d) has ended (finalize: at its exit, or after an error) while "
+                        "collective #%lld waits for it", fn, left_rank, G.peers[left_rank].host,
+                        (int)G.peers[left_rank].pid, (long long)seq);
+      }
       if (r >= 0) { G.shim->drop(req); return gone_error(fn, r); }
       if (got_sigterm && waiting_on >= 0) {
         G.shim->drop(req);
@@ -327,6 +350,14 @@ int ln_dist_finalize(void) {
     char err[LN_MPI_ERRLEN];
     /* a lost rank leaves MPI unable to finalize (it would wait for it) */
     if (atomic_load(&G.lost) < 0 && !got_sigterm) {
+      /* peers still waiting in a collective for this rank learn it ended */
+      static int32_t bye;
+      bye = -(G.rank + 2);
+      for (int k = 0; k < G.size; k++) {
+        void *req = NULL;
+        if (k != G.rank && G.shim->isend(G.world, &bye, sizeof bye, LN_MPI_BYTE, k, TAG_GONE, &req, err) == 0)
+          G.shim->drop(req);
+      }
       if (G.notice_req) G.shim->cancel(G.notice_req);
       G.notice_req = NULL;
       G.shim->comm_free(G.world);
