@@ -134,6 +134,11 @@ describe('parallel.DistributedDataParallel: bad input', function()
       { function() DDP(m, { group = one, balance = { 1, 2 } }) end, 'DistributedDataParallel: balance has 2 weights for 1 devices' },
       { function() DDP(m, { group = one, accumulate = 0 }) end, 'DistributedDataParallel: accumulate must be an integer >= 1, got 0' },
       { function() DDP(m, { group = one }):join(5) end, 'DistributedDataParallel: join: expected an iterator function' },
+      { function() DDP(m, { group = one })('x') end, 'DistributedDataParallel: forward: input must be a tensor, got string' },
+      { function() DDP(m, { group = one }):forward_loss(lunet.nn.ReLU(), lunet.zeros(2, 3, 8, 8), lunet.zeros(2)) end,
+        'DistributedDataParallel: forward_loss: criterion must be an nn loss module' },
+      { function() DDP(m, { group = one }):forward_loss(lunet.nn.CrossEntropyLoss(), lunet.zeros(2, 3, 8, 8), lunet.zeros(3)) end,
+        'DistributedDataParallel: forward_loss: target has 3 rows, the input 2' },
       { function() lunet.data.DataLoader(lunet.data.TensorDataset(lunet.zeros(4, 2)), { group = two }) end,
         'DataLoader: group must be a lunet.comm Communicator holding one rank in this process' },
     }

@@ -146,8 +146,16 @@ function DDP:_local(x, fname, lvl)
   return x:narrow(1, first, count)
 end
 
+-- DataParallel's errors, in this class's name, at the caller's line
+local function rethrow(err, lvl)
+  err = tostring(err):gsub('^[^:\n]*:%d+: ', '', 1):gsub('^DataParallel: ', 'DistributedDataParallel: ', 1)
+  error(err, lvl + 1)
+end
+
 function DDP:forward(x, ...)
-  return DataParallel.forward(self, self:_local(x, 'forward', 2), ...)
+  local ok, out = pcall(DataParallel.forward, self, self:_local(x, 'forward', 2), ...)
+  if not ok then rethrow(out, 2) end
+  return out
 end
 
 -- ---- forward_loss: the global batch's loss ---------------------------------------------------
@@ -182,10 +190,13 @@ end
 -- ddp:forward_loss(criterion, x, target, ...) -> loss, output (this rank's
 -- output): as DataParallel's, over every rank's batch
 function DDP:forward_loss(criterion, x, target, ...)
-  local ok = floss.ok(criterion)
-  if not ok then floss.run(self, 2, criterion, x, target, ...) end   -- (raises the criterion's error)
+  if not floss.ok(criterion) then   -- (raises the criterion's error)
+    local _, err = pcall(floss.run, self, 1, criterion, x, target, ...)
+    rethrow(err, 2)
+  end
   x, target = self:_local(x, 'forward_loss', 2), self:_local(target, 'target', 2)
-  local loss, outs = floss.run(self, 2, criterion, x, target, ...)
+  local ok, loss, outs = pcall(floss.run, self, 1, criterion, x, target, ...)
+  if not ok then rethrow(loss, 2) end
   local s = loss.sums[1]
   local count
   if loss.counts then count = loss.counts[1]:view(1)
