@@ -343,6 +343,21 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     end
   end)
 
+  it_dev('clip_grad_norm (orders 2, 1, 3, inf) scales as on the CPU and returns the same norm', function()
+    for _, pn in ipairs({2, 1, 3, math.huge}) do
+      for _, dt in ipairs({'float32', 'float64'}) do
+        local g1, g2 = rand({17, 5}, dt), rand({1000}, dt)
+        local a, b = rand({17, 5}, dt), rand({1000}, dt)
+        local c, d = a:to(dev), b:to(dev)
+        a.grad, b.grad, c.grad, d.grad = g1, g2, g1:to(dev), g2:to(dev)
+        local n1 = optim.clip_grad_norm({a, b}, 1.5, pn)
+        local n2 = optim.clip_grad_norm({c, d}, 1.5, pn)
+        assert.is_true(math.abs(n1 - n2) <= 1e-5 * n1, ('norm %s %s: %g vs %g'):format(tostring(pn), dt, n1, n2))
+        same(a.grad, c.grad:to('cpu:0'), 'clipped gradient ' .. dt, 1e-5)
+      end
+    end
+  end)
+
   it_dev('trains a linear model as the CPU does', function()
     local function run(device)
       lunet.manual_seed(7)

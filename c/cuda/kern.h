@@ -45,6 +45,9 @@ typedef struct { double lr, beta1, beta2, eps, weight_decay; int64_t step; int d
 int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *m, char *v, char *vmax,
                   const lnc_adam *h);
 
+/* out[0] (float64, device) <- sum |x|^p (max |x| for p = inf) over n contiguous elements of in */
+int lnc_norm_pow_sum(lnc_stream s, double p, int64_t n, const lnc_view *in, const lnc_view *out);
+
 /* random.cu: c/cpu/random.c's Philox draws into n contiguous elements of dtype
  * (dist 0 uniform [p0,p1), 1 normal (p0, p1), 2 integers ilo + bits % irange, 3 bernoulli p0) */
 typedef struct { uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange; } lnc_random_args;

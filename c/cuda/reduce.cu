@@ -204,6 +204,31 @@ __global__ void reduce2_k(int op, double p, int64_t r, lnc_view a, char *out, in
   }
 }
 
+// clip_grad_norm's sum |x|^p (max |x| for p = inf, a NaN wins) over n
+// contiguous elements into out[0] (float64), one block: a fixed order, not
+// the CPU's (sums may differ in the last bits)
+template <typename T>
+__global__ void norm_pow_sum_k(int64_t n, double p, const T *x, double *out) {
+  __shared__ double sh[THREADS];
+  bool inf = isinf(p);
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    double v = fabs((double)x[i]);
+    if (inf) { if (v > s || v != v) s = s != s ? s : v; }
+    else s += p == 2 ? v * v : p == 1 ? v : pow(v, p);
+  }
+  sh[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if ((int)threadIdx.x < w) {
+      double a = sh[threadIdx.x], b = sh[threadIdx.x + w];
+      sh[threadIdx.x] = inf ? (a != a || b != b ? (double)NAN : (a > b ? a : b)) : a + b;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = sh[0];
+}
+
 // Adam / AdamW as c/cpu/optim.c: host-computed scalars rounded to T
 template <typename T>
 __global__ void adam_k(int64_t n, T *p, const T *g, T *m, T *v, T *vmax, lnc_adam h) {
@@ -238,6 +263,13 @@ extern "C" int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, co
     adam_k<double><<<nb, THREADS, 0, st>>>(n, (double *)param, (const double *)grad, (double *)m, (double *)v, (double *)vmax, *h);
   else
     adam_k<float><<<nb, THREADS, 0, st>>>(n, (float *)param, (const float *)grad, (float *)m, (float *)v, (float *)vmax, *h);
+  return cudaGetLastError();
+}
+
+extern "C" int lnc_norm_pow_sum(lnc_stream s, double p, int64_t n, const lnc_view *in, const lnc_view *out) {
+  cudaStream_t st = (cudaStream_t)s;
+  if (in->dtype == LN_FLOAT64) norm_pow_sum_k<double><<<1, THREADS, 0, st>>>(n, p, (const double *)in->data, (double *)out->data);
+  else norm_pow_sum_k<float><<<1, THREADS, 0, st>>>(n, p, (const float *)in->data, (double *)out->data);
   return cudaGetLastError();
 }
 
