@@ -326,9 +326,10 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     end
   end)
 
-  it_dev('Adam and AdamW (weight decay, amsgrad, maximize) take the CPU steps', function()
+  it_dev('Adam, AdamW and RMSprop (weight decay, amsgrad, maximize, momentum, centered) take the CPU steps', function()
     for _, cfg in ipairs({{'Adam', {lr = 0.01}}, {'Adam', {lr = 0.01, weight_decay = 0.1, amsgrad = true}},
-                          {'AdamW', {lr = 0.01, weight_decay = 0.1}}, {'Adam', {lr = 0.01, maximize = true}}}) do
+                          {'AdamW', {lr = 0.01, weight_decay = 0.1}}, {'Adam', {lr = 0.01, maximize = true}},
+                          {'RMSprop', {lr = 0.01}}, {'RMSprop', {lr = 0.01, momentum = 0.9, centered = true, weight_decay = 0.1}}}) do
       for _, dt in ipairs({'float32', 'float64'}) do
         local w0 = rand({17, 5}, dt)
         local wc, wd = w0:clone(), w0:to(dev)

@@ -221,6 +221,13 @@ static int k_adam(void *p) {
   return done("adam_step", lnc_adam_step(S(), a->dtype, a->n, a->param, a->grad, a->s0, a->s1, a->s2, &q));
 }
 
+static int k_rmsprop(void *p) {
+  ln_optim_args *a = p;
+  const ln_rmsprop_params *h = &a->hp.rmsprop;
+  lnc_rmsprop q = {h->lr, h->alpha, h->eps, h->weight_decay, h->momentum, h->centered, h->maximize};
+  return done("rmsprop_step", lnc_rmsprop_step(S(), a->dtype, a->n, a->param, a->grad, a->s0, a->s1, a->s2, &q));
+}
+
 static int k_norm_pow_sum(void *p) {
   ln_norm_args *a = p;
   return done("clip_grad_norm", lnc_norm_pow_sum(S(), a->p, a->n, V(a->in), V(a->out)));
@@ -316,7 +323,7 @@ static bool supports(int k, int dt) {
     case LN_K_scatter_add: return f || dt == LN_INT32 || dt == LN_INT64;
     case LN_K_arange: return true;
     case LN_K_binary: case LN_K_unary: case LN_K_reduce: return f || i;
-    case LN_K_gemm: case LN_K_sgd_step: case LN_K_adam_step: case LN_K_norm_pow_sum: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
+    case LN_K_gemm: case LN_K_sgd_step: case LN_K_adam_step: case LN_K_rmsprop_step: case LN_K_norm_pow_sum: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
     case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd:
     case LN_K_batchnorm_fwd: case LN_K_batchnorm_bwd: case LN_K_adaptive_avgpool2d_fwd:
@@ -341,6 +348,7 @@ void lnc_fill_kernels(ln_backend *b) {
   b->gemm = lnc_gemm;
   b->sgd_step = k_sgd;
   b->adam_step = k_adam;
+  b->rmsprop_step = k_rmsprop;
   b->norm_pow_sum = k_norm_pow_sum;
   b->relu_bwd = k_relu_bwd;
   b->softmax_fwd = k_softmax_fwd;

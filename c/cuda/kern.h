@@ -45,6 +45,10 @@ typedef struct { double lr, beta1, beta2, eps, weight_decay; int64_t step; int d
 int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *m, char *v, char *vmax,
                   const lnc_adam *h);
 
+/* RMSprop: sq square_avg, buf momentum (momentum > 0), ga grad_avg (centered) */
+typedef struct { double lr, alpha, eps, weight_decay, momentum; int centered, maximize; } lnc_rmsprop;
+int lnc_rmsprop_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *sq, char *buf, char *ga,
+                     const lnc_rmsprop *h);
 /* out[0] (float64, device) <- sum |x|^p (max |x| for p = inf) over n contiguous elements of in */
 int lnc_norm_pow_sum(lnc_stream s, double p, int64_t n, const lnc_view *in, const lnc_view *out);
 

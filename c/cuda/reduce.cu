@@ -251,7 +251,39 @@ __global__ void adam_k(int64_t n, T *p, const T *g, T *m, T *v, T *vmax, lnc_ada
   }
 }
 
+// RMSprop as c/cpu/optim.c (centered, momentum, weight decay, maximize)
+template <typename T>
+__global__ void rmsprop_k(int64_t n, T *p, const T *g, T *sq, T *buf, T *ga, lnc_rmsprop h) {
+  const T lr = (T)h.lr, alpha = (T)h.alpha, oma = (T)(1.0 - h.alpha), eps = (T)h.eps;
+  const T wd = (T)h.weight_decay, mom = (T)h.momentum, sign = h.maximize ? (T)-1 : (T)1;
+  bool decay = h.weight_decay != 0, momentum = h.momentum > 0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    T gi = sign * g[i];
+    if (decay) gi = gi + wd * p[i];
+    T s = sq[i] * alpha + oma * gi * gi;
+    sq[i] = s;
+    T avg;
+    if (h.centered) { T c = ga[i] * alpha + oma * gi; ga[i] = c; avg = sqrt(s - c * c); }
+    else avg = sqrt(s);
+    avg = avg + eps;
+    if (momentum) { T bi = buf[i] * mom + gi / avg; buf[i] = bi; p[i] = p[i] - lr * bi; }
+    else p[i] = p[i] - lr * (gi / avg);
+  }
+}
 }  // namespace
+
+extern "C" int lnc_rmsprop_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *sq, char *buf,
+                                char *ga, const lnc_rmsprop *h) {
+  if (n == 0) return cudaSuccess;
+  int64_t b = (n + THREADS - 1) / THREADS;
+  unsigned nb = (unsigned)(b < 65535 * 8 ? b : 65535 * 8);
+  cudaStream_t st = (cudaStream_t)s;
+  if (dtype == LN_FLOAT64)
+    rmsprop_k<double><<<nb, THREADS, 0, st>>>(n, (double *)param, (const double *)grad, (double *)sq, (double *)buf, (double *)ga, *h);
+  else
+    rmsprop_k<float><<<nb, THREADS, 0, st>>>(n, (float *)param, (const float *)grad, (float *)sq, (float *)buf, (float *)ga, *h);
+  return cudaGetLastError();
+}
 
 extern "C" int lnc_adam_step(lnc_stream s, int dtype, int64_t n, char *param, const char *grad, char *m, char *v,
                              char *vmax, const lnc_adam *h) {
