@@ -34,8 +34,8 @@
 -- epoch's order, padded by wrapping around to ceil(#ds / W) samples, so every
 -- rank has as many batches; batch b of the W ranks together is samples
 -- b*bs*W .. (b+1)*bs*W - 1 of the order. Every rank must use the same seed.
--- Under lunet.distributed (initialised, world size > 1) num_replicas and rank
--- default to its world size and this process's rank; num_replicas = 1 opts
+-- Once lunet.distributed is initialised (dist.init() before the loader is
+-- made) num_replicas and rank default to its world size and this process's rank; num_replicas = 1 opts
 -- out. A state_dict taken with W ranks loads with another count: the samples
 -- the W ranks had consumed are skipped (whole batches of the new count).
 --
