@@ -105,7 +105,7 @@ test: deps
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	   EXTRA_LDFLAGS="-fsanitize=address,undefined" all
-	@LUNET_LIB=build-asan/liblunet.so LUNET_ASAN=1 bash tools/run-specs.sh
+	@LUNET_LIB=$(CURDIR)/build-asan/liblunet.so LUNET_ASAN=1 bash tools/run-specs.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all

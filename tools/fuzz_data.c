@@ -43,8 +43,10 @@ void ln_tensor_free(ln_tensor *t) { if (t) { free(t->storage->data); free(t->sto
 int ln_tensor_sync(const ln_tensor *t) { return 0; }
 int ln_is_contiguous(const ln_tensor *t) { return 1; }
 int ln_check_tensor(const char *fn, const ln_tensor *t, const char *argname) { return t ? 0 : -1; }
-typedef void (*ln_range_fn)(void *ctx, int64_t begin, int64_t end);   /* (c/cpu/cpu.h's) */
-void ln_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx) { if (n > 0) fn(ctx, 0, n); }
+typedef void (*ln_range_fn)(void *ctx, int64_t begin, int64_t end);   /* (c/core/internal.h's) */
+/* core's way to the CPU threads (c/core/stream.c), run serially here as it
+ * does when no CPU backend is registered */
+void ln_host_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx) { if (n > 0) fn(ctx, 0, n); }
 
 static void check_reader(const uint8_t *data, size_t size) {
   static char path[64];
