@@ -6,23 +6,14 @@ local shell = require 'shell'
 local root = shell.root
 local have_mpirun = shell.sh('command -v mpirun'):match('mpirun') ~= nil
 
--- mpirun -np n luajit spec/ddp/<script> (env: extra VAR=value words)
+-- spec/ddp/<script> under mpirun -np n, one thread a rank (env: extra VAR=value words)
 local function launch(n, script, env, deadline)
-  local pass = shell.mpirun_exports()
-  local cmd = ('cd %s && LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none '
-    .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;%sspec/?.lua;;" env OMP_NUM_THREADS=1 %s luajit spec/ddp/%s'):format(
-    root, deadline or 120, n, pass, root, root, root, env or '', script)
-  return shell.sh(cmd)
+  return shell.mpirun(n, 'spec/ddp/' .. script, 'OMP_NUM_THREADS=1 ' .. (env or ''), deadline or 120)
 end
 
 -- every rank printed "done" and no FAIL line; the cases rank 0 passed
 local function all_ok(out, n)
-  for line in out:gmatch('[^\n]+') do
-    assert(not line:find('^rank %d+ FAIL'), line .. '\n--- output:\n' .. out)
-  end
-  for r = 0, n - 1 do
-    assert(out:find(('rank %d done'):format(r), 1, true), ('rank %d did not finish:\n%s'):format(r, out))
-  end
+  shell.ranks_ok(out, n)
   local oks = {}
   for c in out:gmatch('rank 0 ok ([^\n]+)') do oks[#oks + 1] = c end
   return oks

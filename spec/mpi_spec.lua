@@ -10,25 +10,14 @@ local have_mpirun = shell.sh('command -v mpirun'):match('mpirun') ~= nil
 local shim_path = (os.getenv('LUNET_LIB') or (root .. 'build/liblunet.so')):gsub('liblunet%.so$', 'liblunet_mpi.so')
 local have_shim = io.open(shim_path) ~= nil
 
--- mpirun -np n luajit spec/mpi/<script> (env: extra VAR=value words);
--- output, exit status. The library and sanitizer settings go to every rank;
--- mpirun itself runs without the sanitizer preload.
+-- spec/mpi/<script> under mpirun -np n (env: extra VAR=value words)
 local function launch(n, script, env, deadline)
-  local pass = shell.mpirun_exports()
-  local cmd = ('cd %s && LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none '
-    .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;;" %s luajit spec/mpi/%s'):format(root, deadline or 90, n,
-    pass, root, root, env and ('env ' .. env) or '', script)
-  return shell.sh(cmd)
+  return shell.mpirun(n, 'spec/mpi/' .. script, env, deadline or 90)
 end
 
 -- every rank printed "done" and no FAIL line; the ok lines of rank 0
 local function all_ok(out, n)
-  for line in out:gmatch('[^\n]+') do
-    assert(not line:find('^rank %d+ FAIL'), line .. '\n--- output:\n' .. out)
-  end
-  for r = 0, n - 1 do
-    assert(out:find(('rank %d done'):format(r), 1, true), ('rank %d did not finish:\n%s'):format(r, out))
-  end
+  shell.ranks_ok(out, n)
   local oks = 0
   for _ in out:gmatch('rank 0 ok ') do oks = oks + 1 end
   return oks

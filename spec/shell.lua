@@ -1,6 +1,7 @@
 -- Helpers for specs that run commands and read files of the checkout:
 -- shell.root (the checkout, with a trailing slash), shell.sh(cmd) -> output
--- (stdout and stderr), exit status; shell.readfile(path); shell.mpirun_exports().
+-- (stdout and stderr), exit status; shell.readfile(path); shell.mpirun_exports();
+-- shell.mpirun(n, script, env, deadline) and shell.ranks_ok(out, n) for the MPI specs.
 local M = {}
 
 local here = debug.getinfo(1, 'S').source:match('^@(.*)spec/shell%.lua$')
@@ -29,6 +30,27 @@ function M.mpirun_exports()
     if val then pass = pass .. (" -x %s='%s'"):format(v, val:gsub("'", "'\\''")) end
   end
   return pass
+end
+
+-- mpirun -np n luajit <script> (a path from the checkout's root) with a hard
+-- deadline (timeout -s KILL: a hang fails the spec instead of stalling the
+-- suite); env: extra VAR=value words for every rank. Output, exit status.
+function M.mpirun(n, script, env, deadline)
+  local r = M.root
+  local cmd = ('cd %s && LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none '
+    .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;%sspec/?.lua;;" %s luajit %s'):format(r, deadline, n,
+    M.mpirun_exports(), r, r, r, env and ('env ' .. env) or '', script)
+  return M.sh(cmd)
+end
+
+-- every rank of n printed "rank R done" and none a "rank R FAIL" line
+function M.ranks_ok(out, n)
+  for line in out:gmatch('[^\n]+') do
+    assert(not line:find('^rank %d+ FAIL'), line .. '\n--- output:\n' .. out)
+  end
+  for r = 0, n - 1 do
+    assert(out:find(('rank %d done'):format(r), 1, true), ('rank %d did not finish:\n%s'):format(r, out))
+  end
 end
 
 return M
