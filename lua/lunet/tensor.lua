@@ -35,10 +35,16 @@ local function wrap(p, level)
   if p == nil then error(core.last_error(), (level or 2) + 1) end
   local dev = p.device_id
   local used = C.ln_memory_allocated(dev)
-  local lim = C.ln_memory_limit(dev)   -- (read each time: it may be set at any moment)
-  local live = gc_live[dev] or 0      -- (from before the limit was set, or above it: unknown)
-  if live > used or live >= lim then live = 0 end
-  if used > (gc_next[dev] or GC_MIN) or (lim > 0 and used > live + (lim - live) / 2) then
+  local due = used > (gc_next[dev] or GC_MIN)
+  if not due then
+    local lim = C.ln_memory_limit(dev)   -- (read each time: it may be set at any moment)
+    if lim > 0 then
+      local live = gc_live[dev] or 0    -- (from before the limit was set, or above it: unknown)
+      if live > used or live >= lim then live = 0 end
+      due = used > live + (lim - live) / 2
+    end
+  end
+  if due then
     collectgarbage()
     local live = tonumber(C.ln_memory_allocated(dev))
     gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live
