@@ -185,6 +185,90 @@ describe('virtual CPU devices', function()
     assert.equal(1, gate[0])
   end)
 
+  -- ln_transfer_ (a pipeline's stage boundary): on the destination's comm
+  -- stream, waited for by the destination only where its work reads the buffer
+  it('a transfer into a buffer the busy destination still uses does not hold the source device', function()
+    local src = lunet.ones(1000, {device = 'cpu:1'})
+    local dst = lunet.zeros(1000, {device = 'cpu:2'})   -- not fresh: cpu:2's queued work may use it
+    lunet.synchronize()
+    local gate = ffi.new('int[1]')
+    assert.equal(0, C.ln_stream_inject_gate(2, gate))   -- cpu:2 holds until cpu:0 opens it, 2 s from now
+    assert.equal(0, C.ln_stream_inject_opener(0, gate, 2))
+    local done = ffi.new('ln_event[1]')
+    assert.equal(0, C.ln_transfer_(dst.p, src.p, done))
+    assert.equal(2, done[0].device)
+    assert.equal(1, done[0].stream)                     -- a point on cpu:2's comm stream
+    local after = src * 2                               -- cpu:1's next work
+    assert.equal(2000, after:sum():item())              -- (ln_copy_'s copier, cpu:1, would wait for cpu:2)
+    assert.equal(0, gate[0])
+    assert.equal(0, C.ln_event_wait(2, done))
+    assert.equal(1000, dst:sum():item())                -- after the gate, the copy, then the read
+    assert.equal(1, gate[0])
+  end)
+
+  it("a transfer's destination runs its earlier-queued work before the copy arrives", function()
+    local src = lunet.ones(1000, {device = 'cpu:1'})
+    local dst = lunet.zeros(1000, {device = 'cpu:2'})
+    local other = lunet.ones(10, {device = 'cpu:2'})
+    lunet.synchronize()
+    local gate = ffi.new('int[1]')
+    assert.equal(0, C.ln_stream_inject_gate(1, gate))   -- the source holds for 2 s
+    assert.equal(0, C.ln_stream_inject_opener(0, gate, 2))
+    local done = ffi.new('ln_event[1]')
+    assert.equal(0, C.ln_transfer_(dst.p, src.p, done))
+    local twice = other * 2
+    local ran = ffi.new('ln_event[1]')
+    assert.equal(0, C.ln_event_record(2, ran))
+    assert.equal(0, C.ln_event_synchronize(ran))        -- cpu:2's compute is not waiting for the copy
+    assert.equal(0, gate[0])                            -- (reading twice would wait: a read syncs both streams)
+    assert.equal(0, C.ln_event_query(done))             -- the copy has not run
+    assert.equal(0, C.ln_event_synchronize(done))       -- the host waits for a comm-stream point
+    assert.equal(1, gate[0])
+    assert.equal(1, C.ln_event_query(done))
+    assert.equal(0, C.ln_event_wait(2, done))
+    assert.equal(1000, dst:sum():item())
+    assert.equal(20, twice:sum():item())
+  end)
+
+  it('a transfer casts and broadcasts as copy_ does, and on one device is a plain copy', function()
+    local src = lunet.tensor({{1, 2, 3}}, {dtype = 'float64', device = 'cpu:1'})
+    local dst = lunet.zeros(2, 3, {device = 'cpu:2'})
+    local done = ffi.new('ln_event[1]')
+    assert.equal(0, C.ln_transfer_(dst.p, src.p, done))
+    assert.equal(0, C.ln_event_wait(2, done))
+    assert.same({{1, 2, 3}, {1, 2, 3}}, dst:totable())
+    local same = lunet.zeros(2, 3, {device = 'cpu:1'})
+    assert.equal(0, C.ln_transfer_(same.p, src.p, done))
+    assert.equal(0, done[0].stream)
+    assert.same({{1, 2, 3}, {1, 2, 3}}, same:totable())
+    local bad = lunet.zeros(4, {device = 'cpu:2'})
+    assert.equal(-1, C.ln_transfer_(bad.p, src.p, done))
+    assert.matches('copy_: shapes {4} and {1,3} cannot broadcast', lunet.core.last_error(), 1, true)
+    assert.equal(-1, C.ln_transfer_(dst.p, src.p, nil))
+    assert.matches('transfer_: done is NULL', lunet.core.last_error(), 1, true)
+    local ev = ffi.new('ln_event[1]', {{device = 1, stream = 7, seq = 0}})
+    assert.equal(-1, C.ln_event_synchronize(ev))
+    assert.matches('stream 7 is neither 0 (compute) nor 1 (comm)', lunet.core.last_error(), 1, true)
+  end)
+
+  it("raises a transfer source's error where the destination reads the buffer", function()
+    local src = lunet.ones(1000, {device = 'cpu:1'})
+    local dst = lunet.zeros(1000, {device = 'cpu:2'})
+    lunet.synchronize()
+    assert.equal(0, C.ln_stream_inject_error(1, 'stage broke'))
+    local done = ffi.new('ln_event[1]')
+    assert.equal(0, C.ln_transfer_(dst.p, src.p, done))
+    assert.equal(0, C.ln_event_wait(2, done))
+    local ok, err = pcall(function() return dst:totable() end)
+    assert.is_false(ok)
+    assert.matches('stage broke', err, 1, true)
+    assert.matches('cpu:1', err, 1, true)
+    lunet.synchronize()
+    assert.equal(0, C.ln_transfer_(dst.p, src.p, done))   -- reported once; transfers work again
+    assert.equal(0, C.ln_event_wait(2, done))
+    assert.same(1000, dst:sum():item())
+  end)
+
   it('raises a source device error when the destination of a copy is read', function()
     local a = lunet.ones(1000, {device = 'cpu:1'})
     assert.equal(0, C.ln_stream_inject_error(1, 'source broke'))

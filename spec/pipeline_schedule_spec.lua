@@ -45,6 +45,51 @@ describe('parallel.schedule', function()
     end
   end)
 
+  -- spare buffers (what Pipeline uses): no buffer is taken while a micro-batch
+  -- holds it, and the one taken was freed at least `spare` backwards before
+  it('with spare buffers, never gives a held buffer and reuses the one freed longest ago', function()
+    for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+      for _, SM in ipairs({ { 2, 8 }, { 3, 5 }, { 4, 8 }, { 2, 1 }, { 4, 2 } }) do
+        local S, M = SM[1], SM[2]
+        local steps = schedule.build(kind, S, M)
+        local _, base = schedule.slots(steps, S, M)
+        for _, spare in ipairs({ 1, 2 }) do
+          local slot, nslots = schedule.slots(steps, S, M, spare)
+          local holder, freed_at, frees = {}, {}, {}
+          for s = 1, S do
+            assert.equal(math.min(base[s] + spare, M), nslots[s])
+            holder[s], freed_at[s], frees[s] = {}, {}, 0
+          end
+          local function take(s, m)
+            local k = slot[s][m]
+            assert.truthy(k >= 1 and k <= nslots[s])
+            assert.is_nil(holder[s][k])   -- not held by another micro-batch
+            -- freed at least `spare` frees ago, when the stage has that many buffers to spare
+            if freed_at[s][k] and nslots[s] == base[s] + spare then
+              assert.truthy(frees[s] - freed_at[s][k] >= spare)
+            end
+            holder[s][k] = m
+          end
+          for _, step in ipairs(steps) do
+            for _, a in ipairs(step) do
+              local s, m = a[1], a[2]
+              if a[3] == 'F' then
+                if s == 1 then take(1, m) end
+                if s < S then take(s + 1, m) end
+              else
+                local k = slot[s][m]
+                assert.equal(m, holder[s][k])
+                holder[s][k] = nil
+                frees[s] = frees[s] + 1
+                freed_at[s][k] = frees[s]
+              end
+            end
+          end
+        end
+      end
+    end
+  end)
+
   it('rejects schedules that deadlock, miss or repeat an action, or are malformed', function()
     local function rejects(steps, S, M, msg)
       local ok, err = pcall(schedule.check, steps, S, M)

@@ -61,10 +61,8 @@ static bool peer_copy(const ln_tensor *dst, const ln_tensor *src, peer_args *pa)
   return true;
 }
 
-/* dst_fresh: dst's storage was just allocated, so no queued work uses it
- * (a storage goes back to the allocator only when the last task keeping it
- * has run): a copy from another device need not wait for dst's stream */
-int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
+/* the checks every copy makes, and its kernel arguments */
+static int copy_args(ln_tensor *dst, const ln_tensor *src, ln_copy_args *args) {
   const char *fn = "copy_";
   if (ln_check_tensor(fn, dst, "destination") != 0 || ln_check_tensor(fn, src, "source") != 0 ||
       ln_check_no_internal_overlap(fn, dst) != 0 || ln_check_no_partial_overlap(fn, dst, src, "source") != 0)
@@ -79,7 +77,17 @@ int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
                     ln_shape_str(b1, sizeof b1, src->ndim, src->shape),
                     ln_shape_str(b2, sizeof b2, dst->ndim, dst->shape));
   }
-  ln_copy_args args = {ln_kview_of(dst), ln_kview_broadcast(src, nd, shape)};
+  *args = (ln_copy_args){ln_kview_of(dst), ln_kview_broadcast(src, nd, shape)};
+  return 0;
+}
+
+/* dst_fresh: dst's storage was just allocated, so no queued work uses it
+ * (a storage goes back to the allocator only when the last task keeping it
+ * has run): a copy from another device need not wait for dst's stream */
+int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
+  const char *fn = "copy_";
+  ln_copy_args args;
+  if (copy_args(dst, src, &args) != 0) return -1;
   const ln_tensor *keep[2] = {dst, src};
   if (ln_numel(dst) == 0) return 0;
   if (dst->device_id == src->device_id)
@@ -104,4 +112,34 @@ int ln_copy_into(ln_tensor *dst, const ln_tensor *src, bool dst_fresh) {
   if (copier == ddev) return 0;
   if (ln_event_record(copier, &ev) != 0) return -1;
   return ln_event_wait(ddev, &ev);
+}
+
+/* A transfer (a pipeline's activations forward and gradients back): the copy
+ * runs on the destination's comm stream once the work queued so far on both
+ * devices' compute streams is done (the source's made src; the destination's
+ * earlier work may still read dst), and the destination's later work waits
+ * for it (*done: the point after the copy, ln_event_wait'ed by the
+ * destination just before the work that reads dst, so that what it runs
+ * until then does not wait). Neither compute stream waits for the other, so
+ * a device never stalls until the other drains its queue, as ln_copy_into's
+ * copier does (it waits for dst's stream). Where a device has no host comm
+ * stream (an inline device, one with streams of its own) it is ln_copy_into. */
+int ln_transfer_into(ln_tensor *dst, const ln_tensor *src, ln_event *done) {
+  if (!dst || !src || dst->device_id == src->device_id || !ln_device_has_comm_stream(dst->device_id) ||
+      !ln_backend_of(dst->device_id)->rt.stream || !ln_backend_of(src->device_id)->rt.stream) {
+    if (ln_copy_into(dst, src, false) != 0) return -1;
+    return dst ? ln_event_record(dst->device_id, done) : 0;
+  }
+  ln_copy_args args;
+  if (copy_args(dst, src, &args) != 0) return -1;
+  const ln_tensor *keep[2] = {dst, src};
+  int ddev = dst->device_id;
+  ln_event ev;
+  if (ln_numel(dst) > 0) {
+    if (ln_comm_stream_wait_compute(ddev) != 0 || ln_event_record(src->device_id, &ev) != 0 ||
+        ln_comm_event_wait(ddev, &ev) != 0)
+      return -1;
+    if (ln_launch_comm(ddev, "copy_", ln_backend_of(ddev)->copy, &args, sizeof args, keep, 2, 0) != 0) return -1;
+  }
+  return ln_comm_event_record(ddev, done);
 }

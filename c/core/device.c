@@ -189,8 +189,18 @@ int ln_host_event_record(int id, ln_event *ev) {
   ln_stream *s = b ? stream_of(b, id, 0, true) : NULL;
   if (!s) return -1;
   ev->device = id;
+  ev->stream = 0;
   ev->seq = ln_stream_submitted(s);
   return 0;
+}
+
+/* the stream an event of a host-stream backend is a point of (NULL: error set) */
+static ln_stream *event_stream(const ln_backend *b, const ln_event *ev) {
+  if (ev->stream != 0 && ev->stream != 1) {
+    ln_error("event: stream %d is neither 0 (compute) nor 1 (comm)", (int)ev->stream);
+    return NULL;
+  }
+  return stream_of(b, ev->device, ev->stream, true);
 }
 
 /* a host stream waits for an event of a backend with streams of its own (a
@@ -207,22 +217,22 @@ int ln_host_event_wait(int id, const ln_event *ev) {
     foreign_wait_args a = {*ev};
     return ln_stream_launch(d, "event_wait", foreign_wait_task, &a, sizeof a, NULL, 0, 0, NULL);
   }
-  ln_stream *d = bd ? stream_of(bd, id, 0, true) : NULL, *p = bp ? stream_of(bp, ev->device, 0, true) : NULL;
+  ln_stream *d = bd ? stream_of(bd, id, 0, true) : NULL, *p = bp ? event_stream(bp, ev) : NULL;
   if (!d || !p) return -1;
-  if (!p->has_worker || id == ev->device) return 0;   /* already ordered */
+  if (!p->has_worker || p == d) return 0;   /* already ordered */
   if (!d->has_worker) { ln_stream_wait(p, ev->seq); return 0; }   /* inline consumer: block */
   return ln_stream_wait_for(d, p, ev->seq, "event_wait");
 }
 
 int ln_host_event_query(const ln_event *ev) {
   const ln_backend *b = backend_for("event_query", ev->device);
-  ln_stream *p = b ? stream_of(b, ev->device, 0, true) : NULL;
+  ln_stream *p = b ? event_stream(b, ev) : NULL;
   return p ? ln_stream_query(p, ev->seq) : -1;
 }
 
 int ln_host_event_synchronize(const ln_event *ev) {
   const ln_backend *b = backend_for("event_synchronize", ev->device);
-  ln_stream *p = b ? stream_of(b, ev->device, 0, true) : NULL;
+  ln_stream *p = b ? event_stream(b, ev) : NULL;
   if (!p) return -1;
   if (!p->has_worker) return 0;
   return ln_stream_host_wait(p, ev->seq, "event_synchronize");
@@ -384,6 +394,34 @@ int ln_comm_stream_wait_compute(int id) {
   if (!cs) return -1;
   ln_stream *d = stream_of(b, id, 0, true);
   return ln_stream_wait_for(cs, d, ln_stream_submitted(d), "comm_stream_wait");
+}
+
+static int no_host_streams(const char *fn, int id) {
+  char dev[32];
+  return ln_error("%s: %s has streams of its own (no host comm stream)", fn, ln_device_str(dev, sizeof dev, id));
+}
+
+int ln_comm_event_record(int id, ln_event *ev) {
+  const ln_backend *b = backend_for("comm_event_record", id);
+  if (!b) return -1;
+  if (!b->rt.stream) return no_host_streams("comm_event_record", id);
+  ln_stream *cs = stream_of(b, id, 1, true);
+  if (!cs) return -1;
+  ev->device = id;
+  ev->stream = 1;
+  ev->seq = ln_stream_submitted(cs);
+  return 0;
+}
+
+int ln_comm_event_wait(int id, const ln_event *ev) {
+  const ln_backend *bd = backend_for("comm_event_wait", id), *bp = backend_for("comm_event_wait", ev->device);
+  if (!bd || !bp) return -1;
+  if (!bd->rt.stream) return no_host_streams("comm_event_wait", id);
+  if (!bp->rt.stream) return no_host_streams("comm_event_wait", ev->device);
+  ln_stream *cs = stream_of(bd, id, 1, true), *p = event_stream(bp, ev);
+  if (!cs || !p) return -1;
+  if (!p->has_worker || p == cs) return 0;   /* an inline producer's work is done; one stream is in order */
+  return ln_stream_wait_for(cs, p, ev->seq, "comm_event_wait");
 }
 
 int ln_stream_wait_comm(int id) {

@@ -125,6 +125,15 @@ int ln_device_has_comm_stream(int device);
 int ln_launch_comm(int device, const char *op, ln_task_fn fn, const void *args,
                    size_t argsize, const ln_tensor *const *keep, int nkeep, int flags);
 int ln_comm_stream_wait_compute(int device);
+/* Events on the comm stream, for backends whose streams are host streams
+ * (an error otherwise): ln_comm_event_record records its current point (an
+ * ln_event with stream 1, which ln_event_wait/_synchronize/_query take);
+ * ln_comm_event_wait makes it wait for ev. */
+int ln_comm_event_record(int device, ln_event *ev);
+int ln_comm_event_wait(int device, const ln_event *ev);
+/* ln_copy_into that runs as a transfer (ln_transfer_, lunet.h): on dst's
+ * device's comm stream; falls back to ln_copy_into where that cannot be. */
+int ln_transfer_into(ln_tensor *dst, const ln_tensor *src, ln_event *done);
 
 int ln_device_is_inline(int device);   /* no thread serves its stream: work runs in the caller */
 

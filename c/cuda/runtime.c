@@ -166,6 +166,7 @@ static int event_record(int index, ln_event *ev) {
   pthread_mutex_unlock(&d->lock);
   if (e != cudaSuccess) return lnc_fail("event_record", e);
   ev->device = LN_TYPE_CUDA * LN_CUDA_BASE + index;
+  ev->stream = 0;
   ev->seq = n;
   return 0;
 }

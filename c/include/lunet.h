@@ -142,8 +142,9 @@ typedef struct ln_tensor {
  * the finalizer it registers with ffi.gc. */
 typedef struct ln_ref { ln_tensor *p; } ln_ref;
 
-/* A point in a device's stream. Value type: no allocation. */
-typedef struct ln_event { int32_t device; int32_t pad_; int64_t seq; } ln_event;
+/* A point in a device's stream (stream 0: its compute stream, 1: its comm
+ * stream). Value type: no allocation. */
+typedef struct ln_event { int32_t device; int32_t stream; int64_t seq; } ln_event;
 
 /* ------------------------------------------------------------------------ */
 /* Errors, version, library info                                              */
@@ -283,6 +284,13 @@ LN_API ln_tensor *ln_where(const ln_tensor *cond, const ln_tensor *a, const ln_t
 LN_API ln_tensor *ln_cast(const ln_tensor *a, int dtype);
 LN_API int ln_copy_(ln_tensor *dst, const ln_tensor *src);  /* broadcasts, casts,
                                                    crosses devices */
+/* ln_copy_ as a transfer between two devices (a pipeline's stage boundary):
+ * queued on dst's device's comm stream after the work queued so far on both
+ * devices; *done is the point after it, which dst's device must wait for
+ * (ln_event_wait) before its work reads dst. Neither device's compute waits
+ * for the other's. Same device, or no comm stream: ln_copy_ (*done is then
+ * already in order on dst's device). */
+LN_API int ln_transfer_(ln_tensor *dst, const ln_tensor *src, ln_event *done);
 LN_API ln_tensor *ln_to_device(const ln_tensor *a, int device);
 LN_API int ln_result_dtype(const ln_tensor *a, const ln_tensor *b);
 LN_API int ln_result_dtype_scalar(const ln_tensor *a, double s);

@@ -298,6 +298,10 @@ ln_tensor *ln_cast(const ln_tensor *a, int dtype) {
 }
 
 int ln_copy_(ln_tensor *dst, const ln_tensor *src) { return ln_copy_into(dst, src, false); }
+int ln_transfer_(ln_tensor *dst, const ln_tensor *src, ln_event *done) {
+  if (!done) return ln_error("transfer_: done is NULL");
+  return ln_transfer_into(dst, src, done);
+}
 
 ln_tensor *ln_to_device(const ln_tensor *a, int device) {
   if (ln_check_tensor("to", a, "tensor") != 0) return NULL;

@@ -46,6 +46,12 @@ local Timing = require 'lunet.parallel.pipeline_timing'
 
 local Pipeline = Module:extend('parallel.Pipeline')
 
+-- boundary buffers per stage beyond what the schedule needs: the host queues
+-- a micro-batch's input into the buffer freed one backward earlier than the
+-- last, so it seldom waits for a device while the other has nothing queued
+-- (a stage may then hold one micro-batch's activations more)
+local SPARE_SLOTS = 1
+
 local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
 
 local OPTS = { devices = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
@@ -219,7 +225,7 @@ function Pipeline:_plan(M)
     if not ok2 then fail(tostring(err):gsub('^[^:\n]*:%d+: ', '', 1), 3) end
     steps = st
   else steps = schedule.build(self.kind, self.S, M) end
-  local slot = schedule.slots(steps, self.S, M)
+  local slot = schedule.slots(steps, self.S, M, SPARE_SLOTS)
   local lastB = {}
   for _, step in ipairs(steps) do
     for _, a in ipairs(step) do if a[3] == 'B' then lastB[a[1]] = a[2] end end

@@ -3,10 +3,10 @@
 -- and backward actions keep between the steps of a schedule.
 --
 -- F(m): the micro-batch's input is copied into this stage's boundary buffer
--- (a device-to-device copy ordered by events, c/core/copy.c: the source's
--- stream copies once the destination's earlier work is done, and the
--- destination waits for the copy; the host never touches the data), then
--- the atoms run. Past the first stage the buffer is a leaf that requires
+-- by a transfer (c/core/copy.c, ln_transfer_: on this device's comm stream,
+-- once the source made it and this device's earlier work is done; the host
+-- never touches the data), and this device waits for the copy just before
+-- the atoms run, so that nothing it runs until then waits for the other. Past the first stage the buffer is a leaf that requires
 -- grad: backward leaves the gradient for the previous stage there.
 -- B(m): backward from the stage's output, seeded with the gradient the next
 -- stage copied into this stage's gradient buffer (the last stage: from its
@@ -34,7 +34,8 @@ function Stage.new(s, mods, device)
   for _, m in ipairs(mods) do seq:add(m) end   -- (an unregistered container: the atoms run fused as in the model)
   return setmetatable({ s = s, seq = seq, mods = mods, device = device, inbuf = {}, gbuf = {}, stash = {},
     pending = {}, dev_id = core.device_id('Pipeline', device), events = ffi.new('ln_event[?]', MAXSLOT),
-    queued = {}, gc_at = 0 }, Stage)
+    queued = {}, gc_at = 0, arrive_in = ffi.new('ln_event[?]', MAXSLOT), arrive_grad = ffi.new('ln_event[?]', MAXSLOT),
+    waits_in = {}, waits_grad = {} }, Stage)
 end
 
 -- a buffer of t's shape and dtype on this device, from list[slot] when it fits
@@ -70,18 +71,41 @@ local function wait_slot(self, k)
   end
 end
 
+-- src copied into the boundary buffer b of slot k on this device's comm
+-- stream; the point after the copy is kept in events[k - 1], and
+-- arrived(k) makes this device wait for it (slots past MAXSLOT: at once).
+-- Autograd does not see the copy (b is a leaf, or a gradient seed).
+local function transfer(self, b, src, k, events, waits)
+  local ev = k <= MAXSLOT and events + k - 1 or self.spare_event
+  if not ev then self.spare_event = ffi.new('ln_event[1]'); ev = self.spare_event end
+  if C.ln_transfer_(b.p, src.p, ev) ~= 0 then error(core.last_error(), 0) end
+  if k <= MAXSLOT then waits[k] = true
+  elseif C.ln_event_wait(self.dev_id, ev) ~= 0 then error(core.last_error(), 0) end
+end
+
+local function arrived(self, k, events, waits)
+  if waits[k] then
+    waits[k] = nil
+    if C.ln_event_wait(self.dev_id, events + k - 1) ~= 0 then error(core.last_error(), 0) end
+  end
+end
+
+-- this device waits for the input of slot k, or its output's gradient, to arrive
+function Stage:input_arrived(k) arrived(self, k, self.arrive_in, self.waits_in) end
+function Stage:grad_arrived(k) arrived(self, k, self.arrive_grad, self.waits_grad) end
+
 -- the input of micro-batch m (slot k) copied into this stage's buffer
 function Stage:receive(k, src)
   wait_slot(self, k)
   local b = buffer(self.inbuf, k, src, self.device, self.s > 1 and src:is_floating_point())
-  autograd.no_grad(function() b:copy_(src) end)
+  transfer(self, b, src, k, self.arrive_in, self.waits_in)
   return b
 end
 
 -- the gradient of this stage's output for micro-batch m (slot k), from the next stage
 function Stage:receive_grad(k, g)
   local b = buffer(self.gbuf, k, g, self.device, false)
-  b:copy_(g)
+  transfer(self, b, g, k, self.arrive_grad, self.waits_grad)
   return b
 end
 
@@ -164,6 +188,8 @@ function Stage:reset()
   for m in pairs(self.stash) do self.stash[m] = nil end
   for m in pairs(self.pending) do self.pending[m] = nil end
   for k in pairs(self.queued) do self.queued[k] = nil; C.ln_event_synchronize(self.events + k - 1) end
+  for k in pairs(self.waits_in) do self.waits_in[k] = nil; C.ln_event_synchronize(self.arrive_in + k - 1) end
+  for k in pairs(self.waits_grad) do self.waits_grad[k] = nil; C.ln_event_synchronize(self.arrive_grad + k - 1) end
   for _, b in pairs(self.inbuf) do b.grad = nil end
 end
 

@@ -87,6 +87,7 @@ function Run:_forward(s, m)
     local stage = pipe.stages[r][s]
     local inp = s == 1 and stage:receive(self.slot[1][m], self.mb[r][m]) or stage.pending[m]
     if s > 1 then stage.pending[m] = nil end
+    stage:input_arrived(self.slot[s][m])
     if r == 1 then self.timing:mark(s, false) end
     local y = stage:forward(m, inp, record)
     if not lunet.is_tensor(y) then error(('the atoms returned a %s, not a tensor'):format(type(y)), 0) end
@@ -126,6 +127,7 @@ function Run:_backward(s, m)
       seed = self:_seed(r, root)
     else
       root, seed = y, stage.gbuf[self.slot[s][m]]
+      stage:grad_arrived(self.slot[s][m])
     end
     if root.requires_grad then roots[#roots + 1], seeds[#seeds + 1] = root, seed end
   end

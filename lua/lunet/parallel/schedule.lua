@@ -9,9 +9,10 @@
 --   schedule.check(steps, stages, chunks) -> steps, or an error naming the
 --     first action that runs before what it needs (a deadlock: it would wait
 --     for ever), a missing or repeated action, or a malformed entry
---   schedule.slots(steps, stages, chunks) -> slot[s][m], nslots[s]: which
---     stage-boundary buffer micro-batch m uses at stage s (taken when its
---     input is sent, free again once B(s, m) has run), so buffers are reused
+--   schedule.slots(steps, stages, chunks[, spare]) -> slot[s][m], nslots[s]:
+--     which stage-boundary buffer micro-batch m uses at stage s (taken when
+--     its input is sent, free again once B(s, m) has run), so buffers are
+--     reused; spare: that many more per stage, reused oldest first
 --   schedule.text(steps, stages) -> a timeline, one line per stage
 -- Per-stage orders: GPipe runs every forward, then every backward; 1F1B
 -- (PipeDream-flush) runs stages - s + 1 forwards, then alternates one
@@ -134,29 +135,48 @@ function schedule.check(steps, S, M)
   return steps
 end
 
-function schedule.slots(steps, S, M)
-  local slot, nslots, free = {}, {}, {}
-  for s = 1, S do slot[s], nslots[s], free[s] = {}, 0, {} end
-  -- stage s's buffers for micro-batch m are taken when its input arrives (at
-  -- F(s - 1, m), or F(1, m) for the first stage) and free after B(s, m)
-  local function take(s, m)
-    local f = free[s]
-    local k = f[#f]
-    if k then f[#f] = nil else nslots[s] = nslots[s] + 1; k = nslots[s] end
-    slot[s][m] = k
-  end
+-- stage s's buffers for micro-batch m are taken when its input arrives (at
+-- F(s - 1, m), or F(1, m) for the first stage) and free after B(s, m)
+local function each_take_free(steps, S, take, give)
   for _, step in ipairs(steps) do
     for _, a in ipairs(step) do
       local s, m = a[1], a[2]
       if a[3] == 'F' then
         if s == 1 then take(1, m) end
         if s < S then take(s + 1, m) end
-      else
-        local f = free[s]
-        f[#f + 1] = slot[s][m]
-      end
+      else give(s, m) end
     end
   end
+end
+
+function schedule.slots(steps, S, M, spare)
+  local slot, nslots, free = {}, {}, {}
+  for s = 1, S do slot[s], nslots[s], free[s] = {}, 0, {} end
+  -- the fewest buffers: a freed one is the next one taken
+  each_take_free(steps, S, function(s, m)
+    local f = free[s]
+    local k = f[#f]
+    if k then f[#f] = nil else nslots[s] = nslots[s] + 1; k = nslots[s] end
+    slot[s][m] = k
+  end, function(s, m) local f = free[s]; f[#f + 1] = slot[s][m] end)
+  if not spare or spare == 0 then return slot, nslots end
+  -- spare more buffers per stage (at most one per micro-batch), taken oldest
+  -- freed first: the buffer a micro-batch takes was freed spare backwards
+  -- before, which the host then rarely waits for
+  local head, tail = {}, {}
+  for s = 1, S do
+    nslots[s] = math.min(nslots[s] + spare, M)
+    free[s], head[s], tail[s] = {}, 1, nslots[s]
+    for k = 1, nslots[s] do free[s][k] = k end
+  end
+  each_take_free(steps, S, function(s, m)
+    slot[s][m] = free[s][head[s]]
+    free[s][head[s]] = nil
+    head[s] = head[s] + 1
+  end, function(s, m)
+    tail[s] = tail[s] + 1
+    free[s][tail[s]] = slot[s][m]
+  end)
   return slot, nslots
 end
 
