@@ -1,6 +1,6 @@
 -- The planner and pipelines on virtual CPU devices (issue 19's targets; 2 cores).
 --   luajit bench/pipeline.lua [--steps S] [--groups G] [--models lenet5,resnet8,wide] [--devices 1,2,4]
---     [--no-grid] [--no-pipe]
+--     [--no-grid] [--no-pipe] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256]
 -- Grid (the planner): for each model x device count (1, 2, 4 virtual devices;
 -- 4 share 2 cores) x memory limit (none; 'tight': 60% of what data parallel
 -- over those devices needs), lunet.parallel.plan profiles the model and
@@ -13,7 +13,10 @@
 -- Pipeline (when lunet.parallel.Pipeline exists): a 2-stage pipeline (2
 -- devices x 1 core) balanced by the planner's partition with 8 micro-batches
 -- against one device x 1 core (target >= 1.6x), and against every hand
--- balance (target: within 10% of the best).
+-- balance (target: within 10% of the best), at batch 256 (--pipe-batch):
+-- micro-batches of 8 samples (batch 64) cost more per sample than the whole
+-- batch on one device (bench/RESULTS.md), which the pipeline pays and one
+-- device does not; at 32 the difference is small.
 -- Needs 2 idle cores: the load average is printed with the figures.
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
@@ -31,7 +34,8 @@ for i = 1, #arg do
 end
 local STEPS = tonumber(args.steps) or 4
 local GROUPS = tonumber(args.groups) or 3
-local BATCH = tonumber(args.batch) or 64
+local BATCH = tonumber(args.batch) or 64               -- the grid's
+local PIPE_BATCH = tonumber(args['pipe-batch']) or 256  -- the pipeline target's: micro-batches of 32
 
 local models = {
   lenet5 = { shape = { 1, 32, 32 }, make = function()
@@ -236,33 +240,65 @@ if Pipeline and not args['no-pipe'] then
   free_all()
   lunet.set_cpu_devices(2)
   local spec = models.wide
-  local x, y = batch_of(spec.shape, BATCH)
+  local x, y = batch_of(spec.shape, PIPE_BATCH)
   local crit = nn.CrossEntropyLoss()
   local function one_device()
     local m = spec.make():to('cpu:0')
     local opt = optim.Adam(m:parameters(), { lr = 1e-4 })
-    return time_steps(function() opt:zero_grad(); crit(m(x), y):backward(); opt:step() end)
+    return function() opt:zero_grad(); crit(m(x), y):backward(); opt:step() end
   end
-  local function pipe_time(balance)
+  local function pipe_step(balance)
     local pipe = Pipeline(spec.make(), { devices = { 'cpu:0', 'cpu:1' }, chunks = 8, schedule = '1f1b', balance = balance })
     local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
-    local t = time_steps(function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end)
-    return t
+    return function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end
   end
-  local t1 = one_device()
-  local p = lunet.parallel.plan(spec.make(), x, { devices = { 'cpu:0', 'cpu:1' }, batch = BATCH,
+  local p = lunet.parallel.plan(spec.make(), x, { devices = { 'cpu:0', 'cpu:1' }, batch = PIPE_BATCH,
     kinds = { 'pipeline' }, chunks = { 8 }, schedules = { '1f1b' } })
   local auto_bal = p.chosen.balance
-  local ta = pipe_time(auto_bal)
-  print(('\npipeline (wide CNN, batch %d, 8 micro-batches, 1F1B): one device x 1 core %.1f ms, 2-stage auto balance {%s} %.1f ms: %.2fx (target 1.6x)')
-    :format(BATCH, t1 * 1e3, table.concat(auto_bal, ','), ta * 1e3, t1 / ta))
+  -- every configuration built first, then timed in rounds, one group of
+  -- STEPS steps each per round, in turn: each figure is the median of its
+  -- rounds, so that the machine's drift falls on all of them alike (the
+  -- best of 13 hand balances measured once each would be a lucky draw).
+  -- One device is timed alone before the pipelines: a pipeline timed right
+  -- after its steps was slower for a few steps (the allocator's cache then
+  -- holds the whole batch's block sizes, not the micro-batches').
   local natoms = #require('lunet.parallel.atoms').of(spec.make())
-  local best, best_bal = math.huge, nil
-  for k = 1, natoms - 1 do
-    local t = pipe_time({ k, natoms - k })
-    if t < best then best, best_bal = t, k end
-    free_all()
+  local configs = { { name = 'one device', step = one_device() }, { name = 'auto', step = pipe_step(auto_bal) } }
+  for k = 1, natoms - 1 do configs[#configs + 1] = { name = ('{%d,%d}'):format(k, natoms - k), k = k, step = pipe_step({ k, natoms - k }) } end
+  local ROUNDS = tonumber(args.rounds) or 5
+  local function rounds(list)
+    for _, c in ipairs(list) do
+      for _ = 1, 3 do c.step() end
+      c.times = {}
+    end
+    for r = 1, ROUNDS do
+      for _, c in ipairs(list) do
+        -- the previous configuration's garbage is not this one's cost
+        collectgarbage(); collectgarbage()
+        c.step()
+        lunet.synchronize()
+        local t0 = lunet.clock()
+        for _ = 1, STEPS do c.step() end
+        lunet.synchronize()
+        c.times[r] = (lunet.clock() - t0) / STEPS
+      end
+    end
   end
-  print(('best hand balance {%d,%d} %.1f ms; auto within %.1f%% of it (target 10%%); load average %s'):format(
-    best_bal, natoms - best_bal, best * 1e3, (ta / best - 1) * 100, loadavg()))
+  rounds({ configs[1] })
+  local pipes = {}
+  for i = 2, #configs do pipes[#pipes + 1] = configs[i] end
+  rounds(pipes)
+  for _, c in ipairs(configs) do c.t = median(c.times) end
+  local t1, ta = configs[1].t, configs[2].t
+  print(('\npipeline (wide CNN, batch %d, 8 micro-batches, 1F1B; medians of %d rounds of %d steps, in turn): one device x 1 core %.1f ms, 2-stage auto balance {%s} %.1f ms: %.2fx (target 1.6x)')
+    :format(PIPE_BATCH, ROUNDS, STEPS, t1 * 1e3, table.concat(auto_bal, ','), ta * 1e3, t1 / ta))
+  local best, hand = nil, {}
+  for i = 3, #configs do
+    local c = configs[i]
+    hand[#hand + 1] = ('%s %.1f'):format(c.name, c.t * 1e3)
+    if not best or c.t < best.t then best = c end
+  end
+  print(('hand balances (ms): %s'):format(table.concat(hand, ', ')))
+  print(('best hand balance %s %.1f ms; auto within %.1f%% of it (target 10%%); load average %s'):format(
+    best.name, best.t * 1e3, (ta / best.t - 1) * 100, loadavg()))
 end
