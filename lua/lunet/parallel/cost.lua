@@ -11,7 +11,8 @@
 --
 -- The host queues all of it: a step is at least the profile's host time
 -- (queuing one forward and backward of the model) times the micro-batches
--- and replicas it runs. The optimizer's step (the profile's update, seconds
+-- and replicas it runs; where the host thread shares the devices' cores
+-- (virtual CPU devices using them all) that time is the cores' work too. The optimizer's step (the profile's update, seconds
 -- for all parameters) adds to each device's time in the share of the
 -- parameters it holds.
 -- Time of atom i at batch b: fwd0 + (fwd - fwd0) * b / batch (fwd0 the fixed
@@ -155,6 +156,17 @@ function cost:capacity(first, last)
   return n
 end
 
+-- the host's queueing time (seconds) as work for the cores devices
+-- first..last share, when the host thread takes one of them (virtual CPU
+-- devices whose threads leave no core free); 0 when the host has its own
+function cost:host_work(first, last, seconds)
+  local th, cores = self.threads, self.cores
+  if not (th and cores) then return 0 end
+  local used = 0
+  for k = first, last do used = used + (th[k] or 1) end
+  return used + 1 > cores and seconds or 0
+end
+
 -- the optimizer's step over atoms lo..hi (the profile's update time, shared by parameter bytes)
 function cost:update(lo, hi)
   local u = self.atoms.update or 0
@@ -246,6 +258,7 @@ function cost:data_parallel(n, B, k, first)
   end
   -- devices sharing cores; the host queues every replica's micro-batches one after another
   local cap = self:capacity(first, last)
+  busy = busy + (n > 1 and self:host_work(first, last, n * k * self.host) or 0)
   if busy / cap > slowest then bw_last = bw_last * busy / cap / slowest; slowest = busy / cap end
   if n > 1 then slowest = math.max(slowest, n * k * self.host) end
   local c = {
@@ -324,8 +337,10 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local upd = 0
   for j = 1, p do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
   local step = sum_t + (m - 1) * max_t + fill + (1 - self.overlap) * (m - 1) * copy_micro + upd
-  -- devices sharing cores: at least the busy time of all of them over what they run at once
-  step = math.max(step, d * busy / self:capacity(first, first + p * d - 1))
+  -- devices sharing cores: at least the busy time of all of them (and the
+  -- host's, when it shares them too) over what they run at once
+  local last = first + p * d - 1
+  step = math.max(step, (d * busy + self:host_work(first, last, d * m * self.host)) / self:capacity(first, last))
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
     -- last, bwd_before[j] later; the all-reduce overlaps that and (by buckets) j's own last backward

@@ -44,6 +44,7 @@ local C = core.C
 
 local profile = {}
 local time_update
+local WHOLE_RUNS, WHOLE_SECONDS = 15, 0.06
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
@@ -207,8 +208,11 @@ function profile.atoms(atoms, sample, device, opts)
     end
     while b >= 1 do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
-      local ts = {}
-      for r = 0, runs do
+      local ts, spent, r = {}, 0, -1
+      -- (runs at least; small batches more, up to WHOLE_RUNS or WHOLE_SECONDS:
+      -- the micro-batches' times come from these, and one run is noisy)
+      while r < runs or (spent < WHOLE_SECONDS and r < WHOLE_RUNS) do
+        r = r + 1
         lunet.synchronize(dev)
         local t0 = lunet.clock()
         -- (a batch too small for a layer, BatchNorm's 1 sample: the sizes so far)
@@ -221,7 +225,7 @@ function profile.atoms(atoms, sample, device, opts)
           break
         end
         lunet.synchronize(dev)
-        if r > 0 then ts[r] = lunet.clock() - t0 end
+        if r > 0 then ts[r] = lunet.clock() - t0; spent = spent + ts[r] end
       end
       if not ts then break end
       whole[#whole + 1] = { b, median(ts) }
