@@ -167,6 +167,32 @@ describe('parallel.plan', function()
     assert.near(0.12, cm:data_parallel(4, 32).step, 1e-12)   -- 4 threads on 2 cores: half speed
   end)
 
+  it("counts the host's queueing as the cores' work when the host thread shares them", function()
+    local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8 })
+    -- 2 one-thread devices on 2 cores: the host needs a core too
+    local shared = parallel.cost.new(prof, { threads = { 1, 1 }, cores = 2, host = 0.01 })
+    assert.near((2 * 0.06 + 2 * 0.01) / 2, shared:data_parallel(2, 16).step, 1e-12)
+    -- a core to spare: the host's queueing only bounds the step from below
+    local spare = parallel.cost.new(prof, { threads = { 1, 1 }, cores = 4, host = 0.01 })
+    assert.near(0.06, spare:data_parallel(2, 16).step, 1e-12)
+    assert.equal(0, spare:host_work(1, 2, 1))
+    assert.equal(1, shared:host_work(1, 2, 1))
+    assert.equal(0, parallel.cost.new(prof, { host = 0.01 }):host_work(1, 2, 1))   -- no thread shares known (a GPU)
+  end)
+
+  it("adds the pipeline's own work a stage action and a step (link.pipeline) to a pipeline's step", function()
+    local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8 })
+    local plain = parallel.cost.new(prof, {})
+    local link = { pipeline = { fixed = 0.005, action = { gpipe = 0.001, ['1f1b'] = 0.002 } } }
+    local with = parallel.cost.new(prof, { link = link })
+    -- compute-bound: the step's fixed part only
+    assert.near(plain:pipeline(2, 1, 8, 4, 'gpipe').step + 0.005, with:pipeline(2, 1, 8, 4, 'gpipe').step, 1e-12)
+    -- host-bound: each micro-batch's 2p actions, one after another on the host
+    local slow = parallel.cost.new(prof, { link = { pipeline = { fixed = 0, action = { gpipe = 0.1, ['1f1b'] = 0.2 } } } })
+    assert.near(4 * 4 * 0.2, slow:pipeline(2, 1, 8, 4, '1f1b').step, 1e-12)
+    assert.near(4 * 4 * 0.1, slow:pipeline(2, 1, 8, 4, 'gpipe').step, 1e-12)
+  end)
+
   it('takes a batch\'s total time from the measured whole-chain times (list.whole), interpolated', function()
     local prof = stated(2, { fwd = 1, bwd = 1, batch = 8 })
     prof.whole = { { 8, 4 }, { 4, 3 } }
@@ -342,6 +368,17 @@ describe('parallel.profile', function()
     for _, p in ipairs(model:parameters()) do assert.is_nil(p.grad) end
     local ok, err = pcall(parallel.profile.atoms, { model, 'x' }, lunet.randn(2, 8), 'cpu:0')
     assert.matches('profile.atoms: atom 2 is not an nn.Module', err, 1, true)
+  end)
+
+  it("measures a pipeline's own cost per stage action and per step between two devices", function()
+    lunet.set_cpu_devices(2)
+    local o = parallel.profile.pipeline_overhead('cpu:0', 'cpu:1', 2)
+    assert.is_true(o.fixed >= 0 and o.fixed < 1)
+    for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+      assert.is_true(o.action[kind] >= 0 and o.action[kind] < 1, kind)
+    end
+    collectgarbage(); collectgarbage()
+    lunet.set_cpu_devices(1)
   end)
 
   it('fits alpha and beta by least squares', function()

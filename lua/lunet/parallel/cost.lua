@@ -23,6 +23,8 @@
 -- share cores (virtual CPU devices: threads per device and cores given, or
 -- together measured by profile.together) bound the summed busy time of a
 -- step (cost:capacity).
+-- A pipeline's machinery (link.pipeline, profile.pipeline_overhead: per
+-- stage action and per step) is host time as well.
 -- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
 -- 2(n-1) * alpha; a copy between two devices: alpha + S * beta.
 -- Memory of a device: parameters, gradients and optimizer state (Adam 2
@@ -72,7 +74,7 @@ function cost.new(atoms, opts)
   local self = setmetatable({
     atoms = atoms, n = #atoms,
     copy = link_of(link.copy, 'link.copy', 2), ar = link_of(link.allreduce, 'link.allreduce', 2),
-    overlap = num(link.overlap or 1, 'link.overlap', 2),
+    overlap = num(link.overlap or 1, 'link.overlap', 2), pipe = link.pipeline or { fixed = 0, action = {} },
     speed = opts.speed or {}, memory = opts.memory or {}, headroom = opts.headroom or 0.9,
     optimizer = opts.optimizer or 'adam', bucket_bytes = (opts.bucket_mb or 25) * 2 ^ 20,
     in_bytes = opts.in_bytes or 0, names = opts.names, threads = opts.threads, cores = opts.cores,
@@ -279,6 +281,9 @@ end
 
 function cost:pipeline(p, d, B, m, schedule, first)
   first = first or 1
+  -- the host's time a micro-batch: queueing the layers, and the pipeline's
+  -- own work for each of its 2p actions (profile.pipeline_overhead)
+  local host_mb = self.host + 2 * p * ((self.pipe.action or {})[schedule] or 0)
   local Br = B / d
   local b = math.ceil(Br / m)
   local inflight = inflight_of(schedule, p, m)
@@ -340,7 +345,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- devices sharing cores: at least the busy time of all of them (and the
   -- host's, when it shares them too) over what they run at once
   local last = first + p * d - 1
-  step = math.max(step, (d * busy + self:host_work(first, last, d * m * self.host)) / self:capacity(first, last))
+  step = math.max(step, (d * busy + self:host_work(first, last, d * m * host_mb)) / self:capacity(first, last))
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
     -- last, bwd_before[j] later; the all-reduce overlaps that and (by buckets) j's own last backward
@@ -354,7 +359,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
     end
   end
   -- the host queues each micro-batch's forward and backward of every stage of every replica
-  step = math.max(step, d * m * self.host) + exposed
+  step = math.max(step, d * m * host_mb) + exposed + (self.pipe.fixed or 0)
   local devs = {}
   for k = 1, p * d do devs[k] = first + k - 1 end
   local _, _, _, st, par = self:range(1, self.n, 1)

@@ -6,7 +6,8 @@
 --     --> list, per atom {fwd = s, bwd = s, fwd0 = s, bwd0 = s, act_bytes = n,
 --         param_bytes = n, out_bytes = n, out_shape = {...}, batch = B, name = '...'}
 --   profile.link(devA, devB[, {sizes = {bytes...}, runs = 5}])
---     --> {copy = {alpha = s, beta = s/byte}, allreduce = {alpha, beta}, overlap = 0..1}
+--     --> {copy = {alpha = s, beta = s/byte}, allreduce = {alpha, beta}, overlap = 0..1,
+--          pipeline = {fixed = s, action = {gpipe = s, ['1f1b'] = s}}}
 --
 -- atoms: the modules a pipeline may cut between (lunet.parallel.atoms), run
 -- one after another. Each atom's forward and backward are timed alone
@@ -201,10 +202,13 @@ function profile.atoms(atoms, sample, device, opts)
     -- the whole chain (forward and backward, no waits between atoms) at the
     -- batch and its halves down to 1: micro-batches' times measured, not extrapolated
     local whole, b = {}, B
+    local host_at = {}   -- the host's times to queue the chain, per batch
     local function run_whole(x)
+      local t0 = lunet.clock()
       local y = x
       for i = 1, #atoms do y = atoms[i](y) end
       if y.requires_grad then y:sum():backward() end
+      return lunet.clock() - t0
     end
     while b >= 1 do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
@@ -217,6 +221,10 @@ function profile.atoms(atoms, sample, device, opts)
         local t0 = lunet.clock()
         -- (a batch too small for a layer, BatchNorm's 1 sample: the sizes so far)
         local ok, e = pcall(run_whole, x)
+        if ok and r > 0 then
+          host_at[b] = host_at[b] or {}
+          host_at[b][r] = e
+        end
         if not ok then
           -- a layer refusing so few samples (BatchNorm1d in training: 1) sets the
           -- smallest micro-batch; running out of memory does not
@@ -233,6 +241,7 @@ function profile.atoms(atoms, sample, device, opts)
       b = math.max(1, math.floor(b / 2))
     end
     res.whole = whole
+    res.host_at = host_at
     update = time_update(atoms, dev, opts.optimizer or 'adam', runs)
   end
   -- a device too small for the sample batch (a memory limit): half the batch
@@ -274,8 +283,18 @@ function profile.atoms(atoms, sample, device, opts)
   end
   out.device, out.in_bytes, out.update, out.scale = dev, bytes_of(sample), update, r1.scale
   out.whole, out.min_batch = res.whole, res.min_batch
-  -- the host's time to queue a forward and backward of the chain (per call, whatever the batch)
-  out.host = res[#res].host
+  -- the host's time to queue a forward and backward of the chain (per call,
+  -- whatever the batch): the median of the later half of the whole-chain
+  -- runs at the smaller profiled batch, after the JIT has compiled the
+  -- chain's traces (the first passes queue several times slower)
+  local hs = res.host_at and res.host_at[res[#res].b]
+  if hs and #hs > 0 then
+    local late = {}
+    for k = math.floor(#hs / 2) + 1, #hs do late[#late + 1] = hs[k] end
+    out.host = median(late)
+  else
+    out.host = res[#res].host
+  end
   return out
 end
 
@@ -300,19 +319,25 @@ function profile.together(atoms, sample, devices, opts)
     if y.requires_grad then y:sum():backward() end
   end
   local function timed(n)
-    local ts = {}
-    for r = 0, runs do
-      lunet.synchronize()
-      local t0 = lunet.clock()
-      for k = 1, n do chain(k) end
-      lunet.synchronize()
-      if r > 0 then ts[r] = lunet.clock() - t0 end
-    end
-    return median(ts)
+    lunet.synchronize()
+    local t0 = lunet.clock()
+    for k = 1, n do chain(k) end
+    lunet.synchronize()
+    return lunet.clock() - t0
   end
-  local alone, all = timed(1), timed(#devices)
+  -- warmed up (the JIT compiles each copy's chain on its first runs), then
+  -- alone and all together in turn, the median of their ratios: a small
+  -- model's run is short and one run alone is noisy
+  for _ = 1, 3 do timed(#devices) end
+  local ratios, spent, r = {}, 0, 0
+  while r < runs or (spent < WHOLE_SECONDS and r < WHOLE_RUNS) do
+    r = r + 1
+    local alone = timed(1)
+    local all = timed(#devices)
+    ratios[r], spent = alone / all, spent + alone + all
+  end
   for i, a in ipairs(list) do for _, p in ipairs(a:parameters()) do p.grad = nil end end
-  return math.min(1, alone / all)
+  return math.min(1, median(ratios))
 end
 
 -- least squares of t = alpha + beta * s over the points, both >= 0
@@ -383,7 +408,49 @@ function profile.link(a, b, opts)
     for _, d in ipairs(lunet.devices('cpu')) do used = used + lunet.get_num_threads(d) end
     if used >= C.ln_num_cores() then overlap = 0 end
   end
-  return { copy = copy, allreduce = ar, overlap = overlap }
+  return { copy = copy, allreduce = ar, overlap = overlap, pipeline = profile.pipeline_overhead(names[1], names[2], runs) }
+end
+
+-- What a pipeline's machinery costs beside its layers' work: a 2-stage
+-- pipeline of two tiny Linear layers over devices a and b, timed at 1 and 8
+-- micro-batches per schedule. action: the seconds each stage action (one
+-- micro-batch's forward or backward at one stage: queueing, buffers, events,
+-- the boundary transfer, the worker's wake-up) adds, per schedule; fixed:
+-- what a step adds once (setup, the loss, the optimizer's call).
+function profile.pipeline_overhead(a, b, runs)
+  local Pipeline = require 'lunet.parallel.Pipeline'
+  local nn = require 'lunet.nn'
+  runs = runs or 5
+  local out = { fixed = 0, action = {} }
+  local model = nn.Sequential { nn.Linear(4, 4), nn.Linear(4, 4) }
+  local crit = nn.MSELoss()
+  local fixed = {}
+  for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+    local t = {}
+    for _, m in ipairs({ 1, 8 }) do
+      local pipe = Pipeline(model, { devices = { a, b }, chunks = m, schedule = kind, balance = { 1, 1 } })
+      local x, y = lunet.randn(m, 4), lunet.randn(m, 4)
+      local function step()
+        pipe:zero_grad()
+        pipe:forward_loss(crit, x, y):backward()
+      end
+      for _ = 1, 3 do step() end
+      local ts = {}
+      for r = 1, runs do
+        lunet.synchronize()
+        local t0 = lunet.clock()
+        for _ = 1, 4 do step() end
+        lunet.synchronize()
+        ts[r] = (lunet.clock() - t0) / 4
+      end
+      t[m] = median(ts)
+    end
+    out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 4))   -- 4 actions a micro-batch
+    fixed[#fixed + 1] = math.max(0, t[1] - 4 * out.action[kind])
+  end
+  model:to('cpu')
+  out.fixed = math.min(fixed[1], fixed[2])
+  return out
 end
 
 return profile
