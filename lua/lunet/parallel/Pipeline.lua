@@ -19,6 +19,8 @@
 -- activations, recomputed in backward), deferred_bn (false), replicas (1:
 -- data parallel of pipelines over #devices / replicas stages each, gradients
 -- all-reduced per stage by a parallel.Reducer), bucket_mb, compress (its options).
+-- group (a lunet.comm Communicator over processes, e.g. dist.world()): each
+-- rank runs one stage in its own process (DistributedPipeline.lua).
 -- Parameters keep the model's names: pipe:state_dict() is model:state_dict()
 -- (with replicas, parameters() also lists the other replicas', as DataParallel's).
 -- pipe(x) runs the micro-batches through the stages and returns the output on
@@ -72,6 +74,10 @@ local function device_names(devs, lvl)
 end
 
 function Pipeline:__init(model, opts)
+  if type(opts) == 'table' and opts.group ~= nil then   -- stages in different processes
+    local DP = require 'lunet.parallel.DistributedPipeline'
+    return DP.__init(setmetatable(self, DP), model, opts)
+  end
   if type(model) ~= 'table' or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
   opts = options.check('Pipeline', opts, OPTS) or {}
   local R = opts.replicas or 1

@@ -70,6 +70,7 @@ local function wait_slot(self, k)
     if C.ln_event_synchronize(self.events + k - 1) ~= 0 then error(core.last_error(), 0) end
   end
 end
+Stage.wait_slot = wait_slot   -- (a pipeline across processes receives into the slot's buffer itself)
 
 -- src copied into the boundary buffer b of slot k on this device's comm
 -- stream; the point after the copy is kept in events[k - 1], and

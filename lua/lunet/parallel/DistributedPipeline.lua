@@ -1,0 +1,254 @@
+-- A parallel.Pipeline whose stages live in different processes:
+-- Pipeline(model, {group = dist.world(), chunks = 8, ...}). Rank r of the
+-- group (1-based, lunet.comm's numbering; process rank r - 1 of dist.world())
+-- runs stage r on its device and holds only that stage's atoms there; the
+-- other stages' modules stay where they were built and never run here.
+--
+--   local dist = require 'lunet.distributed'; dist.init()
+--   lunet.manual_seed(1)                         -- the same model on every rank
+--   local pipe = lunet.parallel.Pipeline(model, {group = dist.world(), chunks = 8, balance = 'params'})
+--   local opt = optim.Adam(pipe:parameters())    -- this rank's stage's parameters
+--   opt:zero_grad()
+--   local loss = pipe:forward_loss(crit, x, y)   -- every rank; x read on the first, y on the last
+--   loss:backward(); opt:step(); print(loss:item())   -- the same value on every rank
+--
+-- Every rank cuts the same model the same way (balance: a list of atom
+-- counts, or 'params', the default here: a measured balance would differ
+-- between processes; the ranks check that they agree at construction) and
+-- walks the same checked schedule, running only its stage's actions
+-- (dpipe_run.lua). Parameters keep the model's names: state_dict() holds
+-- this rank's stage; load_state_dict(sd) takes this stage's keys of a whole
+-- model's sd; full_state_dict() gathers every stage's on the first rank.
+local Module = require 'lunet.nn.Module'
+local options = require 'lunet.options'
+local autograd = require 'lunet.autograd'
+local atoms = require 'lunet.parallel.atoms'
+local schedule = require 'lunet.parallel.schedule'
+local Stage = require 'lunet.parallel.Stage'
+local pbn = require 'lunet.parallel.pipeline_bn'
+local floss = require 'lunet.parallel.forward_loss'
+local balance = require 'lunet.parallel.pipeline_balance'
+local Run = require 'lunet.parallel.dpipe_run'
+
+local DP = Module:extend('parallel.Pipeline')
+
+local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
+
+local OPTS = { group = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
+  checkpoint = 'string', deferred_bn = 'boolean' }
+local CHECKPOINT = { never = true, except_last = true, always = true }
+
+local function join(prefix, name)
+  if prefix == '' then return name end
+  return name == '' and prefix or prefix .. '.' .. name
+end
+
+function DP:__init(model, opts)
+  if type(model) ~= 'table' or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
+  opts = options.check('Pipeline', opts, OPTS)
+  local group = opts.group
+  if type(group.local_size) ~= 'function' or type(group.ranks) ~= 'function' then
+    fail('group must be a lunet.comm Communicator (dist.world(), dist.group(ranks)), got ' .. tostring(group), 3)
+  end
+  if group:local_size() ~= 1 then
+    fail(('group holds %d ranks in this process; across processes each holds one stage'):format(group:local_size()), 3)
+  end
+  local S, s = group:size(), group:ranks()[1]
+  local chunks = opts.chunks or 4 * S
+  if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), 3) end
+  local kind = opts.schedule or '1f1b'
+  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' then
+    fail(("schedule must be 'gpipe', '1f1b' or a function (stages, chunks) -> steps, got '%s'"):format(kind), 3)
+  end
+  local ck = opts.checkpoint or 'never'
+  if not CHECKPOINT[ck] then fail(("checkpoint must be 'never', 'except_last' or 'always', got '%s'"):format(ck), 3) end
+  local bal = opts.balance or 'params'
+  if bal == 'time' or bal == 'memory' then
+    fail(("balance '%s' is measured in each process and could cut the ranks' models differently: across "
+      .. "processes give a list of atom counts per stage or 'params'"):format(bal), 3)
+  end
+  local list = atoms.of(model)
+  if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
+  local counts = balance.counts(list, S, bal, 3)
+  self:_agree(group, counts, chunks, #list, 3)
+  local first = 1
+  for k = 1, s - 1 do first = first + counts[k] end
+  local dev = group:devices()[1]
+  local mods, mine, all = {}, {}, {}
+  for i = first, first + counts[s] - 1 do
+    mods[#mods + 1], mine[#mine + 1] = list[i].module, list[i]
+    list[i].module:to(dev)
+    for _, m in ipairs(list[i].module:modules()) do all[#all + 1] = m end
+  end
+  rawset(self, 'module', model)   -- (not a child: only this stage's atoms are this module's)
+  self.group, self.S, self.s, self.device, self.chunks, self.kind = group, S, s, dev, chunks, kind
+  self.checkpoint, self.counts, self.atoms, self.all_atoms, self.plans = ck, counts, mine, list, {}
+  self.stage = Stage.new(s, mods, dev)
+  if opts.deferred_bn or ck ~= 'never' then self.bn = pbn.wrap(all, opts.deferred_bn or false) end
+end
+
+-- every rank must cut the model alike and run as many chunks: checked once
+-- (one allgather of {atoms, chunks, counts...})
+function DP:_agree(group, counts, chunks, natoms, lvl)
+  local lunet = require 'lunet'
+  local S = #counts
+  local v = { natoms, chunks }
+  for k = 1, S do v[2 + k] = counts[k] end
+  local mine = lunet.tensor(v, { dtype = 'float64', device = group:devices()[1] })
+  local all = group:allgather({ mine })[1]:totable()
+  for r = 1, S do
+    for k = 1, #v do
+      if all[(r - 1) * #v + k] ~= v[k] then
+        local theirs = {}
+        for j = 1, #v do theirs[j] = all[(r - 1) * #v + j] end
+        fail(('the ranks disagree: rank %d has %d atoms, %d chunks, stages {%s}; rank %d has %d, %d, {%s} '
+          .. '(build the same model on every rank, with the same options)'):format(group:ranks()[1], v[1], v[2],
+          table.concat(v, ',', 3), r, theirs[1], theirs[2], table.concat(theirs, ',', 3)), lvl + 1)
+      end
+    end
+  end
+end
+
+-- the checked schedule for M micro-batches, its buffer slots and each stage's last forward
+function DP:_plan(M)
+  local p = self.plans[M]
+  if p then return p end
+  local steps
+  if type(self.kind) == 'function' then
+    local ok, st = pcall(self.kind, self.S, M)
+    if not ok then fail('schedule: ' .. tostring(st), 3) end
+    local ok2, err = pcall(schedule.check, st, self.S, M)
+    if not ok2 then fail(tostring(err):gsub('^[^:\n]*:%d+: ', '', 1), 3) end
+    steps = st
+  else steps = schedule.build(self.kind, self.S, M) end
+  -- messages between two ranks are matched in the order they are sent: a
+  -- stage must run its micro-batches in the order of its neighbours
+  local order = {}
+  p = {}
+  for t, step in ipairs(steps) do
+    for _, a in ipairs(step) do
+      local key = a[3] .. a[1]
+      order[key] = order[key] or {}
+      table.insert(order[key], a[2])
+      if a[3] == 'F' and a[1] == self.S and a[2] == M then p.lastF = t end
+    end
+  end
+  for st = 1, self.S - 1 do
+    for i = 1, M do
+      if order['F' .. st][i] ~= order['F' .. (st + 1)][i] or order['B' .. st][i] ~= order['B' .. (st + 1)][i] then
+        fail(('schedule: across processes stages %d and %d must run their micro-batches in the same order'):format(
+          st, st + 1), 3)
+      end
+    end
+  end
+  p.steps, p.slot = steps, schedule.slots(steps, self.S, M, 1)
+  self.plans[M] = p
+  return p
+end
+
+-- pipe:forward_loss(criterion, x, target) on every rank -> loss (backward, item, output)
+function DP:forward_loss(criterion, x, target)
+  local ok, kind = pcall(floss.mean_kind, criterion, 1)
+  if not ok then
+    fail('forward_loss: ' .. tostring(kind):gsub('^[^:\n]*:%d+: ', '', 1):gsub('^DataParallel: forward_loss: ', '', 1), 2)
+  end
+  local okr, run = pcall(Run.new, self, criterion, kind, x, target, autograd.is_grad_enabled())
+  if not okr then error((tostring(run):gsub('^[^:\n]*:%d+: ', '', 1)), 2) end
+  if self.bn and self.training then self.bn:begin() end
+  -- (without recording every forward runs now: 1F1B's later ones too, for eval)
+  run:_go(run.recording, 2)
+  return run
+end
+
+function DP:_recompute(m, M)
+  local ck = self.checkpoint
+  return ck == 'always' or (ck == 'except_last' and m < M)
+end
+function DP.forward_loss_ok(_, criterion) return floss.ok(criterion) end
+
+function DP:forward()
+  fail('forward: across processes, run pipe:forward_loss(criterion, x, y) on every rank (loss:output() '
+    .. 'gives the outputs on the last stage\'s rank)', 2)
+end
+
+function DP:_abort()
+  self.stage:reset()
+  if self.bn then self.bn:abort() end
+end
+
+-- ---- Module interface: this stage's parameters under the model's names -------------------------
+
+function DP:named_modules(prefix, out)
+  out = out or {}
+  prefix = prefix or ''
+  out[#out + 1] = { prefix, self }
+  for _, a in ipairs(self.atoms) do a.module:named_modules(join(prefix, a.name), out) end
+  return out
+end
+
+-- load_state_dict(sd[, strict]): this stage's keys of sd (a whole model's
+-- state, or this stage's); strict: every one of them must be there
+function DP:load_state_dict(sd, strict)
+  if type(sd) ~= 'table' then fail('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
+  local own, mine = {}, {}
+  for k in pairs(Module.state_dict(self)) do own[k] = true end
+  for k, v in pairs(sd) do if own[k] then mine[k] = v end end
+  local ok, res = pcall(Module.load_state_dict, self, mine, strict)
+  if not ok then error(res, 2) end
+  return res
+end
+
+-- full_state_dict(): every stage's parameters and buffers sent to the first
+-- rank, which returns the whole model's state_dict (the others: nil).
+-- Called by every rank of the group.
+local function gather(self)
+  local lunet = require 'lunet'
+  local g, dev = self.group, self.device
+  local first = 1
+  for st = 1, self.S do
+    local n = self.counts[st]
+    if st > 1 and (self.s == st or self.s == 1) then
+      for i = first, first + n - 1 do
+        local m = self.all_atoms[i].module
+        for _, list in ipairs({ m:named_parameters(), m:named_buffers() }) do
+          for _, e in ipairs(list) do
+            local t = e[2]
+            if self.s == st then g:send(t:detach():contiguous(), 1)
+            else
+              local b = lunet.empty(t:size(), { dtype = t.dtype, device = dev })
+              g:recv(b, st)
+              autograd.no_grad(function() t:copy_(b) end)
+            end
+          end
+        end
+      end
+    end
+    first = first + n
+  end
+  if self.s ~= 1 then return nil end
+  lunet.synchronize(dev)
+  return self.module:state_dict()
+end
+
+function DP:full_state_dict()
+  local ok, sd = pcall(gather, self)
+  if not ok then fail('full_state_dict: ' .. tostring(sd):gsub('[%w_%./%-]+%.lua:%d+: ', ''), 2) end
+  return sd
+end
+
+function DP:to(what, more)
+  local core = require 'lunet.core'
+  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or type(what) == 'table' and what.dtype or more
+  if not dtype or (type(what) == 'table' and what.device) then
+    fail(('to: this stage lives on %s (the group\'s device); only a dtype can change'):format(self.device), 2)
+  end
+  for _, a in ipairs(self.atoms) do a.module:to({ dtype = dtype, device = self.device }) end
+  return self
+end
+
+function DP:extra_repr()
+  return ('%s, %d chunks, stage %d of %d on %s: %d atoms'):format(type(self.kind) == 'string' and self.kind or 'custom',
+    self.chunks, self.s, self.S, self.device, self.counts[self.s])
+end
+
+return DP

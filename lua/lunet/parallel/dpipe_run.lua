@@ -1,0 +1,278 @@
+-- One batch through a Pipeline across processes (DistributedPipeline.lua):
+-- pipe:forward_loss(criterion, x, target) returns this object, a
+-- parallel.PipelineLoss, on every rank.
+--
+-- Every rank walks the same checked schedule and runs its own stage's
+-- actions. At a boundary, F(s, m) sends its output to rank s + 1
+-- (Communicator:send: queued on the device's stream, it never waits for the
+-- receiver) and F(s + 1, m) receives it into its boundary buffer (recv:
+-- queued, the device waits for the data; the host goes on); B(s + 1, m)
+-- sends the input's gradient back to rank s, whose B(s, m) receives it as
+-- the seed of its backward. Messages between two ranks match in the order
+-- they are sent, so both ranks post them in schedule order (DP:_plan checks
+-- that neighbouring stages run their micro-batches in the same order).
+-- The shapes: the first message of a batch from rank s to s + 1 is a header
+-- (the batch's rows, the output's dtype and its dims past the first), which
+-- the receiving host reads once a batch; each micro-batch's rows follow
+-- from the batch's. The loss (the last rank's) is broadcast to every rank
+-- right after the schedule's step holding the last F(S, .): loss:item() is
+-- the same everywhere (1F1B: after loss:backward(), as in one process).
+local lunet = require 'lunet'
+local core = require 'lunet.core'
+local autograd = require 'lunet.autograd'
+local Stage = require 'lunet.parallel.Stage'
+
+local Run = {}
+Run.__index = Run
+Run.__name = 'parallel.PipelineLoss'
+
+local HDR = 12   -- header: rows, dtype id, dims, then the dims past the first (at most HDR - 3)
+
+local function fail(msg, lvl) error('Pipeline: ' .. msg, lvl + 1) end
+local function strip(err) return (tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')) end
+
+-- a buffer of this shape and dtype from list[slot] when it fits
+local function buffer(list, slot, size, dtype, device, grad)
+  local b = list[slot]
+  if b and b.dtype == dtype and b:dim() == #size then
+    local same = true
+    for d = 1, #size do if b:size(d) ~= size[d] then same = false; break end end
+    if same then return b end
+  end
+  b = lunet.empty(size, { dtype = dtype, device = device })
+  if grad then b.requires_grad = true end
+  list[slot] = b
+  return b
+end
+
+local function rows_of(t, what, fname, lvl)
+  if not lunet.is_tensor(t) then fail(('%s: %s must be a tensor, got %s'):format(fname, what, type(t)), lvl + 1) end
+  if t:dim() == 0 or t:size(1) == 0 then fail(('%s: %s must have a non-empty batch dimension'):format(fname, what), lvl + 1) end
+  return t:size(1)
+end
+
+function Run.new(pipe, criterion, kind, x, target, recording)
+  local S, s, dev = pipe.S, pipe.s, pipe.device
+  local self = setmetatable({ pipe = pipe, criterion = criterion, kind = kind, S = S, s = s, dev = dev,
+    group = pipe.group, stage = pipe.stage, recording = recording, next = 1, losses = {}, outs = {}, fdone = 0,
+    scale = 1, rows = {}, mb = {}, tg = {} }, Run)
+  local B
+  if s == 1 then B = rows_of(x, 'input', 'forward_loss', 2)
+  else
+    -- what the previous stage sends: its batch's first message (the host waits for it)
+    local h = lunet.empty(HDR, { dtype = 'float64', device = dev })
+    local ok, v = pcall(function() return self.group:recv(h, s - 1):totable() end)
+    if not ok then fail('forward_loss: stage ' .. s .. ' receiving its input\'s shape: ' .. strip(v), 2) end
+    B, self.in_dtype, self.in_size = v[1], core.dtypes[v[2]], {}
+    for d = 1, v[3] - 1 do self.in_size[d + 1] = v[3 + d] end
+    self.in_float = lunet.empty(1, { dtype = self.in_dtype }):is_floating_point()
+  end
+  if s == S then
+    local n = rows_of(target, 'target', 'forward_loss', 2)
+    if n ~= B then fail(('forward_loss: target has %d rows, the input %d'):format(n, B), 2) end
+  end
+  local M = math.min(pipe.chunks, B)
+  self.B = B
+  local plan = pipe:_plan(M)
+  self.M, self.steps, self.slot, self.lastF = M, plan.steps, plan.slot, plan.lastF
+  local b, e, p = math.floor(B / M), B % M, 1
+  for m = 1, M do
+    local k = b + (m <= e and 1 or 0)
+    self.rows[m] = k
+    if s == 1 then self.mb[m] = x:narrow(1, p, k) end
+    if s == S then
+      local t = target:narrow(1, p, k)
+      self.tg[m] = t.device ~= dev and t:to(dev) or t
+    end
+    p = p + k
+  end
+  if s == S then
+    if kind == 'class' then
+      local whole = target.device ~= dev and target:to(dev) or target
+      self.count = whole:ne(criterion.opts.ignore_index):sum():to('float64')
+    end
+    self.norm = kind == 'element' and target:numel() or 1
+    self.home = target.device
+  end
+  return self
+end
+
+-- ---- actions ------------------------------------------------------------------------------------
+
+function Run:_loss(y, m)
+  local crit = self.criterion
+  local red = crit.opts.reduction
+  crit.opts.reduction = 'sum'
+  local ok, l = pcall(crit.forward, crit, y, self.tg[m])
+  crit.opts.reduction = red
+  if not ok then error(l, 0) end
+  return l
+end
+
+function Run:_seed(l)
+  if self.count then return self.count:to(l.dtype):reciprocal():mul(self.scale) end
+  return lunet.full(l:size(), self.scale / self.norm, { dtype = l.dtype, device = l.device })
+end
+
+local function in_size(self, m)
+  local size = { self.rows[m] }
+  for d = 2, #self.in_size do size[d] = self.in_size[d] end
+  return size
+end
+
+function Run:_forward(m)
+  local st, s, S = self.stage, self.s, self.S
+  local record = self.recording and not self.pipe:_recompute(m, self.M)
+  local k = self.slot[s][m]
+  local inp
+  if s == 1 then
+    inp = st:receive(k, self.mb[m])
+    st:input_arrived(k)
+  else
+    Stage.wait_slot(st, k)
+    inp = buffer(st.inbuf, k, in_size(self, m), self.in_dtype, self.dev, self.in_float)
+    self.group:recv(inp, s - 1)
+  end
+  local y = st:forward(m, inp, record)
+  if not lunet.is_tensor(y) then error(('the atoms returned a %s, not a tensor'):format(type(y)), 0) end
+  if s < S then
+    if y:dim() == 0 or y:size(1) ~= self.rows[m] then
+      error(('the output has %s rows for a micro-batch of %d: across processes a stage must keep the batch '
+        .. 'dimension first'):format(y:dim() == 0 and 'no' or y:size(1), self.rows[m]), 0)
+    end
+    if not self.sent_header then
+      if y:dim() > HDR - 2 then error(('the output has %d dimensions, at most %d cross processes'):format(y:dim(), HDR - 2), 0) end
+      local h = { self.B, core.dtype_ids[y.dtype], y:dim() }
+      for d = 2, y:dim() do h[2 + d] = y:size(d) end
+      for q = #h + 1, HDR do h[q] = 0 end
+      self.group:send(lunet.tensor(h, { dtype = 'float64', device = self.dev }), s + 1)
+      self.sent_header = true
+    end
+    self.group:send(y:is_contiguous() and y or y:contiguous(), s + 1)
+  else
+    local l = record and self:_loss(y, m) or autograd.no_grad(self._loss, self, y, m)
+    if record then self.losses[m] = l end
+    self.outs[m] = y:detach()
+    local ld = l:detach()
+    self.sums = self.sums and self.sums + ld or ld
+    self.fdone = self.fdone + 1
+  end
+end
+
+function Run:_backward(m)
+  local st, s, S = self.stage, self.s, self.S
+  local k = self.slot[s][m]
+  local y = st:recompute(m, self.pipe.bn)
+  local root, seed
+  if s == S then
+    root = self.losses[m] or self:_loss(y, m)
+    self.losses[m] = nil
+    seed = self:_seed(root)
+  else
+    root = y
+    if y:is_floating_point() then   -- (the next stage sends a gradient for floating inputs only)
+      seed = buffer(st.gbuf, k, y:size(), y.dtype, self.dev, false)
+      self.group:recv(seed, s + 1)
+    end
+  end
+  if seed and root.requires_grad then autograd.backward({ root }, { seed }) end
+  local g = st:finish(m)
+  if s > 1 and self.in_float then
+    if not g then g = lunet.zeros(in_size(self, m), { dtype = self.in_dtype, device = self.dev }) end
+    self.group:send(g:is_contiguous() and g or g:contiguous(), s - 1)
+  end
+  st:done(k)
+end
+
+-- the last stage's loss (sum / count) on every rank
+function Run:_share()
+  local t
+  if self.s == self.S then
+    t = self.sums:to('float64'):view(1)
+    t = self.count and t / self.count or t / self.norm
+  else t = lunet.zeros(1, { dtype = 'float64', device = self.dev }) end
+  self.group:broadcast({ t }, { root = self.S })
+  self.value = t
+end
+
+-- runs the steps from self.next (to the first with a backward action, or to the end)
+function Run:_steps(stop_at_backward)
+  local steps, s = self.steps, self.s
+  while self.next <= #steps do
+    local step = steps[self.next]
+    if stop_at_backward then
+      for _, a in ipairs(step) do if a[3] == 'B' then return end end
+    end
+    for _, a in ipairs(step) do
+      if a[1] == s then
+        self.at = a
+        if a[3] == 'F' then self:_forward(a[2])
+        elseif self.recording then self:_backward(a[2]) end
+      end
+    end
+    self.at = nil
+    if self.next == self.lastF then self:_share() end
+    self.next = self.next + 1
+  end
+  if self.pipe.bn then self.pipe.bn:commit() end
+end
+
+-- runs the steps, or on an error leaves the stage clean and raises it naming the action
+function Run:_go(stop_at_backward, lvl)
+  local ok, err = pcall(self._steps, self, stop_at_backward)
+  if ok then return end
+  self.failed = true
+  self.pipe:_abort()
+  local a = self.at
+  err = strip(err)
+  if a then
+    local dist = require 'lunet.distributed'
+    err = ('%s of micro-batch %d at stage %d (%s%s): %s'):format(a[3] == 'F' and 'forward' or 'backward', a[2], a[1],
+      dist.is_initialized() and ('process rank %d, '):format(dist.rank()) or '', self.dev, err)
+  end
+  fail(err, lvl + 1)
+end
+
+-- ---- the loss's interface ---------------------------------------------------------------------
+
+function Run:backward(scale)
+  if scale ~= nil and (type(scale) ~= 'number' or scale ~= scale) then
+    fail('backward: scale must be a number, got ' .. tostring(scale), 2)
+  end
+  if self.failed then fail('backward: this batch failed; run forward_loss again', 2) end
+  if not self.recording then fail('backward: the forward did not record gradients (eval mode or no_grad)', 2) end
+  if self.next > #self.steps then fail('backward: already run for this batch; run forward_loss again', 2) end
+  self.scale = scale or 1
+  self:_go(false, 2)
+end
+
+function Run:item()
+  if not self.value then
+    fail('loss:item: the 1F1B schedule computes the loss during backward; read it after loss:backward()', 2)
+  end
+  local ok, v = pcall(self.value.item, self.value)
+  if not ok then fail('loss:item: ' .. strip(v), 2) end
+  return v
+end
+
+function Run:tensor() return lunet.tensor(self:item(), { device = self.dev }) end
+
+-- the outputs (no gradient) on the target's device, on the last stage's rank (nil on the others)
+function Run:output()
+  if self.s ~= self.S then return nil end
+  local list = {}
+  for m = 1, self.M do
+    local y = self.outs[m]
+    if not y then fail('loss:output: the outputs are not computed yet (1F1B: after loss:backward())', 2) end
+    list[m] = y.device ~= self.home and y:to(self.home) or y
+  end
+  if #list == 1 then return list[1] end
+  return lunet.cat(list, 1)
+end
+
+function Run.__tostring(self)
+  if not self.value then return 'parallel.PipelineLoss (computed by backward)' end
+  return ('parallel.PipelineLoss: %.6g'):format(self:item())
+end
+
+return Run

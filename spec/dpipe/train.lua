@@ -1,0 +1,120 @@
+-- One rank of spec/dpipe_mpi_spec.lua (under mpirun): a Pipeline whose stages
+-- are the processes of lunet.distributed's world (rank r runs stage r + 1)
+-- against plain training of the same model in this process, on the same
+-- batches. Prints "rank R ok CASE" or "rank R FAIL CASE: why" per case, then
+-- "rank R done".
+local lunet = require 'lunet'
+local dist = require 'lunet.distributed'
+local nn, optim = lunet.nn, lunet.optim
+local info = dist.init{ timeout = 60 }
+local W, R = info.world_size, info.rank
+local world = dist.world()
+
+local function say(fmt, ...) io.stdout:write(('rank %d ' .. fmt .. '\n'):format(R, ...)); io.stdout:flush() end
+
+-- 7 atoms (the Sequential nested once: atoms are flattened)
+local function model(bn)
+  local head = nn.Sequential { nn.Conv2d(3, 4, 3, { padding = 1, bias = not bn }) }
+  if bn then head:add(nn.BatchNorm2d(4)) end
+  return nn.Sequential { head, nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 6), nn.Tanh(),
+    nn.Linear(6, 5) }
+end
+
+local function opt(kind, params)
+  if kind == 'adam' then return optim.Adam(params, { lr = 0.01 }) end
+  return optim.SGD(params, { lr = 0.1, momentum = 0.9 })
+end
+
+local function batches(o)
+  lunet.manual_seed(11)
+  local d = {}
+  for s = 1, o.steps or 3 do d[s] = { lunet.randn(o.B, 3, 8, 8), lunet.randint(1, 6, { o.B }) } end
+  return d
+end
+
+local function worst(a, b)
+  a, b = a:to('cpu:0'), b:to('cpu:0')
+  local d = (a - b):abs():max():item()
+  return d / math.max(b:abs():max():item(), 1e-12)
+end
+
+local function run(o)
+  local data = batches(o)
+  -- the reference: the whole model in this process (with BatchNorm, whose
+  -- statistics are the micro-batches': a one-process Pipeline over W virtual devices)
+  lunet.manual_seed(5)
+  local ref = model(o.bn)
+  if o.bn then
+    local devs = {}
+    for k = 1, W do devs[k] = 'cpu:' .. (k - 1) end
+    ref = lunet.parallel.Pipeline(ref, { devices = devs, chunks = o.chunks, schedule = o.schedule, balance = 'params',
+      checkpoint = o.checkpoint, deferred_bn = o.deferred_bn })
+  end
+  local ropt = opt(o.optim, ref:parameters())
+  local crit = nn.CrossEntropyLoss()
+  local ref_losses = {}
+  for s, b in ipairs(data) do
+    ropt:zero_grad()
+    local l = o.bn and ref:forward_loss(crit, b[1], b[2]) or crit(ref(b[1]), b[2])
+    l:backward(); ropt:step()
+    ref_losses[s] = l:item()
+  end
+  -- the pipeline: the same model built on every rank
+  lunet.manual_seed(5)
+  local pipe = lunet.parallel.Pipeline(model(o.bn), { group = world, chunks = o.chunks, schedule = o.schedule,
+    balance = o.balance, checkpoint = o.checkpoint, deferred_bn = o.deferred_bn })
+  local popt = opt(o.optim, pipe:parameters())
+  for s, b in ipairs(data) do
+    popt:zero_grad()
+    -- (x is read on the first rank, y on the last; the others may pass nil)
+    local x = R == 0 and b[1] or nil
+    local y = R == W - 1 and b[2] or nil
+    local loss = pipe:forward_loss(crit, x, y)
+    loss:backward(); popt:step()
+    local v = loss:item()
+    if math.abs(v - ref_losses[s]) > 1e-5 * math.abs(ref_losses[s]) then
+      return ('step %d: loss %.9g, one process %.9g'):format(s, v, ref_losses[s])
+    end
+  end
+  local mine, want = pipe:state_dict(), ref:state_dict()
+  if o.bn then   -- (the running statistics too: deferred, they are the whole batch's)
+    for k, t in pairs(ref.module:state_dict()) do want[k] = t end
+  end
+  local n = 0
+  for k, t in pairs(mine) do
+    n = n + 1
+    local w = worst(t, want[k])
+    if w > 1e-5 then return ('%s differs from one process by %g'):format(k, w) end
+  end
+  if n == 0 then return 'this stage has no parameters' end
+  local full = pipe:full_state_dict()
+  if R == 0 then
+    for k, t in pairs(want) do
+      if not full[k] then return 'full_state_dict lacks ' .. k end
+      local w = worst(full[k], t)
+      if w > 1e-5 then return ('full_state_dict: %s differs from one process by %g'):format(k, w) end
+    end
+  elseif full ~= nil then return 'full_state_dict returned a table on rank ' .. R end
+  -- load_state_dict takes this stage's keys of a whole model's state
+  pipe:load_state_dict(want)
+end
+
+local cases = {}
+for _, sched in ipairs({ 'gpipe', '1f1b' }) do
+  for _, chunks in ipairs({ 1, 3, 8 }) do
+    for _, o in ipairs({ 'sgd', 'adam' }) do
+      cases[#cases + 1] = { ('%s chunks %d %s'):format(sched, chunks, o), { B = 11, schedule = sched, chunks = chunks, optim = o } }
+    end
+  end
+end
+cases[#cases + 1] = { '1f1b checkpoint always, deferred BatchNorm', { B = 11, schedule = '1f1b', chunks = 3, optim = 'sgd',
+  checkpoint = 'always', bn = true, deferred_bn = true, steps = 2 } }
+
+local only = os.getenv('DPIPE_CASE')
+for _, c in ipairs(cases) do
+  if not only or only == c[1] then
+    local ok, err = pcall(run, c[2])
+    if ok and err == nil then say('ok %s', c[1]) else say('FAIL %s: %s', c[1], tostring(err)) end
+  end
+end
+say('done')

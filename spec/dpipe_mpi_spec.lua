@@ -1,0 +1,52 @@
+-- parallel.Pipeline across processes (Pipeline(model, {group = dist.world()})):
+-- spec/dpipe/*.lua under `mpirun -np 2` and `-np 3`, each with a hard
+-- deadline (timeout -s KILL: a hang fails the spec). Pending (visibly) only
+-- where mpirun is not installed.
+local shell = require 'shell'
+
+local have_mpirun = shell.sh('command -v mpirun'):match('mpirun') ~= nil
+
+-- spec/dpipe/<script> under mpirun -np n, one thread a rank, n virtual devices each
+local function launch(n, script, deadline)
+  return shell.mpirun(n, 'spec/dpipe/' .. script, 'OMP_NUM_THREADS=1 LUNET_CPU_DEVICES=' .. n, deadline or 60)
+end
+
+describe('Pipeline over processes', function()
+  if not have_mpirun then
+    it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
+    return
+  end
+  for _, n in ipairs({ 2, 3 }) do
+    it(('-np %d: %d stages train as one process (GPipe and 1F1B; chunks 1, 3, 8 of a batch of 11; SGD, Adam; '
+      .. 'checkpointing with deferred BatchNorm); full_state_dict on rank 0'):format(n, n), function()
+      local out, rc = launch(n, 'train.lua')
+      assert.equal(0, rc, out)
+      shell.ranks_ok(out, n)
+      for r = 0, n - 1 do
+        local _, oks = out:gsub(('rank %d ok '):format(r), '')
+        assert.equal(13, oks, out)
+      end
+    end)
+  end
+
+  for _, n in ipairs({ 2, 3 }) do
+    it(('-np %d: an error in stage 2 ends every rank with a named error, no hang'):format(n), function()
+      local t0 = os.time()
+      local out, rc = launch(n, 'error.lua', 60)
+      assert.is_true(os.time() - t0 < 40, 'took ' .. (os.time() - t0) .. ' s:\n' .. out)
+      assert.is_not.equal(0, rc, out)
+      assert.truthy(out:find('rank 1 raises: [^\n]*Pipeline: forward of micro%-batch 1 at stage 2 %(process rank 1, '
+        .. 'cpu:0%): Bomb: a bug in this layer'), out)
+      local pid = out:match('rank 1 %(host %S+, pid (%d+)%) has ended')
+      assert.truthy(pid, out)
+      for r = 0, n - 1 do
+        if r ~= 1 then
+          local line = out:match(('rank %d error: [^\n]*'):format(r))
+          assert.truthy(line, ('rank %d did not fail:\n%s'):format(r, out))
+          assert.truthy(line:find('Pipeline: ', 1, true), line)
+          assert.truthy(line:find(('rank 1 %%(host %%S+, pid %s%%) has ended'):format(pid)), line)
+        end
+      end
+    end)
+  end
+end)
