@@ -50,3 +50,32 @@ describe('Pipeline over processes', function()
     end)
   end
 end)
+
+describe('README, Pipelines across processes', function()
+  if not have_mpirun then
+    it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
+    return
+  end
+  it('its Lua block runs as pipe.lua under its `mpirun -np 2` line, as written', function()
+    local readme = shell.readfile(shell.root .. 'README.md')
+    local sec = readme:match('\n### Pipelines across processes\n(.-)\n## ')
+    assert.truthy(sec, 'README has no section "Pipelines across processes"')
+    local code = sec:match('```lua\n(.-)```')
+    local cmd = 'mpirun --allow-run-as-root --bind-to none -np 2 luajit pipe.lua'
+    assert.truthy(sec:find(cmd, 1, true), 'README no longer shows ' .. cmd)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute('mkdir -p ' .. dir) == 0)
+    local f = assert(io.open(dir .. '/pipe.lua', 'w'))
+    f:write(code)
+    f:close()
+    local run = cmd:gsub('mpirun', 'mpirun' .. shell.mpirun_exports():gsub('%%', '%%%%'), 1)
+    local out, rc = shell.sh(('cd %s && LD_PRELOAD= LUA_PATH="%slua/?.lua;%slua/?/init.lua;;" timeout -s KILL 60 sh -c "%s"')
+      :format(dir, shell.root, shell.root, run))
+    local saved = io.open(dir .. '/model.safetensors') ~= nil
+    os.execute('rm -rf ' .. dir)
+    assert.equal(0, rc, out)
+    assert.truthy(out:find('^true%s+3\n$'), out)   -- rank 0 only
+    assert.is_true(saved)
+  end)
+end)

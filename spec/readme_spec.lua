@@ -85,6 +85,9 @@ local NOT_RUN = {   -- and why
     'trains 4 epochs (minutes): bench/RESULTS.md has its accuracy',
   ['luajit examples/distributed.lua --full'] = 'trains 4 epochs (minutes): bench/RESULTS.md has its accuracy',
   ['luajit train.lua'] = 'the Processes block, run as a script as written (a world of one) below',
+  ['mpirun --allow-run-as-root --bind-to none -np 2 luajit pipe.lua'] =
+    'spec/dpipe_mpi_spec.lua runs it as written, pipe.lua being the Pipelines section\'s second Lua block',
+  ['luajit pipe.lua'] = 'the Pipelines across processes block, run as a script as written (a world of one) below',
 }
 
 -- ---- the copy of the checkout -------------------------------------------------------

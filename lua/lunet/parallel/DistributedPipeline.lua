@@ -45,6 +45,9 @@ end
 
 function DP:__init(model, opts)
   if type(model) ~= 'table' or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
+  if opts.devices ~= nil then
+    fail('devices and group exclude each other: across processes each stage runs on its rank\'s device', 3)
+  end
   opts = options.check('Pipeline', opts, OPTS)
   local group = opts.group
   if type(group.local_size) ~= 'function' or type(group.ranks) ~= 'function' then
@@ -165,6 +168,21 @@ function DP:_recompute(m, M)
   return ck == 'always' or (ck == 'except_last' and m < M)
 end
 function DP.forward_loss_ok(_, criterion) return floss.ok(criterion) end
+
+-- pipe:schedule_text([chunks]): the schedule as a timeline (every stage's, as every rank walks it)
+function DP:schedule_text(M)
+  M = M or self.chunks
+  if type(M) ~= 'number' or M % 1 ~= 0 or M < 1 then fail('schedule_text: chunks must be an integer >= 1', 2) end
+  local steps = self:_plan(M).steps
+  return ('%s, %d stage%s over processes, %d micro-batch%s, %d steps\n'):format(type(self.kind) == 'string' and
+    self.kind or 'custom', self.S, self.S == 1 and '' or 's', M, M == 1 and '' or 'es', #steps) ..
+    schedule.text(steps, self.S)
+end
+
+function DP:balance_report()
+  fail('balance_report: not measured across processes (the stages are cut by parameters or by your list)', 2)
+end
+function DP:rebalance() fail('rebalance: not offered across processes (give balance = {counts...})', 2) end
 
 function DP:forward()
   fail('forward: across processes, run pipe:forward_loss(criterion, x, y) on every rank (loss:output() '
