@@ -7,8 +7,9 @@ local shell = require 'shell'
 local have_mpirun = shell.sh('command -v mpirun'):match('mpirun') ~= nil
 
 -- spec/dpipe/<script> under mpirun -np n, one thread a rank, n virtual devices each
-local function launch(n, script, deadline)
-  return shell.mpirun(n, 'spec/dpipe/' .. script, 'OMP_NUM_THREADS=1 LUNET_CPU_DEVICES=' .. n, deadline or 60)
+local function launch(n, script, deadline, env)
+  return shell.mpirun(n, 'spec/dpipe/' .. script, 'OMP_NUM_THREADS=1 LUNET_CPU_DEVICES=' .. n .. ' ' .. (env or ''),
+    deadline or 60)
 end
 
 describe('Pipeline over processes', function()
@@ -28,6 +29,17 @@ describe('Pipeline over processes', function()
       end
     end)
   end
+
+  it('-np 4 as 2 pipelines x 2 stages (replicas = 2): each stage\'s gradients averaged over its 2 processes, '
+    .. 'the second pipeline\'s parameters made the first\'s; the same training as one process', function()
+    local out, rc = launch(4, 'train.lua', 90, 'DPIPE_REPLICAS=2')
+    assert.equal(0, rc, out)
+    shell.ranks_ok(out, 4)
+    for r = 0, 3 do
+      local _, oks = out:gsub(('rank %d ok '):format(r), '')
+      assert.equal(13, oks, out)
+    end
+  end)
 
   for _, n in ipairs({ 2, 3 }) do
     it(('-np %d: an error in stage 2 ends every rank with a named error, no hang'):format(n), function()

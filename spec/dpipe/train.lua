@@ -1,13 +1,15 @@
 -- One rank of spec/dpipe_mpi_spec.lua (under mpirun): a Pipeline whose stages
--- are the processes of lunet.distributed's world (rank r runs stage r + 1)
--- against plain training of the same model in this process, on the same
--- batches. Prints "rank R ok CASE" or "rank R FAIL CASE: why" per case, then
+-- are the processes of lunet.distributed's world (rank r runs stage r + 1;
+-- with DPIPE_REPLICAS=k, k pipelines of W / k stages, hybrid) against plain
+-- training of the same model in this process, on the same batches. Prints "rank R ok CASE" or "rank R FAIL CASE: why" per case, then
 -- "rank R done".
 local lunet = require 'lunet'
 local dist = require 'lunet.distributed'
 local nn, optim = lunet.nn, lunet.optim
 local info = dist.init{ timeout = 60 }
 local W, R = info.world_size, info.rank
+local REPL = tonumber(os.getenv('DPIPE_REPLICAS') or '1')
+local S = W / REPL
 local world = dist.world()
 
 local function say(fmt, ...) io.stdout:write(('rank %d ' .. fmt .. '\n'):format(R, ...)); io.stdout:flush() end
@@ -48,7 +50,7 @@ local function run(o)
     local devs = {}
     for k = 1, W do devs[k] = 'cpu:' .. (k - 1) end
     ref = lunet.parallel.Pipeline(ref, { devices = devs, chunks = o.chunks, schedule = o.schedule, balance = 'params',
-      checkpoint = o.checkpoint, deferred_bn = o.deferred_bn })
+      checkpoint = o.checkpoint, deferred_bn = o.deferred_bn, replicas = REPL })
   end
   local ropt = opt(o.optim, ref:parameters())
   local crit = nn.CrossEntropyLoss()
@@ -61,14 +63,18 @@ local function run(o)
   end
   -- the pipeline: the same model built on every rank
   lunet.manual_seed(5)
-  local pipe = lunet.parallel.Pipeline(model(o.bn), { group = world, chunks = o.chunks, schedule = o.schedule,
-    balance = o.balance, checkpoint = o.checkpoint, deferred_bn = o.deferred_bn })
+  local m = model(o.bn)
+  if R >= S then   -- (the other pipelines' copies start elsewhere: made equal to the first's at construction)
+    lunet.no_grad(function() for _, p in ipairs(m:parameters()) do p:add_(0.05 * R) end end)
+  end
+  local pipe = lunet.parallel.Pipeline(m, { group = world, chunks = o.chunks, schedule = o.schedule,
+    balance = o.balance, checkpoint = o.checkpoint, deferred_bn = o.deferred_bn, replicas = REPL })
   local popt = opt(o.optim, pipe:parameters())
   for s, b in ipairs(data) do
     popt:zero_grad()
     -- (x is read on the first rank, y on the last; the others may pass nil)
-    local x = R == 0 and b[1] or nil
-    local y = R == W - 1 and b[2] or nil
+    local x = R % S == 0 and b[1] or nil
+    local y = R % S == S - 1 and b[2] or nil
     local loss = pipe:forward_loss(crit, x, y)
     loss:backward(); popt:step()
     local v = loss:item()
@@ -77,8 +83,8 @@ local function run(o)
     end
   end
   local mine, want = pipe:state_dict(), ref:state_dict()
-  if o.bn then   -- (the running statistics too: deferred, they are the whole batch's)
-    for k, t in pairs(ref.module:state_dict()) do want[k] = t end
+  if o.bn then   -- (the running statistics too: deferred, they are the whole batch's, of this pipeline's rows)
+    for k, t in pairs(ref.models[math.floor(R / S) + 1]:state_dict()) do want[k] = t end
   end
   local n = 0
   for k, t in pairs(mine) do
@@ -88,7 +94,7 @@ local function run(o)
   end
   if n == 0 then return 'this stage has no parameters' end
   local full = pipe:full_state_dict()
-  if R == 0 then
+  if R % S == 0 then   -- (each pipeline's first rank)
     for k, t in pairs(want) do
       if not full[k] then return 'full_state_dict lacks ' .. k end
       local w = worst(full[k], t)

@@ -19,6 +19,11 @@
 -- (dpipe_run.lua). Parameters keep the model's names: state_dict() holds
 -- this rank's stage; load_state_dict(sd) takes this stage's keys of a whole
 -- model's sd; full_state_dict() gathers every stage's on the first rank.
+-- replicas = k (group = dist.world()): k pipelines of W / k stages (process
+-- p: pipeline p // (W / k) + 1, stage p % (W / k) + 1), each taking its share
+-- of the batch's rows; each stage's gradients are averaged over its k
+-- processes by a Reducer on a group of their own (bucket_mb, compress), and
+-- its parameters and buffers start as the first pipeline's (a broadcast).
 local Module = require 'lunet.nn.Module'
 local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
@@ -35,7 +40,7 @@ local DP = Module:extend('parallel.Pipeline')
 local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
 
 local OPTS = { group = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
-  checkpoint = 'string', deferred_bn = 'boolean' }
+  checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string' }
 local CHECKPOINT = { never = true, except_last = true, always = true }
 
 local function join(prefix, name)
@@ -56,7 +61,12 @@ function DP:__init(model, opts)
   if group:local_size() ~= 1 then
     fail(('group holds %d ranks in this process; across processes each holds one stage'):format(group:local_size()), 3)
   end
-  local S, s = group:size(), group:ranks()[1]
+  local R = opts.replicas or 1
+  if R % 1 ~= 0 or R < 1 then fail('replicas must be an integer >= 1, got ' .. tostring(R), 3) end
+  local W, g = group:size(), group:ranks()[1]
+  if W % R ~= 0 then fail(('%d processes cannot hold %d replicas of equal pipelines'):format(W, R), 3) end
+  local S = W / R
+  local r, s = math.floor((g - 1) / S) + 1, (g - 1) % S + 1
   local chunks = opts.chunks or 4 * S
   if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), 3) end
   local kind = opts.schedule or '1f1b'
@@ -74,6 +84,8 @@ function DP:__init(model, opts)
   if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
   local counts = balance.counts(list, S, bal, 3)
   self:_agree(group, counts, chunks, #list, 3)
+  local world = group
+  if R > 1 then group = self:_groups(group, R, S, r, s, 3) end
   local first = 1
   for k = 1, s - 1 do first = first + counts[k] end
   local dev = group:devices()[1]
@@ -85,9 +97,45 @@ function DP:__init(model, opts)
   end
   rawset(self, 'module', model)   -- (not a child: only this stage's atoms are this module's)
   self.group, self.S, self.s, self.device, self.chunks, self.kind = group, S, s, dev, chunks, kind
+  self.world, self.replicas, self.replica = world, R, r
   self.checkpoint, self.counts, self.atoms, self.all_atoms, self.plans = ck, counts, mine, list, {}
   self.stage = Stage.new(s, mods, dev)
   if opts.deferred_bn or ck ~= 'never' then self.bn = pbn.wrap(all, opts.deferred_bn or false) end
+  if R > 1 then self:_replicate(opts) end
+end
+
+-- replicas: the world's ranks as R pipelines of S stages (process p: replica
+-- p // S + 1, stage p % S + 1); this rank's pipeline and the ranks holding
+-- its stage in the other pipelines, as groups of their own
+function DP:_groups(world, R, S, r, s, lvl)
+  local dist = require 'lunet.distributed'
+  if not dist.is_initialized() or world:size() ~= dist.world_size() or world:ranks()[1] ~= dist.rank() + 1 then
+    fail('replicas: group must be dist.world() (the pipelines are cut from its process ranks)', lvl + 1)
+  end
+  local pipe, same = {}, {}
+  for k = 1, S do pipe[k] = (r - 1) * S + k - 1 end
+  for k = 1, R do same[k] = (k - 1) * S + s - 1 end
+  self.pipe_ranks, self.stage_ranks = pipe, same
+  local g = dist.group(pipe)
+  self.stage_group = dist.group(same)
+  return g
+end
+
+-- replicas: this stage's parameters and buffers from the first pipeline's,
+-- and its Reducer (gradients averaged over the stage's replicas)
+function DP:_replicate(opts)
+  local Reducer = require 'lunet.parallel.Reducer'
+  local g = self.stage_group
+  autograd.no_grad(function()
+    for _, a in ipairs(self.atoms) do
+      for _, t in ipairs(a.module:parameters()) do g:broadcast({ t }, { root = 1 }) end
+      for _, t in ipairs(a.module:buffers()) do g:broadcast({ t }, { root = 1 }) end
+    end
+  end)
+  local params = Module.parameters(self)
+  if #params > 0 then
+    self.reducer = Reducer.new({ params }, g, { name = 'Pipeline', bucket_mb = opts.bucket_mb, compress = opts.compress })
+  end
 end
 
 -- every rank must cut the model alike and run as many chunks: checked once
@@ -144,6 +192,7 @@ function DP:_plan(M)
       end
     end
   end
+  p.lastB = order['B' .. self.s][M]
   p.steps, p.slot = steps, schedule.slots(steps, self.S, M, 1)
   self.plans[M] = p
   return p
@@ -192,6 +241,7 @@ end
 function DP:_abort()
   self.stage:reset()
   if self.bn then self.bn:abort() end
+  if self.reducer then self.reducer:abort() end
 end
 
 -- ---- Module interface: this stage's parameters under the model's names -------------------------
@@ -261,12 +311,14 @@ function DP:to(what, more)
     fail(('to: this stage lives on %s (the group\'s device); only a dtype can change'):format(self.device), 2)
   end
   for _, a in ipairs(self.atoms) do a.module:to({ dtype = dtype, device = self.device }) end
+  if self.reducer then self.reducer:rebuild() end
   return self
 end
 
 function DP:extra_repr()
-  return ('%s, %d chunks, stage %d of %d on %s: %d atoms'):format(type(self.kind) == 'string' and self.kind or 'custom',
-    self.chunks, self.s, self.S, self.device, self.counts[self.s])
+  return ('%s, %d chunks, stage %d of %d on %s: %d atoms%s'):format(type(self.kind) == 'string' and self.kind or 'custom',
+    self.chunks, self.s, self.S, self.device, self.counts[self.s],
+    self.replicas > 1 and (', pipeline %d of %d'):format(self.replica, self.replicas) or '')
 end
 
 return DP

@@ -26,7 +26,7 @@ local Run = {}
 Run.__index = Run
 Run.__name = 'parallel.PipelineLoss'
 
-local HDR = 12   -- header: rows, dtype id, dims, then the dims past the first (at most HDR - 3)
+local HDR = 12   -- header: rows, micro-batches, dtype id, dims, then the dims past the first (at most HDR - 4)
 
 local function fail(msg, lvl) error('Pipeline: ' .. msg, lvl + 1) end
 local function strip(err) return (tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')) end
@@ -51,30 +51,47 @@ local function rows_of(t, what, fname, lvl)
   return t:size(1)
 end
 
+-- replica r's rows of a batch of B: first, count, and the least count of any replica
+local function shard(B, R, r)
+  local base, extra, pos = math.floor(B / R), B % R, 1
+  for k = 1, r - 1 do pos = pos + base + (k <= extra and 1 or 0) end
+  return pos, base + (r <= extra and 1 or 0), base
+end
+
 function Run.new(pipe, criterion, kind, x, target, recording)
-  local S, s, dev = pipe.S, pipe.s, pipe.device
-  local self = setmetatable({ pipe = pipe, criterion = criterion, kind = kind, S = S, s = s, dev = dev,
+  local S, s, dev, R, r = pipe.S, pipe.s, pipe.device, pipe.replicas, pipe.replica
+  local self = setmetatable({ pipe = pipe, criterion = criterion, kind = kind, S = S, s = s, dev = dev, R = R,
     group = pipe.group, stage = pipe.stage, recording = recording, next = 1, losses = {}, outs = {}, fdone = 0,
     scale = 1, rows = {}, mb = {}, tg = {} }, Run)
-  local B
-  if s == 1 then B = rows_of(x, 'input', 'forward_loss', 2)
+  local B, M, Bx
+  if s == 1 then
+    Bx = rows_of(x, 'input', 'forward_loss', 2)
+    if Bx < R then fail(('forward_loss: a batch of %d rows for %d replicas'):format(Bx, R), 2) end
+    local pos, n, base = shard(Bx, R, r)
+    if R > 1 then x = x:narrow(1, pos, n) end
+    B, M = n, math.min(pipe.chunks, base)
   else
     -- what the previous stage sends: its batch's first message (the host waits for it)
     local h = lunet.empty(HDR, { dtype = 'float64', device = dev })
     local ok, v = pcall(function() return self.group:recv(h, s - 1):totable() end)
     if not ok then fail('forward_loss: stage ' .. s .. ' receiving its input\'s shape: ' .. strip(v), 2) end
-    B, self.in_dtype, self.in_size = v[1], core.dtypes[v[2]], {}
-    for d = 1, v[3] - 1 do self.in_size[d + 1] = v[3 + d] end
+    B, M, self.in_dtype, self.in_size = v[1], v[2], core.dtypes[v[3]], {}
+    for d = 1, v[4] - 1 do self.in_size[d + 1] = v[4 + d] end
     self.in_float = lunet.empty(1, { dtype = self.in_dtype }):is_floating_point()
   end
   if s == S then
-    local n = rows_of(target, 'target', 'forward_loss', 2)
-    if n ~= B then fail(('forward_loss: target has %d rows, the input %d'):format(n, B), 2) end
+    local Bt = rows_of(target, 'target', 'forward_loss', 2)
+    local pos, n = shard(Bt, R, r)
+    if Bx and Bt ~= Bx then fail(('forward_loss: target has %d rows, the input %d'):format(Bt, Bx), 2) end
+    if n ~= B then
+      fail(('forward_loss: target has %d rows, the input %s'):format(Bt, R == 1 and B or 'another count'), 2)
+    end
+    self.whole = target
+    if R > 1 then target = target:narrow(1, pos, n) end
   end
-  local M = math.min(pipe.chunks, B)
   self.B = B
   local plan = pipe:_plan(M)
-  self.M, self.steps, self.slot, self.lastF = M, plan.steps, plan.slot, plan.lastF
+  self.M, self.steps, self.slot, self.lastF, self.lastB = M, plan.steps, plan.slot, plan.lastF, plan.lastB
   local b, e, p = math.floor(B / M), B % M, 1
   for m = 1, M do
     local k = b + (m <= e and 1 or 0)
@@ -86,12 +103,14 @@ function Run.new(pipe, criterion, kind, x, target, recording)
     end
     p = p + k
   end
-  if s == S then
+  if s == S then   -- (the mean is over every replica's targets)
+    local whole = self.whole
+    self.whole = nil
     if kind == 'class' then
-      local whole = target.device ~= dev and target:to(dev) or target
+      if whole.device ~= dev then whole = whole:to(dev) end
       self.count = whole:ne(criterion.opts.ignore_index):sum():to('float64')
     end
-    self.norm = kind == 'element' and target:numel() or 1
+    self.norm = kind == 'element' and whole:numel() or 1
     self.home = target.device
   end
   return self
@@ -109,9 +128,11 @@ function Run:_loss(y, m)
   return l
 end
 
+-- (times the replicas: their Reducer averages the gradients)
 function Run:_seed(l)
-  if self.count then return self.count:to(l.dtype):reciprocal():mul(self.scale) end
-  return lunet.full(l:size(), self.scale / self.norm, { dtype = l.dtype, device = l.device })
+  local f = self.R * self.scale
+  if self.count then return self.count:to(l.dtype):reciprocal():mul(f) end
+  return lunet.full(l:size(), f / self.norm, { dtype = l.dtype, device = l.device })
 end
 
 local function in_size(self, m)
@@ -141,9 +162,9 @@ function Run:_forward(m)
         .. 'dimension first'):format(y:dim() == 0 and 'no' or y:size(1), self.rows[m]), 0)
     end
     if not self.sent_header then
-      if y:dim() > HDR - 2 then error(('the output has %d dimensions, at most %d cross processes'):format(y:dim(), HDR - 2), 0) end
-      local h = { self.B, core.dtype_ids[y.dtype], y:dim() }
-      for d = 2, y:dim() do h[2 + d] = y:size(d) end
+      if y:dim() > HDR - 3 then error(('the output has %d dimensions, at most %d cross processes'):format(y:dim(), HDR - 3), 0) end
+      local h = { self.B, self.M, core.dtype_ids[y.dtype], y:dim() }
+      for d = 2, y:dim() do h[3 + d] = y:size(d) end
       for q = #h + 1, HDR do h[q] = 0 end
       self.group:send(lunet.tensor(h, { dtype = 'float64', device = self.dev }), s + 1)
       self.sent_header = true
@@ -175,6 +196,11 @@ function Run:_backward(m)
       self.group:recv(seed, s + 1)
     end
   end
+  local red = self.pipe.reducer
+  if red then
+    red:sync_next(m == self.lastB)
+    red:prepare(true, 1)
+  end
   if seed and root.requires_grad then autograd.backward({ root }, { seed }) end
   local g = st:finish(m)
   if s > 1 and self.in_float then
@@ -190,6 +216,7 @@ function Run:_share()
   if self.s == self.S then
     t = self.sums:to('float64'):view(1)
     t = self.count and t / self.count or t / self.norm
+    if self.R > 1 then self.pipe.stage_group:allreduce({ t }, { op = 'sum' }) end   -- every replica's part
   else t = lunet.zeros(1, { dtype = 'float64', device = self.dev }) end
   self.group:broadcast({ t }, { root = self.S })
   self.value = t
