@@ -263,10 +263,15 @@ describe('parallel.Pipeline', function()
 
   it("holds less activation memory per stage with 1F1B than with GPipe when chunks > stages", function()
     lunet.manual_seed(6)
-    local x, y = lunet.randn(64, 3, 8, 8), lunet.randint(1, 6, { 64 })
+    -- (activations of MBs a micro-batch: a stage collects garbage once it grew by 1 MB)
+    local x, y = lunet.randn(128, 3, 32, 32), lunet.randint(1, 6, { 128 })
     local crit = nn.CrossEntropyLoss()
+    local function model()
+      return nn.Sequential { nn.Conv2d(3, 16, 3, { padding = 1 }), nn.ReLU(), nn.Conv2d(16, 16, 3, { padding = 1 }),
+        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 16 * 16, 5) }
+    end
     local function peaks(schedule)
-      local pipe = Pipeline(cnn(1), { devices = devs(2), chunks = 16, schedule = schedule, balance = { 4, 3 } })
+      local pipe = Pipeline(model(), { devices = devs(2), chunks = 16, schedule = schedule, balance = { 4, 3 } })
       pipe:forward_loss(crit, x, y):backward()   -- (buffers and gradients made once)
       lunet.synchronize()
       collectgarbage(); collectgarbage()

@@ -23,6 +23,7 @@ local C = core.C
 
 local MAXSLOT = 64   -- slots with an event (more in flight than this are not paced)
 local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by this since it last did
+local FLOOR = 2 ^ 20 -- and by at least this many bytes (a small model's stages collected at every action)
 local Sequential = require 'lunet.nn.Sequential'
 
 local Stage = {}
@@ -116,8 +117,9 @@ local function run(seq, x) return seq:forward(x) end
 -- handles; lunet.tensor collects when a device's bytes double past 32 MB,
 -- which would let a stage hold twice the micro-batches its schedule keeps
 -- (1F1B) before anything is freed. A stage collects sooner: before each
--- forward and backward, when its device's bytes grew by GROW since the last
--- collection, or past halfway from there to the device's memory limit
+-- forward and backward, when its device's bytes grew by GROW (and FLOOR)
+-- since the last collection, or past halfway from there to the device's
+-- memory limit
 -- (each micro-batch's backward leaves its fresh weight gradients behind).
 -- Under a memory limit, past half of it, the host also waits for the
 -- stage's previous backward before queuing more: memory is taken when work
@@ -130,7 +132,7 @@ local function collect(self)
     wait_slot(self, self.last_done)
     a = tonumber(C.ln_memory_allocated(self.dev_id))
   end
-  if a > self.gc_at * GROW or (lim > 0 and a > (self.gc_at + lim) / 2) then
+  if (a > self.gc_at * GROW and a > self.gc_at + FLOOR) or (lim > 0 and a > (self.gc_at + lim) / 2) then
     collectgarbage()
     self.gc_at = tonumber(C.ln_memory_allocated(self.dev_id))
     -- still past halfway: what holds the memory is queued work (pipe(x) queues
