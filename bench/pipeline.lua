@@ -255,13 +255,19 @@ if Pipeline and not args['no-pipe'] then
     return function() opt:zero_grad(); crit(m(x), y):backward(); opt:step() end
   end
   local function pipe_step(balance)
-    local pipe = Pipeline(spec.make(), { devices = { 'cpu:0', 'cpu:1' }, chunks = 8, schedule = '1f1b', balance = balance })
+    local pipe = Pipeline(spec.make(), { devices = { 'cpu:0', 'cpu:1' }, chunks = 8, schedule = '1f1b', balance = balance,
+      sample = balance == 'time' and x or nil })
     local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
-    return function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end
+    return function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end, pipe
   end
   local p = lunet.parallel.plan(spec.make(), x, { devices = { 'cpu:0', 'cpu:1' }, batch = PIPE_BATCH,
     kinds = { 'pipeline' }, chunks = { 8 }, schedules = { '1f1b' } })
-  local auto_bal = p.chosen.balance
+  local plan_bal = p.chosen.balance
+  -- the automatic balance: Pipeline's default, balance = 'time' (the atoms
+  -- profiled, split, and the split checked against its neighbours by running
+  -- their stages)
+  local auto_step, auto_pipe = pipe_step('time')
+  local auto_bal = auto_pipe.counts
   -- every configuration built first, then timed in rounds, one group of
   -- STEPS steps each per round, in turn: each figure is the median of its
   -- rounds, so that the machine's drift falls on all of them alike (the
@@ -270,7 +276,7 @@ if Pipeline and not args['no-pipe'] then
   -- after its steps was slower for a few steps (the allocator's cache then
   -- holds the whole batch's block sizes, not the micro-batches').
   local natoms = #require('lunet.parallel.atoms').of(spec.make())
-  local configs = { { name = 'one device', step = one_device() }, { name = 'auto', step = pipe_step(auto_bal) } }
+  local configs = { { name = 'one device', step = one_device() }, { name = 'auto', step = auto_step } }
   for k = 1, natoms - 1 do configs[#configs + 1] = { name = ('{%d,%d}'):format(k, natoms - k), k = k, step = pipe_step({ k, natoms - k }) } end
   local ROUNDS = tonumber(args.rounds) or 5
   local function rounds(list)
@@ -305,7 +311,8 @@ if Pipeline and not args['no-pipe'] then
     hand[#hand + 1] = ('%s %.1f'):format(c.name, c.t * 1e3)
     if not best or c.t < best.t then best = c end
   end
-  print(('hand balances (ms): %s'):format(table.concat(hand, ', ')))
+  print(('hand balances (ms): %s; the planner\'s split (profile only): {%s}'):format(table.concat(hand, ', '),
+    table.concat(plan_bal, ',')))
   print(('best hand balance %s %.1f ms; auto within %.1f%% of it (target 10%%); load average %s'):format(
     best.name, best.t * 1e3, (ta / best.t - 1) * 100, loadavg()))
 end

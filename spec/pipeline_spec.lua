@@ -290,6 +290,47 @@ describe('parallel.Pipeline', function()
     assert.is_true(f[2] < g[2], ('stage 2: 1F1B %d bytes, GPipe %d'):format(f[2], g[2]))
   end)
 
+  it("checks the profile's split against its neighbours' measured stage times, and leaves the model as it was", function()
+    local refine = require('lunet.parallel.pipeline_balance').refine
+    local list = require('lunet.parallel.atoms').of(cnn(2, true))   -- 8 atoms, BatchNorm among them
+    local n = #list
+    assert.equal(8, n)
+    local costs = {}
+    for i = 1, n do costs[i] = { time = 1, memory = 0, act = 0 } end
+    -- stage times as measured: atom 4 costs 10, the others 1 (the profile thought them equal)
+    local function time_of(lo, hi)
+      local t = 0
+      for i = lo, hi do t = t + (i == 4 and 10 or 1) end
+      return t
+    end
+    local x = lunet.randn(2, 3, 8, 8)
+    -- {4, 4}: 13 vs 4; one atom earlier {3, 5}: 3 vs 14; later {5, 3}: 14 vs 3
+    assert.same({ 4, 4 }, refine(list, { 4, 4 }, x, 'cpu:0', costs, { speed = { 1, 1 } }, time_of))
+    -- from {2, 6} (2 vs 15): {3, 5} (3 vs 14) beats it and {1, 7}
+    assert.same({ 3, 5 }, refine(list, { 2, 6 }, x, 'cpu:0', costs, { speed = { 1, 1 } }, time_of))
+    -- a second device twice as fast takes the heavy atom: {3, 5} gives 3 vs 7
+    assert.same({ 3, 5 }, refine(list, { 4, 4 }, x, 'cpu:0', costs, { speed = { 1, 2 } }, time_of))
+    -- a neighbour over a stage's memory is not a candidate: atom 3 does not fit stage 1
+    local heavy = {}
+    for i = 1, n do heavy[i] = { time = 1, memory = i == 3 and 100 or 0, act = 0 } end
+    assert.same({ 2, 6 }, refine(list, { 2, 6 }, x, 'cpu:0', heavy, { speed = { 1, 1 }, memory = { 50, 1000 } }, time_of))
+    -- measured for real: a split within one atom of the profile's, and BatchNorm's running
+    -- statistics and the random state as they were
+    local model = cnn(2, true)
+    local al = require('lunet.parallel.atoms').of(model)
+    local mean, var = model[2].running_mean:clone(), model[2].running_var:clone()
+    local seed, offset = lunet.rng_state()
+    local got = refine(al, { 4, 4 }, x, 'cpu:0', costs, { speed = { 1, 1 } })
+    assert.equal(n, got[1] + got[2])
+    assert.is_true(math.abs(got[1] - 4) <= 1)
+    assert.equal(0, (model[2].running_mean - mean):abs():max():item())
+    assert.equal(0, (model[2].running_var - var):abs():max():item())
+    local s2, o2 = lunet.rng_state()
+    assert.equal(seed, s2)
+    assert.equal(offset, o2)
+    for _, p in ipairs(model:parameters()) do assert.is_nil(p.grad) end
+  end)
+
   it('balances by measured time (the default) or memory, and reports the stages', function()
     lunet.manual_seed(1)
     local x = lunet.randn(16, 3, 8, 8)

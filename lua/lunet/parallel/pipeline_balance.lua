@@ -8,7 +8,8 @@
 -- model's device with a sample batch (lunet.parallel.profile) and
 -- splits them (lunet.parallel.partition) so that the slowest stage, at the
 -- devices' relative speeds (their thread counts), is the fastest possible
--- within each device's memory limit ('memory': so that the largest stage's
+-- within each device's memory limit, then checked by running the stages of
+-- that split and of its neighbours (refine) ('memory': so that the largest stage's
 -- memory is the least possible). A stage's memory counts its parameters
 -- five times (gradients, Adam's two moments, a micro-batch's fresh gradient
 -- before it is added in) and its activations once per micro-batch its
@@ -106,8 +107,104 @@ function M.measured(pipe, list, sample, kind)
     local mc = {}
     for i, c in ipairs(costs) do mc[i] = { time = c.memory + c.act * Mb, memory = c.memory, act = c.act } end
     counts = split(mc, S, { memory = opts.memory, inflight = inflight })
-  else counts = split(costs, S, opts) end
+  else
+    counts = split(costs, S, opts)
+    local mb = math.ceil(B / pipe.replicas / Mb)
+    counts = M.refine(list, counts, sample:narrow(1, 1, math.min(mb, B)), at, costs, opts)
+  end
   return counts, { costs = costs, opts = opts, micro = Mb }
+end
+
+-- The profile's split checked by measurement: each cut moved by one atom
+-- either way (where the stages still fit their memory), and every stage of
+-- each of these splits run as the stage will run it (its atoms in one
+-- chain, fused as in the model: the profile timed each atom alone) for a
+-- micro-batch's forward and backward on the device the atoms are on; the
+-- split whose slowest stage, at the devices' speeds, is fastest. x: a
+-- micro-batch of the sample; time_of(lo, hi): seconds of atoms lo..hi as a
+-- stage (given: instead of running them, for the specs).
+local REFINE_RUNS = 3
+function M.refine(list, counts, x, at, costs, opts, time_of)
+  local S, n = #counts, #list
+  if S < 2 or n <= S then return counts end
+  local evaluate = require('lunet.parallel.partition').evaluate
+  local Sequential = require 'lunet.nn.Sequential'
+  -- (BatchNorm's running statistics and the random state are put back after)
+  local saved, seed, offset = {}, lunet.rng_state()
+  for i = 1, n do
+    saved[i] = {}
+    for k, b in ipairs(list[i].module:buffers()) do saved[i][k] = b:clone() end
+  end
+  local inputs = {}   -- the input of every atom at the micro-batch (inputs[i]: atom i's)
+  local cache = {}
+  local function stage_time(lo, hi)
+    local key = lo * (n + 1) + hi
+    if cache[key] then return cache[key] end
+    if time_of then cache[key] = time_of(lo, hi); return cache[key] end
+    local seq = Sequential()
+    for i = lo, hi do seq:add(list[i].module) end
+    local inp = inputs[lo]:detach()
+    if lo > 1 and inp:is_floating_point() then inp:requires_grad_(true) end
+    local ts = {}
+    for r = 0, REFINE_RUNS do
+      lunet.synchronize(at)
+      local t0 = lunet.clock()
+      local y = seq(inp)
+      if y.requires_grad then y:backward(lunet.ones(y:size(), { dtype = y.dtype, device = y.device })) end
+      lunet.synchronize(at)
+      if r > 0 then ts[r] = lunet.clock() - t0 end
+    end
+    for i = lo, hi do
+      for _, p in ipairs(list[i].module:parameters()) do p.grad = nil end
+    end
+    table.sort(ts)
+    cache[key] = ts[math.floor((#ts + 1) / 2)]
+    return cache[key]
+  end
+  local function slowest(c)
+    if opts.memory then   -- (a split whose stages do not fit is not a candidate)
+      local _, mems = evaluate(costs, c, opts)
+      for j = 1, S do if mems[j] > (opts.memory[j] or math.huge) then return math.huge end end
+    end
+    local worst, lo = 0, 1
+    for j = 1, S do
+      local hi = lo + c[j] - 1
+      worst = math.max(worst, stage_time(lo, hi) / (opts.speed[j] or 1))
+      lo = hi + 1
+    end
+    return worst
+  end
+  local function search()
+    if not time_of then lunet.no_grad(function()
+      local y = x:to(at)
+      for i = 1, n do
+        inputs[i] = y
+        y = list[i].module(y)
+      end
+    end) end
+    local best, best_t = counts, slowest(counts)
+    for j = 1, S - 1 do   -- the cut after stage j, one atom earlier or later
+      for _, d in ipairs({ -1, 1 }) do
+        local c = { unpack(counts) }
+        c[j], c[j + 1] = c[j] + d, c[j + 1] - d
+        if c[j] >= 1 and c[j + 1] >= 1 then
+          local t = slowest(c)
+          if t < best_t then best, best_t = c, t end
+        end
+      end
+    end
+    return best
+  end
+  local ok, best = pcall(search)
+  lunet.no_grad(function()
+    for i = 1, n do
+      for k, b in ipairs(list[i].module:buffers()) do b:copy_(saved[i][k]) end
+      for _, p in ipairs(list[i].module:parameters()) do p.grad = nil end
+    end
+  end)
+  lunet.set_rng_state(seed, offset)
+  if not ok then error(best, 0) end
+  return best
 end
 
 -- the cut again from measured seconds a micro-batch per stage: each stage's
