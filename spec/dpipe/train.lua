@@ -101,6 +101,22 @@ local function run(o)
       if w > 1e-5 then return ('full_state_dict: %s differs from one process by %g'):format(k, w) end
     end
   elseif full ~= nil then return 'full_state_dict returned a table on rank ' .. R end
+  -- evaluation: every forward runs in forward_loss (1F1B's too), the outputs on the last rank
+  if not o.bn then
+    local x, y = data[1][1], data[1][2]
+    local want_out = lunet.no_grad(function() return ref(x) end)
+    local want_loss = crit(want_out, y):item()
+    local l = lunet.no_grad(function() return pipe:forward_loss(crit, R % S == 0 and x or nil, R % S == S - 1 and y or nil) end)
+    if math.abs(l:item() - want_loss) > 1e-5 * math.abs(want_loss) then
+      return ('no_grad: loss %.9g, one process %.9g'):format(l:item(), want_loss)
+    end
+    local out = l:output()
+    if R % S == S - 1 then
+      local first = math.floor(R / S) * math.floor(x:size(1) / REPL) + math.min(math.floor(R / S), x:size(1) % REPL)
+      local w = worst(out, want_out:narrow(1, first + 1, out:size(1)))
+      if w > 1e-5 then return ('no_grad: the outputs differ from one process by %g'):format(w) end
+    elseif out ~= nil then return 'loss:output() gave outputs on a rank other than the last stage\'s' end
+  end
   -- load_state_dict takes this stage's keys of a whole model's state
   pipe:load_state_dict(want)
 end
