@@ -1,0 +1,175 @@
+-- lunet.parallel.profile_devices: what the planner measures of the devices
+-- together and of the links between them (lunet.parallel.profile re-exports
+-- these as profile.together, profile.link, profile.fit and
+-- profile.pipeline_overhead; profile.lua measures the model's atoms).
+local lunet = require 'lunet'
+local core = require 'lunet.core'
+local C = core.C
+
+local profile = {}
+local WHOLE_RUNS, WHOLE_SECONDS = 15, 0.06   -- (as profile.lua's whole-chain runs)
+
+local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
+end
+
+-- profile.together(atoms, sample, devices[, {runs = 3}]) -> the speed of
+-- each device while all of them train a copy of the atoms at once, relative
+-- to the first one alone (at most 1): devices that share cores, memory
+-- bandwidth or a loaded machine slow each other down, which thread shares
+-- alone do not tell
+function profile.together(atoms, sample, devices, opts)
+  local runs = (opts or {}).runs or 3
+  local list = {}
+  for i, a in ipairs(atoms) do list[i] = type(a) == 'table' and a.module and not a._params and a.module or a end
+  local copies, xs = {}, {}
+  for k, dev in ipairs(devices) do
+    copies[k] = {}
+    for i, a in ipairs(list) do copies[k][i] = k == 1 and a:to(dev) or a:clone():to(dev) end
+    xs[k] = sample:to(dev)
+  end
+  local function chain(k)
+    local y = xs[k]
+    for i = 1, #list do y = copies[k][i](y) end
+    if y.requires_grad then y:sum():backward() end
+  end
+  local function timed(n)
+    lunet.synchronize()
+    local t0 = lunet.clock()
+    for k = 1, n do chain(k) end
+    lunet.synchronize()
+    return lunet.clock() - t0
+  end
+  -- warmed up (the JIT compiles each copy's chain on its first runs), then
+  -- alone and all together in turn, the median of their ratios: a small
+  -- model's run is short and one run alone is noisy
+  for _ = 1, 3 do timed(#devices) end
+  local ratios, spent, r = {}, 0, 0
+  while r < runs or (spent < WHOLE_SECONDS and r < WHOLE_RUNS) do
+    r = r + 1
+    local alone = timed(1)
+    local all = timed(#devices)
+    ratios[r], spent = alone / all, spent + alone + all
+  end
+  for i, a in ipairs(list) do for _, p in ipairs(a:parameters()) do p.grad = nil end end
+  return math.min(1, median(ratios))
+end
+
+-- least squares of t = alpha + beta * s over the points, both >= 0
+local function fit(sizes, times)
+  local n, sx, sy, sxx, sxy = #sizes, 0, 0, 0, 0
+  for i = 1, n do
+    sx, sy = sx + sizes[i], sy + times[i]
+    sxx, sxy = sxx + sizes[i] ^ 2, sxy + sizes[i] * times[i]
+  end
+  local beta = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+  if not (beta >= 0) then beta = 0 end
+  local alpha = math.max((sy - beta * sx) / n, 0)
+  return { alpha = alpha, beta = beta }
+end
+profile.fit = fit
+
+function profile.link(a, b, opts)
+  opts = opts or {}
+  local names = {}
+  for k, d in ipairs({ a, b }) do
+    local ok, id = pcall(core.device_id, 'profile.link', d)
+    if not ok then error(id, 2) end
+    names[k] = core.device_name(id)
+  end
+  if names[1] == names[2] then fail('link', 'needs two different devices, got ' .. names[1] .. ' twice', 2) end
+  local sizes = opts.sizes
+  if not sizes then
+    -- (each device holds two buffers of a size at once: a quarter of what a limit leaves free)
+    local cap = math.huge
+    for _, d in ipairs(names) do
+      local lim = lunet.memory_limit(d)
+      if lim > 0 then cap = math.min(cap, (lim - lunet.memory_allocated(d)) / 8) end
+    end
+    sizes = {}
+    for _, sz in ipairs({ 2 ^ 12, 2 ^ 14, 2 ^ 17, 2 ^ 20, 2 ^ 23 }) do
+      if sz <= cap or #sizes < 2 then sizes[#sizes + 1] = sz end
+    end
+  end
+  local runs = opts.runs or 5
+  local comm = lunet.comm.Communicator(names)
+  local ct, at = {}, {}
+  for k, s in ipairs(sizes) do
+    local numel = math.max(1, math.floor(s / 4))
+    local src = lunet.rand({ numel }, { device = names[1] })
+    local dst = lunet.empty({ numel }, { device = names[2] })
+    local list = { lunet.rand({ numel }, { device = names[1] }), lunet.rand({ numel }, { device = names[2] }) }
+    local c, r = {}, {}
+    for i = 0, runs do
+      lunet.synchronize()
+      local t0 = lunet.clock()
+      dst:copy_(src)
+      lunet.synchronize()
+      local t1 = lunet.clock()
+      comm:allreduce(list)
+      lunet.synchronize()
+      local t2 = lunet.clock()
+      if i > 0 then c[i], r[i] = t1 - t0, t2 - t1 end   -- (run 0 warms up)
+    end
+    ct[k], at[k] = median(c), median(r)
+    sizes[k] = numel * 4
+  end
+  local copy, ar = fit(sizes, ct), fit(sizes, at)
+  -- as a ring's figures at n = 2: 2 * alpha' + S * beta'
+  ar.alpha = ar.alpha / 2
+  local overlap = 1
+  if names[1]:match('^cpu') then
+    local used = 0
+    for _, d in ipairs(lunet.devices('cpu')) do used = used + lunet.get_num_threads(d) end
+    if used >= C.ln_num_cores() then overlap = 0 end
+  end
+  return { copy = copy, allreduce = ar, overlap = overlap, pipeline = profile.pipeline_overhead(names[1], names[2], runs) }
+end
+
+-- What a pipeline's machinery costs beside its layers' work: a 2-stage
+-- pipeline of two tiny Linear layers over devices a and b, timed at 1 and 8
+-- micro-batches per schedule. action: the seconds each stage action (one
+-- micro-batch's forward or backward at one stage: queueing, buffers, events,
+-- the boundary transfer, the worker's wake-up) adds, per schedule; fixed:
+-- what a step adds once (setup, the loss, the optimizer's call).
+function profile.pipeline_overhead(a, b, runs)
+  local Pipeline = require 'lunet.parallel.Pipeline'
+  local nn = require 'lunet.nn'
+  runs = runs or 5
+  local out = { fixed = 0, action = {} }
+  local model = nn.Sequential { nn.Linear(4, 4), nn.Linear(4, 4) }
+  local crit = nn.MSELoss()
+  local fixed = {}
+  for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+    local t = {}
+    for _, m in ipairs({ 1, 8 }) do
+      local pipe = Pipeline(model, { devices = { a, b }, chunks = m, schedule = kind, balance = { 1, 1 } })
+      local x, y = lunet.randn(m, 4), lunet.randn(m, 4)
+      local function step()
+        pipe:zero_grad()
+        pipe:forward_loss(crit, x, y):backward()
+      end
+      for _ = 1, 3 do step() end
+      local ts = {}
+      for r = 1, runs do
+        lunet.synchronize()
+        local t0 = lunet.clock()
+        for _ = 1, 4 do step() end
+        lunet.synchronize()
+        ts[r] = (lunet.clock() - t0) / 4
+      end
+      t[m] = median(ts)
+    end
+    out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 4))   -- 4 actions a micro-batch
+    fixed[#fixed + 1] = math.max(0, t[1] - 4 * out.action[kind])
+  end
+  model:to('cpu')
+  out.fixed = math.min(fixed[1], fixed[2])
+  return out
+end
+
+return profile
