@@ -285,7 +285,8 @@ if Pipeline and not args['no-pipe'] then
       c.times = {}
     end
     for r = 1, ROUNDS do
-      for _, c in ipairs(list) do
+      for i = 1, #list do
+        local c = list[(i + r - 2) % #list + 1]   -- (each round starts one later: no configuration always follows the same one)
         -- the previous configuration's garbage is not this one's cost
         collectgarbage(); collectgarbage()
         c.step()
