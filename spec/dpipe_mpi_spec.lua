@@ -49,18 +49,31 @@ describe('Pipeline over processes', function()
       assert.is_not.equal(0, rc, out)
       assert.truthy(out:find('rank 1 raises: [^\n]*Pipeline: forward of micro%-batch 1 at stage 2 %(process rank 1, '
         .. 'cpu:0%): Bomb: a bug in this layer'), out)
-      local pid = out:match('rank 1 %(host %S+, pid (%d+)%) has ended')
-      assert.truthy(pid, out)
       for r = 0, n - 1 do
         if r ~= 1 then
           local line = out:match(('rank %d error: [^\n]*'):format(r))
           assert.truthy(line, ('rank %d did not fail:\n%s'):format(r, out))
           assert.truthy(line:find('Pipeline: ', 1, true), line)
-          assert.truthy(line:find(('rank 1 %%(host %%S+, pid %s%%) has ended'):format(pid)), line)
+          -- (its message, or its end: whichever comes first)
+          assert.truthy(line:find('stage 2 failed (its rank raised the error)', 1, true)
+            or line:find('rank 1 %(host %S+, pid %d+%) has ended'), line)
         end
       end
     end)
   end
+
+  it('-np 3: the failed stage\'s rank catches the error and goes on; the others fail at once all the same', function()
+    local out, rc = launch(3, 'error.lua', 60, 'DPIPE_CATCH=1')
+    assert.equal(0, rc, out)
+    shell.ranks_ok(out, 3)
+    assert.truthy(out:find('rank 1 raises: [^\n]*Bomb: a bug in this layer'), out)
+    for _, r in ipairs({ 0, 2 }) do
+      local t, line = out:match(('rank %d error after ([%%d.]+) s: ([^\n]*)'):format(r))
+      assert.truthy(line, ('rank %d did not fail:\n%s'):format(r, out))
+      assert.truthy(line:find('stage 2 failed (its rank raised the error)', 1, true), line)
+      assert.is_true(tonumber(t) < 2, line)   -- (rank 1 ends only 3 s later)
+    end
+  end)
 end)
 
 describe('README, Pipelines across processes', function()

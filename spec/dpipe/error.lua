@@ -3,12 +3,16 @@
 -- second batch. That rank gets a Lua error naming its stage and ends with it; the
 -- others must fail naming it within seconds (its exit tells them), not
 -- hang. Prints "rank R error: ..." and ends with status 3, or "rank R raises: ...".
+-- DPIPE_CATCH=1: that rank catches the error and waits 3 s before it ends;
+-- the others must fail at once all the same (its stage's failure reaches
+-- them as a message), printing "rank R error after T s: ...", and end normally.
 local lunet = require 'lunet'
 local dist = require 'lunet.distributed'
 local nn, optim = lunet.nn, lunet.optim
 local info = dist.init{ timeout = 60 }
 local W, R = info.world_size, info.rank
 local bad = 1
+local catch = os.getenv('DPIPE_CATCH') == '1'
 
 local function say(fmt, ...) io.stdout:write(('rank %d ' .. fmt .. '\n'):format(R, ...)); io.stdout:flush() end
 
@@ -27,8 +31,12 @@ local pipe = lunet.parallel.Pipeline(nn.Sequential(atoms), { group = dist.world(
 local opt = optim.SGD(pipe:parameters(), { lr = 0.1 })
 local crit = nn.CrossEntropyLoss()
 local x, y = lunet.randn(8, 4), lunet.randint(1, 4, { 8 })
+local t0
 for step = 1, 3 do
-  if step == 2 and R == bad then bomb.armed = true end
+  if step == 2 then
+    t0 = lunet.clock()
+    if R == bad then bomb.armed = true end
+  end
   local ok, err = pcall(function()
     opt:zero_grad()
     local loss = pipe:forward_loss(crit, x, y)
@@ -36,7 +44,14 @@ for step = 1, 3 do
     return loss:item()
   end)
   if not ok then
-    if R == bad then say('raises: %s', tostring(err)); error(err, 0) end
+    if R == bad then
+      say('raises: %s', tostring(err))
+      if not catch then error(err, 0) end
+      os.execute('sleep 3')
+      say('done')
+      return
+    end
+    if catch then say('error after %.1f s: %s', lunet.clock() - t0, tostring(err)); say('done'); return end
     say('error: %s', tostring(err))
     os.exit(3)
   end

@@ -193,6 +193,13 @@ function DP:_plan(M)
     end
   end
   p.lastB = order['B' .. self.s][M]
+  -- the loss goes from the last rank to the others after the step of the
+  -- last F(S, .), unless a backward ran by then (1F1B): then after the last
+  -- step, so that each rank receives it after the gradients sent before it
+  p.share = p.lastF
+  for t = 1, p.lastF do
+    for _, a in ipairs(steps[t]) do if a[3] == 'B' then p.share = #steps end end
+  end
   p.steps, p.slot = steps, schedule.slots(steps, self.S, M, 1)
   self.plans[M] = p
   return p
@@ -202,10 +209,14 @@ end
 function DP:forward_loss(criterion, x, target)
   local ok, kind = pcall(floss.mean_kind, criterion, 1)
   if not ok then
+    self:_poison()
     fail('forward_loss: ' .. tostring(kind):gsub('^[^:\n]*:%d+: ', '', 1):gsub('^DataParallel: forward_loss: ', '', 1), 2)
   end
   local okr, run = pcall(Run.new, self, criterion, kind, x, target, autograd.is_grad_enabled())
-  if not okr then error((tostring(run):gsub('^[^:\n]*:%d+: ', '', 1)), 2) end
+  if not okr then
+    self:_poison()
+    error((tostring(run):gsub('^[^:\n]*:%d+: ', '', 1)), 2)
+  end
   if self.bn and self.training then self.bn:begin() end
   -- (without recording every forward runs now: 1F1B's later ones too, for eval)
   run:_go(run.recording, 2)
@@ -238,7 +249,20 @@ function DP:forward()
     .. 'gives the outputs on the last stage\'s rank)', 2)
 end
 
+-- After an error on this rank the others may wait for its messages: each
+-- gets one it cannot take (POISON), so that its next receive from this rank
+-- fails at once (dpipe_run names it), and its failed stream's sends tell
+-- their receivers in turn. The ranks are then out of step for good.
+function DP:_poison()
+  local lunet = require 'lunet'
+  local t = lunet.zeros(Run.POISON, { dtype = 'uint8', device = self.device })
+  for k = 1, self.S do
+    if k ~= self.s then pcall(self.group.send, self.group, t, k) end
+  end
+end
+
 function DP:_abort()
+  self:_poison()
   self.stage:reset()
   if self.bn then self.bn:abort() end
   if self.reducer then self.reducer:abort() end

@@ -14,9 +14,11 @@
 -- The shapes: the first message of a batch from rank s to s + 1 is a header
 -- (the batch's rows, the output's dtype and its dims past the first), which
 -- the receiving host reads once a batch; each micro-batch's rows follow
--- from the batch's. The loss (the last rank's) is broadcast to every rank
--- right after the schedule's step holding the last F(S, .): loss:item() is
--- the same everywhere (1F1B: after loss:backward(), as in one process).
+-- from the batch's. The loss (the last rank's) is sent to every rank after
+-- the schedule's step holding the last F(S, .) (1F1B: after the last step):
+-- loss:item() is the same everywhere (1F1B: after loss:backward(), as in one
+-- process). A rank whose stage fails sends every other one a message it
+-- cannot take (DistributedPipeline:_poison), so that none waits for it.
 local lunet = require 'lunet'
 local core = require 'lunet.core'
 local autograd = require 'lunet.autograd'
@@ -26,10 +28,16 @@ local Run = {}
 Run.__index = Run
 Run.__name = 'parallel.PipelineLoss'
 
+Run.POISON = 7   -- uint8 elements: what a failed rank sends the others (DistributedPipeline:_poison)
 local HDR = 12   -- header: rows, micro-batches, dtype id, dims, then the dims past the first (at most HDR - 4)
 
 local function fail(msg, lvl) error('Pipeline: ' .. msg, lvl + 1) end
-local function strip(err) return (tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')) end
+local function strip(err)
+  err = tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')
+  -- (a failed rank's message: its stage raised the error)
+  return (err:gsub('recv: the send from rank (%d+) has ' .. Run.POISON .. ' uint8 elements, the receiving tensor [^%(]*',
+    function(r) return ('stage %d failed (its rank raised the error) '):format(tonumber(r) + 1) end))
+end
 
 -- a buffer of this shape and dtype from list[slot] when it fits
 local function buffer(list, slot, size, dtype, device, grad)
@@ -91,7 +99,8 @@ function Run.new(pipe, criterion, kind, x, target, recording)
   end
   self.B = B
   local plan = pipe:_plan(M)
-  self.M, self.steps, self.slot, self.lastF, self.lastB = M, plan.steps, plan.slot, plan.lastF, plan.lastB
+  self.M, self.steps, self.slot, self.lastB = M, plan.steps, plan.slot, plan.lastB
+  self.share = recording and plan.share or plan.lastF
   local b, e, p = math.floor(B / M), B % M, 1
   for m = 1, M do
     local k = b + (m <= e and 1 or 0)
@@ -210,15 +219,19 @@ function Run:_backward(m)
   st:done(k)
 end
 
--- the last stage's loss (sum / count) on every rank
+-- the last stage's loss (sum / count) sent to every rank (point to point:
+-- a rank that failed leaves no collective waiting)
 function Run:_share()
   local t
   if self.s == self.S then
     t = self.sums:to('float64'):view(1)
     t = self.count and t / self.count or t / self.norm
     if self.R > 1 then self.pipe.stage_group:allreduce({ t }, { op = 'sum' }) end   -- every replica's part
-  else t = lunet.zeros(1, { dtype = 'float64', device = self.dev }) end
-  self.group:broadcast({ t }, { root = self.S })
+    for k = 1, self.S - 1 do self.group:send(t, k) end
+  else
+    t = lunet.empty(1, { dtype = 'float64', device = self.dev })
+    self.group:recv(t, self.S)
+  end
   self.value = t
 end
 
@@ -238,7 +251,7 @@ function Run:_steps(stop_at_backward)
       end
     end
     self.at = nil
-    if self.next == self.lastF then self:_share() end
+    if self.next == self.share then self:_share() end
     self.next = self.next + 1
   end
   if self.pipe.bn then self.pipe.bn:commit() end
