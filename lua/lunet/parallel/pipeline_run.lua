@@ -107,10 +107,17 @@ function Run:_forward(s, m)
 end
 
 -- the gradient seed of replica r's micro-batch losses
+-- (the same for every micro-batch of a batch: made once, at its first backward)
 function Run:_seed(r, l)
+  local seeds = self.seeds
+  if not seeds then seeds = {}; self.seeds = seeds end
+  local s = seeds[r]
+  if s then return s end
   local f = self.R * self.scale
-  if self.count then return self.count[r]:to(l.dtype):reciprocal():mul(f) end
-  return lunet.full(l:size(), f / self.norm, { dtype = l.dtype, device = l.device })
+  if self.count then s = self.count[r]:to(l.dtype):reciprocal():mul(f)
+  else s = lunet.full(l:size(), f / self.norm, { dtype = l.dtype, device = l.device }) end
+  seeds[r] = s
+  return s
 end
 
 function Run:_backward(s, m)
