@@ -12,6 +12,71 @@ local function launch(n, script, deadline, env)
     deadline or 60)
 end
 
+describe('Pipeline with a group, in one process (a group of one: one stage)', function()
+  local lunet = require 'lunet'
+  local nn = lunet.nn
+  local function model()
+    lunet.manual_seed(3)
+    return nn.Sequential { nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3) }
+  end
+  local function group() return lunet.comm.Communicator({ 'cpu:0' }) end
+
+  it('trains as the model itself, and evaluates', function()
+    local x, y = lunet.randn(10, 4), lunet.randint(1, 4, { 10 })
+    local ref, pipe = model(), lunet.parallel.Pipeline(model(), { group = group(), chunks = 3, schedule = 'gpipe' })
+    local o1, o2 = lunet.optim.Adam(ref:parameters(), { lr = 0.1 }), lunet.optim.Adam(pipe:parameters(), { lr = 0.1 })
+    local crit = nn.CrossEntropyLoss()
+    for _ = 1, 3 do
+      o1:zero_grad(); o2:zero_grad()
+      local a = crit(ref(x), y)
+      a:backward(); o1:step()
+      local b = pipe:forward_loss(crit, x, y)
+      b:backward(); o2:step()
+      assert.near(a:item(), b:item(), 1e-5 * a:item())
+    end
+    local want = ref:state_dict()
+    for k, t in pairs(pipe:state_dict()) do assert.is_true((t - want[k]):abs():max():item() < 1e-5, k) end
+    local l = lunet.no_grad(function() return pipe:forward_loss(crit, x, y) end)
+    assert.is_true((l:output() - ref(x)):abs():max():item() < 1e-5)
+    assert.truthy(pipe:schedule_text():find('gpipe, 1 stage over processes, 3 micro-batches', 1, true))
+  end)
+
+  it('rejects what it cannot do, naming it', function()
+    local function rejects(opts, msg)
+      local ok, err = pcall(lunet.parallel.Pipeline, model(), opts)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(msg, 1, true), tostring(err))
+    end
+    rejects({ group = group(), devices = { 'cpu:0' } }, 'Pipeline: devices and group exclude each other')
+    rejects({ group = {} }, 'Pipeline: group must be a lunet.comm Communicator')
+    rejects({ group = group(), balance = 'time' }, "Pipeline: balance 'time' is measured in each process")
+    rejects({ group = group(), replicas = 2 }, 'Pipeline: 1 processes cannot hold 2 replicas')
+    rejects({ group = group(), chunks = 0 }, 'Pipeline: chunks must be an integer >= 1, got 0')
+    rejects({ group = group(), balance = { 1, 2 } }, 'Pipeline: balance has 2 entries for 1 stages')
+    local pipe = lunet.parallel.Pipeline(model(), { group = group() })
+    local crit = nn.CrossEntropyLoss()
+    local function fails(fn, msg)
+      local ok, err = pcall(fn)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(msg, 1, true), tostring(err))
+    end
+    fails(function() return pipe(lunet.randn(2, 4)) end, 'Pipeline: forward: across processes, run pipe:forward_loss')
+    fails(function() return pipe:forward_loss(crit, nil, lunet.tensor({ 1 })) end,
+      'Pipeline: forward_loss: input must be a tensor, got nil')
+    fails(function() return pipe:forward_loss(crit, lunet.randn(2, 4), lunet.tensor({ 1, 2, 3 })) end,
+      'Pipeline: forward_loss: target has 3 rows, the input 2')
+    fails(function() return pipe:forward_loss(nn.Linear(2, 2), lunet.randn(2, 4), lunet.tensor({ 1, 2 })) end,
+      'Pipeline: forward_loss: criterion must be an nn loss module')
+    fails(function() return pipe:balance_report() end, 'Pipeline: balance_report: not measured across processes')
+    fails(function() return pipe:to('cpu:1') end, 'Pipeline: to: this stage lives on cpu:0')
+    local l = pipe:forward_loss(crit, lunet.randn(4, 4), lunet.randint(1, 4, { 4 }))
+    fails(function() return l:item() end, 'Pipeline: loss:item: the 1F1B schedule computes the loss during backward')
+    l:backward()
+    assert.is_true(l:item() > 0)
+    fails(function() return l:backward() end, 'Pipeline: backward: already run for this batch')
+  end)
+end)
+
 describe('Pipeline over processes', function()
   if not have_mpirun then
     it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
