@@ -49,7 +49,7 @@ describe('Pipeline with a group, in one process (a group of one: one stage)', fu
     end
     rejects({ group = group(), devices = { 'cpu:0' } }, 'Pipeline: devices and group exclude each other')
     rejects({ group = {} }, 'Pipeline: group must be a lunet.comm Communicator')
-    rejects({ group = group(), balance = 'time' }, "Pipeline: balance 'time' is measured in each process")
+    rejects({ group = group(), balance = 'time' }, "Pipeline: balance 'time' across processes needs sample = x")
     rejects({ group = group(), replicas = 2 }, 'Pipeline: 1 processes cannot hold 2 replicas')
     rejects({ group = group(), chunks = 0 }, 'Pipeline: chunks must be an integer >= 1, got 0')
     rejects({ group = group(), balance = { 1, 2 } }, 'Pipeline: balance has 2 entries for 1 stages')
@@ -84,13 +84,13 @@ describe('Pipeline over processes', function()
   end
   for _, n in ipairs({ 2, 3 }) do
     it(('-np %d: %d stages train as one process (GPipe and 1F1B; chunks 1, 3, 8 of a batch of 11; SGD, Adam; '
-      .. 'checkpointing with deferred BatchNorm); full_state_dict on rank 0'):format(n, n), function()
+      .. 'checkpointing with deferred BatchNorm; balance time and memory measured by rank 0); full_state_dict on rank 0'):format(n, n), function()
       local out, rc = launch(n, 'train.lua')
       assert.equal(0, rc, out)
       shell.ranks_ok(out, n)
       for r = 0, n - 1 do
         local _, oks = out:gsub(('rank %d ok '):format(r), '')
-        assert.equal(13, oks, out)
+        assert.equal(15, oks, out)
       end
     end)
   end
@@ -102,7 +102,7 @@ describe('Pipeline over processes', function()
     shell.ranks_ok(out, 4)
     for r = 0, 3 do
       local _, oks = out:gsub(('rank %d ok '):format(r), '')
-      assert.equal(13, oks, out)
+      assert.equal(15, oks, out)
     end
   end)
 

@@ -13,8 +13,9 @@
 --   loss:backward(); opt:step(); print(loss:item())   -- the same value on every rank
 --
 -- Every rank cuts the same model the same way (balance: a list of atom
--- counts, or 'params', the default here: a measured balance would differ
--- between processes; the ranks check that they agree at construction) and
+-- counts, or 'params', the default here; 'time' or 'memory' with sample = x
+-- on the first rank, which measures and sends the counts to the others; the
+-- ranks check that they agree at construction) and
 -- walks the same checked schedule, running only its stage's actions
 -- (dpipe_run.lua). Parameters keep the model's names: state_dict() holds
 -- this rank's stage; load_state_dict(sd) takes this stage's keys of a whole
@@ -40,7 +41,8 @@ local DP = Module:extend('parallel.Pipeline')
 local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
 
 local OPTS = { group = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
-  checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string' }
+  checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string',
+  sample = 'tensor' }
 local CHECKPOINT = { never = true, except_last = true, always = true }
 
 local function join(prefix, name)
@@ -76,13 +78,12 @@ function DP:__init(model, opts)
   local ck = opts.checkpoint or 'never'
   if not CHECKPOINT[ck] then fail(("checkpoint must be 'never', 'except_last' or 'always', got '%s'"):format(ck), 3) end
   local bal = opts.balance or 'params'
-  if bal == 'time' or bal == 'memory' then
-    fail(("balance '%s' is measured in each process and could cut the ranks' models differently: across "
-      .. "processes give a list of atom counts per stage or 'params'"):format(bal), 3)
-  end
   local list = atoms.of(model)
   if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
   local counts = balance.counts(list, S, bal, 3)
+  if not counts then
+    counts = self:_measured(group, list, { S = S, chunks = chunks, replicas = R, kind = kind }, bal, opts.sample, 3)
+  end
   self:_agree(group, counts, chunks, #list, 3)
   local world = group
   if R > 1 then group = self:_groups(group, R, S, r, s, 3) end
@@ -136,6 +137,34 @@ function DP:_replicate(opts)
   if #params > 0 then
     self.reducer = Reducer.new({ params }, g, { name = 'Pipeline', bucket_mb = opts.bucket_mb, compress = opts.compress })
   end
+end
+
+-- balance 'time' or 'memory': the group's first rank profiles every atom
+-- with its sample on its device, as a one-process pipeline would over
+-- devices like it (pipeline_balance.measured), and broadcasts the counts
+function DP:_measured(group, list, shape, bal, sample, lvl)
+  local lunet = require 'lunet'
+  local dev, S = group:devices()[1], shape.S
+  local v = lunet.zeros(S, { dtype = 'float64', device = dev })
+  local err
+  if group:ranks()[1] == 1 then
+    if not lunet.is_tensor(sample) then
+      err = ("balance '%s' across processes needs sample = x (a batch) on the first stage's rank"):format(bal)
+    else
+      shape.stage_devices = {}
+      for k = 1, S do shape.stage_devices[k] = dev end
+      local ok, c = pcall(balance.measured, shape, list, sample, bal)
+      if ok then v = lunet.tensor(c, { dtype = 'float64', device = dev })
+      else err = ('balance %s: %s'):format(bal, tostring(c):gsub('^[^:\n]*:%d+: ', '', 1)) end
+    end
+    if err then v:fill_(-1) end   -- (the others learn it failed)
+  end
+  group:broadcast({ v }, { root = 1 })
+  local c = v:totable()
+  if c[1] < 0 then
+    fail(err or ("balance '%s': the first stage's rank could not measure (its error says why)"):format(bal), lvl + 1)
+  end
+  return c
 end
 
 -- every rank must cut the model alike and run as many chunks: checked once
