@@ -5,7 +5,7 @@
 # GPU machine lacks). Nothing is built there. Writes to OUTDIR (7 files, the
 # device tool brings back 8 at most):
 #   env.log          the machine: GPU, driver, CUDA, torch; lunet's view of it
-#   specs-cuda.log   spec/cuda_*_spec.lua with LUNET_TEST_DEVICE=cuda:0
+#   specs-cuda.log   spec/cuda_*_spec.lua with LUNET_TEST_DEVICE=cuda:0 (NCCL's last)
 #   specs-all.log    the whole suite with the GPU present (cuda:0 listed first)
 #   bench.log        bench/gpu.lua and bench/gpu_torch.py side by side
 #   bench-lunet.json, bench-torch.json   their figures
@@ -25,7 +25,7 @@
 #   run(command = "bash tools/gpu-check.sh $OUT",
 #       carry   = ["build/gpu-carry"],
 #       timeout_s = 540)
-# The phases are bounded (CUDA specs 180 s, whole suite 120 s, each bench
+# The phases are bounded (CUDA specs 180 s: kernels 130, NCCL 50; whole suite 120 s, each bench
 # 90 s) so it ends within about 8 minutes whatever hangs; then give_back.
 # Read summary.json first, then specs-cuda.log: every kernel of c/cuda is
 # compared with the CPU's there (spec/cuda_kernels_spec.lua), and none of
@@ -55,6 +55,7 @@ summary() {   # summary.json from what is known so far; $1: the exit status
     echo "  \"dry_run\": $([ "$dry" = 1 ] && echo true || echo false),"
     echo "  \"carry\": \"$(json_str "${carry_state:-}")\","
     echo "  \"specs_cuda\": {\"passed\": ${cuda_pass:-null}, \"failed\": ${cuda_fail:-null}, \"pending\": ${cuda_pend:-null}},"
+    echo "  \"specs_nccl\": {\"passed\": ${nccl_pass:-null}, \"failed\": ${nccl_fail:-null}, \"pending\": ${nccl_pend:-null}},"
     echo "  \"specs_all\": {\"passed\": ${all_pass:-null}, \"failed\": ${all_fail:-null}},"
     echo "  \"phase_seconds\": {"
     local first=1
@@ -144,15 +145,25 @@ counts() { tail -n 5 "$1" | grep -Eo '[0-9]+ (passed|failed|skipped)' | awk -v w
 # ---- 5. the CUDA specs on cuda:0 ------------------------------------------------------------
 ts=$(date +%s)
 if [ "$dry" = 1 ]; then dev_env=(); else dev_env=(LUNET_TEST_DEVICE=cuda:0); fi
-env "${dev_env[@]}" timeout -k 5 180 "${busted[@]}" spec/cuda_loader_spec.lua spec/cuda_kernels_spec.lua \
+# (the phase's 180 s: the kernels 130, then NCCL's world of one 50, its own
+# counts in summary.json; appended to specs-cuda.log)
+env "${dev_env[@]}" timeout -k 5 130 "${busted[@]}" spec/cuda_loader_spec.lua spec/cuda_kernels_spec.lua \
   > "$out/specs-cuda.log" 2>&1
 rc=$?
-phase specs_cuda "$ts"
 cuda_pass=$(counts "$out/specs-cuda.log" passed); cuda_fail=$(counts "$out/specs-cuda.log" failed)
 cuda_pend=$(counts "$out/specs-cuda.log" skipped)
-[ "$rc" = 124 ] && echo "gpu-check: the CUDA specs ran past 180 s" >> "$out/specs-cuda.log"
+[ "$rc" = 124 ] && echo "gpu-check: the CUDA specs ran past 130 s" >> "$out/specs-cuda.log"
 [ "$rc" = 0 ] || status=1
 echo "gpu-check: CUDA specs: ${cuda_pass:-?} passed, ${cuda_fail:-?} failed, ${cuda_pend:-0} pending (rc $rc)"
+env "${dev_env[@]}" timeout -k 5 50 "${busted[@]}" spec/cuda_nccl_spec.lua > "$work/nccl.log" 2>&1
+rc=$?
+nccl_pass=$(counts "$work/nccl.log" passed); nccl_fail=$(counts "$work/nccl.log" failed)
+nccl_pend=$(counts "$work/nccl.log" skipped)
+[ "$rc" = 124 ] && echo "gpu-check: the NCCL specs ran past 50 s" >> "$work/nccl.log"
+{ echo; echo "== spec/cuda_nccl_spec.lua"; cat "$work/nccl.log"; } >> "$out/specs-cuda.log"
+[ "$rc" = 0 ] || status=1
+echo "gpu-check: NCCL specs: ${nccl_pass:-?} passed, ${nccl_fail:-?} failed, ${nccl_pend:-0} pending (rc $rc)"
+phase specs_cuda "$ts"
 if [ "$dry" = 1 ]; then rm -rf "$work"; finish "$status"; fi
 
 # ---- 6. the whole suite with a GPU present ----------------------------------------------------

@@ -1,23 +1,50 @@
 /* comm.c -- communicator objects and the front ends of the collectives:
  * argument checks on the calling thread, then the backend's entry point. */
 #include "comm.h"
+#include "../core/cuda_api.h"   /* ln_cuda_load, device types */
 #include <stdio.h>
 #include <stdlib.h>
 
 static const char *op_names[] = {"sum", "avg", "max", "min"};
 
+/* set once, when liblunet_cuda.so loads (cuda_load.c) */
+static const ln_nccl_hooks *_Atomic nccl_hooks;
+void ln_comm_register_nccl(const ln_nccl_hooks *h) { atomic_store(&nccl_hooks, h); }
+
+/* the nccl hooks, or NULL with an error naming fn and why they are missing */
+static const ln_nccl_hooks *nccl_of(const char *fn) {
+  ln_cuda_load();
+  const ln_nccl_hooks *h = atomic_load(&nccl_hooks);
+  if (!h) ln_error("%s: backend 'nccl' needs the CUDA backend, which is not available (%s)", fn, ln_cuda_reason());
+  return h;
+}
+
 static const ln_comm_backend *backend_of(const char *name) {
   if (!name || !*name || !strcmp(name, "local")) return &ln_comm_local_backend;
   if (!strcmp(name, "mpi")) return &ln_comm_mpi_backend;   /* loads liblunet_mpi.so on init */
-  if (!strcmp(name, "nccl"))
-    return ln_error_null("comm_new: backend '%s' is not built into this library (available: local, mpi)", name);
-  return ln_error_null("comm_new: unknown backend '%s' (available: local, mpi)", name);
+  if (!strcmp(name, "nccl")) {   /* in liblunet_cuda.so; loads NCCL on init */
+    const ln_nccl_hooks *h = nccl_of("comm_new");
+    return h ? h->backend : NULL;
+  }
+  return ln_error_null("comm_new: unknown backend '%s' (available: local, mpi, nccl)", name);
+}
+
+int ln_nccl_version(void) {
+  const ln_nccl_hooks *h = nccl_of("nccl_version");
+  return h ? h->version() : -1;
+}
+
+int ln_nccl_unique_id(char *hex, size_t n) {
+  const ln_nccl_hooks *h = nccl_of("nccl_unique_id");
+  return h ? h->unique_id(hex, n) : -1;
 }
 
 ln_comm *ln_comm_create(const ln_comm_config *cfg) {
   if (!cfg) return ln_error_null("comm_new: configuration is NULL");
   const ln_comm_backend *be = backend_of(cfg->backend);
   if (!be) return NULL;
+  const ln_nccl_hooks *hn = atomic_load(&nccl_hooks);
+  const ln_comm_backend *h_nccl = hn ? hn->backend : NULL;
   int n = cfg->nlocal;
   if (n < 1 || n > LN_COMM_MAX_RANKS)
     return ln_error_null("comm_new: need 1..%d devices, got %d", LN_COMM_MAX_RANKS, n);
@@ -32,13 +59,20 @@ ln_comm *ln_comm_create(const ln_comm_config *cfg) {
       return ln_error_null("comm_new: device %d is cpu:%d, which does not exist (%d CPU devices)",
                            i + 1, d, ln_cpu_device_count());
     }
-    if (d >= LN_CUDA_BASE && d < 2 * LN_CUDA_BASE)   /* (the collectives here read host memory) */
-      return ln_error_null("comm_new: device %d is cuda:%d; collectives over GPU memory need NCCL, "
-                           "which lunet does not have yet", i + 1, d - LN_CUDA_BASE);
+    bool gpu = ln_device_type(d) == LN_TYPE_CUDA;
+    if (gpu && be != h_nccl)   /* (local and mpi read host memory) */
+      return ln_error_null("comm_new: device %d is cuda:%d; backend '%s' takes CPU tensors only, GPU tensors "
+                           "need backend 'nccl'", i + 1, ln_device_index(d), be->name);
+    if (!gpu && be == h_nccl)
+    {
+      char dev[32];
+      return ln_error_null("comm_new: device %d is %s; backend 'nccl' takes cuda devices only (CPU "
+                           "tensors: 'local' or 'mpi')", i + 1, ln_device_str(dev, sizeof dev, d));
+    }
     for (int j = 0; j < i; j++)
       if (cfg->devices[j] == d)
-        return ln_error_null("comm_new: cpu:%d is listed twice (devices %d and %d); a device can "
-                             "hold only one rank", d, j + 1, i + 1);
+        return ln_error_null("comm_new: %s:%d is listed twice (devices %d and %d); a device can "
+                             "hold only one rank", gpu ? "cuda" : "cpu", ln_device_index(d), j + 1, i + 1);
   }
   int world = cfg->world_size ? cfg->world_size : n;
   if (cfg->ranks) {
@@ -119,9 +153,12 @@ static int check_list(const char *fn, const ln_comm *c, ln_tensor *const *ts, co
     char name[64];
     snprintf(name, sizeof name, "%s %d", what, i + 1);
     if (ln_check_tensor(fn, ts[i], name) != 0) return -1;
-    if (ts[i]->device_id != c->devices[i])
-      return ln_error("%s: %s is on cpu:%d, but rank %d of the communicator is cpu:%d", fn, name,
-                      ts[i]->device_id, c->ranks[i], c->devices[i]);
+    if (ts[i]->device_id != c->devices[i]) {
+      char d1[32], d2[32];
+      return ln_error("%s: %s is on %s, but rank %d of the communicator is %s", fn, name,
+                      ln_device_str(d1, sizeof d1, ts[i]->device_id), c->ranks[i],
+                      ln_device_str(d2, sizeof d2, c->devices[i]));
+    }
     if (!ln_is_contiguous(ts[i])) return ln_error("%s: %s must be contiguous; call contiguous() first", fn, name);
     if (ts[i]->dtype_id != ts[0]->dtype_id)
       return ln_error("%s: %s is %s but %s 1 is %s; all ranks need one dtype", fn, name,
@@ -235,7 +272,9 @@ int ln_comm_allgather(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in) {
 static int local_of(const char *fn, const ln_comm *c, const ln_tensor *t) {
   for (int i = 0; i < c->nlocal; i++)
     if (c->devices[i] == t->device_id) return i;
-  return ln_error("%s: the tensor is on cpu:%d, which is not in the communicator", fn, t->device_id);
+  char dev[32];
+  return ln_error("%s: the tensor is on %s, which is not in the communicator", fn,
+                  ln_device_str(dev, sizeof dev, t->device_id));
 }
 
 int ln_comm_send(ln_comm *c, const ln_tensor *t, int dst_rank) {

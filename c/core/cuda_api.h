@@ -6,7 +6,8 @@
 #define LN_CUDA_API_H
 #include "backend.h"
 
-enum { LN_CORE_API_VERSION = 1 };
+enum { LN_CORE_API_VERSION = 2 };
+struct ln_nccl_hooks;
 
 typedef struct ln_core_api {
   int version;   /* LN_CORE_API_VERSION: a backend built for another refuses to load */
@@ -17,6 +18,9 @@ typedef struct ln_core_api {
   void (*storage_release)(ln_storage *s);
   void (*store_from_double)(char *p, int dtype, double v);
   void (*pool_set_limit)(int device, int64_t bytes);
+  /* the backend's nccl collectives (c/comm/comm.h), handed over at init
+   * whether or not a GPU is there */
+  void (*register_nccl)(const struct ln_nccl_hooks *h);
 } ln_core_api;
 
 /* The one symbol liblunet_cuda.so exports: its backend, or NULL with the

@@ -6,6 +6,7 @@
  * kept for the errors that name a cuda device (ln_cuda_reason). */
 #define _GNU_SOURCE   /* dladdr */
 #include "cuda_api.h"
+#include "../comm/comm.h"   /* ln_comm_register_nccl */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ static const ln_core_api core_api = {
   .storage_release = ln_storage_release,
   .store_from_double = ln_store_from_double,
   .pool_set_limit = ln_pool_set_limit,
+  .register_nccl = ln_comm_register_nccl,
 };
 
 /* LUNET_CUDA_LIB, else liblunet_cuda.so in liblunet.so's own folder */

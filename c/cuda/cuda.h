@@ -17,6 +17,14 @@ int lnc_current_device(void);
 /* an error naming what failed and CUDA's message; returns -1 */
 int lnc_fail(const char *what, int cuda_error);
 static inline int lnc_fail_if(const char *what, int cuda_error) { return cuda_error ? lnc_fail(what, cuda_error) : 0; }
+/* cuda:index's compute (which 0) or copy (1) stream, the device made current */
+int lnc_device_stream(int index, int which, cudaStream_t *s);
+/* set the device this thread last chose again (NCCL's calls may change it) */
+void lnc_restore_device(void);
+/* keep the storages of keep until stream s has passed the work queued so far */
+int lnc_hold_until_done(cudaStream_t s, const ln_tensor *const *keep, int nkeep);
+/* the nccl collective backend's entry points (nccl.c), for core */
+const struct ln_nccl_hooks *lnc_nccl_hooks(void);
 /* the kernel table (backend.c) over the runtime (runtime.c) */
 void lnc_fill_kernels(ln_backend *b);
 /* cuBLAS, loaded on first use (gemm.c) */

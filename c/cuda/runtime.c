@@ -118,7 +118,7 @@ static void CUDART_CB release_held(void *p) {
 }
 
 /* keep the storages of keep until stream s has passed the work queued so far */
-static int hold_until_done(cudaStream_t s, const ln_tensor *const *keep, int nkeep) {
+int lnc_hold_until_done(cudaStream_t s, const ln_tensor *const *keep, int nkeep) {
   held *h = malloc(sizeof *h + (size_t)nkeep * sizeof(ln_storage *));
   if (!h) return lnc->error("copy stream: out of host memory");
   h->n = 0;
@@ -146,10 +146,24 @@ static int launch(int index, int which, const char *op, ln_task_fn fn, const voi
   int rc = fn(a);
   cudaError_t e = cudaGetLastError();
   if (rc == 0 && e != cudaSuccess) rc = lnc->error("%s on cuda:%d: %s (CUDA error %d)", op, index, cudaGetErrorString(e), (int)e);
-  if (rc == 0 && which && nkeep) rc = hold_until_done(tls_stream, keep, nkeep);
+  if (rc == 0 && which && nkeep) rc = lnc_hold_until_done(tls_stream, keep, nkeep);
   tls_stream = prev;
   if (a != local) free(a);
   return rc;
+}
+
+/* the collective backend (nccl.c) queues on the streams itself */
+int lnc_device_stream(int index, int which, cudaStream_t *s) {
+  if (index < 0 || index >= ndev) return lnc->error("cuda:%d does not exist (%d CUDA devices)", index, ndev);
+  cuda_device *d = device(index);
+  if (!d) return -1;
+  *s = which ? d->copy : d->compute;
+  return 0;
+}
+
+/* after a library that may change the current device (NCCL's group calls) */
+void lnc_restore_device(void) {
+  if (tls_device >= 0) cudaSetDevice(tls_device);
 }
 
 /* ---- events: seq n of device i is ring slot n % RING ---------------------------- */
@@ -235,6 +249,7 @@ const ln_backend *ln_cuda_backend_init(const ln_core_api *core, char *why, size_
     return NULL;
   }
   lnc = core;
+  core->register_nccl(lnc_nccl_hooks());   /* (NCCL itself loads on first use) */
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {

@@ -669,7 +669,7 @@ typedef enum ln_comm_op {
 } ln_comm_op;
 
 typedef struct ln_comm_config {
-  const char *backend;     /* NULL or "local"; "mpi"; "nccl" (not built yet) */
+  const char *backend;     /* NULL or "local"; "mpi"; "nccl" (cuda devices) */
   int world_size;          /* ranks over all processes; 0: nlocal (local) or the launcher's (mpi) */
   int nlocal;              /* ranks this process holds */
   const int *ranks;        /* their global ranks (NULL: 0..nlocal-1, or the backend's) */
@@ -719,6 +719,13 @@ LN_API int ln_comm_barrier(ln_comm *c);  /* every stream waits for all the other
  * neared the collective on their compute streams and met them awake
  * (local backend; other backends leave both 0). */
 LN_API int ln_comm_meet_stats(ln_comm *c, int64_t out[2]);
+/* NCCL (backend 'nccl', for cuda devices; in liblunet_cuda.so, NCCL loaded
+ * with dlopen on first use): its version (22803 for 2.28.3), or -1 with the
+ * reason (no CUDA backend, NCCL missing). ln_nccl_unique_id writes a new
+ * ncclUniqueId as 256 hex digits and a NUL into hex (n >= 257): one rank
+ * makes it and hands it to the others as ln_comm_config.rendezvous. */
+LN_API int ln_nccl_version(void);
+LN_API int ln_nccl_unique_id(char *hex, size_t n);
 /* The caller's source location ("train.lua:42") for the next collective of
  * this communicator: the mpi backend names it when ranks call different
  * collectives. Optional (front ends set it). */

@@ -34,7 +34,7 @@ local function int_opt(v, what, min)
   return v
 end
 
--- Communicator(devices[, {backend = 'local', world_size = n, ranks = {r1, ...},
+-- Communicator(devices[, {backend = 'local' (CPU devices) | 'nccl' (cuda devices), world_size = n, ranks = {r1, ...},
 -- rendezvous = 'name'}]): devices (default lunet.devices()) are this
 -- process's; world_size (default: as many as devices) and ranks (1-based
 -- global ranks of the devices, default 1..#devices) describe a group whose
@@ -65,13 +65,16 @@ function comm.Communicator(devices, opts)
     ranks = ffi.new('int[?]', n)
     for i = 1, n do ranks[i - 1] = int_opt(opts.ranks[i], 'ranks[' .. i .. ']', 1) - 1 end
   end
-  local cfg = ffi.new('ln_comm_config', { backend = opts.backend, world_size = int_opt(opts.world_size, 'world_size', 1) or 0,
+  -- GPU tensors travel by NCCL: the default for a list of cuda devices
+  local backend = opts.backend
+  if backend == nil and names[1]:match('^cuda') then backend = 'nccl' end
+  local cfg = ffi.new('ln_comm_config', { backend = backend, world_size = int_opt(opts.world_size, 'world_size', 1) or 0,
     nlocal = n, ranks = ranks, devices = ids, rendezvous = opts.rendezvous })
   local p = C.ln_comm_create(cfg)
   if p == nil then core.raise(2) end
   local self = setmetatable({
     handle = ffi.gc(p, C.ln_comm_free), n = n, world = C.ln_comm_size(p), names = names,
-    remote = opts.backend ~= nil and opts.backend ~= 'local',
+    remote = backend ~= nil and backend ~= 'local' and backend ~= 'nccl',
     buf_a = ffi.new('ln_tensor*[?]', n), buf_b = ffi.new('ln_tensor*[?]', n),
   }, Communicator)
   return self
@@ -255,6 +258,22 @@ local meet = ffi.new('int64_t[2]')
 function Communicator:meet_stats()
   check(C.ln_comm_meet_stats(self.handle, meet))
   return { slept = tonumber(meet[0]), awake = tonumber(meet[1]) }
+end
+
+-- NCCL's version (22803 for 2.28.3), or nil and why it is not available
+-- (no CUDA backend; libnccl.so.2 missing: dlopen's message)
+function comm.nccl_version()
+  local v = C.ln_nccl_version()
+  if v < 0 then return nil, ffi.string(C.ln_last_error()) end
+  return v
+end
+
+-- a new NCCL unique id (256 hex digits): one rank makes it, every rank of
+-- the group passes it as rendezvous (lunet.distributed hands it over MPI)
+local uid = ffi.new('char[257]')
+function comm.nccl_unique_id()
+  if C.ln_nccl_unique_id(uid, 257) ~= 0 then core.raise(2) end
+  return ffi.string(uid)
 end
 
 comm.ops = ops

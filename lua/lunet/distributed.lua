@@ -11,6 +11,9 @@
 -- is rank r + 1 of dist.world(); of a group, its place in the list + 1).
 -- Each process takes cpu:0 with its share of the cores: cores / processes on
 -- its host (at most the cores it may run on), unless OMP_NUM_THREADS is set.
+-- With device = 'cuda' (cuda:<local rank>) or 'cuda:i', world() and group()
+-- are NCCL communicators over the processes' GPUs: the first process of the
+-- group makes NCCL's unique id and MPI hands it to the others.
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local options = require 'lunet.options'
@@ -63,7 +66,8 @@ local function allowed_cores()
 end
 
 -- init{timeout = seconds (default 300: how long a collective waits for peers
--- that live; a lost peer is reported at once), device = 'cpu:0', threads = n}
+-- that live; a lost peer is reported at once), device = 'cpu:0' | 'cuda'
+-- (cuda:<local rank>) | 'cuda:i', threads = n (of cpu:0)}
 function M.init(opts)
   options.check('distributed.init', opts, INIT_OPTS)
   opts = opts or {}
@@ -97,8 +101,9 @@ function M.init(opts)
     info.pid = st and tonumber(st:read('*a'):match('^(%d+)')) or 0
     if st then st:close() end
   end
-  info.device = opts.device or 'cpu:0'
+  info.device = opts.device == 'cuda' and 'cuda:' .. info.local_rank or opts.device or 'cpu:0'
   core.device_id('distributed.init', info.device)
+  local host_dev = info.device:match('^cuda') and 'cpu:0' or info.device
   local threads = opts.threads
   if not threads and not os.getenv('OMP_NUM_THREADS') then
     local cores = C.ln_num_cores()
@@ -106,8 +111,8 @@ function M.init(opts)
     local allowed = allowed_cores()
     if allowed and allowed < threads then threads = allowed end
   end
-  if threads then require('lunet').set_num_threads(threads, info.device) end
-  info.threads = require('lunet').get_num_threads(info.device)
+  if threads then require('lunet').set_num_threads(threads, host_dev) end
+  info.threads = require('lunet').get_num_threads(host_dev)
   state = info
   return info
 end
@@ -123,11 +128,27 @@ function M.world_size() return need('distributed.world_size').world_size end
 function M.local_rank() return need('distributed.local_rank').local_rank end
 function M.info() return need('distributed.info') end
 
--- every process, as one Communicator (backend 'mpi'; 'local' in a world of one)
+-- The group's NCCL communicator over this process's GPU: the group's first
+-- process makes the unique id, mpi_comm (the group over MPI, on cpu:0)
+-- broadcasts it; mine: this process's 1-based place in the group
+local function nccl_group(s, mpi_comm, size, mine)
+  local lunet = require 'lunet'
+  local id = lunet.zeros(256, { dtype = 'uint8', device = 'cpu:0' })
+  if mine == 1 then id:copy_(lunet.tensor({ comm.nccl_unique_id():byte(1, -1) }, { dtype = 'uint8' })) end
+  mpi_comm:broadcast({ id }, { root = 1 })
+  local hex = string.char(unpack(id:totable()))
+  return comm.Communicator({ s.device }, { backend = 'nccl', world_size = size, ranks = { mine }, rendezvous = hex })
+end
+
+-- every process, as one Communicator (backend 'mpi'; 'local' in a world of
+-- one; 'nccl' where the device is a GPU)
 function M.world()
   local s = need('distributed.world')
   if not world_comm then
+    local gpu = s.device:match('^cuda')
     if s.world_size == 1 then world_comm = comm.Communicator({ s.device })
+    elseif gpu then
+      world_comm = nccl_group(s, comm.Communicator({ 'cpu:0' }, { backend = 'mpi' }), s.world_size, s.rank + 1)
     else world_comm = comm.Communicator({ s.device }, { backend = 'mpi' }) end
   end
   return world_comm
@@ -152,6 +173,10 @@ function M.group(ranks)
   end
   if not mine then return nil end
   if s.world_size == 1 then return comm.Communicator({ s.device }) end
+  if s.device:match('^cuda') then
+    return nccl_group(s, comm.Communicator({ 'cpu:0' }, { backend = 'mpi', rendezvous = table.concat(ranks, ',') }),
+      #ranks, mine)
+  end
   return comm.Communicator({ s.device }, { backend = 'mpi', rendezvous = table.concat(ranks, ',') })
 end
 

@@ -98,7 +98,9 @@ function DataParallel:__init(module, ...)
   self.replicas = reps
   rawset(self, 'module', module)
   for k = 1, n do self:add_module('replica' .. k, reps[k]) end
-  self.comm = n > 1 and Communicator(names) or nil
+  -- (one GPU still goes through NCCL, as several do, where NCCL loads)
+  local one_gpu = n == 1 and names[1]:match('^cuda') and require('lunet.comm').nccl_version()
+  self.comm = (n > 1 or one_gpu) and Communicator(names) or nil
   self.params, self.bufs = {}, {}
   for k = 1, n do self.params[k], self.bufs[k] = reps[k]:parameters(), reps[k]:buffers() end
   self.reducer = Reducer.new(self.params, self.comm, ropts)
