@@ -7,14 +7,9 @@
 
 static const char *op_names[] = {"sum", "avg", "max", "min"};
 
-/* set once, when liblunet_cuda.so loads (cuda_load.c) */
-static const ln_nccl_hooks *_Atomic nccl_hooks;
-void ln_comm_register_nccl(const ln_nccl_hooks *h) { atomic_store(&nccl_hooks, h); }
-
 /* the nccl hooks, or NULL with an error naming fn and why they are missing */
 static const ln_nccl_hooks *nccl_of(const char *fn) {
-  ln_cuda_load();
-  const ln_nccl_hooks *h = atomic_load(&nccl_hooks);
+  const ln_nccl_hooks *h = ln_cuda_nccl_hooks();
   if (!h) ln_error("%s: backend 'nccl' needs the CUDA backend, which is not available (%s)", fn, ln_cuda_reason());
   return h;
 }
@@ -43,7 +38,7 @@ ln_comm *ln_comm_create(const ln_comm_config *cfg) {
   if (!cfg) return ln_error_null("comm_new: configuration is NULL");
   const ln_comm_backend *be = backend_of(cfg->backend);
   if (!be) return NULL;
-  const ln_nccl_hooks *hn = atomic_load(&nccl_hooks);
+  const ln_nccl_hooks *hn = ln_cuda_nccl_hooks();
   const ln_comm_backend *h_nccl = hn ? hn->backend : NULL;
   int n = cfg->nlocal;
   if (n < 1 || n > LN_COMM_MAX_RANKS)

@@ -87,14 +87,13 @@ extern const ln_comm_backend ln_comm_local_backend;
 extern const ln_comm_backend ln_comm_mpi_backend;
 
 /* The nccl backend lives in liblunet_cuda.so (c/cuda/nccl.c): when that
- * library starts, it hands these to core (ln_core_api.register_nccl), whether
- * or not a GPU is there. NCCL itself is dlopen'd on first
+ * library starts, it hands these to core (ln_core_api.register_nccl; read
+ * with ln_cuda_nccl_hooks), whether or not a GPU is there. NCCL itself is dlopen'd on first
  * use; unique_id and version fail with its reason when it is missing. */
 typedef struct ln_nccl_hooks {
   const ln_comm_backend *backend;
   int (*unique_id)(char *hex, size_t n);   /* ncclGetUniqueId, in hex */
   int (*version)(void);                    /* ncclGetVersion, or -1 */
 } ln_nccl_hooks;
-void ln_comm_register_nccl(const ln_nccl_hooks *h);
 
 #endif

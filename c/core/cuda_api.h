@@ -30,5 +30,8 @@ typedef const ln_backend *(*ln_cuda_init_fn)(const ln_core_api *core, char *why,
 
 /* Loads the CUDA backend once (a no-op after the first call). */
 void ln_cuda_load(void);
+/* The nccl collectives the CUDA backend registered (c/comm/comm.h's
+ * ln_nccl_hooks), loading it first; NULL where it did not load. */
+const struct ln_nccl_hooks *ln_cuda_nccl_hooks(void);
 
 #endif

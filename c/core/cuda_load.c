@@ -6,7 +6,6 @@
  * kept for the errors that name a cuda device (ln_cuda_reason). */
 #define _GNU_SOURCE   /* dladdr */
 #include "cuda_api.h"
-#include "../comm/comm.h"   /* ln_comm_register_nccl */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +13,9 @@
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char reason[640] = "not loaded";
+/* what the backend hands over for the nccl collectives (opaque here: c/comm/ reads it) */
+static const struct ln_nccl_hooks *_Atomic nccl_hooks;
+static void register_nccl(const struct ln_nccl_hooks *h) { atomic_store(&nccl_hooks, h); }
 
 static const ln_core_api core_api = {
   .version = LN_CORE_API_VERSION,
@@ -24,7 +26,7 @@ static const ln_core_api core_api = {
   .storage_release = ln_storage_release,
   .store_from_double = ln_store_from_double,
   .pool_set_limit = ln_pool_set_limit,
-  .register_nccl = ln_comm_register_nccl,
+  .register_nccl = register_nccl,
 };
 
 /* LUNET_CUDA_LIB, else liblunet_cuda.so in liblunet.so's own folder */
@@ -57,6 +59,11 @@ static void load(void) {
 }
 
 void ln_cuda_load(void) { pthread_once(&load_once, load); }
+
+const struct ln_nccl_hooks *ln_cuda_nccl_hooks(void) {
+  ln_cuda_load();
+  return atomic_load(&nccl_hooks);
+}
 
 const char *ln_cuda_reason(void) {
   ln_cuda_load();
