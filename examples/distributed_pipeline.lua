@@ -63,8 +63,8 @@ local correct, seen = 0, 0
 lunet.no_grad(function()
   for x, y in test_loader:iter() do
     local l = pipe:forward_loss(crit, first and x or nil, last and y or nil)
-    local out = l:output()
-    if out and rank == S - 1 then   -- (the first pipeline's outputs are its rows of the batch)
+    if rank == S - 1 then   -- (the first pipeline's outputs, its rows of the batch, are on its last rank)
+      local out = l:output()
       local rows = out:size(1)
       correct = correct + out:argmax(2):eq(y:narrow(1, 1, rows)):sum():item()
       seen = seen + rows

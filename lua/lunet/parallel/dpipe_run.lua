@@ -297,9 +297,13 @@ end
 
 function Run:tensor() return lunet.tensor(self:item(), { device = self.dev }) end
 
--- the outputs (no gradient) on the target's device, on the last stage's rank (nil on the others)
+-- the outputs (no gradient) on the target's device, on the last stage's rank only
 function Run:output()
-  if self.s ~= self.S then return nil end
+  if self.s ~= self.S then
+    fail(('loss:output: the outputs are on the last stage\'s rank only (this is stage %d of %d); lunet.fit, which '
+      .. 'needs them for its metrics, does not train a pipeline across processes: write the loop (README)'):format(
+      self.s, self.S), 2)
+  end
   local list = {}
   for m = 1, self.M do
     local y = self.outs[m]
