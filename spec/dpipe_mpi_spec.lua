@@ -84,13 +84,14 @@ describe('Pipeline over processes', function()
   end
   for _, n in ipairs({ 2, 3 }) do
     it(('-np %d: %d stages train as one process (GPipe and 1F1B; chunks 1, 3, 8 of a batch of 11; SGD, Adam; '
-      .. 'checkpointing with deferred BatchNorm; balance time and memory measured by rank 0); full_state_dict on rank 0'):format(n, n), function()
+      .. 'checkpointing with deferred BatchNorm; MSELoss; reduction sum; balance time and memory measured by rank 0); '
+      .. 'full_state_dict on rank 0'):format(n, n), function()
       local out, rc = launch(n, 'train.lua')
       assert.equal(0, rc, out)
       shell.ranks_ok(out, n)
       for r = 0, n - 1 do
         local _, oks = out:gsub(('rank %d ok '):format(r), '')
-        assert.equal(15, oks, out)
+        assert.equal(17, oks, out)
       end
     end)
   end
@@ -102,7 +103,7 @@ describe('Pipeline over processes', function()
     shell.ranks_ok(out, 4)
     for r = 0, 3 do
       local _, oks = out:gsub(('rank %d ok '):format(r), '')
-      assert.equal(15, oks, out)
+      assert.equal(17, oks, out)
     end
   end)
 

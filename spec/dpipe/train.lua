@@ -30,7 +30,9 @@ end
 local function batches(o)
   lunet.manual_seed(11)
   local d = {}
-  for s = 1, o.steps or 3 do d[s] = { lunet.randn(o.B, 3, 8, 8), lunet.randint(1, 6, { o.B }) } end
+  for s = 1, o.steps or 3 do
+    d[s] = { lunet.randn(o.B, 3, 8, 8), o.crit == 'mse' and lunet.randn(o.B, 5) or lunet.randint(1, 6, { o.B }) }
+  end
   return d
 end
 
@@ -53,7 +55,7 @@ local function run(o)
       checkpoint = o.checkpoint, deferred_bn = o.deferred_bn, replicas = REPL })
   end
   local ropt = opt(o.optim, ref:parameters())
-  local crit = nn.CrossEntropyLoss()
+  local crit = o.crit == 'mse' and nn.MSELoss() or nn.CrossEntropyLoss({ reduction = o.crit == 'sum' and 'sum' or 'mean' })
   local ref_losses = {}
   for s, b in ipairs(data) do
     ropt:zero_grad()
@@ -133,6 +135,9 @@ for _, sched in ipairs({ 'gpipe', '1f1b' }) do
     end
   end
 end
+cases[#cases + 1] = { '1f1b chunks 3 adam, MSELoss', { B = 11, schedule = '1f1b', chunks = 3, optim = 'adam', crit = 'mse' } }
+cases[#cases + 1] = { 'gpipe chunks 8 sgd, CrossEntropyLoss sum', { B = 11, schedule = 'gpipe', chunks = 8, optim = 'sgd',
+  crit = 'sum' } }
 cases[#cases + 1] = { 'gpipe chunks 3 adam, balance time', { B = 11, schedule = 'gpipe', chunks = 3, optim = 'adam',
   balance = 'time' } }
 cases[#cases + 1] = { '1f1b chunks 8 sgd, balance memory', { B = 11, schedule = '1f1b', chunks = 8, optim = 'sgd',
