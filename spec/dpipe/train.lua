@@ -152,4 +152,12 @@ for _, c in ipairs(cases) do
     if ok and err == nil then say('ok %s', c[1]) else say('FAIL %s: %s', c[1], tostring(err)) end
   end
 end
+-- ranks built with different options all fail at construction, naming the difference
+if not only then
+  local ok, err = pcall(lunet.parallel.Pipeline, model(), { group = world, replicas = REPL, chunks = R == W - 1 and 5 or 4 })
+  local want = R == W - 1 and ('group rank %d has 7 atoms, 5 chunks'):format(W) or ('group rank %d has 7, 5,'):format(W)
+  if not ok and tostring(err):find('Pipeline: the ranks disagree: ', 1, true) and tostring(err):find(want, 1, true) then
+    say('ok ranks that disagree fail together')
+  else say('FAIL ranks that disagree: %s', tostring(err)) end
+end
 say('done')

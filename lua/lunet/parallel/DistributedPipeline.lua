@@ -176,12 +176,12 @@ function DP:_agree(group, counts, chunks, natoms, lvl)
   for k = 1, S do v[2 + k] = counts[k] end
   local mine = lunet.tensor(v, { dtype = 'float64', device = group:devices()[1] })
   local all = group:allgather({ mine })[1]:totable()
-  for r = 1, S do
+  for r = 1, group:size() do
     for k = 1, #v do
       if all[(r - 1) * #v + k] ~= v[k] then
         local theirs = {}
         for j = 1, #v do theirs[j] = all[(r - 1) * #v + j] end
-        fail(('the ranks disagree: rank %d has %d atoms, %d chunks, stages {%s}; rank %d has %d, %d, {%s} '
+        fail(('the ranks disagree: group rank %d has %d atoms, %d chunks, stages {%s}; group rank %d has %d, %d, {%s} '
           .. '(build the same model on every rank, with the same options)'):format(group:ranks()[1], v[1], v[2],
           table.concat(v, ',', 3), r, theirs[1], theirs[2], table.concat(theirs, ',', 3)), lvl + 1)
       end
@@ -210,7 +210,7 @@ function DP:_plan(M)
       local key = a[3] .. a[1]
       order[key] = order[key] or {}
       table.insert(order[key], a[2])
-      if a[3] == 'F' and a[1] == self.S and a[2] == M then p.lastF = t end
+      if a[3] == 'F' and a[1] == self.S then p.lastF = t end   -- (the last one's step, in the end)
     end
   end
   for st = 1, self.S - 1 do
