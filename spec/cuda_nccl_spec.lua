@@ -88,6 +88,24 @@ describe('nccl backend, without a GPU', function()
     assert.truthy(e:find('distributed.init: cuda:0 is not available', 1, true), e)
   end)
 
+  it('hands NCCL\'s unique id over MPI to every process of the world and of a group (mpirun -np 3)', function()
+    if not sh('command -v mpirun'):match('mpirun') then pending('mpirun not installed') return end
+    if not comm.nccl_version() then pending('NCCL is not available: ' .. select(2, comm.nccl_version())) return end
+    local out = shell.mpirun(3, 'spec/mpi/nccl_id.lua', nil, 60)
+    shell.ranks_ok(out, 3)
+    local world, group = {}, {}
+    for rank, kind, hex in out:gmatch('rank (%d) (%a+) (%x+)') do
+      (kind == 'world' and world or group)[tonumber(rank)] = hex
+    end
+    assert.equal(256, #(world[0] or ''), out)
+    assert.equal(world[0], world[1], out)
+    assert.equal(world[0], world[2], out)
+    assert.equal(256, #(group[2] or ''), out)
+    assert.equal(group[2], group[0], out)
+    assert.is_nil(group[1], out)
+    assert.are_not.equal(world[0], group[2], out)
+  end)
+
   it('is listed among the backends when the name is wrong', function()
     local e = err_of(comm.Communicator, {'cpu:0'}, {backend = 'gloo'})
     assert.truthy(e:find("unknown backend 'gloo' (available: local, mpi, nccl)", 1, true), e)

@@ -128,16 +128,22 @@ function M.world_size() return need('distributed.world_size').world_size end
 function M.local_rank() return need('distributed.local_rank').local_rank end
 function M.info() return need('distributed.info') end
 
--- The group's NCCL communicator over this process's GPU: the group's first
--- process makes the unique id, mpi_comm (the group over MPI, on cpu:0)
--- broadcasts it; mine: this process's 1-based place in the group
-local function nccl_group(s, mpi_comm, size, mine)
+-- NCCL's unique id for a group: its first process (mine == 1: this
+-- process's 1-based place in it) makes it, mpi_comm (the group over MPI, on
+-- cpu:0) hands it to the others
+local function nccl_id(mpi_comm, mine)
   local lunet = require 'lunet'
   local id = lunet.zeros(256, { dtype = 'uint8', device = 'cpu:0' })
   if mine == 1 then id:copy_(lunet.tensor({ comm.nccl_unique_id():byte(1, -1) }, { dtype = 'uint8' })) end
   mpi_comm:broadcast({ id }, { root = 1 })
-  local hex = string.char(unpack(id:totable()))
-  return comm.Communicator({ s.device }, { backend = 'nccl', world_size = size, ranks = { mine }, rendezvous = hex })
+  return string.char(unpack(id:totable()))
+end
+M._nccl_id = nccl_id   -- (spec/mpi/nccl_id.lua checks the hand-over without GPUs)
+
+-- the group's NCCL communicator over this process's GPU
+local function nccl_group(s, mpi_comm, size, mine)
+  return comm.Communicator({ s.device }, { backend = 'nccl', world_size = size, ranks = { mine },
+    rendezvous = nccl_id(mpi_comm, mine) })
 end
 
 -- every process, as one Communicator (backend 'mpi'; 'local' in a world of
