@@ -35,8 +35,8 @@ local function fail(msg, lvl) error('Pipeline: ' .. msg, lvl + 1) end
 local function strip(err)
   err = tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')
   -- (a failed rank's message: its stage raised the error)
-  return (err:gsub('recv: the send from rank (%d+) has ' .. Run.POISON .. ' uint8 elements, the receiving tensor [^%(]*',
-    function(r) return ('stage %d failed (its rank raised the error) '):format(tonumber(r) + 1) end))
+  return (err:gsub('recv: the send from rank (%d+) has ' .. Run.POISON .. ' uint8 elements, the receiving tensor %d+ %w+',
+    function(r) return ('stage %d failed (its rank raised the error)'):format(tonumber(r) + 1) end))
 end
 
 -- a buffer of this shape and dtype from list[slot] when it fits
