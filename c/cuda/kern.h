@@ -20,6 +20,12 @@ typedef struct lnc_view {
 
 typedef struct CUstream_st *lnc_stream;
 
+/* the nccl backend's wire formats (nccl_wire.cu): o <- x rounded to float16
+ * (bf16 0) or bfloat16 (1); o <- h as float32, divided by div and rounded to
+ * the wire again when div > 0 (an average) */
+int lnc_to_wire(lnc_stream s, uint16_t *o, const float *x, int64_t n, int bf16);
+int lnc_from_wire(lnc_stream s, float *o, const uint16_t *h, int64_t n, int bf16, float div);
+
 /* out = a op b, each broadcast to out's shape; scalar_side 1 or 2: that
  * operand is the scalar whose bytes (a's dtype) are in scalar */
 int lnc_binary(lnc_stream s, int op, double alpha, const lnc_view *out, const lnc_view *a,

@@ -26,9 +26,8 @@
  * issues both; to self included).
  *
  * Reductions: float32/float64 (sum, avg = ncclAvg, max, min). float16 /
- * bfloat16 wire formats are refused by name: NCCL would reduce in the wire
- * type, where the local backend reduces in float32, and lunet has no cast
- * kernels for this path yet. NCCL errors come back as lunet errors naming the
+ * bfloat16 wire formats: rounded on the device (nccl_wire.cu), reduced by
+ * NCCL in the wire type, widened back (see call_args). NCCL errors come back as lunet errors naming the
  * call and NCCL's message (ncclGetErrorString, ncclGetLastError); after one,
  * the communicator refuses further work and is torn down with ncclCommAbort. */
 #include "cuda.h"
@@ -286,33 +285,37 @@ static int nccl_init(ln_comm *c, const ln_comm_config *cfg) {
 
 /* ---- collectives ------------------------------------------------------------------- */
 
-static int refuse_wire(const char *fn, int wire) {
-  return ln_error("%s: the nccl backend has no %s wire format yet (NCCL would reduce in it, the local backend "
-                  "reduces in float32); call it without compress", fn, wire == LN_FLOAT16 ? "float16" : "bfloat16");
-}
-
 static ncclDataType_t float_type(int dt) { return dt == LN_FLOAT64 ? ncclFloat64 : ncclFloat32; }
 static ncclRedOp_t red_op(int op) {
   static const ncclRedOp_t ops[LN_NCOMM_OPS] = {ncclSum, ncclAvg, ncclMax, ncclMin};
   return ops[op];
 }
 
-/* what each local rank's call is */
+/* what each local rank's call is; with a wire format (float16/bfloat16 for
+ * float32 tensors, reductions only) the values travel in it: rounded into
+ * h_in on the stream, reduced by NCCL in the wire type (each step rounded, as
+ * the mpi backend's ring does), an average summed then divided in float32 and
+ * rounded again (as local and mpi do), and widened back from h_out */
 enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE_SCATTER, K_ALLGATHER };
 typedef struct {
-  int kind, op, root;
+  int kind, op, root, wire;
   ln_tensor *const *out, *const *in;
+  uint16_t *h_in[LN_COMM_MAX_RANKS], *h_out[LN_COMM_MAX_RANKS];
 } call_args;
 
 static ncclResult_t issue(const ln_comm *c, const call_args *a, int i, cudaStream_t s) {
   ncclComm_t comm = impl_of(c)->comms[i];
   const ln_tensor *in = a->in[i], *out = a->out ? a->out[i] : in;
+  bool w = a->wire >= 0;
+  ncclDataType_t wt = a->wire == LN_BFLOAT16 ? ncclBfloat16 : ncclFloat16;
+  ncclRedOp_t op = w && a->op == LN_COMM_AVG ? ncclSum : red_op(a->op);
   switch (a->kind) {
     case K_ALLREDUCE:
-      return nc.allreduce(data_of(in), data_of(out), numel_of(in), float_type(in->dtype_id), red_op(a->op), comm, s);
+      if (w) return nc.allreduce(a->h_in[i], a->h_in[i], numel_of(in), wt, op, comm, s);
+      return nc.allreduce(data_of(in), data_of(out), numel_of(in), float_type(in->dtype_id), op, comm, s);
     case K_REDUCE_SCATTER:
-      return nc.reduce_scatter(data_of(in), data_of(out), numel_of(out), float_type(in->dtype_id), red_op(a->op),
-                               comm, s);
+      if (w) return nc.reduce_scatter(a->h_in[i], a->h_out[i], numel_of(out), wt, op, comm, s);
+      return nc.reduce_scatter(data_of(in), data_of(out), numel_of(out), float_type(in->dtype_id), op, comm, s);
     case K_BROADCAST:
       return nc.broadcast(data_of(in), data_of(out), numel_of(in) * dtype_bytes(in->dtype_id), ncclInt8, a->root,
                           comm, s);
@@ -321,34 +324,71 @@ static ncclResult_t issue(const ln_comm *c, const call_args *a, int i, cudaStrea
   }
 }
 
+/* rank i's values into the wire format (its buffers from the stream's pool) */
+static int wire_in(const ln_comm *c, call_args *a, int i, cudaStream_t s) {
+  size_t n = numel_of(a->in[i]), m = a->kind == K_REDUCE_SCATTER ? numel_of(a->out[i]) : 0;
+  cudaError_t e = cudaMallocAsync((void **)&a->h_in[i], n * sizeof(uint16_t), s);
+  if (e == cudaSuccess && m) e = cudaMallocAsync((void **)&a->h_out[i], m * sizeof(uint16_t), s);
+  if (e == cudaSuccess)
+    e = (cudaError_t)lnc_to_wire((lnc_stream)s, a->h_in[i], data_of(a->in[i]), (int64_t)n, a->wire == LN_BFLOAT16);
+  return e == cudaSuccess ? 0 : lnc_fail("wire format", e);
+}
+
+/* rank i's result back to float32, its buffers freed on the stream */
+static int wire_out(const ln_comm *c, call_args *a, int i, cudaStream_t s, bool ok) {
+  cudaError_t e = cudaSuccess;
+  if (ok) {
+    bool rs = a->kind == K_REDUCE_SCATTER;
+    const ln_tensor *out = rs ? a->out[i] : a->in[i];
+    e = (cudaError_t)lnc_from_wire((lnc_stream)s, data_of(out), rs ? a->h_out[i] : a->h_in[i],
+                                   (int64_t)numel_of(out), a->wire == LN_BFLOAT16,
+                                   a->op == LN_COMM_AVG ? (float)c->world : 0.0f);
+  }
+  if (a->h_in[i]) cudaFreeAsync(a->h_in[i], s);
+  if (a->h_out[i]) cudaFreeAsync(a->h_out[i], s);
+  a->h_in[i] = a->h_out[i] = NULL;
+  return e == cudaSuccess ? 0 : lnc_fail("wire format", e);
+}
+
 /* one group: each local rank's call on its compute stream (which = 0), or on
  * its copy stream after the compute stream's work so far (which = 1) */
-static int run(ln_comm *c, const char *fn, const call_args *a, int which) {
+static int run(ln_comm *c, const char *fn, call_args *a, int which) {
   if (check_usable(c, fn) != 0) return -1;
   if (numel_of(a->in[0]) == 0) return 0;   /* (every rank has the same count: all skip) */
   nccl_impl *m = impl_of(c);
   cudaStream_t s[LN_COMM_MAX_RANKS];
+  int rc = 0;
   for (int i = 0; i < c->nlocal; i++) {
-    if (stream_of(cuda_index(c, i), which, &s[i]) != 0) return -1;
+    if (stream_of(cuda_index(c, i), which, &s[i]) != 0) { rc = -1; break; }
     if (which) {
       cudaStream_t comp;
-      if (stream_of(cuda_index(c, i), 0, &comp) != 0) return -1;
+      if (stream_of(cuda_index(c, i), 0, &comp) != 0) { rc = -1; break; }
       cudaError_t e = cudaEventRecord(m->fork[i], comp);
       if (e == cudaSuccess) e = cudaStreamWaitEvent(s[i], m->fork[i], 0);
-      if (e != cudaSuccess) return lnc_fail(fn, e);
+      if (e != cudaSuccess) { rc = lnc_fail(fn, e); break; }
+    }
+    if (a->wire >= 0 && wire_in(c, a, i, s[i]) != 0) { rc = -1; break; }
+  }
+  ncclResult_t r = ncclSuccess;
+  const char *call = "ncclGroupStart";
+  if (rc == 0) {
+    r = nc.group_start();
+    if (r == ncclSuccess) call = "ncclGroupEnd";
+    for (int i = 0; i < c->nlocal && r == ncclSuccess; i++) {
+      r = issue(c, a, i, s[i]);
+      if (r != ncclSuccess) call = a->kind == K_ALLREDUCE ? "ncclAllReduce" : a->kind == K_BROADCAST ? "ncclBroadcast"
+                                 : a->kind == K_REDUCE_SCATTER ? "ncclReduceScatter" : "ncclAllGather";
+    }
+    if (strcmp(call, "ncclGroupStart") != 0) {
+      ncclResult_t e = nc.group_end();
+      if (r == ncclSuccess) r = e;
     }
   }
-  ncclResult_t r = nc.group_start();
-  if (r != ncclSuccess) return nccl_fail(c, fn, "ncclGroupStart", r);
-  const char *call = "ncclGroupEnd";
-  for (int i = 0; i < c->nlocal && r == ncclSuccess; i++) {
-    r = issue(c, a, i, s[i]);
-    if (r != ncclSuccess) call = a->kind == K_ALLREDUCE ? "ncclAllReduce" : a->kind == K_BROADCAST ? "ncclBroadcast"
-                               : a->kind == K_REDUCE_SCATTER ? "ncclReduceScatter" : "ncclAllGather";
-  }
-  ncclResult_t e = nc.group_end();
+  if (a->wire >= 0)   /* (buffers made before a failure are freed too) */
+    for (int i = 0; i < c->nlocal; i++)
+      if ((a->h_in[i] || a->h_out[i]) && wire_out(c, a, i, s[i], rc == 0 && r == ncclSuccess) != 0 && rc == 0) rc = -1;
   lnc_restore_device();
-  if (r == ncclSuccess) r = e;
+  if (rc != 0) return -1;
   if (r != ncclSuccess) return nccl_fail(c, fn, call, r);
   if (which)   /* the copy stream may still read them after the caller frees them */
     for (int i = 0; i < c->nlocal; i++) {
@@ -359,14 +399,12 @@ static int run(ln_comm *c, const char *fn, const call_args *a, int which) {
 }
 
 static int nccl_allreduce(ln_comm *c, ln_tensor *const *ts, int op, int wire) {
-  if (wire >= 0) return refuse_wire("allreduce", wire);
-  call_args a = {K_ALLREDUCE, op, 0, NULL, ts};
+  call_args a = {K_ALLREDUCE, op, 0, wire, NULL, ts, {0}, {0}};
   return run(c, "allreduce", &a, 0);
 }
 
 static int nccl_allreduce_async(ln_comm *c, ln_tensor *const *ts, int op, int wire) {
-  if (wire >= 0) return refuse_wire("allreduce", wire);
-  call_args a = {K_ALLREDUCE, op, 0, NULL, ts};
+  call_args a = {K_ALLREDUCE, op, 0, wire, NULL, ts, {0}, {0}};
   return run(c, "allreduce", &a, 1);
 }
 
@@ -383,18 +421,17 @@ static int nccl_wait(ln_comm *c) {
 }
 
 static int nccl_broadcast(ln_comm *c, ln_tensor *const *ts, int root) {
-  call_args a = {K_BROADCAST, 0, root, NULL, ts};
+  call_args a = {K_BROADCAST, 0, root, -1, NULL, ts, {0}, {0}};
   return run(c, "broadcast", &a, 0);
 }
 
 static int nccl_reduce_scatter(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in, int op, int wire) {
-  if (wire >= 0) return refuse_wire("reduce_scatter", wire);
-  call_args a = {K_REDUCE_SCATTER, op, 0, out, in};
+  call_args a = {K_REDUCE_SCATTER, op, 0, wire, out, in, {0}, {0}};
   return run(c, "reduce_scatter", &a, 0);
 }
 
 static int nccl_allgather(ln_comm *c, ln_tensor *const *out, ln_tensor *const *in) {
-  call_args a = {K_ALLGATHER, 0, 0, out, in};
+  call_args a = {K_ALLGATHER, 0, 0, -1, out, in, {0}, {0}};
   return run(c, "allgather", &a, 0);
 }
 
