@@ -91,7 +91,7 @@ describe('Pipeline over processes', function()
       shell.ranks_ok(out, n)
       for r = 0, n - 1 do
         local _, oks = out:gsub(('rank %d ok '):format(r), '')
-        assert.equal(18, oks, out)
+        assert.equal(19, oks, out)
       end
     end)
   end
@@ -103,7 +103,7 @@ describe('Pipeline over processes', function()
     shell.ranks_ok(out, 4)
     for r = 0, 3 do
       local _, oks = out:gsub(('rank %d ok '):format(r), '')
-      assert.equal(18, oks, out)
+      assert.equal(19, oks, out)
     end
   end)
 

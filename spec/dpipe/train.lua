@@ -135,6 +135,8 @@ for _, sched in ipairs({ 'gpipe', '1f1b' }) do
     end
   end
 end
+cases[#cases + 1] = { 'a schedule function, chunks 3 sgd', { B = 11, chunks = 3, optim = 'sgd',
+  schedule = function(stages, chunks) return lunet.parallel.schedule.build('1f1b', stages, chunks) end } }
 cases[#cases + 1] = { '1f1b chunks 3 adam, MSELoss', { B = 11, schedule = '1f1b', chunks = 3, optim = 'adam', crit = 'mse' } }
 cases[#cases + 1] = { 'gpipe chunks 8 sgd, CrossEntropyLoss sum', { B = 11, schedule = 'gpipe', chunks = 8, optim = 'sgd',
   crit = 'sum' } }
