@@ -223,14 +223,8 @@ end
 function Pipeline:_plan(M)
   local p = self.plans[M]
   if p then return p end
-  local steps
-  if type(self.kind) == 'function' then
-    local ok, st = pcall(self.kind, self.S, M)
-    if not ok then fail('schedule: ' .. tostring(st), 3) end
-    local ok2, err = pcall(schedule.check, st, self.S, M)
-    if not ok2 then fail(tostring(err):gsub('^[^:\n]*:%d+: ', '', 1), 3) end
-    steps = st
-  else steps = schedule.build(self.kind, self.S, M) end
+  local ok, steps = pcall(schedule.make, self.kind, self.S, M)
+  if not ok then fail(steps, 3) end
   local slot = schedule.slots(steps, self.S, M, SPARE_SLOTS)
   local lastB = {}
   for _, step in ipairs(steps) do

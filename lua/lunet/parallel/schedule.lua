@@ -6,6 +6,8 @@
 -- device and goes on), so an action may only use what an earlier step made:
 --   F(s, m) needs F(s - 1, m);  B(s, m) needs F(s, m) and B(s + 1, m).
 --   schedule.build('gpipe' | '1f1b', stages, chunks) -> steps (checked)
+--   schedule.make(kind or function (stages, chunks) -> steps, stages, chunks)
+--     -> steps (built, or the function's checked)
 --   schedule.check(steps, stages, chunks) -> steps, or an error naming the
 --     first action that runs before what it needs (a deadlock: it would wait
 --     for ever), a missing or repeated action, or a malformed entry
@@ -85,6 +87,23 @@ function schedule.build(kind, S, M)
   local per = {}
   for s = 1, S do per[s] = order(s, S, M) end
   return schedule.check(simulate(per, S), S, M)
+end
+
+-- a pipeline's schedule option: a kind ('gpipe', '1f1b'), built; or a
+-- function (stages, chunks) -> steps, called and checked. Errors (raised
+-- with no position: the caller says whose) name what is wrong.
+function schedule.make(kind, S, M)
+  local function strip(e) return (tostring(e):gsub('^[^:\n]*:%d+: ', '', 1)) end
+  if type(kind) ~= 'function' then
+    local ok, steps = pcall(schedule.build, kind, S, M)
+    if not ok then error(strip(steps), 0) end
+    return steps
+  end
+  local ok, st = pcall(kind, S, M)
+  if not ok then error('schedule: ' .. tostring(st), 0) end
+  local ok2, err = pcall(schedule.check, st, S, M)
+  if not ok2 then error(strip(err), 0) end
+  return st
 end
 
 local function name(a) return ('%s(stage %d, micro-batch %d)'):format(a[3], a[1], a[2]) end
