@@ -290,6 +290,20 @@ describe('parallel.Pipeline', function()
     assert.is_true(f[2] < g[2], ('stage 2: 1F1B %d bytes, GPipe %d'):format(f[2], g[2]))
   end)
 
+  it('evaluates under no_grad with either schedule: every forward runs, loss and outputs as the model', function()
+    lunet.manual_seed(9)
+    local x, y = lunet.randn(11, 3, 8, 8), lunet.randint(1, 6, { 11 })
+    local crit = nn.CrossEntropyLoss()
+    local ref = cnn(5)
+    local want = lunet.no_grad(function() return crit(ref(x), y):item() end)
+    for _, schedule in ipairs({ 'gpipe', '1f1b' }) do
+      local pipe = Pipeline(cnn(5), { devices = devs(2), chunks = 4, schedule = schedule, balance = { 4, 3 } })
+      local loss = lunet.no_grad(function() return pipe:forward_loss(crit, x, y) end)
+      assert.near(want, loss:item(), 1e-5 * math.abs(want), schedule)
+      assert.is_true(rel(loss:output(), lunet.no_grad(function() return ref(x) end)) < 1e-5, schedule)
+    end
+  end)
+
   it("checks the profile's split against its neighbours' measured stage times, and leaves the model as it was", function()
     local refine = require('lunet.parallel.pipeline_balance').refine
     local list = require('lunet.parallel.atoms').of(cnn(2, true))   -- 8 atoms, BatchNorm among them

@@ -292,7 +292,7 @@ function Pipeline:forward_loss(criterion, x, target)
   local okr, run = pcall(Run.new, self, criterion, kind, x, target, autograd.is_grad_enabled())
   if not okr then error((tostring(run):gsub('^[^:\n]*:%d+: ', '', 1)), 2) end
   self:_begin_batch()
-  run:_go(true, 2)
+  run:_go(run.recording, 2)   -- (not recording: every forward now, there is no backward to run them)
   return run
 end
 function Pipeline.forward_loss_ok(_, criterion) return floss.ok(criterion) end
