@@ -193,14 +193,8 @@ end
 function DP:_plan(M)
   local p = self.plans[M]
   if p then return p end
-  local steps
-  if type(self.kind) == 'function' then
-    local ok, st = pcall(self.kind, self.S, M)
-    if not ok then fail('schedule: ' .. tostring(st), 3) end
-    local ok2, err = pcall(schedule.check, st, self.S, M)
-    if not ok2 then fail(tostring(err):gsub('^[^:\n]*:%d+: ', '', 1), 3) end
-    steps = st
-  else steps = schedule.build(self.kind, self.S, M) end
+  local ok, steps = pcall(schedule.make, self.kind, self.S, M)
+  if not ok then fail(steps, 3) end
   -- messages between two ranks are matched in the order they are sent: a
   -- stage must run its micro-batches in the order of its neighbours
   local order = {}

@@ -276,13 +276,7 @@ end
 -- ---- the loss's interface ---------------------------------------------------------------------
 
 function Run:backward(scale)
-  if scale ~= nil and (type(scale) ~= 'number' or scale ~= scale) then
-    fail('backward: scale must be a number, got ' .. tostring(scale), 2)
-  end
-  if self.failed then fail('backward: this batch failed; run forward_loss again', 2) end
-  if not self.recording then fail('backward: the forward did not record gradients (eval mode or no_grad)', 2) end
-  if self.next > #self.steps then fail('backward: already run for this batch; run forward_loss again', 2) end
-  self.scale = scale or 1
+  self.scale = require('lunet.parallel.pipeline_run').backward_scale(self, scale)
   self:_go(false, 2)
 end
 

@@ -192,14 +192,21 @@ end
 
 -- ---- the loss's interface ---------------------------------------------------------------------
 
-function Run:backward(scale)
+-- loss:backward([scale])'s checks (this loss's and dpipe_run's: both keep
+-- failed, recording, next and steps): the scale, or an error at the
+-- caller's caller naming the problem
+function Run.backward_scale(self, scale)
   if scale ~= nil and (type(scale) ~= 'number' or scale ~= scale) then
-    fail('backward: scale must be a number, got ' .. tostring(scale), 2)
+    fail('backward: scale must be a number, got ' .. tostring(scale), 3)
   end
-  if self.failed then fail('backward: this batch failed; run forward_loss again', 2) end
-  if not self.recording then fail('backward: the forward did not record gradients (eval mode or no_grad)', 2) end
-  if self.next > #self.steps then fail('backward: already run for this batch; run forward_loss again', 2) end
-  self.scale = scale or 1
+  if self.failed then fail('backward: this batch failed; run forward_loss again', 3) end
+  if not self.recording then fail('backward: the forward did not record gradients (eval mode or no_grad)', 3) end
+  if self.next > #self.steps then fail('backward: already run for this batch; run forward_loss again', 3) end
+  return scale or 1
+end
+
+function Run:backward(scale)
+  self.scale = Run.backward_scale(self, scale)
   self:_go(false, 2)
 end
 
