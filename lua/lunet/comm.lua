@@ -6,8 +6,10 @@
 -- made with), with the global ranks ranks(). Every call takes this
 -- process's tensors, one per local rank in that order; the 'local' backend
 -- (the default) holds every rank in this process, so its calls take one
--- tensor per rank. Calls enqueue the work on the devices' streams and return
--- at once; read the results as usual (item, totable, lunet.synchronize).
+-- tensor per rank; a list of cuda devices gets 'nccl' (NCCL, one process
+-- holding every GPU, or across processes with lunet.distributed). Calls
+-- enqueue the work on the devices' streams and return at once; read the
+-- results as usual (item, totable, lunet.synchronize).
 -- Ranks in this API are 1-based (global rank r - 1 in C), or the name of a
 -- device this process holds ('cpu:1'). Across processes (backend 'mpi', made
 -- by lunet.distributed): rank r here is 0-based process rank r - 1 of
