@@ -117,6 +117,16 @@ describe('mpi backend faults', function()
     end
   end)
 
+  it('a rank that ends while another waits to receive from it: named, and the wait called a send/recv', function()
+    local t0 = os.time()
+    local out = launch(2, 'recv_exit.lua', nil, 60)
+    assert.is_true(os.time() - t0 < 20, 'took ' .. (os.time() - t0) .. ' s:\n' .. out)
+    local pid = out:match('rank 1 pid (%d+) raises')
+    assert.truthy(pid, out)
+    local want = ('rank 0 recv: .*recv: rank 1 %%(host %%S+, pid %s%%) has ended .* while this send/recv waits for it'):format(pid)
+    assert.truthy(out:find(want), want .. '\n--- output:\n' .. out)
+  end)
+
   it('ranks out of step fail naming both call sites; a late rank times out; no hang', function()
     local out = launch(2, 'desync.lua', nil, 40)
     for r = 0, 1 do

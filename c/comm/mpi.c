@@ -218,8 +218,16 @@ static int wait_req(const char *fn, void *req, double timeout, int64_t seq) {
   if (rc != 0) wait_failed = true;
   return rc;
 }
+/* what a wait is for, in an error: "collective #N", or for a send or a recv
+ * (seq < 0, no collective number) "this send/recv" */
+static const char *waiting_for(char *buf, size_t n, int64_t seq) {
+  if (seq < 0) snprintf(buf, n, "this send/recv");
+  else snprintf(buf, n, "collective #%lld", (long long)seq);
+  return buf;
+}
+
 static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
-  char err[LN_MPI_ERRLEN];
+  char err[LN_MPI_ERRLEN], what[48];
   double start = now_s(), next_check = start + 0.05;
   for (long i = 0; req; i++) {
     int done = 0;
@@ -235,20 +243,20 @@ static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
       if (left_rank >= 0 && (r >= 0 || t - left_at > 1.0)) {
         G.shim->drop(req);
         return ln_error("%s: rank %d (host %s, pid %d) has ended (finalize: at its exit, or after an error) while "
-                        "collective #%lld waits for it", fn, left_rank, G.peers[left_rank].host,
-                        (int)G.peers[left_rank].pid, (long long)seq);
+                        "%s waits for it", fn, left_rank, G.peers[left_rank].host,
+                        (int)G.peers[left_rank].pid, waiting_for(what, sizeof what, seq));
       }
       if (r >= 0) { G.shim->drop(req); return gone_error(fn, r); }
       if (got_sigterm && waiting_on >= 0) {
         G.shim->drop(req);
         return ln_error("%s: rank %d (host %s, pid %d) is gone: the launcher ends the job (SIGTERM) while "
-                        "collective #%lld waits for it", fn, waiting_on, G.peers[waiting_on].host,
-                        (int)G.peers[waiting_on].pid, (long long)seq);
+                        "%s waits for it", fn, waiting_on, G.peers[waiting_on].host,
+                        (int)G.peers[waiting_on].pid, waiting_for(what, sizeof what, seq));
       }
       if (got_sigterm) {
         G.shim->drop(req);
-        return ln_error("%s: the launcher is ending the job (SIGTERM) while collective #%lld waits: a rank of "
-                        "another host is gone, or the job was cancelled", fn, (long long)seq);
+        return ln_error("%s: the launcher is ending the job (SIGTERM) while %s waits: a rank of "
+                        "another host is gone, or the job was cancelled", fn, waiting_for(what, sizeof what, seq));
       }
       if (t - start > timeout && seq < 0 && waiting_on >= 0) {
         G.shim->drop(req);
