@@ -457,6 +457,19 @@ static int local_rank_of(const ln_comm *c, int g) {
   return -1;
 }
 
+/* one ncclSend (send) or ncclRecv with a rank of another process, on s */
+static int p2p_remote(ln_comm *c, bool send, void *ptr, size_t nbytes, int peer, int local, cudaStream_t s) {
+  ncclComm_t comm = impl_of(c)->comms[local];
+  ncclResult_t r = nc.group_start();
+  if (r == ncclSuccess) {
+    r = send ? nc.send(ptr, nbytes, ncclInt8, peer, comm, s) : nc.recv(ptr, nbytes, ncclInt8, peer, comm, s);
+    ncclResult_t e = nc.group_end();
+    if (r == ncclSuccess) r = e;
+  }
+  lnc_restore_device();
+  return r == ncclSuccess ? 0 : nccl_fail(c, send ? "send" : "recv", send ? "ncclSend" : "ncclRecv", r);
+}
+
 static int nccl_send(ln_comm *c, const ln_tensor *t, int local, int dst_rank) {
   if (check_usable(c, "send") != 0) return -1;
   nccl_impl *m = impl_of(c);
@@ -464,14 +477,8 @@ static int nccl_send(ln_comm *c, const ln_tensor *t, int local, int dst_rank) {
   cudaStream_t s;
   if (nbytes == 0) return 0;   /* (its receiver skips it too) */
   if (stream_of(cuda_index(c, local), 0, &s) != 0) return -1;
-  if (local_rank_of(c, dst_rank) < 0) {   /* another process posts the recv */
-    ncclResult_t r = nc.group_start();
-    if (r == ncclSuccess) r = nc.send(data_of(t), nbytes, ncclInt8, dst_rank, m->comms[local], s);
-    ncclResult_t e = nc.group_end();
-    lnc_restore_device();
-    if (r == ncclSuccess) r = e;
-    return r == ncclSuccess ? 0 : nccl_fail(c, "send", "ncclSend", r);
-  }
+  if (local_rank_of(c, dst_rank) < 0)   /* another process posts the recv */
+    return p2p_remote(c, true, data_of(t), nbytes, dst_rank, local, s);
   pending *p = calloc(1, sizeof *p);
   if (!p) return ln_error("send: out of host memory");
   p->src_local = local;
@@ -498,14 +505,7 @@ static int nccl_recv(ln_comm *c, ln_tensor *t, int local, int src_rank) {
   if (nbytes == 0) return 0;   /* (its sender skipped it) */
   if (stream_of(cuda_index(c, local), 0, &s) != 0) return -1;
   int src_local = local_rank_of(c, src_rank);
-  if (src_local < 0) {
-    ncclResult_t r = nc.group_start();
-    if (r == ncclSuccess) r = nc.recv(data_of(t), nbytes, ncclInt8, src_rank, m->comms[local], s);
-    ncclResult_t e = nc.group_end();
-    lnc_restore_device();
-    if (r == ncclSuccess) r = e;
-    return r == ncclSuccess ? 0 : nccl_fail(c, "recv", "ncclRecv", r);
-  }
+  if (src_local < 0) return p2p_remote(c, false, data_of(t), nbytes, src_rank, local, s);
   pending **pp = &m->sends;
   while (*pp && !((*pp)->src_local == src_local && (*pp)->dst_rank == c->ranks[local])) pp = &(*pp)->next;
   pending *p = *pp;
