@@ -178,6 +178,11 @@ describe('parallel.plan', function()
     assert.equal(0, spare:host_work(1, 2, 1))
     assert.equal(1, shared:host_work(1, 2, 1))
     assert.equal(0, parallel.cost.new(prof, { host = 0.01 }):host_work(1, 2, 1))   -- no thread shares known (a GPU)
+    -- DataParallel's own cost a replica (link.pipeline.replica) is host time too: 2 replicas x (0.01 + 0.02)
+    local dp = parallel.cost.new(prof, { threads = { 1, 1 }, cores = 2, host = 0.01,
+      link = { pipeline = { fixed = 0, action = {}, replica = 0.02 } } })
+    assert.near((2 * 0.06 + 2 * 0.03) / 2, dp:data_parallel(2, 16).step, 1e-12)
+    assert.near(0.06, dp:data_parallel(1, 8).step, 1e-12)   -- one device: no replicas to run
   end)
 
   it("adds the pipeline's own work a stage action and a step (link.pipeline) to a pipeline's step", function()

@@ -260,9 +260,12 @@ function cost:data_parallel(n, B, k, first)
   end
   -- devices sharing cores; the host queues every replica's micro-batches one after another
   local cap = self:capacity(first, last)
-  busy = busy + (n > 1 and self:host_work(first, last, n * k * self.host) or 0)
+  -- the host's time a step: each replica's micro-batches queued, and what
+  -- DataParallel's machinery costs a replica (link.pipeline.replica)
+  local host = n > 1 and n * k * (self.host + (self.pipe.replica or 0)) or 0
+  busy = busy + self:host_work(first, last, host)
   if busy / cap > slowest then bw_last = bw_last * busy / cap / slowest; slowest = busy / cap end
-  if n > 1 then slowest = math.max(slowest, n * k * self.host) end
+  slowest = math.max(slowest, host)
   local c = {
     kind = n == 1 and 'single' or 'data', devices = n, device_list = devs, replicas = n, stages = 1,
     chunks = 1, accumulate = k, step = slowest + exposed, compute = slowest, comm = exposed,

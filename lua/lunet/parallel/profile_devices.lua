@@ -135,7 +135,9 @@ end
 -- micro-batches per schedule. action: the seconds each stage action (one
 -- micro-batch's forward or backward at one stage: queueing, buffers, events,
 -- the boundary transfer, the worker's wake-up) adds, per schedule; fixed:
--- what a step adds once (setup, the loss, the optimizer's call).
+-- what a step adds once (setup, the loss, the optimizer's call); replica:
+-- what DataParallel over the two devices costs a step per replica beside
+-- the layers' work (the same tiny model).
 function profile.pipeline_overhead(a, b, runs)
   local Pipeline = require 'lunet.parallel.Pipeline'
   local nn = require 'lunet.nn'
@@ -167,8 +169,27 @@ function profile.pipeline_overhead(a, b, runs)
     out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 4))   -- 4 actions a micro-batch
     fixed[#fixed + 1] = math.max(0, t[1] - 4 * out.action[kind])
   end
-  model:to('cpu')
   out.fixed = math.min(fixed[1], fixed[2])
+  -- DataParallel over the two devices, the same tiny model: what a replica
+  -- costs a step beside its work (scatter, gather, the reducer's buckets)
+  local dp = require('lunet.parallel.DataParallel')(model, { devices = { a, b } })
+  local x, y = lunet.randn(8, 4), lunet.randn(8, 4)
+  local function dstep()
+    dp:zero_grad()
+    dp:forward_loss(crit, x, y):backward()
+  end
+  for _ = 1, 3 do dstep() end
+  local ts = {}
+  for r = 1, runs do
+    lunet.synchronize()
+    local t0 = lunet.clock()
+    for _ = 1, 4 do dstep() end
+    lunet.synchronize()
+    ts[r] = (lunet.clock() - t0) / 4
+  end
+  out.replica = median(ts) / 2
+  dp = nil
+  model:to('cpu')
   return out
 end
 
