@@ -143,7 +143,7 @@ function Plan.new(model, sample, opts)
   local b0 = list[1] and list[1].batch or 1
   local batch = opts.batch or (lunet.is_tensor(sample) and sample:size(1)) or b0
   if type(batch) ~= 'number' or batch < 1 or batch % 1 ~= 0 then fail('batch must be an integer >= 1, got ' .. tostring(batch), 3) end
-  local link = opts.link or (n > 1 and profile.link(names[1], names[2])) or {}
+  local link = opts.link or (n > 1 and profile.link(names[1], names[2], { devices = names })) or {}
   -- the devices' speed while all of them compute (measured where the layers were)
   local together = opts.together
   if together == nil and not opts.profile and not opts.speed and n > 1 then

@@ -5,7 +5,7 @@
 --     (atoms: modules, or lunet.parallel.atoms.of(model)'s entries)
 --     --> list, per atom {fwd = s, bwd = s, fwd0 = s, bwd0 = s, act_bytes = n,
 --         param_bytes = n, out_bytes = n, out_shape = {...}, batch = B, name = '...'}
---   profile.link(devA, devB[, {sizes = {bytes...}, runs = 5}])
+--   profile.link(devA, devB[, {sizes = {bytes...}, runs = 5, devices = {all the plan's}}])
 --     --> {copy = {alpha = s, beta = s/byte}, allreduce = {alpha, beta}, overlap = 0..1,
 --          pipeline = {fixed = s, action = {gpipe = s, ['1f1b'] = s}}}
 --

@@ -127,12 +127,15 @@ function profile.link(a, b, opts)
     for _, d in ipairs(lunet.devices('cpu')) do used = used + lunet.get_num_threads(d) end
     if used >= C.ln_num_cores() then overlap = 0 end
   end
-  return { copy = copy, allreduce = ar, overlap = overlap, pipeline = profile.pipeline_overhead(names[1], names[2], runs) }
+  -- (over every device the plan may use, when given: with more devices than
+  -- cores each action also waits for its thread to be scheduled)
+  local all = opts.devices or names
+  return { copy = copy, allreduce = ar, overlap = overlap, pipeline = profile.pipeline_overhead(all, runs) }
 end
 
--- What a pipeline's machinery costs beside its layers' work: a 2-stage
--- pipeline of two tiny Linear layers over devices a and b, timed at 1 and 8
--- micro-batches per schedule. action: the seconds each stage action (one
+-- What a pipeline's machinery costs beside its layers' work: a pipeline of
+-- tiny Linear layers over devices a and b (or over a list of devices, a
+-- stage each), timed at 1 and 8 micro-batches per schedule. action: the seconds each stage action (one
 -- micro-batch's forward or backward at one stage: queueing, buffers, events,
 -- the boundary transfer, the worker's wake-up) adds, per schedule; fixed:
 -- what a step adds once (setup, the loss, the optimizer's call); replica:
@@ -141,15 +144,20 @@ end
 function profile.pipeline_overhead(a, b, runs)
   local Pipeline = require 'lunet.parallel.Pipeline'
   local nn = require 'lunet.nn'
+  local devs = type(a) == 'table' and a or { a, b }
+  if type(a) == 'table' then runs = b end
   runs = runs or 5
+  local S = #devs
   local out = { fixed = 0, action = {} }
-  local model = nn.Sequential { nn.Linear(4, 4), nn.Linear(4, 4) }
+  local layers, ones = {}, {}
+  for k = 1, S do layers[k], ones[k] = nn.Linear(4, 4), 1 end
+  local model = nn.Sequential(layers)
   local crit = nn.MSELoss()
   local fixed = {}
   for _, kind in ipairs({ 'gpipe', '1f1b' }) do
     local t = {}
     for _, m in ipairs({ 1, 8 }) do
-      local pipe = Pipeline(model, { devices = { a, b }, chunks = m, schedule = kind, balance = { 1, 1 } })
+      local pipe = Pipeline(model, { devices = devs, chunks = m, schedule = kind, balance = ones })
       local x, y = lunet.randn(m, 4), lunet.randn(m, 4)
       local function step()
         pipe:zero_grad()
@@ -166,13 +174,13 @@ function profile.pipeline_overhead(a, b, runs)
       end
       t[m] = median(ts)
     end
-    out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 4))   -- 4 actions a micro-batch
-    fixed[#fixed + 1] = math.max(0, t[1] - 4 * out.action[kind])
+    out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 2 * S))   -- 2S actions a micro-batch
+    fixed[#fixed + 1] = math.max(0, t[1] - 2 * S * out.action[kind])
   end
   out.fixed = math.min(fixed[1], fixed[2])
   -- DataParallel over the two devices, the same tiny model: what a replica
   -- costs a step beside its work (scatter, gather, the reducer's buckets)
-  local dp = require('lunet.parallel.DataParallel')(model, { devices = { a, b } })
+  local dp = require('lunet.parallel.DataParallel')(model, { devices = devs })
   local x, y = lunet.randn(8, 4), lunet.randn(8, 4)
   local function dstep()
     dp:zero_grad()
@@ -187,7 +195,7 @@ function profile.pipeline_overhead(a, b, runs)
     lunet.synchronize()
     ts[r] = (lunet.clock() - t0) / 4
   end
-  out.replica = median(ts) / 2
+  out.replica = median(ts) / S
   dp = nil
   model:to('cpu')
   return out
