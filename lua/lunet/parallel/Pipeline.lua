@@ -252,6 +252,15 @@ end
 
 -- ---- running ------------------------------------------------------------------------------------
 
+-- pipe:sync_next(flag): whether the next batch's backward all-reduces the
+-- replicas' gradients (true by default, each batch). lunet.fit's accumulate
+-- = k sets it for each batch: only a group's last reduces, the others add
+-- up locally, as DataParallel's do. No effect without replicas.
+function Pipeline:sync_next(flag)
+  if type(flag) ~= 'boolean' then fail('sync_next: expected true or false, got ' .. type(flag), 2) end
+  self.next_sync = flag
+end
+
 function Pipeline:_begin_batch()
   if self.training then for r = 1, self.replicas do if self.bn[r] then self.bn[r]:begin() end end end
 end

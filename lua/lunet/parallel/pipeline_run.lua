@@ -62,6 +62,8 @@ function Run.new(pipe, criterion, kind, x, target, recording)
     end
   end
   if recording then self.timing:begin(M) else self.timing.on = false end
+  self.sync = pipe.next_sync ~= false   -- (pipe:sync_next: for this batch only)
+  pipe.next_sync = nil
   self.norm = kind == 'element' and target:numel() or 1
   self.last = last
   self.home = target.device   -- (loss:output() goes there, with the targets the metrics compare it to)
@@ -140,7 +142,7 @@ function Run:_backward(s, m)
   end
   local red = pipe.reducers and pipe.reducers[s]
   if red then
-    red:sync_next(self.lastB[s] == m)
+    red:sync_next(self.lastB[s] == m and self.sync)
     red:prepare(true, self.R)
   end
   if #roots > 0 then autograd.backward(roots, seeds) end
