@@ -6,8 +6,9 @@
 -- by a transfer (c/core/copy.c, ln_transfer_: on this device's comm stream,
 -- once the source made it and this device's earlier work is done; the host
 -- never touches the data), and this device waits for the copy just before
--- the atoms run, so that nothing it runs until then waits for the other. Past the first stage the buffer is a leaf that requires
--- grad: backward leaves the gradient for the previous stage there.
+-- the atoms run, so that nothing it runs until then waits for the other.
+-- Past the first stage the buffer is a leaf that requires grad: backward
+-- leaves the gradient for the previous stage there.
 -- B(m): backward from the stage's output, seeded with the gradient the next
 -- stage copied into this stage's gradient buffer (the last stage: from its
 -- loss). With recomputation, F ran without recording and B first runs the
