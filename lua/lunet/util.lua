@@ -1,4 +1,4 @@
--- lunet.util: small helpers shared by modules: a monotonic clock.
+-- lunet.util: small helpers shared by modules: a monotonic clock, a median.
 local ffi = require 'ffi'
 pcall(ffi.cdef, [[
 struct ln_timespec { long tv_sec; long tv_nsec; };
@@ -13,6 +13,13 @@ local CLOCK_MONOTONIC = 1
 function util.clock()
   ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
   return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+-- The median of a list of numbers (sorts the list in place).
+function util.median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
 end
 
 return util

@@ -46,15 +46,13 @@ local C = core.C
 
 local profile = {}
 local time_update
-local WHOLE_RUNS, WHOLE_SECONDS = 15, 0.06
+-- (the devices' profile, profile_devices.lua, repeats its short runs alike)
+local devices = require 'lunet.parallel.profile_devices'
+local WHOLE_RUNS, WHOLE_SECONDS = devices.WHOLE_RUNS, devices.WHOLE_SECONDS
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
-local function median(xs)
-  table.sort(xs)
-  local n = #xs
-  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
-end
+local median = require('lunet.util').median
 
 local function bytes_of(t) return t:numel() * t:element_size() end
 
@@ -300,10 +298,7 @@ function profile.atoms(atoms, sample, device, opts)
 end
 
 -- the devices together and the links (profile_devices.lua)
-do
-  local devices = require 'lunet.parallel.profile_devices'
-  profile.together, profile.link, profile.fit = devices.together, devices.link, devices.fit
-  profile.pipeline_overhead = devices.pipeline_overhead
-end
+profile.together, profile.link, profile.fit = devices.together, devices.link, devices.fit
+profile.pipeline_overhead = devices.pipeline_overhead
 
 return profile

@@ -6,15 +6,28 @@ local lunet = require 'lunet'
 local core = require 'lunet.core'
 local C = core.C
 
+local median = require('lunet.util').median
+
 local profile = {}
-local WHOLE_RUNS, WHOLE_SECONDS = 15, 0.06   -- (as profile.lua's whole-chain runs)
+-- a short run is repeated (at least runs times) until WHOLE_SECONDS or
+-- WHOLE_RUNS: one run alone is noisy (profile.lua's whole chains too)
+local WHOLE_RUNS, WHOLE_SECONDS = 15, 0.06
+profile.WHOLE_RUNS, profile.WHOLE_SECONDS = WHOLE_RUNS, WHOLE_SECONDS
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
-local function median(xs)
-  table.sort(xs)
-  local n = #xs
-  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
+-- seconds a call of step: 3 calls to warm up, then the median of runs groups of 4
+local function per_call(step, runs)
+  for _ = 1, 3 do step() end
+  local ts = {}
+  for r = 1, runs do
+    lunet.synchronize()
+    local t0 = lunet.clock()
+    for _ = 1, 4 do step() end
+    lunet.synchronize()
+    ts[r] = (lunet.clock() - t0) / 4
+  end
+  return median(ts)
 end
 
 -- profile.together(atoms, sample, devices[, {runs = 3}]) -> the speed of
@@ -159,20 +172,10 @@ function profile.pipeline_overhead(a, b, runs)
     for _, m in ipairs({ 1, 8 }) do
       local pipe = Pipeline(model, { devices = devs, chunks = m, schedule = kind, balance = ones })
       local x, y = lunet.randn(m, 4), lunet.randn(m, 4)
-      local function step()
+      t[m] = per_call(function()
         pipe:zero_grad()
         pipe:forward_loss(crit, x, y):backward()
-      end
-      for _ = 1, 3 do step() end
-      local ts = {}
-      for r = 1, runs do
-        lunet.synchronize()
-        local t0 = lunet.clock()
-        for _ = 1, 4 do step() end
-        lunet.synchronize()
-        ts[r] = (lunet.clock() - t0) / 4
-      end
-      t[m] = median(ts)
+      end, runs)
     end
     out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 2 * S))   -- 2S actions a micro-batch
     fixed[#fixed + 1] = math.max(0, t[1] - 2 * S * out.action[kind])
@@ -182,21 +185,10 @@ function profile.pipeline_overhead(a, b, runs)
   -- costs a step beside its work (scatter, gather, the reducer's buckets)
   local dp = require('lunet.parallel.DataParallel')(model, { devices = devs })
   local x, y = lunet.randn(8, 4), lunet.randn(8, 4)
-  local function dstep()
+  out.replica = per_call(function()
     dp:zero_grad()
     dp:forward_loss(crit, x, y):backward()
-  end
-  for _ = 1, 3 do dstep() end
-  local ts = {}
-  for r = 1, runs do
-    lunet.synchronize()
-    local t0 = lunet.clock()
-    for _ = 1, 4 do dstep() end
-    lunet.synchronize()
-    ts[r] = (lunet.clock() - t0) / 4
-  end
-  out.replica = median(ts) / S
-  dp = nil
+  end, runs) / S
   model:to('cpu')
   return out
 end
