@@ -16,6 +16,7 @@
 -- schedule keeps in flight.
 local M = {}
 local lunet = require 'lunet'
+local median = require('lunet.util').median
 
 local function fail(msg, lvl) error('Pipeline: ' .. msg, lvl + 1) end
 
@@ -120,10 +121,14 @@ end
 -- each of these splits run as the stage will run it (its atoms in one
 -- chain, fused as in the model: the profile timed each atom alone) for a
 -- micro-batch's forward and backward on the device the atoms are on; the
--- split whose slowest stage, at the devices' speeds, is fastest. x: a
+-- split whose slowest stage, at the devices' speeds, is fastest (the
+-- profile's unless a neighbour is REFINE_MARGIN faster). x: a
 -- micro-batch of the sample; time_of(lo, hi): seconds of atoms lo..hi as a
 -- stage (given: instead of running them, for the specs).
-local REFINE_RUNS = 3
+-- each stage run at least REFINE_RUNS times, short ones until REFINE_SECONDS
+-- (at most 5 times that many runs); a neighbour must be REFINE_MARGIN faster
+-- than the profile's split: within that, the runs' noise would decide
+local REFINE_RUNS, REFINE_SECONDS, REFINE_MARGIN = 5, 0.02, 0.1
 function M.refine(list, counts, x, at, costs, opts, time_of)
   local S, n = #counts, #list
   if S < 2 or n <= S then return counts end
@@ -145,20 +150,20 @@ function M.refine(list, counts, x, at, costs, opts, time_of)
     for i = lo, hi do seq:add(list[i].module) end
     local inp = inputs[lo]:detach()
     if lo > 1 and inp:is_floating_point() then inp:requires_grad_(true) end
-    local ts = {}
-    for r = 0, REFINE_RUNS do
+    local ts, spent, r = {}, 0, -1
+    while r < REFINE_RUNS or (spent < REFINE_SECONDS and r < 5 * REFINE_RUNS) do
+      r = r + 1
       lunet.synchronize(at)
       local t0 = lunet.clock()
       local y = seq(inp)
       if y.requires_grad then y:backward(lunet.ones(y:size(), { dtype = y.dtype, device = y.device })) end
       lunet.synchronize(at)
-      if r > 0 then ts[r] = lunet.clock() - t0 end
+      if r > 0 then ts[r] = lunet.clock() - t0; spent = spent + ts[r] end   -- (run 0 warms up)
     end
     for i = lo, hi do
       for _, p in ipairs(list[i].module:parameters()) do p.grad = nil end
     end
-    table.sort(ts)
-    cache[key] = ts[math.floor((#ts + 1) / 2)]
+    cache[key] = median(ts)
     return cache[key]
   end
   local function slowest(c)
@@ -182,7 +187,8 @@ function M.refine(list, counts, x, at, costs, opts, time_of)
         y = list[i].module(y)
       end
     end) end
-    local best, best_t = counts, slowest(counts)
+    -- (a neighbour must beat the profile's split by the margin, then the others)
+    local best, best_t = counts, slowest(counts) * (1 - REFINE_MARGIN)
     for j = 1, S - 1 do   -- the cut after stage j, one atom earlier or later
       for _, d in ipairs({ -1, 1 }) do
         local c = { unpack(counts) }
