@@ -30,6 +30,7 @@ local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
 local atoms = require 'lunet.parallel.atoms'
 local schedule = require 'lunet.parallel.schedule'
+local Pipeline = require 'lunet.parallel.Pipeline'   -- (its option checks and schedule_text)
 local Stage = require 'lunet.parallel.Stage'
 local pbn = require 'lunet.parallel.pipeline_bn'
 local floss = require 'lunet.parallel.forward_loss'
@@ -43,7 +44,6 @@ local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
 local OPTS = { group = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
   checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string',
   sample = 'tensor' }
-local CHECKPOINT = { never = true, except_last = true, always = true }
 
 local function join(prefix, name)
   if prefix == '' then return name end
@@ -69,14 +69,7 @@ function DP:__init(model, opts)
   if W % R ~= 0 then fail(('%d processes cannot hold %d replicas of equal pipelines'):format(W, R), 3) end
   local S = W / R
   local r, s = math.floor((g - 1) / S) + 1, (g - 1) % S + 1
-  local chunks = opts.chunks or 4 * S
-  if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), 3) end
-  local kind = opts.schedule or '1f1b'
-  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' then
-    fail(("schedule must be 'gpipe', '1f1b' or a function (stages, chunks) -> steps, got '%s'"):format(kind), 3)
-  end
-  local ck = opts.checkpoint or 'never'
-  if not CHECKPOINT[ck] then fail(("checkpoint must be 'never', 'except_last' or 'always', got '%s'"):format(ck), 3) end
+  local chunks, kind, ck = Pipeline.run_options(opts, S, 3)
   local bal = opts.balance or 'params'
   local list = atoms.of(model)
   if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
@@ -253,14 +246,7 @@ end
 function DP.forward_loss_ok(_, criterion) return floss.ok(criterion) end
 
 -- pipe:schedule_text([chunks]): the schedule as a timeline (every stage's, as every rank walks it)
-function DP:schedule_text(M)
-  M = M or self.chunks
-  if type(M) ~= 'number' or M % 1 ~= 0 or M < 1 then fail('schedule_text: chunks must be an integer >= 1', 2) end
-  local steps = self:_plan(M).steps
-  return ('%s, %d stage%s over processes, %d micro-batch%s, %d steps\n'):format(type(self.kind) == 'string' and
-    self.kind or 'custom', self.S, self.S == 1 and '' or 's', M, M == 1 and '' or 'es', #steps) ..
-    schedule.text(steps, self.S)
-end
+DP.schedule_text, DP.stages_where = Pipeline.schedule_text, ' over processes'
 
 function DP:balance_report()
   fail('balance_report: not measured across processes (the stages are cut by parameters or by your list)', 2)

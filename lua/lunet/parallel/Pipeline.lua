@@ -61,6 +61,22 @@ local OPTS = { devices = 'table', chunks = 'number', schedule = 'string|function
   sample = 'tensor' }
 local CHECKPOINT = { never = true, except_last = true, always = true }
 
+-- chunks, schedule and checkpoint of opts for S stages, checked (this
+-- pipeline's and DistributedPipeline's: errors at the caller's caller + lvl)
+function Pipeline.run_options(opts, S, lvl)
+  local chunks = opts.chunks or 4 * S
+  if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), lvl + 1) end
+  local kind = opts.schedule or '1f1b'
+  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' then
+    fail(("schedule must be 'gpipe', '1f1b' or a function (stages, chunks) -> steps, got '%s'"):format(kind), lvl + 1)
+  end
+  local ck = opts.checkpoint or 'never'
+  if not CHECKPOINT[ck] then
+    fail(("checkpoint must be 'never', 'except_last' or 'always', got '%s'"):format(ck), lvl + 1)
+  end
+  return chunks, kind, ck
+end
+
 local function device_names(devs, lvl)
   local names, seen = {}, {}
   for k = 1, #devs do
@@ -87,14 +103,7 @@ function Pipeline:__init(model, opts)
     fail(('%d devices cannot hold %d replicas of equal pipelines'):format(#devs, R), 3)
   end
   local S = #devs / R
-  local chunks = opts.chunks or 4 * S
-  if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), 3) end
-  local kind = opts.schedule or '1f1b'
-  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' then
-    fail(("schedule must be 'gpipe', '1f1b' or a function (stages, chunks) -> steps, got '%s'"):format(kind), 3)
-  end
-  local ck = opts.checkpoint or 'never'
-  if not CHECKPOINT[ck] then fail(("checkpoint must be 'never', 'except_last' or 'always', got '%s'"):format(ck), 3) end
+  local chunks, kind, ck = Pipeline.run_options(opts, S, 3)
   local list = atoms.of(model)
   if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
   local counts = balance.counts(list, S, opts.balance, 3)
@@ -241,13 +250,14 @@ function Pipeline:_recompute(m, M)
 end
 
 -- pipe:schedule_text([chunks]): the schedule as a timeline (F3: forward of micro-batch 3)
+-- (stages_where: what follows the stage count, DistributedPipeline's ' over processes')
 function Pipeline:schedule_text(M)
   M = M or self.chunks
   if type(M) ~= 'number' or M % 1 ~= 0 or M < 1 then fail('schedule_text: chunks must be an integer >= 1', 2) end
   local steps = self:_plan(M).steps
   local name = type(self.kind) == 'string' and self.kind or 'custom'
-  return ('%s, %d stage%s, %d micro-batch%s, %d steps\n'):format(name, self.S, self.S == 1 and '' or 's', M,
-    M == 1 and '' or 'es', #steps) .. schedule.text(steps, self.S)
+  return ('%s, %d stage%s%s, %d micro-batch%s, %d steps\n'):format(name, self.S, self.S == 1 and '' or 's',
+    self.stages_where or '', M, M == 1 and '' or 'es', #steps) .. schedule.text(steps, self.S)
 end
 
 -- ---- running ------------------------------------------------------------------------------------
