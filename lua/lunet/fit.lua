@@ -12,6 +12,13 @@
 -- only rank 0 prints, logs, plots and writes the checkpoint (atomically, as
 -- lunet.save does); every rank resumes from it, with any world size (the
 -- loader's position is converted: DataLoader:load_state_dict).
+-- A Pipeline across processes (Pipeline(model, {group = ...})): every rank
+-- calls fit alike, with the same batches (a DataLoader with num_replicas = 1;
+-- checked); the metrics are counted where the outputs are (the last stage's
+-- ranks) and summed, so every rank returns the same history; the last stage's
+-- rank of the first pipeline prints, logs and writes the checkpoint, which
+-- holds the whole model and optimizer state (resumable in one process, or
+-- with another stage count). Its hooks: DistributedPipeline.lua.
 -- Progress: a bar with rate and ETA on a terminal; otherwise (a log, a pipe) a
 -- line every few seconds (lunet.progress) and one per epoch. progress = true
 -- forces the bar, 'lines' the lines, false neither.
@@ -142,16 +149,26 @@ end
 -- Under DistributedDataParallel every rank calls it (at the same steps): the
 -- epoch's running metrics are summed over the ranks, and rank 0 writes them
 -- (after Ctrl-C, which ranks may see at different steps, rank 0's own)
+-- (a Pipeline across processes gathers its stages' states on the main rank)
 function Trainer:save_checkpoint(loader)
   if not self.ckpt_path then return end
+  local gather = self.model.gather_state
+  if gather and self.interrupted then   -- (the ranks may have stopped at different steps: no gathering)
+    if self.main then print('fit: interrupted: a pipeline across processes saves no checkpoint then') end
+    return
+  end
   local live, run = self.running, self.running
   if run and self.model.sum_numbers and not self.interrupted then
     local t = self.model:sum_numbers({ run.loss, run.correct, run.seen, run.topk })
     run = { loss = t[1], correct = t[2], seen = t[3], topk = t[4], steps = run.steps, batches = run.batches }
   end
-  if not self.main then return end
+  if not self.main and not gather then return end
   self.running = run
-  local ok, err = pcall(function() checkpoint.save(self.ckpt_path, self:state_dict(loader)) end)
+  local ok, err = pcall(function()
+    local state = self:state_dict(loader)
+    if gather then state = self.model:gather_state(state, self.optimizer) end
+    if self.main then checkpoint.save(self.ckpt_path, state) end
+  end)
   self.running = live
   if not ok then error(err, 0) end
 end
@@ -171,9 +188,16 @@ local function batch_metrics(out, y, topk)
   return correct, k_correct
 end
 
+-- the outputs for the metrics and the targets they are for: a Pipeline
+-- across processes has them on its last stage's ranks only (nil elsewhere)
+local function outputs(loss, y)
+  if loss.metric_outputs then return loss:metric_outputs(y) end
+  return loss:output(), y
+end
+
 -- One micro-batch: forward, loss, backward of scale * loss (scale = 1/r in a
 -- group of r batches: the step's gradient is their mean). Returns the loss
--- (a number) and the outputs for the metrics.
+-- (a number), the outputs for the metrics and their targets (see outputs).
 function Trainer:micro_step(x, y, scale, sync)
   local model, crit = self.model, self.criterion
   if model.sync_next then model:sync_next(sync) end   -- DataParallel: reduce on the group's last batch only
@@ -193,7 +217,8 @@ function Trainer:micro_step(x, y, scale, sync)
     error(('fit: loss became %s at epoch %d, step %d; stopping (the parameters are those before this step;' ..
       ' lunet.detect_anomaly names the op that produced it)'):format(tostring(l), self.epoch + 1, self.step + 1), 0)
   end
-  return l, out or loss:output()
+  if out then return l, out, y end
+  return l, outputs(loss, y)
 end
 
 -- With accumulate = k, one optimizer step per k batches (a group): the
@@ -232,9 +257,9 @@ function Trainer:train_epoch(loader)
     local size = math.min(k, nbatches - (run.batches - pos))
     if pos == 0 then opt:zero_grad() end
     local last = pos + 1 >= size
-    local l, out = self:micro_step(x, y, 1 / size, last)
-    local n = x:size(1)
-    local correct, k_correct = batch_metrics(out, y, self.topk)
+    local l, out, t = self:micro_step(x, y, 1 / size, last)
+    local n, correct, k_correct = 0, 0, nil
+    if out then n, correct, k_correct = t:size(1), batch_metrics(out, t, self.topk) end
     run.loss, run.correct, run.seen, run.batches = run.loss + l * n, run.correct + correct, run.seen + n, run.batches + 1
     if k_correct then run.topk = run.topk + k_correct end
     if last then
@@ -285,15 +310,25 @@ function Trainer:evaluate(loader)
   local loss, correct, k_correct, seen = 0, 0, 0, 0
   lunet().no_grad(function()
     for x, y in loader:iter() do
-      local out = model(x)
-      local n = x:size(1)
-      loss = loss + crit(out, y):item() * n
-      local c, k = batch_metrics(out, y, self.topk)
-      correct, k_correct, seen = correct + c, k_correct + (k or 0), seen + n
+      local out, t, l = nil, y, nil
+      if model.forward_loss_only then   -- (a Pipeline across processes)
+        local pl = model:forward_loss(crit, x, y)
+        l = pl:item()
+        out, t = outputs(pl, y)
+      else
+        out = model(x)
+        l = crit(out, y):item()
+      end
+      if out then
+        local n = t:size(1)
+        loss = loss + l * n
+        local c, k = batch_metrics(out, t, self.topk)
+        correct, k_correct, seen = correct + c, k_correct + (k or 0), seen + n
+      end
     end
   end)
   model:train()
-  if model.sum_numbers then   -- DistributedDataParallel: every rank's shard
+  if model.sum_numbers then   -- DistributedDataParallel: every rank's shard (a pipeline: its last stage's)
     local t = model:sum_numbers({ loss, correct, k_correct, seen })
     loss, correct, k_correct, seen = t[1], t[2], t[3], t[4]
   end
@@ -351,8 +386,11 @@ function Trainer:fit(loader)
 end
 
 function Trainer:fit_loop(loader)
+  if self.model.check_loaders then self.model:check_loaders('fit', loader, self.val_loader) end
   if self.resume and self.ckpt_path and require('lunet.serialize').exists(self.ckpt_path) then
     local state = checkpoint.load(self.ckpt_path)
+    -- (a Pipeline across processes: the whole model's state cut to this rank's stage)
+    if self.model.stage_state then state = self.model:stage_state(state, self.optimizer) end
     require('lunet.trainer_state').check(self, state, loader, 'fit: resuming from ' .. self.ckpt_path)
     self:load_state_dict(state, loader)
     self.resumed = true

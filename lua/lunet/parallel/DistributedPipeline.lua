@@ -36,6 +36,7 @@ local pbn = require 'lunet.parallel.pipeline_bn'
 local floss = require 'lunet.parallel.forward_loss'
 local balance = require 'lunet.parallel.pipeline_balance'
 local Run = require 'lunet.parallel.dpipe_run'
+local dstate = require 'lunet.parallel.dpipe_state'
 
 local DP = Module:extend('parallel.Pipeline')
 
@@ -302,39 +303,89 @@ end
 -- full_state_dict(): every stage's parameters and buffers sent to the first
 -- rank, which returns the whole model's state_dict (the others: nil).
 -- Called by every rank of the group.
-local function gather(self)
+function DP:full_state_dict()
+  local ok, sd = pcall(dstate.gather, self, 1)
+  if not ok then fail('full_state_dict: ' .. tostring(sd):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', ''), 2) end
+  return sd
+end
+
+-- ---- lunet.fit's hooks (fit.lua calls them as DistributedDataParallel's) ------------------------
+-- Every rank reads the same batches; the loss is the whole batch's on every
+-- rank, the outputs are on the last stage's ranks (each pipeline's rows:
+-- loss:metric_outputs), so the metrics are counted there and summed over the
+-- ranks. The last stage's rank of the first pipeline prints, logs and writes
+-- the checkpoint: the whole model and optimizer state (dpipe_state.lua).
+
+-- fit evaluates with forward_loss (pipe(x) is not offered across processes)
+DP.forward_loss_only = true
+DP.sync_next = Pipeline.sync_next   -- (accumulate = k: only a group's last batch all-reduces the replicas')
+
+function DP:is_main() return self.replica == 1 and self.s == self.S end
+
+-- pipe:sum_numbers({a, b, ...}) -> the sums over every rank of the world (a host wait)
+function DP:sum_numbers(list)
   local lunet = require 'lunet'
-  local g, dev = self.group, self.device
-  local first = 1
-  for st = 1, self.S do
-    local n = self.counts[st]
-    if st > 1 and (self.s == st or self.s == 1) then
-      for i = first, first + n - 1 do
-        local m = self.all_atoms[i].module
-        for _, list in ipairs({ m:named_parameters(), m:named_buffers() }) do
-          for _, e in ipairs(list) do
-            local t = e[2]
-            if self.s == st then g:send(t:detach():contiguous(), 1)
-            else
-              local b = lunet.empty(t:size(), { dtype = t.dtype, device = dev })
-              g:recv(b, st)
-              autograd.no_grad(function() t:copy_(b) end)
-            end
-          end
+  local t = lunet.tensor(list, { dtype = 'float64', device = self.device })
+  self.world:allreduce({ t }, { op = 'sum' })
+  return t:totable()
+end
+
+-- pipe:check_loaders(fname, loader, ...): every rank must read the same
+-- batches (one allgather of each loader's length, batch size, seed, shuffle
+-- and sharding; every rank learns of a difference, so all raise together)
+function DP:check_loaders(fname, ...)
+  local lunet = require 'lunet'
+  local loaders, v = { ... }, {}
+  for i = 1, select('#', ...) do
+    local l = loaders[i]
+    local shuffled = l ~= nil and l.shuffle == true
+    for _, x in ipairs({ l ~= nil and #l or -1, l ~= nil and l.batch_size or -1, shuffled and l.seed or -1,
+        shuffled and 1 or 0, l ~= nil and l.num_replicas or 1 }) do
+      v[#v + 1] = type(x) == 'number' and x or -1
+    end
+  end
+  local W = self.world:size()
+  local all = self.world:allgather({ lunet.tensor(v, { dtype = 'float64', device = self.device }) })[1]:totable()
+  local what = { 'batches', 'batch_size', 'seed', 'shuffle', 'num_replicas' }
+  for i = 1, #loaders do
+    local name = i == 1 and 'the loader' or 'the val_loader'
+    for k = 1, #what do
+      local at = (i - 1) * #what + k
+      for r = 2, W do
+        local a, b = all[at], all[(r - 1) * #v + at]
+        if a ~= b then
+          error(('%s: %s differs between the ranks of the pipeline: process rank 0 has %s = %s, process rank %d %s '
+            .. '(every rank of a pipeline across processes must read the same batches: build its DataLoader alike, '
+            .. 'with a seed and num_replicas = 1)'):format(fname, name, what[k], tostring(a), r - 1, tostring(b)), 0)
         end
       end
     end
-    first = first + n
+    if all[(i - 1) * #what + 5] ~= 1 then
+      error(('%s: %s is sharded over %d ranks, but every rank of a pipeline across processes reads the same batches '
+        .. '(the first stage\'s rank the inputs, the last\'s the targets; with replicas the pipelines split each batch\'s '
+        .. 'rows): give the DataLoader num_replicas = 1'):format(fname, name, all[(i - 1) * #what + 5]), 0)
+    end
   end
-  if self.s ~= 1 then return nil end
-  lunet.synchronize(dev)
-  return self.module:state_dict()
 end
 
-function DP:full_state_dict()
-  local ok, sd = pcall(gather, self)
-  if not ok then fail('full_state_dict: ' .. tostring(sd):gsub('[%w_%./%-]+%.lua:%d+: ', ''), 2) end
-  return sd
+-- pipe:gather_state(state, optimizer) on every rank: the training state
+-- `state` (Trainer:state_dict(), this stage's) with the whole model and
+-- optimizer state on the main rank, nil on the others
+function DP:gather_state(state, optimizer)
+  if self.replica ~= 1 then return nil end   -- (the other pipelines hold the same)
+  local ok, sd, osd = pcall(dstate.gather, self, self.S, optimizer)
+  if not ok then fail('checkpoint: ' .. tostring(sd):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', ''), 2) end
+  if not sd then return nil end
+  state.model, state.optimizer = sd, osd
+  return state
+end
+
+-- pipe:stage_state(state, optimizer): a whole training state (a checkpoint's,
+-- of a pipeline with any stage count or of one process) cut to this stage's
+function DP:stage_state(state, optimizer)
+  local ok, res = pcall(dstate.stage_state, self, state, optimizer, 1)
+  if not ok then fail('resuming: ' .. tostring(res):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', ''), 2) end
+  return res
 end
 
 function DP:to(what, more)

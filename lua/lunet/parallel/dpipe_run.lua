@@ -70,7 +70,8 @@ function Run.new(pipe, criterion, kind, x, target, recording)
   local S, s, dev, R, r = pipe.S, pipe.s, pipe.device, pipe.replicas, pipe.replica
   local self = setmetatable({ pipe = pipe, criterion = criterion, kind = kind, S = S, s = s, dev = dev, R = R,
     group = pipe.group, stage = pipe.stage, recording = recording, next = 1, losses = {}, outs = {}, fdone = 0,
-    scale = 1, rows = {}, mb = {}, tg = {} }, Run)
+    scale = 1, rows = {}, mb = {}, tg = {}, sync = pipe.next_sync ~= false }, Run)
+  pipe.next_sync = nil   -- (pipe:sync_next: for this batch only)
   local B, M, Bx
   if s == 1 then
     Bx = rows_of(x, 'input', 'forward_loss', 2)
@@ -96,6 +97,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
     end
     self.whole = target
     if R > 1 then target = target:narrow(1, pos, n) end
+    self.first_row = pos
   end
   self.B = B
   local plan = pipe:_plan(M)
@@ -207,7 +209,7 @@ function Run:_backward(m)
   end
   local red = self.pipe.reducer
   if red then
-    red:sync_next(m == self.lastB)
+    red:sync_next(m == self.lastB and self.sync)
     red:prepare(true, 1)
   end
   if seed and root.requires_grad then autograd.backward({ root }, { seed }) end
@@ -294,9 +296,7 @@ function Run:tensor() return lunet.tensor(self:item(), { device = self.dev }) en
 -- the outputs (no gradient) on the target's device, on the last stage's rank only
 function Run:output()
   if self.s ~= self.S then
-    fail(('loss:output: the outputs are on the last stage\'s rank only (this is stage %d of %d); lunet.fit, which '
-      .. 'needs them for its metrics, does not train a pipeline across processes: write the loop (README)'):format(
-      self.s, self.S), 2)
+    fail(('loss:output: the outputs are on the last stage\'s rank only (this is stage %d of %d)'):format(self.s, self.S), 2)
   end
   local list = {}
   for m = 1, self.M do
@@ -306,6 +306,16 @@ function Run:output()
   end
   if #list == 1 then return list[1] end
   return lunet.cat(list, 1)
+end
+
+-- loss:metric_outputs(target) -> the outputs and the rows of target (the
+-- batch's, as given to forward_loss) they are for, on the last stage's
+-- ranks; nil elsewhere (lunet.fit counts its metrics where they are)
+function Run:metric_outputs(target)
+  if self.s ~= self.S then return nil end
+  local out = self:output()
+  if self.R == 1 then return out, target end
+  return out, target:narrow(1, self.first_row, out:size(1))
 end
 
 function Run.__tostring(self)
