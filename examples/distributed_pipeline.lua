@@ -3,10 +3,15 @@
 --   mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 luajit examples/distributed_pipeline.lua --replicas 2
 --   luajit examples/distributed_pipeline.lua     -- a world of one: one stage
 -- Process rank r runs stage r + 1 (with --replicas k: k pipelines of W / k
--- stages, each stage's gradients averaged over its k copies). Every rank
--- reads the same batches (the loader is not sharded: num_replicas = 1); the
--- first stage's rank uses the images, the last's the labels. The last
--- stage's rank computes the accuracy; rank 0 prints and saves the model.
+-- stages, each taking its share of every batch's rows, each stage's
+-- gradients averaged over its k copies). lunet.fit trains it as any model:
+-- every rank calls it alike and reads the same batches (the loader is not
+-- sharded: num_replicas = 1); the first stage's rank uses the images, the
+-- last's the labels and computes the accuracy, which every rank's history
+-- holds; the last stage's rank (of the first pipeline) prints. --save PATH
+-- writes a checkpoint of the whole model and Adam's state after each epoch
+-- (lunet.fit's checkpoint; --resume continues from it, with any number of
+-- processes, or in one).
 -- Default: 1 epoch on 6,000 images; --smoke: a few steps, for CI.
 local lunet = require 'lunet'
 local dist = require 'lunet.distributed'
@@ -42,37 +47,11 @@ local loader = data.DataLoader(full, { batch_size = 64, shuffle = true, seed = 1
 local test_loader = data.DataLoader(test, { batch_size = 256, transform = normalize, num_replicas = 1 })
 
 local opt = optim.Adam(pipe:parameters(), { lr = 2e-3 })   -- this rank's stage's
-local crit = nn.CrossEntropyLoss()
-local t0, steps = lunet.clock(), 0
-for epoch = 1, tonumber(args.epochs) or 1 do
-  local sum, n = 0, 0
-  for x, y in loader:iter() do
-    opt:zero_grad()
-    local loss = pipe:forward_loss(crit, first and x or nil, last and y or nil)
-    loss:backward()
-    opt:step()
-    sum, n, steps = sum + loss:item(), n + 1, steps + 1   -- (the same loss on every rank)
-    if smoke and steps == 6 then break end
-  end
-  if rank == 0 then print(('epoch %d: loss %.4f (%d steps, %.0f s)'):format(epoch, sum / n, n, lunet.clock() - t0)) end
+local history = lunet.fit(pipe, loader, { epochs = tonumber(args.epochs) or 1, optimizer = opt,
+  val_loader = test_loader, max_steps = smoke and 6 or nil, checkpoint = args.save, resume = args.resume and true,
+  progress = not smoke and 'lines' or false })
+local last = history[#history]   -- (the same on every rank)
+if pipe:is_main() then
+  print(('test accuracy: %.2f%% (%d test images)'):format(100 * last.val_acc, #test))
 end
-
--- test accuracy: the outputs are on the last stage's ranks (of every pipeline)
-pipe:eval()
-local correct, seen = 0, 0
-lunet.no_grad(function()
-  for x, y in test_loader:iter() do
-    local l = pipe:forward_loss(crit, first and x or nil, last and y or nil)
-    if rank == S - 1 then   -- (the first pipeline's outputs, its rows of the batch, are on its last rank)
-      local out = l:output()
-      local rows = out:size(1)
-      correct = correct + out:argmax(2):eq(y:narrow(1, 1, rows)):sum():item()
-      seen = seen + rows
-    end
-  end
-end)
-if rank == S - 1 then print(('test accuracy: %.2f%% (the first pipeline\'s %d of %d test images)'):format(
-  100 * correct / seen, seen, #test)) end
-local sd = pipe:full_state_dict()   -- every rank calls it; rank 0 gets the whole model
-if rank == 0 and args.save then lunet.save(args.save, sd); print('saved ' .. args.save) end
 dist.finalize()

@@ -143,6 +143,7 @@ describe('Pipeline over processes', function()
 end)
 
 describe('README, Pipelines across processes', function()
+  local function lunet_checkpoint_load(path) return require('lunet.checkpoint').load(path) end
   if not have_mpirun then
     it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
     return
@@ -164,9 +165,14 @@ describe('README, Pipelines across processes', function()
     local out, rc = shell.sh(('cd %s && LD_PRELOAD= LUA_PATH="%slua/?.lua;%slua/?/init.lua;;" timeout -s KILL 60 sh -c "%s"')
       :format(dir, shell.root, shell.root, run))
     local saved = io.open(dir .. '/model.safetensors') ~= nil
+    local ok_ckpt, ckpt = pcall(lunet_checkpoint_load, dir .. '/run.ckpt')
     os.execute('rm -rf ' .. dir)
     assert.equal(0, rc, out)
     assert.truthy(out:find('^true%s+3\n$'), out)   -- rank 0 only
     assert.is_true(saved)
+    -- fit's checkpoint: the whole model, written by one rank
+    assert.is_true(ok_ckpt, tostring(ckpt))
+    assert.equal(5, ckpt.epoch)
+    for _, k in ipairs({ '0.weight', '2.bias', '4.weight' }) do assert.truthy(ckpt.model[k], k) end
   end)
 end)
