@@ -1,6 +1,6 @@
 -- The planner and pipelines on virtual CPU devices (issue 19's targets; 2 cores).
 --   luajit bench/pipeline.lua [--steps S] [--groups G] [--models lenet5,resnet8,wide] [--devices 1,2,4]
---     [--no-grid] [--no-pipe] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256]
+--     [--no-grid] [--no-pipe] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08]
 -- Grid (the planner): for each model x device count (1, 2, 4 virtual devices;
 -- 4 share 2 cores) x memory limit (none; 'tight': 60% of what data parallel
 -- over those devices needs), lunet.parallel.plan profiles the model and
@@ -34,6 +34,7 @@ for i = 1, #arg do
 end
 local STEPS = tonumber(args.steps) or 4
 local GROUPS = tonumber(args.groups) or 5
+local GROUP_SECONDS = tonumber(args['group-seconds']) or 0.08
 local BATCH = tonumber(args.batch) or 64               -- the grid's
 local PIPE_BATCH = tonumber(args['pipe-batch']) or 256  -- the pipeline target's: micro-batches of 32
 
@@ -89,16 +90,22 @@ local function batch_of(shape, B)
   return lunet.randn(s), lunet.randint(1, 11, { B })
 end
 
--- seconds per call of step: the median of GROUPS groups of STEPS calls after a warm-up
+-- seconds per call of step: the median of GROUPS groups after a warm-up,
+-- each group at least STEPS calls and GROUP_SECONDS long (a small model's
+-- 4 steps take a few ms, which one descheduled thread doubles)
 local function time_steps(step)
   for _ = 1, 3 do step() end
   lunet.synchronize()
+  local t0 = lunet.clock()
+  step()
+  lunet.synchronize()
+  local n = math.max(STEPS, math.min(200, math.ceil(GROUP_SECONDS / math.max(lunet.clock() - t0, 1e-6))))
   local ts = {}
   for g = 1, GROUPS do
-    local t0 = lunet.clock()
-    for _ = 1, STEPS do step() end
+    t0 = lunet.clock()
+    for _ = 1, n do step() end
     lunet.synchronize()
-    ts[g] = (lunet.clock() - t0) / STEPS
+    ts[g] = (lunet.clock() - t0) / n
   end
   return median(ts)
 end
@@ -161,8 +168,8 @@ local function set_limit(n, bytes)
   for d = 0, n - 1 do C.ln_memory_set_limit(d, bytes > 0 and C.ln_memory_allocated(d) + bytes or 0) end
 end
 
-print(('bench/pipeline.lua: lunet %s, %d cores, batch %d, %d x %d steps a measurement, load average %s'):format(
-  lunet.version, C.ln_num_cores(), BATCH, GROUPS, STEPS, loadavg()))
+print(('bench/pipeline.lua: lunet %s, %d cores, batch %d, %d groups of at least %d steps and %.0f ms a measurement, load average %s'):format(
+  lunet.version, C.ln_num_cores(), BATCH, GROUPS, STEPS, GROUP_SECONDS * 1e3, loadavg()))
 print(('Pipeline: %s'):format(Pipeline and 'present' or 'not in this build (pipeline candidates are predicted, not run)'))
 
 -- ---- the planner's grid --------------------------------------------------------------------------

@@ -198,6 +198,40 @@ describe('parallel.plan', function()
     assert.near(4 * 4 * 0.1, slow:pipeline(2, 1, 8, 4, 'gpipe').step, 1e-12)
   end)
 
+  it("adds the full collections a step's churn sets off, many more under a tight memory limit", function()
+    -- 2 atoms, each leaving 4 MB to the collector a batch of 8; a collection costs 1 ms
+    local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8, params = 1024, act = MB })
+    for _, a in ipairs(prof) do a.churn, a.churn0 = 4 * MB, 0 end
+    prof.gc = 0.001
+    local GC_MIN = require('lunet.tensor').gc_min
+    local state = 2 * 1024 * 4   -- parameters, gradients and Adam's 2 copies
+    local function want(limit, k)
+      local b = 8 / k
+      local live = state + 2 * MB * b / 8
+      local margin = math.min(math.max(GC_MIN, 2 * live) - live, (limit - live) / 2)
+      return 0.001 * (k * 8 * MB * b / 8) / margin
+    end
+    for _, limit in ipairs({ 10 * MB, 64 * MB, 2 ^ 40 }) do
+      local cm = parallel.cost.new(prof, { memory = { limit } })
+      for _, k in ipairs({ 1, 4 }) do
+        local c = cm:data_parallel(1, 8, k)
+        assert.near(want(limit, k), c.gc, 1e-12)
+        assert.near(k * 0.06 / k + c.gc, c.step, 1e-12)
+      end
+    end
+    -- 10 MB: a collection every 4 MB or so of the 8 MB a step; unlimited: one in 30 MB
+    assert.near(2, parallel.cost.new(prof, { memory = { 10 * MB } }):data_parallel(1, 8).gc / 0.001, 0.01)
+    assert.is_true(parallel.cost.new(prof, {}):data_parallel(1, 8).gc < 0.0003)
+    -- a pipeline's stages collect too (Stage.lua's trigger), more under a limit
+    local free = parallel.cost.new(prof, {}):pipeline(2, 1, 8, 4, '1f1b')
+    local tight = parallel.cost.new(prof, { memory = { 2 * MB, 2 * MB } }):pipeline(2, 1, 8, 4, '1f1b')
+    assert.is_true(free.gc > 0 and tight.gc > free.gc, ('%g %g'):format(free.gc, tight.gc))
+    assert.near(tight.step - tight.gc, free.step - free.gc, 1e-12)
+    -- no collection's cost measured: none counted
+    prof.gc = nil
+    assert.equal(0, parallel.cost.new(prof, { memory = { 10 * MB } }):data_parallel(1, 8).gc)
+  end)
+
   it('takes a batch\'s total time from the measured whole-chain times (list.whole), interpolated', function()
     local prof = stated(2, { fwd = 1, bwd = 1, batch = 8 })
     prof.whole = { { 8, 4 }, { 4, 3 } }
@@ -371,6 +405,26 @@ describe('parallel.profile', function()
     assert.equal(0, (model[1].weight - w):abs():max():item())
     assert.is_true(prof.update > 0)
     for _, p in ipairs(model:parameters()) do assert.is_nil(p.grad) end
+    -- churn: together what one forward and backward of the chain leaves to
+    -- the collector (the allocator's bytes with the collector stopped; the
+    -- gradients already there, as in training; blocks large enough that the
+    -- allocator's rounding is small beside them)
+    model = nn.Sequential { nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256) }
+    local x = lunet.randn(64, 256)
+    prof = parallel.profile.atoms(parallel.Plan.atoms_of(model), x, 'cpu:0', { runs = 1 })
+    assert.is_true(prof.gc > 0 and prof.gc < 1)
+    local churn = 0
+    for _, a in ipairs(prof) do churn = churn + a.churn end
+    model(x):sum():backward()
+    collectgarbage(); collectgarbage()
+    collectgarbage('stop')
+    local a0 = lunet.memory_allocated('cpu:0')
+    model(x):sum():backward()
+    local grown = lunet.memory_allocated('cpu:0') - a0
+    collectgarbage('restart')
+    model:zero_grad()
+    assert.is_true(grown > 0)
+    assert.near(grown, churn, grown * 0.05)
     local ok, err = pcall(parallel.profile.atoms, { model, 'x' }, lunet.randn(2, 8), 'cpu:0')
     assert.matches('profile.atoms: atom 2 is not an nn.Module', err, 1, true)
   end)

@@ -375,6 +375,6 @@ ffi.metatype('ln_ref', mt)
 
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
-  wrap = wrap, check = check, is_tensor = is_tensor, need_tensor = need_tensor,
+  wrap = wrap, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
   cdim = cdim, read_shape = read_shape, int_arg = int_arg, ref_ct = ref_ct, record = record, table_index = table_index,
 }

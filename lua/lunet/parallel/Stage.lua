@@ -27,7 +27,7 @@ local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by
 local FLOOR = 2 ^ 20 -- and by at least this many bytes (a small model's stages collected at every action)
 local Sequential = require 'lunet.nn.Sequential'
 
-local Stage = {}
+local Stage = { GROW = GROW, FLOOR = FLOOR }   -- (the planner's cost model counts the collections)
 Stage.__index = Stage
 
 -- (s: the stage's index, mods: its atoms' modules, device: its device name)

@@ -36,7 +36,16 @@
 -- activations twice (those of the step before may await Lua's collector).
 -- A candidate fits when every device's need is at most headroom (0.9) times
 -- what it holds.
+-- Tensors are freed when Lua collects their handles: a step also pays the
+-- full collections its churn (the bytes its work leaves to the collector)
+-- sets off, each the profile's gc seconds (cost:collecting); a memory limit
+-- makes them frequent.
 local partition = require 'lunet.parallel.partition'
+-- the collector's triggers (tensor.lua: a device's bytes doubled past
+-- gc_min, or halfway to its limit; Stage.lua: a stage's grew by GROW and FLOOR)
+local GC_MIN = require('lunet.tensor').gc_min
+local Stage = require 'lunet.parallel.Stage'
+local STAGE_GROW, STAGE_FLOOR = Stage.GROW, Stage.FLOOR
 
 local cost = {}
 cost.__index = cost
@@ -135,6 +144,27 @@ function cost:temp_max(lo, hi, b)
   return m
 end
 function cost:out(i, b) local a = self.atoms[i]; return (a.out_bytes or 0) * b / a.batch end
+-- bytes atoms lo..hi leave to the collector a micro-batch of b
+function cost:churn(lo, hi, b)
+  local c = 0
+  for i = lo, hi do local a = self.atoms[i]; c = c + scaled(a.churn or 0, a.churn0 or 0, b, a.batch) end
+  return c
+end
+
+-- the seconds a device spends in full collections a step: its churn over the
+-- bytes the collector lets pile up between two collections (from live, what
+-- stays allocated: tensor.lua's trigger, and under a limit halfway from live
+-- to it; a pipeline's stage also collects when its bytes grew by GROW), each
+-- collection the profile's gc seconds; at most one per atom action
+function cost:collecting(churn, live, limit, stage, actions)
+  local t = self.atoms.gc or 0
+  if t == 0 or churn <= 0 then return 0 end
+  local margin = math.max(GC_MIN, 2 * live) - live
+  if stage then margin = math.min(margin, math.max(live * (STAGE_GROW - 1), STAGE_FLOOR)) end
+  if limit < math.huge then margin = math.min(margin, (limit - live) / 2) end
+  local n = margin > 0 and math.min(churn / margin, actions) or actions
+  return n * t
+end
 -- parameters + gradients + optimizer state
 function cost:state(i) return self.atoms[i].param_bytes * (2 + self.states) end
 function cost:dev_speed(d) return self.speed[d] or 1 end
@@ -241,7 +271,7 @@ function cost:data_parallel(n, B, k, first)
   local total_speed, devs = 0, {}
   local last = first + n - 1
   for d = 1, n do devs[d] = first + d - 1; total_speed = total_speed + self:dev_speed(devs[d]) end
-  local slowest, mem, bw_last, busy = 0, {}, 0, 0
+  local slowest, mem, bw_last, busy, gc = 0, {}, 0, 0, 0
   local _, _, _, st, par = self:range(1, self.n, 1)
   for d = 1, n do
     local sp = self:dev_speed(devs[d])
@@ -251,7 +281,11 @@ function cost:data_parallel(n, B, k, first)
     local t = (k * (f + bw) + self:update(1, self.n)) / sp
     busy = busy + t
     if t > slowest then slowest, bw_last = t, bw / sp end
-    mem[d] = st + GC * act + self:temp_max(1, self.n, b) + self.in_bytes * share / self.in_batch
+    local input = self.in_bytes * share / self.in_batch
+    mem[d] = st + GC * act + self:temp_max(1, self.n, b) + input
+    -- (one collection frees every device's garbage: the device collecting most sets the count)
+    gc = math.max(gc, self:collecting(k * self:churn(1, self.n, b), st + act + input, self:dev_memory(devs[d]),
+      false, 2 * k * self.n))
   end
   local ar = self:allreduce(n, par)
   local exposed = 0
@@ -266,9 +300,10 @@ function cost:data_parallel(n, B, k, first)
   busy = busy + self:host_work(first, last, host)
   if busy / cap > slowest then bw_last = bw_last * busy / cap / slowest; slowest = busy / cap end
   slowest = math.max(slowest, host)
+  -- (the host's collections stop its queueing: the devices run dry)
   local c = {
     kind = n == 1 and 'single' or 'data', devices = n, device_list = devs, replicas = n, stages = 1,
-    chunks = 1, accumulate = k, step = slowest + exposed, compute = slowest, comm = exposed,
+    chunks = 1, accumulate = k, step = slowest + exposed + gc, compute = slowest, comm = exposed, gc = gc,
     bubble = 0, memory = mem, wire = n > 1 and 2 * (n - 1) * par or 0, params = par, state = st,
   }
   return self:fits(c)
@@ -321,6 +356,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local mem, par_stage, exposed, wire, bwd_before = {}, {}, 0, 0, {}
   local copy_micro = 0
   local acc_bwd = 0
+  local gc = 0   -- (the stage collecting most: a collection frees every stage's garbage)
   for j = 1, p do
     local hi = lo + counts[j] - 1
     local _, bw, act, st, par = self:range(lo, hi, b)
@@ -336,6 +372,8 @@ function cost:pipeline(p, d, B, m, schedule, first)
     -- boundary buffers: the input received and the gradient sent back
     local m_j = st + inflight[j] * act * GC + self:temp_max(lo, hi, b) + 2 * x_in
     for r = 1, d do mem[(r - 1) * p + j] = m_j end
+    gc = math.max(gc, self:collecting(m * self:churn(lo, hi, b), st + inflight[j] * act + 2 * x_in,
+      self:dev_memory(first + j - 1), true, 2 * m))
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
     sum_t, max_t = sum_t + times[j], math.max(max_t, times[j])
     busy = busy + m * times[j]
@@ -362,14 +400,14 @@ function cost:pipeline(p, d, B, m, schedule, first)
     end
   end
   -- the host queues each micro-batch's forward and backward of every stage of every replica
-  step = math.max(step, d * m * host_mb) + exposed + (self.pipe.fixed or 0)
+  step = math.max(step, d * m * host_mb) + exposed + (self.pipe.fixed or 0) + gc
   local devs = {}
   for k = 1, p * d do devs[k] = first + k - 1 end
   local _, _, _, st, par = self:range(1, self.n, 1)
   local c = {
     kind = d > 1 and 'hybrid' or 'pipeline', devices = p * d, device_list = devs, replicas = d, stages = p,
     chunks = m, micro = b, schedule = schedule, accumulate = 1, balance = counts, stage_times = times,
-    step = step, compute = sum_t + (m - 1) * max_t, comm = fill + exposed,
+    step = step, compute = sum_t + (m - 1) * max_t, comm = fill + exposed, gc = gc,
     bubble = math.max(0, 1 - busy / (p * step)), memory = mem, wire = wire, params = par, state = st,
   }
   self:fits(c)

@@ -30,6 +30,12 @@
 -- on a device with its own worker the host may be what limits a step.
 -- list.update: the optimizer's step over all the parameters (opts.optimizer:
 -- 'adam' default, 'adamw', 'momentum', 'sgd').
+-- churn (churn0 its fixed part): the bytes an atom's forward and backward
+-- allocate and leave to Lua's collector (everything but workspaces: a
+-- tensor is freed when its handle is collected), scaled as the times are to
+-- add up to the whole chain's; list.gc: the seconds of
+-- one full collection (the heap's traversal), which a step pays each time
+-- its churn reaches the collector's trigger (cost.lua).
 -- Nothing in the model changes: gradients are dropped, parameters and buffers
 -- (BatchNorm running statistics) restored.
 -- (together, link, fit and pipeline_overhead live in profile_devices.lua.)
@@ -68,9 +74,12 @@ local function peak(dev) return reset_peak and lunet.max_memory_allocated(dev) o
 local function pass(atoms, x, dev)
   local n = #atoms
   local clock, sync = lunet.clock, lunet.synchronize
-  local fwd, bwd, kept, trans, ys, xs = {}, {}, {}, {}, {}, {}
+  local fwd, bwd, kept, trans, ys, xs, churn = {}, {}, {}, {}, {}, {}, {}
   local x0 = x
   sync(dev)
+  -- (no collection during the per-atom part: what an atom's forward and
+  -- backward allocate stays allocated until Lua collects it, its churn)
+  collectgarbage('stop')
   for i = 1, n do
     xs[i] = x
     local before = lunet.memory_allocated(dev)
@@ -96,11 +105,20 @@ local function pass(atoms, x, dev)
     sync(dev)
     bwd[i] = clock() - t0
     trans[i] = math.max(trans[i], peak(dev) - before)
+    churn[i] = math.max(0, kept[i] + lunet.memory_allocated(dev) - before)
     g = xs[i].grad
     if i > 1 and g == nil then g = lunet.zeros(xs[i]:size(), { dtype = xs[i].dtype, device = dev }) end
   end
+  collectgarbage('restart')
   ys, xs, g = nil, nil, nil
+  -- a collection's fixed cost: the heap's traversal, with one chain's garbage
+  local t_gc = clock()
+  collectgarbage()
+  t_gc = clock() - t_gc
   -- whole: the atoms' times above include a wait for the device each
+  -- (the chain's churn too: the atoms' above counts each boundary's copies)
+  collectgarbage('stop')
+  local a0 = lunet.memory_allocated(dev)
   local t0 = clock()
   local y = x0
   for i = 1, n do y = atoms[i](y) end
@@ -108,7 +126,12 @@ local function pass(atoms, x, dev)
   local host = clock() - t0   -- (the host's share: queuing the ops; all of it on an inline device)
   sync(dev)
   local whole = clock() - t0
-  return fwd, bwd, kept, trans, whole, host
+  local whole_churn = math.max(0, lunet.memory_allocated(dev) - a0)
+  collectgarbage('restart')
+  local sum = 0
+  for i = 1, n do sum = sum + churn[i] end
+  for i = 1, n do churn[i] = sum > 0 and churn[i] * whole_churn / sum or 0 end
+  return fwd, bwd, kept, trans, whole, host, churn, t_gc
 end
 
 -- the optimizer's step over every atom's parameters (their gradients from
@@ -176,17 +199,17 @@ function profile.atoms(atoms, sample, device, opts)
     for s, b in ipairs(sizes) do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
       pass(atoms, x, dev)   -- warm-up: caches, plans, the allocator's blocks
-      local F, Bw, K, Tr, W, H = {}, {}, nil, nil, {}, {}
+      local F, Bw, K, Tr, W, H, Ch, G = {}, {}, nil, nil, {}, {}, nil, {}
       for r = 1, runs do
-        local f, bw, kept, trans, whole, host = pass(atoms, x, dev)
-        H[r] = host
+        local f, bw, kept, trans, whole, host, churn, t_gc = pass(atoms, x, dev)
+        H[r], Ch, G[r] = host, churn, t_gc
         for i = 1, #atoms do
           F[i] = F[i] or {}; Bw[i] = Bw[i] or {}
           F[i][r], Bw[i][r] = f[i], bw[i]
         end
         K, Tr, W[r] = kept, trans, whole
       end
-      local r = { b = b, fwd = {}, bwd = {}, kept = K, trans = Tr }
+      local r = { b = b, fwd = {}, bwd = {}, kept = K, trans = Tr, churn = Ch, gc = median(G) }
       local sum = 0
       for i = 1, #atoms do
         r.fwd[i], r.bwd[i] = median(F[i]), median(Bw[i])
@@ -267,7 +290,7 @@ function profile.atoms(atoms, sample, device, opts)
     for _, p in ipairs(a:parameters()) do pb = pb + bytes_of(p) end
     local e = { name = names[i] and (names[i] .. ' ' .. a.__name) or a.__name, batch = r1.b, fwd = r1.fwd[i],
       bwd = r1.bwd[i], fwd0 = 0, bwd0 = 0, act_bytes = math.max(0, r1.kept[i]), temp_bytes = r1.trans[i],
-      param_bytes = pb, out_bytes = shapes[i].bytes, out_shape = shapes[i].shape }
+      param_bytes = pb, out_bytes = shapes[i].bytes, out_shape = shapes[i].shape, churn = r1.churn[i], churn0 = 0 }
     if r2 and r2.b < r1.b then
       -- the fixed part of a call: time = fixed + per sample * b through both sizes, within [0, time at B]
       for _, k in ipairs({ 'fwd', 'bwd' }) do
@@ -277,11 +300,16 @@ function profile.atoms(atoms, sample, device, opts)
       -- transient bytes the same way (a workspace need not shrink with the batch)
       local slope = (r1.trans[i] - r2.trans[i]) / (r1.b - r2.b)
       e.temp0 = math.min(math.max(r1.trans[i] - slope * r1.b, 0), r1.trans[i])
+      -- and the churn (the weights' fresh gradients do not shrink with it)
+      slope = (r1.churn[i] - r2.churn[i]) / (r1.b - r2.b)
+      e.churn0 = math.min(math.max(r1.churn[i] - slope * r1.b, 0), r1.churn[i])
     end
     out[i] = e
   end
   out.device, out.in_bytes, out.update, out.scale = dev, bytes_of(sample), update, r1.scale
   out.whole, out.min_batch = res.whole, res.min_batch
+  -- a collection's fixed cost (seconds; the smaller batch's garbage)
+  out.gc = res[#res].gc
   -- the host's time to queue a forward and backward of the chain (per call,
   -- whatever the batch): the median of the later half of the whole-chain
   -- runs at the smaller profiled batch, after the JIT has compiled the
