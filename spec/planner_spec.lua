@@ -183,6 +183,11 @@ describe('parallel.plan', function()
       link = { pipeline = { fixed = 0, action = {}, replica = 0.02 } } })
     assert.near((2 * 0.06 + 2 * 0.03) / 2, dp:data_parallel(2, 16).step, 1e-12)
     assert.near(0.06, dp:data_parallel(1, 8).step, 1e-12)   -- one device: no replicas to run
+    -- accumulate 2: each replica queues 2 micro-batches, its machinery's whole
+    -- cost once and a further micro-batch's (link.pipeline.replica_micro) once
+    local acc = parallel.cost.new(prof, { threads = { 1, 1 }, cores = 2, host = 0.01,
+      link = { pipeline = { fixed = 0, action = {}, replica = 0.02, replica_micro = 0.005 } } })
+    assert.near((2 * 0.06 + 2 * (2 * 0.01 + 0.02 + 0.005)) / 2, acc:data_parallel(2, 16, 2).step, 1e-12)
   end)
 
   it("adds the pipeline's own work a stage action and a step (link.pipeline) to a pipeline's step", function()
@@ -436,6 +441,8 @@ describe('parallel.profile', function()
     for _, kind in ipairs({ 'gpipe', '1f1b' }) do
       assert.is_true(o.action[kind] >= 0 and o.action[kind] < 1, kind)
     end
+    assert.is_true(o.replica > 0 and o.replica < 1)
+    assert.is_true(o.replica_micro >= 0 and o.replica_micro <= o.replica)
     collectgarbage(); collectgarbage()
     lunet.set_cpu_devices(1)
   end)

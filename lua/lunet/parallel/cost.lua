@@ -295,8 +295,11 @@ function cost:data_parallel(n, B, k, first)
   -- devices sharing cores; the host queues every replica's micro-batches one after another
   local cap = self:capacity(first, last)
   -- the host's time a step: each replica's micro-batches queued, and what
-  -- DataParallel's machinery costs a replica (link.pipeline.replica)
-  local host = n > 1 and n * k * (self.host + (self.pipe.replica or 0)) or 0
+  -- DataParallel's machinery costs a replica (link.pipeline.replica; each
+  -- further accumulated micro-batch link.pipeline.replica_micro)
+  local rep = self.pipe.replica or 0
+  local rep_micro = self.pipe.replica_micro or rep
+  local host = n > 1 and n * (k * self.host + rep + (k - 1) * rep_micro) or 0
   busy = busy + self:host_work(first, last, host)
   if busy / cap > slowest then bw_last = bw_last * busy / cap / slowest; slowest = busy / cap end
   slowest = math.max(slowest, host)

@@ -16,16 +16,24 @@ profile.WHOLE_RUNS, profile.WHOLE_SECONDS = WHOLE_RUNS, WHOLE_SECONDS
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
--- seconds a call of step: 3 calls to warm up, then the median of runs groups of 4
+-- seconds a call of step: 3 calls to warm up, then the median of runs groups
+-- of at least 4 calls and GROUP_SECONDS (a tiny model's call takes well
+-- under a millisecond, which one descheduled thread doubles)
+local GROUP_SECONDS = 0.015
 local function per_call(step, runs)
   for _ = 1, 3 do step() end
+  lunet.synchronize()
+  local t0 = lunet.clock()
+  step()
+  lunet.synchronize()
+  local n = math.max(4, math.min(100, math.ceil(GROUP_SECONDS / math.max(lunet.clock() - t0, 1e-6))))
   local ts = {}
   for r = 1, runs do
     lunet.synchronize()
-    local t0 = lunet.clock()
-    for _ = 1, 4 do step() end
+    t0 = lunet.clock()
+    for _ = 1, n do step() end
     lunet.synchronize()
-    ts[r] = (lunet.clock() - t0) / 4
+    ts[r] = (lunet.clock() - t0) / n
   end
   return median(ts)
 end
@@ -153,7 +161,8 @@ end
 -- the boundary transfer, the worker's wake-up) adds, per schedule; fixed:
 -- what a step adds once (setup, the loss, the optimizer's call); replica:
 -- what DataParallel over the two devices costs a step per replica beside
--- the layers' work (the same tiny model).
+-- the layers' work (the same tiny model); replica_micro: what each further
+-- micro-batch of accumulate = k costs a replica (no all-reduce).
 function profile.pipeline_overhead(a, b, runs)
   local Pipeline = require 'lunet.parallel.Pipeline'
   local nn = require 'lunet.nn'
@@ -183,12 +192,22 @@ function profile.pipeline_overhead(a, b, runs)
   out.fixed = math.min(fixed[1], fixed[2])
   -- DataParallel over the two devices, the same tiny model: what a replica
   -- costs a step beside its work (scatter, gather, the reducer's buckets)
-  local dp = require('lunet.parallel.DataParallel')(model, { devices = devs })
+  local DataParallel = require('lunet.parallel.DataParallel')
+  local dp = DataParallel(model, { devices = devs })
   local x, y = lunet.randn(8, 4), lunet.randn(8, 4)
   out.replica = per_call(function()
     dp:zero_grad()
     dp:forward_loss(crit, x, y):backward()
   end, runs) / S
+  -- and what each further accumulated micro-batch costs a replica (no all-reduce)
+  local fresh = {}
+  for k = 1, S do fresh[k] = nn.Linear(4, 4) end
+  local acc = DataParallel(nn.Sequential(fresh), { devices = devs, accumulate = 4 })
+  local four = per_call(function()
+    acc:zero_grad()
+    for _ = 1, 4 do acc:forward_loss(crit, x, y):backward() end
+  end, runs) / S
+  out.replica_micro = math.min(out.replica, math.max(0, (four - out.replica) / 3))
   model:to('cpu')
   return out
 end
