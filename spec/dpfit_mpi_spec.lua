@@ -20,12 +20,83 @@ local function all_ok(out, n, count)
   end
 end
 
+describe('lunet.fit over a Pipeline with a group, in one process (a group of one: one stage)', function()
+  local lunet = require 'lunet'
+  local nn, optim, data = lunet.nn, lunet.optim, lunet.data
+  local function model(extra)
+    lunet.manual_seed(3)
+    local m = nn.Sequential { nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3) }
+    if extra then m:add(nn.Tanh()); m:add(nn.Linear(3, 3)) end
+    return m
+  end
+  local function pipe(m) return lunet.parallel.Pipeline(m or model(), { group = lunet.comm.Communicator({ 'cpu:0' }), chunks = 3 }) end
+  lunet.manual_seed(4)
+  local ds = data.TensorDataset(lunet.randn(30, 4), lunet.randint(1, 4, { 30 }))
+  local function loader(o) return data.DataLoader(ds, { batch_size = 8, shuffle = true, seed = 2, num_replicas = o or 1 }) end
+  local function opts(m, more)
+    local o = { epochs = 2, optimizer = optim.Adam(m:parameters(), { lr = 0.05 }), val_loader = loader(), quiet = true,
+      progress = false }
+    for k, v in pairs(more or {}) do o[k] = v end
+    return o
+  end
+  local function tmp() local p = os.tmpname(); os.remove(p); return p end
+
+  it('trains, evaluates and checkpoints as the model itself; the checkpoint resumes in the model', function()
+    local ref, p = model(), pipe()
+    local rh = lunet.fit(ref, loader(), opts(ref))
+    local path = tmp()
+    local h = lunet.fit(p, loader(), opts(p, { checkpoint = path, checkpoint_every = { steps = 1 }, max_steps = 5 }))
+    assert.equal(2, #h)
+    for _, k in ipairs({ 'train_loss', 'train_acc', 'val_loss', 'val_acc' }) do
+      assert.near(rh[1][k], h[1][k], 1e-5 * math.max(rh[1][k], 1), k)
+    end
+    -- the checkpoint: the whole model's state and an optimizer of one group over model:parameters()
+    local st = lunet.checkpoint.load(path)
+    assert.equal(4, #st.optimizer.param_groups[1].params)
+    assert.truthy(st.optimizer.state[4].exp_avg)
+    local m = model()
+    local h2 = lunet.fit(m, loader(), opts(m, { checkpoint = path, resume = true }))
+    os.remove(path)
+    for _, k in ipairs({ 'train_loss', 'train_acc', 'val_loss', 'val_acc' }) do
+      assert.near(rh[2][k], h2[2][k], 1e-5 * math.max(rh[2][k], 1), k)
+    end
+    local want = ref:state_dict()
+    for k, t in pairs(m:state_dict()) do assert.is_true((t - want[k]):abs():max():item() < 1e-5, k) end
+  end)
+
+  it('refuses what it cannot do, naming it', function()
+    local function fails(fn, msg)
+      local ok, err = pcall(fn)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(msg, 1, true), tostring(err))
+    end
+    local p = pipe()
+    fails(function() lunet.fit(p, loader(), opts(p, { loss = nn.CrossEntropyLoss({ weight = lunet.ones(3) }) })) end,
+      'fit: a Pipeline across processes computes the loss on its last stage (forward_loss), which takes')
+    fails(function() lunet.fit(p, loader(2), opts(p)) end,
+      'fit: the loader is sharded over 2 ranks, but every rank of a pipeline across processes reads the same batches')
+    local ps = p:parameters()
+    local path = tmp()
+    fails(function()
+      lunet.fit(p, loader(), opts(p, { checkpoint = path,
+        optimizer = optim.SGD({ { params = { ps[1], ps[2] } }, { params = { ps[3], ps[4] } } }, { lr = 0.1 }) }))
+    end, 'Pipeline: checkpoint: a whole-model checkpoint across processes takes an optimizer of one param group, '
+      .. 'this one has 2')
+    -- a checkpoint of another model
+    local other = model(true)
+    lunet.fit(other, loader(), opts(other, { checkpoint = path, epochs = 1 }))
+    fails(function() lunet.fit(p, loader(), opts(p, { checkpoint = path, resume = true })) end,
+      'Pipeline: resuming: the checkpoint\'s optimizer holds 6 params, the whole model 4')
+    os.remove(path)
+  end)
+end)
+
 describe('lunet.fit over a Pipeline across processes', function()
   if not have_mpirun then
     it('needs Open MPI', function() pending('mpirun not installed: apt-get install openmpi-bin libopenmpi-dev') end)
     return
   end
-  for _, c in ipairs({ { 2, 1 }, { 4, 2 } }) do
+  for _, c in ipairs({ { 2, 1 }, { 3, 1 }, { 4, 2 } }) do
     local n, k = c[1], c[2]
     it(('-np %d%s: GPipe (SGD) and 1F1B (Adam, accumulate 2) with a val loader give one process\'s history and '
       .. 'parameters; a loader sharded by rank, or seeded apart, is refused on every rank'):format(n,

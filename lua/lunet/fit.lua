@@ -74,6 +74,13 @@ function Trainer.new(model, opts)
   self.epochs = opts.epochs or 1
   if type(self.epochs) ~= 'number' or self.epochs < 1 then error('fit: epochs must be >= 1', 3) end
   self.criterion = opts.loss or lunet().nn.CrossEntropyLoss()
+  if model.forward_loss_only and not model:forward_loss_ok(self.criterion) then   -- (a Pipeline across processes)
+    local c = self.criterion
+    error(('fit: a Pipeline across processes computes the loss on its last stage (forward_loss), which takes %s '
+      .. "with reduction 'mean' or 'sum' and no class weights; got %s"):format(
+      'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', type(c) == 'table' and tostring(c.__name or 'a table')
+      or type(c)), 3)
+  end
   self.optimizer = opts.optimizer or lunet().optim.SGD(model:parameters(), { lr = opts.lr or 0.01 })
   self.scheduler = opts.scheduler
   self.scheduler_per = opts.scheduler_step or 'epoch'    -- or 'step' (OneCycleLR)
