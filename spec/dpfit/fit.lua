@@ -133,6 +133,16 @@ if phase == 'fit' then
   refuses('a seed of its own on the last rank', { num_replicas = 1, seed = R == W - 1 and 2 or 1 },
     ('fit: the loader differs between the ranks of the pipeline: process rank 0 has seed = 1, process rank %d 2')
       :format(W - 1))
+  if REPL > 1 then   -- (41 samples in batches of 8: the last has 1 row, for 2 pipelines)
+    case('a last batch of fewer rows than pipelines', function()
+      local pipe = pipeline({ schedule = 'gpipe' })
+      local small = data.DataLoader(data.TensorDataset(lunet.randn(41, 3, 8, 8), lunet.randint(1, 6, { 41 })),
+        { batch_size = 8, num_replicas = 1 })
+      local ok, err = pcall(lunet.fit, pipe, small, { epochs = 1, quiet = true, progress = false })
+      local want = 'fit: the loader has a batch of 1 rows, fewer than the 2 pipelines (replicas)'
+      if ok or not tostring(err):find(want, 1, true) then return 'the error: ' .. tostring(err) end
+    end)
+  end
 elseif phase == 'save' then
   case('save', function()
     local pipe = pipeline(CK)

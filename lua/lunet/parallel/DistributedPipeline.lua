@@ -365,6 +365,17 @@ function DP:check_loaders(fname, ...)
         .. '(the first stage\'s rank the inputs, the last\'s the targets; with replicas the pipelines split each batch\'s '
         .. 'rows): give the DataLoader num_replicas = 1'):format(fname, name, all[(i - 1) * #what + 5]), 0)
     end
+    -- replicas: each pipeline needs a row of every batch (found now, not at the epoch's end)
+    local l = loaders[i]
+    local n, bs = l ~= nil and l.n, l ~= nil and l.batch_size
+    if self.replicas > 1 and type(n) == 'number' and type(bs) == 'number' and n > 0 then
+      local least = math.min(bs, n)
+      if not l.drop_last and n % bs > 0 then least = math.min(least, n % bs) end
+      if least < self.replicas then
+        error(('%s: %s has a batch of %d rows, fewer than the %d pipelines (replicas), which each take a share of its '
+          .. 'rows (a larger batch_size, or drop_last = true)'):format(fname, name, least, self.replicas), 0)
+      end
+    end
   end
 end
 
