@@ -1,6 +1,6 @@
 -- The planner and pipelines on virtual CPU devices (issue 19's targets; 2 cores).
 --   luajit bench/pipeline.lua [--steps S] [--groups G] [--models lenet5,resnet8,wide] [--devices 1,2,4]
---     [--no-grid] [--no-pipe] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08]
+--     [--no-grid] [--no-pipe] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08] [--trials 3]
 -- Grid (the planner): for each model x device count (1, 2, 4 virtual devices;
 -- 4 share 2 cores) x memory limit (none; 'tight': 60% of what data parallel
 -- over those devices needs), lunet.parallel.plan profiles the model and
@@ -9,7 +9,10 @@
 -- then trained for real, the limit set on the devices (a run out of memory
 -- is reported), and its step time measured (median of G groups of S steps,
 -- after a warm-up). Reported: predicted vs measured per candidate, the
--- error, and whether the plan's choice was the measured fastest.
+-- error, and whether the plan's choice was the measured fastest: the choice
+-- after its trials (--trials n: the n candidates predicted fastest and each
+-- kind's fastest trained for a few steps, the measured fastest chosen) and
+-- the cost model's own.
 -- Pipeline (when lunet.parallel.Pipeline exists): a 2-stage pipeline (2
 -- devices x 1 core) balanced by the planner's partition with 8 micro-batches
 -- against one device x 1 core (target >= 1.6x), and against every hand
@@ -35,6 +38,7 @@ end
 local STEPS = tonumber(args.steps) or 4
 local GROUPS = tonumber(args.groups) or 5
 local GROUP_SECONDS = tonumber(args['group-seconds']) or 0.08
+local TRIALS = tonumber(args.trials) or 3   -- the plan's opts.trials (0: the cost model alone chooses)
 local BATCH = tonumber(args.batch) or 64               -- the grid's
 local PIPE_BATCH = tonumber(args['pipe-batch']) or 256  -- the pipeline target's: micro-batches of 32
 
@@ -175,6 +179,7 @@ print(('Pipeline: %s'):format(Pipeline and 'present' or 'not in this build (pipe
 -- ---- the planner's grid --------------------------------------------------------------------------
 
 local errors, picks, near_picks, scenarios = {}, 0, 0, 0
+local model_picks, model_near = 0, 0
 if not args['no-grid'] then
   print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s  %s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
     'meas ms', 'error', ''))
@@ -185,7 +190,8 @@ if not args['no-grid'] then
     for _, name in ipairs(MODELS) do
       local spec = models[name]
       local sample = batch_of(spec.shape, BATCH)
-      local base = lunet.parallel.plan(spec.make(), sample, { devices = devices, batch = BATCH, kinds = KINDS })
+      local base = lunet.parallel.plan(spec.make(), sample, { devices = devices, batch = BATCH, kinds = KINDS,
+        trials = TRIALS })
       for _, limit in ipairs({ 'none', 'tight' }) do
         local p = base
         local bytes = 0
@@ -195,8 +201,8 @@ if not args['no-grid'] then
             if c.kind == (n == 1 and 'single' or 'data') and c.accumulate == 1 then need = c.peak end
           end
           bytes = math.floor(need * 0.6)
-          p = lunet.parallel.plan(nil, nil, { devices = devices, batch = BATCH, profile = base.profile,
-            link = base.link, together = base.together, memory = bytes, kinds = KINDS })
+          p = lunet.parallel.plan(spec.make(), sample, { devices = devices, batch = BATCH, profile = base.profile,
+            link = base.link, together = base.together, memory = bytes, kinds = KINDS, trials = TRIALS })
         end
         scenarios = scenarios + 1
         local best, best_c
@@ -227,14 +233,24 @@ if not args['no-grid'] then
               c == p.chosen and '<- chosen ' or '', note))
           end
         end
-        local good = best_c == p.chosen
+        -- the plan's choice (after its trials) and the cost model's own
+        local function verdict(c)
+          local good = best_c == c
+          -- (the chosen one measured within 5% of the fastest: a tie that the measurement's noise decides)
+          local t = measured[c]
+          local near = good or (t and best and t <= 1.05 * best)
+          return good, near, good and '' or (near and ('  (within %.1f%%)'):format((t / best - 1) * 100) or '  (MISS)')
+        end
+        local good, near, says = verdict(p.chosen)
         if good then picks = picks + 1 end
-        -- (the chosen one measured within 5% of the fastest: a tie that the measurement's noise decides)
-        local chosen_t = measured[p.chosen]
-        local near = good or (chosen_t and best and chosen_t <= 1.05 * best)
         if near then near_picks = near_picks + 1 end
-        print(('%-8s %4d %-7s  chosen: %s, measured fastest: %s%s'):format(name, n, limit, p.chosen.label,
-          best_c and best_c.label or '-', good and '' or (near and ('  (within %.1f%%)'):format((chosen_t / best - 1) * 100) or '  (MISS)')))
+        local model_c = p.predicted_choice or p.chosen
+        local mgood, mnear, msays = verdict(model_c)
+        if mgood then model_picks = model_picks + 1 end
+        if mnear then model_near = model_near + 1 end
+        print(('%-8s %4d %-7s  chosen: %s%s, measured fastest: %s%s'):format(name, n, limit, p.chosen.label,
+          p.predicted_choice and (' after %d trials (the model\'s: %s%s)'):format(#lunet.parallel.trial.pick(p, TRIALS),
+          model_c.label, msays) or '', best_c and best_c.label or '-', says))
       end
     end
   end
@@ -244,8 +260,9 @@ if not args['no-grid'] then
     worst = math.max(worst, math.abs(e.err))
   end
   print(('\nplanner: %d of %d candidates run predicted within 15%% (worst %.0f%%); the choice was the measured '
-    .. 'fastest in %d of %d scenarios (within 5%% of it in %d); load average %s'):format(within, #errors, worst * 100,
-    picks, scenarios, near_picks, loadavg()))
+    .. 'fastest in %d of %d scenarios (within 5%% of it in %d)%s; load average %s'):format(within, #errors, worst * 100,
+    picks, scenarios, near_picks, TRIALS > 0 and ('; the cost model\'s own choice (no trials) in %d (within 5%%: %d)'):format(
+    model_picks, model_near) or '', loadavg()))
 end
 
 -- ---- pipeline targets ----------------------------------------------------------------------------

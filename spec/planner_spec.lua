@@ -307,6 +307,66 @@ describe('parallel.plan', function()
     assert.is_truthy(found, table.concat(lines, '\n'))
   end)
 
+  it('trials: trains the candidates predicted fastest (and each kind\'s fastest) and chooses the measured fastest', function()
+    local model = nn.Sequential { nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4) }
+    local w = model[1].weight:clone()
+    local p = parallel.plan(model, lunet.randn(8, 16), { devices = { 'cpu:0', 'cpu:1' }, batch = 32, trials = 2,
+      chunks = { 2, 4 } })
+    local tried, kinds = 0, {}
+    for i, c in ipairs(p.candidates) do
+      if c.measured then
+        tried = tried + 1
+        kinds[c.kind] = true
+        assert.is_true(c.measured > 0 and c.measured < 10, c.label)
+        assert.is_true(c.measured >= p.chosen.measured, c.label)   -- the chosen: the fastest measured
+      end
+      assert.is_nil(c.trial_error, c.label)
+    end
+    -- the 2 fastest predicted, and the fastest of each other kind: one device, data parallel, pipeline
+    assert.same(parallel.trial.pick(p, 2), (function()
+      local out = {}
+      for _, c in ipairs(p.candidates) do if c.measured then out[#out + 1] = c end end
+      return out
+    end)())
+    assert.is_true(tried >= 3 and kinds.single and kinds.data and kinds.pipeline, tostring(p))
+    assert.is_not_nil(p.predicted_choice)
+    assert.matches('ms measured, the fastest of ' .. tried .. ' tried', p.reason, 1, true)
+    assert.matches('trial ms', tostring(p), 1, true)
+    -- the user's model untouched
+    assert.equal(0, (model[1].weight - w):abs():max():item())
+    for _, q in ipairs(model:parameters()) do assert.is_nil(q.grad) end
+    -- auto wraps what the trials chose
+    local wrapped = parallel.auto(model, lunet.randn(8, 16), { devices = { 'cpu:0', 'cpu:1' }, batch = 32, trials = 1,
+      chunks = { 2 } })
+    local want = ({ single = 'nn.Sequential', data = 'parallel.DataParallel', pipeline = 'parallel.Pipeline' })[wrapped.auto_plan.chosen.kind]
+    assert.equal(want, wrapped.__name)
+  end)
+
+  it('trials: picks by prediction without running (trial.pick), and says what is wrong', function()
+    local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = 1024, out = 256 })
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
+      speed = { 1, 1 } })
+    local picked = parallel.trial.pick(p, 1)
+    assert.equal(p.candidates[1], picked[1])
+    local seen = {}
+    for k, c in ipairs(picked) do
+      assert.is_true(c.fits)
+      assert.is_nil(seen[c.kind], c.label)   -- past the first n, one of each other kind: its fastest
+      seen[c.kind] = true
+      if k > 1 then
+        for _, o in ipairs(p.candidates) do
+          if o.kind == c.kind and o.fits then assert.equal(o, c); break end
+        end
+      end
+    end
+    local ok, err = pcall(parallel.plan, nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof,
+      link = fast, trials = 2 })
+    assert.is_false(ok)
+    assert.matches('parallel.plan: trials need the model and a sample input', err, 1, true)
+    ok, err = pcall(parallel.plan, nil, nil, { devices = { 'cpu:0' }, batch = 32, profile = prof, trials = 1.5 })
+    assert.matches('parallel.plan: trials must be an integer >= 0, got 1.5', err, 1, true)
+  end)
+
   it('proposes no micro-batch smaller than the model accepts (BatchNorm1d: 2)', function()
     local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8, act = MB })
     prof.min_batch = 2

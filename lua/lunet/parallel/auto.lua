@@ -10,6 +10,7 @@
 --   print(model.auto_plan.reason)
 local lunet = require 'lunet'
 local Plan = require 'lunet.parallel.plan'
+local wrap = require 'lunet.parallel.wrap'
 
 local function auto(model, sample, opts)
   if type(model) ~= 'table' or not model._params then
@@ -24,25 +25,7 @@ local function auto(model, sample, opts)
   if not okp then Pipeline = nil end
   o.kinds = o.kinds or (Pipeline and { 'single', 'data', 'pipeline', 'hybrid' } or { 'single', 'data' })
   local plan = Plan.new(model, sample, o)
-  local c = plan.chosen
-  local devs = {}
-  for d = 1, c.devices do devs[d] = plan.devices[d] end
-  local wrapped
-  if c.kind == 'single' then
-    wrapped = model:to(devs[1])
-    if c.accumulate > 1 then rawset(wrapped, 'accumulate', c.accumulate) end
-  elseif c.kind == 'data' then
-    local bal, even = {}, true
-    for d = 1, c.devices do bal[d] = plan.speed[d] or 1; if bal[d] ~= bal[1] then even = false end end
-    wrapped = lunet.parallel.DataParallel(model, { devices = devs, accumulate = c.accumulate,
-      balance = not even and bal or nil })
-  elseif (c.kind == 'pipeline' or c.kind == 'hybrid') and Pipeline then
-    -- (hybrid: replica r's stages on devices (r-1)p+1 .. rp, as the cost model has them)
-    wrapped = Pipeline(model, { devices = devs, chunks = c.chunks, schedule = c.schedule, balance = c.balance,
-      replicas = c.replicas > 1 and c.replicas or nil })
-  else
-    error(('parallel.auto: the plan chose %s, which this build cannot make'):format(c.label), 2)
-  end
+  local wrapped = wrap(model, plan, plan.chosen)
   rawset(wrapped, 'auto_plan', plan)
   if verbose then print(plan) end
   return wrapped

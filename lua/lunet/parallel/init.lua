@@ -17,6 +17,8 @@ parallel.profile = require 'lunet.parallel.profile'       -- layer and link meas
 parallel.partition = require 'lunet.parallel.partition'   -- contiguous stages by time under memory
 parallel.cost = require 'lunet.parallel.cost'
 parallel.Plan = require 'lunet.parallel.plan'
+parallel.trial = require 'lunet.parallel.trial'     -- the candidates trained for a few steps (opts.trials)
+parallel.wrap = require 'lunet.parallel.wrap'       -- a model wrapped as a candidate says
 function parallel.plan(model, sample, opts) return parallel.Plan.new(model, sample, opts) end
 parallel.simulate = require 'lunet.parallel.simulate'
 parallel.auto = require 'lunet.parallel.auto'

@@ -15,7 +15,10 @@
 -- optimizer ('adam' default, 'momentum', 'sgd': the state it keeps),
 -- chunks (the micro-batch counts tried, default {2, 4, 8, 16}), schedules
 -- ({'1f1b', 'gpipe'}), kinds (the strategies that may be chosen), runs
--- (profiling repeats). profile (a stated per-atom profile, see cost.lua) and
+-- (profiling repeats), trials (n: the n candidates predicted fastest, and
+-- the fastest predicted of each other kind, are trained for a few steps on
+-- copies of the model and the measured fastest is chosen; each gets
+-- c.measured; plan.predicted_choice is the cost model's own; 0 default). profile (a stated per-atom profile, see cost.lua) and
 -- link ({copy = {alpha, beta}, allreduce = {alpha, beta}}) skip measuring:
 -- together (each device's speed while all compute, relative to alone;
 -- default measured: profile.together) too:
@@ -31,7 +34,7 @@ Plan.__index = Plan
 
 local OPTS = { devices = 'table', batch = 'number', memory = true, speed = 'table', optimizer = 'string',
   chunks = 'table', schedules = 'table', kinds = 'table', runs = 'number', profile = 'table', link = 'table',
-  headroom = 'number', bucket_mb = 'number', together = 'number' }
+  headroom = 'number', bucket_mb = 'number', together = 'number', trials = 'number' }
 
 local function fail(msg, lvl) error('parallel.plan: ' .. msg, (lvl or 1) + 1) end
 
@@ -93,6 +96,16 @@ local function sentence(self)
     what = (c.kind == 'hybrid' and ('%d pipelines of %d stages'):format(c.replicas, c.stages) or ('%d-stage pipeline'):format(c.stages))
       .. (' (atoms per stage %s), %d micro-batches, %s, %.1f ms a step, %d%% bubble'):format(table.concat(c.balance, '+'),
       c.chunks, c.schedule == 'gpipe' and 'GPipe' or '1F1B', c.step * 1e3, math.floor(c.bubble * 100 + 0.5))
+  end
+  if c.measured then
+    local n = 0
+    for _, o in ipairs(self.candidates) do if o.measured then n = n + 1 end end
+    what = what .. (' (%.1f ms measured, the fastest of %d tried)'):format(c.measured * 1e3, n)
+    local p = self.predicted_choice
+    if p and p ~= c then
+      what = what .. ('; predicted fastest was %s, %s'):format(p.label,
+        p.measured and ('%.1f ms measured'):format(p.measured * 1e3) or ('its trial failed: ' .. tostring(p.trial_error)))
+    end
   end
   -- why not something faster, or (a pipeline chosen) why not data parallel
   local why, other = '', self.candidates[1]
@@ -214,15 +227,32 @@ function Plan.new(model, sample, opts)
     fail(('nothing fits the devices\' memory (%s)'):format(table.concat(lines, '; ')), 3)
   end
   self.chosen = chosen
+  -- trials: the candidates predicted fastest (and each kind's fastest)
+  -- trained for a few steps; the measured fastest is chosen
+  local trials = opts.trials or 0
+  if trials % 1 ~= 0 or trials < 0 then fail('trials must be an integer >= 0, got ' .. tostring(trials), 3) end
+  if trials > 0 then
+    if type(model) ~= 'table' or not model._params or not lunet.is_tensor(sample) then
+      fail('trials need the model and a sample input', 3)
+    end
+    self.predicted_choice = chosen
+    require('lunet.parallel.trial').run(self, model, sample, trials)
+    for _, c in ipairs(cands) do
+      if c.measured and (not self.chosen.measured or c.measured < self.chosen.measured) then self.chosen = c end
+    end
+  end
   self.reason = sentence(self)
   return self
 end
 
 function Plan:__tostring()
-  local rows = { ('%-34s %10s %8s %12s %12s %6s'):format('candidate', 'step ms', 'bubble', 'max memory', 'wire/step', 'fits') }
+  local tried = self.predicted_choice ~= nil
+  local rows = { ('%-34s %10s%s %8s %12s %12s %6s'):format('candidate', 'step ms', tried and '   trial ms' or '', 'bubble',
+    'max memory', 'wire/step', 'fits') }
   for _, c in ipairs(self.candidates) do
-    rows[#rows + 1] = ('%-34s %10.2f %7.0f%% %12s %12s %6s%s'):format(c.label, c.step * 1e3, c.bubble * 100,
-      fmt_bytes(c.peak), fmt_bytes(c.wire), c.fits and 'yes' or 'no', c == self.chosen and '  <- chosen' or
+    rows[#rows + 1] = ('%-34s %10.2f%s %7.0f%% %12s %12s %6s%s'):format(c.label, c.step * 1e3,
+      tried and (c.measured and ('%11.2f'):format(c.measured * 1e3) or ('%11s'):format(c.trial_error and 'failed' or '-')) or '',
+      c.bubble * 100, fmt_bytes(c.peak), fmt_bytes(c.wire), c.fits and 'yes' or 'no', c == self.chosen and '  <- chosen' or
       (not c.available and '  (not available)' or ''))
   end
   rows[#rows + 1] = 'chosen: ' .. self.reason

@@ -1,0 +1,134 @@
+-- lunet.parallel.trial: a plan's candidates trained for a few steps, for
+-- real, so that the choice rests on measured step times where the cost
+-- model's predictions are close (lunet.parallel.plan's opts.trials = n).
+--
+--   trial.run(plan, model, sample, n)
+--
+-- Timed: the n candidates predicted fastest that fit, and the one
+-- predicted fastest of each other kind (one device, data parallel,
+-- pipeline, hybrid). Each trains a copy of the model (the user's model is
+-- not touched) on the plan's batch made from the sample's rows, with a mean
+-- squared error against zeros (the criterion's own cost is a small part of
+-- a step) and the plan's optimizer; the devices' memory limited to what the
+-- plan was told they hold. Its step time: the median of 3 groups of steps
+-- after 2 warm-up steps, each group at least GROUP_SECONDS.
+-- Each timed candidate gets c.measured (seconds); one whose trial failed
+-- (out of memory: the copy and its optimizer beside the model) gets
+-- c.trial_error and keeps only its prediction.
+local lunet = require 'lunet'
+local C = lunet.C
+local wrap = require 'lunet.parallel.wrap'
+local median = require('lunet.util').median
+
+local trial = {}
+local GROUP_SECONDS = 0.05
+local OPTIMIZERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
+
+-- which candidates: the n fastest predicted that fit, and each kind's fastest
+function trial.pick(plan, n)
+  local picked, kinds = {}, {}
+  for _, c in ipairs(plan.candidates) do
+    if c.fits and c.available and (#picked < n or not kinds[c.kind]) then
+      picked[#picked + 1] = c
+      kinds[c.kind] = true
+    end
+  end
+  return picked
+end
+
+-- the plan's batch of B rows, the sample's rows in turn
+local function batch_of(sample, B)
+  local b0 = sample:size(1)
+  if b0 == B then return sample end
+  local idx = {}
+  for i = 1, B do idx[i] = (i - 1) % b0 + 1 end
+  return sample:index_select(1, idx)
+end
+
+-- one training step of candidate c on a copy of model
+local function step_of(plan, c, model, x)
+  local nn, optim = lunet.nn, lunet.optim
+  local wrapped = wrap(model:clone(), plan, c)
+  local kind = plan.cost.optimizer
+  local opt = optim[OPTIMIZERS[kind] or 'Adam'](wrapped:parameters(), { lr = 1e-9, momentum = kind == 'momentum' and 0.9 or nil })
+  local crit = nn.MSELoss()
+  local dev = plan.devices[1]
+  x = x:to(dev)
+  -- (the output's shape from the profile: a forward of the whole batch may not fit)
+  local shape = {}
+  for i, s in ipairs(plan.profile[#plan.profile].out_shape) do shape[i] = s end
+  shape[1] = x:size(1)
+  local y = lunet.zeros(shape, { device = dev })
+  if c.kind == 'pipeline' or c.kind == 'hybrid' then
+    return function()
+      opt:zero_grad()
+      wrapped:forward_loss(crit, x, y):backward()
+      opt:step()
+    end
+  end
+  local k, B = c.accumulate, x:size(1)
+  local xs, ys = {}, {}
+  for i = 1, k do
+    local lo, hi = math.floor((i - 1) * B / k), math.floor(i * B / k)
+    xs[i], ys[i] = x:narrow(1, lo + 1, hi - lo), y:narrow(1, lo + 1, hi - lo)
+  end
+  local data = c.kind == 'data'
+  return function()
+    opt:zero_grad()
+    for i = 1, k do
+      if data then wrapped:forward_loss(crit, xs[i], ys[i]):backward()
+      else crit(wrapped(xs[i]), ys[i]):backward() end
+    end
+    opt:step()
+  end
+end
+
+local function timed(step)
+  for _ = 1, 2 do step() end
+  lunet.synchronize()
+  local t0 = lunet.clock()
+  step()
+  lunet.synchronize()
+  local n = math.max(1, math.ceil(GROUP_SECONDS / math.max(lunet.clock() - t0, 1e-6)))
+  local ts = {}
+  for g = 1, 3 do
+    t0 = lunet.clock()
+    for _ = 1, n do step() end
+    lunet.synchronize()
+    ts[g] = (lunet.clock() - t0) / n
+  end
+  return median(ts)
+end
+
+-- each device limited to what it holds now plus what the plan says it holds
+local function limit(plan)
+  local saved = {}
+  for d, name in ipairs(plan.devices) do
+    local id = require('lunet.core').device_id('parallel.trial', name)
+    saved[d] = { id = id, limit = tonumber(C.ln_memory_limit(id)) }
+    local m = plan.memory[d]
+    if m < math.huge then
+      local want = tonumber(C.ln_memory_allocated(id)) + m
+      if saved[d].limit > 0 then want = math.min(want, saved[d].limit) end
+      C.ln_memory_set_limit(id, want)
+    end
+  end
+  return function() for _, s in ipairs(saved) do C.ln_memory_set_limit(s.id, s.limit) end end
+end
+
+function trial.run(plan, model, sample, n)
+  local x = batch_of(sample, plan.batch)
+  local picked = trial.pick(plan, n)
+  for _, c in ipairs(picked) do
+    collectgarbage(); collectgarbage()
+    local restore = limit(plan)
+    local ok, t = pcall(function() return timed(step_of(plan, c, model, x)) end)
+    restore()
+    if ok then c.measured = t else c.trial_error = tostring(t) end
+    collectgarbage(); collectgarbage()
+  end
+  lunet.synchronize()
+  return picked
+end
+
+return trial
