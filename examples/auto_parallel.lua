@@ -54,9 +54,12 @@ if lean then
   print(ok and tight.reason or tight)   -- (nothing fits: the error says what each would need)
 end
 
--- 3. train as planned (the plan's choice among what this build makes)
-local wrapped = lunet.parallel.auto(cnn(), sample, { devices = devices, batch = batch, runs = smoke and 1 or 3 })
-print('\nauto: ' .. wrapped.auto_plan.chosen.label)
+-- 3. train as planned (the plan's choice among what this build makes), the
+--    3 candidates predicted fastest (and each other kind's fastest) tried
+--    for a few steps first: the measured fastest wins
+local wrapped = lunet.parallel.auto(cnn(), sample, { devices = devices, batch = batch, runs = smoke and 1 or 3,
+  trials = 3 })
+print('\nauto: ' .. wrapped.auto_plan.reason)
 local ds = data.Synthetic { n = smoke and batch * 4 or batch * 40, shape = { 3, 32, 32 }, classes = 10, seed = 0 }
 local loader = data.DataLoader(ds, { batch_size = batch, shuffle = true })
 local opt = optim.Adam(wrapped:parameters(), { lr = 1e-3 })
