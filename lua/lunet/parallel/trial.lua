@@ -24,8 +24,18 @@ local trial = {}
 local GROUP_SECONDS = 0.05
 local OPTIMIZERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
 
+local function check(fn, plan, n)
+  if type(plan) ~= 'table' or type(plan.candidates) ~= 'table' then
+    error(('parallel.trial.%s: expected a plan (lunet.parallel.plan), got %s'):format(fn, type(plan)), 3)
+  end
+  if type(n) ~= 'number' or n < 1 or n % 1 ~= 0 then
+    error(('parallel.trial.%s: n must be an integer >= 1, got %s'):format(fn, tostring(n)), 3)
+  end
+end
+
 -- which candidates: the n fastest predicted that fit, and each kind's fastest
 function trial.pick(plan, n)
+  check('pick', plan, n)
   local picked, kinds = {}, {}
   for _, c in ipairs(plan.candidates) do
     if c.fits and c.available and (#picked < n or not kinds[c.kind]) then
@@ -117,6 +127,11 @@ local function limit(plan)
 end
 
 function trial.run(plan, model, sample, n)
+  check('run', plan, n)
+  if type(model) ~= 'table' or not model._params then error('parallel.trial.run: expected an nn.Module, got ' .. type(model), 2) end
+  if not lunet.is_tensor(sample) or sample:dim() == 0 then
+    error('parallel.trial.run: sample must be a batch (a tensor with a batch dimension)', 2)
+  end
   local x = batch_of(sample, plan.batch)
   local picked = trial.pick(plan, n)
   for _, c in ipairs(picked) do

@@ -6,7 +6,14 @@
 -- (lunet.parallel.trial) each candidate they time.
 local lunet = require 'lunet'
 
+local function fail(msg) error('parallel.wrap: ' .. msg, 3) end
+
 local function wrap(model, plan, c)
+  if type(model) ~= 'table' or not model._params then fail('expected an nn.Module, got ' .. type(model)) end
+  if type(plan) ~= 'table' or type(plan.devices) ~= 'table' then fail('expected a plan (lunet.parallel.plan), got ' .. type(plan)) end
+  if type(c) ~= 'table' or type(c.kind) ~= 'string' or type(c.devices) ~= 'number' then
+    fail('expected one of the plan\'s candidates, got ' .. type(c))
+  end
   local devs = {}
   for d = 1, c.devices do devs[d] = plan.devices[d] end
   if c.kind == 'single' then
@@ -24,7 +31,7 @@ local function wrap(model, plan, c)
     return Pipeline(model, { devices = devs, chunks = c.chunks, schedule = c.schedule, balance = c.balance,
       replicas = c.replicas > 1 and c.replicas or nil })
   end
-  error(('parallel.wrap: the plan chose %s, which this build cannot make'):format(c.label), 2)
+  fail(('the plan chose %s, which this build cannot make'):format(c.label))
 end
 
 return wrap
