@@ -201,6 +201,15 @@ describe('parallel.plan', function()
     local slow = parallel.cost.new(prof, { link = { pipeline = { fixed = 0, action = { gpipe = 0.1, ['1f1b'] = 0.2 } } } })
     assert.near(4 * 4 * 0.2, slow:pipeline(2, 1, 8, 4, '1f1b').step, 1e-12)
     assert.near(4 * 4 * 0.1, slow:pipeline(2, 1, 8, 4, 'gpipe').step, 1e-12)
+    -- a stage past half its device's memory paces the host (Stage.lua): the
+    -- host's queueing adds to the step instead of overlapping it
+    local prof2 = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8, act = MB })
+    local link2 = { pipeline = { fixed = 0, action = { gpipe = 0.001, ['1f1b'] = 0.001 } } }
+    local roomy = parallel.cost.new(prof2, { link = link2, host = 0.002, memory = { 64 * MB, 64 * MB } })
+    local paced = parallel.cost.new(prof2, { link = link2, host = 0.002, memory = { 1.5 * MB, 1.5 * MB } })
+    local a, b = roomy:pipeline(2, 1, 8, 4, '1f1b'), paced:pipeline(2, 1, 8, 4, '1f1b')
+    assert.is_true(b.memory[1] > 0.75 * MB and a.memory[1] < 32 * MB)
+    assert.near(a.step - a.gc + 4 * (0.002 + 4 * 0.001), b.step - b.gc, 1e-12)
   end)
 
   it("adds the full collections a step's churn sets off, many more under a tight memory limit", function()

@@ -36,6 +36,9 @@
 -- activations twice (those of the step before may await Lua's collector).
 -- A candidate fits when every device's need is at most headroom (0.9) times
 -- what it holds.
+-- A pipeline's stage past half its device's memory makes the host wait for
+-- its previous backward before queuing more (Stage.lua): the host's queueing
+-- then adds to the step instead of overlapping it.
 -- Tensors are freed when Lua collects their handles: a step also pays the
 -- full collections its churn (the bytes its work leaves to the collector)
 -- sets off, each the profile's gc seconds (cost:collecting); a memory limit
@@ -360,6 +363,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local copy_micro = 0
   local acc_bwd = 0
   local gc = 0   -- (the stage collecting most: a collection frees every stage's garbage)
+  local tight = false   -- a stage past half its device's memory (Stage.lua then paces the host)
   for j = 1, p do
     local hi = lo + counts[j] - 1
     local _, bw, act, st, par = self:range(lo, hi, b)
@@ -375,6 +379,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
     -- boundary buffers: the input received and the gradient sent back
     local m_j = st + inflight[j] * act * GC + self:temp_max(lo, hi, b) + 2 * x_in
     for r = 1, d do mem[(r - 1) * p + j] = m_j end
+    if m_j > self:dev_memory(first + j - 1) / 2 then tight = true end
     gc = math.max(gc, self:collecting(m * self:churn(lo, hi, b), st + inflight[j] * act + 2 * x_in,
       self:dev_memory(first + j - 1), true, 2 * m))
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
@@ -403,7 +408,11 @@ function cost:pipeline(p, d, B, m, schedule, first)
     end
   end
   -- the host queues each micro-batch's forward and backward of every stage of every replica
-  step = math.max(step, d * m * host_mb) + exposed + (self.pipe.fixed or 0) + gc
+  -- (past half of a device's memory a stage makes the host wait for its
+  -- previous backward before queuing more: the host's queueing no longer
+  -- runs ahead of the devices, it adds to their time)
+  if tight then step = step + d * m * host_mb else step = math.max(step, d * m * host_mb) end
+  step = step + exposed + (self.pipe.fixed or 0) + gc
   local devs = {}
   for k = 1, p * d do devs[k] = first + k - 1 end
   local _, _, _, st, par = self:range(1, self.n, 1)
