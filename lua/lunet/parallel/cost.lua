@@ -309,7 +309,7 @@ function cost:data_parallel(n, B, k, first)
   -- (the host's collections stop its queueing: the devices run dry)
   local c = {
     kind = n == 1 and 'single' or 'data', devices = n, device_list = devs, replicas = n, stages = 1,
-    chunks = 1, accumulate = k, step = slowest + exposed + gc, compute = slowest, comm = exposed, gc = gc,
+    chunks = 1, accumulate = k, step = slowest + exposed + gc, compute = slowest, comm = exposed, gc = gc, host = host,
     bubble = 0, memory = mem, wire = n > 1 and 2 * (n - 1) * par or 0, params = par, state = st,
   }
   return self:fits(c)
@@ -419,7 +419,8 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local c = {
     kind = d > 1 and 'hybrid' or 'pipeline', devices = p * d, device_list = devs, replicas = d, stages = p,
     chunks = m, micro = b, schedule = schedule, accumulate = 1, balance = counts, stage_times = times,
-    step = step, compute = sum_t + (m - 1) * max_t, comm = fill + exposed, gc = gc,
+    step = step, compute = sum_t + (m - 1) * max_t, comm = fill + exposed, gc = gc, host = d * m * host_mb,
+    shared = (d * busy + self:host_work(first, last, d * m * host_mb)) / self:capacity(first, last), tight = tight,
     bubble = math.max(0, 1 - busy / (p * step)), memory = mem, wire = wire, params = par, state = st,
   }
   self:fits(c)
