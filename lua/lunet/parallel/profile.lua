@@ -111,7 +111,10 @@ local function pass(atoms, x, dev)
   end
   collectgarbage('restart')
   ys, xs, g = nil, nil, nil
-  -- a collection's fixed cost: the heap's traversal, with one chain's garbage
+  -- a collection's fixed cost: the heap's traversal (a second collection:
+  -- the first also frees this pass's garbage, many more handles than a
+  -- micro-batch leaves between two collections in training)
+  collectgarbage()
   local t_gc = clock()
   collectgarbage()
   t_gc = clock() - t_gc
