@@ -3,12 +3,12 @@
 --   mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 luajit examples/distributed_pipeline.lua --replicas 2
 --   luajit examples/distributed_pipeline.lua     -- a world of one: one stage
 -- Process rank r runs stage r + 1 (with --replicas k: k pipelines of W / k
--- stages, each taking its share of every batch's rows, each stage's
--- gradients averaged over its k copies). lunet.fit trains it as any model:
--- every rank calls it alike and reads the same batches (the loader is not
--- sharded: num_replicas = 1); the first stage's rank uses the images, the
--- last's the labels and computes the accuracy, which every rank's history
--- holds; the last stage's rank (of the first pipeline) prints. --save PATH
+-- stages, each stage's gradients averaged over its k copies). lunet.fit
+-- trains it as any model: every rank calls it alike; the ranks of a pipeline
+-- read the same batches (with k pipelines, each its shard of 64 / k images of
+-- every batch of 64); the first stage's rank uses the images, the last's the
+-- labels and computes the accuracy, which every rank's history holds; the
+-- last stage's rank (of the first pipeline) prints. --save PATH
 -- writes a checkpoint of the whole model and Adam's state after each epoch
 -- (lunet.fit's checkpoint; --resume continues from it, with any number of
 -- processes, or in one).
@@ -43,8 +43,11 @@ local test = data.FashionMNIST { root = root, train = false }
 full = data.Subset(full, lunet.arange(1, (smoke and 640 or tonumber(args.images) or 6000) + 1):totable())
 test = data.Subset(test, lunet.arange(1, (smoke and 256 or 2000) + 1):totable())
 local normalize = data.transforms.Normalize({ 0.2860 }, { 0.3530 })
-local loader = data.DataLoader(full, { batch_size = 64, shuffle = true, seed = 1, transform = normalize, num_replicas = 1 })
-local test_loader = data.DataLoader(test, { batch_size = 256, transform = normalize, num_replicas = 1 })
+-- each pipeline its shard (one pipeline: not sharded)
+local loader = data.DataLoader(full, { batch_size = 64 / replicas, shuffle = true, seed = 1, transform = normalize,
+  num_replicas = pipe.replicas, rank = pipe.replica - 1 })
+local test_loader = data.DataLoader(test, { batch_size = 256 / replicas, transform = normalize,
+  num_replicas = pipe.replicas, rank = pipe.replica - 1 })
 
 local opt = optim.Adam(pipe:parameters(), { lr = 2e-3 })   -- this rank's stage's
 local history = lunet.fit(pipe, loader, { epochs = tonumber(args.epochs) or 1, optimizer = opt,

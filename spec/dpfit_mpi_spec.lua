@@ -74,7 +74,8 @@ describe('lunet.fit over a Pipeline with a group, in one process (a group of one
     fails(function() lunet.fit(p, loader(), opts(p, { loss = nn.CrossEntropyLoss({ weight = lunet.ones(3) }) })) end,
       'fit: a Pipeline across processes computes the loss on its last stage (forward_loss), which takes')
     fails(function() lunet.fit(p, loader(2), opts(p)) end,
-      'fit: the loader is sharded over 2 ranks, but every rank of a pipeline across processes reads the same batches')
+      'fit: the loader of process rank 0 is sharded as rank 0 of 2, but the ranks of a pipeline across processes read the '
+      .. 'same batches')
     local ps = p:parameters()
     local path = tmp()
     fails(function()
@@ -108,16 +109,20 @@ describe('lunet.fit over a Pipeline across processes', function()
     end)
   end
 
-  it('a checkpoint written by -np 2 (mid-epoch, Adam) resumes with -np 2, with -np 3, as 2 x 2 and in one process: '
-    .. 'the same history and parameters as an uninterrupted run', function()
-    local path = os.tmpname()
+  it('a checkpoint written by -np 2 (mid-epoch, Adam) resumes with -np 2, with -np 3 and in one process, one written '
+    .. 'by 2 x 2 with 2 x 2: the same history and parameters as an uninterrupted run', function()
+    local path, hybrid = os.tmpname(), os.tmpname()
     local function copy(to) assert(os.execute(('cp %s %s'):format(path, to)) == 0) end
     os.remove(path)
+    os.remove(hybrid)
     local out, rc = launch(2, 'DPFIT_PHASE=save DPFIT_CKPT=' .. path)
     assert.equal(0, rc, out)
     all_ok(out, 2, 1)
+    out, rc = launch(4, 'DPFIT_PHASE=save DPFIT_REPLICAS=2 DPFIT_CKPT=' .. hybrid)
+    assert.equal(0, rc, out)
+    all_ok(out, 4, 1)
     local copies = {}
-    for i = 1, 3 do copies[i] = path .. '.' .. i; copy(copies[i]) end
+    for i = 1, 2 do copies[i] = path .. '.' .. i; copy(copies[i]) end
     local function resume(n, file, env)
       local o, r = launch(n, 'DPFIT_PHASE=resume DPFIT_CKPT=' .. file .. ' ' .. (env or ''))
       assert.equal(0, r, o)
@@ -129,13 +134,14 @@ describe('lunet.fit over a Pipeline across processes', function()
     end
     resume(2, path)
     resume(3, copies[1])
-    resume(4, copies[2], 'DPFIT_REPLICAS=2')
+    resume(4, hybrid, 'DPFIT_REPLICAS=2')
     -- the unwrapped model in a process of its own (no mpirun: a world of one)
     local r = shell.root
     out, rc = shell.sh(('cd %s && LD_PRELOAD="${LD_PRELOAD:-}" LUA_PATH="%slua/?.lua;%slua/?/init.lua;%sspec/?.lua;;" '
-      .. 'DPFIT_PHASE=one DPFIT_CKPT=%s timeout -s KILL 60 luajit spec/dpfit/fit.lua'):format(r, r, r, r, copies[3]))
+      .. 'DPFIT_PHASE=one DPFIT_CKPT=%s timeout -s KILL 60 luajit spec/dpfit/fit.lua'):format(r, r, r, r, copies[2]))
     os.remove(path)
-    for i = 1, 3 do os.remove(copies[i]) end
+    os.remove(hybrid)
+    for i = 1, 2 do os.remove(copies[i]) end
     assert.equal(0, rc, out)
     all_ok(out, 1, 1)
   end)

@@ -13,7 +13,8 @@
 -- lunet.save does); every rank resumes from it, with any world size (the
 -- loader's position is converted: DataLoader:load_state_dict).
 -- A Pipeline across processes (Pipeline(model, {group = ...})): every rank
--- calls fit alike, with the same batches (a DataLoader with num_replicas = 1;
+-- calls fit alike, the ranks of a pipeline with the same batches (a
+-- DataLoader with num_replicas = pipe.replicas, rank = pipe.replica - 1;
 -- checked); the metrics are counted where the outputs are (the last stage's
 -- ranks) and summed, so every rank returns the same history; the last stage's
 -- rank of the first pipeline prints, logs and writes the checkpoint, which

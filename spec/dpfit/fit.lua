@@ -1,11 +1,12 @@
 -- One rank of spec/dpfit_mpi_spec.lua: lunet.fit over a Pipeline whose
 -- stages are the processes of lunet.distributed's world (DPFIT_REPLICAS=k:
--- k pipelines, hybrid), against lunet.fit of the unwrapped model in this
--- process on the same loaders. DPFIT_PHASE:
+-- k pipelines, hybrid, each reading its shard of the data), against lunet.fit
+-- of the unwrapped model in this process on the same batches (k shards'
+-- batches together). DPFIT_PHASE:
 --   fit    GPipe + SGD (momentum) and 1F1B + Adam with accumulate = 2, 2 epochs
 --          with a val loader: the history (losses, accuracies) and the
 --          parameters as one process's to 1e-5; then loaders sharded wrongly
---          raise the named errors on every rank
+--          (hybrid: or not sharded over the pipelines) raise the named errors on every rank
 --   save   2 epochs, a checkpoint after each step, stopped after 3 steps (mid epoch 1)
 --   resume resumes from DPFIT_CKPT and finishes: as one process's uninterrupted fit
 --   one    (no mpirun) the unwrapped model resumes from DPFIT_CKPT: the same
@@ -32,10 +33,17 @@ lunet.manual_seed(11)
 local N, NV = 44, 20   -- 6 batches of 8 (the last of 4); val: 2 of 16 (the last of 4)
 local ds = data.TensorDataset(lunet.randn(N, 3, 8, 8), lunet.randint(1, 6, { N }))
 local vds = data.TensorDataset(lunet.randn(NV, 3, 8, 8), lunet.randint(1, 6, { NV }))
+-- the pipeline's shard (its replica's, as the loader's rank), or opts' sharding;
+-- opts.ref: unsharded (the one-process reference). A batch of 8 (val: 16) in
+-- all: each of k pipelines' is 8 / k, so that a checkpoint resumes with any k.
 local function loaders(opts)
   opts = opts or {}
-  return data.DataLoader(ds, { batch_size = 8, shuffle = true, seed = opts.seed or 1, num_replicas = opts.num_replicas }),
-    data.DataLoader(vds, { batch_size = 16, num_replicas = 1 })
+  local k = opts.ref and 1 or REPL
+  local n, rank = opts.num_replicas or REPL, opts.rank or math.floor(R / (W / REPL))
+  if opts.default then n, rank = nil, nil end
+  if opts.ref then n, rank = 1, 0 end
+  return data.DataLoader(ds, { batch_size = 8 / k, shuffle = true, seed = opts.seed or 1, num_replicas = n, rank = rank }),
+    data.DataLoader(vds, { batch_size = 16 / k, num_replicas = n, rank = rank })
 end
 local function new_opt(kind, params)
   if kind == 'adam' then return optim.Adam(params, { lr = 0.01 }) end
@@ -60,7 +68,7 @@ end
 
 local function reference(o)
   local m = model()
-  local l, v = loaders({ num_replicas = 1 })
+  local l, v = loaders({ ref = true })
   local h = lunet.fit(m, l, fit_opts({ accumulate = o.accumulate }, new_opt(o.optim, m:parameters()), v))
   return m, h
 end
@@ -101,7 +109,7 @@ if phase == 'fit' then
     case(o.name, function()
       local ref, rh = reference(o)
       local pipe = pipeline(o)
-      local l, v = loaders({ num_replicas = 1 })
+      local l, v = loaders()
       -- (hybrid: the backward passes that all-reduce the stage's gradients over its replicas)
       local Reducer = require 'lunet.parallel.Reducer'
       local prepare, syncs = Reducer.prepare, 0
@@ -112,8 +120,8 @@ if phase == 'fit' then
       local ok, h = pcall(lunet.fit, pipe, l, fit_opts(o, new_opt(o.optim, pipe:parameters()), v))
       Reducer.prepare = prepare
       if not ok then error(h, 0) end
-      -- 6 batches an epoch: each reduces once (accumulate = 2: each pair once)
-      local want = REPL == 1 and 0 or 2 * 6 / (o.accumulate or 1)
+      -- each batch reduces once (accumulate = 2: each group of 2, and the epoch's last of 1)
+      local want = REPL == 1 and 0 or 2 * math.ceil(#l / (o.accumulate or 1))
       if syncs ~= want then return ('%d reducing backward passes in 2 epochs, expected %d'):format(syncs, want) end
       return compare(h, pipe:state_dict(), ref, rh)
     end)
@@ -128,25 +136,23 @@ if phase == 'fit' then
       if not tostring(err):find(want, 1, true) then return 'the error: ' .. tostring(err) end
     end)
   end
-  refuses('a loader sharded by rank (the default under dist.init)', {},
-    ('fit: the loader is sharded over %d ranks, but every rank of a pipeline across processes reads the same batches'):format(W))
-  refuses('a seed of its own on the last rank', { num_replicas = 1, seed = R == W - 1 and 2 or 1 },
+  refuses('a loader sharded by rank (the default under dist.init)', { default = true },
+    ('fit: the loader of process rank 0 is sharded as rank 0 of %d, but the ranks of a pipeline across processes read '
+      .. 'the same batches'):format(W))
+  refuses('a seed of its own on the last rank', { seed = R == W - 1 and 2 or 1 },
     ('fit: the loader differs between the ranks of the pipeline: process rank 0 has seed = 1, process rank %d 2')
       :format(W - 1))
-  if REPL > 1 then   -- (41 samples in batches of 8: the last has 1 row, for 2 pipelines)
-    case('a last batch of fewer rows than pipelines', function()
-      local pipe = pipeline({ schedule = 'gpipe' })
-      local small = data.DataLoader(data.TensorDataset(lunet.randn(41, 3, 8, 8), lunet.randint(1, 6, { 41 })),
-        { batch_size = 8, num_replicas = 1 })
-      local ok, err = pcall(lunet.fit, pipe, small, { epochs = 1, quiet = true, progress = false })
-      local want = 'fit: the loader has a batch of 1 rows, fewer than the 2 pipelines (replicas)'
-      if ok or not tostring(err):find(want, 1, true) then return 'the error: ' .. tostring(err) end
-    end)
+  if REPL > 1 then   -- (every pipeline would train on the same batches)
+    refuses('a loader not sharded over the pipelines', { num_replicas = 1, rank = 0 },
+      ('fit: the loader of process rank 0 is sharded as rank 0 of 1, but the ranks of a pipeline across processes read '
+        .. 'the same batches (the first stage\'s rank the inputs, the last\'s the targets), each pipeline its shard: '
+        .. 'give the DataLoader num_replicas = pipe.replicas (%d) and rank = pipe.replica - 1 (0 on process rank 0)')
+        :format(REPL))
   end
 elseif phase == 'save' then
   case('save', function()
     local pipe = pipeline(CK)
-    local l, v = loaders({ num_replicas = 1 })
+    local l, v = loaders()
     lunet.fit(pipe, l, fit_opts({ checkpoint = path, every = { steps = 1 }, max_steps = 3 },
       new_opt(CK.optim, pipe:parameters()), v))
   end)
@@ -154,7 +160,7 @@ elseif phase == 'resume' then
   case('resume', function()
     local ref, rh = reference(CK)
     local pipe = pipeline(CK)
-    local l, v = loaders({ num_replicas = 1 })
+    local l, v = loaders()
     local h = lunet.fit(pipe, l, fit_opts({ checkpoint = path, resume = true, quiet = false },
       new_opt(CK.optim, pipe:parameters()), v))
     return compare(h, pipe:state_dict(), ref, rh)
@@ -163,7 +169,7 @@ elseif phase == 'one' then
   case('resume in one process', function()
     local ref, rh = reference(CK)
     local m = model()
-    local l, v = loaders({ num_replicas = 1 })
+    local l, v = loaders()
     local h = lunet.fit(m, l, fit_opts({ checkpoint = path, resume = true }, new_opt(CK.optim, m:parameters()), v))
     return compare(h, m:state_dict(), ref, rh)
   end)

@@ -36,6 +36,15 @@ local function batches(o)
   return d
 end
 
+-- this pipeline's rows of a batch (hybrid: each pipeline is given its own
+-- rows; split as the one-process Pipeline with replicas splits a batch)
+local function own_rows(t)
+  if REPL == 1 then return t end
+  local B, r = t:size(1), math.floor(R / S)
+  local first = r * math.floor(B / REPL) + math.min(r, B % REPL)
+  return t:narrow(1, first + 1, math.floor(B / REPL) + (r < B % REPL and 1 or 0))
+end
+
 local function worst(a, b)
   a, b = a:to('cpu:0'), b:to('cpu:0')
   local d = (a - b):abs():max():item()
@@ -77,8 +86,8 @@ local function run(o)
   for s, b in ipairs(data) do
     popt:zero_grad()
     -- (x is read on the first rank, y on the last; the others may pass nil)
-    local x = R % S == 0 and b[1] or nil
-    local y = R % S == S - 1 and b[2] or nil
+    local x = R % S == 0 and own_rows(b[1]) or nil
+    local y = R % S == S - 1 and own_rows(b[2]) or nil
     local loss = pipe:forward_loss(crit, x, y)
     loss:backward(); popt:step()
     local v = loss:item()
@@ -110,7 +119,9 @@ local function run(o)
     local x, y = data[1][1], data[1][2]
     local want_out = lunet.no_grad(function() return ref(x) end)
     local want_loss = crit(want_out, y):item()
-    local l = lunet.no_grad(function() return pipe:forward_loss(crit, R % S == 0 and x or nil, R % S == S - 1 and y or nil) end)
+    local l = lunet.no_grad(function()
+      return pipe:forward_loss(crit, R % S == 0 and own_rows(x) or nil, R % S == S - 1 and own_rows(y) or nil)
+    end)
     if math.abs(l:item() - want_loss) > 1e-5 * math.abs(want_loss) then
       return ('no_grad: loss %.9g, one process %.9g'):format(l:item(), want_loss)
     end

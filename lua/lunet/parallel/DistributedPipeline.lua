@@ -21,10 +21,12 @@
 -- this rank's stage; load_state_dict(sd) takes this stage's keys of a whole
 -- model's sd; full_state_dict() gathers every stage's on the first rank.
 -- replicas = k (group = dist.world()): k pipelines of W / k stages (process
--- p: pipeline p // (W / k) + 1, stage p % (W / k) + 1), each taking its share
--- of the batch's rows; each stage's gradients are averaged over its k
--- processes by a Reducer on a group of their own (bucket_mb, compress), and
--- its parameters and buffers start as the first pipeline's (a broadcast).
+-- p: pipeline p // (W / k) + 1, stage p % (W / k) + 1), each given its own
+-- batch (a DataLoader's shard: num_replicas = k, rank = pipe.replica - 1),
+-- the loss the mean over every pipeline's rows; each stage's gradients are
+-- averaged over its k processes by a Reducer on a group of their own
+-- (bucket_mb, compress), and its parameters and buffers start as the first
+-- pipeline's (a broadcast).
 local Module = require 'lunet.nn.Module'
 local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
@@ -310,10 +312,10 @@ function DP:full_state_dict()
 end
 
 -- ---- lunet.fit's hooks (fit.lua calls them as DistributedDataParallel's) ------------------------
--- Every rank reads the same batches; the loss is the whole batch's on every
--- rank, the outputs are on the last stage's ranks (each pipeline's rows:
--- loss:metric_outputs), so the metrics are counted there and summed over the
--- ranks. The last stage's rank of the first pipeline prints, logs and writes
+-- The ranks of a pipeline read the same batches (each pipeline its shard);
+-- the loss is every pipeline's batch's on every rank, the outputs are on the
+-- last stage's ranks (loss:metric_outputs), so the metrics are counted there
+-- and summed over the ranks. The last stage's rank of the first pipeline prints, logs and writes
 -- the checkpoint: the whole model and optimizer state (dpipe_state.lua).
 
 -- fit evaluates with forward_loss (pipe(x) is not offered across processes)
@@ -330,50 +332,42 @@ function DP:sum_numbers(list)
   return t:totable()
 end
 
--- pipe:check_loaders(fname, loader, ...): every rank must read the same
--- batches (one allgather of each loader's length, batch size, seed, shuffle
--- and sharding; every rank learns of a difference, so all raise together)
+-- pipe:check_loaders(fname, loader, ...): the ranks of a pipeline must read
+-- the same batches, each pipeline its own shard: a DataLoader with
+-- num_replicas = pipe.replicas, rank = pipe.replica - 1. One allgather of
+-- each loader's length, batch size, seed, shuffle and sharding: every rank
+-- learns of a difference, so all raise together.
+local LOADER = { 'batches', 'batch_size', 'seed', 'shuffle', 'num_replicas', 'rank' }
 function DP:check_loaders(fname, ...)
   local lunet = require 'lunet'
-  local loaders, v = { ... }, {}
-  for i = 1, select('#', ...) do
+  local loaders, v, K = { ... }, {}, #LOADER
+  local nl = select('#', ...)
+  for i = 1, nl do
     local l = loaders[i]
     local shuffled = l ~= nil and l.shuffle == true
-    for _, x in ipairs({ l ~= nil and #l or -1, l ~= nil and l.batch_size or -1, shuffled and l.seed or -1,
-        shuffled and 1 or 0, l ~= nil and l.num_replicas or 1 }) do
-      v[#v + 1] = type(x) == 'number' and x or -1
-    end
+    local vals = { l ~= nil and #l or -1, l ~= nil and l.batch_size or -1, shuffled and l.seed or -1,
+      shuffled and 1 or 0, l ~= nil and l.num_replicas or 1, l ~= nil and l.rank or 0 }
+    for k = 1, K do v[#v + 1] = type(vals[k]) == 'number' and vals[k] or -1 end
   end
-  local W = self.world:size()
+  local W, S, R = self.world:size(), self.S, self.replicas
   local all = self.world:allgather({ lunet.tensor(v, { dtype = 'float64', device = self.device }) })[1]:totable()
-  local what = { 'batches', 'batch_size', 'seed', 'shuffle', 'num_replicas' }
-  for i = 1, #loaders do
+  local function at(p, i, k) return all[p * #v + (i - 1) * K + k] end   -- (process rank p of the world, loader i)
+  for i = 1, nl do
     local name = i == 1 and 'the loader' or 'the val_loader'
-    for k = 1, #what do
-      local at = (i - 1) * #what + k
-      for r = 2, W do
-        local a, b = all[at], all[(r - 1) * #v + at]
-        if a ~= b then
-          error(('%s: %s differs between the ranks of the pipeline: process rank 0 has %s = %s, process rank %d %s '
-            .. '(every rank of a pipeline across processes must read the same batches: build its DataLoader alike, '
-            .. 'with a seed and num_replicas = 1)'):format(fname, name, what[k], tostring(a), r - 1, tostring(b)), 0)
-        end
+    for p = 0, W - 1 do
+      local want = math.floor(p / S)   -- (its pipeline's shard)
+      if at(p, i, 5) ~= R or at(p, i, 6) ~= want then
+        error(('%s: %s of process rank %d is sharded as rank %d of %d, but the ranks of a pipeline across processes '
+          .. 'read the same batches (the first stage\'s rank the inputs, the last\'s the targets), each pipeline its '
+          .. 'shard: give the DataLoader num_replicas = pipe.replicas (%d) and rank = pipe.replica - 1 (%d on process '
+          .. 'rank %d)'):format(fname, name, p, at(p, i, 6), at(p, i, 5), R, want, p), 0)
       end
-    end
-    if all[(i - 1) * #what + 5] ~= 1 then
-      error(('%s: %s is sharded over %d ranks, but every rank of a pipeline across processes reads the same batches '
-        .. '(the first stage\'s rank the inputs, the last\'s the targets; with replicas the pipelines split each batch\'s '
-        .. 'rows): give the DataLoader num_replicas = 1'):format(fname, name, all[(i - 1) * #what + 5]), 0)
-    end
-    -- replicas: each pipeline needs a row of every batch (found now, not at the epoch's end)
-    local l = loaders[i]
-    local n, bs = l ~= nil and l.n, l ~= nil and l.batch_size
-    if self.replicas > 1 and type(n) == 'number' and type(bs) == 'number' and n > 0 then
-      local least = math.min(bs, n)
-      if not l.drop_last and n % bs > 0 then least = math.min(least, n % bs) end
-      if least < self.replicas then
-        error(('%s: %s has a batch of %d rows, fewer than the %d pipelines (replicas), which each take a share of its '
-          .. 'rows (a larger batch_size, or drop_last = true)'):format(fname, name, least, self.replicas), 0)
+      for k = 1, 4 do
+        if at(p, i, k) ~= at(0, i, k) then
+          error(('%s: %s differs between the ranks of the pipeline: process rank 0 has %s = %s, process rank %d %s '
+            .. '(build it alike on every rank, with a seed)'):format(fname, name, LOADER[k], tostring(at(0, i, k)), p,
+            tostring(at(p, i, k))), 0)
+        end
       end
     end
   end

@@ -59,15 +59,8 @@ local function rows_of(t, what, fname, lvl)
   return t:size(1)
 end
 
--- replica r's rows of a batch of B: first, count, and the least count of any replica
-local function shard(B, R, r)
-  local base, extra, pos = math.floor(B / R), B % R, 1
-  for k = 1, r - 1 do pos = pos + base + (k <= extra and 1 or 0) end
-  return pos, base + (r <= extra and 1 or 0), base
-end
-
 function Run.new(pipe, criterion, kind, x, target, recording)
-  local S, s, dev, R, r = pipe.S, pipe.s, pipe.device, pipe.replicas, pipe.replica
+  local S, s, dev, R = pipe.S, pipe.s, pipe.device, pipe.replicas
   local self = setmetatable({ pipe = pipe, criterion = criterion, kind = kind, S = S, s = s, dev = dev, R = R,
     group = pipe.group, stage = pipe.stage, recording = recording, next = 1, losses = {}, outs = {}, fdone = 0,
     scale = 1, rows = {}, mb = {}, tg = {}, sync = pipe.next_sync ~= false }, Run)
@@ -75,10 +68,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
   local B, M, Bx
   if s == 1 then
     Bx = rows_of(x, 'input', 'forward_loss', 2)
-    if Bx < R then fail(('forward_loss: a batch of %d rows for %d replicas'):format(Bx, R), 2) end
-    local pos, n, base = shard(Bx, R, r)
-    if R > 1 then x = x:narrow(1, pos, n) end
-    B, M = n, math.min(pipe.chunks, base)
+    B, M = Bx, math.min(pipe.chunks, Bx)
   else
     -- what the previous stage sends: its batch's first message (the host waits for it)
     local h = lunet.empty(HDR, { dtype = 'float64', device = dev })
@@ -90,14 +80,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
   end
   if s == S then
     local Bt = rows_of(target, 'target', 'forward_loss', 2)
-    local pos, n = shard(Bt, R, r)
-    if Bx and Bt ~= Bx then fail(('forward_loss: target has %d rows, the input %d'):format(Bt, Bx), 2) end
-    if n ~= B then
-      fail(('forward_loss: target has %d rows, the input %s'):format(Bt, R == 1 and B or 'another count'), 2)
-    end
-    self.whole = target
-    if R > 1 then target = target:narrow(1, pos, n) end
-    self.first_row = pos
+    if Bt ~= B then fail(('forward_loss: target has %d rows, the input %d'):format(Bt, B), 2) end
   end
   self.B = B
   local plan = pipe:_plan(M)
@@ -114,14 +97,14 @@ function Run.new(pipe, criterion, kind, x, target, recording)
     end
     p = p + k
   end
-  if s == S then   -- (the mean is over every replica's targets)
-    local whole = self.whole
-    self.whole = nil
-    if kind == 'class' then
-      if whole.device ~= dev then whole = whole:to(dev) end
-      self.count = whole:ne(criterion.opts.ignore_index):sum():to('float64')
+  if s == S then
+    local t = target.device ~= dev and target:to(dev) or target
+    if kind == 'class' then self.count = t:ne(criterion.opts.ignore_index):sum():to('float64') end
+    self.norm = kind == 'element' and t:numel() or 1
+    if R > 1 and kind then   -- (the mean is over every pipeline's targets: their count summed, on the devices)
+      self.count = self.count or lunet.full({}, self.norm, { dtype = 'float64', device = dev })
+      pipe.stage_group:allreduce({ self.count:view(1) }, { op = 'sum' })
     end
-    self.norm = kind == 'element' and whole:numel() or 1
     self.home = target.device
   end
   return self
@@ -308,14 +291,12 @@ function Run:output()
   return lunet.cat(list, 1)
 end
 
--- loss:metric_outputs(target) -> the outputs and the rows of target (the
--- batch's, as given to forward_loss) they are for, on the last stage's
--- ranks; nil elsewhere (lunet.fit counts its metrics where they are)
+-- loss:metric_outputs(target) -> the outputs and target (as given to
+-- forward_loss) on the last stage's ranks; nil elsewhere (lunet.fit counts
+-- its metrics where they are)
 function Run:metric_outputs(target)
   if self.s ~= self.S then return nil end
-  local out = self:output()
-  if self.R == 1 then return out, target end
-  return out, target:narrow(1, self.first_row, out:size(1))
+  return self:output(), target
 end
 
 function Run.__tostring(self)
