@@ -315,8 +315,9 @@ end
 -- The ranks of a pipeline read the same batches (each pipeline its shard);
 -- the loss is every pipeline's batch's on every rank, the outputs are on the
 -- last stage's ranks (loss:metric_outputs), so the metrics are counted there
--- and summed over the ranks. The last stage's rank of the first pipeline prints, logs and writes
--- the checkpoint: the whole model and optimizer state (dpipe_state.lua).
+-- and summed over the ranks. The last stage's rank of the first pipeline
+-- prints, logs and writes the checkpoint: the whole model and optimizer
+-- state (dpipe_state.lua).
 
 -- fit evaluates with forward_loss (pipe(x) is not offered across processes)
 DP.forward_loss_only = true
