@@ -43,11 +43,9 @@ local test = data.FashionMNIST { root = root, train = false }
 full = data.Subset(full, lunet.arange(1, (smoke and 640 or tonumber(args.images) or 6000) + 1):totable())
 test = data.Subset(test, lunet.arange(1, (smoke and 256 or 2000) + 1):totable())
 local normalize = data.transforms.Normalize({ 0.2860 }, { 0.3530 })
--- each pipeline its shard (one pipeline: not sharded)
-local loader = data.DataLoader(full, { batch_size = 64 / replicas, shuffle = true, seed = 1, transform = normalize,
-  num_replicas = pipe.replicas, rank = pipe.replica - 1 })
-local test_loader = data.DataLoader(test, { batch_size = 256 / replicas, transform = normalize,
-  num_replicas = pipe.replicas, rank = pipe.replica - 1 })
+-- (made after the pipeline: each pipeline's shard by default, num_replicas = pipe.replicas, rank = pipe.replica - 1)
+local loader = data.DataLoader(full, { batch_size = 64 / replicas, shuffle = true, seed = 1, transform = normalize })
+local test_loader = data.DataLoader(test, { batch_size = 256 / replicas, transform = normalize })
 
 local opt = optim.Adam(pipe:parameters(), { lr = 2e-3 })   -- this rank's stage's
 local history = lunet.fit(pipe, loader, { epochs = tonumber(args.epochs) or 1, optimizer = opt,

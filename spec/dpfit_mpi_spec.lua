@@ -64,6 +64,17 @@ describe('lunet.fit over a Pipeline with a group, in one process (a group of one
     for k, t in pairs(m:state_dict()) do assert.is_true((t - want[k]):abs():max():item() < 1e-5, k) end
   end)
 
+  it('distributed.set_data_shard (which a Pipeline across processes calls) checks its arguments', function()
+    local dist = require 'lunet.distributed'
+    dist.init()
+    local n, r = dist.data_shard()
+    assert.has_error(function() dist.set_data_shard(2, 2) end,
+      'distributed.set_data_shard: expected num_replicas >= 1 and 0 <= rank < num_replicas, got 2, 2')
+    assert.has_error(function() dist.set_data_shard(0, 0) end,
+      'distributed.set_data_shard: expected num_replicas >= 1 and 0 <= rank < num_replicas, got 0, 0')
+    assert.same({ n, r }, { dist.data_shard() })
+  end)
+
   it('refuses what it cannot do, naming it', function()
     local function fails(fn, msg)
       local ok, err = pcall(fn)

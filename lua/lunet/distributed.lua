@@ -128,6 +128,25 @@ function M.world_size() return need('distributed.world_size').world_size end
 function M.local_rank() return need('distributed.local_rank').local_rank end
 function M.info() return need('distributed.info') end
 
+-- The sharding a DataLoader made from now on takes by default (num_replicas,
+-- rank): the world's, or the one a Pipeline across processes sets (its
+-- ranks read the same batches, each pipeline its shard)
+local data_shard
+function M.data_shard()
+  local s = need('distributed.data_shard')
+  if data_shard then return data_shard[1], data_shard[2] end
+  return s.world_size, s.rank
+end
+function M.set_data_shard(num_replicas, rank)
+  need('distributed.set_data_shard')
+  if type(num_replicas) ~= 'number' or num_replicas < 1 or num_replicas % 1 ~= 0 or type(rank) ~= 'number'
+      or rank < 0 or rank >= num_replicas or rank % 1 ~= 0 then
+    error(('distributed.set_data_shard: expected num_replicas >= 1 and 0 <= rank < num_replicas, got %s, %s'):format(
+      tostring(num_replicas), tostring(rank)), 2)
+  end
+  data_shard = { num_replicas, rank }
+end
+
 -- NCCL's unique id for a group: its first process (mine == 1: this
 -- process's 1-based place in it) makes it, mpi_comm (the group over MPI, on
 -- cpu:0) hands it to the others

@@ -33,14 +33,14 @@ lunet.manual_seed(11)
 local N, NV = 44, 20   -- 6 batches of 8 (the last of 4); val: 2 of 16 (the last of 4)
 local ds = data.TensorDataset(lunet.randn(N, 3, 8, 8), lunet.randint(1, 6, { N }))
 local vds = data.TensorDataset(lunet.randn(NV, 3, 8, 8), lunet.randint(1, 6, { NV }))
--- the pipeline's shard (its replica's, as the loader's rank), or opts' sharding;
--- opts.ref: unsharded (the one-process reference). A batch of 8 (val: 16) in
--- all: each of k pipelines' is 8 / k, so that a checkpoint resumes with any k.
+-- the default sharding (after a Pipeline is made: its pipeline's shard), or
+-- opts' (opts.ref: not sharded, for the one-process reference). A batch of 8
+-- (val: 16) in all: each of k pipelines' is 8 / k, so that a checkpoint
+-- resumes with any k.
 local function loaders(opts)
   opts = opts or {}
   local k = opts.ref and 1 or REPL
-  local n, rank = opts.num_replicas or REPL, opts.rank or math.floor(R / (W / REPL))
-  if opts.default then n, rank = nil, nil end
+  local n, rank = opts.num_replicas, opts.rank
   if opts.ref then n, rank = 1, 0 end
   return data.DataLoader(ds, { batch_size = 8 / k, shuffle = true, seed = opts.seed or 1, num_replicas = n, rank = rank }),
     data.DataLoader(vds, { batch_size = 16 / k, num_replicas = n, rank = rank })
@@ -110,6 +110,10 @@ if phase == 'fit' then
       local ref, rh = reference(o)
       local pipe = pipeline(o)
       local l, v = loaders()
+      if l.num_replicas ~= REPL or v.rank ~= pipe.replica - 1 then
+        return ('the loaders made after the pipeline are shards %d, %d of %d, %d'):format(l.rank, v.rank,
+          l.num_replicas, v.num_replicas)
+      end
       -- (hybrid: the backward passes that all-reduce the stage's gradients over its replicas)
       local Reducer = require 'lunet.parallel.Reducer'
       local prepare, syncs = Reducer.prepare, 0
@@ -136,7 +140,7 @@ if phase == 'fit' then
       if not tostring(err):find(want, 1, true) then return 'the error: ' .. tostring(err) end
     end)
   end
-  refuses('a loader sharded by rank (the default under dist.init)', { default = true },
+  refuses('a loader sharded over the world (as data parallel\'s)', { num_replicas = W, rank = R },
     ('fit: the loader of process rank 0 is sharded as rank 0 of %d, but the ranks of a pipeline across processes read '
       .. 'the same batches'):format(W))
   refuses('a seed of its own on the last rank', { seed = R == W - 1 and 2 or 1 },

@@ -36,7 +36,8 @@
 -- b*bs*W .. (b+1)*bs*W - 1 of the order. Every rank must use the same seed.
 -- Once lunet.distributed is initialised (dist.init() before the loader is
 -- made) num_replicas and rank default to its world size and this process's rank; num_replicas = 1 opts
--- out. A state_dict taken with W ranks loads with another count: the samples
+-- out. After a Pipeline across processes is made, to its pipelines' (the
+-- ranks of one read the same batches): pipe.replicas, pipe.replica - 1. A state_dict taken with W ranks loads with another count: the samples
 -- the W ranks had consumed are skipped (whole batches of the new count).
 --
 -- The order of an epoch is a permutation keyed by (seed, epoch) and random
@@ -97,7 +98,7 @@ local function shard_defaults(opts)
   end
   local dist = package.loaded['lunet.distributed']
   if opts.num_replicas == nil and opts.rank == nil and type(dist) == 'table' and dist.is_initialized() then
-    return dist.world_size(), dist.rank()
+    return dist.data_shard()   -- (the world's, or a Pipeline across processes': its pipelines')
   end
 end
 local ALIASES = { num_workers = 'workers' }

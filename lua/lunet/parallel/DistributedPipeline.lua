@@ -99,6 +99,9 @@ function DP:__init(model, opts)
   self.stage = Stage.new(s, mods, dev)
   if opts.deferred_bn or ck ~= 'never' then self.bn = pbn.wrap(all, opts.deferred_bn or false) end
   if R > 1 then self:_replicate(opts) end
+  -- DataLoaders made from now on read this pipeline's shard by default
+  local dist = package.loaded['lunet.distributed']
+  if type(dist) == 'table' and dist.is_initialized() then dist.set_data_shard(R, r - 1) end
 end
 
 -- replicas: the world's ranks as R pipelines of S stages (process p: replica
