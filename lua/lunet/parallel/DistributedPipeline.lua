@@ -382,7 +382,7 @@ end
 -- optimizer state on the main rank, nil on the others
 function DP:gather_state(state, optimizer)
   if self.replica ~= 1 then return nil end   -- (the other pipelines hold the same)
-  local ok, sd, osd = pcall(dstate.gather, self, self.S, optimizer)
+  local ok, sd, osd = pcall(dstate.gather, self, self.S, optimizer, state.optimizer)
   if not ok then fail('checkpoint: ' .. tostring(sd):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', ''), 2) end
   if not sd then return nil end
   state.model, state.optimizer = sd, osd

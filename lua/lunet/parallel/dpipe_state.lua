@@ -62,9 +62,8 @@ local function tensor_string(t)
   return table.concat(parts)
 end
 
-local function send_opt(pipe, opt, nums, root)
+local function send_opt(pipe, sd, nums, root)
   local g, dev = pipe.group, pipe.device
-  local sd = opt:state_dict()
   local entries, numbers, tensors = {}, {}, {}
   for n, st in pairs(sd.state) do
     for k, v in pairs(st) do
@@ -118,17 +117,19 @@ local function move_stage(pipe, st, first, root)
   end
 end
 
--- M.gather(pipe, root[, opt]) on every rank of the pipeline's group: the
--- model's state_dict (and, with opt, the whole optimizer state_dict) on
--- stage `root`'s rank, nil on the others
-function M.gather(pipe, root, opt)
+-- M.gather(pipe, root[, opt, osd]) on every rank of the pipeline's group:
+-- the model's state_dict (and, with opt, the whole optimizer state_dict) on
+-- stage `root`'s rank, nil on the others. osd: opt:state_dict() if the
+-- caller has it already.
+function M.gather(pipe, root, opt, osd)
   local nums = opt and own_group(pipe, opt, 2)   -- (every rank checks before any message)
+  if opt and not osd then osd = opt:state_dict() end
   local first, state = 1, {}
   for st = 1, pipe.S do
     if st ~= root and (pipe.s == st or pipe.s == root) then
       move_stage(pipe, st, first, root)
       if opt then
-        if pipe.s == st then send_opt(pipe, opt, nums, root) else recv_opt(pipe, st, state) end
+        if pipe.s == st then send_opt(pipe, osd, nums, root) else recv_opt(pipe, st, state) end
       end
     end
     first = first + pipe.counts[st]
@@ -137,9 +138,9 @@ function M.gather(pipe, root, opt)
   lunet.synchronize(pipe.device)
   local sd = pipe.module:state_dict()
   if not opt then return sd end
-  local own = opt:state_dict()
-  for n, s in pairs(own.state) do state[nums[n]] = s end
-  local group = own.param_groups[1]
+  for n, s in pairs(osd.state) do state[nums[n]] = s end
+  local group = {}
+  for k, v in pairs(osd.param_groups[1]) do group[k] = v end
   local _, P = numbering(pipe)
   group.params = {}
   for i = 1, P do group.params[i] = i end
