@@ -44,6 +44,15 @@
 -- sets off, each the profile's gc seconds (cost:collecting); a memory limit
 -- makes them frequent.
 local partition = require 'lunet.parallel.partition'
+local step_sim = require 'lunet.parallel.step_sim'
+local schedules = require 'lunet.parallel.schedule'
+-- (the schedules the candidates name, built once per size)
+local built = {}
+local function schedule_of(kind, p, m)
+  local k = kind .. ':' .. p .. ':' .. m
+  built[k] = built[k] or schedules.build(kind, p, m)
+  return built[k]
+end
 -- the collector's triggers (tensor.lua: a device's bytes doubled past
 -- gc_min, or halfway to its limit; Stage.lua: a stage's grew by GROW and FLOOR)
 local GC_MIN = require('lunet.tensor').gc_min
@@ -360,26 +369,33 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- stage j's atoms lo..hi: time, memory, boundary copies, gradient all-reduce among replicas
   local sum_t, max_t, fill, busy, lo = 0, 0, 0, 0, 1
   local mem, par_stage, exposed, wire, bwd_before = {}, {}, 0, 0, {}
-  local copy_micro = 0
   local acc_bwd = 0
   local gc = 0   -- (the stage collecting most: a collection frees every stage's garbage)
-  local tight = false   -- a stage past half its device's memory (Stage.lua then paces the host)
+  -- the step played out (step_sim): each stage's forward and backward a
+  -- micro-batch, the host's time to queue each, the stages it paces
+  local fwd_s, bwd_s, host_s, paced = {}, {}, {}, {}
+  local copy = 0
   for j = 1, p do
     local hi = lo + counts[j] - 1
-    local _, bw, act, st, par = self:range(lo, hi, b)
+    local f, bw, act, st, par = self:range(lo, hi, b)
+    fwd_s[j], bwd_s[j] = f / speed[j], bw / speed[j]
+    -- (the layers' queueing shared by their count, and the pipeline's own work an action)
+    host_s[j] = self.host * counts[j] / self.n / 2 + ((self.pipe.action or {})[schedule] or 0)
     bwd_before[j], acc_bwd = acc_bwd, acc_bwd + bw / speed[j]
     local x_in = j > 1 and self:out(lo - 1, b) or self.in_bytes * b / self.in_batch
     local x_out = j < p and self:out(hi, b) or 0
     if j < p then
       local x = self:copy_time(x_out)
       fill = fill + 2 * x
-      copy_micro = math.max(copy_micro, 2 * x)
+      copy = math.max(copy, x)
       wire = wire + d * m * 2 * x_out
     end
     -- boundary buffers: the input received and the gradient sent back
     local m_j = st + inflight[j] * act * GC + self:temp_max(lo, hi, b) + 2 * x_in
     for r = 1, d do mem[(r - 1) * p + j] = m_j end
-    if m_j > self:dev_memory(first + j - 1) / 2 then tight = true end
+    -- (past half of its device's memory a stage makes the host wait for its
+    -- previous backward before queuing more to it)
+    paced[j] = m_j > self:dev_memory(first + j - 1) / 2
     gc = math.max(gc, self:collecting(m * self:churn(lo, hi, b), st + inflight[j] * act + 2 * x_in,
       self:dev_memory(first + j - 1), true, 2 * m))
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
@@ -390,11 +406,15 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- each stage's optimizer step after its last backward (stage 1 ends last)
   local upd = 0
   for j = 1, p do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
-  local step = sum_t + (m - 1) * max_t + fill + (1 - self.overlap) * (m - 1) * copy_micro + upd
-  -- devices sharing cores: at least the busy time of all of them (and the
-  -- host's, when it shares them too) over what they run at once
+  -- a boundary copy the devices' cores make (overlap 0) is the stages' work; else it only delays
+  for j = 1, p do
+    if j > 1 then fwd_s[j] = fwd_s[j] + (1 - self.overlap) * copy end
+    if j < p then bwd_s[j] = bwd_s[j] + (1 - self.overlap) * copy end
+  end
   local last = first + p * d - 1
-  step = math.max(step, (d * busy + self:host_work(first, last, d * m * host_mb)) / self:capacity(first, last))
+  local step = step_sim.run { stages = p, replicas = d, steps = schedule_of(schedule, p, m), fwd = fwd_s, bwd = bwd_s,
+    copy = self.overlap * copy, host = host_s, cores = self:capacity(first, last),
+    host_shares = self:host_work(first, last, 1) > 0, paced = paced } + upd
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
     -- last, bwd_before[j] later; the all-reduce overlaps that and (by buckets) j's own last backward
@@ -407,11 +427,6 @@ function cost:pipeline(p, d, B, m, schedule, first)
       wire = wire + 2 * (d - 1) * s.par
     end
   end
-  -- the host queues each micro-batch's forward and backward of every stage of every replica
-  -- (past half of a device's memory a stage makes the host wait for its
-  -- previous backward before queuing more: the host's queueing no longer
-  -- runs ahead of the devices, it adds to their time)
-  if tight then step = step + d * m * host_mb else step = math.max(step, d * m * host_mb) end
   step = step + exposed + (self.pipe.fixed or 0) + gc
   local devs = {}
   for k = 1, p * d do devs[k] = first + k - 1 end
@@ -420,7 +435,6 @@ function cost:pipeline(p, d, B, m, schedule, first)
     kind = d > 1 and 'hybrid' or 'pipeline', devices = p * d, device_list = devs, replicas = d, stages = p,
     chunks = m, micro = b, schedule = schedule, accumulate = 1, balance = counts, stage_times = times,
     step = step, compute = sum_t + (m - 1) * max_t, comm = fill + exposed, gc = gc, host = d * m * host_mb,
-    shared = (d * busy + self:host_work(first, last, d * m * host_mb)) / self:capacity(first, last), tight = tight,
     bubble = math.max(0, 1 - busy / (p * step)), memory = mem, wire = wire, params = par, state = st,
   }
   self:fits(c)

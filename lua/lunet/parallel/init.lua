@@ -16,6 +16,7 @@ parallel.schedule = require 'lunet.parallel.schedule'   -- pipeline schedules as
 parallel.profile = require 'lunet.parallel.profile'       -- layer and link measurements
 parallel.partition = require 'lunet.parallel.partition'   -- contiguous stages by time under memory
 parallel.cost = require 'lunet.parallel.cost'
+parallel.step_sim = require 'lunet.parallel.step_sim'   -- a pipeline's step played out in time (cost.lua)
 parallel.Plan = require 'lunet.parallel.plan'
 parallel.trial = require 'lunet.parallel.trial'     -- the candidates trained for a few steps (opts.trials)
 parallel.wrap = require 'lunet.parallel.wrap'       -- a model wrapped as a candidate says
