@@ -55,6 +55,7 @@ local time_update
 -- (the devices' profile, profile_devices.lua, repeats its short runs alike)
 local devices = require 'lunet.parallel.profile_devices'
 local WHOLE_RUNS, WHOLE_SECONDS = devices.WHOLE_RUNS, devices.WHOLE_SECONDS
+local WARM_RUNS, WARM_SECONDS = 100, 0.1   -- the whole chain's warm-up (the JIT's)
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
@@ -153,7 +154,7 @@ function time_update(atoms, dev, kind, runs)
   local optim = require('lunet.optim')
   local opt = optim[UPDATERS[kind] or 'Adam'](params, { lr = 1e-3, momentum = kind == 'momentum' and 0.9 or nil })
   local ts = {}
-  for r = 0, runs do
+  for r = -20, runs do   -- (warm-up: the JIT compiles the optimizer's loop)
     lunet.synchronize(dev)
     local t0 = lunet.clock()
     opt:step()
@@ -234,6 +235,18 @@ function profile.atoms(atoms, sample, device, opts)
       for i = 1, #atoms do y = atoms[i](y) end
       if y.requires_grad then y:sum():backward() end
       return lunet.clock() - t0
+    end
+    -- (the JIT compiles the chain's Lua after some 50 calls: until then a
+    -- small model's queueing runs interpreted, several times slower, and the
+    -- times would be an untrained loop's)
+    do
+      local x = sample:narrow(1, 1, B):to(dev):contiguous()
+      local t0, k = lunet.clock(), 0
+      repeat
+        run_whole(x)
+        k = k + 1
+      until k >= WARM_RUNS or (k >= 3 and lunet.clock() - t0 > WARM_SECONDS)
+      lunet.synchronize(dev)
     end
     while b >= 1 do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
