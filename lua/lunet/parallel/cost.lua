@@ -412,8 +412,11 @@ function cost:pipeline(p, d, B, m, schedule, first)
     if j < p then bwd_s[j] = bwd_s[j] + (1 - self.overlap) * copy end
   end
   local last = first + p * d - 1
-  local step = step_sim.run { stages = p, replicas = d, steps = schedule_of(schedule, p, m), fwd = fwd_s, bwd = bwd_s,
-    copy = self.overlap * copy, host = host_s, cores = self:capacity(first, last),
+  local cores = self:capacity(first, last)
+  -- (replicas that share neither cores nor a host's queueing run alike: one is played out)
+  local alike = cores >= p * d and self.host == 0 and ((self.pipe.action or {})[schedule] or 0) == 0
+  local step = step_sim.run { stages = p, replicas = alike and 1 or d, steps = schedule_of(schedule, p, m), fwd = fwd_s,
+    bwd = bwd_s, copy = self.overlap * copy, host = host_s, cores = cores,
     host_shares = self:host_work(first, last, 1) > 0, paced = paced } + upd
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
