@@ -72,6 +72,16 @@ local function peak(dev) return reset_peak and lunet.max_memory_allocated(dev) o
 -- (workspaces, gradients in flight: from the allocator's peak, where
 -- lunet.reset_peak_memory_stats exists); then the same chain run whole, with
 -- no wait between atoms, timed
+-- f(...) with Lua's automatic collector stopped (and as it was after, also on an error)
+local function uncollected(f, ...)
+  local was = collectgarbage('isrunning')
+  collectgarbage('stop')
+  local res = { pcall(f, ...) }
+  if was then collectgarbage('restart') end
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
 local function pass(atoms, x, dev)
   local n = #atoms
   local clock, sync = lunet.clock, lunet.synchronize
@@ -80,38 +90,38 @@ local function pass(atoms, x, dev)
   sync(dev)
   -- (no collection during the per-atom part: what an atom's forward and
   -- backward allocate stays allocated until Lua collects it, its churn)
-  collectgarbage('stop')
-  for i = 1, n do
-    xs[i] = x
-    local before = lunet.memory_allocated(dev)
-    if reset_peak then reset_peak(dev) end
-    local t0 = clock()
-    local y = atoms[i](x)
-    if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, type(y)), 3) end
-    sync(dev)
-    fwd[i] = clock() - t0
-    kept[i] = lunet.memory_allocated(dev) - before
-    trans[i] = math.max(0, peak(dev) - before - kept[i])
-    ys[i] = y
-    x = y:detach():requires_grad_(true)
-  end
-  local g = lunet.ones(ys[n]:size(), { dtype = ys[n].dtype, device = dev }):div(ys[n]:numel())
-  for i = n, 1, -1 do
-    local y = ys[i]
-    sync(dev)
-    local before = lunet.memory_allocated(dev)
-    if reset_peak then reset_peak(dev) end
-    local t0 = clock()
-    if y.requires_grad then y:backward(g) end
-    sync(dev)
-    bwd[i] = clock() - t0
-    trans[i] = math.max(trans[i], peak(dev) - before)
-    churn[i] = math.max(0, kept[i] + lunet.memory_allocated(dev) - before)
-    g = xs[i].grad
-    if i > 1 and g == nil then g = lunet.zeros(xs[i]:size(), { dtype = xs[i].dtype, device = dev }) end
-  end
-  collectgarbage('restart')
-  ys, xs, g = nil, nil, nil
+  uncollected(function()
+    for i = 1, n do
+      xs[i] = x
+      local before = lunet.memory_allocated(dev)
+      if reset_peak then reset_peak(dev) end
+      local t0 = clock()
+      local y = atoms[i](x)
+      if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, type(y)), 3) end
+      sync(dev)
+      fwd[i] = clock() - t0
+      kept[i] = lunet.memory_allocated(dev) - before
+      trans[i] = math.max(0, peak(dev) - before - kept[i])
+      ys[i] = y
+      x = y:detach():requires_grad_(true)
+    end
+    local g = lunet.ones(ys[n]:size(), { dtype = ys[n].dtype, device = dev }):div(ys[n]:numel())
+    for i = n, 1, -1 do
+      local y = ys[i]
+      sync(dev)
+      local before = lunet.memory_allocated(dev)
+      if reset_peak then reset_peak(dev) end
+      local t0 = clock()
+      if y.requires_grad then y:backward(g) end
+      sync(dev)
+      bwd[i] = clock() - t0
+      trans[i] = math.max(trans[i], peak(dev) - before)
+      churn[i] = math.max(0, kept[i] + lunet.memory_allocated(dev) - before)
+      g = xs[i].grad
+      if i > 1 and g == nil then g = lunet.zeros(xs[i]:size(), { dtype = xs[i].dtype, device = dev }) end
+    end
+  end)
+  ys, xs = nil, nil
   -- a collection's fixed cost: the heap's traversal (a second collection:
   -- the first also frees this pass's garbage, many more handles than a
   -- micro-batch leaves between two collections in training)
@@ -121,17 +131,16 @@ local function pass(atoms, x, dev)
   t_gc = clock() - t_gc
   -- whole: the atoms' times above include a wait for the device each
   -- (the chain's churn too: the atoms' above counts each boundary's copies)
-  collectgarbage('stop')
-  local a0 = lunet.memory_allocated(dev)
-  local t0 = clock()
-  local y = x0
-  for i = 1, n do y = atoms[i](y) end
-  if y.requires_grad then y:sum():backward() end
-  local host = clock() - t0   -- (the host's share: queuing the ops; all of it on an inline device)
-  sync(dev)
-  local whole = clock() - t0
-  local whole_churn = math.max(0, lunet.memory_allocated(dev) - a0)
-  collectgarbage('restart')
+  local whole, host, whole_churn = uncollected(function()
+    local a0 = lunet.memory_allocated(dev)
+    local t0 = clock()
+    local y = x0
+    for i = 1, n do y = atoms[i](y) end
+    if y.requires_grad then y:sum():backward() end
+    local queued = clock() - t0   -- (the host's share: queuing the ops; all of it on an inline device)
+    sync(dev)
+    return clock() - t0, queued, math.max(0, lunet.memory_allocated(dev) - a0)
+  end)
   local sum = 0
   for i = 1, n do sum = sum + churn[i] end
   for i = 1, n do churn[i] = sum > 0 and churn[i] * whole_churn / sum or 0 end
