@@ -307,6 +307,8 @@ function profile.atoms(atoms, sample, device, opts)
       for k, b in ipairs(a:buffers()) do b:copy_(saved[i][k]) end
     end)
   end
+  -- (the runs at the sample's batch left the collector's triggers at their peak)
+  require('lunet.tensor').collect_rearm()
   if not result then error(err, 2) end
   local out = {}
   local r1, r2 = res[1], res[2]
