@@ -120,6 +120,19 @@ describe('lunet.fit over a Pipeline across processes', function()
     end)
   end
 
+  it('SIGINT on one rank stops every rank after the same step (no hang); the checkpoint then written resumes as an '
+    .. 'uninterrupted run', function()
+    local path = os.tmpname()
+    os.remove(path)
+    local out, rc = launch(2, 'DPFIT_PHASE=sigint DPFIT_CKPT=' .. path)
+    assert.equal(0, rc, out)
+    all_ok(out, 2, 1)
+    out, rc = launch(2, 'DPFIT_PHASE=resume DPFIT_CKPT=' .. path)
+    os.remove(path)
+    assert.equal(0, rc, out)
+    all_ok(out, 2, 1)
+  end)
+
   it('a checkpoint written by -np 2 (mid-epoch, Adam) resumes with -np 2, with -np 3 and in one process, one written '
     .. 'by 2 x 2 with 2 x 2: the same history and parameters as an uninterrupted run', function()
     local path, hybrid = os.tmpname(), os.tmpname()

@@ -156,17 +156,14 @@ end
 
 -- Under DistributedDataParallel every rank calls it (at the same steps): the
 -- epoch's running metrics are summed over the ranks, and rank 0 writes them
--- (after Ctrl-C, which ranks may see at different steps, rank 0's own)
--- (a Pipeline across processes gathers its stages' states on the main rank)
+-- (after Ctrl-C, which ranks may see at different steps, rank 0's own). A
+-- Pipeline across processes gathers its stages' states on the main rank (its
+-- ranks stop after the same step on Ctrl-C: any_rank).
 function Trainer:save_checkpoint(loader)
   if not self.ckpt_path then return end
   local gather = self.model.gather_state
-  if gather and self.interrupted then   -- (the ranks may have stopped at different steps: no gathering)
-    if self.main then print('fit: interrupted: a pipeline across processes saves no checkpoint then') end
-    return
-  end
   local live, run = self.running, self.running
-  if run and self.model.sum_numbers and not self.interrupted then
+  if run and self.model.sum_numbers and (not self.interrupted or self.model.any_rank) then
     local t = self.model:sum_numbers({ run.loss, run.correct, run.seen, run.topk })
     run = { loss = t[1], correct = t[2], seen = t[3], topk = t[4], steps = run.steps, batches = run.batches }
   end
@@ -285,9 +282,14 @@ function Trainer:train_epoch(loader)
       end
       if self.ckpt_every.steps and self.step % self.ckpt_every.steps == 0 then self:save_checkpoint(loader) end
       if self.max_steps and self.step >= self.max_steps then break end
-      if self.sigint and self.sigint.ln_sigint_pending(1) == 1 then
-        self.interrupted, self.interrupted_running = true, run
-        break
+      if self.sigint then
+        local stop = self.sigint.ln_sigint_pending(1) == 1
+        -- (a Pipeline across processes: every rank stops at the step where one saw it)
+        if model.any_rank then stop = model:any_rank(stop) end
+        if stop then
+          self.interrupted, self.interrupted_running = true, run
+          break
+        end
       end
     end
   end

@@ -8,6 +8,8 @@
 --          parameters as one process's to 1e-5; then loaders sharded wrongly
 --          (hybrid: or not sharded over the pipelines) raise the named errors on every rank
 --   save   2 epochs, a checkpoint after each step, stopped after 3 steps (mid epoch 1)
+--   sigint 2 epochs, SIGINT raised on rank 0 alone after step 3: every rank
+--          stops there (on_interrupt = 'return') and the checkpoint is written
 --   resume resumes from DPFIT_CKPT and finishes: as one process's uninterrupted fit
 --   one    (no mpirun) the unwrapped model resumes from DPFIT_CKPT: the same
 -- Prints "rank R ok CASE" or "rank R FAIL CASE: why", then "rank R done".
@@ -159,6 +161,28 @@ elseif phase == 'save' then
     local l, v = loaders()
     lunet.fit(pipe, l, fit_opts({ checkpoint = path, every = { steps = 1 }, max_steps = 3 },
       new_opt(CK.optim, pipe:parameters()), v))
+  end)
+elseif phase == 'sigint' then
+  case('sigint', function()
+    local ffi = require 'ffi'
+    pcall(ffi.cdef, 'int raise(int sig);')
+    local sched = { n = 0 }   -- (its step after each optimizer step: the third raises SIGINT on rank 0)
+    function sched.step(self)
+      self.n = self.n + 1
+      if R == 0 and self.n == 3 then ffi.C.raise(2) end
+    end
+    function sched.state_dict(self) return { name = 'raise', n = self.n } end
+    function sched.load_state_dict(self, st) self.n = st.n end
+    local pipe = pipeline(CK)
+    local l, v = loaders()
+    local o = fit_opts({ checkpoint = path }, new_opt(CK.optim, pipe:parameters()), v)
+    o.scheduler, o.scheduler_step, o.on_interrupt = sched, 'step', 'return'
+    local h = lunet.fit(pipe, l, o)
+    if #h ~= 0 or sched.n ~= 3 then return ('stopped after %d steps, %d epochs'):format(sched.n, #h) end
+    if pipe:is_main() then
+      local st = lunet.checkpoint.load(path)
+      if st.step ~= 3 or st.running.steps ~= 3 then return 'the checkpoint is at step ' .. tostring(st.step) end
+    end
   end)
 elseif phase == 'resume' then
   case('resume', function()

@@ -336,6 +336,16 @@ function DP:sum_numbers(list)
   return t:totable()
 end
 
+-- pipe:any_rank(flag) -> whether flag is true on any rank of the world (a
+-- host wait; fit's Ctrl-C: every rank stops at the same step, and the
+-- checkpoint is gathered)
+function DP:any_rank(flag)
+  local lunet = require 'lunet'
+  local t = lunet.tensor({ flag and 1 or 0 }, { dtype = 'float64', device = self.device })
+  self.world:allreduce({ t }, { op = 'max' })
+  return t:item() > 0
+end
+
 -- pipe:check_loaders(fname, loader, ...): the ranks of a pipeline must read
 -- the same batches, each pipeline its own shard: a DataLoader with
 -- num_replicas = pipe.replicas, rank = pipe.replica - 1. One allgather of
