@@ -7,7 +7,8 @@
 --          with a val loader: the history (losses, accuracies) and the
 --          parameters as one process's to 1e-5; then loaders sharded wrongly
 --          (hybrid: or not sharded over the pipelines) raise the named errors on every rank
---   save   2 epochs, a checkpoint after each step, stopped after 3 steps (mid epoch 1)
+--   save   2 epochs, a checkpoint after each step, stopped after 3 steps (mid
+--          epoch 1), Adam with 2 param groups (weights, biases)
 --   sigint 2 epochs, SIGINT raised on rank 0 alone after step 3: every rank
 --          stops there (on_interrupt = 'return') and the checkpoint is written
 --   resume resumes from DPFIT_CKPT and finishes: as one process's uninterrupted fit
@@ -49,6 +50,11 @@ local function loaders(opts)
 end
 local function new_opt(kind, params)
   if kind == 'adam' then return optim.Adam(params, { lr = 0.01 }) end
+  if kind == 'adam2' then   -- (2 param groups: the weights, and the biases at another learning rate)
+    local w, b = {}, {}
+    for _, p in ipairs(params) do table.insert(p:dim() == 1 and b or w, p) end
+    return optim.Adam({ { params = w }, { params = b, lr = 0.02 } }, { lr = 0.01 })
+  end
   return optim.SGD(params, { lr = 0.05, momentum = 0.9 })
 end
 
@@ -104,7 +110,7 @@ end
 
 local CASES = { { name = 'gpipe sgd', schedule = 'gpipe', optim = 'sgd' },
   { name = '1f1b adam accumulate 2', schedule = '1f1b', optim = 'adam', accumulate = 2, chunks = 2 } }
-local CK = { name = 'checkpoint', schedule = '1f1b', optim = 'adam' }
+local CK = { name = 'checkpoint', schedule = '1f1b', optim = 'adam2' }
 
 if phase == 'fit' then
   for _, o in ipairs(CASES) do

@@ -4,13 +4,16 @@
 -- a whole state cut back to one stage's (stage_state).
 --
 -- The whole state is the one a single process training the unwrapped model
--- would save: model = the model's state_dict; optimizer = one param group
--- whose params are numbered as model:parameters() lists them (an optimizer
--- built over model:parameters()). So a checkpoint written by a pipeline
--- resumes in one process, over another stage count, and the other way round.
--- Each stage's optimizer must hold one param group (its stage's parameters,
--- in any order: they are matched by identity); its hyper-parameters are
--- taken from the gathering rank's (every rank builds the same optimizer).
+-- would save: model = the model's state_dict; optimizer = the state_dict of
+-- an optimizer over the model's parameters, each param group holding its
+-- stages' groups' parameters in the model's order (model:parameters()), so
+-- that with one group the optimizer is one built over model:parameters().
+-- So a checkpoint written by a pipeline resumes in one process, over another
+-- stage count, and the other way round. The parameters are matched by
+-- identity, and optimizer.model_params lists each group's (their numbers in
+-- model:parameters()): every stage's optimizer must have as many groups (the
+-- k-th of each makes the whole one's k-th), and the groups' hyper-parameters
+-- are the gathering rank's (every rank builds the same optimizer).
 -- Optimizer state goes as a small JSON header (the entries' names, dtypes
 -- and shapes, and the numbers such as Adam's step) then each tensor, over
 -- the pipeline's send/recv.
@@ -30,22 +33,23 @@ local function numbering(pipe)
   return index, n
 end
 
--- this stage's optimizer: its one group, with each param's model-wide number
-local function own_group(pipe, opt, lvl)
+-- this stage's optimizer: each of its params' model-wide number (by the
+-- optimizer's numbering: its groups' params in order), and each group's list of them
+local function own_groups(pipe, opt, lvl)
   if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' or not opt.state_dict then
     fail('the optimizer must be a lunet.optim optimizer, got ' .. type(opt), lvl + 1)
   end
-  if #opt.param_groups ~= 1 then
-    fail(('a whole-model checkpoint across processes takes an optimizer of one param group, this one has %d')
-      :format(#opt.param_groups), lvl + 1)
-  end
   local index = numbering(pipe)
-  local nums = {}
-  for j, p in ipairs(opt.param_groups[1].params) do
-    nums[j] = index[p]
-    if not nums[j] then fail(('the optimizer\'s param %d is not a parameter of the model'):format(j), lvl + 1) end
+  local nums, groups = {}, {}
+  for gi, group in ipairs(opt.param_groups) do
+    groups[gi] = {}
+    for j, p in ipairs(group.params) do
+      local g = index[p]
+      if not g then fail(('the optimizer\'s param %d of group %d is not a parameter of the model'):format(j, gi), lvl + 1) end
+      nums[#nums + 1], groups[gi][j] = g, g
+    end
   end
-  return nums
+  return nums, groups
 end
 
 -- the rank's model and optimizer parts: parameters and buffers into the
@@ -62,7 +66,7 @@ local function tensor_string(t)
   return table.concat(parts)
 end
 
-local function send_opt(pipe, sd, nums, root)
+local function send_opt(pipe, sd, nums, groups, root)
   local g, dev = pipe.group, pipe.device
   local entries, numbers, tensors = {}, {}, {}
   for n, st in pairs(sd.state) do
@@ -73,7 +77,7 @@ local function send_opt(pipe, sd, nums, root)
       else numbers[#numbers + 1] = { nums[n], k, v } end
     end
   end
-  local head = bytes_tensor(json.encode({ entries = entries, numbers = numbers }), dev)
+  local head = bytes_tensor(json.encode({ entries = entries, numbers = numbers, groups = groups }), dev)
   g:send(lunet.tensor({ head:numel() }, { dtype = 'float64', device = dev }), root)
   g:send(head, root)
   for _, t in ipairs(tensors) do g:send((t.device ~= dev and t:to(dev) or t):contiguous(), root) end
@@ -96,6 +100,7 @@ local function recv_opt(pipe, st, state)
     state[e[1]] = state[e[1]] or {}
     state[e[1]][e[2]] = t
   end
+  return h.groups
 end
 
 -- the model's tensors of stage st sent to the root, which copies them into its own copy of the model
@@ -122,14 +127,25 @@ end
 -- stage `root`'s rank, nil on the others. osd: opt:state_dict() if the
 -- caller has it already.
 function M.gather(pipe, root, opt, osd)
-  local nums = opt and own_group(pipe, opt, 2)   -- (every rank checks before any message)
+  local nums, groups
+  if opt then nums, groups = own_groups(pipe, opt, 2) end   -- (every rank checks before any message)
   if opt and not osd then osd = opt:state_dict() end
-  local first, state = 1, {}
+  local first, state, members = 1, {}, {}   -- (state and members by model-wide numbers)
+  local function add(gs, st)
+    if #gs ~= #groups then
+      fail(('stage %d\'s optimizer has %d param groups, stage %d\'s %d: a whole-model checkpoint needs as many on '
+        .. 'every stage'):format(st, #gs, root, #groups), 3)
+    end
+    for gi, list in ipairs(gs) do
+      members[gi] = members[gi] or {}
+      for _, g in ipairs(list) do table.insert(members[gi], g) end
+    end
+  end
   for st = 1, pipe.S do
     if st ~= root and (pipe.s == st or pipe.s == root) then
       move_stage(pipe, st, first, root)
       if opt then
-        if pipe.s == st then send_opt(pipe, osd, nums, root) else recv_opt(pipe, st, state) end
+        if pipe.s == st then send_opt(pipe, osd, nums, groups, root) else add(recv_opt(pipe, st, state), st) end
       end
     end
     first = first + pipe.counts[st]
@@ -139,12 +155,19 @@ function M.gather(pipe, root, opt, osd)
   local sd = pipe.module:state_dict()
   if not opt then return sd end
   for n, s in pairs(osd.state) do state[nums[n]] = s end
-  local group = {}
-  for k, v in pairs(osd.param_groups[1]) do group[k] = v end
-  local _, P = numbering(pipe)
-  group.params = {}
-  for i = 1, P do group.params[i] = i end
-  return sd, { state = state, param_groups = { group } }
+  add(groups, root)
+  local out, pgroups, n = {}, {}, 0
+  for gi, list in ipairs(members) do
+    table.sort(list)
+    local g = { params = {} }
+    for k, v in pairs(osd.param_groups[gi]) do if k ~= 'params' then g[k] = v end end
+    for j, m in ipairs(list) do
+      n = n + 1
+      g.params[j], out[n] = n, state[m]
+    end
+    pgroups[gi] = g
+  end
+  return sd, { state = out, param_groups = pgroups, model_params = members }
 end
 
 -- M.stage_state(pipe, state, opt) -> a copy of the whole training state
@@ -164,25 +187,56 @@ function M.stage_state(pipe, state, opt, lvl)
     out.model = m
   end
   local sd = state.optimizer
-  if type(sd) == 'table' and type(sd.param_groups) == 'table' and #sd.param_groups == 1
-      and type(sd.param_groups[1]) == 'table' and type(sd.param_groups[1].params) == 'table'
-      and type(sd.state) == 'table' then
-    local nums = own_group(pipe, opt, lvl + 1)
+  if type(sd) == 'table' and type(sd.param_groups) == 'table' and type(sd.state) == 'table'
+      and type(opt) == 'table' and type(opt.param_groups) == 'table' and #sd.param_groups == #opt.param_groups then
+    out.optimizer = M.stage_optimizer(pipe, sd, opt, lvl + 1)
+  end
+  return out
+end
+
+-- the saved whole optimizer state sd (groups as many as opt's, else left to
+-- the checks) cut to opt's params
+function M.stage_optimizer(pipe, sd, opt, lvl)
+  local nums = own_groups(pipe, opt, lvl + 1)
+  local _, P = numbering(pipe)
+  local where = {}   -- model-wide number -> sd's number
+  local mp = sd.model_params
+  if type(mp) == 'table' then
+    for gi, list in ipairs(mp) do
+      local saved = sd.param_groups[gi]
+      if type(list) ~= 'table' or type(saved) ~= 'table' or type(saved.params) ~= 'table' or #list ~= #saved.params then
+        fail(('the checkpoint\'s optimizer.model_params.%d does not list its group\'s params'):format(gi), lvl + 1)
+      end
+      for j, g in ipairs(list) do where[g] = saved.params[j] end
+    end
+  elseif #sd.param_groups == 1 then   -- (one process's optimizer over model:parameters())
     local saved = sd.param_groups[1]
-    local _, P = numbering(pipe)
+    if type(saved) ~= 'table' or type(saved.params) ~= 'table' then return sd end
     if #saved.params ~= P then
       fail(('the checkpoint\'s optimizer holds %d params, the whole model %d (a whole-model state is needed)')
         :format(#saved.params, P), lvl + 1)
     end
-    local group, st = { params = {} }, {}
-    for k, v in pairs(saved) do if k ~= 'params' then group[k] = v end end
-    for j, n in ipairs(nums) do
-      group.params[j] = j
-      st[j] = sd.state[saved.params[n]]
-    end
-    out.optimizer = { param_groups = { group }, state = st }
+    for j, n in ipairs(saved.params) do where[j] = n end
+  else
+    fail(('the checkpoint\'s optimizer has %d param groups but no model_params saying which of the model\'s '
+      .. 'parameters they hold (a checkpoint written by one process)'):format(#sd.param_groups), lvl + 1)
   end
-  return out
+  local groups, st, k = {}, {}, 0
+  for gi, group in ipairs(opt.param_groups) do
+    local g = { params = {} }
+    for key, v in pairs(sd.param_groups[gi]) do if key ~= 'params' then g[key] = v end end
+    for j = 1, #group.params do
+      k = k + 1
+      local n = where[nums[k]]
+      if n == nil then
+        fail(('the checkpoint\'s optimizer has no place for the model\'s parameter %d (group %d here)'):format(nums[k], gi),
+          lvl + 1)
+      end
+      g.params[j], st[k] = k, sd.state[n]
+    end
+    groups[gi] = g
+  end
+  return { param_groups = groups, state = st }
 end
 
 return M
