@@ -52,9 +52,7 @@ local function own_groups(pipe, opt, lvl)
   return nums, groups
 end
 
--- the rank's model and optimizer parts: parameters and buffers into the
--- root's copy of the model (as full_state_dict), optimizer state as
--- {number -> state} with model-wide numbers
+-- a string as a uint8 tensor on dev, and back
 local function bytes_tensor(s, dev)
   local list = {}
   for i = 1, #s do list[i] = s:byte(i) end
@@ -66,6 +64,8 @@ local function tensor_string(t)
   return table.concat(parts)
 end
 
+-- a stage's optimizer state (sd: its state_dict) sent to the root by
+-- model-wide numbers (nums: by sd's), with its groups' lists of them
 local function send_opt(pipe, sd, nums, groups, root)
   local g, dev = pipe.group, pipe.device
   local entries, numbers, tensors = {}, {}, {}
@@ -83,6 +83,7 @@ local function send_opt(pipe, sd, nums, groups, root)
   for _, t in ipairs(tensors) do g:send((t.device ~= dev and t:to(dev) or t):contiguous(), root) end
 end
 
+-- (the root) stage st's: into state (model-wide number -> state); returns its groups
 local function recv_opt(pipe, st, state)
   local g, dev = pipe.group, pipe.device
   local len = lunet.empty(1, { dtype = 'float64', device = dev })
@@ -223,6 +224,7 @@ function M.stage_optimizer(pipe, sd, opt, lvl)
   end
   local groups, st, k = {}, {}, 0
   for gi, group in ipairs(opt.param_groups) do
+    if type(sd.param_groups[gi]) ~= 'table' then return sd end
     local g = { params = {} }
     for key, v in pairs(sd.param_groups[gi]) do if key ~= 'params' then g[key] = v end end
     for j = 1, #group.params do
