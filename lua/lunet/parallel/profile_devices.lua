@@ -13,6 +13,7 @@ local profile = {}
 -- WHOLE_RUNS: one run alone is noisy (profile.lua's whole chains too)
 local WHOLE_RUNS, WHOLE_SECONDS = 15, 0.06
 profile.WHOLE_RUNS, profile.WHOLE_SECONDS = WHOLE_RUNS, WHOLE_SECONDS
+local TOGETHER_SECONDS = 0.4
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
@@ -70,7 +71,9 @@ function profile.together(atoms, sample, devices, opts)
   -- model's run is short and one run alone is noisy
   for _ = 1, 3 do timed(#devices) end
   local ratios, spent, r = {}, 0, 0
-  while r < runs or (spent < WHOLE_SECONDS and r < WHOLE_RUNS) do
+  -- (a ratio of two runs moves with any other work on the cores: at least
+  -- TOGETHER_SECONDS of them, so that the median has several to choose from)
+  while r < runs or (spent < TOGETHER_SECONDS and r < WHOLE_RUNS) do
     r = r + 1
     local alone = timed(1)
     local all = timed(#devices)
