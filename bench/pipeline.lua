@@ -82,6 +82,9 @@ local function free_all()
   jit.flush()
   for _ = 1, 4 do collectgarbage() end
   lunet.synchronize()
+  -- (each configuration starts from an empty block cache: the blocks the
+  -- one before left cached are not this one's cost or gain)
+  for _, d in ipairs(lunet.devices('cpu')) do lunet.empty_cache(d) end
 end
 
 local function median(xs)

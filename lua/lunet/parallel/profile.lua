@@ -263,6 +263,7 @@ function profile.atoms(atoms, sample, device, opts)
     end
     while b >= 1 do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
+      collectgarbage()   -- (the garbage of the size before is not this one's)
       local ts, spent, r = {}, 0, -1
       -- (runs at least; small batches more, up to WHOLE_RUNS or WHOLE_SECONDS:
       -- the micro-batches' times come from these, and one run is noisy)
@@ -291,6 +292,13 @@ function profile.atoms(atoms, sample, device, opts)
       if b == 1 or #whole >= 7 then break end
       b = math.max(1, math.floor(b / 2))
     end
+    -- a batch costs at most what two of half its size do (it could be run
+    -- so), and no less than one of them: a size whose runs met other work
+    -- on the cores is held to its neighbours
+    for k = #whole - 1, 1, -1 do
+      whole[k][2] = math.min(whole[k][2], whole[k + 1][2] * whole[k][1] / whole[k + 1][1])
+    end
+    for k = 2, #whole do whole[k][2] = math.min(whole[k][2], whole[k - 1][2]) end
     res.whole = whole
     res.host_at = host_at
     update = time_update(atoms, dev, opts.optimizer or 'adam', runs)
