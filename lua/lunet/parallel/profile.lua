@@ -249,6 +249,12 @@ function profile.atoms(atoms, sample, device, opts)
       if y.requires_grad then y:sum():backward() end
       return lunet.clock() - t0
     end
+    -- (the per-atom passes, the collector stopped, left the device's block
+    -- cache holding every block they took: handed back, so that the chain's
+    -- allocations do not search through them)
+    for _, a in ipairs(atoms) do for _, q in ipairs(a:parameters()) do q.grad = nil end end
+    require('lunet.tensor').collect_rearm()
+    lunet.empty_cache(dev)
     -- (the JIT compiles the chain's Lua after some 50 calls: until then a
     -- small model's queueing runs interpreted, several times slower, and the
     -- times would be an untrained loop's)
@@ -263,7 +269,11 @@ function profile.atoms(atoms, sample, device, opts)
     end
     while b >= 1 do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
-      collectgarbage()   -- (the garbage of the size before is not this one's)
+      -- (the garbage of the size before is not this one's; the collector's
+      -- triggers re-armed from what is live: the per-atom passes, which hold
+      -- every atom's tensors, left them at twice that peak, and the chain's
+      -- garbage then piled up uncollected, each run slower than the last)
+      require('lunet.tensor').collect_rearm()
       local ts, spent, r = {}, 0, -1
       -- (runs at least; small batches more, up to WHOLE_RUNS or WHOLE_SECONDS:
       -- the micro-batches' times come from these, and one run is noisy)
