@@ -88,9 +88,10 @@ local function pass(atoms, x, dev)
   local fwd, bwd, kept, trans, ys, xs, churn = {}, {}, {}, {}, {}, {}, {}
   local x0 = x
   sync(dev)
-  -- (no collection during the per-atom part: what an atom's forward and
-  -- backward allocate stays allocated until Lua collects it, its churn)
-  uncollected(function()
+  -- (what an atom's forward and backward allocate stays allocated until
+  -- Lua collects it: its churn, rescaled below to the whole chain's, which
+  -- is measured with the collector stopped)
+  do
     for i = 1, n do
       xs[i] = x
       local before = lunet.memory_allocated(dev)
@@ -120,7 +121,7 @@ local function pass(atoms, x, dev)
       g = xs[i].grad
       if i > 1 and g == nil then g = lunet.zeros(xs[i]:size(), { dtype = xs[i].dtype, device = dev }) end
     end
-  end)
+  end
   ys, xs = nil, nil
   -- a collection's fixed cost: the heap's traversal (a second collection:
   -- the first also frees this pass's garbage, many more handles than a
