@@ -55,7 +55,7 @@ local time_update
 -- (the devices' profile, profile_devices.lua, repeats its short runs alike)
 local devices = require 'lunet.parallel.profile_devices'
 local WHOLE_RUNS, WHOLE_SECONDS = devices.WHOLE_RUNS, devices.WHOLE_SECONDS
-local WARM_RUNS, WARM_SECONDS = 100, 0.1   -- the whole chain's warm-up (the JIT's)
+local WARM_RUNS, WARM_SECONDS = 120, 0.5   -- the whole chain's warm-up (the JIT's)
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
@@ -259,9 +259,14 @@ function profile.atoms(atoms, sample, device, opts)
     -- (the JIT compiles the chain's Lua after some 50 calls: until then a
     -- small model's queueing runs interpreted, several times slower, and the
     -- times would be an untrained loop's)
+    -- (at a few samples, where a run is short: the JIT counts calls, not
+    -- samples, and the traces it compiles serve every batch; compiling them
+    -- inside the timed runs made some sizes' times 2-4x a plain loop's)
     do
-      local x = sample:narrow(1, 1, B):to(dev):contiguous()
+      local x = sample:narrow(1, 1, math.min(B, 4)):to(dev):contiguous()
       local t0, k = lunet.clock(), 0
+      local ok = pcall(run_whole, x)   -- (a batch too small for a layer: at B)
+      if not ok then x = sample:narrow(1, 1, B):to(dev):contiguous() end
       repeat
         run_whole(x)
         k = k + 1
