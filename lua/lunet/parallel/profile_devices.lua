@@ -18,16 +18,18 @@ local TOGETHER_SECONDS = 0.4
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
 -- seconds a call of step: 3 calls to warm up, then the median of runs groups
--- of at least 4 calls and GROUP_SECONDS (a tiny model's call takes well
--- under a millisecond, which one descheduled thread doubles)
+-- of at least min_calls (4) calls and seconds (GROUP_SECONDS; a tiny model's
+-- call takes well under a millisecond, which one descheduled thread doubles)
+-- (also the planner's trials, lunet.parallel.trial)
 local GROUP_SECONDS = 0.015
-local function per_call(step, runs)
+local function per_call(step, runs, seconds, min_calls)
   for _ = 1, 3 do step() end
   lunet.synchronize()
   local t0 = lunet.clock()
   step()
   lunet.synchronize()
-  local n = math.max(4, math.min(100, math.ceil(GROUP_SECONDS / math.max(lunet.clock() - t0, 1e-6))))
+  local n = math.max(min_calls or 4,
+    math.min(100, math.ceil((seconds or GROUP_SECONDS) / math.max(lunet.clock() - t0, 1e-6))))
   local ts = {}
   for r = 1, runs do
     lunet.synchronize()
@@ -38,6 +40,7 @@ local function per_call(step, runs)
   end
   return median(ts)
 end
+profile.per_call = per_call
 
 -- profile.together(atoms, sample, devices[, {runs = 3}]) -> the speed of
 -- each device while all of them train a copy of the atoms at once, relative

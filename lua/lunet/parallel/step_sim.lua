@@ -50,17 +50,21 @@ function step_sim.run(o)
   -- when can action a (on its device) start: nil if an input is missing
   local function ready_at(a)
     local t = 0
-    local function need(kk, delay)
-      local d = done_at[kk]
-      if not d then return false end
-      t = math.max(t, d + delay)
-      return true
-    end
     if a.k == 'F' then
-      if a.s > 1 and not need(key(a.s - 1, a.m, 'F', a.r), copy) then return nil end
+      if a.s > 1 then
+        local d = done_at[key(a.s - 1, a.m, 'F', a.r)]
+        if not d then return nil end
+        t = d + copy
+      end
     else
-      if not need(key(a.s, a.m, 'F', a.r), 0) then return nil end
-      if a.s < P and not need(key(a.s + 1, a.m, 'B', a.r), copy) then return nil end
+      local d = done_at[key(a.s, a.m, 'F', a.r)]
+      if not d then return nil end
+      t = d
+      if a.s < P then
+        d = done_at[key(a.s + 1, a.m, 'B', a.r)]
+        if not d then return nil end
+        t = math.max(t, d + copy)
+      end
     end
     return t
   end

@@ -11,14 +11,14 @@
 -- squared error against zeros (the criterion's own cost is a small part of
 -- a step) and the plan's optimizer; the devices' memory limited to what the
 -- plan was told they hold. Its step time: the median of 3 groups of steps
--- after 2 warm-up steps, each group at least GROUP_SECONDS.
+-- after 3 warm-up steps, each group at least GROUP_SECONDS (profile's per_call).
 -- Each timed candidate gets c.measured (seconds); one whose trial failed
 -- (out of memory: the copy and its optimizer beside the model) gets
 -- c.trial_error and keeps only its prediction.
 local lunet = require 'lunet'
 local C = lunet.C
 local wrap = require 'lunet.parallel.wrap'
-local median = require('lunet.util').median
+local per_call = require('lunet.parallel.profile_devices').per_call
 
 local trial = {}
 local GROUP_SECONDS = 0.05
@@ -93,23 +93,6 @@ local function step_of(plan, c, model, x)
   end
 end
 
-local function timed(step)
-  for _ = 1, 2 do step() end
-  lunet.synchronize()
-  local t0 = lunet.clock()
-  step()
-  lunet.synchronize()
-  local n = math.max(1, math.ceil(GROUP_SECONDS / math.max(lunet.clock() - t0, 1e-6)))
-  local ts = {}
-  for g = 1, 3 do
-    t0 = lunet.clock()
-    for _ = 1, n do step() end
-    lunet.synchronize()
-    ts[g] = (lunet.clock() - t0) / n
-  end
-  return median(ts)
-end
-
 -- each device limited to what it holds now plus what the plan says it holds
 local function limit(plan)
   local saved = {}
@@ -137,7 +120,7 @@ function trial.run(plan, model, sample, n)
   for _, c in ipairs(picked) do
     collectgarbage(); collectgarbage()
     local restore = limit(plan)
-    local ok, t = pcall(function() return timed(step_of(plan, c, model, x)) end)
+    local ok, t = pcall(function() return per_call(step_of(plan, c, model, x), 3, GROUP_SECONDS, 1) end)
     restore()
     if ok then c.measured = t else c.trial_error = tostring(t) end
     collectgarbage(); collectgarbage()
