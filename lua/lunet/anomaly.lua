@@ -10,7 +10,7 @@
 -- Only ops on tensors that require grad are recorded, hence checked. The
 -- checks cost a reduction and a sync per op: a debugging mode.
 local A = require 'lunet.autograd'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local T = require 'lunet.tensor'
 
 local M = {}
@@ -56,7 +56,7 @@ end
 
 -- detect_anomaly(fn, ...) -> fn's results; the mode is restored after, on error too
 function M.detect_anomaly(fn, ...)
-  if type(fn) ~= 'function' then error('detect_anomaly: expected a function, got ' .. typename(fn), 2) end
+  if type(fn) ~= 'function' then error('detect_anomaly: expected a function, got ' .. type(fn), 2) end
   local old = M.set_detect_anomaly(true)
   local res = { pcall(fn, ...) }
   M.set_detect_anomaly(old)

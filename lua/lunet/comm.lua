@@ -15,7 +15,7 @@
 -- by lunet.distributed): rank r here is 0-based process rank r - 1 of
 -- dist.world(), or the (r)th process listed to dist.group.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local options = require 'lunet.options'
@@ -49,7 +49,7 @@ function comm.Communicator(devices, opts)
   options.check('Communicator', opts, COMM_OPTS)
   if devices == nil then devices = require('lunet').devices() end
   if not is_table(devices) then
-    error('Communicator: devices must be a list of devices, got ' .. typename(devices), 2)
+    error('Communicator: devices must be a list of devices, got ' .. type(devices), 2)
   end
   opts = opts or {}
   local n = #devices
@@ -122,7 +122,7 @@ local function fill(self, fn, buf, list, what)
   end
   for i = 1, self.n do
     local t = list[i]
-    if not T.is_tensor(t) then error(('%s: %s[%d] must be a tensor, got %s'):format(fn, what, i, typename(t)), 3) end
+    if not T.is_tensor(t) then error(('%s: %s[%d] must be a tensor, got %s'):format(fn, what, i, type(t)), 3) end
     buf[i - 1] = t.p
   end
 end

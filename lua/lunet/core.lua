@@ -18,8 +18,6 @@ registry.lunet_tensor_mt = core.tensor_mt
 -- in about one run in three; rawget's do not.)
 function core.is_table(x) return type(x) == 'table' and rawget(x, '_record') == nil end
 function core.is_tensor(x) return type(x) == 'table' and rawget(x, '_record') ~= nil and rawget(x, 'p') ~= nil end
--- type(x) for error messages, 'tensor' for a tensor
-function core.typename(x) return core.is_tensor(x) and 'tensor' or type(x) end
 
 -- The .so is found next to this file (source tree: ../../build, installed:
 -- the luarocks LIBDIR), so no LD_LIBRARY_PATH is needed. LUNET_LIB overrides.

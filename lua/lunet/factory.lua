@@ -1,7 +1,7 @@
 -- lunet.factory: making tensors (zeros, ones, full, arange, rand, from Lua
 -- tables or buffers) and reading them back (item, totable).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -69,7 +69,7 @@ end
 
 function M.full(size, value, opts)
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
-    error('full: value must be a number, got ' .. typename(value), 2)
+    error('full: value must be a number, got ' .. type(value), 2)
   end
   local nd, s = T.read_shape('full', size)
   local t = make('full', nd, s, opts)
@@ -78,7 +78,7 @@ function M.full(size, value, opts)
 end
 
 local function like(fn, x, opts)
-  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, typename(x)), 3) end
+  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, type(x)), 3) end
   check_options(fn, opts, OPTS)
   return x:size(), { dtype = opts and opts.dtype or x.dtype, device = opts and opts.device or x.device,
     requires_grad = opts and opts.requires_grad }
@@ -105,7 +105,7 @@ end
 function M.full_like(x, v, opts)
   local s, o = like('full_like', x, opts)
   if type(v) ~= 'number' and type(v) ~= 'boolean' then
-    error('full_like: value must be a number, got ' .. typename(v), 2)
+    error('full_like: value must be a number, got ' .. type(v), 2)
   end
   local nd, buf = T.read_shape('full_like', s)
   local t = make('full_like', nd, buf, o)
@@ -123,7 +123,7 @@ function M.arange(a, b, c, d)
   local start, stop, step = 0, a, 1
   if b ~= nil then start, stop, step = a, b, c or 1 end
   if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
-    error(('arange: start, end and step must be numbers, got %s, %s, %s'):format(typename(start), typename(stop), typename(step)), 2)
+    error(('arange: start, end and step must be numbers, got %s, %s, %s'):format(type(start), type(stop), type(step)), 2)
   end
   if start ~= start or stop ~= stop or step ~= step or math.abs(start) == math.huge or math.abs(stop) == math.huge then
     error(('arange: start, end and step must be finite, got %s, %s, %s'):format(start, stop, step), 2)
@@ -145,7 +145,7 @@ function M.linspace(start, stop, steps, opts)
     error('linspace: steps must be a non-negative integer', 2)
   end
   if type(start) ~= 'number' or type(stop) ~= 'number' then
-    error(('linspace: start and end must be numbers, got %s and %s'):format(typename(start), typename(stop)), 2)
+    error(('linspace: start and end must be numbers, got %s and %s'):format(type(start), type(stop)), 2)
   end
   local t = make('linspace', 1, ffi.new('int64_t[1]', steps), opts)
   local step = steps > 1 and (stop - start) / (steps - 1) or 0
@@ -212,7 +212,7 @@ end
 
 local function num_arg(fn, what, v, default)
   if v == nil then return default end
-  if type(v) ~= 'number' then error(('%s: %s must be a number, got %s'):format(fn, what, typename(v)), 3) end
+  if type(v) ~= 'number' then error(('%s: %s must be a number, got %s'):format(fn, what, type(v)), 3) end
   return v
 end
 function Tensor.uniform_(self, lo, hi)
@@ -251,7 +251,7 @@ local function flatten(data, shape, depth, out, n)
       local v = data[i]
       if type(v) == 'boolean' then v = v and 1 or 0
       elseif type(v) ~= 'number' then
-        error(('tensor: element must be a number, got %s'):format(typename(v)), 5)
+        error(('tensor: element must be a number, got %s'):format(type(v)), 5)
       end
       out[n] = v
       n = n + 1
@@ -271,7 +271,7 @@ function M.tensor(data, opts)
     return t
   end
   if not is_table(data) and type(data) ~= 'number' and type(data) ~= 'boolean' then
-    error('tensor: expected a number or a nested table, got ' .. typename(data), 2)
+    error('tensor: expected a number or a nested table, got ' .. type(data), 2)
   end
   local shape = {}
   local boolean = infer_shape(data, shape)
@@ -307,7 +307,7 @@ function M.from_buffer(buf, size, dtype, device, nbytes)
       error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. tostring(ffi.typeof(buf)), 2)
     end
   else
-    error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. typename(buf), 2)
+    error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. type(buf), 2)
   end
   if nbytes ~= nil then
     if type(nbytes) ~= 'number' or nbytes % 1 ~= 0 or nbytes < 0 or nbytes >= 2 ^ 63 then
@@ -440,7 +440,7 @@ end
 
 function Tensor.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  if not is_tensor(b) then error('allclose: second argument must be a tensor, got ' .. typename(b), 2) end
+  if not is_tensor(b) then error('allclose: second argument must be a tensor, got ' .. type(b), 2) end
   if type(rtol) ~= 'number' or type(atol) ~= 'number' then error('allclose: rtol and atol must be numbers', 2) end
   local ok, diff = pcall(Tensor.sub, a:double(), b:double())
   if not ok then error('allclose: ' .. tostring(diff):gsub('^.-: ', '', 1), 2) end

@@ -24,7 +24,7 @@
 -- line every few seconds (lunet.progress) and one per epoch. progress = true
 -- forces the bar, 'lines' the lines, false neither.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local json = require 'lunet.json'
 local checkpoint = require 'lunet.checkpoint'
 local Progress = require 'lunet.progress'
@@ -128,7 +128,7 @@ end
 
 function Trainer:state_dict(loader)
   if loader ~= nil and not is_table(loader) and type(loader) ~= 'userdata' then
-    error('Trainer:state_dict: loader must be a DataLoader, got ' .. typename(loader), 2)
+    error('Trainer:state_dict: loader must be a DataLoader, got ' .. type(loader), 2)
   end
   local seed, offset = lunet().rng_state()
   return {

@@ -9,7 +9,7 @@
 -- (math, printing, autograd). Dims and indices are 1-based; negative dims
 -- count from the end (-1 is the last).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local C = core.C
 
@@ -89,7 +89,7 @@ local is_tensor = core.is_tensor
 
 local function need_tensor(fn, x, what)
   if not is_tensor(x) then
-    error(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', typename(x)), 4)
+    error(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', type(x)), 4)
   end
   return x
 end
@@ -163,7 +163,7 @@ mt.__index = function(self, k)
   if g then return g(self) end
   if type(k) == 'number' then return Tensor.get_index(self, k) end
   if is_table(k) then return table_index.get(self, k) end   -- Torch7's t[{i, {a, b}}]
-  if type(k) ~= 'string' then error(('index: a tensor is indexed by a number or a table, got %s'):format(typename(k)), 2) end
+  if type(k) ~= 'string' then error(('index: a tensor is indexed by a number or a table, got %s'):format(type(k)), 2) end
   return nil
 end
 
@@ -353,7 +353,7 @@ end
 function Tensor.as_strided(self, size, stride, offset)
   local n = read_shape('as_strided', size)
   if not is_table(stride) or #stride ~= n then
-    error(('as_strided: stride must be a list of %d integers, got %s'):format(n, typename(stride)), 2)
+    error(('as_strided: stride must be a list of %d integers, got %s'):format(n, type(stride)), 2)
   end
   for i = 1, n do
     local v = stride[i]

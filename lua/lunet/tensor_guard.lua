@@ -4,7 +4,6 @@
 -- deep inside the method. install(Tensor) wraps every method once, after the
 -- tensor modules and autograd have defined theirs; a tensor self costs one
 -- type test, a raw field read and a tail call.
-local typename = require('lunet.core').typename   -- (type, or 'tensor')
 
 local M = {}
 
@@ -29,7 +28,7 @@ local function bad_self(name, f, self, ...)
     for _, r in ipairs(RAW) do own = own and not err:find(r, 1, true) end
     if own then error(err, 3) end
   end
-  error(('%s: self must be a tensor, got %s'):format(name, typename(self)), 3)
+  error(('%s: self must be a tensor, got %s'):format(name, type(self)), 3)
 end
 
 local function guard(name, f)

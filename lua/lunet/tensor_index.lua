@@ -4,7 +4,7 @@
 -- lunet.stack(list, dim), t:split(size_or_sizes, dim), t:chunk(n, dim),
 -- t:unbind(dim) (the last three return views).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local factory = require 'lunet.factory'
@@ -33,7 +33,7 @@ local function to_index(fn, self, idx)
     return t:sub_(1)
   end
   if not is_tensor(idx) then
-    error(('%s: index must be a tensor or a table of 1-based indices, got %s'):format(fn, typename(idx)), 3)
+    error(('%s: index must be a tensor or a table of 1-based indices, got %s'):format(fn, type(idx)), 3)
   end
   local dt = idx.p.dtype_id
   if dt ~= 3 and dt ~= 2 then
@@ -43,7 +43,7 @@ local function to_index(fn, self, idx)
 end
 
 local function need(fn, x, what)
-  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3) end
+  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3) end
   return x.p
 end
 
@@ -108,7 +108,7 @@ local function table_view(self, idx)
       v = v:narrow(d, a1, b1 - a1 + 1)
       d = d + 1
     else
-      error(('index: index %d must be a number or a {first, last} range, got %s'):format(i, typename(k)), 3)
+      error(('index: index %d must be a number or a {first, last} range, got %s'):format(i, type(k)), 3)
     end
   end
   return v, element
@@ -131,14 +131,14 @@ local ptrs, nptrs = nil, 0
 
 -- list of tensors -> ln_tensor*[n] (a buffer reused across calls)
 local function tensor_array(fn, list)
-  if not is_table(list) then error(fn .. ': expected a list of tensors, got ' .. typename(list), 4) end
+  if not is_table(list) then error(fn .. ': expected a list of tensors, got ' .. type(list), 4) end
   local n = #list
   if n == 0 then error(fn .. ': expected a non-empty list of tensors', 4) end
   if n > nptrs then nptrs = math.max(n, 16); ptrs = ffi.new('ln_tensor*[?]', nptrs) end
   for i = 1, n do
     local t = list[i]
     if not is_tensor(t) then
-      error(('%s: element %d of the list must be a tensor, got %s'):format(fn, i, typename(t)), 4)
+      error(('%s: element %d of the list must be a tensor, got %s'):format(fn, i, type(t)), 4)
     end
     ptrs[i - 1] = t.p
   end
@@ -215,7 +215,7 @@ function Tensor.split(self, size, dim)
       start = start + size[i]
     end
   else
-    error('split: size must be a number or a table of sizes, got ' .. typename(size), 2)
+    error('split: size must be a number or a table of sizes, got ' .. type(size), 2)
   end
   return parts
 end

@@ -3,7 +3,7 @@
 -- run once all its consumers have handed it their gradients (running their
 -- hooks, lunet.autograd.hooks, and anomaly mode's checks on the way).
 local core = require 'lunet.core'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
@@ -270,7 +270,7 @@ function E.install(Tensor, raw)
     local root = { ni = 0, name = 'autograd.backward', fn = roots_fn, grads = {} }
     for i = 1, m do
       local t, g = tensors[i], grads[i]
-      if not is_tensor(t) then error(('autograd.backward: tensors[%d] is a %s, not a tensor'):format(i, typename(t)), 2) end
+      if not is_tensor(t) then error(('autograd.backward: tensors[%d] is a %s, not a tensor'):format(i, type(t)), 2) end
       if t.p.grad_flag == 0 then error(('autograd.backward: tensors[%d] does not require grad and has no grad_fn'):format(i), 2) end
       if g == nil then
         if t:numel() ~= 1 then

@@ -2,7 +2,6 @@
 -- t:register_post_accumulate_grad_hook(fn) (installed on the Tensor table),
 -- and run(hooks, g), which the engine calls with a tensor's gradient.
 local T = require 'lunet.tensor'
-local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local G = require 'lunet.autograd.graph'
 local record, is_tensor, same_shape = T.record, T.is_tensor, G.same_shape
 
@@ -14,7 +13,7 @@ local H = {}
 local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
 local function hook_result(r, g)
   if not is_tensor(r) then
-    error(('a gradient hook returned a %s; expected a tensor or nil'):format(typename(r)), 0)
+    error(('a gradient hook returned a %s; expected a tensor or nil'):format(type(r)), 0)
   end
   if not same_shape(r, g) or r.p.dtype_id ~= g.p.dtype_id or r.p.device_id ~= g.p.device_id then
     error(('a gradient hook returned a %s %s tensor on %s; the gradient it replaces is %s %s on %s'):format(

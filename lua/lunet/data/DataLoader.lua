@@ -44,7 +44,7 @@
 -- transforms by (seed, epoch, sample index), so batches are the same for any
 -- worker count, and a restored state gives the same remaining batches.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
@@ -108,7 +108,7 @@ local POSITIONAL = { 'batch_size', 'shuffle' }   -- PyTorch's DataLoader(ds, 64,
 
 function DataLoader:__init(ds, ...)
   if type(ds) ~= 'userdata' and not is_table(ds) then
-    error('DataLoader: expected a dataset, got ' .. typename(ds), 3)
+    error('DataLoader: expected a dataset, got ' .. type(ds), 3)
   end
   local opts = options.check('DataLoader', options.positional('DataLoader', POSITIONAL, ...), OPTS, ALIASES) or {}
   self.dataset = ds

@@ -3,7 +3,7 @@
 -- into non-overlapping random Subsets: lengths are counts summing to #ds, or
 -- fractions summing to 1 (remainders go to the first parts, as in PyTorch).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
@@ -20,7 +20,7 @@ local function len(ds)
     if type(ds.len) == 'function' then return ds:len() end
     if type(ds.__len) == 'function' then return ds:__len() end
   end
-  error('dataset: cannot take the length of a ' .. typename(ds) .. ' (define __len)', 3)
+  error('dataset: cannot take the length of a ' .. type(ds) .. ' (define __len)', 3)
 end
 Subset.len = len
 
@@ -43,7 +43,7 @@ function Subset:__init(ds, indices)
       self.map[k - 1] = i - 1
     end
   else
-    error('Subset: indices must be a list or a tensor, got ' .. typename(indices), 3)
+    error('Subset: indices must be a list or a tensor, got ' .. type(indices), 3)
   end
   for k = 0, m - 1 do
     local i = self.map[k]

@@ -6,7 +6,7 @@
 -- random choices keyed by seed 0, epoch 0 and the index) and is the
 -- DataLoader's default transform.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
@@ -19,7 +19,7 @@ local TensorDataset = Dataset:extend('TensorDataset')
 local function as_tensor(fn, v, what)
   if T.is_tensor(v) then return v end
   if is_table(v) then return require('lunet').tensor(v, { dtype = 'int64' }) end
-  error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(v)), 4)
+  error(('%s: %s must be a tensor, got %s'):format(fn, what, type(v)), 4)
 end
 
 local OPTS = { image = 'boolean', transform = 'table|function' }

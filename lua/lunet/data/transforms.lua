@@ -13,7 +13,7 @@
 -- A transform may also be called on a tensor (C,H,W) or (N,C,H,W):
 -- `tf(x, {key = i, seed = s, epoch = e})` returns a new float32 tensor.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local options = require 'lunet.options'
@@ -59,7 +59,7 @@ function M.Compose(list)
   if not is_table(list) then error('Compose: expects a list of transforms', 2) end
   for i, t in ipairs(list) do
     if not is_transform(t) then
-      error(('Compose: item %d is not a lunet.data.transforms transform (%s)'):format(i, typename(t)), 2)
+      error(('Compose: item %d is not a lunet.data.transforms transform (%s)'):format(i, type(t)), 2)
     end
   end
   return new('Compose', { list = list })
@@ -112,7 +112,7 @@ function M.compile(t, dtype)
   tf.scale = dtype == 'uint8' and 1 / 255 or 1
   if t == nil then return tf end
   if is_table(t) and not is_transform(t) and t[1] ~= nil then t = M.Compose(t) end  -- a plain list
-  if not is_transform(t) then error('transform: expected a lunet.data.transforms transform, got ' .. typename(t), 3) end
+  if not is_transform(t) then error('transform: expected a lunet.data.transforms transform, got ' .. type(t), 3) end
   local seen, crop_at, norm_at = {}, nil, nil
   local list = flatten(t, {})
   for i, u in ipairs(list) do

@@ -1,7 +1,7 @@
 -- nn.AvgPool2d(kernel_size[, {stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true}]),
 -- or PyTorch's positional form nn.AvgPool2d(k, stride, padding, ceil_mode, count_include_pad[, opts])
 local Module = require 'lunet.nn.Module'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 
@@ -13,7 +13,7 @@ local POSITIONAL = { 'stride', 'padding', 'ceil_mode', 'count_include_pad' }
 
 function AvgPool2d:__init(k, ...)
   if type(k) ~= 'number' and not is_table(k) then
-    options.fail('nn.AvgPool2d', 'expected kernel_size (a number or {h, w}), got ' .. typename(k))
+    options.fail('nn.AvgPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
   end
   local opts = options.check('nn.AvgPool2d', options.positional('nn.AvgPool2d', POSITIONAL, ...), OPTS) or {}
   options.pair('nn.AvgPool2d', 'kernel_size', k, 1)

@@ -2,7 +2,7 @@
 -- return_indices = false, ceil_mode = false}]), or PyTorch's positional form
 -- nn.MaxPool2d(k, stride, padding, dilation, return_indices, ceil_mode[, opts])
 local Module = require 'lunet.nn.Module'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 
@@ -14,7 +14,7 @@ local POSITIONAL = { 'stride', 'padding', 'dilation', 'return_indices', 'ceil_mo
 
 function MaxPool2d:__init(k, ...)
   if type(k) ~= 'number' and not is_table(k) then
-    options.fail('nn.MaxPool2d', 'expected kernel_size (a number or {h, w}), got ' .. typename(k))
+    options.fail('nn.MaxPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
   end
   local opts = options.check('nn.MaxPool2d', options.positional('nn.MaxPool2d', POSITIONAL, ...), OPTS) or {}
   options.pair('nn.MaxPool2d', 'kernel_size', k, 1)

@@ -4,7 +4,7 @@
 -- printing walk them as PyTorch does. Keys of state_dict are PyTorch's
 -- ("0.weight", "layer1.bn.running_var").
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local T = require 'lunet.tensor'
 local autograd = require 'lunet.autograd'
 local is_tensor = T.is_tensor
@@ -109,7 +109,7 @@ end
 
 -- {{name, module}, ...} depth first, self first (name '')
 function Module:named_modules(prefix, out)
-  if prefix ~= nil and type(prefix) ~= 'string' then error('named_modules: prefix must be a string, got ' .. typename(prefix), 2) end
+  if prefix ~= nil and type(prefix) ~= 'string' then error('named_modules: prefix must be a string, got ' .. type(prefix), 2) end
   out = out or {}
   prefix = prefix or ''
   out[#out + 1] = { prefix, self }
@@ -141,7 +141,7 @@ end
 
 -- {{name, tensor}, ...}; a tensor shared by two modules appears once
 local function need_prefix(fn, prefix)
-  if prefix ~= nil and type(prefix) ~= 'string' then error(fn .. ': prefix must be a string, got ' .. typename(prefix), 3) end
+  if prefix ~= nil and type(prefix) ~= 'string' then error(fn .. ': prefix must be a string, got ' .. type(prefix), 3) end
 end
 function Module:named_parameters(prefix) need_prefix('named_parameters', prefix); return named(self, '_params', prefix, {}, {}) end
 function Module:named_buffers(prefix) need_prefix('named_buffers', prefix); return named(self, '_buffers', prefix, {}, {}) end
@@ -165,7 +165,7 @@ function Module:num_parameters()
 end
 
 function Module:apply(fn)
-  if type(fn) ~= 'function' then error('apply: expected a function, got ' .. typename(fn), 2) end
+  if type(fn) ~= 'function' then error('apply: expected a function, got ' .. type(fn), 2) end
   for _, n in ipairs(self._children) do self[n]:apply(fn) end
   fn(self)
   return self
@@ -208,7 +208,7 @@ function Module:to(what, more)
     if require('lunet.core').dtype_ids[what] then opts = { dtype = what }
     else opts = { device = what, dtype = more } end
   elseif not is_table(what) then
-    error('to: expected a device, a dtype or {device=, dtype=}, got ' .. typename(what), 2)
+    error('to: expected a device, a dtype or {device=, dtype=}, got ' .. type(what), 2)
   else
     require('lunet.options').check('to', what, { device = true, dtype = true })
   end
@@ -252,7 +252,7 @@ local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
 -- error naming every missing, unexpected and mis-shaped key; with strict =
 -- false only shape mismatches raise. Returns {missing = {...}, unexpected = {...}}.
 function Module:load_state_dict(sd, strict)
-  if not is_table(sd) then error('load_state_dict: expected a table of tensors, got ' .. typename(sd), 2) end
+  if not is_table(sd) then error('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
   if strict ~= nil and type(strict) ~= 'boolean' then   -- PyTorch's keyword: {strict = false}
     strict = require('lunet.options').check('load_state_dict', strict, { strict = 'boolean' }).strict
   end
@@ -264,7 +264,7 @@ function Module:load_state_dict(sd, strict)
   for k, t in pairs(own) do
     local v = sd[k]
     if v == nil then missing[#missing + 1] = k
-    elseif not is_tensor(v) then bad[#bad + 1] = ('%s is a %s, not a tensor'):format(k, typename(v))
+    elseif not is_tensor(v) then bad[#bad + 1] = ('%s is a %s, not a tensor'):format(k, type(v))
     elseif shape_str(v) ~= shape_str(t) then
       bad[#bad + 1] = ('%s: checkpoint has shape %s, model has %s'):format(k, shape_str(v), shape_str(t))
     end

@@ -4,7 +4,7 @@
 -- of their formula (lunet.autograd.formulas.nn holds their derivatives); the
 -- rest are compositions of differentiable tensor ops. Class labels are 1-based.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local A = require 'lunet.autograd'
@@ -44,7 +44,7 @@ local function kernel(fn, sym)
 end
 
 local function need(fn, x, what, nd)
-  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3) end
+  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3) end
   if nd and x.p.ndim ~= nd then
     error(('%s: %s must be %d-d, got %d-d {%s}'):format(fn, what, nd, x.p.ndim, table.concat(x:size(), ',')), 3)
   end
@@ -235,12 +235,12 @@ local function conv_params(conv)
 end
 local function need_conv(fn, c, what)
   if not is_table(c) or not is_tensor(c.weight) or not is_table(c._opts) or not is_table(c.kernel_size) then
-    error(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, typename(c)), 4)
+    error(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, type(c)), 4)
   end
 end
 local function need_bn(fn, b, what)
   if not is_table(b) or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
-    error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, typename(b)), 4)
+    error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, type(b)), 4)
   end
 end
 local function fill_cbn(i, conv, bn, c)
@@ -672,14 +672,14 @@ function F.tanh(x) return need('tanh', x, 'input'):tanh() end
 function F.leaky_relu(x, slope)
   need('leaky_relu', x, 'input')
   slope = slope or 0.01
-  if type(slope) ~= 'number' then error('leaky_relu: negative_slope must be a number, got ' .. typename(slope), 2) end
+  if type(slope) ~= 'number' then error('leaky_relu: negative_slope must be a number, got ' .. type(slope), 2) end
   return x:where(x:gt(0), x * slope)
 end
 
 function F.elu(x, alpha)
   need('elu', x, 'input')
   alpha = alpha or 1
-  if type(alpha) ~= 'number' then error('elu: alpha must be a number, got ' .. typename(alpha), 2) end
+  if type(alpha) ~= 'number' then error('elu: alpha must be a number, got ' .. type(alpha), 2) end
   return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha)
 end
 

@@ -9,7 +9,7 @@
 -- a step count). Subclasses set `defaults`, `check(fn, group)` and
 -- `update(group, p, g, state)`.
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 
@@ -66,7 +66,7 @@ end
 Optimizer.known_of = known_of
 
 local function add_group(self, group, fn)
-  if not is_table(group) then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. typename(group)) end
+  if not is_table(group) then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. type(group)) end
   local _, known_group = known_of(getmetatable(self))
   for k in pairs(group) do
     if known_group[k] == nil then
@@ -82,7 +82,7 @@ local function add_group(self, group, fn)
   local g = {params = {}}
   for i, p in ipairs(params) do
     if not is_tensor(p) then
-      Optimizer.fail(fn, ('param %d is a %s, expected a tensor'):format(i, typename(p)))
+      Optimizer.fail(fn, ('param %d is a %s, expected a tensor'):format(i, type(p)))
     end
     if p.dtype ~= 'float32' and p.dtype ~= 'float64' then
       Optimizer.fail(fn, ('param %d is %s, expected float32 or float64'):format(i, p.dtype))
@@ -123,7 +123,7 @@ function Optimizer.new(class, name, params, ...)
   if is_tensor(params[1]) then add_group(self, {params = params}, name)
   else
     for _, g in ipairs(params) do
-      if not is_table(g) then Optimizer.fail(name, 'param groups must be tables, got ' .. typename(g)) end
+      if not is_table(g) then Optimizer.fail(name, 'param groups must be tables, got ' .. type(g)) end
       add_group(self, g, name)
     end
   end

@@ -6,7 +6,7 @@
 --   sched:step(); sched:get_last_lr()  --> {lr of group 1, ...}
 -- Options may also come by position, in PyTorch's order: StepLR(opt, 30, 0.1).
 local Optimizer = require 'lunet.optim.Optimizer'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local options = require 'lunet.options'
 
 local M = {}
@@ -45,7 +45,7 @@ local function base(class, name, opt, opts, init)
   if not is_table(opt) or not is_table(opt.param_groups) then
     fail(name, 'first argument must be an optimizer')
   end
-  if not is_table(opts) then fail(name, 'options must be a table, got ' .. typename(opts)) end
+  if not is_table(opts) then fail(name, 'options must be a table, got ' .. type(opts)) end
   local self = setmetatable({name = name, optimizer = opt}, class)
   local last_epoch = opts.last_epoch or -1
   if init then init(self, opts) end
@@ -93,7 +93,7 @@ function Scheduler:state_dict()
 end
 
 function Scheduler:load_state_dict(sd)
-  if not is_table(sd) then fail(self.name .. ':load_state_dict', 'expected a table, got ' .. typename(sd)) end
+  if not is_table(sd) then fail(self.name .. ':load_state_dict', 'expected a table, got ' .. type(sd)) end
   for k, v in pairs(sd) do if not unsaved[k] then self[k] = copy(v) end end
 end
 
@@ -140,7 +140,7 @@ class('MultiStepLR', 'milestones', function(self, o)
   if not is_table(o.milestones) then fail('MultiStepLR', 'milestones must be a list of step numbers') end
   self.milestones = {}
   for _, m in ipairs(o.milestones) do
-    if type(m) ~= 'number' then fail('MultiStepLR', 'milestones must be numbers, got ' .. typename(m)) end
+    if type(m) ~= 'number' then fail('MultiStepLR', 'milestones must be numbers, got ' .. type(m)) end
     self.milestones[m] = (self.milestones[m] or 0) + 1
   end
   self.gamma = o.gamma or 0.1
@@ -189,7 +189,7 @@ end)
 
 -- ExponentialLR(opt, {gamma = g}): lr *= gamma every step
 class('ExponentialLR', 'gamma', function(self, o)
-  if type(o.gamma) ~= 'number' then fail('ExponentialLR', 'gamma must be a number, got ' .. typename(o.gamma)) end
+  if type(o.gamma) ~= 'number' then fail('ExponentialLR', 'gamma must be a number, got ' .. type(o.gamma)) end
   self.gamma = o.gamma
 end, function(self)
   if self.last_epoch == 0 then return group_lrs(self, function(g) return g.lr end) end

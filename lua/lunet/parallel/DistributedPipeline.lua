@@ -28,7 +28,7 @@
 -- (bucket_mb, compress), and its parameters and buffers start as the first
 -- pipeline's (a broadcast).
 local Module = require 'lunet.nn.Module'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
 local atoms = require 'lunet.parallel.atoms'
@@ -55,7 +55,7 @@ local function join(prefix, name)
 end
 
 function DP:__init(model, opts)
-  if not is_table(model) or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. typename(model), 3) end
+  if not is_table(model) or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
   if opts.devices ~= nil then
     fail('devices and group exclude each other: across processes each stage runs on its rank\'s device', 3)
   end
@@ -297,7 +297,7 @@ end
 -- load_state_dict(sd[, strict]): this stage's keys of sd (a whole model's
 -- state, or this stage's); strict: every one of them must be there
 function DP:load_state_dict(sd, strict)
-  if not is_table(sd) then fail('load_state_dict: expected a table of tensors, got ' .. typename(sd), 2) end
+  if not is_table(sd) then fail('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
   local own, mine = {}, {}
   for k in pairs(Module.state_dict(self)) do own[k] = true end
   for k, v in pairs(sd) do if own[k] then mine[k] = v end end

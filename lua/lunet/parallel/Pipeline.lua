@@ -33,7 +33,7 @@
 -- The parts: Stage.lua (a stage's actions and buffers), schedule.lua,
 -- pipeline_run.lua (one batch), pipeline_balance.lua, pipeline_bn.lua.
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local Module = require 'lunet.nn.Module'
 local options = require 'lunet.options'
 local core = require 'lunet.core'
@@ -95,7 +95,7 @@ function Pipeline:__init(model, opts)
     local DP = require 'lunet.parallel.DistributedPipeline'
     return DP.__init(setmetatable(self, DP), model, opts)
   end
-  if not is_table(model) or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. typename(model), 3) end
+  if not is_table(model) or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
   opts = options.check('Pipeline', opts, OPTS) or {}
   local R = opts.replicas or 1
   if R % 1 ~= 0 or R < 1 then fail('replicas must be an integer >= 1, got ' .. tostring(R), 3) end
@@ -268,7 +268,7 @@ end
 -- = k sets it for each batch: only a group's last reduces, the others add
 -- up locally, as DataParallel's do. No effect without replicas.
 function Pipeline:sync_next(flag)
-  if type(flag) ~= 'boolean' then fail('sync_next: expected true or false, got ' .. typename(flag), 2) end
+  if type(flag) ~= 'boolean' then fail('sync_next: expected true or false, got ' .. type(flag), 2) end
   self.next_sync = flag
 end
 
@@ -290,7 +290,7 @@ function Pipeline:_abort()
 end
 
 local function need_input(x, fname, lvl)
-  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. typename(x), lvl + 1) end
+  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. type(x), lvl + 1) end
   if x:dim() == 0 or x:size(1) == 0 then fail(fname .. ': input must have a non-empty batch dimension', lvl + 1) end
 end
 
@@ -304,7 +304,7 @@ function Pipeline:forward_loss(criterion, x, target)
   need_input(x, 'forward_loss', 2)
   self:_ready(x, 2)
   self.last_input = x
-  if not lunet.is_tensor(target) then fail('forward_loss: target must be a tensor, got ' .. typename(target), 2) end
+  if not lunet.is_tensor(target) then fail('forward_loss: target must be a tensor, got ' .. type(target), 2) end
   if target:dim() == 0 or target:size(1) ~= x:size(1) then
     fail(('forward_loss: target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1),
       x:size(1)), 2)
@@ -335,7 +335,7 @@ local function run_forward(self, x)
         st:collect()
         if y.device ~= st.device then y = y:to(st.device) end
         y = st.seq:forward(y)
-        if not lunet.is_tensor(y) then error(('stage %d returned a %s, not a tensor'):format(s, typename(y)), 0) end
+        if not lunet.is_tensor(y) then error(('stage %d returned a %s, not a tensor'):format(s, type(y)), 0) end
       end
       outs[#outs + 1] = y.device ~= last and y:to(last) or y
     end
@@ -375,7 +375,7 @@ function Pipeline:named_modules(prefix, out)
 end
 
 function Pipeline:apply(fn)
-  if type(fn) ~= 'function' then fail('apply: expected a function, got ' .. typename(fn), 2) end
+  if type(fn) ~= 'function' then fail('apply: expected a function, got ' .. type(fn), 2) end
   for r = 1, self.replicas do self.models[r]:apply(fn) end
   fn(self)
   return self

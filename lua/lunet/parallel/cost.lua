@@ -44,7 +44,7 @@
 -- sets off, each the profile's gc seconds (cost:collecting); a memory limit
 -- makes them frequent.
 local partition = require 'lunet.parallel.partition'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local step_sim = require 'lunet.parallel.step_sim'
 local schedules = require 'lunet.parallel.schedule'
 -- (the schedules the candidates name, built once per size)
@@ -88,7 +88,7 @@ function cost.new(atoms, opts)
   opts = opts or {}
   if not is_table(atoms) or #atoms == 0 then fail('the profile must be a non-empty list of atoms', 2) end
   for i, a in ipairs(atoms) do
-    if not is_table(a) then fail(('atom %d must be a table, got %s'):format(i, typename(a)), 2) end
+    if not is_table(a) then fail(('atom %d must be a table, got %s'):format(i, type(a)), 2) end
     for _, k in ipairs({ 'fwd', 'bwd', 'act_bytes', 'param_bytes' }) do num(a[k], ('atom %d: %s'):format(i, k), 2) end
     if type(a.batch) ~= 'number' or a.batch < 1 then fail(('atom %d: batch (the profiled batch size) must be >= 1'):format(i), 2) end
   end

@@ -18,7 +18,7 @@
 -- and shapes, and the numbers such as Adam's step) then each tensor, over
 -- the pipeline's send/recv.
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local json = require 'lunet.json'
 local autograd = require 'lunet.autograd'
 local Module = require 'lunet.nn.Module'
@@ -38,7 +38,7 @@ end
 -- optimizer's numbering: its groups' params in order), and each group's list of them
 local function own_groups(pipe, opt, lvl)
   if not is_table(opt) or not is_table(opt.param_groups) or not opt.state_dict then
-    fail('the optimizer must be a lunet.optim optimizer, got ' .. typename(opt), lvl + 1)
+    fail('the optimizer must be a lunet.optim optimizer, got ' .. type(opt), lvl + 1)
   end
   local index = numbering(pipe)
   local nums, groups = {}, {}

@@ -25,7 +25,7 @@
 -- the specs state them, so that no choice depends on the machine's speed;
 -- with a stated profile model may be nil.
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local options = require 'lunet.options'
 local cost = require 'lunet.parallel.cost'
 local fmt_bytes = require('lunet.parallel.partition').fmt_bytes
@@ -49,7 +49,7 @@ local function memory_of(opts, names, lvl)
     local v
     if type(m) == 'number' then v = m
     elseif is_table(m) then v = m[d]
-    elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. typename(m), lvl + 1) end
+    elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. type(m), lvl + 1) end
     if v == nil then
       local lim = lunet.memory_limit and lunet.memory_limit(names[d]) or 0
       v = lim > 0 and lim or math.huge
@@ -148,7 +148,7 @@ function Plan.new(model, sample, opts)
       fail(('the stated profile has %d atoms, the model %d'):format(#list, #atoms_of(model)), 3)
     end
   else
-    if not is_table(model) or not model._params then fail('expected an nn.Module, got ' .. typename(model), 3) end
+    if not is_table(model) or not model._params then fail('expected an nn.Module, got ' .. type(model), 3) end
     if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('sample_input must be a batch (a tensor with a batch dimension)', 3) end
     atoms = atoms_of(model)
     model:to(names[1])

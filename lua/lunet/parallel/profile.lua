@@ -47,7 +47,7 @@
 -- devices that together use every core (the communication then takes the
 -- cores that compute would).
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local C = core.C
 
@@ -99,7 +99,7 @@ local function pass(atoms, x, dev)
       if reset_peak then reset_peak(dev) end
       local t0 = clock()
       local y = atoms[i](x)
-      if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, typename(y)), 3) end
+      if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, type(y)), 3) end
       sync(dev)
       fwd[i] = clock() - t0
       kept[i] = lunet.memory_allocated(dev) - before
@@ -187,7 +187,7 @@ function profile.atoms(atoms, sample, device, opts)
   local names, list = {}, {}
   for i, a in ipairs(atoms) do
     if is_table(a) and is_table(a.module) and not a._params then names[i], a = a.name, a.module end
-    if not is_table(a) or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, typename(a)), 2) end
+    if not is_table(a) or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, type(a)), 2) end
     list[i] = a
   end
   atoms = list
