@@ -10,7 +10,6 @@
 -- Only ops on tensors that require grad are recorded, hence checked. The
 -- checks cost a reduction and a sync per op: a debugging mode.
 local A = require 'lunet.autograd'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local T = require 'lunet.tensor'
 
 local M = {}
@@ -36,7 +35,7 @@ local function hook(dir, node, a, b, c)
     if what then error(('detect_anomaly: forward of %s produced %s'):format(name, what), 0) end
     return
   end
-  local grads = node.ni and is_table(a) and not T.is_tensor(a) and a or { a, b, c }
+  local grads = node.ni and type(a) == 'table' and not T.is_tensor(a) and a or { a, b, c }
   for i = 1, node.ni or 3 do
     local what = bad(grads[i])
     if what then

@@ -1,7 +1,6 @@
 -- lunet.factory: making tensors (zeros, ones, full, arange, rand, from Lua
 -- tables or buffers) and reading them back (item, totable).
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -19,7 +18,7 @@ local function shape_and_opts(fn, ...)
   local n = select('#', ...)
   local last = n > 0 and select(n, ...) or nil
   local opts
-  if is_table(last) and (next(last) == nil and n > 1 or last[1] == nil and next(last) ~= nil) then
+  if type(last) == 'table' and (next(last) == nil and n > 1 or last[1] == nil and next(last) ~= nil) then
     opts, n = last, n - 1
   end
   if n == 0 then return T.read_shape(fn, {}), nil, opts end
@@ -117,9 +116,9 @@ end
 -- PyTorch; int64 when all arguments are integers, else float32.
 function M.arange(a, b, c, d)
   local opts
-  if is_table(d) then opts = d
-  elseif is_table(c) then opts, c = c, nil
-  elseif is_table(b) then opts, b = b, nil end
+  if type(d) == 'table' then opts = d
+  elseif type(c) == 'table' then opts, c = c, nil
+  elseif type(b) == 'table' then opts, b = b, nil end
   local start, stop, step = 0, a, 1
   if b ~= nil then start, stop, step = a, b, c or 1 end
   if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
@@ -154,7 +153,7 @@ function M.linspace(start, stop, steps, opts)
 end
 
 function M.eye(n, m, opts)
-  if is_table(m) then opts, m = m, nil end
+  if type(m) == 'table' then opts, m = m, nil end
   for _, v in ipairs({ { 'n', n }, { 'm', m == nil and n or m } }) do
     if type(v[2]) ~= 'number' or v[2] % 1 ~= 0 then
       error(('eye: %s must be an integer, got %s'):format(v[1], tostring(v[2])), 2)
@@ -190,10 +189,10 @@ local function int_bound(what, v)
 end
 
 function M.randint(low, high, size, opts)
-  if is_table(high) and (size == nil or is_table(size)) then
+  if type(high) == 'table' and (size == nil or type(size) == 'table') then
     low, high, size, opts = 0, low, high, size
   end
-  if not is_table(size) then error('randint: size must be a table of sizes', 2) end
+  if type(size) ~= 'table' then error('randint: size must be a table of sizes', 2) end
   int_bound('low', low)
   int_bound('high', high)
   local nd, s = T.read_shape('randint', size)
@@ -232,7 +231,7 @@ end
 
 local function infer_shape(data, shape, depth)
   local v = data
-  while is_table(v) do
+  while type(v) == 'table' do
     shape[#shape + 1] = #v
     if #shape > 8 then error('tensor: nested tables deeper than 8 dims', 4) end
     v = v[1]
@@ -242,9 +241,9 @@ end
 
 local function flatten(data, shape, depth, out, n)
   local size = shape[depth]
-  if not is_table(data) or #data ~= size then
+  if type(data) ~= 'table' or #data ~= size then
     error(('tensor: ragged nested table (dim %d expects %d entries, got %s)'):format(depth, size,
-      is_table(data) and #data or type(data)), 5)
+      type(data) == 'table' and #data or type(data)), 5)
   end
   if depth == #shape then
     for i = 1, size do
@@ -270,7 +269,7 @@ function M.tensor(data, opts)
     if opts and opts.requires_grad then t.requires_grad = true end
     return t
   end
-  if not is_table(data) and type(data) ~= 'number' and type(data) ~= 'boolean' then
+  if type(data) ~= 'table' and type(data) ~= 'number' and type(data) ~= 'boolean' then
     error('tensor: expected a number or a nested table, got ' .. type(data), 2)
   end
   local shape = {}
@@ -295,7 +294,7 @@ end
 -- which needs nbytes (how many bytes it holds): the shape must fit in them,
 -- so nothing past the buffer is ever read.
 function M.from_buffer(buf, size, dtype, device, nbytes)
-  if is_table(device) then device, nbytes = device.device, device.nbytes end
+  if type(device) == 'table' then device, nbytes = device.device, device.nbytes end
   local nd, s = T.read_shape('from_buffer', size)
   if buf == nil then error('from_buffer: buffer is nil', 2) end
   local held

@@ -4,7 +4,6 @@
 --   local tensors, metadata = lunet.load(path, {device = 'cpu:1'})
 -- Loading a file never runs code; a corrupt file gives an error naming it.
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -42,10 +41,10 @@ function M.save(path, tensors, metadata)
   if type(path) ~= 'string' or path == '' then
     error('save: path must be a non-empty string, got ' .. type(path), 2)
   end
-  if not is_table(tensors) then
+  if type(tensors) ~= 'table' then
     error('save: tensors must be a table of name = tensor, got ' .. type(tensors), 2)
   end
-  if metadata ~= nil and not is_table(metadata) then
+  if metadata ~= nil and type(metadata) ~= 'table' then
     error('save: metadata must be a table of strings, got ' .. type(metadata), 2)
   end
   no_nul('save', 'the path', path, 2)
@@ -165,7 +164,7 @@ function M.load(path, opts)
   if type(path) ~= 'string' or path == '' then
     error('load: path must be a non-empty string, got ' .. type(path), 2)
   end
-  if opts ~= nil and not is_table(opts) then
+  if opts ~= nil and type(opts) ~= 'table' then
     error('load: options must be a table, got ' .. type(opts), 2)
   end
   no_nul('load', 'the path', path, 2)

@@ -3,10 +3,12 @@
 -- "view: self must be a tensor, got number" instead of a raw Lua error from
 -- deep inside the method. install(Tensor) wraps every method once, after the
 -- tensor modules and autograd have defined theirs; a tensor self costs one
--- type test, a raw field read and a tail call.
+-- ffi.istype test and a tail call.
+local ffi = require 'ffi'
 
 local M = {}
 
+local ref_ct = ffi.typeof('ln_ref')
 
 -- methods whose first argument may be a number (2 + t reaches add(2, t)) or
 -- a list of tensors (cat, stack): they check their arguments themselves
@@ -33,7 +35,7 @@ end
 
 local function guard(name, f)
   return function(self, ...)
-    if type(self) ~= 'table' or rawget(self, '_record') == nil then bad_self(name, f, self, ...) end
+    if not ffi.istype(ref_ct, self) then bad_self(name, f, self, ...) end
     return f(self, ...)
   end
 end

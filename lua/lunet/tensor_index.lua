@@ -4,7 +4,6 @@
 -- lunet.stack(list, dim), t:split(size_or_sizes, dim), t:chunk(n, dim),
 -- t:unbind(dim) (the last three return views).
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local factory = require 'lunet.factory'
@@ -16,7 +15,7 @@ local Tensor, wrap, check, is_tensor, cdim = T.Tensor, T.wrap, T.check, T.is_ten
 local function check_integers(fn, idx, depth)
   for i = 1, #idx do
     local v = idx[i]
-    if is_table(v) and depth < 8 then check_integers(fn, v, depth + 1)
+    if type(v) == 'table' and depth < 8 then check_integers(fn, v, depth + 1)
     elseif type(v) == 'number' and (v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63) then
       error(('%s: index %s is not an integer'):format(fn, tostring(v)), 4 + depth)
     end
@@ -25,7 +24,7 @@ end
 
 -- 1-based Lua index (table or tensor) -> 0-based index tensor on self's device
 local function to_index(fn, self, idx)
-  if is_table(idx) then
+  if type(idx) == 'table' then
     check_integers(fn, idx, 0)
     local ok, t = pcall(factory.tensor, idx, { dtype = 'int64' })
     if not ok then error(fn .. ': index ' .. tostring(t):gsub('^.-tensor: ', '', 1), 3) end
@@ -94,7 +93,7 @@ local function table_view(self, idx)
         error(('index: index %s is out of range for dim %d of size %d'):format(tostring(k), i, size), 3)
       end
       v = v:select(d, j)
-    elseif is_table(k) then
+    elseif type(k) == 'table' then
       element = false
       local a, b = k[1] or 1, k[2] or k[1] or size
       if type(a) ~= 'number' or type(b) ~= 'number' or #k > 2 then
@@ -131,7 +130,7 @@ local ptrs, nptrs = nil, 0
 
 -- list of tensors -> ln_tensor*[n] (a buffer reused across calls)
 local function tensor_array(fn, list)
-  if not is_table(list) then error(fn .. ': expected a list of tensors, got ' .. type(list), 4) end
+  if type(list) ~= 'table' then error(fn .. ': expected a list of tensors, got ' .. type(list), 4) end
   local n = #list
   if n == 0 then error(fn .. ': expected a non-empty list of tensors', 4) end
   if n > nptrs then nptrs = math.max(n, 16); ptrs = ffi.new('ln_tensor*[?]', nptrs) end
@@ -149,7 +148,7 @@ end
 local function list_args(list, dim, more)
   if is_tensor(list) then
     if is_tensor(dim) then return { list, dim }, more end
-    if is_table(dim) then
+    if type(dim) == 'table' then
       local l = { list }
       for i = 1, #dim do l[i + 1] = dim[i] end
       return l, more
@@ -198,7 +197,7 @@ function Tensor.split(self, size, dim)
       parts[#parts + 1] = wrap(C.ln_narrow(self.p, d, start, len))
       start = start + len
     until start >= total
-  elseif is_table(size) then
+  elseif type(size) == 'table' then
     local sum = 0
     for i = 1, #size do
       local s = size[i]

@@ -1,7 +1,6 @@
 -- lunet.tensor_math: elementwise arithmetic, comparisons, casts, device
 -- moves, matrix products and reductions as Tensor methods and operators.
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -237,7 +236,7 @@ end
 local TO_OPTS = { dtype = true, device = true }
 function Tensor.to(self, what, more)
   if is_tensor(what) then return cast(move(self, what.p.device_id), what.dtype) end
-  if is_table(what) then
+  if type(what) == 'table' then
     check_options('to', what, TO_OPTS)
     local r = self
     if what.device then r = move(r, what.device) end

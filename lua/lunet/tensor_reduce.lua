@@ -6,7 +6,6 @@
 -- sum, mean, prod, any, all, amax, amin, var, std and norm also take a list
 -- of dims: t:mean({3, 4}).
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local C = core.C
@@ -77,7 +76,7 @@ local function reduce(fn, op, self, dim, keepdim, p)
   if keepdim == nil or keepdim == false then kd = 0
   elseif keepdim == true then kd = 1
   else error(('%s: keepdim must be a boolean, got %s'):format(fn, type(keepdim)), 3) end
-  if is_table(dim) then return over_dims(fn, op, self, dim, kd, p, 4) end
+  if type(dim) == 'table' then return over_dims(fn, op, self, dim, kd, p, 4) end
   local cd = dim == nil and -1 or to_cdim(fn, self, dim, 3)
   return wrap(C.ln_reduce(op, self.p, cd, kd, p, nil), 3)
 end
@@ -140,11 +139,11 @@ local SPREAD_OPTS = { correction = 'number', unbiased = 'boolean', keepdim = 'bo
 local function spread(name, op)
   return function(self, dim, opt, keepdim)
     local p = need(name, self)
-    if type(dim) == 'boolean' or is_table(dim) and (dim[1] == nil and next(dim) ~= nil) then
+    if type(dim) == 'boolean' or type(dim) == 'table' and (dim[1] == nil and next(dim) ~= nil) then
       dim, opt, keepdim = nil, dim, opt
     end
     local corr = 1
-    if is_table(opt) then
+    if type(opt) == 'table' then
       require('lunet.options').check(name, opt, SPREAD_OPTS)
       if opt.correction ~= nil then corr = opt.correction
       elseif opt.unbiased == false then corr = 0 end

@@ -34,9 +34,10 @@ end
 -- it is accumulated, for a leaf) and may return a replacement of the same
 -- shape, dtype and device. Returns a handle with :remove().
 -- A non-leaf's hooks go with its node once backward has run. A leaf's stay
--- in its record until removed, or until the tensor is collected: a hook that
--- captures its own tensor (or a module holding it) is a cycle the collector
--- frees.
+-- until removed: a tensor is a cdata, which LuaJIT's collector cannot trace
+-- into, so its hooks live in a table keyed by it (tensor.lua's records), and
+-- a hook that captures its own tensor (or a module holding it) keeps both
+-- alive until h:remove() (as a cdata finalizer that refers to its cdata).
 -- The handle's remove (h.remove() or h:remove()) is made on first access:
 -- creating a closure aborts the JIT trace of the caller, and DataParallel
 -- registers a hook on every step without ever removing it.

@@ -5,7 +5,6 @@
 -- works too; lunet never downloads (download = true is an error saying where
 -- the files come from).
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
@@ -18,7 +17,7 @@ local M = {}
 -- CIFAR-10 binary files -> images uint8 (N,3,32,32), labels int64 1..10
 function M.read_cifar10(paths)
   if type(paths) == 'string' then paths = { paths } end
-  if not is_table(paths) or #paths == 0 then error('read_cifar10: expected a path or a list of paths', 2) end
+  if type(paths) ~= 'table' or #paths == 0 then error('read_cifar10: expected a path or a list of paths', 2) end
   local cpaths = ffi.new('const char *[?]', #paths)
   for i, p in ipairs(paths) do
     if type(p) ~= 'string' then error(('read_cifar10: path %d is not a string'):format(i), 2) end

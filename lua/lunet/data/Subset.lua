@@ -3,7 +3,6 @@
 -- into non-overlapping random Subsets: lengths are counts summing to #ds, or
 -- fractions summing to 1 (remainders go to the first parts, as in PyTorch).
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
@@ -14,7 +13,7 @@ local Subset = Dataset:extend('Subset')
 -- Length of any dataset: proxies and tables with __len or len().
 local function len(ds)
   if type(ds) == 'userdata' then return #ds end
-  if is_table(ds) then
+  if type(ds) == 'table' then
     local mt = getmetatable(ds)
     if mt and mt.__len then return mt.__len(ds) end
     if type(ds.len) == 'function' then return ds:len() end
@@ -34,7 +33,7 @@ function Subset:__init(ds, indices)
     m = cnt
     self.map = ffi.new('int64_t[?]', math.max(m, 1))
     for k = 0, m - 1 do self.map[k] = buf[k] - 1 end
-  elseif is_table(indices) then
+  elseif type(indices) == 'table' then
     m = #indices
     self.map = ffi.new('int64_t[?]', math.max(m, 1))
     for k = 1, m do
@@ -76,7 +75,7 @@ local SPLIT_EPOCH = 0xFFFFFFFF   -- a permutation stream no loader epoch reaches
 
 local function random_split(ds, lengths, seed)
   local n = len(ds)
-  if not is_table(lengths) or #lengths == 0 then error('random_split: lengths must be a list', 2) end
+  if type(lengths) ~= 'table' or #lengths == 0 then error('random_split: lengths must be a list', 2) end
   local counts, total = {}, 0
   for i, v in ipairs(lengths) do
     if type(v) ~= 'number' or v < 0 then error(('random_split: length %d must be a non-negative number'):format(i), 2) end

@@ -2,7 +2,6 @@
 -- return_indices = false, ceil_mode = false}]), or PyTorch's positional form
 -- nn.MaxPool2d(k, stride, padding, dilation, return_indices, ceil_mode[, opts])
 local Module = require 'lunet.nn.Module'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 
@@ -13,7 +12,7 @@ local OPTS = { stride = 'number|table', padding = 'number|table', dilation = 'nu
 local POSITIONAL = { 'stride', 'padding', 'dilation', 'return_indices', 'ceil_mode' }
 
 function MaxPool2d:__init(k, ...)
-  if type(k) ~= 'number' and not is_table(k) then
+  if type(k) ~= 'number' and type(k) ~= 'table' then
     options.fail('nn.MaxPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
   end
   local opts = options.check('nn.MaxPool2d', options.positional('nn.MaxPool2d', POSITIONAL, ...), OPTS) or {}
@@ -28,7 +27,7 @@ end
 
 function MaxPool2d:forward(x) return F.max_pool2d(x, self.kernel_size, self.opts) end
 
-local function s(v) if is_table(v) then return v[1] .. 'x' .. v[2] end return v .. 'x' .. v end
+local function s(v) if type(v) == 'table' then return v[1] .. 'x' .. v[2] end return v .. 'x' .. v end
 
 function MaxPool2d:extra_repr()
   local o = self.opts

@@ -4,7 +4,6 @@
 -- printing walk them as PyTorch does. Keys of state_dict are PyTorch's
 -- ("0.weight", "layer1.bn.running_var").
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local T = require 'lunet.tensor'
 local autograd = require 'lunet.autograd'
 local is_tensor = T.is_tensor
@@ -50,7 +49,7 @@ end
 -- a parameter; anything else is a plain field.
 function Module.__newindex(self, k, v)
   if rawget(self, '_params') and type(k) == 'string' then
-    if is_table(v) and rawget(v, '_params') then return Module.add_module(self, k, v) end
+    if type(v) == 'table' and rawget(v, '_params') then return Module.add_module(self, k, v) end
     if is_tensor(v) and v.requires_grad and v:is_leaf() then return Module.register_parameter(self, k, v) end
   end
   rawset(self, k, v)
@@ -79,7 +78,7 @@ end
 
 function Module:add_module(name, m)
   name = tostring(name)
-  if not is_table(m) or not m._params then error(('add_module: %s must be an nn.Module'):format(name), 2) end
+  if type(m) ~= 'table' or not m._params then error(('add_module: %s must be an nn.Module'):format(name), 2) end
   if not self:_has('_children', name) then table.insert(self._children, name) end
   rawset(self, name, m)
   return m
@@ -195,7 +194,8 @@ end
 local function swap_into(t, u)
   local old, new = t.p, u.p
   if old == new then return end
-  new.grad_flag, old.grad_flag = old.grad_flag, 0
+  new.grad_flag, new.slot = old.grad_flag, old.slot
+  old.grad_flag, old.slot = 0, 0
   t.p, u.p = new, old
 end
 Module._swap_into = swap_into
@@ -207,7 +207,7 @@ function Module:to(what, more)
   if type(what) == 'string' then
     if require('lunet.core').dtype_ids[what] then opts = { dtype = what }
     else opts = { device = what, dtype = more } end
-  elseif not is_table(what) then
+  elseif type(what) ~= 'table' then
     error('to: expected a device, a dtype or {device=, dtype=}, got ' .. type(what), 2)
   else
     require('lunet.options').check('to', what, { device = true, dtype = true })
@@ -252,7 +252,7 @@ local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
 -- error naming every missing, unexpected and mis-shaped key; with strict =
 -- false only shape mismatches raise. Returns {missing = {...}, unexpected = {...}}.
 function Module:load_state_dict(sd, strict)
-  if not is_table(sd) then error('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
+  if type(sd) ~= 'table' then error('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
   if strict ~= nil and type(strict) ~= 'boolean' then   -- PyTorch's keyword: {strict = false}
     strict = require('lunet.options').check('load_state_dict', strict, { strict = 'boolean' }).strict
   end
@@ -295,7 +295,7 @@ local function deep_copy(v, memo)
     memo[v] = c
     return c
   end
-  if not is_table(v) then return v end
+  if type(v) ~= 'table' then return v end
   if memo[v] then return memo[v] end
   local c = {}
   memo[v] = c

@@ -9,7 +9,6 @@
 -- a step count). Subclasses set `defaults`, `check(fn, group)` and
 -- `update(group, p, g, state)`.
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 
@@ -66,7 +65,7 @@ end
 Optimizer.known_of = known_of
 
 local function add_group(self, group, fn)
-  if not is_table(group) then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. type(group)) end
+  if type(group) ~= 'table' then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. type(group)) end
   local _, known_group = known_of(getmetatable(self))
   for k in pairs(group) do
     if known_group[k] == nil then
@@ -76,7 +75,7 @@ local function add_group(self, group, fn)
   end
   local params = group.params
   if is_tensor(params) then params = {params} end
-  if not is_table(params) or #params == 0 then
+  if type(params) ~= 'table' or #params == 0 then
     Optimizer.fail(fn, 'a param group needs a non-empty list of tensors in `params`')
   end
   local g = {params = {}}
@@ -94,7 +93,7 @@ local function add_group(self, group, fn)
   for k, v in pairs(group) do if k ~= 'params' then g[k] = v end end
   for k, v in pairs(self.defaults) do
     if g[k] == nil then
-      if is_table(v) then local c = {}; for i, x in ipairs(v) do c[i] = x end; v = c end
+      if type(v) == 'table' then local c = {}; for i, x in ipairs(v) do c[i] = x end; v = c end
       g[k] = v
     end
   end
@@ -116,14 +115,14 @@ function Optimizer.new(class, name, params, ...)
   if class.lr_required and defaults.lr == nil then Optimizer.fail(name, 'option lr is required') end
   self.defaults = defaults
   if is_tensor(params) then params = {params} end
-  if not is_table(params) or #params == 0 then
+  if type(params) ~= 'table' or #params == 0 then
     Optimizer.fail(name, 'expected a non-empty list of tensors or param groups, got ' ..
-      (is_table(params) and 'an empty list' or type(params)))
+      (type(params) == 'table' and 'an empty list' or type(params)))
   end
   if is_tensor(params[1]) then add_group(self, {params = params}, name)
   else
     for _, g in ipairs(params) do
-      if not is_table(g) then Optimizer.fail(name, 'param groups must be tables, got ' .. type(g)) end
+      if type(g) ~= 'table' then Optimizer.fail(name, 'param groups must be tables, got ' .. type(g)) end
       add_group(self, g, name)
     end
   end
@@ -177,7 +176,7 @@ end
 
 local function copy_value(v)
   if is_tensor(v) then return v:clone() end
-  if is_table(v) then local c = {}; for k, x in pairs(v) do c[k] = copy_value(x) end; return c end
+  if type(v) == 'table' then local c = {}; for k, x in pairs(v) do c[k] = copy_value(x) end; return c end
   return v
 end
 
@@ -205,7 +204,7 @@ end
 -- each param's device and dtype.
 function Optimizer:load_state_dict(sd)
   local fn = self.name .. ':load_state_dict'
-  if not is_table(sd) or not is_table(sd.param_groups) or not is_table(sd.state) then
+  if type(sd) ~= 'table' or type(sd.param_groups) ~= 'table' or type(sd.state) ~= 'table' then
     Optimizer.fail(fn, 'expected a table with `state` and `param_groups`')
   end
   if #sd.param_groups ~= #self.param_groups then
@@ -214,9 +213,9 @@ function Optimizer:load_state_dict(sd)
   end
   for gi, saved in ipairs(sd.param_groups) do
     local group = self.param_groups[gi]
-    if not is_table(saved.params) or #saved.params ~= #group.params then
+    if type(saved.params) ~= 'table' or #saved.params ~= #group.params then
       Optimizer.fail(fn, ('param group %d: the saved state has %d params, this optimizer %d'):format(
-        gi, is_table(saved.params) and #saved.params or 0, #group.params), 3)
+        gi, type(saved.params) == 'table' and #saved.params or 0, #group.params), 3)
     end
   end
   local state = {}
@@ -255,7 +254,7 @@ function Optimizer:__tostring()
     table.sort(keys)
     for _, k in ipairs(keys) do
       local v = group[k]
-      if is_table(v) then
+      if type(v) == 'table' then
         local parts = {}
         for i, x in ipairs(v) do parts[i] = tostring(x) end
         v = '(' .. table.concat(parts, ', ') .. ')'

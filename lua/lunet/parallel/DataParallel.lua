@@ -49,7 +49,6 @@
 -- The host queues up to two steps ahead of the devices, one for a model whose
 -- steps hold much memory (see _pace).
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local options = require 'lunet.options'
@@ -73,10 +72,10 @@ local ALIASES = { bucket_cap_mb = 'bucket_mb' }
 local POSITIONAL = { 'devices' }
 
 function DataParallel:__init(module, ...)
-  if not is_table(module) or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
+  if type(module) ~= 'table' or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
   local opts = options.check('DataParallel', options.positional('DataParallel', POSITIONAL, ...), OPTS, ALIASES) or {}
   local devs = opts.devices or lunet.devices()
-  if not is_table(devs) or #devs == 0 then fail('devices must be a non-empty list', 3) end
+  if type(devs) ~= 'table' or #devs == 0 then fail('devices must be a non-empty list', 3) end
   local names, seen = {}, {}
   for k = 1, #devs do
     local ok, id = pcall(core.device_id, 'DataParallel', devs[k])
@@ -347,7 +346,7 @@ function DataParallel:to(what, more)
   local dev, dtype
   if type(what) == 'string' then
     if core.dtype_ids[what] then dtype = what else dev, dtype = what, more end
-  elseif is_table(what) then dev, dtype = what.device, what.dtype
+  elseif type(what) == 'table' then dev, dtype = what.device, what.dtype
   else fail('to: expected a device, a dtype or {device=, dtype=}', 2) end
   if dev then
     local name = core.device_name(core.device_id('to', dev))

@@ -38,7 +38,6 @@
 -- all-reduces the gradients; sync_bn.lua).
 -- ddp:join(iterator): uneven inputs (sync.lua).
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
@@ -65,7 +64,7 @@ local function world(lvl)
 end
 
 function DDP:__init(module, opts)
-  if not is_table(module) or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
+  if type(module) ~= 'table' or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
   opts = options.check('DistributedDataParallel', opts, OPTS, ALIASES) or {}
   local group = opts.group or world(3)
   if type(group.local_size) ~= 'function' or type(group.ranks) ~= 'function' then

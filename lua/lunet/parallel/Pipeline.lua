@@ -33,7 +33,6 @@
 -- The parts: Stage.lua (a stage's actions and buffers), schedule.lua,
 -- pipeline_run.lua (one batch), pipeline_balance.lua, pipeline_bn.lua.
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local Module = require 'lunet.nn.Module'
 local options = require 'lunet.options'
 local core = require 'lunet.core'
@@ -91,11 +90,11 @@ local function device_names(devs, lvl)
 end
 
 function Pipeline:__init(model, opts)
-  if is_table(opts) and opts.group ~= nil then   -- stages in different processes
+  if type(opts) == 'table' and opts.group ~= nil then   -- stages in different processes
     local DP = require 'lunet.parallel.DistributedPipeline'
     return DP.__init(setmetatable(self, DP), model, opts)
   end
-  if not is_table(model) or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
+  if type(model) ~= 'table' or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
   opts = options.check('Pipeline', opts, OPTS) or {}
   local R = opts.replicas or 1
   if R % 1 ~= 0 or R < 1 then fail('replicas must be an integer >= 1, got ' .. tostring(R), 3) end
@@ -213,10 +212,10 @@ function Pipeline:rebalance(opts)
   for _, red in pairs(self.reducers or {}) do red.step, red.reduced = nil, nil end
   self:_build(counts)
   local opt = opts.optimizer
-  if opt and is_table(opt.state) then
+  if opt and type(opt.state) == 'table' then
     autograd.no_grad(function()
       for p, st in pairs(opt.state) do
-        if is_table(st) and lunet.is_tensor(p) then
+        if type(st) == 'table' and lunet.is_tensor(p) then
           for k, v in pairs(st) do
             if lunet.is_tensor(v) and v.device ~= p.device then st[k] = v:to(p.device) end
           end
@@ -396,8 +395,8 @@ function Pipeline:load_state_dict(sd, strict)
 end
 
 function Pipeline:to(what, more)
-  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or is_table(what) and what.dtype or more
-  local dev = is_table(what) and what.device or (type(what) == 'string' and not core.dtype_ids[what] and what)
+  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or type(what) == 'table' and what.dtype or more
+  local dev = type(what) == 'table' and what.device or (type(what) == 'string' and not core.dtype_ids[what] and what)
   if dev then fail(('to: the stages live on %s; make the Pipeline with the devices you want'):format(
     table.concat(self.devices, ', ')), 2) end
   if not dtype then fail('to: expected a dtype', 2) end

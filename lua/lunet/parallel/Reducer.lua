@@ -29,7 +29,6 @@
 -- one. Gradients of the others add up locally and the next reducing backward
 -- reduces their sum (a reduced gradient left in .grad is not counted again).
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local autograd = require 'lunet.autograd'
 
 local Reducer = {}
@@ -38,7 +37,7 @@ Reducer.__index = Reducer
 -- Reducer.options(opts, name, lvl): the options checked, with their defaults
 -- (lvl: where an error points, as error's level seen from the caller)
 function Reducer.options(opts, name, lvl)
-  if not is_table(opts) then error('Reducer: options must be a table, got ' .. type(opts), (lvl or 1) + 1) end
+  if type(opts) ~= 'table' then error('Reducer: options must be a table, got ' .. type(opts), (lvl or 1) + 1) end
   name = name or opts.name or 'Reducer'
   local function fail(msg) error(name .. ': ' .. msg, (lvl or 1) + 2) end
   local o = { name = name, bucket_mb = opts.bucket_mb or 25, accumulate = opts.accumulate or 1,
@@ -61,11 +60,11 @@ function Reducer.new(param_sets, group, opts)
   opts = Reducer.options(opts or {}, nil, 2)
   local name = opts.name
   local function fail(msg) error(name .. ': ' .. msg, 3) end
-  if not is_table(param_sets) or #param_sets == 0 then fail('param_sets must be a non-empty list of parameter lists') end
+  if type(param_sets) ~= 'table' or #param_sets == 0 then fail('param_sets must be a non-empty list of parameter lists') end
   local n = #param_sets
   for k = 1, n do
     local set = param_sets[k]
-    if not is_table(set) then fail(('param_sets[%d] must be a list of parameters'):format(k)) end
+    if type(set) ~= 'table' then fail(('param_sets[%d] must be a list of parameters'):format(k)) end
     if #set ~= #param_sets[1] then fail('replicas have different parameter counts') end
     for i = 1, #set do
       if not lunet.is_tensor(set[i]) then
@@ -73,7 +72,7 @@ function Reducer.new(param_sets, group, opts)
       end
     end
   end
-  if group ~= nil and (not is_table(group) or type(group.local_size) ~= 'function') then
+  if group ~= nil and (type(group) ~= 'table' or type(group.local_size) ~= 'function') then
     fail('group must be a process group (lunet.comm), got ' .. type(group))
   end
   if n > 1 and group == nil then fail(('%d replicas need a process group'):format(n)) end

@@ -9,12 +9,11 @@
 --   local model = lunet.parallel.auto(net, lunet.randn(32, 3, 32, 32), {batch = 128})
 --   print(model.auto_plan.reason)
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local Plan = require 'lunet.parallel.plan'
 local wrap = require 'lunet.parallel.wrap'
 
 local function auto(model, sample, opts)
-  if not is_table(model) or not model._params then
+  if type(model) ~= 'table' or not model._params then
     error('parallel.auto: expected an nn.Module, got ' .. type(model), 2)
   end
   local o = {}

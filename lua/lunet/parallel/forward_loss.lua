@@ -23,7 +23,6 @@
 -- targets other than ignore_index, counted by every device over the whole
 -- target, which it receives instead of its shard: no device waits for that).
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local autograd = require 'lunet.autograd'
 
 local Loss = {}
@@ -37,10 +36,10 @@ local function fail(msg, lvl) error('DataParallel: forward_loss: ' .. msg, lvl +
 -- how the criterion's mean is normalised: 'class' (count of targets not
 -- ignored), 'element' (target elements), or nil for 'sum'
 local function mean_kind(criterion, lvl)
-  local kind = is_table(criterion) and by_class[criterion.__name]
+  local kind = type(criterion) == 'table' and by_class[criterion.__name]
   if not kind then
     fail(('criterion must be an nn loss module (%s), got %s'):format(
-      'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', is_table(criterion) and
+      'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', type(criterion) == 'table' and
       tostring(criterion.__name or 'a table') or type(criterion)), lvl + 1)
   end
   local r = criterion.opts.reduction

@@ -47,7 +47,6 @@
 -- devices that together use every core (the communication then takes the
 -- cores that compute would).
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local C = core.C
 
@@ -182,12 +181,12 @@ end
 
 function profile.atoms(atoms, sample, device, opts)
   opts = opts or {}
-  if not is_table(atoms) or #atoms == 0 then fail('atoms', 'expected a non-empty list of modules', 2) end
+  if type(atoms) ~= 'table' or #atoms == 0 then fail('atoms', 'expected a non-empty list of modules', 2) end
   -- (modules, or lunet.parallel.atoms' entries {module =, name =})
   local names, list = {}, {}
   for i, a in ipairs(atoms) do
-    if is_table(a) and is_table(a.module) and not a._params then names[i], a = a.name, a.module end
-    if not is_table(a) or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, type(a)), 2) end
+    if type(a) == 'table' and type(a.module) == 'table' and not a._params then names[i], a = a.name, a.module end
+    if type(a) ~= 'table' or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, type(a)), 2) end
     list[i] = a
   end
   atoms = list

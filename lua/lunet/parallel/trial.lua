@@ -16,7 +16,6 @@
 -- (out of memory: the copy and its optimizer beside the model) gets
 -- c.trial_error and keeps only its prediction.
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local C = lunet.C
 local wrap = require 'lunet.parallel.wrap'
 local per_call = require('lunet.parallel.profile_devices').per_call
@@ -26,7 +25,7 @@ local GROUP_SECONDS = 0.05
 local OPTIMIZERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
 
 local function check(fn, plan, n)
-  if not is_table(plan) or not is_table(plan.candidates) then
+  if type(plan) ~= 'table' or type(plan.candidates) ~= 'table' then
     error(('parallel.trial.%s: expected a plan (lunet.parallel.plan), got %s'):format(fn, type(plan)), 3)
   end
   if type(n) ~= 'number' or n < 1 or n % 1 ~= 0 then
@@ -112,7 +111,7 @@ end
 
 function trial.run(plan, model, sample, n)
   check('run', plan, n)
-  if not is_table(model) or not model._params then error('parallel.trial.run: expected an nn.Module, got ' .. type(model), 2) end
+  if type(model) ~= 'table' or not model._params then error('parallel.trial.run: expected an nn.Module, got ' .. type(model), 2) end
   if not lunet.is_tensor(sample) or sample:dim() == 0 then
     error('parallel.trial.run: sample must be a batch (a tensor with a batch dimension)', 2)
   end

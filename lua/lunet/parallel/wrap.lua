@@ -5,14 +5,13 @@
 -- parallel.auto wraps the plan's choice with it; the plan's trials
 -- (lunet.parallel.trial) each candidate they time.
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 
 local function fail(msg) error('parallel.wrap: ' .. msg, 3) end
 
 local function wrap(model, plan, c)
-  if not is_table(model) or not model._params then fail('expected an nn.Module, got ' .. type(model)) end
-  if not is_table(plan) or not is_table(plan.devices) then fail('expected a plan (lunet.parallel.plan), got ' .. type(plan)) end
-  if not is_table(c) or type(c.kind) ~= 'string' or type(c.devices) ~= 'number' then
+  if type(model) ~= 'table' or not model._params then fail('expected an nn.Module, got ' .. type(model)) end
+  if type(plan) ~= 'table' or type(plan.devices) ~= 'table' then fail('expected a plan (lunet.parallel.plan), got ' .. type(plan)) end
+  if type(c) ~= 'table' or type(c.kind) ~= 'string' or type(c.devices) ~= 'number' then
     fail('expected one of the plan\'s candidates, got ' .. type(c))
   end
   local devs = {}
