@@ -81,6 +81,24 @@ describe('autograd memory', function()
     assert.is_true(bytes < 0.2 * MB, ('%d bytes left'):format(bytes))
   end)
 
+  it('frees leaves and modules whose hooks or .grad refer back to them, with no hook removed', function()
+    -- each is a cycle through the tensor's own autograd record: a tensor is
+    -- a Lua table holding its record, so the collector frees the cycle
+    local bytes, kb = left_by(function()
+      local m = nn.Linear(256, 256)
+      m.weight:register_hook(function(g) m.calls = (m.calls or 0) + 1 end)         -- weight -> hook -> m -> weight
+      m.bias:register_post_accumulate_grad_hook(function(p) m.last = p.grad end)   -- bias -> hook -> m
+      local x = lunet.randn({ 64, 64 }, { requires_grad = true })
+      x:register_hook(function(g) return g + x:detach() * 0 end)                  -- x -> hook -> x
+      local y = lunet.randn({ 64, 64 }, { requires_grad = true })
+      y.grad = y                                                                    -- y -> .grad -> y
+      ;(m(lunet.randn(2, 256)):sum() + (x * 2):sum()):backward()
+      assert(m.calls == 1 and m.last ~= nil and x.grad ~= nil)
+    end, 30)   -- 30 x (256 KB of weights, its gradient, 2 x 16 KB and gradients)
+    assert.is_true(bytes < 0.2 * MB, ('%d bytes left'):format(bytes))
+    assert.is_true(kb < 100, ('%.0f KB of Lua heap left'):format(kb))
+  end)
+
   it('frees a leaf and its module once a hook that captures them is removed', function()
     local bytes = left_by(function()
       local m = nn.Linear(256, 256)

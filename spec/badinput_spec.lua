@@ -278,9 +278,10 @@ describe('bad input: named cases', function()
     { 'device 0.5', function() return lunet.zeros(3, { device = 0.5 }) end, 'zeros: invalid device number 0.5' },
     { 'to(0.5)', function() return a:to(0.5) end, 'invalid device' },
     { 'totable of {2^40, 0}', function() return lunet.zeros(2 ^ 40, 0):totable() end, 'totable: an empty tensor of shape {1099511627776,0} would need 1099511627776 nested Lua tables' },
-    { 'NULL handle method', function() return require('ffi').new('ln_ref'):size() end, 'tensor: a NULL tensor handle' },
-    { 'NULL handle pointer', function() return require('ffi').cast('ln_ref *', nil):sum() end, 'tensor: a NULL tensor handle' },
-    { 'NULL handle as argument', function() return a + require('ffi').new('ln_ref') end, 'add: second argument must be a tensor' },
+    { 'NULL handle method', function() return setmetatable({}, getmetatable(a)):size() end, 'tensor: a NULL tensor handle' },
+    { 'taken handle', function() local t = lunet.ones(2); t.p = nil; return t:sum() end, 'tensor: a NULL tensor handle' },
+    { 'NULL handle as argument', function() return a + setmetatable({}, getmetatable(a)) end, 'add: second argument must be a tensor' },
+    { 'a plain table as argument', function() return a + { p = a.p } end, 'add: second argument must be a tensor' },
     -- nn
     { 'Linear(-1, 3)', function() return nn.Linear(-1, 3) end, 'negative size -1' },
     { 'Linear("a", 3)', function() return nn.Linear('a', 3) end, 'nn.Linear: expected (in_features, out_features' },

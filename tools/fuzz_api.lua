@@ -228,9 +228,12 @@ local GRAPH = { 'y = y + y', 'y = y * 2', 'y = y:exp()', 'y = y:tanh()', 'y = y:
   'y = y:reshape(-1)', 'y = y:sum(1, true)', 'y = y:expand(2, y:size(1) or 1, y:size(2) or 1)',
   'y = y:narrow(1, 1, 1)', 'y = lunet.cat({y, y}, 1)', 'y = y:clamp(-1, 1)', 'y = y:pow(2)', 'y = y:mean()',
   'y = y:index_select(1, lunet.tensor({1}, {dtype = "int64"}))', 'y = y:max(1)', 'y = y:sigmoid():log()' }
-local HOOKS = { 'nil', 'g * 2', 'g:t()', 'lunet.ones(1)', '"x"', 'g:double()', 'g:reshape(-1)', 'g:detach():zero_()', '{}' }
+-- (x and g, y and g: hooks that capture their own tensor, a cycle through its record)
+local HOOKS = { 'nil', 'g * 2', 'g:t()', 'lunet.ones(1)', '"x"', 'g:double()', 'g:reshape(-1)', 'g:detach():zero_()', '{}',
+  'x and g', 'y and g' }
 OPS.autograd = function(g)
   local s = { ('local x = lunet.randn(%d, %d, {requires_grad = true}); local y = x'):format(g.int(3), g.int(3)) }
+  if g.chance(0.3) then s[#s + 1] = ('x:register_hook(function(g) return %s end)'):format(g.pick(HOOKS)) end
   for _ = 1, g.int(5) do
     s[#s + 1] = g.pick(GRAPH)
     if g.chance(0.3) then s[#s + 1] = ('y:register_hook(function(g) return %s end)'):format(g.pick(HOOKS)) end

@@ -47,8 +47,6 @@ void ln_tensor_free(ln_tensor *t) {
   free(t);
 }
 
-void ln_ref_free(ln_ref r) { ln_tensor_free(r.p); }
-
 int ln_check_tensor(const char *fn, const ln_tensor *t, const char *argname) {
   if (!t) return ln_error("%s: %s is nil, expected a tensor", fn, argname);
   if (!t->storage) return ln_error("%s: %s is an invalid tensor", fn, argname);
@@ -264,7 +262,6 @@ static ln_tensor *view_header(const ln_tensor *t) {
   if (!v) return NULL;
   *v = *t;
   v->grad_flag = 0;
-  v->slot = 0;
   ln_storage_retain(v->storage);
   return v;
 }

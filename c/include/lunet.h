@@ -133,14 +133,7 @@ typedef struct ln_tensor {
   int32_t dtype_id;       /* ln_dtype */
   int32_t device_id;
   int32_t grad_flag;      /* requires_grad, owned by the Lua autograd layer */
-  int32_t slot;           /* Lua-side autograd record index, 0 = none */
-  int32_t pad_;
 } ln_tensor;
-
-/* The Lua binding holds each tensor in this one-field struct, so that t[i]
- * reaches the metatable instead of raw pointer arithmetic; ln_ref_free is
- * the finalizer it registers with ffi.gc. */
-typedef struct ln_ref { ln_tensor *p; } ln_ref;
 
 /* A point in a device's stream (stream 0: its compute stream, 1: its comm
  * stream). Value type: no allocation. */
@@ -212,7 +205,6 @@ LN_API ln_tensor *ln_from_buffer(const void *src, int ndim, const int64_t *shape
 LN_API ln_tensor *ln_from_buffer_n(const void *src, size_t src_nbytes, int ndim, const int64_t *shape,
                                    int dtype, int device);
 LN_API void ln_tensor_free(ln_tensor *t);
-LN_API void ln_ref_free(ln_ref r);
 LN_API ln_tensor *ln_alias(const ln_tensor *t);      /* new header, same view */
 LN_API int ln_tensor_read(const ln_tensor *t, void *dst);  /* sync, copy out
                                               contiguous, in t's dtype */

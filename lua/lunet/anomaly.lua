@@ -10,6 +10,7 @@
 -- Only ops on tensors that require grad are recorded, hence checked. The
 -- checks cost a reduction and a sync per op: a debugging mode.
 local A = require 'lunet.autograd'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
 
 local M = {}
@@ -35,7 +36,7 @@ local function hook(dir, node, a, b, c)
     if what then error(('detect_anomaly: forward of %s produced %s'):format(name, what), 0) end
     return
   end
-  local grads = node.ni and type(a) == 'table' and not T.is_tensor(a) and a or { a, b, c }
+  local grads = node.ni and is_table(a) and not T.is_tensor(a) and a or { a, b, c }
   for i = 1, node.ni or 3 do
     local what = bad(grads[i])
     if what then
@@ -55,7 +56,7 @@ end
 
 -- detect_anomaly(fn, ...) -> fn's results; the mode is restored after, on error too
 function M.detect_anomaly(fn, ...)
-  if type(fn) ~= 'function' then error('detect_anomaly: expected a function, got ' .. type(fn), 2) end
+  if type(fn) ~= 'function' then error('detect_anomaly: expected a function, got ' .. typename(fn), 2) end
   local old = M.set_detect_anomaly(true)
   local res = { pcall(fn, ...) }
   M.set_detect_anomaly(old)

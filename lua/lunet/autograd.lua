@@ -17,9 +17,9 @@
 --   autograd/inplace.lua   in-place ops under autograd
 -- (lunet.anomaly adds anomaly mode through S.anomaly_hook.)
 
--- One autograd per process: the Tensor metatype (set once by the first load of
--- lunet.tensor) keeps that load's methods and records, so a re-require (busted
--- unloads modules between spec files) must return the first instance.
+-- One autograd per process, as the Tensor metatable (lunet.core keeps one
+-- per process): a re-require (busted unloads modules between spec files)
+-- returns the first instance, which also wraps the reloaded Tensor table.
 local registry = debug.getregistry()
 if registry.lunet_autograd then
   -- a reloaded lunet.tensor has a new method table (reached through
@@ -31,6 +31,7 @@ if registry.lunet_autograd then
 end
 
 local T = require 'lunet.tensor'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local A = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local formulas = require 'lunet.autograd.formulas'
@@ -45,7 +46,7 @@ pcall(require, 'lunet.tensor_reduce')
 pcall(require, 'lunet.tensor_index')
 
 -- install(Tensor) makes the methods of a Tensor table record (once per
--- table; the first is the one the ln_ref metatype uses)
+-- table; a reload of lunet.tensor makes a new one, which tensors then use)
 local installed = setmetatable({}, { __mode = 'k' })
 local function install(Tensor)
   if installed[Tensor] then return end
@@ -63,7 +64,7 @@ local function install(Tensor)
   -- the argument form of permute: keep its table even when given as varargs
   local permute = Tensor.permute
   Tensor.permute = function(a, ...)
-    if type((...)) ~= 'table' then return permute(a, { ... }) end
+    if not is_table((...)) then return permute(a, { ... }) end
     return permute(a, ...)
   end
   if Tensor.concat then Tensor.concat = Tensor.cat end

@@ -8,6 +8,7 @@
 -- the state JSON) goes in the metadata ("lunet.crc32") and is checked on load:
 -- a flipped bit anywhere in the data gives an error, not a silently bad model.
 local ffi = require 'ffi'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local json = require 'lunet.json'
 local T = require 'lunet.tensor'
 local core = require 'lunet.core'
@@ -21,7 +22,7 @@ local function flatten(value, path, tensors)
     tensors[path] = value
     return { [TENSOR] = path }
   end
-  if type(value) ~= 'table' then return value end
+  if not is_table(value) then return value end
   local out = {}
   for k, v in pairs(value) do
     local key = type(k) == 'number' and ('#' .. k) or tostring(k)
@@ -33,7 +34,7 @@ end
 local function unflatten(value, tensors, file, depth)
   depth = (depth or 0) + 1
   if depth > 200 then error('nested too deeply', 0) end
-  if type(value) ~= 'table' then return value end
+  if not is_table(value) then return value end
   if value[TENSOR] then
     local t = tensors[value[TENSOR]]
     if not t then error(('tensor %s is missing'):format(tostring(value[TENSOR])), 0) end
@@ -73,7 +74,7 @@ checkpoint.payload_crc = payload_crc
 
 function checkpoint.save(path, state)
   if type(path) ~= 'string' then error('checkpoint.save: path must be a string', 2) end
-  if type(state) ~= 'table' then error('checkpoint.save: state must be a table', 2) end
+  if not is_table(state) then error('checkpoint.save: state must be a table', 2) end
   serialize.no_nul('checkpoint.save', 'the path', path, 2)
   local lunet = require 'lunet'
   local tensors = {}
@@ -107,7 +108,7 @@ function checkpoint.load(path, opts)
   if not ok then error(('checkpoint.load: %s: bad metadata: %s'):format(path, tree), 2) end
   -- (a hostile file may hold any JSON: a bad tree is an error naming the file)
   local ok2, state = pcall(unflatten, tree, tensors, path)
-  if not ok2 or type(state) ~= 'table' then
+  if not ok2 or not is_table(state) then
     error(('checkpoint.load: %s: bad lunet.state: %s'):format(path,
       ok2 and ('a ' .. type(state) .. ', not an object') or tostring(state):gsub('^[^:]*:%d+: ', '')), 2)
   end

@@ -15,6 +15,7 @@
 -- by lunet.distributed): rank r here is 0-based process rank r - 1 of
 -- dist.world(), or the (r)th process listed to dist.group.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local options = require 'lunet.options'
@@ -47,8 +48,8 @@ end
 function comm.Communicator(devices, opts)
   options.check('Communicator', opts, COMM_OPTS)
   if devices == nil then devices = require('lunet').devices() end
-  if type(devices) ~= 'table' then
-    error('Communicator: devices must be a list of devices, got ' .. type(devices), 2)
+  if not is_table(devices) then
+    error('Communicator: devices must be a list of devices, got ' .. typename(devices), 2)
   end
   opts = opts or {}
   local n = #devices
@@ -111,7 +112,7 @@ local function rank(self, fn, r)
 end
 
 local function fill(self, fn, buf, list, what)
-  if type(list) ~= 'table' then error(('%s: %s must be a list of %d tensors'):format(fn, what, self.n), 3) end
+  if not is_table(list) then error(('%s: %s must be a list of %d tensors'):format(fn, what, self.n), 3) end
   if #list ~= self.n then
     if self.n == self.world then
       error(('%s: %s has %d tensors, the communicator has %d ranks'):format(fn, what, #list, self.n), 3)
@@ -121,7 +122,7 @@ local function fill(self, fn, buf, list, what)
   end
   for i = 1, self.n do
     local t = list[i]
-    if not T.is_tensor(t) then error(('%s: %s[%d] must be a tensor, got %s'):format(fn, what, i, type(t)), 3) end
+    if not T.is_tensor(t) then error(('%s: %s[%d] must be a tensor, got %s'):format(fn, what, i, typename(t)), 3) end
     buf[i - 1] = t.p
   end
 end
@@ -209,7 +210,7 @@ end
 
 -- reduce_scatter(inputs[, outputs][, opts]): rank r's output = op over ranks of chunk r
 function Communicator:reduce_scatter(ins, outs, opts)
-  if opts == nil and type(outs) == 'table' and not T.is_tensor(outs[1]) then outs, opts = nil, outs end
+  if opts == nil and is_table(outs) and not T.is_tensor(outs[1]) then outs, opts = nil, outs end
   fill(self, 'reduce_scatter', self.buf_b, ins, 'inputs')
   if outs == nil then
     local m = ins[1]:numel() / self.world

@@ -4,6 +4,23 @@ local ffi = require 'ffi'
 
 local core = {}
 
+-- The Tensor metatable (lunet.tensor fills it in). One per process, as the
+-- autograd: a second load of lunet (busted reloads modules per spec file)
+-- makes tensors of the same type.
+local registry = debug.getregistry()
+core.tensor_mt = registry.lunet_tensor_mt or {}
+registry.lunet_tensor_mt = core.tensor_mt
+
+-- A tensor is a Lua table with the fields p and _record (lunet.tensor), so
+-- code that takes "a table or ..." asks is_table, which a tensor is not.
+-- (Tested by a raw field rather than getmetatable: LuaJIT 2.1.0-beta3's
+-- traces of getmetatable on tables of varying metatables gave wrong results
+-- in about one run in three; rawget's do not.)
+function core.is_table(x) return type(x) == 'table' and rawget(x, '_record') == nil end
+function core.is_tensor(x) return type(x) == 'table' and rawget(x, '_record') ~= nil and rawget(x, 'p') ~= nil end
+-- type(x) for error messages, 'tensor' for a tensor
+function core.typename(x) return core.is_tensor(x) and 'tensor' or type(x) end
+
 -- The .so is found next to this file (source tree: ../../build, installed:
 -- the luarocks LIBDIR), so no LD_LIBRARY_PATH is needed. LUNET_LIB overrides.
 -- Installed layouts (make install, luarocks): <prefix>/share/lua/5.1/lunet/

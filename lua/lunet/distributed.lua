@@ -15,6 +15,7 @@
 -- are NCCL communicators over the processes' GPUs: the first process of the
 -- group makes NCCL's unique id and MPI hands it to the others.
 local ffi = require 'ffi'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 local comm = require 'lunet.comm'
@@ -183,7 +184,7 @@ end
 -- as a Communicator; called by those processes only (others get nil)
 function M.group(ranks)
   local s = need('distributed.group')
-  if type(ranks) ~= 'table' or #ranks == 0 then
+  if not is_table(ranks) or #ranks == 0 then
     error('distributed.group: ranks must be a non-empty list of process ranks (0-based)', 2)
   end
   local mine, seen = nil, {}

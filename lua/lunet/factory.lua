@@ -1,6 +1,7 @@
 -- lunet.factory: making tensors (zeros, ones, full, arange, rand, from Lua
 -- tables or buffers) and reading them back (item, totable).
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -14,20 +15,23 @@ local buf_types = {}
 for id = 0, 7 do buf_types[id] = ffi.typeof(ctypes[id] .. '[?]') end
 
 -- Split (sizes..., opts) or ({sizes}, opts): returns ndim, shape_buf, opts.
+-- The arguments are read once into a list rather than with select(n, ...)
+-- and (...): LuaJIT 2.1.0-beta3 recorded a trace of those that returned
+-- ndim 0 for {sizes} once the caller's traces had changed shape.
 local function shape_and_opts(fn, ...)
   local n = select('#', ...)
-  local last = n > 0 and select(n, ...) or nil
+  local args = { ... }
+  local last = args[n]
   local opts
-  if type(last) == 'table' and (next(last) == nil and n > 1 or last[1] == nil and next(last) ~= nil) then
+  if is_table(last) and (next(last) == nil and n > 1 or last[1] == nil and next(last) ~= nil) then
     opts, n = last, n - 1
   end
   if n == 0 then return T.read_shape(fn, {}), nil, opts end
   local nd, s
-  if n == 1 then nd, s = T.read_shape(fn, (...))
+  if n == 1 then nd, s = T.read_shape(fn, args[1])
   else
-    local t = {}
-    for i = 1, n do t[i] = select(i, ...) end
-    nd, s = T.read_shape(fn, t)
+    args[n + 1] = nil   -- (opts out of the sizes)
+    nd, s = T.read_shape(fn, args)
   end
   return nd, s, opts
 end
@@ -68,7 +72,7 @@ end
 
 function M.full(size, value, opts)
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
-    error('full: value must be a number, got ' .. type(value), 2)
+    error('full: value must be a number, got ' .. typename(value), 2)
   end
   local nd, s = T.read_shape('full', size)
   local t = make('full', nd, s, opts)
@@ -77,7 +81,7 @@ function M.full(size, value, opts)
 end
 
 local function like(fn, x, opts)
-  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, type(x)), 3) end
+  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, typename(x)), 3) end
   check_options(fn, opts, OPTS)
   return x:size(), { dtype = opts and opts.dtype or x.dtype, device = opts and opts.device or x.device,
     requires_grad = opts and opts.requires_grad }
@@ -104,7 +108,7 @@ end
 function M.full_like(x, v, opts)
   local s, o = like('full_like', x, opts)
   if type(v) ~= 'number' and type(v) ~= 'boolean' then
-    error('full_like: value must be a number, got ' .. type(v), 2)
+    error('full_like: value must be a number, got ' .. typename(v), 2)
   end
   local nd, buf = T.read_shape('full_like', s)
   local t = make('full_like', nd, buf, o)
@@ -116,13 +120,13 @@ end
 -- PyTorch; int64 when all arguments are integers, else float32.
 function M.arange(a, b, c, d)
   local opts
-  if type(d) == 'table' then opts = d
-  elseif type(c) == 'table' then opts, c = c, nil
-  elseif type(b) == 'table' then opts, b = b, nil end
+  if is_table(d) then opts = d
+  elseif is_table(c) then opts, c = c, nil
+  elseif is_table(b) then opts, b = b, nil end
   local start, stop, step = 0, a, 1
   if b ~= nil then start, stop, step = a, b, c or 1 end
   if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
-    error(('arange: start, end and step must be numbers, got %s, %s, %s'):format(type(start), type(stop), type(step)), 2)
+    error(('arange: start, end and step must be numbers, got %s, %s, %s'):format(typename(start), typename(stop), typename(step)), 2)
   end
   if start ~= start or stop ~= stop or step ~= step or math.abs(start) == math.huge or math.abs(stop) == math.huge then
     error(('arange: start, end and step must be finite, got %s, %s, %s'):format(start, stop, step), 2)
@@ -144,7 +148,7 @@ function M.linspace(start, stop, steps, opts)
     error('linspace: steps must be a non-negative integer', 2)
   end
   if type(start) ~= 'number' or type(stop) ~= 'number' then
-    error(('linspace: start and end must be numbers, got %s and %s'):format(type(start), type(stop)), 2)
+    error(('linspace: start and end must be numbers, got %s and %s'):format(typename(start), typename(stop)), 2)
   end
   local t = make('linspace', 1, ffi.new('int64_t[1]', steps), opts)
   local step = steps > 1 and (stop - start) / (steps - 1) or 0
@@ -153,7 +157,7 @@ function M.linspace(start, stop, steps, opts)
 end
 
 function M.eye(n, m, opts)
-  if type(m) == 'table' then opts, m = m, nil end
+  if is_table(m) then opts, m = m, nil end
   for _, v in ipairs({ { 'n', n }, { 'm', m == nil and n or m } }) do
     if type(v[2]) ~= 'number' or v[2] % 1 ~= 0 then
       error(('eye: %s must be an integer, got %s'):format(v[1], tostring(v[2])), 2)
@@ -189,10 +193,10 @@ local function int_bound(what, v)
 end
 
 function M.randint(low, high, size, opts)
-  if type(high) == 'table' and (size == nil or type(size) == 'table') then
+  if is_table(high) and (size == nil or is_table(size)) then
     low, high, size, opts = 0, low, high, size
   end
-  if type(size) ~= 'table' then error('randint: size must be a table of sizes', 2) end
+  if not is_table(size) then error('randint: size must be a table of sizes', 2) end
   int_bound('low', low)
   int_bound('high', high)
   local nd, s = T.read_shape('randint', size)
@@ -211,7 +215,7 @@ end
 
 local function num_arg(fn, what, v, default)
   if v == nil then return default end
-  if type(v) ~= 'number' then error(('%s: %s must be a number, got %s'):format(fn, what, type(v)), 3) end
+  if type(v) ~= 'number' then error(('%s: %s must be a number, got %s'):format(fn, what, typename(v)), 3) end
   return v
 end
 function Tensor.uniform_(self, lo, hi)
@@ -231,7 +235,7 @@ end
 
 local function infer_shape(data, shape, depth)
   local v = data
-  while type(v) == 'table' do
+  while is_table(v) do
     shape[#shape + 1] = #v
     if #shape > 8 then error('tensor: nested tables deeper than 8 dims', 4) end
     v = v[1]
@@ -241,16 +245,16 @@ end
 
 local function flatten(data, shape, depth, out, n)
   local size = shape[depth]
-  if type(data) ~= 'table' or #data ~= size then
+  if not is_table(data) or #data ~= size then
     error(('tensor: ragged nested table (dim %d expects %d entries, got %s)'):format(depth, size,
-      type(data) == 'table' and #data or type(data)), 5)
+      is_table(data) and #data or type(data)), 5)
   end
   if depth == #shape then
     for i = 1, size do
       local v = data[i]
       if type(v) == 'boolean' then v = v and 1 or 0
       elseif type(v) ~= 'number' then
-        error(('tensor: element must be a number, got %s'):format(type(v)), 5)
+        error(('tensor: element must be a number, got %s'):format(typename(v)), 5)
       end
       out[n] = v
       n = n + 1
@@ -269,8 +273,8 @@ function M.tensor(data, opts)
     if opts and opts.requires_grad then t.requires_grad = true end
     return t
   end
-  if type(data) ~= 'table' and type(data) ~= 'number' and type(data) ~= 'boolean' then
-    error('tensor: expected a number or a nested table, got ' .. type(data), 2)
+  if not is_table(data) and type(data) ~= 'number' and type(data) ~= 'boolean' then
+    error('tensor: expected a number or a nested table, got ' .. typename(data), 2)
   end
   local shape = {}
   local boolean = infer_shape(data, shape)
@@ -294,7 +298,7 @@ end
 -- which needs nbytes (how many bytes it holds): the shape must fit in them,
 -- so nothing past the buffer is ever read.
 function M.from_buffer(buf, size, dtype, device, nbytes)
-  if type(device) == 'table' then device, nbytes = device.device, device.nbytes end
+  if is_table(device) then device, nbytes = device.device, device.nbytes end
   local nd, s = T.read_shape('from_buffer', size)
   if buf == nil then error('from_buffer: buffer is nil', 2) end
   local held
@@ -306,7 +310,7 @@ function M.from_buffer(buf, size, dtype, device, nbytes)
       error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. tostring(ffi.typeof(buf)), 2)
     end
   else
-    error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. type(buf), 2)
+    error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. typename(buf), 2)
   end
   if nbytes ~= nil then
     if type(nbytes) ~= 'number' or nbytes % 1 ~= 0 or nbytes < 0 or nbytes >= 2 ^ 63 then
@@ -439,7 +443,7 @@ end
 
 function Tensor.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  if not is_tensor(b) then error('allclose: second argument must be a tensor, got ' .. type(b), 2) end
+  if not is_tensor(b) then error('allclose: second argument must be a tensor, got ' .. typename(b), 2) end
   if type(rtol) ~= 'number' or type(atol) ~= 'number' then error('allclose: rtol and atol must be numbers', 2) end
   local ok, diff = pcall(Tensor.sub, a:double(), b:double())
   if not ok then error('allclose: ' .. tostring(diff):gsub('^.-: ', '', 1), 2) end

@@ -24,6 +24,7 @@
 -- line every few seconds (lunet.progress) and one per epoch. progress = true
 -- forces the bar, 'lines' the lines, false neither.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local json = require 'lunet.json'
 local checkpoint = require 'lunet.checkpoint'
 local Progress = require 'lunet.progress'
@@ -67,7 +68,7 @@ end
 
 function Trainer.new(model, opts)
   opts = options.check('fit', opts, OPTS, ALIASES) or {}
-  if type(model) ~= 'table' or not model.parameters then
+  if not is_table(model) or not model.parameters then
     error('Trainer: model must be an nn.Module', 3)
   end
   local self = setmetatable({}, Trainer)
@@ -79,7 +80,7 @@ function Trainer.new(model, opts)
     local c = self.criterion
     error(('fit: a Pipeline across processes computes the loss on its last stage (forward_loss), which takes %s '
       .. "with reduction 'mean' or 'sum' and no class weights; got %s"):format(
-      'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', type(c) == 'table' and tostring(c.__name or 'a table')
+      'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', is_table(c) and tostring(c.__name or 'a table')
       or type(c)), 3)
   end
   self.optimizer = opts.optimizer or lunet().optim.SGD(model:parameters(), { lr = opts.lr or 0.01 })
@@ -126,8 +127,8 @@ end
 -- ---- state for checkpoints ----------------------------------------------------------
 
 function Trainer:state_dict(loader)
-  if loader ~= nil and type(loader) ~= 'table' and type(loader) ~= 'userdata' then
-    error('Trainer:state_dict: loader must be a DataLoader, got ' .. type(loader), 2)
+  if loader ~= nil and not is_table(loader) and type(loader) ~= 'userdata' then
+    error('Trainer:state_dict: loader must be a DataLoader, got ' .. typename(loader), 2)
   end
   local seed, offset = lunet().rng_state()
   return {
@@ -458,7 +459,7 @@ end
 -- a model from lunet.parallel.auto: the step time measured beside the plan's
 -- (the epoch's steps after its first; self.step_time, set by train_epoch)
 function Trainer:log_plan()
-  local plan = type(self.model) == 'table' and rawget(self.model, 'auto_plan')
+  local plan = is_table(self.model) and rawget(self.model, 'auto_plan')
   if not plan or not self.step_time then return end
   local pred = plan.chosen.step
   if not self.quiet then

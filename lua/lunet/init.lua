@@ -2,6 +2,7 @@
 --   local lunet = require 'lunet'
 -- Submodules (nn, optim, data, parallel, ...) load on first use.
 local ffi = require 'ffi'
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 require 'lunet.tensor_math'
@@ -138,7 +139,7 @@ function lunet.get_num_threads(dev) return C.ln_device_threads(core.device_id('g
 -- decaying momentum buffers or dying activations can fill a step with them.
 -- Returns true where the CPU supports it (x86), false (and no change) elsewhere.
 function lunet.set_flush_denormal(on)
-  if type(on) ~= 'boolean' then error('set_flush_denormal: expected a boolean, got ' .. type(on), 2) end
+  if type(on) ~= 'boolean' then error('set_flush_denormal: expected a boolean, got ' .. typename(on), 2) end
   return C.ln_set_flush_denormal(on and 1 or 0) == 1
 end
 function lunet.flush_denormal() return C.ln_flush_denormal() == 1 end

@@ -20,6 +20,8 @@ local function tensor_check(v)
   is_tensor = is_tensor or require('lunet.tensor').is_tensor
   return is_tensor(v)
 end
+-- (lunet.core loads this file: its is_table cannot be required here)
+local function is_table(x) return type(x) == 'table' and not tensor_check(x) end
 
 -- this file's folder: frames whose source lies under it are lunet's own
 local own = debug.getinfo(1, 'S').source:match('^@(.*[/\\])options%.lua$')
@@ -53,7 +55,7 @@ local function allow(spec)
   if a then return a end
   a = { names = {} }
   for t in spec:gmatch('[^|]+') do
-    a[t == 'tensor' and 'cdata' or t] = true
+    a[t] = true
     a.names[#a.names + 1] = t
   end
   allowed[spec] = a
@@ -139,7 +141,7 @@ end
 -- check(fname, opts, known[, aliases]) -> opts (or a copy with aliases renamed)
 function M.check(fname, opts, known, aliases)
   if opts == nil then return nil end
-  if type(opts) ~= 'table' then
+  if not is_table(opts) then
     fail(fname, 'options must be a table, got ' .. (tensor_check(opts) and 'a tensor' or type(opts)))
   end
   for k, v in pairs(opts) do
@@ -149,8 +151,7 @@ function M.check(fname, opts, known, aliases)
       unknown(fname, k, known, aliases)
     elseif spec ~= true then
       local a = allowed[spec] or allow(spec)
-      local t = type(v)
-      if not a[t] or (t == 'cdata' and not tensor_check(v)) then type_error(fname, k, v, spec) end
+      if not a[tensor_check(v) and 'tensor' or type(v)] then type_error(fname, k, v, spec) end
     end
   end
   return opts
@@ -165,7 +166,7 @@ function M.positional(fname, names, ...)
   local n = select('#', ...)
   if n == 0 then return nil end
   local last, opts = select(n, ...), nil
-  if type(last) == 'table' and last[1] == nil then opts, n = last, n - 1 end
+  if is_table(last) and last[1] == nil then opts, n = last, n - 1 end
   while n > 0 and select(n, ...) == nil do n = n - 1 end
   if n == 0 then return opts end
   if n > #names then
@@ -177,7 +178,7 @@ function M.positional(fname, names, ...)
   for i = 1, n do
     local v = select(i, ...)
     if v ~= nil then
-      if type(v) == 'table' and v[1] == nil then
+      if is_table(v) and v[1] == nil then
         fail(fname, ('the options table must come last (found one in the place of %s)'):format(names[i]))
       end
       if out[names[i]] ~= nil then fail(fname, ("'%s' given both by position and in the options"):format(names[i])) end
@@ -203,10 +204,10 @@ M.REDUCTIONS = { 'none', 'mean', 'sum' }
 function M.pair(fname, what, v, min)
   if v == nil then return v end
   local a, b = v, v
-  if type(v) == 'table' then a, b = v[1], v[2] end
+  if is_table(v) then a, b = v[1], v[2] end
   local function int(x) return type(x) == 'number' and x % 1 == 0 and x >= min and x < math.huge end
-  if not (int(a) and int(b)) or type(v) == 'table' and #v ~= 2 then
-    local shown = type(v) == 'table' and ('{' .. table.concat((function()
+  if not (int(a) and int(b)) or is_table(v) and #v ~= 2 then
+    local shown = is_table(v) and ('{' .. table.concat((function()
       local t = {}
       for i = 1, #v do t[i] = tostring(v[i]) end
       return t

@@ -8,6 +8,7 @@
 -- set) lines come from io.read. Ctrl-C drops the line being typed, or
 -- interrupts running Lua code ("interrupted!"); Ctrl-D quits.
 local ffi = require 'ffi'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 
 local M = {}
 
@@ -99,12 +100,12 @@ local function candidates(v, colon, lunet)
     end
   end
   local function add_table(t, guard)
-    if type(t) ~= 'table' or guard > 4 then return end
+    if not is_table(t) or guard > 4 then return end
     for k, val in pairs(t) do add(k, val) end
     local mt = getmetatable(t)
-    if type(mt) == 'table' and type(mt.__index) == 'table' then add_table(mt.__index, guard + 1) end
+    if is_table(mt) and is_table(mt.__index) then add_table(mt.__index, guard + 1) end
   end
-  if type(v) == 'table' then
+  if is_table(v) then
     add_table(v, 0)
     if v == lunet then   -- lazily loaded submodules and the functional forms
       for _, m in ipairs(M.submodules()) do add(m, {}) end
@@ -144,7 +145,7 @@ function M.complete(text, env, lunet)
       list[#list + 1] = kw
     end
     local g = getmetatable(env)
-    if g and type(g.__index) == 'table' then
+    if g and is_table(g.__index) then
       for _, k in ipairs(candidates(g.__index, false, nil)) do list[#list + 1] = k end
     end
   end

@@ -4,6 +4,7 @@
 --   local tensors, metadata = lunet.load(path, {device = 'cpu:1'})
 -- Loading a file never runs code; a corrupt file gives an error naming it.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -39,13 +40,13 @@ end
 -- maps strings to strings (numbers are written as their decimal text).
 function M.save(path, tensors, metadata)
   if type(path) ~= 'string' or path == '' then
-    error('save: path must be a non-empty string, got ' .. type(path), 2)
+    error('save: path must be a non-empty string, got ' .. typename(path), 2)
   end
-  if type(tensors) ~= 'table' then
-    error('save: tensors must be a table of name = tensor, got ' .. type(tensors), 2)
+  if not is_table(tensors) then
+    error('save: tensors must be a table of name = tensor, got ' .. typename(tensors), 2)
   end
-  if metadata ~= nil and type(metadata) ~= 'table' then
-    error('save: metadata must be a table of strings, got ' .. type(metadata), 2)
+  if metadata ~= nil and not is_table(metadata) then
+    error('save: metadata must be a table of strings, got ' .. typename(metadata), 2)
   end
   no_nul('save', 'the path', path, 2)
   local keys = sorted_keys(tensors)
@@ -55,11 +56,11 @@ function M.save(path, tensors, metadata)
   for i, k in ipairs(keys) do
     local v = tensors[k]
     if type(k) ~= 'string' then
-      error(('save: tensor names must be strings, got %s key %s'):format(type(k), tostring(k)), 2)
+      error(('save: tensor names must be strings, got %s key %s'):format(typename(k), tostring(k)), 2)
     end
     no_nul('save', 'tensor name', k, 2)
     if not T.is_tensor(v) then
-      error(("save: '%s' must be a tensor, got %s"):format(k, type(v)), 2)
+      error(("save: '%s' must be a tensor, got %s"):format(k, typename(v)), 2)
     end
     names[i - 1], ptrs[i - 1] = k, v.p
   end
@@ -70,12 +71,12 @@ function M.save(path, tensors, metadata)
   for _, k in ipairs(mkeys) do
     local v = metadata[k]
     if type(k) ~= 'string' then
-      error(('save: metadata keys must be strings, got %s'):format(type(k)), 2)
+      error(('save: metadata keys must be strings, got %s'):format(typename(k)), 2)
     end
     if type(v) == 'number' then v = (v % 1 == 0 and v == v and math.abs(v) < 2^53) and ('%d'):format(v) or ('%.17g'):format(v) end
     no_nul('save', 'metadata key', k, 2)
     if type(v) ~= 'string' then
-      error(("save: metadata '%s' must be a string, got %s"):format(k, type(v)), 2)
+      error(("save: metadata '%s' must be a string, got %s"):format(k, typename(v)), 2)
     end
     no_nul('save', ("the value of metadata '%s'"):format(k), v, 2)
     keep[#keep + 1] = v
@@ -98,7 +99,7 @@ local info_shape = ffi.new('int64_t[8]')
 
 function M.open(path)
   if type(path) ~= 'string' or path == '' then
-    error('open: path must be a non-empty string, got ' .. type(path), 2)
+    error('open: path must be a non-empty string, got ' .. typename(path), 2)
   end
   no_nul('open', 'the path', path, 2)
   local f = C.ln_st_open(path)
@@ -162,10 +163,10 @@ end
 -- load(path[, {device = 'cpu:0'}]) -> {name = tensor, ...}, {key = value, ...}
 function M.load(path, opts)
   if type(path) ~= 'string' or path == '' then
-    error('load: path must be a non-empty string, got ' .. type(path), 2)
+    error('load: path must be a non-empty string, got ' .. typename(path), 2)
   end
-  if opts ~= nil and type(opts) ~= 'table' then
-    error('load: options must be a table, got ' .. type(opts), 2)
+  if opts ~= nil and not is_table(opts) then
+    error('load: options must be a table, got ' .. typename(opts), 2)
   end
   no_nul('load', 'the path', path, 2)
   check_options('load', opts, LOAD_OPTS)

@@ -1,18 +1,29 @@
--- lunet.tensor: the Tensor type. A tensor is an ln_ref cdata (one field, .p,
--- the C tensor); methods live in the plain table `Tensor`, which other
--- modules extend (math, printing, autograd). Dims and indices are 1-based;
--- negative dims count from the end (-1 is the last).
+-- lunet.tensor: the Tensor type. A tensor is a Lua table with the metatable
+-- `mt` and two fields: .p, the C tensor (an ln_tensor pointer whose
+-- finalizer frees it), and ._record, its autograd record (grad, grad_fn,
+-- hooks; false until it has one). A table rather than a cdata so that the
+-- collector traces a tensor's record: a hook or a .grad that refers back to
+-- its own tensor (or a module holding it) is an ordinary cycle that Lua
+-- frees, where a cdata's record had to live in a global table that rooted
+-- it. Methods live in the plain table `Tensor`, which other modules extend
+-- (math, printing, autograd). Dims and indices are 1-based; negative dims
+-- count from the end (-1 is the last).
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local C = core.C
 
 local Tensor = {}          -- methods
 local getters = {}         -- computed fields: t.dtype, t.device, t.shape, ...
 local setters = {}
-local mt = {}
+-- The process's Tensor metatable (lunet.core keeps one). The first load
+-- fills it; a second load of this module (busted reloads modules per spec
+-- file) fills a table no tensor uses, so every tensor keeps the first load's
+-- methods, recording and collection triggers.
+local live_mt = core.tensor_mt
+local mt = live_mt.__index == nil and live_mt or {}
 
-local ref_ct = ffi.typeof('ln_ref')
-local refptr_ct = ffi.typeof('ln_ref *')
+local NULL = ffi.cast('ln_tensor *', nil)
 local table_new = require 'table.new'
 local shape_buf = ffi.new('int64_t[8]')
 local stride_buf = ffi.new('int64_t[8]')
@@ -49,7 +60,17 @@ local function wrap(p, level)
     local live = tonumber(C.ln_memory_allocated(dev))
     gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live
   end
-  return ffi.gc(ref_ct(p), C.ln_ref_free)
+  return setmetatable({ p = ffi.gc(p, C.ln_tensor_free), _record = false }, live_mt)
+end
+
+-- Frees t's C tensor now rather than when the collector finds it (the
+-- autograd engine's gradients): t is left a NULL handle, which every method
+-- refuses.
+local function free_now(t)
+  local p = t.p
+  ffi.gc(p, nil)
+  C.ln_tensor_free(p)
+  t.p = NULL
 end
 
 -- A full collection that re-arms every device's trigger from what is live
@@ -67,16 +88,13 @@ local function check(rc, level)
   if rc ~= 0 then error(core.last_error(), (level or 2) + 1) end
 end
 
--- A tensor is an ln_ref value holding a C tensor: not a NULL handle
--- (ffi.new('ln_ref')), nor a pointer to a handle (which istype also accepts,
--- and which may be NULL: reading it would crash).
-local function is_tensor(x)
-  return ffi.istype(ref_ct, x) and not ffi.istype(refptr_ct, x) and x.p ~= nil
-end
+-- A tensor holds a C tensor (not one whose handle was freed or taken: .p
+-- NULL or nil, which equals nil).
+local is_tensor = core.is_tensor
 
 local function need_tensor(fn, x, what)
   if not is_tensor(x) then
-    error(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', type(x)), 4)
+    error(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', typename(x)), 4)
   end
   return x
 end
@@ -106,7 +124,7 @@ end
 -- Read a shape from varargs (2, 3) or a table {2, 3} into shape_buf.
 local function read_shape(fn, first, ...)
   local n
-  if type(first) == 'table' then
+  if is_table(first) then
     n = #first
     if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
     for i = 1, n do
@@ -138,9 +156,9 @@ end
 local table_index = {}
 
 local function invalid_handle(self)
-  return ffi.istype(refptr_ct, self) or self.p == nil
+  return rawget(self, 'p') == nil   -- (a NULL pointer equals nil too)
 end
-local INVALID = 'tensor: a NULL tensor handle (or a pointer to one) is not a tensor'
+local INVALID = 'tensor: a NULL tensor handle (freed, or its .p taken) is not a tensor'
 
 mt.__index = function(self, k)
   if invalid_handle(self) then error(INVALID, 2) end
@@ -149,8 +167,8 @@ mt.__index = function(self, k)
   local g = getters[k]
   if g then return g(self) end
   if type(k) == 'number' then return Tensor.get_index(self, k) end
-  if type(k) == 'table' then return table_index.get(self, k) end   -- Torch7's t[{i, {a, b}}]
-  if type(k) ~= 'string' then error(('index: a tensor is indexed by a number or a table, got %s'):format(type(k)), 2) end
+  if is_table(k) then return table_index.get(self, k) end   -- Torch7's t[{i, {a, b}}]
+  if type(k) ~= 'string' then error(('index: a tensor is indexed by a number or a table, got %s'):format(typename(k)), 2) end
   return nil
 end
 
@@ -159,43 +177,23 @@ mt.__newindex = function(self, k, v)
   local s = setters[k]
   if s then return s(self, v) end
   if type(k) == 'number' then return Tensor.set_index(self, k, v) end
-  if type(k) == 'table' then return table_index.set(self, k, v) end
+  if is_table(k) then return table_index.set(self, k, v) end
   error(("tensor: cannot set field '%s'"):format(tostring(k)), 2)
 end
 
-mt.__len = function(self)
-  if invalid_handle(self) then error(INVALID, 2) end
-  if self.p.ndim == 0 then error('#: a 0-d tensor has no length', 2) end
-  return tonumber(self.p.shape[0])
-end
+-- (No #t: LuaJIT, as Lua 5.1, ignores __len on tables; t:size(1) is the
+-- length of the first dim.)
 
 -- ---- autograd fields ----------------------------------------------------------------
--- Lua values attached to a tensor (grad, grad_fn, ...) live in `records`,
--- indexed by the C header's slot; a tensor that gets a record switches to a
--- finalizer that also frees its slot.
-local records, free_slots, next_slot = {}, {}, 1
-
-local function release(ref)
-  local s = ref.p.slot
-  if s ~= 0 then
-    records[s] = nil
-    free_slots[#free_slots + 1] = s
-  end
-  C.ln_tensor_free(ref.p)
-end
+-- Lua values attached to a tensor (grad, grad_fn, hooks) live in its
+-- record, the table in its ._record field.
 
 -- The record of a tensor (a table), created when `create` is true.
 local function record(self, create)
-  local s = need_tensor('autograd', self, 'self').p.slot
-  if s ~= 0 then return records[s] end
-  if not create then return nil end
-  local n = #free_slots
-  if n > 0 then s = free_slots[n]; free_slots[n] = nil
-  else s = next_slot; next_slot = next_slot + 1 end
-  self.p.slot = s
-  local r = table_new(0, 2)   -- grad_fn, grad: no rehash when they arrive
-  records[s] = r
-  ffi.gc(self, release)   -- (replaces ln_ref_free: one finalizer-table write)
+  local r = need_tensor('autograd', self, 'self')._record
+  if r or not create then return r or nil end
+  r = table_new(0, 2)   -- grad_fn, grad: no rehash when they arrive
+  self._record = r
   return r
 end
 
@@ -208,7 +206,7 @@ setters.requires_grad = function(self, v)
 end
 getters.grad = function(self) local r = record(self); return r and r.grad end
 setters.grad = function(self, g)
-  if g ~= nil and not ffi.istype(ref_ct, g) then error('grad: must be a tensor or nil', 3) end
+  if g ~= nil and not is_tensor(g) then error('grad: must be a tensor or nil', 3) end
   record(self, true).grad = g
 end
 getters.grad_fn = function(self) local r = record(self); return r and r.grad_fn end
@@ -315,7 +313,7 @@ getters.T = Tensor.t
 
 function Tensor.permute(self, ...)
   need_tensor('permute', self, 'self')
-  local dims = type((...)) == 'table' and ... or { ... }
+  local dims = is_table((...)) and ... or { ... }
   if #dims ~= self.p.ndim then
     error(('permute: %d dims given for a %d-d tensor'):format(#dims, self.p.ndim), 2)
   end
@@ -359,8 +357,8 @@ end
 
 function Tensor.as_strided(self, size, stride, offset)
   local n = read_shape('as_strided', size)
-  if type(stride) ~= 'table' or #stride ~= n then
-    error(('as_strided: stride must be a list of %d integers, got %s'):format(n, type(stride)), 2)
+  if not is_table(stride) or #stride ~= n then
+    error(('as_strided: stride must be a list of %d integers, got %s'):format(n, typename(stride)), 2)
   end
   for i = 1, n do
     local v = stride[i]
@@ -382,11 +380,9 @@ function Tensor.set_index(self, i, v)
   if type(v) == 'number' or type(v) == 'boolean' then s:fill_(v) else s:copy_(v) end
 end
 
-ffi.metatype('ln_ref', mt)
-
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
-  wrap = wrap, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
+  wrap = wrap, free_now = free_now, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
   collect_rearm = collect_rearm,
-  cdim = cdim, read_shape = read_shape, int_arg = int_arg, ref_ct = ref_ct, record = record, table_index = table_index,
+  cdim = cdim, read_shape = read_shape, int_arg = int_arg, record = record, table_index = table_index,
 }

@@ -3,12 +3,11 @@
 -- "view: self must be a tensor, got number" instead of a raw Lua error from
 -- deep inside the method. install(Tensor) wraps every method once, after the
 -- tensor modules and autograd have defined theirs; a tensor self costs one
--- ffi.istype test and a tail call.
-local ffi = require 'ffi'
+-- type test, a raw field read and a tail call.
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 
 local M = {}
 
-local ref_ct = ffi.typeof('ln_ref')
 
 -- methods whose first argument may be a number (2 + t reaches add(2, t)) or
 -- a list of tensors (cat, stack): they check their arguments themselves
@@ -30,12 +29,12 @@ local function bad_self(name, f, self, ...)
     for _, r in ipairs(RAW) do own = own and not err:find(r, 1, true) end
     if own then error(err, 3) end
   end
-  error(('%s: self must be a tensor, got %s'):format(name, type(self)), 3)
+  error(('%s: self must be a tensor, got %s'):format(name, typename(self)), 3)
 end
 
 local function guard(name, f)
   return function(self, ...)
-    if not ffi.istype(ref_ct, self) then bad_self(name, f, self, ...) end
+    if type(self) ~= 'table' or rawget(self, '_record') == nil then bad_self(name, f, self, ...) end
     return f(self, ...)
   end
 end

@@ -4,6 +4,7 @@
 -- lunet.stack(list, dim), t:split(size_or_sizes, dim), t:chunk(n, dim),
 -- t:unbind(dim) (the last three return views).
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local factory = require 'lunet.factory'
@@ -15,7 +16,7 @@ local Tensor, wrap, check, is_tensor, cdim = T.Tensor, T.wrap, T.check, T.is_ten
 local function check_integers(fn, idx, depth)
   for i = 1, #idx do
     local v = idx[i]
-    if type(v) == 'table' and depth < 8 then check_integers(fn, v, depth + 1)
+    if is_table(v) and depth < 8 then check_integers(fn, v, depth + 1)
     elseif type(v) == 'number' and (v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63) then
       error(('%s: index %s is not an integer'):format(fn, tostring(v)), 4 + depth)
     end
@@ -24,7 +25,7 @@ end
 
 -- 1-based Lua index (table or tensor) -> 0-based index tensor on self's device
 local function to_index(fn, self, idx)
-  if type(idx) == 'table' then
+  if is_table(idx) then
     check_integers(fn, idx, 0)
     local ok, t = pcall(factory.tensor, idx, { dtype = 'int64' })
     if not ok then error(fn .. ': index ' .. tostring(t):gsub('^.-tensor: ', '', 1), 3) end
@@ -32,7 +33,7 @@ local function to_index(fn, self, idx)
     return t:sub_(1)
   end
   if not is_tensor(idx) then
-    error(('%s: index must be a tensor or a table of 1-based indices, got %s'):format(fn, type(idx)), 3)
+    error(('%s: index must be a tensor or a table of 1-based indices, got %s'):format(fn, typename(idx)), 3)
   end
   local dt = idx.p.dtype_id
   if dt ~= 3 and dt ~= 2 then
@@ -42,7 +43,7 @@ local function to_index(fn, self, idx)
 end
 
 local function need(fn, x, what)
-  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3) end
+  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3) end
   return x.p
 end
 
@@ -93,7 +94,7 @@ local function table_view(self, idx)
         error(('index: index %s is out of range for dim %d of size %d'):format(tostring(k), i, size), 3)
       end
       v = v:select(d, j)
-    elseif type(k) == 'table' then
+    elseif is_table(k) then
       element = false
       local a, b = k[1] or 1, k[2] or k[1] or size
       if type(a) ~= 'number' or type(b) ~= 'number' or #k > 2 then
@@ -107,7 +108,7 @@ local function table_view(self, idx)
       v = v:narrow(d, a1, b1 - a1 + 1)
       d = d + 1
     else
-      error(('index: index %d must be a number or a {first, last} range, got %s'):format(i, type(k)), 3)
+      error(('index: index %d must be a number or a {first, last} range, got %s'):format(i, typename(k)), 3)
     end
   end
   return v, element
@@ -130,14 +131,14 @@ local ptrs, nptrs = nil, 0
 
 -- list of tensors -> ln_tensor*[n] (a buffer reused across calls)
 local function tensor_array(fn, list)
-  if type(list) ~= 'table' then error(fn .. ': expected a list of tensors, got ' .. type(list), 4) end
+  if not is_table(list) then error(fn .. ': expected a list of tensors, got ' .. typename(list), 4) end
   local n = #list
   if n == 0 then error(fn .. ': expected a non-empty list of tensors', 4) end
   if n > nptrs then nptrs = math.max(n, 16); ptrs = ffi.new('ln_tensor*[?]', nptrs) end
   for i = 1, n do
     local t = list[i]
     if not is_tensor(t) then
-      error(('%s: element %d of the list must be a tensor, got %s'):format(fn, i, type(t)), 4)
+      error(('%s: element %d of the list must be a tensor, got %s'):format(fn, i, typename(t)), 4)
     end
     ptrs[i - 1] = t.p
   end
@@ -148,7 +149,7 @@ end
 local function list_args(list, dim, more)
   if is_tensor(list) then
     if is_tensor(dim) then return { list, dim }, more end
-    if type(dim) == 'table' then
+    if is_table(dim) then
       local l = { list }
       for i = 1, #dim do l[i + 1] = dim[i] end
       return l, more
@@ -197,7 +198,7 @@ function Tensor.split(self, size, dim)
       parts[#parts + 1] = wrap(C.ln_narrow(self.p, d, start, len))
       start = start + len
     until start >= total
-  elseif type(size) == 'table' then
+  elseif is_table(size) then
     local sum = 0
     for i = 1, #size do
       local s = size[i]
@@ -214,7 +215,7 @@ function Tensor.split(self, size, dim)
       start = start + size[i]
     end
   else
-    error('split: size must be a number or a table of sizes, got ' .. type(size), 2)
+    error('split: size must be a number or a table of sizes, got ' .. typename(size), 2)
   end
   return parts
 end

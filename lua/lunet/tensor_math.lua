@@ -1,6 +1,7 @@
 -- lunet.tensor_math: elementwise arithmetic, comparisons, casts, device
 -- moves, matrix products and reductions as Tensor methods and operators.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -9,7 +10,7 @@ local Tensor, mt, wrap, check, is_tensor = T.Tensor, T.mt, T.wrap, T.check, T.is
 
 local function need(fn, x, what)
   if not is_tensor(x) then
-    error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3)
+    error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3)
   end
   return x.p
 end
@@ -45,7 +46,7 @@ end
 local function bounds(fn, lo, hi)
   if lo == nil and hi == nil then error(fn .. ': at least one of min and max must be given', 3) end
   if (lo ~= nil and type(lo) ~= 'number') or (hi ~= nil and type(hi) ~= 'number') then
-    error(('%s: min and max must be numbers or nil, got %s and %s'):format(fn, type(lo), type(hi)), 3)
+    error(('%s: min and max must be numbers or nil, got %s and %s'):format(fn, typename(lo), typename(hi)), 3)
   end
   return lo or -math.huge, hi or math.huge
 end
@@ -121,7 +122,7 @@ end
 -- add/sub with alpha: a + alpha*b (torch.add(a, b, alpha=...))
 local plain_add, plain_sub, plain_add_, plain_sub_ = Tensor.add, Tensor.sub, Tensor.add_, Tensor.sub_
 local function need_alpha(fn, alpha)
-  if type(alpha) ~= 'number' then error(('%s: alpha must be a number, got %s'):format(fn, type(alpha)), 3) end
+  if type(alpha) ~= 'number' then error(('%s: alpha must be a number, got %s'):format(fn, typename(alpha)), 3) end
 end
 function Tensor.add(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_add(a, b) end
@@ -160,7 +161,7 @@ mt.__pow = function(a, b) return Tensor.pow(a, b) end
 -- remainder (Python's and Lua's %): the sign of the divisor, unlike fmod
 function Tensor.remainder(a, b)
   if type(b) ~= 'number' and not is_tensor(b) then
-    error('remainder: second argument must be a number or a tensor, got ' .. type(b), 2)
+    error('remainder: second argument must be a number or a tensor, got ' .. typename(b), 2)
   end
   local r = Tensor.fmod(a, b)
   local neg_b = type(b) == 'number' and (b < 0) or (type(b) ~= 'number' and Tensor.lt(b, 0))
@@ -206,7 +207,7 @@ end
 
 function Tensor.fill_(self, v)
   if type(v) ~= 'number' and type(v) ~= 'boolean' then
-    error('fill_: value must be a number, got ' .. type(v), 2)
+    error('fill_: value must be a number, got ' .. typename(v), 2)
   end
   check(C.ln_fill_(need('fill_', self, 'tensor'), num(v)))
   return self
@@ -236,7 +237,7 @@ end
 local TO_OPTS = { dtype = true, device = true }
 function Tensor.to(self, what, more)
   if is_tensor(what) then return cast(move(self, what.p.device_id), what.dtype) end
-  if type(what) == 'table' then
+  if is_table(what) then
     check_options('to', what, TO_OPTS)
     local r = self
     if what.device then r = move(r, what.device) end

@@ -71,7 +71,7 @@ local function describe(t)
 end
 
 local function tostring_tensor(t)
-  if not T.is_tensor(t) then return 'lunet.Tensor(invalid: a NULL handle or a pointer to one)' end
+  if not T.is_tensor(t) then return 'lunet.Tensor(invalid: its C handle was freed or taken)' end
   local nd = t:dim()
   if nd == 0 then
     local f = formatter({ t:item() }, t.dtype)

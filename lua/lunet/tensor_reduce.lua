@@ -6,6 +6,7 @@
 -- sum, mean, prod, any, all, amax, amin, var, std and norm also take a list
 -- of dims: t:mean({3, 4}).
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local C = core.C
@@ -14,14 +15,14 @@ local Tensor, wrap, is_tensor = T.Tensor, T.wrap, T.is_tensor
 local idx_box = ffi.new('ln_tensor*[1]')
 
 local function need(fn, x)
-  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, type(x)), 3) end
+  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, typename(x)), 3) end
   return x.p
 end
 
 local function keepdim_flag(fn, k)
   if k == nil or k == false then return 0 end
   if k == true then return 1 end
-  error(('%s: keepdim must be a boolean, got %s'):format(fn, type(k)), 3)
+  error(('%s: keepdim must be a boolean, got %s'):format(fn, typename(k)), 3)
 end
 
 -- 1-based (or negative) dim -> C dim; errors `level` frames above the caller
@@ -75,8 +76,8 @@ local function reduce(fn, op, self, dim, keepdim, p)
   local kd
   if keepdim == nil or keepdim == false then kd = 0
   elseif keepdim == true then kd = 1
-  else error(('%s: keepdim must be a boolean, got %s'):format(fn, type(keepdim)), 3) end
-  if type(dim) == 'table' then return over_dims(fn, op, self, dim, kd, p, 4) end
+  else error(('%s: keepdim must be a boolean, got %s'):format(fn, typename(keepdim)), 3) end
+  if is_table(dim) then return over_dims(fn, op, self, dim, kd, p, 4) end
   local cd = dim == nil and -1 or to_cdim(fn, self, dim, 3)
   return wrap(C.ln_reduce(op, self.p, cd, kd, p, nil), 3)
 end
@@ -139,11 +140,11 @@ local SPREAD_OPTS = { correction = 'number', unbiased = 'boolean', keepdim = 'bo
 local function spread(name, op)
   return function(self, dim, opt, keepdim)
     local p = need(name, self)
-    if type(dim) == 'boolean' or type(dim) == 'table' and (dim[1] == nil and next(dim) ~= nil) then
+    if type(dim) == 'boolean' or is_table(dim) and (dim[1] == nil and next(dim) ~= nil) then
       dim, opt, keepdim = nil, dim, opt
     end
     local corr = 1
-    if type(opt) == 'table' then
+    if is_table(opt) then
       require('lunet.options').check(name, opt, SPREAD_OPTS)
       if opt.correction ~= nil then corr = opt.correction
       elseif opt.unbiased == false then corr = 0 end
@@ -151,7 +152,7 @@ local function spread(name, op)
     elseif type(opt) == 'boolean' then corr = opt and 1 or 0
     elseif type(opt) == 'number' then corr = opt
     elseif opt ~= nil then
-      error(('%s: expected a boolean (unbiased) or an options table, got %s'):format(name, type(opt)), 2)
+      error(('%s: expected a boolean (unbiased) or an options table, got %s'):format(name, typename(opt)), 2)
     end
     if type(corr) ~= 'number' then error(name .. ': correction must be a number', 2) end
     local r = reduce(name, op, self, dim, keepdim, corr)

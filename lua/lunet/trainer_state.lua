@@ -6,6 +6,7 @@
 -- ("optimizer.state.2.exp_avg has shape {3,4}, the param {4,3}"), instead of
 -- an epoch later inside a step.
 local lunet = require 'lunet'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 
 local M = {}
 local is_tensor = lunet.is_tensor
@@ -22,7 +23,7 @@ local needs = { Adam = { 'exp_avg', 'exp_avg_sq' }, AdamW = { 'exp_avg', 'exp_av
 -- every mismatch at once, in Module:load_state_dict's words (which would
 -- refuse the same, but after the checks that run before it)
 local function check_model(bad, model, sd)
-  if type(sd) ~= 'table' then return bad('model', 'is ' .. kind(sd) .. ', expected a table of tensors') end
+  if not is_table(sd) then return bad('model', 'is ' .. kind(sd) .. ', expected a table of tensors') end
   local own = model:state_dict()
   local missing, unexpected, shapes, types = {}, {}, {}, {}
   for k, t in pairs(own) do
@@ -47,25 +48,25 @@ end
 -- that of the live list's first, whatever their number)
 local function same_type(bad, name, v, live)
   if type(v) ~= type(live) then return bad(name, ('is %s, expected %s'):format(kind(v), kind(live))) end
-  if type(live) == 'table' and live[1] ~= nil then
+  if is_table(live) and live[1] ~= nil then
     for i, x in ipairs(v) do same_type(bad, ('%s.%d'):format(name, i), x, live[1]) end
   end
 end
 
 local function check_optimizer(bad, opt, sd)
-  if type(sd) ~= 'table' then return bad('optimizer', 'is ' .. kind(sd) .. ', expected a table') end
-  if type(sd.param_groups) ~= 'table' then bad('optimizer.param_groups', 'is ' .. kind(sd.param_groups) .. ', expected a list') end
-  if type(sd.state) ~= 'table' then bad('optimizer.state', 'is ' .. kind(sd.state) .. ', expected a table') end
+  if not is_table(sd) then return bad('optimizer', 'is ' .. kind(sd) .. ', expected a table') end
+  if not is_table(sd.param_groups) then bad('optimizer.param_groups', 'is ' .. kind(sd.param_groups) .. ', expected a list') end
+  if not is_table(sd.state) then bad('optimizer.state', 'is ' .. kind(sd.state) .. ', expected a table') end
   if #sd.param_groups ~= #opt.param_groups then
     bad('optimizer.param_groups', ('has %d groups, the optimizer %d'):format(#sd.param_groups, #opt.param_groups))
   end
   local params = {}   -- saved number -> this optimizer's param
   for gi, group in ipairs(opt.param_groups) do
     local g, name = sd.param_groups[gi], 'optimizer.param_groups.' .. gi
-    if type(g) ~= 'table' then bad(name, 'is ' .. kind(g) .. ', expected a table') end
-    if type(g.params) ~= 'table' or #g.params ~= #group.params then
+    if not is_table(g) then bad(name, 'is ' .. kind(g) .. ', expected a table') end
+    if not is_table(g.params) or #g.params ~= #group.params then
       bad(name .. '.params', ('has %s params, the optimizer %d'):format(
-        type(g.params) == 'table' and #g.params or kind(g.params), #group.params))
+        is_table(g.params) and #g.params or kind(g.params), #group.params))
     end
     local merged = {}
     for k, v in pairs(group) do merged[k] = v end
@@ -88,7 +89,7 @@ local function check_optimizer(bad, opt, sd)
     local name = 'optimizer.state.' .. tostring(n)
     local p = params[n]
     if p == nil then bad(name, 'belongs to no param of the optimizer') end
-    if type(st) ~= 'table' then bad(name, 'is ' .. kind(st) .. ', expected a table') end
+    if not is_table(st) then bad(name, 'is ' .. kind(st) .. ', expected a table') end
     for k, v in pairs(st) do
       local e = name .. '.' .. tostring(k)
       if is_tensor(v) then
@@ -116,7 +117,7 @@ end
 
 -- state.loader as DataLoader:load_state_dict takes it
 local function check_loader(bad, loader, st)
-  if type(st) ~= 'table' then return bad('loader', 'is ' .. kind(st) .. ', expected a table') end
+  if not is_table(st) then return bad('loader', 'is ' .. kind(st) .. ', expected a table') end
   if loader.convert_state and is_int(st.position) then   -- (taken with another number of ranks)
     local ok, c = pcall(loader.convert_state, loader, st)
     if not ok then bad('loader', (tostring(c):gsub('^[^:\n]*:%d+: ', ''))) end
@@ -138,7 +139,7 @@ end
 
 function M.check(trainer, state, loader, where)
   local function bad(entry, msg) error(('%s: %s %s'):format(where, entry, msg), 0) end
-  if type(state) ~= 'table' then
+  if not is_table(state) then
     bad('the state', 'is ' .. kind(state) .. ', expected a table from Trainer:state_dict() (model, optimizer, rng, ...)')
   end
   check_model(bad, trainer.model, state.model)
@@ -147,26 +148,26 @@ function M.check(trainer, state, loader, where)
     if not is_int(v) or v < 0 then bad(k, ('is %s, expected a non-negative integer'):format(v == nil and 'missing' or tostring(v))) end
   end
   check_optimizer(bad, trainer.optimizer, state.optimizer)
-  if type(state.rng) ~= 'table' then bad('rng', 'is ' .. kind(state.rng) .. ', expected {seed =, offset =}') end
+  if not is_table(state.rng) then bad('rng', 'is ' .. kind(state.rng) .. ', expected {seed =, offset =}') end
   for _, k in ipairs({ 'seed', 'offset' }) do
     local v = state.rng[k]
     if not is_int(v) or v < 0 or v >= 2 ^ 64 then bad('rng.' .. k, ('is %s, expected a non-negative integer'):format(tostring(v))) end
   end
   if trainer.scheduler and state.scheduler ~= nil then
     local live = trainer.scheduler:state_dict()
-    if type(state.scheduler) ~= 'table' then bad('scheduler', 'is ' .. kind(state.scheduler) .. ', expected a table') end
+    if not is_table(state.scheduler) then bad('scheduler', 'is ' .. kind(state.scheduler) .. ', expected a table') end
     for k, v in pairs(live) do check_value(bad, 'scheduler.' .. tostring(k), state.scheduler[k], v) end
     if state.scheduler.name ~= live.name then
       bad('scheduler.name', ('is %s, the scheduler is %s'):format(tostring(state.scheduler.name), tostring(live.name)))
     end
   end
   if loader and state.loader ~= nil and loader.load_state_dict then check_loader(bad, loader, state.loader) end
-  if state.history ~= nil and type(state.history) ~= 'table' then bad('history', 'is ' .. kind(state.history) .. ', expected a list') end
+  if state.history ~= nil and not is_table(state.history) then bad('history', 'is ' .. kind(state.history) .. ', expected a list') end
   for i, rec in ipairs(state.history or {}) do
-    if type(rec) ~= 'table' then bad('history.' .. i, 'is ' .. kind(rec) .. ', expected a table') end
+    if not is_table(rec) then bad('history.' .. i, 'is ' .. kind(rec) .. ', expected a table') end
   end
   if state.running ~= nil then
-    if type(state.running) ~= 'table' then bad('running', 'is ' .. kind(state.running) .. ', expected a table') end
+    if not is_table(state.running) then bad('running', 'is ' .. kind(state.running) .. ', expected a table') end
     for _, k in ipairs({ 'loss', 'correct', 'topk', 'seen', 'steps' }) do
       local v = state.running[k]
       if type(v) ~= 'number' then bad('running.' .. k, 'is ' .. kind(v) .. ', expected a number') end

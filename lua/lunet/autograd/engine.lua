@@ -2,13 +2,13 @@
 -- walk from one root (t:backward) or several (autograd.backward), each node
 -- run once all its consumers have handed it their gradients (running their
 -- hooks, lunet.autograd.hooks, and anomaly mode's checks on the way).
-local ffi = require 'ffi'
 local core = require 'lunet.core'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local C = core.C
-local wrap, record, is_tensor, same_shape = T.wrap, T.record, T.is_tensor, G.same_shape
+local wrap, free_now, record, is_tensor, same_shape = T.wrap, T.free_now, T.record, T.is_tensor, G.same_shape
 local run_hooks = require('lunet.autograd.hooks').run
 local table_new = require 'table.new'
 
@@ -33,7 +33,7 @@ function E.install(Tensor, raw)
     local added = false
     if old then
       raw.add_(old, g)   -- the leaf owns its .grad
-      added = rawequal(g, given) and g.p.slot == 0
+      added = rawequal(g, given) and not g._record
     elseif fresh and C.ln_is_contiguous(g.p) == 1 then
       rec.grad = g
     else
@@ -56,17 +56,13 @@ function E.install(Tensor, raw)
   -- anomaly-checked graph (not dropped). With the CPU devices' streams too
   -- (free_early): a queued task holds its tensors' storages (ln_launch's keep),
   -- never their headers, so the storage stays until the task has run.
-  local function free_header(t)
-    ffi.gc(t, nil)
-    C.ln_tensor_free(t.p)   -- (ln_ref_free takes a struct by value: NYI in traces)
-  end
 
   local function drop(handed, t, free_early)
     local c = handed[t]
     if not c then return end
     c = c - 1
     handed[t] = c
-    if c == 0 and free_early and t.p.slot == 0 then free_header(t) end
+    if c == 0 and free_early and not t._record then free_now(t) end
   end
 
   -- The graph from root down, once: each node runs when every consumer has
@@ -88,7 +84,7 @@ function E.install(Tensor, raw)
       local n = stack[sp]; stack[sp] = nil; sp = sp - 1
       for i = 1, n.ni or 3 do
         local e = n[i]
-        if e and type(e) == 'table' then
+        if e and is_table(e) then
           local d = deps[e]
           if d == nil then
             deps[e] = 1
@@ -130,7 +126,7 @@ function E.install(Tensor, raw)
         if e then
           local gi
           if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
-          if type(e) == 'table' then
+          if is_table(e) then
             if gi then
               local old = pending[e]
               if old then
@@ -162,9 +158,9 @@ function E.install(Tensor, raw)
       -- a fresh weight gradient summed into .grad is garbage now: its storage
       -- goes back to the cache at once (after the queued add) instead of at
       -- the next collection, unless the node returned the same tensor twice
-      if added1 and not rawequal(gs1, gs2) and not rawequal(gs1, gs3) then free_header(gs1) end
-      if added2 and not rawequal(gs2, gs1) and not rawequal(gs2, gs3) then free_header(gs2) end
-      if added3 and not rawequal(gs3, gs1) and not rawequal(gs3, gs2) then free_header(gs3) end
+      if added1 and not rawequal(gs1, gs2) and not rawequal(gs1, gs3) then free_now(gs1) end
+      if added2 and not rawequal(gs2, gs1) and not rawequal(gs2, gs3) then free_now(gs2) end
+      if added3 and not rawequal(gs3, gs1) and not rawequal(gs3, gs2) then free_now(gs3) end
       -- n is done with g: drop its hold (see drop)
       if g and not retain and not n.hooks and not n.retain and not S.anomaly_hook then
         drop(handed, g, free_early)
@@ -218,7 +214,7 @@ function E.install(Tensor, raw)
   -- t:backward([grad], [opts]) with opts.retain_graph
   local BACKWARD_OPTS = { retain_graph = 'boolean' }
   function Tensor.backward(self, grad, opts)
-    if type(grad) == 'table' and not is_tensor(grad) then opts, grad = grad, nil end
+    if is_table(grad) and not is_tensor(grad) then opts, grad = grad, nil end
     if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
     if T.need_tensor('backward', self, 'self').p.grad_flag == 0 then
       error('backward: tensor does not require grad and has no grad_fn', 2)
@@ -266,15 +262,15 @@ function E.install(Tensor, raw)
   local function roots_fn(n) return n.grads end
   S.backward = function(tensors, grads, opts)
     if opts ~= nil then require('lunet.options').check('autograd.backward', opts, BACKWARD_OPTS) end
-    if type(tensors) ~= 'table' or is_tensor(tensors) then tensors = { tensors } end
+    if not is_table(tensors) or is_tensor(tensors) then tensors = { tensors } end
     grads = grads or {}
-    if type(grads) ~= 'table' or is_tensor(grads) then grads = { grads } end
+    if not is_table(grads) or is_tensor(grads) then grads = { grads } end
     local m = #tensors
     if m == 0 then error('autograd.backward: expected a non-empty list of tensors', 2) end
     local root = { ni = 0, name = 'autograd.backward', fn = roots_fn, grads = {} }
     for i = 1, m do
       local t, g = tensors[i], grads[i]
-      if not is_tensor(t) then error(('autograd.backward: tensors[%d] is a %s, not a tensor'):format(i, type(t)), 2) end
+      if not is_tensor(t) then error(('autograd.backward: tensors[%d] is a %s, not a tensor'):format(i, typename(t)), 2) end
       if t.p.grad_flag == 0 then error(('autograd.backward: tensors[%d] does not require grad and has no grad_fn'):format(i), 2) end
       if g == nil then
         if t:numel() ~= 1 then

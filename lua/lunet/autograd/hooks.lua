@@ -2,6 +2,7 @@
 -- t:register_post_accumulate_grad_hook(fn) (installed on the Tensor table),
 -- and run(hooks, g), which the engine calls with a tensor's gradient.
 local T = require 'lunet.tensor'
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local G = require 'lunet.autograd.graph'
 local record, is_tensor, same_shape = T.record, T.is_tensor, G.same_shape
 
@@ -13,7 +14,7 @@ local H = {}
 local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
 local function hook_result(r, g)
   if not is_tensor(r) then
-    error(('a gradient hook returned a %s; expected a tensor or nil'):format(type(r)), 0)
+    error(('a gradient hook returned a %s; expected a tensor or nil'):format(typename(r)), 0)
   end
   if not same_shape(r, g) or r.p.dtype_id ~= g.p.dtype_id or r.p.device_id ~= g.p.device_id then
     error(('a gradient hook returned a %s %s tensor on %s; the gradient it replaces is %s %s on %s'):format(
@@ -34,10 +35,9 @@ end
 -- it is accumulated, for a leaf) and may return a replacement of the same
 -- shape, dtype and device. Returns a handle with :remove().
 -- A non-leaf's hooks go with its node once backward has run. A leaf's stay
--- until removed: a tensor is a cdata, which LuaJIT's collector cannot trace
--- into, so its hooks live in a table keyed by it (tensor.lua's records), and
--- a hook that captures its own tensor (or a module holding it) keeps both
--- alive until h:remove() (as a cdata finalizer that refers to its cdata).
+-- in its record until removed, or until the tensor is collected: a hook that
+-- captures its own tensor (or a module holding it) is a cycle the collector
+-- frees.
 -- The handle's remove (h.remove() or h:remove()) is made on first access:
 -- creating a closure aborts the JIT trace of the caller, and DataParallel
 -- registers a hook on every step without ever removing it.

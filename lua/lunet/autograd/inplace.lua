@@ -45,7 +45,7 @@ function I.install(Tensor, raw)
         if self_grad then
           local r = record(self)
           local fn = r and r.grad_fn
-          if not fn or (fn.view and type(fn[1]) == 'cdata') then error(leaf_msg:format(name), 2) end
+          if not fn or (fn.view and is_tensor(fn[1])) then error(leaf_msg:format(name), 2) end
         end
         if cutting[name] then
           f(self, a1, ...)

@@ -3,6 +3,7 @@
 -- lunet.autograd table itself (anomaly mode sets S.anomaly_hook on it).
 -- One per process (kept in the registry): the Tensor metatype keeps the
 -- methods of the first load, so a reload must find the same state.
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local registry = debug.getregistry()
 if registry.lunet_autograd_state then return registry.lunet_autograd_state end
 
@@ -23,11 +24,11 @@ end
 
 -- lunet.no_grad(fn, ...): run fn with recording off, return its results
 function S.no_grad(fn, ...)
-  if type(fn) ~= 'function' then error('no_grad: expected a function, got ' .. type(fn), 2) end
+  if type(fn) ~= 'function' then error('no_grad: expected a function, got ' .. typename(fn), 2) end
   return run_with(false, fn, ...)
 end
 function S.enable_grad(fn, ...)
-  if type(fn) ~= 'function' then error('enable_grad: expected a function, got ' .. type(fn), 2) end
+  if type(fn) ~= 'function' then error('enable_grad: expected a function, got ' .. typename(fn), 2) end
   return run_with(true, fn, ...)
 end
 

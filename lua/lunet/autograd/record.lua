@@ -5,6 +5,7 @@
 -- to the result. With nothing to record a wrapper costs one check and a
 -- tail call; recording allocates the node and what the formula saves.
 local T = require 'lunet.tensor'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local is_tensor = T.is_tensor
@@ -63,7 +64,7 @@ function K.view(name, f, orig)
   return function(a, ...)
     if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, ...) end
     local r = orig(a, ...)
-    if r == a or type(r) ~= 'cdata' then return r end   -- (t:type() gives the dtype's name)
+    if r == a or not is_tensor(r) then return r end   -- (t:type() gives the dtype's name)
     local n = node(bw, name, edge(a))
     n.shape = a:size()
     n.view = is_view
@@ -107,7 +108,7 @@ function K.index(name, f, orig)
   local bw = f.backward
   return function(a, dim, index)
     if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, dim, index) end
-    if type(index) == 'table' then index = require('lunet.factory').tensor(index, { dtype = 'int64' }) end
+    if is_table(index) then index = require('lunet.factory').tensor(index, { dtype = 'int64' }) end
     local r = orig(a, dim, index)
     local n = node(bw, name, edge(a))
     n.shape, n.dim, n.index = a:size(), dim, index

@@ -5,6 +5,7 @@
 -- works too; lunet never downloads (download = true is an error saying where
 -- the files come from).
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
@@ -17,7 +18,7 @@ local M = {}
 -- CIFAR-10 binary files -> images uint8 (N,3,32,32), labels int64 1..10
 function M.read_cifar10(paths)
   if type(paths) == 'string' then paths = { paths } end
-  if type(paths) ~= 'table' or #paths == 0 then error('read_cifar10: expected a path or a list of paths', 2) end
+  if not is_table(paths) or #paths == 0 then error('read_cifar10: expected a path or a list of paths', 2) end
   local cpaths = ffi.new('const char *[?]', #paths)
   for i, p in ipairs(paths) do
     if type(p) ~= 'string' then error(('read_cifar10: path %d is not a string'):format(i), 2) end
@@ -59,7 +60,7 @@ function CIFAR10:__init(...)
       "root = the folder that holds cifar-10-batches-bin (default root: '" .. CIFAR10.default_root .. "')")
   end
   local root = opts.root or CIFAR10.default_root
-  if type(root) ~= 'string' then error('CIFAR10: root must be a string, got ' .. type(root), 3) end
+  if type(root) ~= 'string' then error('CIFAR10: root must be a string, got ' .. typename(root), 3) end
   serialize.no_nul('CIFAR10', 'root', root, 3)
   local train = opts.train ~= false
   local names = train and { 'data_batch_1.bin', 'data_batch_2.bin', 'data_batch_3.bin', 'data_batch_4.bin',
@@ -67,7 +68,7 @@ function CIFAR10:__init(...)
   if opts.files then names = opts.files end
   local paths = {}
   for i, n in ipairs(names) do
-    if type(n) ~= 'string' then error(('CIFAR10: files[%d] must be a string, got %s'):format(i, type(n)), 3) end
+    if type(n) ~= 'string' then error(('CIFAR10: files[%d] must be a string, got %s'):format(i, typename(n)), 3) end
     serialize.no_nul('CIFAR10', ('files[%d]'):format(i), n, 3)
     paths[i] = locate(root, n)
   end

@@ -44,6 +44,7 @@
 -- transforms by (seed, epoch, sample index), so batches are the same for any
 -- worker count, and a restored state gives the same remaining batches.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
@@ -97,7 +98,7 @@ local function shard_defaults(opts)
     return g:size(), g:ranks()[1] - 1
   end
   local dist = package.loaded['lunet.distributed']
-  if opts.num_replicas == nil and opts.rank == nil and type(dist) == 'table' and dist.is_initialized() then
+  if opts.num_replicas == nil and opts.rank == nil and is_table(dist) and dist.is_initialized() then
     return dist.data_shard()   -- (the world's, or a Pipeline across processes': its pipelines')
   end
 end
@@ -106,8 +107,8 @@ local ALIASES = { num_workers = 'workers' }
 local POSITIONAL = { 'batch_size', 'shuffle' }   -- PyTorch's DataLoader(ds, 64, true)
 
 function DataLoader:__init(ds, ...)
-  if type(ds) ~= 'userdata' and type(ds) ~= 'table' then
-    error('DataLoader: expected a dataset, got ' .. type(ds), 3)
+  if type(ds) ~= 'userdata' and not is_table(ds) then
+    error('DataLoader: expected a dataset, got ' .. typename(ds), 3)
   end
   local opts = options.check('DataLoader', options.positional('DataLoader', POSITIONAL, ...), OPTS, ALIASES) or {}
   self.dataset = ds
@@ -273,7 +274,7 @@ function DataLoader:convert_state(st)
 end
 
 function DataLoader:load_state_dict(st)
-  if type(st) ~= 'table' then error('load_state_dict: expected a table from state_dict()', 2) end
+  if not is_table(st) then error('load_state_dict: expected a table from state_dict()', 2) end
   st = self:convert_state(st)
   for _, k in ipairs({ 'epoch', 'position', 'seed' }) do
     if type(st[k]) ~= 'number' or st[k] % 1 ~= 0 or st[k] < 0 then

@@ -12,6 +12,7 @@
 -- Objects of these classes are userdata proxies, so `#ds` works under
 -- LuaJIT (whose tables ignore __len). Plain tables with a `__len` method in
 -- their metatable, or a `len` method, work too: data.len(ds) finds it.
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local class_mt = {
   __index = function(cls, k) local p = rawget(cls, '__parent'); return p and p[k] end,
   __tostring = function(cls) return 'class ' .. cls.__name end,
@@ -59,7 +60,7 @@ function Dataset:__tostring() return ('%s(%d samples)'):format(self.__name, self
 
 -- True when obj is an instance of class `base` or of a class extending it.
 function Dataset.is_a(obj, base)
-  if type(obj) ~= 'userdata' and type(obj) ~= 'table' then return false end
+  if type(obj) ~= 'userdata' and not is_table(obj) then return false end
   local ok, cls = pcall(function() return obj.__class end)
   while ok and cls do
     if cls == base then return true end

@@ -6,6 +6,7 @@
 -- PyTorch's positional (root[, train]) works too; lunet never downloads
 -- (download = true is an error saying where the files come from).
 local core = require 'lunet.core'
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
 local serialize = require 'lunet.serialize'
@@ -71,7 +72,7 @@ local function maker(name, default_root, classes, source)
         :format(source))
     end
     local root = opts.root or default_root
-    if type(root) ~= 'string' then error(('%s: root must be a string, got %s'):format(name, type(root)), 3) end
+    if type(root) ~= 'string' then error(('%s: root must be a string, got %s'):format(name, typename(root)), 3) end
     serialize.no_nul(name, 'root', root, 3)
     local train = opts.train ~= false
     local x, y = load(name, root, train)

@@ -3,6 +3,7 @@
 -- into non-overlapping random Subsets: lengths are counts summing to #ds, or
 -- fractions summing to 1 (remainders go to the first parts, as in PyTorch).
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
@@ -13,13 +14,13 @@ local Subset = Dataset:extend('Subset')
 -- Length of any dataset: proxies and tables with __len or len().
 local function len(ds)
   if type(ds) == 'userdata' then return #ds end
-  if type(ds) == 'table' then
+  if is_table(ds) then
     local mt = getmetatable(ds)
     if mt and mt.__len then return mt.__len(ds) end
     if type(ds.len) == 'function' then return ds:len() end
     if type(ds.__len) == 'function' then return ds:__len() end
   end
-  error('dataset: cannot take the length of a ' .. type(ds) .. ' (define __len)', 3)
+  error('dataset: cannot take the length of a ' .. typename(ds) .. ' (define __len)', 3)
 end
 Subset.len = len
 
@@ -33,7 +34,7 @@ function Subset:__init(ds, indices)
     m = cnt
     self.map = ffi.new('int64_t[?]', math.max(m, 1))
     for k = 0, m - 1 do self.map[k] = buf[k] - 1 end
-  elseif type(indices) == 'table' then
+  elseif is_table(indices) then
     m = #indices
     self.map = ffi.new('int64_t[?]', math.max(m, 1))
     for k = 1, m do
@@ -42,7 +43,7 @@ function Subset:__init(ds, indices)
       self.map[k - 1] = i - 1
     end
   else
-    error('Subset: indices must be a list or a tensor, got ' .. type(indices), 3)
+    error('Subset: indices must be a list or a tensor, got ' .. typename(indices), 3)
   end
   for k = 0, m - 1 do
     local i = self.map[k]
@@ -75,7 +76,7 @@ local SPLIT_EPOCH = 0xFFFFFFFF   -- a permutation stream no loader epoch reaches
 
 local function random_split(ds, lengths, seed)
   local n = len(ds)
-  if type(lengths) ~= 'table' or #lengths == 0 then error('random_split: lengths must be a list', 2) end
+  if not is_table(lengths) or #lengths == 0 then error('random_split: lengths must be a list', 2) end
   local counts, total = {}, 0
   for i, v in ipairs(lengths) do
     if type(v) ~= 'number' or v < 0 then error(('random_split: length %d must be a non-negative number'):format(i), 2) end

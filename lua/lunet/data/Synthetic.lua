@@ -3,6 +3,7 @@
 -- (like torchvision's FakeData). An image TensorDataset: samples and
 -- batches come out as float32 in [0,1]; shape {D} gives float32 vectors.
 local core = require 'lunet.core'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local TensorDataset = require 'lunet.data.TensorDataset'
 local options = require 'lunet.options'
 local C = core.C
@@ -21,7 +22,7 @@ function Synthetic:__init(opts)
     if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 then error('Synthetic: n, classes and seed must be non-negative integers', 3) end
   end
   if classes < 1 then error('Synthetic: classes must be >= 1', 3) end
-  if type(shape) ~= 'table' or #shape < 1 or #shape > 7 then error('Synthetic: shape must be a list of 1..7 sizes', 3) end
+  if not is_table(shape) or #shape < 1 or #shape > 7 then error('Synthetic: shape must be a list of 1..7 sizes', 3) end
   local full = { n }
   for i, s in ipairs(shape) do full[i + 1] = s end
   -- draw from the global generator under our own seed, then put it back

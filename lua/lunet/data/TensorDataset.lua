@@ -6,6 +6,7 @@
 -- random choices keyed by seed 0, epoch 0 and the index) and is the
 -- DataLoader's default transform.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
@@ -17,15 +18,15 @@ local TensorDataset = Dataset:extend('TensorDataset')
 
 local function as_tensor(fn, v, what)
   if T.is_tensor(v) then return v end
-  if type(v) == 'table' then return require('lunet').tensor(v, { dtype = 'int64' }) end
-  error(('%s: %s must be a tensor, got %s'):format(fn, what, type(v)), 4)
+  if is_table(v) then return require('lunet').tensor(v, { dtype = 'int64' }) end
+  error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(v)), 4)
 end
 
 local OPTS = { image = 'boolean', transform = 'table|function' }
 
 function TensorDataset:__init(x, y, opts)
   local fn = self.__name
-  if type(y) == 'table' and not T.is_tensor(y) and opts == nil and y[1] == nil then opts, y = y, nil end
+  if is_table(y) and not T.is_tensor(y) and opts == nil and y[1] == nil then opts, y = y, nil end
   opts = options.check(fn, opts, OPTS) or {}
   x = as_tensor(fn, x, 'x')
   if x:dim() < 1 then error(fn .. ': x needs a first (sample) dim', 3) end

@@ -4,6 +4,7 @@
 -- new first dim. A loader's transforms object then runs on the stacked
 -- float images in C; a Lua function transform runs on each sample first.
 local ffi = require 'ffi'
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local transforms = require 'lunet.data.transforms'
@@ -20,14 +21,14 @@ function M.stack(items, m, what)
     for k = 1, m do
       local v = items[k]
       if type(v) == 'boolean' then v = v and 1 or 0 end
-      if type(v) ~= 'number' then error(('DataLoader: sample %d %s is %s, sample 1 a number'):format(k, what, type(v)), 4) end
+      if type(v) ~= 'number' then error(('DataLoader: sample %d %s is %s, sample 1 a number'):format(k, what, typename(v)), 4) end
       buf[k - 1] = v
       if v % 1 ~= 0 then integral = false end
     end
     return lunet.from_buffer(buf, { m }, 'float64'):to(integral and 'int64' or 'float32')
   end
   if not T.is_tensor(first) then
-    error(('DataLoader: a sample %s must be a number or a tensor, got %s'):format(what, type(first)), 4)
+    error(('DataLoader: a sample %s must be a number or a tensor, got %s'):format(what, typename(first)), 4)
   end
   local size = first:size()
   local shape = { m }

@@ -13,6 +13,7 @@
 -- A transform may also be called on a tensor (C,H,W) or (N,C,H,W):
 -- `tf(x, {key = i, seed = s, epoch = e})` returns a new float32 tensor.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local options = require 'lunet.options'
@@ -32,7 +33,7 @@ M.is_transform = is_transform
 
 local function size2(fn, size)
   if type(size) == 'number' then size = { size, size } end
-  if type(size) ~= 'table' or type(size[1]) ~= 'number' or type(size[2] or size[1]) ~= 'number' then
+  if not is_table(size) or type(size[1]) ~= 'number' or type(size[2] or size[1]) ~= 'number' then
     error(fn .. ': size must be a number or {h, w}', 3)
   end
   local h, w = size[1], size[2] or size[1]
@@ -44,7 +45,7 @@ end
 
 local function values(fn, what, v)
   if type(v) == 'number' then return { v } end
-  if type(v) ~= 'table' or #v == 0 then error(('%s: %s must be a number or a list of numbers'):format(fn, what), 3) end
+  if not is_table(v) or #v == 0 then error(('%s: %s must be a number or a list of numbers'):format(fn, what), 3) end
   if #v > C.LN_DATA_MAX_CHANNELS then error(('%s: at most %d channels'):format(fn, C.LN_DATA_MAX_CHANNELS), 3) end
   local out = {}
   for i = 1, #v do
@@ -55,10 +56,10 @@ local function values(fn, what, v)
 end
 
 function M.Compose(list)
-  if type(list) ~= 'table' then error('Compose: expects a list of transforms', 2) end
+  if not is_table(list) then error('Compose: expects a list of transforms', 2) end
   for i, t in ipairs(list) do
     if not is_transform(t) then
-      error(('Compose: item %d is not a lunet.data.transforms transform (%s)'):format(i, type(t)), 2)
+      error(('Compose: item %d is not a lunet.data.transforms transform (%s)'):format(i, typename(t)), 2)
     end
   end
   return new('Compose', { list = list })
@@ -110,8 +111,8 @@ function M.compile(t, dtype)
   local tf = ffi.new('ln_transform')
   tf.scale = dtype == 'uint8' and 1 / 255 or 1
   if t == nil then return tf end
-  if type(t) == 'table' and not is_transform(t) and t[1] ~= nil then t = M.Compose(t) end  -- a plain list
-  if not is_transform(t) then error('transform: expected a lunet.data.transforms transform, got ' .. type(t), 3) end
+  if is_table(t) and not is_transform(t) and t[1] ~= nil then t = M.Compose(t) end  -- a plain list
+  if not is_transform(t) then error('transform: expected a lunet.data.transforms transform, got ' .. typename(t), 3) end
   local seen, crop_at, norm_at = {}, nil, nil
   local list = flatten(t, {})
   for i, u in ipairs(list) do

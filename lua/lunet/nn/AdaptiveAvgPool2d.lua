@@ -1,5 +1,6 @@
 -- nn.AdaptiveAvgPool2d(output_size): a number or {oh, ow} (or {output_size = ...})
 local Module = require 'lunet.nn.Module'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 
@@ -18,7 +19,7 @@ function AdaptiveAvgPool2d:forward(x) return F.adaptive_avg_pool2d(x, self.outpu
 
 function AdaptiveAvgPool2d:extra_repr()
   local s = self.output_size
-  if type(s) == 'table' then return s[1] .. 'x' .. s[2] end
+  if is_table(s) then return s[1] .. 'x' .. s[2] end
   return s .. 'x' .. s
 end
 

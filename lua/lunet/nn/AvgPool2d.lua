@@ -1,6 +1,7 @@
 -- nn.AvgPool2d(kernel_size[, {stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true}]),
 -- or PyTorch's positional form nn.AvgPool2d(k, stride, padding, ceil_mode, count_include_pad[, opts])
 local Module = require 'lunet.nn.Module'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 
@@ -11,8 +12,8 @@ local OPTS = { stride = 'number|table', padding = 'number|table', ceil_mode = 'b
 local POSITIONAL = { 'stride', 'padding', 'ceil_mode', 'count_include_pad' }
 
 function AvgPool2d:__init(k, ...)
-  if type(k) ~= 'number' and type(k) ~= 'table' then
-    options.fail('nn.AvgPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
+  if type(k) ~= 'number' and not is_table(k) then
+    options.fail('nn.AvgPool2d', 'expected kernel_size (a number or {h, w}), got ' .. typename(k))
   end
   local opts = options.check('nn.AvgPool2d', options.positional('nn.AvgPool2d', POSITIONAL, ...), OPTS) or {}
   options.pair('nn.AvgPool2d', 'kernel_size', k, 1)
@@ -25,7 +26,7 @@ end
 
 function AvgPool2d:forward(x) return F.avg_pool2d(x, self.kernel_size, self.opts) end
 
-local function s(v) if type(v) == 'table' then return v[1] .. 'x' .. v[2] end return v .. 'x' .. v end
+local function s(v) if is_table(v) then return v[1] .. 'x' .. v[2] end return v .. 'x' .. v end
 
 function AvgPool2d:extra_repr()
   local o = self.opts

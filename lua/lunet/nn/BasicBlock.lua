@@ -5,6 +5,7 @@
 -- shape changes. In training relu(bn1(.)) runs as one op (F.batch_norm_relu),
 -- and so does relu(bn2(.) + shortcut) (F.batch_norm_add_relu).
 local Module = require 'lunet.nn.Module'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local Conv2d = require 'lunet.nn.Conv2d'
 local BatchNorm2d = require 'lunet.nn.BatchNorm2d'
 local BatchNorm = require 'lunet.nn.BatchNorm'
@@ -19,7 +20,7 @@ BasicBlock.expansion = 1
 local OPTS = { dtype = true, device = true }
 
 function BasicBlock:__init(in_planes, planes, stride, opts)
-  if type(stride) == 'table' and opts == nil and stride[1] == nil then stride, opts = nil, stride end
+  if is_table(stride) and opts == nil and stride[1] == nil then stride, opts = nil, stride end
   if type(in_planes) ~= 'number' or type(planes) ~= 'number' or (stride ~= nil and type(stride) ~= 'number') then
     options.fail('nn.BasicBlock', 'expected (in_planes, planes[, stride][, {dtype, device}])')
   end

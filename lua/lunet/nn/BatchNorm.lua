@@ -5,6 +5,7 @@
 -- cumulative average (PyTorch's momentum=None). PyTorch's positional form
 -- (num_features, eps, momentum, affine, track_running_stats[, opts]) too.
 local lunet = require 'lunet'
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
@@ -49,7 +50,7 @@ end
 function BatchNorm:check_input(x) end
 
 local function run(self, x, relu, residual)
-  if not require('lunet.tensor').is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(self.__name, type(x)), 4) end
+  if not require('lunet.tensor').is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(self.__name, typename(x)), 4) end
   self:check_input(x)
   if x:size(2) ~= self.num_features then
     error(('%s: input has %d channels, expected %d'):format(self.__name, x:size(2), self.num_features), 4)

@@ -3,6 +3,7 @@
 -- padding_mode = 'zeros', dtype, device}]), or PyTorch's positional form
 -- nn.Conv2d(cin, cout, k, stride, padding, dilation, groups, bias[, opts])
 local lunet = require 'lunet'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
@@ -10,14 +11,14 @@ local init = require 'lunet.nn.initializers'
 
 local Conv2d = Module:extend('nn.Conv2d')
 
-local function pair(v) if type(v) == 'table' then return v[1], v[2] end return v, v end
+local function pair(v) if is_table(v) then return v[1], v[2] end return v, v end
 
 local OPTS = { stride = 'number|table', padding = 'number|table|string', dilation = 'number|table',
   groups = 'number', bias = 'boolean', padding_mode = 'string', dtype = true, device = true }
 local POSITIONAL = { 'stride', 'padding', 'dilation', 'groups', 'bias' }
 
 function Conv2d:__init(cin, cout, k, ...)
-  if type(cin) ~= 'number' or type(cout) ~= 'number' or (type(k) ~= 'number' and type(k) ~= 'table') then
+  if type(cin) ~= 'number' or type(cout) ~= 'number' or (type(k) ~= 'number' and not is_table(k)) then
     options.fail('nn.Conv2d', 'expected (in_channels, out_channels, kernel_size[, stride, padding, ...][, opts])')
   end
   local opts = options.check('nn.Conv2d', options.positional('nn.Conv2d', POSITIONAL, ...), OPTS) or {}
@@ -71,7 +72,7 @@ end
 
 local function show(v, name, default)
   if v == default then return '' end
-  if type(v) == 'table' then
+  if is_table(v) then
     if v[1] == v[2] then v = v[1] else v = v[1] .. 'x' .. v[2] end
     if v == default then return '' end
   end

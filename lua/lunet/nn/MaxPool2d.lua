@@ -2,6 +2,7 @@
 -- return_indices = false, ceil_mode = false}]), or PyTorch's positional form
 -- nn.MaxPool2d(k, stride, padding, dilation, return_indices, ceil_mode[, opts])
 local Module = require 'lunet.nn.Module'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 
@@ -12,8 +13,8 @@ local OPTS = { stride = 'number|table', padding = 'number|table', dilation = 'nu
 local POSITIONAL = { 'stride', 'padding', 'dilation', 'return_indices', 'ceil_mode' }
 
 function MaxPool2d:__init(k, ...)
-  if type(k) ~= 'number' and type(k) ~= 'table' then
-    options.fail('nn.MaxPool2d', 'expected kernel_size (a number or {h, w}), got ' .. type(k))
+  if type(k) ~= 'number' and not is_table(k) then
+    options.fail('nn.MaxPool2d', 'expected kernel_size (a number or {h, w}), got ' .. typename(k))
   end
   local opts = options.check('nn.MaxPool2d', options.positional('nn.MaxPool2d', POSITIONAL, ...), OPTS) or {}
   options.pair('nn.MaxPool2d', 'kernel_size', k, 1)
@@ -27,7 +28,7 @@ end
 
 function MaxPool2d:forward(x) return F.max_pool2d(x, self.kernel_size, self.opts) end
 
-local function s(v) if type(v) == 'table' then return v[1] .. 'x' .. v[2] end return v .. 'x' .. v end
+local function s(v) if is_table(v) then return v[1] .. 'x' .. v[2] end return v .. 'x' .. v end
 
 function MaxPool2d:extra_repr()
   local o = self.opts

@@ -4,6 +4,7 @@
 -- printing walk them as PyTorch does. Keys of state_dict are PyTorch's
 -- ("0.weight", "layer1.bn.running_var").
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
 local autograd = require 'lunet.autograd'
 local is_tensor = T.is_tensor
@@ -49,7 +50,7 @@ end
 -- a parameter; anything else is a plain field.
 function Module.__newindex(self, k, v)
   if rawget(self, '_params') and type(k) == 'string' then
-    if type(v) == 'table' and rawget(v, '_params') then return Module.add_module(self, k, v) end
+    if is_table(v) and rawget(v, '_params') then return Module.add_module(self, k, v) end
     if is_tensor(v) and v.requires_grad and v:is_leaf() then return Module.register_parameter(self, k, v) end
   end
   rawset(self, k, v)
@@ -78,7 +79,7 @@ end
 
 function Module:add_module(name, m)
   name = tostring(name)
-  if type(m) ~= 'table' or not m._params then error(('add_module: %s must be an nn.Module'):format(name), 2) end
+  if not is_table(m) or not m._params then error(('add_module: %s must be an nn.Module'):format(name), 2) end
   if not self:_has('_children', name) then table.insert(self._children, name) end
   rawset(self, name, m)
   return m
@@ -108,7 +109,7 @@ end
 
 -- {{name, module}, ...} depth first, self first (name '')
 function Module:named_modules(prefix, out)
-  if prefix ~= nil and type(prefix) ~= 'string' then error('named_modules: prefix must be a string, got ' .. type(prefix), 2) end
+  if prefix ~= nil and type(prefix) ~= 'string' then error('named_modules: prefix must be a string, got ' .. typename(prefix), 2) end
   out = out or {}
   prefix = prefix or ''
   out[#out + 1] = { prefix, self }
@@ -140,7 +141,7 @@ end
 
 -- {{name, tensor}, ...}; a tensor shared by two modules appears once
 local function need_prefix(fn, prefix)
-  if prefix ~= nil and type(prefix) ~= 'string' then error(fn .. ': prefix must be a string, got ' .. type(prefix), 3) end
+  if prefix ~= nil and type(prefix) ~= 'string' then error(fn .. ': prefix must be a string, got ' .. typename(prefix), 3) end
 end
 function Module:named_parameters(prefix) need_prefix('named_parameters', prefix); return named(self, '_params', prefix, {}, {}) end
 function Module:named_buffers(prefix) need_prefix('named_buffers', prefix); return named(self, '_buffers', prefix, {}, {}) end
@@ -164,7 +165,7 @@ function Module:num_parameters()
 end
 
 function Module:apply(fn)
-  if type(fn) ~= 'function' then error('apply: expected a function, got ' .. type(fn), 2) end
+  if type(fn) ~= 'function' then error('apply: expected a function, got ' .. typename(fn), 2) end
   for _, n in ipairs(self._children) do self[n]:apply(fn) end
   fn(self)
   return self
@@ -194,8 +195,7 @@ end
 local function swap_into(t, u)
   local old, new = t.p, u.p
   if old == new then return end
-  new.grad_flag, new.slot = old.grad_flag, old.slot
-  old.grad_flag, old.slot = 0, 0
+  new.grad_flag, old.grad_flag = old.grad_flag, 0
   t.p, u.p = new, old
 end
 Module._swap_into = swap_into
@@ -207,8 +207,8 @@ function Module:to(what, more)
   if type(what) == 'string' then
     if require('lunet.core').dtype_ids[what] then opts = { dtype = what }
     else opts = { device = what, dtype = more } end
-  elseif type(what) ~= 'table' then
-    error('to: expected a device, a dtype or {device=, dtype=}, got ' .. type(what), 2)
+  elseif not is_table(what) then
+    error('to: expected a device, a dtype or {device=, dtype=}, got ' .. typename(what), 2)
   else
     require('lunet.options').check('to', what, { device = true, dtype = true })
   end
@@ -252,7 +252,7 @@ local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
 -- error naming every missing, unexpected and mis-shaped key; with strict =
 -- false only shape mismatches raise. Returns {missing = {...}, unexpected = {...}}.
 function Module:load_state_dict(sd, strict)
-  if type(sd) ~= 'table' then error('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
+  if not is_table(sd) then error('load_state_dict: expected a table of tensors, got ' .. typename(sd), 2) end
   if strict ~= nil and type(strict) ~= 'boolean' then   -- PyTorch's keyword: {strict = false}
     strict = require('lunet.options').check('load_state_dict', strict, { strict = 'boolean' }).strict
   end
@@ -264,7 +264,7 @@ function Module:load_state_dict(sd, strict)
   for k, t in pairs(own) do
     local v = sd[k]
     if v == nil then missing[#missing + 1] = k
-    elseif not is_tensor(v) then bad[#bad + 1] = ('%s is a %s, not a tensor'):format(k, type(v))
+    elseif not is_tensor(v) then bad[#bad + 1] = ('%s is a %s, not a tensor'):format(k, typename(v))
     elseif shape_str(v) ~= shape_str(t) then
       bad[#bad + 1] = ('%s: checkpoint has shape %s, model has %s'):format(k, shape_str(v), shape_str(t))
     end
@@ -295,7 +295,7 @@ local function deep_copy(v, memo)
     memo[v] = c
     return c
   end
-  if type(v) ~= 'table' then return v end
+  if not is_table(v) then return v end
   if memo[v] then return memo[v] end
   local c = {}
   memo[v] = c

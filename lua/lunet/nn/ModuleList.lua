@@ -2,6 +2,7 @@
 -- their parameters and state_dict keys are PyTorch's) without a forward of
 -- its own; list[i] is the i-th module (1-based), list:append(m), list:ipairs().
 local Module = require 'lunet.nn.Module'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 
 local ModuleList = Module:extend('nn.ModuleList')
 
@@ -14,7 +15,7 @@ ModuleList.__index = function(self, k)
 end
 
 function ModuleList:__init(list)
-  if list ~= nil and type(list) ~= 'table' then error('nn.ModuleList: expected a list of modules, got ' .. type(list), 3) end
+  if list ~= nil and not is_table(list) then error('nn.ModuleList: expected a list of modules, got ' .. typename(list), 3) end
   for i = 1, table.maxn(list or {}) do
     if list[i] == nil then error(('nn.ModuleList: module %d is nil'):format(i), 3) end
     self:append(list[i])
@@ -22,8 +23,8 @@ function ModuleList:__init(list)
 end
 
 function ModuleList:append(m)
-  if type(m) ~= 'table' or not m._params then
-    error(('nn.ModuleList: append expects an nn.Module, got %s'):format(type(m)), 2)
+  if not is_table(m) or not m._params then
+    error(('nn.ModuleList: append expects an nn.Module, got %s'):format(typename(m)), 2)
   end
   self:add_module(tostring(#self._children), m)
   return self

@@ -2,6 +2,7 @@
 -- modules in order. Children are named '0', '1', ... as in PyTorch (so
 -- state_dict keys match), while seq[1] is the first module, as in Lua.
 local Module = require 'lunet.nn.Module'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local fuse = require 'lunet.nn.fuse'
 
 local Sequential = Module:extend('nn.Sequential')
@@ -17,8 +18,8 @@ end
 
 function Sequential:__init(first, ...)
   local list = first
-  if type(first) ~= 'table' then
-    if first ~= nil then error(('nn.Sequential: expected modules (or a list of them), got %s'):format(type(first)), 3) end
+  if not is_table(first) then
+    if first ~= nil then error(('nn.Sequential: expected modules (or a list of them), got %s'):format(typename(first)), 3) end
   end
   if first == nil or first._params then list = { first, ... } end
   for i = 1, table.maxn(list) do
@@ -29,8 +30,8 @@ end
 
 -- add(module[, name])
 function Sequential:add(m, name)
-  if type(m) ~= 'table' or not m._params then
-    error(('nn.Sequential: add expects an nn.Module, got %s'):format(type(m)), 2)
+  if not is_table(m) or not m._params then
+    error(('nn.Sequential: add expects an nn.Module, got %s'):format(typename(m)), 2)
   end
   self:add_module(name or tostring(#self._children), m)
   return self

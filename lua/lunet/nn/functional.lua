@@ -4,6 +4,7 @@
 -- of their formula (lunet.autograd.formulas.nn holds their derivatives); the
 -- rest are compositions of differentiable tensor ops. Class labels are 1-based.
 local ffi = require 'ffi'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local A = require 'lunet.autograd'
@@ -43,7 +44,7 @@ local function kernel(fn, sym)
 end
 
 local function need(fn, x, what, nd)
-  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, type(x)), 3) end
+  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3) end
   if nd and x.p.ndim ~= nd then
     error(('%s: %s must be %d-d, got %d-d {%s}'):format(fn, what, nd, x.p.ndim, table.concat(x:size(), ',')), 3)
   end
@@ -56,12 +57,12 @@ local function pair(fn, v, what, default)
   if v == nil then v = default end
   local a, b
   if type(v) == 'number' then a, b = v, v
-  elseif type(v) == 'table' and #v == 2 then a, b = v[1], v[2]
+  elseif is_table(v) and #v == 2 then a, b = v[1], v[2]
   else error(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, tostring(v)), 3) end
   local lo = pair_min[what]
   if lo and not (type(a) == 'number' and type(b) == 'number' and a % 1 == 0 and b % 1 == 0 and a >= lo and b >= lo) then
     error(('%s: %s must be integers >= %d, got %s'):format(fn, what, lo,
-      type(v) == 'table' and ('{' .. tostring(a) .. ', ' .. tostring(b) .. '}') or tostring(v)), 3)
+      is_table(v) and ('{' .. tostring(a) .. ', ' .. tostring(b) .. '}') or tostring(v)), 3)
   end
   return a, b
 end
@@ -85,7 +86,7 @@ F.sum_all = sum_all
 local record_pad = recorder('pad')
 function F.pad(x, p)
   need('pad', x, 'input', 4)
-  if type(p) ~= 'table' or type(p[1]) ~= 'number' or type(p[2]) ~= 'number' then
+  if not is_table(p) or type(p[1]) ~= 'number' or type(p[2]) ~= 'number' then
     error('pad: padding must be a list {left, right[, top, bottom]} of numbers', 2)
   end
   local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
@@ -148,7 +149,7 @@ end
 -- or PyTorch's positional conv2d(x, w, b, stride, padding, dilation, groups)
 local record_conv2d = recorder('conv2d')
 function F.conv2d(x, w, b, opts, padding, dilation, groups)
-  if opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil) or padding ~= nil then
+  if opts ~= nil and (not is_table(opts) or opts[1] ~= nil) or padding ~= nil then
     opts = positional('conv2d', CONV_POSITIONAL, opts, padding, dilation, groups)
   end
   kernel('conv2d', 'ln_conv2d_forward')
@@ -233,13 +234,13 @@ local function conv_params(conv)
   return p
 end
 local function need_conv(fn, c, what)
-  if type(c) ~= 'table' or not is_tensor(c.weight) or type(c._opts) ~= 'table' or type(c.kernel_size) ~= 'table' then
-    error(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, type(c)), 4)
+  if not is_table(c) or not is_tensor(c.weight) or not is_table(c._opts) or not is_table(c.kernel_size) then
+    error(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, typename(c)), 4)
   end
 end
 local function need_bn(fn, b, what)
-  if type(b) ~= 'table' or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
-    error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, type(b)), 4)
+  if not is_table(b) or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
+    error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, typename(b)), 4)
   end
 end
 local function fill_cbn(i, conv, bn, c)
@@ -292,7 +293,7 @@ end
 function F.basic_blocks_eval(x, blocks, n, stem_conv, stem_bn)
   need('basic_blocks_eval', x, 'input', 4)
   kernel('basic_blocks_eval', 'ln_basicblocks_forward_fused')
-  if type(blocks) ~= 'table' then error('basic_blocks_eval: blocks must be a list of {conv1, bn1, conv2, bn2[, sconv, sbn]}', 2) end
+  if not is_table(blocks) then error('basic_blocks_eval: blocks must be a list of {conv1, bn1, conv2, bn2[, sconv, sbn]}', 2) end
   n = n or #blocks
   if type(n) ~= 'number' or n < 1 or n > MAXB or n % 1 ~= 0 then
     error(('basic_blocks_eval: expected 1 to %d blocks, got %s'):format(MAXB, tostring(n)), 2)
@@ -309,7 +310,7 @@ function F.basic_blocks_eval(x, blocks, n, stem_conv, stem_bn)
   end
   for i = 1, n do
     local b = blocks[i]
-    if type(b) ~= 'table' then clear_cbn(MAXB); error(('basic_blocks_eval: block %d must be a table'):format(i), 2) end
+    if not is_table(b) then clear_cbn(MAXB); error(('basic_blocks_eval: block %d must be a table'):format(i), 2) end
     local ok, e1, e2 = pcall(fill_block, 'basic_blocks_eval', i - 1, H, W, b[1], b[2], b[3], b[4], b[5], b[6])
     if not ok then clear_cbn(MAXB); error(e1, 0) end
     H, W = e1, e2
@@ -365,7 +366,7 @@ local record_max_pool2d = recorder('max_pool2d')
 function F.max_pool2d(x, k, opts, padding, dilation, ceil_mode, return_indices)
   need('max_pool2d', x, 'input', 4)
   kernel('max_pool2d', 'ln_maxpool2d_forward')
-  if opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil) or padding ~= nil or dilation ~= nil
+  if opts ~= nil and (not is_table(opts) or opts[1] ~= nil) or padding ~= nil or dilation ~= nil
       or ceil_mode ~= nil or return_indices ~= nil then
     opts = positional('max_pool2d', MAXPOOL_POSITIONAL, opts, padding, dilation, ceil_mode, return_indices)
   end
@@ -391,7 +392,7 @@ local record_avg_pool2d = recorder('avg_pool2d')
 function F.avg_pool2d(x, k, opts, padding, ceil_mode, count_include_pad)
   need('avg_pool2d', x, 'input', 4)
   kernel('avg_pool2d', 'ln_avgpool2d_forward')
-  if opts ~= nil and (type(opts) ~= 'table' or opts[1] ~= nil) or padding ~= nil or ceil_mode ~= nil
+  if opts ~= nil and (not is_table(opts) or opts[1] ~= nil) or padding ~= nil or ceil_mode ~= nil
       or count_include_pad ~= nil then
     opts = positional('avg_pool2d', AVGPOOL_POSITIONAL, opts, padding, ceil_mode, count_include_pad)
   end
@@ -671,14 +672,14 @@ function F.tanh(x) return need('tanh', x, 'input'):tanh() end
 function F.leaky_relu(x, slope)
   need('leaky_relu', x, 'input')
   slope = slope or 0.01
-  if type(slope) ~= 'number' then error('leaky_relu: negative_slope must be a number, got ' .. type(slope), 2) end
+  if type(slope) ~= 'number' then error('leaky_relu: negative_slope must be a number, got ' .. typename(slope), 2) end
   return x:where(x:gt(0), x * slope)
 end
 
 function F.elu(x, alpha)
   need('elu', x, 'input')
   alpha = alpha or 1
-  if type(alpha) ~= 'number' then error('elu: alpha must be a number, got ' .. type(alpha), 2) end
+  if type(alpha) ~= 'number' then error('elu: alpha must be a number, got ' .. typename(alpha), 2) end
   return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha)
 end
 

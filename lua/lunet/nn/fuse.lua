@@ -20,6 +20,7 @@
 -- A module with its own forward (an instance field) or of a subclass is
 -- never fused: it runs as written.
 local F = require 'lunet.nn.functional'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local BatchNorm = require 'lunet.nn.BatchNorm'
 local A = require 'lunet.autograd'
 
@@ -107,7 +108,7 @@ local function index_rules()
   by_class = {}
   for _, rule in ipairs(rules) do
     for _, name in ipairs(rule.starts) do
-      local cls = type(name) == 'table' and name or require('lunet.nn.' .. name)
+      local cls = is_table(name) and name or require('lunet.nn.' .. name)
       local list = by_class[cls] or {}
       by_class[cls] = list
       list[#list + 1] = rule.run

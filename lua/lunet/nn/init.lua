@@ -1,5 +1,6 @@
 -- lunet.nn: layers as modules (nn.Conv2d, nn.Linear, ...), their functional
 -- forms (nn.functional / nn.F) and initialisers (nn.init).
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local nn = {}
 
 nn.Module = require 'lunet.nn.Module'
@@ -17,6 +18,6 @@ for _, name in ipairs({
 end
 
 -- nn.is_module(x): true for any nn.Module instance
-function nn.is_module(x) return type(x) == 'table' and rawget(x, '_params') ~= nil end
+function nn.is_module(x) return is_table(x) and rawget(x, '_params') ~= nil end
 
 return nn

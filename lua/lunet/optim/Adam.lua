@@ -4,6 +4,7 @@
 -- (AdamW: p = p * (1 - lr * weight_decay)). One fused C kernel per param
 -- (ln_adam_step_). State: step, exp_avg, exp_avg_sq (, max_exp_avg_sq).
 local ffi = require 'ffi'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local lunet = require 'lunet'
 local Optimizer = require 'lunet.optim.Optimizer'
 local C = lunet.C
@@ -17,7 +18,7 @@ local function check(self, fn, g)
   num(fn, g, 'eps', 'epsilon value', nonneg, '>= 0')
   num(fn, g, 'weight_decay', 'weight_decay value', nonneg, '>= 0')
   local b = g.betas
-  if type(b) ~= 'table' or type(b[1]) ~= 'number' or type(b[2]) ~= 'number' then
+  if not is_table(b) or type(b[1]) ~= 'number' or type(b[2]) ~= 'number' then
     Optimizer.fail(fn, 'betas must be a table of two numbers {beta1, beta2}')
   end
   if not unit(b[1]) then Optimizer.fail(fn, ('invalid beta parameter at index 1: %s (expected in [0, 1))'):format(b[1])) end

@@ -9,6 +9,7 @@
 -- a step count). Subclasses set `defaults`, `check(fn, group)` and
 -- `update(group, p, g, state)`.
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 
@@ -65,7 +66,7 @@ end
 Optimizer.known_of = known_of
 
 local function add_group(self, group, fn)
-  if type(group) ~= 'table' then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. type(group)) end
+  if not is_table(group) then Optimizer.fail(fn, 'a param group must be a table {params = {...}, ...}, got ' .. typename(group)) end
   local _, known_group = known_of(getmetatable(self))
   for k in pairs(group) do
     if known_group[k] == nil then
@@ -75,13 +76,13 @@ local function add_group(self, group, fn)
   end
   local params = group.params
   if is_tensor(params) then params = {params} end
-  if type(params) ~= 'table' or #params == 0 then
+  if not is_table(params) or #params == 0 then
     Optimizer.fail(fn, 'a param group needs a non-empty list of tensors in `params`')
   end
   local g = {params = {}}
   for i, p in ipairs(params) do
     if not is_tensor(p) then
-      Optimizer.fail(fn, ('param %d is a %s, expected a tensor'):format(i, type(p)))
+      Optimizer.fail(fn, ('param %d is a %s, expected a tensor'):format(i, typename(p)))
     end
     if p.dtype ~= 'float32' and p.dtype ~= 'float64' then
       Optimizer.fail(fn, ('param %d is %s, expected float32 or float64'):format(i, p.dtype))
@@ -93,7 +94,7 @@ local function add_group(self, group, fn)
   for k, v in pairs(group) do if k ~= 'params' then g[k] = v end end
   for k, v in pairs(self.defaults) do
     if g[k] == nil then
-      if type(v) == 'table' then local c = {}; for i, x in ipairs(v) do c[i] = x end; v = c end
+      if is_table(v) then local c = {}; for i, x in ipairs(v) do c[i] = x end; v = c end
       g[k] = v
     end
   end
@@ -115,14 +116,14 @@ function Optimizer.new(class, name, params, ...)
   if class.lr_required and defaults.lr == nil then Optimizer.fail(name, 'option lr is required') end
   self.defaults = defaults
   if is_tensor(params) then params = {params} end
-  if type(params) ~= 'table' or #params == 0 then
+  if not is_table(params) or #params == 0 then
     Optimizer.fail(name, 'expected a non-empty list of tensors or param groups, got ' ..
-      (type(params) == 'table' and 'an empty list' or type(params)))
+      (is_table(params) and 'an empty list' or type(params)))
   end
   if is_tensor(params[1]) then add_group(self, {params = params}, name)
   else
     for _, g in ipairs(params) do
-      if type(g) ~= 'table' then Optimizer.fail(name, 'param groups must be tables, got ' .. type(g)) end
+      if not is_table(g) then Optimizer.fail(name, 'param groups must be tables, got ' .. typename(g)) end
       add_group(self, g, name)
     end
   end
@@ -176,7 +177,7 @@ end
 
 local function copy_value(v)
   if is_tensor(v) then return v:clone() end
-  if type(v) == 'table' then local c = {}; for k, x in pairs(v) do c[k] = copy_value(x) end; return c end
+  if is_table(v) then local c = {}; for k, x in pairs(v) do c[k] = copy_value(x) end; return c end
   return v
 end
 
@@ -204,7 +205,7 @@ end
 -- each param's device and dtype.
 function Optimizer:load_state_dict(sd)
   local fn = self.name .. ':load_state_dict'
-  if type(sd) ~= 'table' or type(sd.param_groups) ~= 'table' or type(sd.state) ~= 'table' then
+  if not is_table(sd) or not is_table(sd.param_groups) or not is_table(sd.state) then
     Optimizer.fail(fn, 'expected a table with `state` and `param_groups`')
   end
   if #sd.param_groups ~= #self.param_groups then
@@ -213,9 +214,9 @@ function Optimizer:load_state_dict(sd)
   end
   for gi, saved in ipairs(sd.param_groups) do
     local group = self.param_groups[gi]
-    if type(saved.params) ~= 'table' or #saved.params ~= #group.params then
+    if not is_table(saved.params) or #saved.params ~= #group.params then
       Optimizer.fail(fn, ('param group %d: the saved state has %d params, this optimizer %d'):format(
-        gi, type(saved.params) == 'table' and #saved.params or 0, #group.params), 3)
+        gi, is_table(saved.params) and #saved.params or 0, #group.params), 3)
     end
   end
   local state = {}
@@ -254,7 +255,7 @@ function Optimizer:__tostring()
     table.sort(keys)
     for _, k in ipairs(keys) do
       local v = group[k]
-      if type(v) == 'table' then
+      if is_table(v) then
         local parts = {}
         for i, x in ipairs(v) do parts[i] = tostring(x) end
         v = '(' .. table.concat(parts, ', ') .. ')'

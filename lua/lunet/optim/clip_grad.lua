@@ -5,6 +5,7 @@
 -- Per-grad sums of |g|^p come from a C kernel (ln_norm_pow_sum, float64
 -- accumulation in a fixed order); the scaling is an in-place multiply.
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
 local Optimizer = require 'lunet.optim.Optimizer'
 local options = require 'lunet.options'
@@ -20,7 +21,7 @@ local function clip_grad_norm(params, max_norm, ...)
   local opts = options.check(fn, options.positional(fn, POSITIONAL, ...), OPTS)
   local norm_type = opts and opts.norm_type
   if lunet.is_tensor(params) then params = {params} end
-  if type(params) ~= 'table' then Optimizer.fail(fn, 'params must be a tensor or a list of tensors, got ' .. type(params)) end
+  if not is_table(params) then Optimizer.fail(fn, 'params must be a tensor or a list of tensors, got ' .. typename(params)) end
   if type(max_norm) ~= 'number' or max_norm ~= max_norm then
     Optimizer.fail(fn, 'max_norm must be a number, got ' .. tostring(max_norm))
   end
@@ -31,7 +32,7 @@ local function clip_grad_norm(params, max_norm, ...)
   local inf = norm_type == math.huge
   local grads, total = {}, 0
   for i, p in ipairs(params) do
-    if not lunet.is_tensor(p) then Optimizer.fail(fn, ('param %d is a %s, expected a tensor'):format(i, type(p))) end
+    if not lunet.is_tensor(p) then Optimizer.fail(fn, ('param %d is a %s, expected a tensor'):format(i, typename(p))) end
     local g = p.grad
     if g ~= nil then
       grads[#grads + 1] = g

@@ -6,6 +6,7 @@
 --   sched:step(); sched:get_last_lr()  --> {lr of group 1, ...}
 -- Options may also come by position, in PyTorch's order: StepLR(opt, 30, 0.1).
 local Optimizer = require 'lunet.optim.Optimizer'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local options = require 'lunet.options'
 
 local M = {}
@@ -41,10 +42,10 @@ end
 
 -- base(class, name, opt, opts): records initial_lr in each group, then steps once.
 local function base(class, name, opt, opts, init)
-  if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
+  if not is_table(opt) or not is_table(opt.param_groups) then
     fail(name, 'first argument must be an optimizer')
   end
-  if type(opts) ~= 'table' then fail(name, 'options must be a table, got ' .. type(opts)) end
+  if not is_table(opts) then fail(name, 'options must be a table, got ' .. typename(opts)) end
   local self = setmetatable({name = name, optimizer = opt}, class)
   local last_epoch = opts.last_epoch or -1
   if init then init(self, opts) end
@@ -75,7 +76,7 @@ end
 function Scheduler:get_last_lr() return self._last_lr end
 
 local function copy(v)
-  if type(v) ~= 'table' then return v end
+  if not is_table(v) then return v end
   local c = {}
   for k, x in pairs(v) do c[k] = copy(x) end
   return c
@@ -92,7 +93,7 @@ function Scheduler:state_dict()
 end
 
 function Scheduler:load_state_dict(sd)
-  if type(sd) ~= 'table' then fail(self.name .. ':load_state_dict', 'expected a table, got ' .. type(sd)) end
+  if not is_table(sd) then fail(self.name .. ':load_state_dict', 'expected a table, got ' .. typename(sd)) end
   for k, v in pairs(sd) do if not unsaved[k] then self[k] = copy(v) end end
 end
 
@@ -106,7 +107,7 @@ local function class(name, required, init, get_lr)
   c.__index, c.__tostring, c.get_lr = c, Scheduler.__tostring, get_lr
   -- Sched(opt, {opts}) or Sched(opt, values by position...[, {opts}])
   local function new(_, opt, ...)
-    if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
+    if not is_table(opt) or not is_table(opt.param_groups) then
       fail(name, 'first argument must be an optimizer')
     end
     local opts = sched_options(name, ...)
@@ -136,10 +137,10 @@ end)
 
 -- MultiStepLR(opt, {milestones = {30, 80}, gamma = 0.1}): lr *= gamma at each milestone
 class('MultiStepLR', 'milestones', function(self, o)
-  if type(o.milestones) ~= 'table' then fail('MultiStepLR', 'milestones must be a list of step numbers') end
+  if not is_table(o.milestones) then fail('MultiStepLR', 'milestones must be a list of step numbers') end
   self.milestones = {}
   for _, m in ipairs(o.milestones) do
-    if type(m) ~= 'number' then fail('MultiStepLR', 'milestones must be numbers, got ' .. type(m)) end
+    if type(m) ~= 'number' then fail('MultiStepLR', 'milestones must be numbers, got ' .. typename(m)) end
     self.milestones[m] = (self.milestones[m] or 0) + 1
   end
   self.gamma = o.gamma or 0.1
@@ -188,7 +189,7 @@ end)
 
 -- ExponentialLR(opt, {gamma = g}): lr *= gamma every step
 class('ExponentialLR', 'gamma', function(self, o)
-  if type(o.gamma) ~= 'number' then fail('ExponentialLR', 'gamma must be a number, got ' .. type(o.gamma)) end
+  if type(o.gamma) ~= 'number' then fail('ExponentialLR', 'gamma must be a number, got ' .. typename(o.gamma)) end
   self.gamma = o.gamma
 end, function(self)
   if self.last_epoch == 0 then return group_lrs(self, function(g) return g.lr end) end
@@ -200,8 +201,8 @@ end)
 class('LambdaLR', 'lr_lambda', function(self, o)
   local f, n = o.lr_lambda, #self.optimizer.param_groups
   local fs = {}
-  for i = 1, n do fs[i] = type(f) == 'table' and f[i] or f end
-  if type(f) == 'table' and #f ~= n then fail('LambdaLR', ('expected %d lr_lambdas, got %d'):format(n, #f)) end
+  for i = 1, n do fs[i] = is_table(f) and f[i] or f end
+  if is_table(f) and #f ~= n then fail('LambdaLR', ('expected %d lr_lambdas, got %d'):format(n, #f)) end
   for i = 1, n do
     if type(fs[i]) ~= 'function' then fail('LambdaLR', 'lr_lambda must be a function or a list of functions') end
   end

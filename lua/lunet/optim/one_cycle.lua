@@ -6,6 +6,7 @@
 -- Options (PyTorch's defaults): pct_start = 0.3, anneal_strategy = 'cos'
 -- ('linear'), cycle_momentum = true, base_momentum = 0.85, max_momentum = 0.95,
 -- div_factor = 25, final_div_factor = 1e4, three_phase = false.
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 return function(M, base, fail, sched_options)
   local Scheduler = getmetatable(M.StepLR).__index
   local c = setmetatable({}, {__index = Scheduler})
@@ -14,7 +15,7 @@ return function(M, base, fail, sched_options)
 
   local function per_group(opt, key, v)
     local n = #opt.param_groups
-    if type(v) == 'table' then
+    if is_table(v) then
       if #v ~= n then fail(name, ('expected %d values for %s, got %d'):format(n, key, #v)) end
       return v
     end
@@ -119,7 +120,7 @@ return function(M, base, fail, sched_options)
   end
 
   M[name] = setmetatable(c, {__index = Scheduler, __call = function(_, opt, ...)
-    if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
+    if not is_table(opt) or not is_table(opt.param_groups) then
       fail(name, 'first argument must be an optimizer')
     end
     if select('#', ...) == 0 then fail(name, 'expected an options table with max_lr') end

@@ -9,6 +9,7 @@
 -- timed(sizes) after a timed forward and collect() before the next split;
 -- observe(times, sizes) takes measured times directly (specs).
 local ffi = require 'ffi'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local C = require('lunet.core').C
 
 local Balance = {}
@@ -25,7 +26,7 @@ function Balance.new(n, spec, name, lvl)
   local w, auto = {}, spec == 'auto'
   if spec == 'even' or spec == 'auto' then
     for k = 1, n do w[k] = 1 end
-  elseif type(spec) ~= 'table' then
+  elseif not is_table(spec) then
     fail(("balance must be 'even', 'auto' or a list of %d weights, got %s"):format(n, tostring(spec)))
   else
     if #spec ~= n then fail(('balance has %d weights for %d devices'):format(#spec, n)) end

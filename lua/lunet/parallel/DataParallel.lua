@@ -49,6 +49,7 @@
 -- The host queues up to two steps ahead of the devices, one for a model whose
 -- steps hold much memory (see _pace).
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local ffi = require 'ffi'
 local core = require 'lunet.core'
 local options = require 'lunet.options'
@@ -72,10 +73,10 @@ local ALIASES = { bucket_cap_mb = 'bucket_mb' }
 local POSITIONAL = { 'devices' }
 
 function DataParallel:__init(module, ...)
-  if type(module) ~= 'table' or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
+  if not is_table(module) or not module._params then fail('expected an nn.Module, got ' .. typename(module), 3) end
   local opts = options.check('DataParallel', options.positional('DataParallel', POSITIONAL, ...), OPTS, ALIASES) or {}
   local devs = opts.devices or lunet.devices()
-  if type(devs) ~= 'table' or #devs == 0 then fail('devices must be a non-empty list', 3) end
+  if not is_table(devs) or #devs == 0 then fail('devices must be a non-empty list', 3) end
   local names, seen = {}, {}
   for k = 1, #devs do
     local ok, id = pcall(core.device_id, 'DataParallel', devs[k])
@@ -170,7 +171,7 @@ end
 -- the batch and opens the step whose backward reduces the gradients
 function DataParallel:_begin(x, fname, lvl)
   lvl = lvl + 1
-  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. type(x), lvl) end
+  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. typename(x), lvl) end
   if x:dim() == 0 then fail(fname .. ': input must have a batch dimension', lvl) end
   local B = x:size(1)
   if B == 0 then fail(fname .. ': empty batch', lvl) end
@@ -261,7 +262,7 @@ function DataParallel:_outputs(shards, sizes, ...)
         if timing then bal:stamp(k, core.device_id('DataParallel', self.devices[k]), false) end
         local y = self.replicas[k]:forward(shards[k], ...)
         if timing then bal:stamp(k, core.device_id('DataParallel', self.devices[k]), true) end
-        if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. type(y), 3) end
+        if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. typename(y), 3) end
         ys[k] = y
       end
     end
@@ -346,7 +347,7 @@ function DataParallel:to(what, more)
   local dev, dtype
   if type(what) == 'string' then
     if core.dtype_ids[what] then dtype = what else dev, dtype = what, more end
-  elseif type(what) == 'table' then dev, dtype = what.device, what.dtype
+  elseif is_table(what) then dev, dtype = what.device, what.dtype
   else fail('to: expected a device, a dtype or {device=, dtype=}', 2) end
   if dev then
     local name = core.device_name(core.device_id('to', dev))

@@ -38,6 +38,7 @@
 -- all-reduces the gradients; sync_bn.lua).
 -- ddp:join(iterator): uneven inputs (sync.lua).
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
@@ -64,7 +65,7 @@ local function world(lvl)
 end
 
 function DDP:__init(module, opts)
-  if type(module) ~= 'table' or not module._params then fail('expected an nn.Module, got ' .. type(module), 3) end
+  if not is_table(module) or not module._params then fail('expected an nn.Module, got ' .. typename(module), 3) end
   opts = options.check('DistributedDataParallel', opts, OPTS, ALIASES) or {}
   local group = opts.group or world(3)
   if type(group.local_size) ~= 'function' or type(group.ranks) ~= 'function' then
@@ -236,7 +237,7 @@ function DDP:is_main() return self.rank == 0 end
 -- without the shadowing: the ranks still holding batches skip the rest).
 -- Each step all-reduces one flag and waits for it (a host wait per step).
 function DDP:join(iter, state, ctl)
-  if type(iter) ~= 'function' then fail('join: expected an iterator function (loader:iter()), got ' .. type(iter), 2) end
+  if type(iter) ~= 'function' then fail('join: expected an iterator function (loader:iter()), got ' .. typename(iter), 2) end
   local flag = lunet.zeros({ 1 }, { device = self.dev })
   local done = false
   return function()

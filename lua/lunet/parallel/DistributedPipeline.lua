@@ -28,6 +28,7 @@
 -- (bucket_mb, compress), and its parameters and buffers start as the first
 -- pipeline's (a broadcast).
 local Module = require 'lunet.nn.Module'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
 local atoms = require 'lunet.parallel.atoms'
@@ -54,7 +55,7 @@ local function join(prefix, name)
 end
 
 function DP:__init(model, opts)
-  if type(model) ~= 'table' or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
+  if not is_table(model) or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. typename(model), 3) end
   if opts.devices ~= nil then
     fail('devices and group exclude each other: across processes each stage runs on its rank\'s device', 3)
   end
@@ -101,7 +102,7 @@ function DP:__init(model, opts)
   if R > 1 then self:_replicate(opts) end
   -- DataLoaders made from now on read this pipeline's shard by default
   local dist = package.loaded['lunet.distributed']
-  if type(dist) == 'table' and dist.is_initialized() then dist.set_data_shard(R, r - 1) end
+  if is_table(dist) and dist.is_initialized() then dist.set_data_shard(R, r - 1) end
 end
 
 -- replicas: the world's ranks as R pipelines of S stages (process p: replica
@@ -296,7 +297,7 @@ end
 -- load_state_dict(sd[, strict]): this stage's keys of sd (a whole model's
 -- state, or this stage's); strict: every one of them must be there
 function DP:load_state_dict(sd, strict)
-  if type(sd) ~= 'table' then fail('load_state_dict: expected a table of tensors, got ' .. type(sd), 2) end
+  if not is_table(sd) then fail('load_state_dict: expected a table of tensors, got ' .. typename(sd), 2) end
   local own, mine = {}, {}
   for k in pairs(Module.state_dict(self)) do own[k] = true end
   for k, v in pairs(sd) do if own[k] then mine[k] = v end end
@@ -409,8 +410,8 @@ end
 
 function DP:to(what, more)
   local core = require 'lunet.core'
-  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or type(what) == 'table' and what.dtype or more
-  if not dtype or (type(what) == 'table' and what.device) then
+  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or is_table(what) and what.dtype or more
+  if not dtype or (is_table(what) and what.device) then
     fail(('to: this stage lives on %s (the group\'s device); only a dtype can change'):format(self.device), 2)
   end
   for _, a in ipairs(self.atoms) do a.module:to({ dtype = dtype, device = self.device }) end

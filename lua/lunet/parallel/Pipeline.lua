@@ -33,6 +33,7 @@
 -- The parts: Stage.lua (a stage's actions and buffers), schedule.lua,
 -- pipeline_run.lua (one batch), pipeline_balance.lua, pipeline_bn.lua.
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local Module = require 'lunet.nn.Module'
 local options = require 'lunet.options'
 local core = require 'lunet.core'
@@ -90,11 +91,11 @@ local function device_names(devs, lvl)
 end
 
 function Pipeline:__init(model, opts)
-  if type(opts) == 'table' and opts.group ~= nil then   -- stages in different processes
+  if is_table(opts) and opts.group ~= nil then   -- stages in different processes
     local DP = require 'lunet.parallel.DistributedPipeline'
     return DP.__init(setmetatable(self, DP), model, opts)
   end
-  if type(model) ~= 'table' or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. type(model), 3) end
+  if not is_table(model) or not rawget(model, '_params') then fail('expected an nn.Module, got ' .. typename(model), 3) end
   opts = options.check('Pipeline', opts, OPTS) or {}
   local R = opts.replicas or 1
   if R % 1 ~= 0 or R < 1 then fail('replicas must be an integer >= 1, got ' .. tostring(R), 3) end
@@ -212,10 +213,10 @@ function Pipeline:rebalance(opts)
   for _, red in pairs(self.reducers or {}) do red.step, red.reduced = nil, nil end
   self:_build(counts)
   local opt = opts.optimizer
-  if opt and type(opt.state) == 'table' then
+  if opt and is_table(opt.state) then
     autograd.no_grad(function()
       for p, st in pairs(opt.state) do
-        if type(st) == 'table' and lunet.is_tensor(p) then
+        if is_table(st) and lunet.is_tensor(p) then
           for k, v in pairs(st) do
             if lunet.is_tensor(v) and v.device ~= p.device then st[k] = v:to(p.device) end
           end
@@ -267,7 +268,7 @@ end
 -- = k sets it for each batch: only a group's last reduces, the others add
 -- up locally, as DataParallel's do. No effect without replicas.
 function Pipeline:sync_next(flag)
-  if type(flag) ~= 'boolean' then fail('sync_next: expected true or false, got ' .. type(flag), 2) end
+  if type(flag) ~= 'boolean' then fail('sync_next: expected true or false, got ' .. typename(flag), 2) end
   self.next_sync = flag
 end
 
@@ -289,7 +290,7 @@ function Pipeline:_abort()
 end
 
 local function need_input(x, fname, lvl)
-  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. type(x), lvl + 1) end
+  if not lunet.is_tensor(x) then fail(fname .. ': input must be a tensor, got ' .. typename(x), lvl + 1) end
   if x:dim() == 0 or x:size(1) == 0 then fail(fname .. ': input must have a non-empty batch dimension', lvl + 1) end
 end
 
@@ -303,7 +304,7 @@ function Pipeline:forward_loss(criterion, x, target)
   need_input(x, 'forward_loss', 2)
   self:_ready(x, 2)
   self.last_input = x
-  if not lunet.is_tensor(target) then fail('forward_loss: target must be a tensor, got ' .. type(target), 2) end
+  if not lunet.is_tensor(target) then fail('forward_loss: target must be a tensor, got ' .. typename(target), 2) end
   if target:dim() == 0 or target:size(1) ~= x:size(1) then
     fail(('forward_loss: target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1),
       x:size(1)), 2)
@@ -334,7 +335,7 @@ local function run_forward(self, x)
         st:collect()
         if y.device ~= st.device then y = y:to(st.device) end
         y = st.seq:forward(y)
-        if not lunet.is_tensor(y) then error(('stage %d returned a %s, not a tensor'):format(s, type(y)), 0) end
+        if not lunet.is_tensor(y) then error(('stage %d returned a %s, not a tensor'):format(s, typename(y)), 0) end
       end
       outs[#outs + 1] = y.device ~= last and y:to(last) or y
     end
@@ -374,7 +375,7 @@ function Pipeline:named_modules(prefix, out)
 end
 
 function Pipeline:apply(fn)
-  if type(fn) ~= 'function' then fail('apply: expected a function, got ' .. type(fn), 2) end
+  if type(fn) ~= 'function' then fail('apply: expected a function, got ' .. typename(fn), 2) end
   for r = 1, self.replicas do self.models[r]:apply(fn) end
   fn(self)
   return self
@@ -395,8 +396,8 @@ function Pipeline:load_state_dict(sd, strict)
 end
 
 function Pipeline:to(what, more)
-  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or type(what) == 'table' and what.dtype or more
-  local dev = type(what) == 'table' and what.device or (type(what) == 'string' and not core.dtype_ids[what] and what)
+  local dtype = type(what) == 'string' and core.dtype_ids[what] and what or is_table(what) and what.dtype or more
+  local dev = is_table(what) and what.device or (type(what) == 'string' and not core.dtype_ids[what] and what)
   if dev then fail(('to: the stages live on %s; make the Pipeline with the devices you want'):format(
     table.concat(self.devices, ', ')), 2) end
   if not dtype then fail('to: expected a dtype', 2) end

@@ -29,6 +29,7 @@
 -- one. Gradients of the others add up locally and the next reducing backward
 -- reduces their sum (a reduced gradient left in .grad is not counted again).
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local autograd = require 'lunet.autograd'
 
 local Reducer = {}
@@ -37,7 +38,7 @@ Reducer.__index = Reducer
 -- Reducer.options(opts, name, lvl): the options checked, with their defaults
 -- (lvl: where an error points, as error's level seen from the caller)
 function Reducer.options(opts, name, lvl)
-  if type(opts) ~= 'table' then error('Reducer: options must be a table, got ' .. type(opts), (lvl or 1) + 1) end
+  if not is_table(opts) then error('Reducer: options must be a table, got ' .. typename(opts), (lvl or 1) + 1) end
   name = name or opts.name or 'Reducer'
   local function fail(msg) error(name .. ': ' .. msg, (lvl or 1) + 2) end
   local o = { name = name, bucket_mb = opts.bucket_mb or 25, accumulate = opts.accumulate or 1,
@@ -60,20 +61,20 @@ function Reducer.new(param_sets, group, opts)
   opts = Reducer.options(opts or {}, nil, 2)
   local name = opts.name
   local function fail(msg) error(name .. ': ' .. msg, 3) end
-  if type(param_sets) ~= 'table' or #param_sets == 0 then fail('param_sets must be a non-empty list of parameter lists') end
+  if not is_table(param_sets) or #param_sets == 0 then fail('param_sets must be a non-empty list of parameter lists') end
   local n = #param_sets
   for k = 1, n do
     local set = param_sets[k]
-    if type(set) ~= 'table' then fail(('param_sets[%d] must be a list of parameters'):format(k)) end
+    if not is_table(set) then fail(('param_sets[%d] must be a list of parameters'):format(k)) end
     if #set ~= #param_sets[1] then fail('replicas have different parameter counts') end
     for i = 1, #set do
       if not lunet.is_tensor(set[i]) then
-        fail(('param_sets[%d][%d] must be a tensor, got %s'):format(k, i, type(set[i])))
+        fail(('param_sets[%d][%d] must be a tensor, got %s'):format(k, i, typename(set[i])))
       end
     end
   end
-  if group ~= nil and (type(group) ~= 'table' or type(group.local_size) ~= 'function') then
-    fail('group must be a process group (lunet.comm), got ' .. type(group))
+  if group ~= nil and (not is_table(group) or type(group.local_size) ~= 'function') then
+    fail('group must be a process group (lunet.comm), got ' .. typename(group))
   end
   if n > 1 and group == nil then fail(('%d replicas need a process group'):format(n)) end
   if group ~= nil and group:local_size() ~= n then
@@ -118,7 +119,7 @@ function Reducer:abort() self.step = nil end
 
 -- r:no_sync(fn, ...): backward passes inside fn only accumulate locally
 function Reducer:no_sync(fn, ...)
-  if type(fn) ~= 'function' then self:fail('no_sync: expected a function, got ' .. type(fn), 2) end
+  if type(fn) ~= 'function' then self:fail('no_sync: expected a function, got ' .. typename(fn), 2) end
   local old = self.no_sync_depth
   self.no_sync_depth = (old or 0) + 1
   local res = { pcall(fn, ...) }
@@ -130,7 +131,7 @@ end
 -- r:sync_next(flag): the next prepared backward reduces (true) or not (false),
 -- whatever the accumulate count says; a reducing one restarts the count
 function Reducer:sync_next(flag)
-  if type(flag) ~= 'boolean' then self:fail('sync_next: expected true or false, got ' .. type(flag), 2) end
+  if type(flag) ~= 'boolean' then self:fail('sync_next: expected true or false, got ' .. typename(flag), 2) end
   self.sync_forced = flag
 end
 

@@ -8,6 +8,7 @@
 -- there are name .. '.' .. the atom's own (model:state_dict()'s keys). A
 -- model that is not a Sequential is a single atom named ''.
 -- atoms.named_parameters(list, from, to): {{name, tensor}, ...} of atoms from..to.
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local atoms = {}
 
 local Sequential   -- (loaded on first use: lunet.nn loads lunet.parallel's users)
@@ -30,8 +31,8 @@ local function walk(m, prefix, out)
 end
 
 function atoms.of(model)
-  if type(model) ~= 'table' or not rawget(model, '_params') then
-    error('atoms.of: expected an nn.Module, got ' .. type(model), 2)
+  if not is_table(model) or not rawget(model, '_params') then
+    error('atoms.of: expected an nn.Module, got ' .. typename(model), 2)
   end
   if not is_sequential(model) then return { { module = model, name = '' } } end
   return walk(model, '', {})

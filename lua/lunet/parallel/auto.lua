@@ -9,12 +9,13 @@
 --   local model = lunet.parallel.auto(net, lunet.randn(32, 3, 32, 32), {batch = 128})
 --   print(model.auto_plan.reason)
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local Plan = require 'lunet.parallel.plan'
 local wrap = require 'lunet.parallel.wrap'
 
 local function auto(model, sample, opts)
-  if type(model) ~= 'table' or not model._params then
-    error('parallel.auto: expected an nn.Module, got ' .. type(model), 2)
+  if not is_table(model) or not model._params then
+    error('parallel.auto: expected an nn.Module, got ' .. typename(model), 2)
   end
   local o = {}
   for k, v in pairs(opts or {}) do o[k] = v end

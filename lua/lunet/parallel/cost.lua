@@ -44,6 +44,7 @@
 -- sets off, each the profile's gc seconds (cost:collecting); a memory limit
 -- makes them frequent.
 local partition = require 'lunet.parallel.partition'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local step_sim = require 'lunet.parallel.step_sim'
 local schedules = require 'lunet.parallel.schedule'
 -- (the schedules the candidates name, built once per size)
@@ -79,15 +80,15 @@ end
 
 local function link_of(l, what, lvl)
   l = l or { alpha = 0, beta = 0 }
-  if type(l) ~= 'table' then fail(what .. ' must be a table {alpha = s, beta = s/byte}', lvl + 1) end
+  if not is_table(l) then fail(what .. ' must be a table {alpha = s, beta = s/byte}', lvl + 1) end
   return { alpha = num(l.alpha or 0, what .. '.alpha', lvl + 1), beta = num(l.beta or 0, what .. '.beta', lvl + 1) }
 end
 
 function cost.new(atoms, opts)
   opts = opts or {}
-  if type(atoms) ~= 'table' or #atoms == 0 then fail('the profile must be a non-empty list of atoms', 2) end
+  if not is_table(atoms) or #atoms == 0 then fail('the profile must be a non-empty list of atoms', 2) end
   for i, a in ipairs(atoms) do
-    if type(a) ~= 'table' then fail(('atom %d must be a table, got %s'):format(i, type(a)), 2) end
+    if not is_table(a) then fail(('atom %d must be a table, got %s'):format(i, typename(a)), 2) end
     for _, k in ipairs({ 'fwd', 'bwd', 'act_bytes', 'param_bytes' }) do num(a[k], ('atom %d: %s'):format(i, k), 2) end
     if type(a.batch) ~= 'number' or a.batch < 1 then fail(('atom %d: batch (the profiled batch size) must be >= 1'):format(i), 2) end
   end

@@ -20,6 +20,7 @@
 -- process). A rank whose stage fails sends every other one a message it
 -- cannot take (DistributedPipeline:_poison), so that none waits for it.
 local lunet = require 'lunet'
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local core = require 'lunet.core'
 local autograd = require 'lunet.autograd'
 local Stage = require 'lunet.parallel.Stage'
@@ -54,7 +55,7 @@ local function buffer(list, slot, size, dtype, device, grad)
 end
 
 local function rows_of(t, what, fname, lvl)
-  if not lunet.is_tensor(t) then fail(('%s: %s must be a tensor, got %s'):format(fname, what, type(t)), lvl + 1) end
+  if not lunet.is_tensor(t) then fail(('%s: %s must be a tensor, got %s'):format(fname, what, typename(t)), lvl + 1) end
   if t:dim() == 0 or t:size(1) == 0 then fail(('%s: %s must have a non-empty batch dimension'):format(fname, what), lvl + 1) end
   return t:size(1)
 end
@@ -149,7 +150,7 @@ function Run:_forward(m)
     self.group:recv(inp, s - 1)
   end
   local y = st:forward(m, inp, record)
-  if not lunet.is_tensor(y) then error(('the atoms returned a %s, not a tensor'):format(type(y)), 0) end
+  if not lunet.is_tensor(y) then error(('the atoms returned a %s, not a tensor'):format(typename(y)), 0) end
   if s < S then
     if y:dim() == 0 or y:size(1) ~= self.rows[m] then
       error(('the output has %s rows for a micro-batch of %d: across processes a stage must keep the batch '

@@ -18,6 +18,7 @@
 -- and shapes, and the numbers such as Adam's step) then each tensor, over
 -- the pipeline's send/recv.
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local json = require 'lunet.json'
 local autograd = require 'lunet.autograd'
 local Module = require 'lunet.nn.Module'
@@ -36,8 +37,8 @@ end
 -- this stage's optimizer: each of its params' model-wide number (by the
 -- optimizer's numbering: its groups' params in order), and each group's list of them
 local function own_groups(pipe, opt, lvl)
-  if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' or not opt.state_dict then
-    fail('the optimizer must be a lunet.optim optimizer, got ' .. type(opt), lvl + 1)
+  if not is_table(opt) or not is_table(opt.param_groups) or not opt.state_dict then
+    fail('the optimizer must be a lunet.optim optimizer, got ' .. typename(opt), lvl + 1)
   end
   local index = numbering(pipe)
   local nums, groups = {}, {}
@@ -177,10 +178,10 @@ end
 -- state of this stage's params numbered as opt numbers them. A state that
 -- does not look like a whole one is returned as it is (the checks name it).
 function M.stage_state(pipe, state, opt, lvl)
-  if type(state) ~= 'table' then return state end
+  if not is_table(state) then return state end
   local out = {}
   for k, v in pairs(state) do out[k] = v end
-  if type(state.model) == 'table' then
+  if is_table(state.model) then
     local own, whole, m = Module.state_dict(pipe), pipe.module:state_dict(), {}
     for k, v in pairs(state.model) do
       if own[k] or not whole[k] then m[k] = v end
@@ -188,8 +189,8 @@ function M.stage_state(pipe, state, opt, lvl)
     out.model = m
   end
   local sd = state.optimizer
-  if type(sd) == 'table' and type(sd.param_groups) == 'table' and type(sd.state) == 'table'
-      and type(opt) == 'table' and type(opt.param_groups) == 'table' and #sd.param_groups == #opt.param_groups then
+  if is_table(sd) and is_table(sd.param_groups) and is_table(sd.state)
+      and is_table(opt) and is_table(opt.param_groups) and #sd.param_groups == #opt.param_groups then
     out.optimizer = M.stage_optimizer(pipe, sd, opt, lvl + 1)
   end
   return out
@@ -202,17 +203,17 @@ function M.stage_optimizer(pipe, sd, opt, lvl)
   local _, P = numbering(pipe)
   local where = {}   -- model-wide number -> sd's number
   local mp = sd.model_params
-  if type(mp) == 'table' then
+  if is_table(mp) then
     for gi, list in ipairs(mp) do
       local saved = sd.param_groups[gi]
-      if type(list) ~= 'table' or type(saved) ~= 'table' or type(saved.params) ~= 'table' or #list ~= #saved.params then
+      if not is_table(list) or not is_table(saved) or not is_table(saved.params) or #list ~= #saved.params then
         fail(('the checkpoint\'s optimizer.model_params.%d does not list its group\'s params'):format(gi), lvl + 1)
       end
       for j, g in ipairs(list) do where[g] = saved.params[j] end
     end
   elseif #sd.param_groups == 1 then   -- (one process's optimizer over model:parameters())
     local saved = sd.param_groups[1]
-    if type(saved) ~= 'table' or type(saved.params) ~= 'table' then return sd end
+    if not is_table(saved) or not is_table(saved.params) then return sd end
     if #saved.params ~= P then
       fail(('the checkpoint\'s optimizer holds %d params, the whole model %d (a whole-model state is needed)')
         :format(#saved.params, P), lvl + 1)
@@ -224,7 +225,7 @@ function M.stage_optimizer(pipe, sd, opt, lvl)
   end
   local groups, st, k = {}, {}, 0
   for gi, group in ipairs(opt.param_groups) do
-    if type(sd.param_groups[gi]) ~= 'table' then return sd end
+    if not is_table(sd.param_groups[gi]) then return sd end
     local g = { params = {} }
     for key, v in pairs(sd.param_groups[gi]) do if key ~= 'params' then g[key] = v end end
     for j = 1, #group.params do

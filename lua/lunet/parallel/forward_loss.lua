@@ -23,6 +23,7 @@
 -- targets other than ignore_index, counted by every device over the whole
 -- target, which it receives instead of its shard: no device waits for that).
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local autograd = require 'lunet.autograd'
 
 local Loss = {}
@@ -36,10 +37,10 @@ local function fail(msg, lvl) error('DataParallel: forward_loss: ' .. msg, lvl +
 -- how the criterion's mean is normalised: 'class' (count of targets not
 -- ignored), 'element' (target elements), or nil for 'sum'
 local function mean_kind(criterion, lvl)
-  local kind = type(criterion) == 'table' and by_class[criterion.__name]
+  local kind = is_table(criterion) and by_class[criterion.__name]
   if not kind then
     fail(('criterion must be an nn loss module (%s), got %s'):format(
-      'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', type(criterion) == 'table' and
+      'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', is_table(criterion) and
       tostring(criterion.__name or 'a table') or type(criterion)), lvl + 1)
   end
   local r = criterion.opts.reduction
@@ -159,7 +160,7 @@ end
 function M.run(dp, lvl, criterion, x, target, ...)
   lvl = lvl + 1
   local kind = mean_kind(criterion, lvl)
-  if not lunet.is_tensor(target) then fail('target must be a tensor, got ' .. type(target), lvl) end
+  if not lunet.is_tensor(target) then fail('target must be a tensor, got ' .. typename(target), lvl) end
   -- (checked before _begin, which paces the host and opens the step)
   if lunet.is_tensor(x) and x:dim() > 0 and (target:dim() == 0 or target:size(1) ~= x:size(1)) then
     fail(('target has %s rows, the input %d'):format(target:dim() == 0 and 'no' or target:size(1), x:size(1)), lvl)

@@ -14,6 +14,7 @@
 -- every device; exact, by dynamic programming over (stage, atoms so far):
 -- O(nstages * n^2). Among splits with the same slowest stage, the one whose
 -- stage times add up least (then the first found) wins.
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local partition = {}
 
 local function fail(msg, lvl) error('partition.split: ' .. msg, (lvl or 1) + 1) end
@@ -36,7 +37,7 @@ local function per_stage(v, p, what, default)
     for j = 1, p do out[j] = x end
     return out
   end
-  if type(v) ~= 'table' then fail(('%s must be a number or a list of %d numbers, got %s'):format(what, p, type(v)), 3) end
+  if not is_table(v) then fail(('%s must be a number or a list of %d numbers, got %s'):format(what, p, typename(v)), 3) end
   if #v ~= p then fail(('%s has %d entries for %d stages'):format(what, #v, p), 3) end
   for j = 1, p do
     if type(v[j]) ~= 'number' or not (v[j] > 0) then
@@ -49,13 +50,13 @@ end
 
 function partition.split(costs, nstages, opts)
   opts = opts or {}
-  if type(costs) ~= 'table' or #costs == 0 then fail('costs must be a non-empty list, got ' .. type(costs), 2) end
+  if not is_table(costs) or #costs == 0 then fail('costs must be a non-empty list, got ' .. typename(costs), 2) end
   local n = #costs
   if type(nstages) ~= 'number' or nstages < 1 or nstages % 1 ~= 0 then
     fail('the stage count must be an integer >= 1, got ' .. tostring(nstages), 2)
   end
   if nstages > n then fail(('%d stages for %d atoms: each stage needs at least one'):format(nstages, n), 2) end
-  if type(opts) ~= 'table' then fail('options must be a table, got ' .. type(opts), 2) end
+  if not is_table(opts) then fail('options must be a table, got ' .. typename(opts), 2) end
   local p = nstages
   local speed = per_stage(opts.speed, p, 'speed', 1)
   local memory = per_stage(opts.memory, p, 'memory', math.huge)
@@ -66,8 +67,8 @@ function partition.split(costs, nstages, opts)
     local c = costs[i]
     local t, m, a
     if type(c) == 'number' then t, m, a = c, 0, 0
-    elseif type(c) == 'table' then t, m, a = c.time, c.memory or 0, c.act or 0
-    else fail(('costs[%d] must be a number or a table {time, memory, act}, got %s'):format(i, type(c)), 2) end
+    elseif is_table(c) then t, m, a = c.time, c.memory or 0, c.act or 0
+    else fail(('costs[%d] must be a number or a table {time, memory, act}, got %s'):format(i, typename(c)), 2) end
     for _, v in ipairs({ { t, 'time' }, { m, 'memory' }, { a, 'act' } }) do
       if type(v[1]) ~= 'number' or v[1] < 0 or v[1] ~= v[1] or v[1] == math.huge then
         fail(('costs[%d].%s must be a number >= 0, got %s'):format(i, v[2], tostring(v[1])), 2)

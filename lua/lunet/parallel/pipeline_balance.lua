@@ -16,6 +16,7 @@
 -- schedule keeps in flight.
 local M = {}
 local lunet = require 'lunet'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local median = require('lunet.util').median
 
 local function fail(msg, lvl) error('Pipeline: ' .. msg, lvl + 1) end
@@ -52,7 +53,7 @@ end
 function M.counts(list, S, balance, lvl)
   lvl = lvl + 1
   local n = #list
-  if type(balance) == 'table' then
+  if is_table(balance) then
     if #balance ~= S then fail(('balance has %d entries for %d stages'):format(#balance, S), lvl) end
     local total = 0
     for s = 1, S do
@@ -239,7 +240,7 @@ function M.report(pipe)
   local S, counts = pipe.S, pipe.counts
   if pipe.timing then pipe.timing:collect() end
   local lines = {}
-  local bal = type(pipe.balance) == 'table' and 'a list' or pipe.balance or 'time'
+  local bal = is_table(pipe.balance) and 'a list' or pipe.balance or 'time'
   local M_ = pipe.measure and pipe.measure.micro or pipe.chunks
   lines[1] = ('Pipeline: %d stage%s, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (m + p - 1))')
     :format(S, S == 1 and '' or 's', bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_,

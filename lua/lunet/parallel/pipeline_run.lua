@@ -16,6 +16,7 @@
 -- loss:item() (after every micro-batch's forward: after backward for 1F1B),
 -- loss:tensor(), loss:output() (the outputs, no gradient, on the target's device).
 local lunet = require 'lunet'
+local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local autograd = require 'lunet.autograd'
 
 local Run = {}
@@ -92,7 +93,7 @@ function Run:_forward(s, m)
     stage:input_arrived(self.slot[s][m])
     if r == 1 then self.timing:mark(s, false) end
     local y = stage:forward(m, inp, record)
-    if not lunet.is_tensor(y) then error(('the atoms returned a %s, not a tensor'):format(type(y)), 0) end
+    if not lunet.is_tensor(y) then error(('the atoms returned a %s, not a tensor'):format(typename(y)), 0) end
     if s < S then
       local nxt = pipe.stages[r][s + 1]
       nxt.pending[m] = nxt:receive(self.slot[s + 1][m], y)

@@ -25,6 +25,7 @@
 -- the specs state them, so that no choice depends on the machine's speed;
 -- with a stated profile model may be nil.
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local options = require 'lunet.options'
 local cost = require 'lunet.parallel.cost'
 local fmt_bytes = require('lunet.parallel.partition').fmt_bytes
@@ -47,8 +48,8 @@ local function memory_of(opts, names, lvl)
   for d = 1, #names do
     local v
     if type(m) == 'number' then v = m
-    elseif type(m) == 'table' then v = m[d]
-    elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. type(m), lvl + 1) end
+    elseif is_table(m) then v = m[d]
+    elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. typename(m), lvl + 1) end
     if v == nil then
       local lim = lunet.memory_limit and lunet.memory_limit(names[d]) or 0
       v = lim > 0 and lim or math.huge
@@ -143,11 +144,11 @@ function Plan.new(model, sample, opts)
   local atoms, list
   if opts.profile then
     list = opts.profile
-    if type(model) == 'table' and model._params and #atoms_of(model) ~= #list then
+    if is_table(model) and model._params and #atoms_of(model) ~= #list then
       fail(('the stated profile has %d atoms, the model %d'):format(#list, #atoms_of(model)), 3)
     end
   else
-    if type(model) ~= 'table' or not model._params then fail('expected an nn.Module, got ' .. type(model), 3) end
+    if not is_table(model) or not model._params then fail('expected an nn.Module, got ' .. typename(model), 3) end
     if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('sample_input must be a batch (a tensor with a batch dimension)', 3) end
     atoms = atoms_of(model)
     model:to(names[1])
@@ -232,7 +233,7 @@ function Plan.new(model, sample, opts)
   local trials = opts.trials or 0
   if trials % 1 ~= 0 or trials < 0 then fail('trials must be an integer >= 0, got ' .. tostring(trials), 3) end
   if trials > 0 then
-    if type(model) ~= 'table' or not model._params or not lunet.is_tensor(sample) then
+    if not is_table(model) or not model._params or not lunet.is_tensor(sample) then
       fail('trials need the model and a sample input', 3)
     end
     self.predicted_choice = chosen

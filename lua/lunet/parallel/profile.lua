@@ -47,6 +47,7 @@
 -- devices that together use every core (the communication then takes the
 -- cores that compute would).
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
 local C = core.C
 
@@ -98,7 +99,7 @@ local function pass(atoms, x, dev)
       if reset_peak then reset_peak(dev) end
       local t0 = clock()
       local y = atoms[i](x)
-      if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, type(y)), 3) end
+      if not lunet.is_tensor(y) then fail('atoms', ('atom %d (%s) returned %s, not a tensor'):format(i, atoms[i].__name, typename(y)), 3) end
       sync(dev)
       fwd[i] = clock() - t0
       kept[i] = lunet.memory_allocated(dev) - before
@@ -181,12 +182,12 @@ end
 
 function profile.atoms(atoms, sample, device, opts)
   opts = opts or {}
-  if type(atoms) ~= 'table' or #atoms == 0 then fail('atoms', 'expected a non-empty list of modules', 2) end
+  if not is_table(atoms) or #atoms == 0 then fail('atoms', 'expected a non-empty list of modules', 2) end
   -- (modules, or lunet.parallel.atoms' entries {module =, name =})
   local names, list = {}, {}
   for i, a in ipairs(atoms) do
-    if type(a) == 'table' and type(a.module) == 'table' and not a._params then names[i], a = a.name, a.module end
-    if type(a) ~= 'table' or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, type(a)), 2) end
+    if is_table(a) and is_table(a.module) and not a._params then names[i], a = a.name, a.module end
+    if not is_table(a) or not a._params then fail('atoms', ('atom %d is not an nn.Module (%s)'):format(i, typename(a)), 2) end
     list[i] = a
   end
   atoms = list

@@ -3,6 +3,7 @@
 -- these as profile.together, profile.link, profile.fit and
 -- profile.pipeline_overhead; profile.lua measures the model's atoms).
 local lunet = require 'lunet'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local C = core.C
 
@@ -50,7 +51,7 @@ profile.per_call = per_call
 function profile.together(atoms, sample, devices, opts)
   local runs = (opts or {}).runs or 3
   local list = {}
-  for i, a in ipairs(atoms) do list[i] = type(a) == 'table' and a.module and not a._params and a.module or a end
+  for i, a in ipairs(atoms) do list[i] = is_table(a) and a.module and not a._params and a.module or a end
   local copies, xs = {}, {}
   for k, dev in ipairs(devices) do
     copies[k] = {}
@@ -172,8 +173,8 @@ end
 function profile.pipeline_overhead(a, b, runs)
   local Pipeline = require 'lunet.parallel.Pipeline'
   local nn = require 'lunet.nn'
-  local devs = type(a) == 'table' and a or { a, b }
-  if type(a) == 'table' then runs = b end
+  local devs = is_table(a) and a or { a, b }
+  if is_table(a) then runs = b end
   runs = runs or 5
   local S = #devs
   local out = { fixed = 0, action = {} }

@@ -20,6 +20,7 @@
 -- (PipeDream-flush) runs stages - s + 1 forwards, then alternates one
 -- backward and one forward, so stage s holds at most stages - s + 1
 -- micro-batches' activations instead of all of them.
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local schedule = {}
 
 local function fail(msg, lvl) error('schedule: ' .. msg, (lvl or 1) + 1) end
@@ -110,14 +111,14 @@ local function name(a) return ('%s(stage %d, micro-batch %d)'):format(a[3], a[1]
 
 function schedule.check(steps, S, M)
   count(S, 'stages', 2); count(M, 'chunks', 2)
-  if type(steps) ~= 'table' then fail('expected a list of steps, got ' .. type(steps), 2) end
+  if not is_table(steps) then fail('expected a list of steps, got ' .. typename(steps), 2) end
   local at = {}   -- at[key] = the step an action runs in
   local function key(s, m, k) return ('%d/%d/%s'):format(s, m, k) end
   for t, step in ipairs(steps) do
-    if type(step) ~= 'table' then fail(('step %d must be a list of actions, got %s'):format(t, type(step)), 2) end
+    if not is_table(step) then fail(('step %d must be a list of actions, got %s'):format(t, typename(step)), 2) end
     local busy = {}
     for _, a in ipairs(step) do
-      if type(a) ~= 'table' or type(a[1]) ~= 'number' or type(a[2]) ~= 'number' or (a[3] ~= 'F' and a[3] ~= 'B') then
+      if not is_table(a) or type(a[1]) ~= 'number' or type(a[2]) ~= 'number' or (a[3] ~= 'F' and a[3] ~= 'B') then
         fail(('step %d: an action must be {stage, micro_batch, \'F\' | \'B\'}'):format(t), 2)
       end
       local s, m = a[1], a[2]

@@ -24,6 +24,7 @@
 -- all-reduced among them; its bubble (p-1)/(m+p-1) for equal stages.
 -- Efficiency: N devices' samples/s over N times one device's.
 local cost = require 'lunet.parallel.cost'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 
 local function fail(msg, lvl) error('parallel.simulate: ' .. msg, (lvl or 1) + 1) end
 
@@ -58,7 +59,7 @@ end
 
 local function simulate(plan, opts)
   opts = opts or {}
-  if type(plan) ~= 'table' then fail('expected a plan or a description table, got ' .. type(plan), 2) end
+  if not is_table(plan) then fail('expected a plan or a description table, got ' .. typename(plan), 2) end
   local atoms, chosen, batch, link
   if plan.cost and plan.chosen then
     atoms, chosen, link = plan.cost.atoms, plan.chosen, plan.cost

@@ -16,6 +16,7 @@
 -- (out of memory: the copy and its optimizer beside the model) gets
 -- c.trial_error and keeps only its prediction.
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local C = lunet.C
 local wrap = require 'lunet.parallel.wrap'
 local per_call = require('lunet.parallel.profile_devices').per_call
@@ -25,8 +26,8 @@ local GROUP_SECONDS = 0.05
 local OPTIMIZERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
 
 local function check(fn, plan, n)
-  if type(plan) ~= 'table' or type(plan.candidates) ~= 'table' then
-    error(('parallel.trial.%s: expected a plan (lunet.parallel.plan), got %s'):format(fn, type(plan)), 3)
+  if not is_table(plan) or not is_table(plan.candidates) then
+    error(('parallel.trial.%s: expected a plan (lunet.parallel.plan), got %s'):format(fn, typename(plan)), 3)
   end
   if type(n) ~= 'number' or n < 1 or n % 1 ~= 0 then
     error(('parallel.trial.%s: n must be an integer >= 1, got %s'):format(fn, tostring(n)), 3)
@@ -111,7 +112,7 @@ end
 
 function trial.run(plan, model, sample, n)
   check('run', plan, n)
-  if type(model) ~= 'table' or not model._params then error('parallel.trial.run: expected an nn.Module, got ' .. type(model), 2) end
+  if not is_table(model) or not model._params then error('parallel.trial.run: expected an nn.Module, got ' .. typename(model), 2) end
   if not lunet.is_tensor(sample) or sample:dim() == 0 then
     error('parallel.trial.run: sample must be a batch (a tensor with a batch dimension)', 2)
   end

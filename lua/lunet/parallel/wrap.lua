@@ -5,14 +5,15 @@
 -- parallel.auto wraps the plan's choice with it; the plan's trials
 -- (lunet.parallel.trial) each candidate they time.
 local lunet = require 'lunet'
+local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 
 local function fail(msg) error('parallel.wrap: ' .. msg, 3) end
 
 local function wrap(model, plan, c)
-  if type(model) ~= 'table' or not model._params then fail('expected an nn.Module, got ' .. type(model)) end
-  if type(plan) ~= 'table' or type(plan.devices) ~= 'table' then fail('expected a plan (lunet.parallel.plan), got ' .. type(plan)) end
-  if type(c) ~= 'table' or type(c.kind) ~= 'string' or type(c.devices) ~= 'number' then
-    fail('expected one of the plan\'s candidates, got ' .. type(c))
+  if not is_table(model) or not model._params then fail('expected an nn.Module, got ' .. typename(model)) end
+  if not is_table(plan) or not is_table(plan.devices) then fail('expected a plan (lunet.parallel.plan), got ' .. typename(plan)) end
+  if not is_table(c) or type(c.kind) ~= 'string' or type(c.devices) ~= 'number' then
+    fail('expected one of the plan\'s candidates, got ' .. typename(c))
   end
   local devs = {}
   for d = 1, c.devices do devs[d] = plan.devices[d] end

@@ -1,5 +1,6 @@
 -- lunet.autograd.formulas.reduce: reductions: sum, mean, prod, max/min/amax/amin, var/std/norm.
 local T = require 'lunet.tensor'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local is_tensor = T.is_tensor
@@ -82,9 +83,9 @@ return function(def, unary)
   -- plain kernels run otherwise), so they need no formula of their own.
   -- Arguments parsed as lunet.tensor_reduce does.
   local function spread_args(dim, opt, keepdim)
-    if type(dim) == 'table' or type(dim) == 'boolean' then dim, opt, keepdim = nil, dim, opt end
+    if is_table(dim) or type(dim) == 'boolean' then dim, opt, keepdim = nil, dim, opt end
     local corr = 1
-    if type(opt) == 'table' then
+    if is_table(opt) then
       if opt.correction ~= nil then corr = opt.correction elseif opt.unbiased == false then corr = 0 end
       if keepdim == nil then keepdim = opt.keepdim end
     elseif type(opt) == 'boolean' then corr = opt and 1 or 0

@@ -1,5 +1,6 @@
 -- lunet.autograd.formulas.shape: views, copies, casts, splits and joins, gather/index_select.
 local ffi = require 'ffi'
+local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
@@ -24,8 +25,8 @@ return function(def, unary)
   def('t', 'view', { view = true, backward = function(n, g) return g:t() end })
   def('expand', 'view', { view = true, backward = function(n, g) return sum_to(g, n.shape) end })
   def('permute', 'view', { view = true, args = true, backward = function(n, g)
-    local dims = type(n.x1) == 'table' and n.x1 or { n.x1, n.x2, n.x3 }
-    if type(n.x1) ~= 'table' then
+    local dims = is_table(n.x1) and n.x1 or { n.x1, n.x2, n.x3 }
+    if not is_table(n.x1) then
       error('permute: backward supports at most 3 varargs dims; pass a table', 0)
     end
     local nd = #dims
@@ -124,13 +125,13 @@ return function(def, unary)
         if not S.grad_enabled then return orig(list, dim, more) end
         if is_tensor(list) then
           if is_tensor(dim) then list, dim = { list, dim }, more
-          elseif type(dim) == 'table' then
+          elseif is_table(dim) then
             local l = { list }
             for i = 1, #dim do l[i + 1] = dim[i] end
             list, dim = l, more
           end
         end
-        if type(list) ~= 'table' then return orig(list, dim, more) end
+        if not is_table(list) then return orig(list, dim, more) end
         local any = false
         for i = 1, #list do if needs(list[i]) then any = true; break end end
         if not any then return orig(list, dim, more) end
