@@ -4,6 +4,15 @@ local ffi = require 'ffi'
 
 local core = {}
 
+-- LuaJIT's default trace limits (1000 traces, 512 KB of machine code) fill
+-- within a CNN's first training steps; a full trace cache is flushed whole,
+-- and the steps after each flush run interpreted while the traces are
+-- recorded again (the planner's trials and profiles timed those). Raised once,
+-- at load; a script may still set its own with jit.opt.start.
+if jit and jit.opt then
+  jit.opt.start('maxtrace=8000', 'maxrecord=16000', 'maxmcode=16384', 'maxside=400', 'maxsnap=1000', 'maxirconst=1000')
+end
+
 -- The Tensor metatable (lunet.tensor fills it in). One per process, as the
 -- autograd: a second load of lunet (busted reloads modules per spec file)
 -- makes tensors of the same type.
