@@ -356,6 +356,25 @@ describe('parallel.plan', function()
     assert.equal(want, wrapped.__name)
   end)
 
+  it('measures together again, at most twice, when a measure is below 3/4 of the fair share of the cores', function()
+    local profile = require 'lunet.parallel.profile'
+    local real = profile.together
+    local model = nn.Sequential { nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4) }
+    local function plan_with(measures)
+      local calls = 0
+      profile.together = function() calls = calls + 1; return measures[calls] end
+      local ok, p = pcall(parallel.plan, model, lunet.randn(8, 16), { devices = { 'cpu:0', 'cpu:1' }, batch = 32 })
+      profile.together = real
+      assert(ok, p)
+      return p.together, calls
+    end
+    -- 2 devices of 1 thread each on this machine's cores: fair share min(1, cores / 2)
+    local fair = math.min(1, lunet.C.ln_num_cores() / 2)
+    assert.same({ 0.9 * fair, 1 }, { plan_with({ 0.9 * fair }) })                           -- plausible: once
+    assert.same({ 0.8 * fair, 2 }, { plan_with({ 0.2 * fair, 0.8 * fair, 0.1 }) })          -- disturbed, then plausible
+    assert.same({ 0.5 * fair, 3 }, { plan_with({ 0.2 * fair, 0.5 * fair, 0.3 * fair }) })   -- the largest of three
+  end)
+
   it('trials: picks by prediction without running (trial.pick), and says what is wrong', function()
     local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = 1024, out = 256 })
     local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
