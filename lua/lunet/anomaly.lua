@@ -36,7 +36,7 @@ local function hook(dir, node, a, b, c)
     if what then error(('detect_anomaly: forward of %s produced %s'):format(name, what), 0) end
     return
   end
-  local grads = node.ni and is_table(a) and not T.is_tensor(a) and a or { a, b, c }
+  local grads = node.ni and is_table(a) and a or { a, b, c }
   for i = 1, node.ni or 3 do
     local what = bad(grads[i])
     if what then

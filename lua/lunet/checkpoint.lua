@@ -8,10 +8,10 @@
 -- the state JSON) goes in the metadata ("lunet.crc32") and is checked on load:
 -- a flipped bit anywhere in the data gives an error, not a silently bad model.
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local json = require 'lunet.json'
 local T = require 'lunet.tensor'
 local core = require 'lunet.core'
+local is_table = core.is_table
 local serialize = require 'lunet.serialize'
 
 local checkpoint = {}

@@ -15,8 +15,8 @@
 -- by lunet.distributed): rank r here is 0-based process rank r - 1 of
 -- dist.world(), or the (r)th process listed to dist.group.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local options = require 'lunet.options'
 local C = core.C

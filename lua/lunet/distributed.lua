@@ -15,8 +15,8 @@
 -- are NCCL communicators over the processes' GPUs: the first process of the
 -- group makes NCCL's unique id and MPI hands it to the others.
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
+local is_table = core.is_table
 local options = require 'lunet.options'
 local comm = require 'lunet.comm'
 local C = core.C

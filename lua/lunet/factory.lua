@@ -1,8 +1,8 @@
 -- lunet.factory: making tensors (zeros, ones, full, arange, rand, from Lua
 -- tables or buffers) and reading them back (item, totable).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
 local C = core.C

@@ -2,8 +2,8 @@
 --   local lunet = require 'lunet'
 -- Submodules (nn, optim, data, parallel, ...) load on first use.
 local ffi = require 'ffi'
-local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local core = require 'lunet.core'
+local typename = core.typename
 local T = require 'lunet.tensor'
 require 'lunet.tensor_math'
 require 'lunet.tensor_reduce'

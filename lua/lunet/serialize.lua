@@ -4,8 +4,8 @@
 --   local tensors, metadata = lunet.load(path, {device = 'cpu:1'})
 -- Loading a file never runs code; a corrupt file gives an error naming it.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
 local C = core.C

@@ -9,8 +9,8 @@
 -- (math, printing, autograd). Dims and indices are 1-based; negative dims
 -- count from the end (-1 is the last).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local C = core.C
 
 local Tensor = {}          -- methods

@@ -4,8 +4,8 @@
 -- lunet.stack(list, dim), t:split(size_or_sizes, dim), t:chunk(n, dim),
 -- t:unbind(dim) (the last three return views).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local factory = require 'lunet.factory'
 local C = core.C

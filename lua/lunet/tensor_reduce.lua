@@ -6,8 +6,8 @@
 -- sum, mean, prod, any, all, amax, amin, var, std and norm also take a list
 -- of dims: t:mean({3, 4}).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local C = core.C
 local Tensor, wrap, is_tensor = T.Tensor, T.wrap, T.is_tensor

@@ -3,7 +3,7 @@
 -- run once all its consumers have handed it their gradients (running their
 -- hooks, lunet.autograd.hooks, and anomaly mode's checks on the way).
 local core = require 'lunet.core'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
@@ -214,7 +214,7 @@ function E.install(Tensor, raw)
   -- t:backward([grad], [opts]) with opts.retain_graph
   local BACKWARD_OPTS = { retain_graph = 'boolean' }
   function Tensor.backward(self, grad, opts)
-    if is_table(grad) and not is_tensor(grad) then opts, grad = grad, nil end
+    if is_table(grad) then opts, grad = grad, nil end
     if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
     if T.need_tensor('backward', self, 'self').p.grad_flag == 0 then
       error('backward: tensor does not require grad and has no grad_fn', 2)
@@ -262,9 +262,9 @@ function E.install(Tensor, raw)
   local function roots_fn(n) return n.grads end
   S.backward = function(tensors, grads, opts)
     if opts ~= nil then require('lunet.options').check('autograd.backward', opts, BACKWARD_OPTS) end
-    if not is_table(tensors) or is_tensor(tensors) then tensors = { tensors } end
+    if not is_table(tensors) then tensors = { tensors } end
     grads = grads or {}
-    if not is_table(grads) or is_tensor(grads) then grads = { grads } end
+    if not is_table(grads) then grads = { grads } end
     local m = #tensors
     if m == 0 then error('autograd.backward: expected a non-empty list of tensors', 2) end
     local root = { ni = 0, name = 'autograd.backward', fn = roots_fn, grads = {} }

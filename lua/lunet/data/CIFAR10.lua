@@ -5,8 +5,8 @@
 -- works too; lunet never downloads (download = true is an error saying where
 -- the files come from).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
 local serialize = require 'lunet.serialize'

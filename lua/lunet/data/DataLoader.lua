@@ -44,8 +44,8 @@
 -- transforms by (seed, epoch, sample index), so batches are the same for any
 -- worker count, and a restored state gives the same remaining batches.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
 local TensorDataset = require 'lunet.data.TensorDataset'

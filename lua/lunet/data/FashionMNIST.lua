@@ -6,7 +6,7 @@
 -- PyTorch's positional (root[, train]) works too; lunet never downloads
 -- (download = true is an error saying where the files come from).
 local core = require 'lunet.core'
-local typename = require('lunet.core').typename   -- (type, or 'tensor')
+local typename = core.typename
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
 local serialize = require 'lunet.serialize'

@@ -3,8 +3,8 @@
 -- into non-overlapping random Subsets: lengths are counts summing to #ds, or
 -- fractions summing to 1 (remainders go to the first parts, as in PyTorch).
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
 local C = core.C

@@ -3,7 +3,7 @@
 -- (like torchvision's FakeData). An image TensorDataset: samples and
 -- batches come out as float32 in [0,1]; shape {D} gives float32 vectors.
 local core = require 'lunet.core'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
+local is_table = core.is_table
 local TensorDataset = require 'lunet.data.TensorDataset'
 local options = require 'lunet.options'
 local C = core.C

@@ -6,8 +6,8 @@
 -- random choices keyed by seed 0, epoch 0 and the index) and is the
 -- DataLoader's default transform.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local Dataset = require 'lunet.data.Dataset'
 local transforms = require 'lunet.data.transforms'
@@ -26,7 +26,7 @@ local OPTS = { image = 'boolean', transform = 'table|function' }
 
 function TensorDataset:__init(x, y, opts)
   local fn = self.__name
-  if is_table(y) and not T.is_tensor(y) and opts == nil and y[1] == nil then opts, y = y, nil end
+  if is_table(y) and opts == nil and y[1] == nil then opts, y = y, nil end
   opts = options.check(fn, opts, OPTS) or {}
   x = as_tensor(fn, x, 'x')
   if x:dim() < 1 then error(fn .. ': x needs a first (sample) dim', 3) end

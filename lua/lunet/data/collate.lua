@@ -4,8 +4,8 @@
 -- new first dim. A loader's transforms object then runs on the stacked
 -- float images in C; a Lua function transform runs on each sample first.
 local ffi = require 'ffi'
-local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local core = require 'lunet.core'
+local typename = core.typename
 local T = require 'lunet.tensor'
 local transforms = require 'lunet.data.transforms'
 local C = core.C

@@ -13,8 +13,8 @@
 -- A transform may also be called on a tensor (C,H,W) or (N,C,H,W):
 -- `tf(x, {key = i, seed = s, epoch = e})` returns a new float32 tensor.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local options = require 'lunet.options'
 local C = core.C

@@ -4,8 +4,8 @@
 -- of their formula (lunet.autograd.formulas.nn holds their derivatives); the
 -- rest are compositions of differentiable tensor ops. Class labels are 1-based.
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local A = require 'lunet.autograd'
 local C = core.C

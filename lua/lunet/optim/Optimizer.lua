@@ -9,8 +9,8 @@
 -- a step count). Subclasses set `defaults`, `check(fn, group)` and
 -- `update(group, p, g, state)`.
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local options = require 'lunet.options'
 
 local Optimizer = {}

@@ -49,9 +49,9 @@
 -- The host queues up to two steps ahead of the devices, one for a model whose
 -- steps hold much memory (see _pace).
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local ffi = require 'ffi'
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local options = require 'lunet.options'
 local Module = require 'lunet.nn.Module'
 local autograd = require 'lunet.autograd'

@@ -38,8 +38,8 @@
 -- all-reduces the gradients; sync_bn.lua).
 -- ddp:join(iterator): uneven inputs (sync.lua).
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local options = require 'lunet.options'
 local autograd = require 'lunet.autograd'
 local DataParallel = require 'lunet.parallel.DataParallel'

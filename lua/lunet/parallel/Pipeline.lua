@@ -33,10 +33,10 @@
 -- The parts: Stage.lua (a stage's actions and buffers), schedule.lua,
 -- pipeline_run.lua (one batch), pipeline_balance.lua, pipeline_bn.lua.
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local Module = require 'lunet.nn.Module'
 local options = require 'lunet.options'
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local autograd = require 'lunet.autograd'
 local atoms = require 'lunet.parallel.atoms'
 local schedule = require 'lunet.parallel.schedule'

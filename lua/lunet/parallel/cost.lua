@@ -192,13 +192,17 @@ function cost:capacity(first, last)
   local n = last - first + 1
   if n <= 1 then return 1 end
   if self.together then return n * self.together end
-  local th, cores = self.threads, self.cores
-  if th and cores then
-    local used = 0
-    for k = first, last do used = used + (th[k] or 1) end
-    if used > cores then return n * cores / used end
-  end
-  return n
+  return n * (cost.core_share(self.threads, self.cores, first, last) or 1)
+end
+
+-- each of devices first..last's share of the cores while all of them compute
+-- (virtual CPU devices: the cores over their threads, at most 1); nil when
+-- the threads or cores are not known
+function cost.core_share(threads, cores, first, last)
+  if not (threads and cores) then return nil end
+  local used = 0
+  for k = first, last do used = used + (threads[k] or 1) end
+  return math.min(1, cores / used)
 end
 
 -- the host's queueing time (seconds) as work for the cores devices

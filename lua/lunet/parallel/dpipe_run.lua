@@ -20,8 +20,8 @@
 -- process). A rank whose stage fails sends every other one a message it
 -- cannot take (DistributedPipeline:_poison), so that none waits for it.
 local lunet = require 'lunet'
-local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local core = require 'lunet.core'
+local typename = core.typename
 local autograd = require 'lunet.autograd'
 local Stage = require 'lunet.parallel.Stage'
 

@@ -82,11 +82,8 @@ end
 -- the machine): measured again, at most twice, the largest kept.
 local function measure_together(profile, atoms, sample, names, runs, threads, cores)
   local t = profile.together(atoms, sample, names, { runs = runs })
-  if not (threads and cores) then return t end
-  local used = 0
-  for d = 1, #names do used = used + (threads[d] or 1) end
-  local fair = math.min(1, cores / used)
-  for _ = 1, 2 do
+  local fair = cost.core_share(threads, cores, 1, #names)
+  for _ = 1, fair and 2 or 0 do
     if t >= 0.75 * fair then break end
     t = math.max(t, profile.together(atoms, sample, names, { runs = runs }))
   end

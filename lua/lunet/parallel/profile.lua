@@ -47,8 +47,8 @@
 -- devices that together use every core (the communication then takes the
 -- cores that compute would).
 local lunet = require 'lunet'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename
 local C = core.C
 
 local profile = {}

@@ -3,8 +3,8 @@
 -- these as profile.together, profile.link, profile.fit and
 -- profile.pipeline_overhead; profile.lua measures the model's atoms).
 local lunet = require 'lunet'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
+local is_table = core.is_table
 local C = core.C
 
 local median = require('lunet.util').median

@@ -1,7 +1,7 @@
 -- lunet.autograd.formulas.shape: views, copies, casts, splits and joins, gather/index_select.
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local core = require 'lunet.core'
+local is_table = core.is_table
 local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
