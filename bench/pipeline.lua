@@ -184,6 +184,7 @@ print(('Pipeline: %s'):format(Pipeline and 'present' or 'not in this build (pipe
 -- ---- the planner's grid --------------------------------------------------------------------------
 
 local errors, picks, near_picks, scenarios = {}, 0, 0, 0
+local repeats = {}   -- per candidate: how far apart its passes' figures are
 local model_picks, model_near = 0, 0
 if not args['no-grid'] then
   print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s  %s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
@@ -219,7 +220,7 @@ if not args['no-grid'] then
         end
         scenarios = scenarios + 1
         local best, best_c
-        local measured, notes = {}, {}
+        local measured, notes, passes = {}, {}, {}
         -- each candidate that fits trained and timed PASSES times, the passes
         -- in turn (forward, backward, ...): its figure the smallest of its
         -- passes, so that a burst of other work on the cores during one
@@ -245,7 +246,11 @@ if not args['no-grid'] then
             if c.fits and not notes[c] then
               local meas, note = measure(c)
               if note then notes[c], measured[c] = note, nil
-              elseif not measured[c] or meas < measured[c] then measured[c] = meas end
+              else
+                passes[c] = passes[c] or {}
+                passes[c][#passes[c] + 1] = meas
+                if not measured[c] or meas < measured[c] then measured[c] = meas end
+              end
             end
           end
         end
@@ -254,6 +259,11 @@ if not args['no-grid'] then
           if meas and (not best or meas < best) then best, best_c = meas, c end
           local err = meas and (c.step / meas - 1) or nil
           if err then errors[#errors + 1] = { err = err, label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) } end
+          -- (the bench's own repeatability: a candidate's passes, the larger over the smaller)
+          local ps = passes[c]
+          if ps and #ps >= 2 then
+            repeats[#repeats + 1] = math.max(unpack(ps)) / math.min(unpack(ps)) - 1
+          end
           if meas or c == p.chosen then
             print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s  %s%s'):format(name, n, limit, c.label, c.step * 1e3,
               meas and ('%.2f'):format(meas * 1e3) or '-', err and ('%+.0f%%'):format(err * 100) or '',
@@ -290,6 +300,16 @@ if not args['no-grid'] then
     .. 'fastest in %d of %d scenarios (within 5%% of it in %d)%s; load average %s'):format(within, #errors, worst * 100,
     picks, scenarios, near_picks, TRIALS > 0 and ('; the cost model\'s own choice (no trials) in %d (within 5%%: %d)'):format(
     model_picks, model_near) or '', loadavg()))
+  -- the floor under the first figure: how often the bench disagrees with itself
+  local apart, worst_apart = 0, 0
+  for _, r in ipairs(repeats) do
+    if r > 0.15 then apart = apart + 1 end
+    worst_apart = math.max(worst_apart, r)
+  end
+  if #repeats > 0 then
+    print(('repeatability: a candidate\'s %d passes, measured a few seconds apart, differ by more than 15%% in %d of %d '
+      .. '(the larger over the smaller; worst %.0f%%)'):format(PASSES, apart, #repeats, worst_apart * 100))
+  end
 end
 
 -- ---- pipeline targets ----------------------------------------------------------------------------

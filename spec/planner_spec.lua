@@ -333,6 +333,9 @@ describe('parallel.plan', function()
         kinds[c.kind] = true
         assert.is_true(c.measured > 0 and c.measured < 10, c.label)
         assert.is_true(c.measured >= p.chosen.measured, c.label)   -- the chosen: the fastest measured
+        -- timed in two passes over the candidates, the smaller figure kept
+        assert.equal(2, #c.trial_times, c.label)
+        assert.equal(math.min(c.trial_times[1], c.trial_times[2]), c.measured, c.label)
       end
       assert.is_nil(c.trial_error, c.label)
     end
@@ -567,6 +570,29 @@ describe('parallel.profile', function()
     assert.near(grown, churn, grown * 0.05)
     local ok, err = pcall(parallel.profile.atoms, { model, 'x' }, lunet.randn(2, 8), 'cpu:0')
     assert.matches('profile.atoms: atom 2 is not an nn.Module', err, 1, true)
+  end)
+
+  it("keeps a batch that costs more than twice half of it (a working set past the caches), measured again", function()
+    -- a layer whose time grows with the square of the batch (as one past
+    -- the caches does beyond some size): the whole chain's times must keep
+    -- it, not hold each size to twice its half
+    local Square = nn.Module:extend('Square')
+    function Square:__init() end
+    function Square:forward(x)
+      local b, t0 = x:size(1), lunet.clock()
+      while lunet.clock() - t0 < b * b * 2e-6 do end
+      return x * 1
+    end
+    local model = nn.Sequential { nn.Linear(4, 4), Square() }
+    local prof = parallel.profile.atoms(parallel.Plan.atoms_of(model), lunet.randn(32, 4), 'cpu:0', { runs = 1 })
+    local w = prof.whole
+    assert.equal(32, w[1][1])
+    assert.equal(16, w[2][1])
+    -- 32 samples: 2 ms of waiting, 16: 0.5 ms (twice that would be 1 ms)
+    assert.is_true(w[1][2] > 1.6 * 2 * w[2][2], ('%.3f ms at 32, %.3f at 16'):format(w[1][2] * 1e3, w[2][2] * 1e3))
+    assert.is_true(w[1][2] >= 2e-3 and w[2][2] >= 0.5e-3)
+    -- and no size costs less than a smaller one
+    for k = 2, #w do assert.is_true(w[k][2] <= w[k - 1][2]) end
   end)
 
   it("measures a pipeline's own cost per stage action and per step between two devices", function()
