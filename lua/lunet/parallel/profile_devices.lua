@@ -23,7 +23,10 @@ local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or
 -- call takes well under a millisecond, which one descheduled thread doubles)
 -- (also the planner's trials, lunet.parallel.trial)
 local GROUP_SECONDS = 0.015
-local function per_call(step, runs, seconds, min_calls)
+-- (quantile: which of the sorted groups, 0.5 default; the machinery's
+-- figures take the lower quartile: it is the same work each call, and what
+-- disturbs it, a descheduled thread or a late wake-up, only adds)
+local function per_call(step, runs, seconds, min_calls, quantile)
   for _ = 1, 3 do step() end
   lunet.synchronize()
   local t0 = lunet.clock()
@@ -39,9 +42,12 @@ local function per_call(step, runs, seconds, min_calls)
     lunet.synchronize()
     ts[r] = (lunet.clock() - t0) / n
   end
-  return median(ts)
+  if not quantile then return median(ts) end
+  table.sort(ts)
+  return ts[math.max(1, math.floor(quantile * runs + 0.5))]
 end
 profile.per_call = per_call
+local MACHINERY_RUNS, LOWER = 8, 0.25   -- the pipeline's and DataParallel's own costs: groups, quantile
 
 -- profile.together(atoms, sample, devices[, {runs = 3}]) -> the speed of
 -- each device while all of them train a copy of the atoms at once, relative
@@ -175,7 +181,7 @@ function profile.pipeline_overhead(a, b, runs)
   local nn = require 'lunet.nn'
   local devs = is_table(a) and a or { a, b }
   if is_table(a) then runs = b end
-  runs = runs or 5
+  runs = math.max(runs or MACHINERY_RUNS, MACHINERY_RUNS)
   local S = #devs
   local out = { fixed = 0, action = {} }
   local layers, ones = {}, {}
@@ -191,7 +197,7 @@ function profile.pipeline_overhead(a, b, runs)
       t[m] = per_call(function()
         pipe:zero_grad()
         pipe:forward_loss(crit, x, y):backward()
-      end, runs)
+      end, runs, nil, nil, LOWER)
     end
     out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 2 * S))   -- 2S actions a micro-batch
     fixed[#fixed + 1] = math.max(0, t[1] - 2 * S * out.action[kind])
@@ -205,7 +211,7 @@ function profile.pipeline_overhead(a, b, runs)
   out.replica = per_call(function()
     dp:zero_grad()
     dp:forward_loss(crit, x, y):backward()
-  end, runs) / S
+  end, runs, nil, nil, LOWER) / S
   -- and what each further accumulated micro-batch costs a replica (no all-reduce)
   local fresh = {}
   for k = 1, S do fresh[k] = nn.Linear(4, 4) end
@@ -213,7 +219,7 @@ function profile.pipeline_overhead(a, b, runs)
   local four = per_call(function()
     acc:zero_grad()
     for _ = 1, 4 do acc:forward_loss(crit, x, y):backward() end
-  end, runs) / S
+  end, runs, nil, nil, LOWER) / S
   out.replica_micro = math.min(out.replica, math.max(0, (four - out.replica) / 3))
   model:to('cpu')
   return out
