@@ -385,6 +385,9 @@ if Pipeline and not args['no-pipe'] then
   end
   print(('hand balances (ms): %s; the planner\'s split (profile only): {%s}'):format(table.concat(hand, ', '),
     table.concat(plan_bal, ',')))
-  print(('best hand balance %s %.1f ms; auto within %.1f%% of it (target 10%%); load average %s'):format(
-    best.name, best.t * 1e3, (ta / best.t - 1) * 100, loadavg()))
+  local same = ('{%s}'):format(table.concat(auto_bal, ',')) == best.name
+  print(('best hand balance %s %.1f ms; auto within %.1f%% of it (target 10%%)%s; load average %s'):format(
+    best.name, best.t * 1e3, (ta / best.t - 1) * 100, same and
+    ' (auto chose that same split: the two figures are one configuration built twice and timed alike, their gap the measurement\'s)'
+    or '', loadavg()))
 end

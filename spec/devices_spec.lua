@@ -518,6 +518,48 @@ describe('LUNET_CPU_DEVICES from the environment', function()
   end)
 end)
 
+describe('the cores a process may run on, and OMP_NUM_THREADS', function()
+  -- lunet's threads in a fresh process started with env and prefix (taskset)
+  local function threads_in(env, prefix)
+    local root = root_dir()
+    local lib = os.getenv('LUNET_LIB')
+    local cmd = ([[cd '%s' && %s %s LUA_PATH='%slua/?.lua;%slua/?/init.lua;;' %s luajit -e "
+      local lunet = require 'lunet'
+      io.write(lunet.C.ln_num_cores(), ' ', lunet.get_num_threads(), ' ', lunet.get_num_threads('cpu:' .. (#lunet.devices() - 1)))" 2>&1]]):format(
+      root, env, lib and ("LUNET_LIB='" .. lib .. "'") or '', root, root, prefix or '')
+    local p = io.popen(cmd)
+    local out = p:read('*a')
+    p:close()
+    -- (the last line: libgomp warns of an OMP_NUM_THREADS it cannot read)
+    local cores, first, last = out:match('(%d+) (%d+) (%d+)%s*$')
+    assert.is_not_nil(cores, out)
+    return tonumber(cores), tonumber(first), tonumber(last)
+  end
+
+  it('counts the cores of the affinity mask (taskset, a cpuset, mpirun --bind-to core), not every online one', function()
+    local p = io.popen('command -v taskset')
+    local have = p:read('*a'):match('taskset')
+    p:close()
+    if not have then pending('taskset is not installed (util-linux)') return end
+    -- bound to one core: one thread (two on one core made small batches 4x slower)
+    local cores, threads = threads_in('env -u OMP_NUM_THREADS', 'taskset -c 0')
+    assert.equal(1, cores)
+    assert.equal(1, threads)
+  end)
+
+  it('takes OMP_NUM_THREADS as each CPU device\'s thread count, as torch does', function()
+    local _, first, last = threads_in('OMP_NUM_THREADS=3 LUNET_CPU_DEVICES=2')
+    assert.equal(3, first)
+    assert.equal(3, last)
+    _, first = threads_in('OMP_NUM_THREADS=1')
+    assert.equal(1, first)
+    -- not a count: the share of the cores, as without it
+    local cores
+    cores, first = threads_in('OMP_NUM_THREADS=lots')
+    assert.equal(cores, first)
+  end)
+end)
+
 describe('set_flush_denormal', function()
   -- 2^18 rows of 4 denormal float32 values (made before the mode changes)
   -- summed per row (4e-39, still denormal): all kept with IEEE arithmetic, all

@@ -3,9 +3,11 @@
  * served by a worker thread with its share of the cores and an OpenMP pool,
  * plus a second (comm) stream started on first use; host memory; denormals
  * flushed per thread. Core reaches it only through ln_cpu_backend.rt. */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
 #include "cpu.h"
 #include "../core/stream.h"
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -28,9 +30,30 @@ static int requested_devices;               /* from ln_set_cpu_devices before in
 static _Thread_local int tls_threads;       /* set by workers; 0 = inline */
 static _Thread_local int tls_omp;           /* the OpenMP thread count this worker set */
 
+/* the cores this process may run on: its affinity mask (taskset, a cgroup
+ * cpuset, mpirun's --bind-to core, srun) when it has one, else every online
+ * core. (Counting the online cores put 2 threads on a rank bound to one
+ * core: small batches ran 4x slower, every parallel region's barrier a
+ * context switch.) */
 int ln_num_cores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
+}
+
+/* OMP_NUM_THREADS (its first number), when set, is each CPU device's thread
+ * count, as torch.get_num_threads takes it; 0 when unset or not a count */
+static int env_threads(void) {
+  const char *e = getenv("OMP_NUM_THREADS");
+  if (!e) return 0;
+  char *end;
+  long v = strtol(e, &end, 10);
+  if (end == e || (*end && *end != ',') || v < 1 || v > 1024) return 0;
+  return (int)v;
 }
 
 static int64_t parse_bytes(const char *s) {
@@ -91,10 +114,10 @@ static int start_worker(int i) {
 }
 
 static void share_cores(int n) {
-  int cores = ln_num_cores();
+  int cores = ln_num_cores(), omp = env_threads();
   for (int i = 0; i < n; i++) {
     int share = cores / n + (i < cores % n ? 1 : 0);
-    devices[i].threads = share > 0 ? share : 1;
+    devices[i].threads = omp ? omp : share > 0 ? share : 1;
   }
 }
 

@@ -9,8 +9,8 @@
 -- 0-based process ranks, as MPI, PyTorch and the launchers number them;
 -- lunet.comm's methods number a communicator's ranks from 1 (process rank r
 -- is rank r + 1 of dist.world(); of a group, its place in the list + 1).
--- Each process takes cpu:0 with its share of the cores: cores / processes on
--- its host (at most the cores it may run on), unless OMP_NUM_THREADS is set.
+-- Each process takes cpu:0 with its share of the cores: the cores it may run
+-- on over the processes on its host, unless OMP_NUM_THREADS is set.
 -- With device = 'cuda' (cuda:<local rank>) or 'cuda:i', world() and group()
 -- are NCCL communicators over the processes' GPUs: the first process of the
 -- group makes NCCL's unique id and MPI hands it to the others.
@@ -51,19 +51,6 @@ local function launcher()
     end
     return 'pmi', rank or 0, size, envnum('MPI_LOCALRANKID', 'SLURM_LOCALID') or 0, lsize or 1
   end
-end
-
--- the cores this process may run on (mpirun binds each of 2 ranks to one)
-local function allowed_cores()
-  local f = io.open('/proc/self/status')
-  if not f then return nil end
-  local s = f:read('*a')
-  f:close()
-  local list = s:match('Cpus_allowed_list:%s*(%S+)')
-  if not list then return nil end
-  local n = 0
-  for a, b in list:gmatch('(%d+)%-?(%d*)') do n = n + (b ~= '' and tonumber(b) - tonumber(a) + 1 or 1) end
-  return n > 0 and n or nil
 end
 
 -- init{timeout = seconds (default 300: how long a collective waits for peers
@@ -107,10 +94,8 @@ function M.init(opts)
   local host_dev = info.device:match('^cuda') and 'cpu:0' or info.device
   local threads = opts.threads
   if not threads and not os.getenv('OMP_NUM_THREADS') then
-    local cores = C.ln_num_cores()
-    threads = math.max(1, math.floor(cores / info.local_size))
-    local allowed = allowed_cores()
-    if allowed and allowed < threads then threads = allowed end
+    -- (ln_num_cores: the cores this process may run on; mpirun binds each of 2 ranks to one)
+    threads = math.max(1, math.floor(C.ln_num_cores() / info.local_size))
   end
   if threads then require('lunet').set_num_threads(threads, host_dev) end
   info.threads = require('lunet').get_num_threads(host_dev)
