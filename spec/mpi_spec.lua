@@ -105,6 +105,22 @@ describe('mpi backend faults', function()
     end)
   end
 
+  it('a rank killed on another host: named through the liveness connections (pid checks off), by every other rank', function()
+    -- (LUNET_LIVENESS_ONLY: no rank looks at its host's pids, as if each
+    -- were on a host of its own; with 3 ranks the ring's rank 1 waits on
+    -- rank 0, alive: only the victim's ended connection can name it)
+    local t0 = os.time()
+    local out = launch(3, 'kill.lua', 'LUNET_LIVENESS_ONLY=1', 45)
+    assert.is_true(os.time() - t0 < 30, 'took ' .. (os.time() - t0) .. ' s:\n' .. out)
+    local pid, host = out:match('rank 2 pid (%d+) host (%S+) dies')
+    assert.truthy(pid, out)
+    for r = 0, 1 do
+      local want = ('rank %d error at step 20: spec/mpi/kill.lua:17: allreduce: rank 2 (host %s, pid %s) is gone')
+        :format(r, host, pid)
+      assert.truthy(out:find(want, 1, true), want .. '\n--- output:\n' .. out)
+    end
+  end)
+
   it('a rank that ends with a Lua error: the others fail naming it in seconds, not after the timeout', function()
     local t0 = os.time()
     local out = launch(3, 'exit.lua', nil, 60)

@@ -19,8 +19,9 @@
  * whether this rank's stream failed earlier) with an allgather; ranks that
  * disagree all fail naming both call sites, and a rank whose stream failed
  * aborts the collective on every rank. While it waits, a rank checks that
- * its peers live (the pids of the peers on its host; notices from other
- * hosts) and gives up after the timeout (dist.init{timeout}) naming the
+ * its peers live (a TCP connection to every peer, which ends when the peer
+ * does, on any host: liveness.c; the pids of the peers on its host; notices
+ * from other ranks) and gives up after the timeout (dist.init{timeout}) naming the
  * missing rank, host and pid. Open MPI's launcher ends the job about a
  * second after one rank dies (SIGTERM, then SIGKILL): the SIGTERM makes the
  * waiting ranks look for the lost rank at once, so they fail with its name
@@ -31,6 +32,7 @@
  * receiver); the receiver checks the header against its tensor. */
 #define _GNU_SOURCE   /* dladdr */
 #include "comm.h"
+#include "liveness.h"
 #include "../core/simd.h"   /* LN_SIMD */
 #include "../mpi/shim.h"
 #include <dlfcn.h>
@@ -46,8 +48,19 @@ enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE_SCATTER, K_ALLGATHER, K_BARRIER, K_SEN
 static const char *kind_names[] = {"allreduce", "broadcast", "reduce_scatter", "allgather", "barrier", "send", "recv"};
 static const char *op_names[] = {"sum", "avg", "max", "min"};
 enum { HOSTLEN = 64, SITELEN = 200, TAG_HDR = 1, TAG_DATA = 2, TAG_GONE = 3 };
+/* how long init waits for the liveness connections (a peer it cannot reach is left unwatched) */
+static const double LIVE_CONNECT_S = 5.0;
+/* how often a wait looks for lost peers: when one rank fails for a lost
+ * peer and exits, mpirun ends the others within tens of milliseconds, and
+ * each must have named the lost rank by then (at 50 ms some had not) */
+static const double CHECK_S = 0.01;
 
-typedef struct { char host[HOSTLEN]; int32_t pid; } peer;
+typedef struct {
+  char host[HOSTLEN];
+  int32_t pid;
+  live_addr live;    /* where its liveness connections are accepted (liveness.h) */
+  uint64_t token;    /* rank 0's is the job's: a hello from another job is refused */
+} peer;
 
 /* the process's MPI state: set up once by ln_dist_init */
 static struct {
@@ -141,7 +154,11 @@ static int find_lost(void) {
   pthread_mutex_lock(&lost_mu);
   l = atomic_load(&G.lost);
   if (l < 0) l = take_notice();
-  for (int r = 0; l < 0 && r < G.size; r++)
+  if (l < 0) l = live_poll();   /* a peer on any host whose connection ended */
+  /* (LUNET_LIVENESS_ONLY: the specs watch as if every peer were on another host) */
+  static int pids = -1;
+  if (pids < 0) pids = getenv("LUNET_LIVENESS_ONLY") == NULL;
+  for (int r = 0; pids && l < 0 && r < G.size; r++)
     if (r != G.rank && !strcmp(G.peers[r].host, G.peers[G.rank].host) && pid_gone(G.peers[r].pid)) {
       l = take_notice();   /* sent before the sender ended: prefer it */
       if (l >= 0) break;
@@ -155,7 +172,10 @@ static int find_lost(void) {
           G.shim->drop(req);
       }
     }
-  if (l >= 0) atomic_store(&G.lost, l);
+  if (l >= 0) {
+    atomic_store(&G.lost, l);
+    live_tell(l);   /* (this rank fails for it: its end, which follows, is not the loss) */
+  }
   pthread_mutex_unlock(&lost_mu);
   return l;
 }
@@ -228,7 +248,7 @@ static const char *waiting_for(char *buf, size_t n, int64_t seq) {
 
 static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
   char err[LN_MPI_ERRLEN], what[48];
-  double start = now_s(), next_check = start + 0.05;
+  double start = now_s(), next_check = start + CHECK_S;
   for (long i = 0; req; i++) {
     int done = 0;
     if (SHIM_RC(test(req, &done, err)) != 0) return ln_error("%s: %s", fn, err);
@@ -270,7 +290,7 @@ static int wait_req_(const char *fn, void *req, double timeout, int64_t seq) {
                         "(a rank stuck or out of step; dist.init{timeout = s} sets the limit)", fn, (long long)seq,
                         timeout);
       }
-      next_check = t + 0.05;
+      next_check = t + CHECK_S;
     }
     if (data_phase) sched_yield();
     else if (i > 20000) usleep(i > 200000 ? 1000 : 50);
@@ -313,6 +333,8 @@ int ln_dist_init(double timeout_s, int *rank, int *size) {
       memset(&me, 0, sizeof me);
       if (gethostname(me.host, sizeof me.host - 1) != 0) snprintf(me.host, sizeof me.host, "?");
       me.pid = (int32_t)getpid();
+      (void)live_listen(&me.live);   /* (none: this rank's peers do not watch it) */
+      me.token = ((uint64_t)(uint32_t)me.pid << 32) ^ (uint64_t)(now_s() * 1e9);
       void *req = NULL;
       char err[LN_MPI_ERRLEN];
       if (G.shim->iallgather(G.world, &me, G.peers, sizeof me, LN_MPI_BYTE, &req, err) != 0)
@@ -321,6 +343,12 @@ int ln_dist_init(double timeout_s, int *rank, int *size) {
         G.up = true;   /* wait_req's liveness checks read the peers (zeros: unknown) */
         rc = wait_req("distributed.init", req, G.timeout, 0);
         if (rc != 0) G.up = false;
+      }
+      live_addr *addrs = rc == 0 ? malloc(sizeof *addrs * (size_t)G.size) : NULL;
+      if (addrs) {
+        for (int r = 0; r < G.size; r++) addrs[r] = G.peers[r].live;
+        (void)live_connect(G.rank, G.size, addrs, G.peers[0].token, LIVE_CONNECT_S);
+        free(addrs);
       }
     }
     if (rc == 0 && G.shim->irecv(G.world, &G.notice, sizeof G.notice, LN_MPI_BYTE, -1, TAG_GONE, &G.notice_req, err) != 0)
@@ -366,11 +394,13 @@ int ln_dist_finalize(void) {
         if (k != G.rank && G.shim->isend(G.world, &bye, sizeof bye, LN_MPI_BYTE, k, TAG_GONE, &req, err) == 0)
           G.shim->drop(req);
       }
+      live_bye();   /* (before MPI's finalize, which may wait: the end that follows is in order) */
       if (G.notice_req) G.shim->cancel(G.notice_req);
       G.notice_req = NULL;
       G.shim->comm_free(G.world);
       if (G.shim->finalize(err) != 0) rc = ln_error("distributed.finalize: %s", err);
     }
+    live_bye();   /* (a no-op after the one above) */
     sigaction(SIGTERM, &sigterm_old, NULL);
     G.down = true;
   }
