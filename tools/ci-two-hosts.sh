@@ -85,7 +85,7 @@ pid=$(awk '{print $4}' <<<"$line"); host=$(awk '{print $6}' <<<"$line")
 # peer, which sees it die, must name it. A rank on the other host names it
 # through its liveness connection to the victim (c/comm/liveness.c), looked
 # at every 10 ms of a wait; but mpirun ends the job as soon as one rank exits
-# with an error, and the other ranks' lines can be lost with it (with
+# with an error, and the other ranks can be ended, or their lines lost, first (with
 # --mca orte_abort_on_non_zero_status 0 all three showed, 4 runs of 4, but
 # mpirun then hung until the deadline): a missing line is reported, not failed.
 [ "$took" -lt 30 ] || fail "detection took $took s (a hang until the deadline?):
