@@ -51,8 +51,8 @@ enum { HOSTLEN = 64, SITELEN = 200, TAG_HDR = 1, TAG_DATA = 2, TAG_GONE = 3 };
 /* how long init waits for the liveness connections (a peer it cannot reach is left unwatched) */
 static const double LIVE_CONNECT_S = 5.0;
 /* how often a wait looks for lost peers: when one rank fails for a lost
- * peer and exits, mpirun ends the others within tens of milliseconds, and
- * each must have named the lost rank by then (at 50 ms some had not) */
+ * peer and exits, mpirun ends the others soon after, and each should have
+ * named the lost rank by then */
 static const double CHECK_S = 0.01;
 
 typedef struct {

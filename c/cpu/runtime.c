@@ -33,8 +33,7 @@ static _Thread_local int tls_omp;           /* the OpenMP thread count this work
 /* the cores this process may run on: its affinity mask (taskset, a cgroup
  * cpuset, mpirun's --bind-to core, srun) when it has one, else every online
  * core. (Counting the online cores put 2 threads on a rank bound to one
- * core: small batches ran 4x slower, every parallel region's barrier a
- * context switch.) */
+ * core, where every parallel region's barrier became a context switch.) */
 int ln_num_cores(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) {

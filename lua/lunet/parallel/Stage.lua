@@ -24,9 +24,9 @@ local C = core.C
 
 local MAXSLOT = 64   -- slots with an event (more in flight than this are not paced)
 local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by this since it last did
--- and by at least this many bytes: at 1 MB a small model's stages ran a full
--- collection (a quarter of a millisecond) once or more a step, at 8 MB a few
--- times in ten steps; a limit still collects halfway to it
+-- and by at least this many bytes: with less, a small model's stages ran a
+-- full collection every step, which cost it more than the memory it saved;
+-- under a limit a stage still collects halfway to it
 local FLOOR = 8 * 2 ^ 20
 local Sequential = require 'lunet.nn.Sequential'
 

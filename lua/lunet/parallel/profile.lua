@@ -315,9 +315,8 @@ function profile.atoms(atoms, sample, device, opts)
       b = math.max(1, math.floor(b / 2))
     end
     -- and a second pass over the sizes, the smaller of the two medians kept:
-    -- a process's first tenths of a second on a size were at times twice
-    -- its later ones (a small model's chain ran 1.5 ms at 32 samples in
-    -- one profile, 0.84 in the next)
+    -- a process's first tenths of a second on a size were at times far
+    -- slower than its later ones (bench/RESULTS.md)
     for k = 1, #whole do
       local t = time_size(whole[k][1])
       if t then whole[k][2] = math.min(whole[k][2], t) end
@@ -326,7 +325,7 @@ function profile.atoms(atoms, sample, device, opts)
     -- caches does, and so does a size whose runs met other work on the
     -- cores. Measured again (at most twice): what stays is the batch's cost,
     -- the least of the measures kept. (Holding every size to twice its half
-    -- made one thread's ResNet-8 at 64 samples 32 ms where it trains at 40-45.)
+    -- hid the first kind: a batch past the caches was predicted too fast.)
     for k = #whole - 1, 1, -1 do
       for _ = 1, 2 do
         local twice = whole[k + 1][2] * whole[k][1] / whole[k + 1][1]
@@ -393,8 +392,8 @@ function profile.atoms(atoms, sample, device, opts)
   -- whole-chain runs at the smaller profiled batch, after the JIT has
   -- compiled the chain's traces (the first passes queue several times
   -- slower). (Queueing is the same work each time, and what disturbs it,
-  -- the host thread descheduled, only adds: the median moved 2x between
-  -- profiles of the same model.)
+  -- the host thread descheduled, only adds: the median moved with the
+  -- machine's load from one profile to the next.)
   local hs = res.host_at and res.host_at[res[#res].b]
   if hs and #hs > 0 then
     local late = {}

@@ -25,10 +25,10 @@ local wrap = require 'lunet.parallel.wrap'
 local per_call = require('lunet.parallel.profile_devices').per_call
 
 local trial = {}
--- (a group of 50 ms was two steps of a small CNN on one core, and one
--- descheduled thread moved a candidate 20%: the choice flipped between
--- candidates a fifth apart. Two passes over the candidates in turn, the
--- smaller figure kept, let a disturbance of one pass not decide.)
+-- (a short group is a few steps, which one descheduled thread moves far
+-- enough to flip the choice between candidates well apart; two passes over
+-- the candidates in turn, the smaller figure kept, let a disturbance of one
+-- pass not decide)
 local GROUP_SECONDS, PASSES = 0.1, 2
 local OPTIMIZERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
 
