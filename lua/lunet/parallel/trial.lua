@@ -128,7 +128,12 @@ function trial.run(plan, model, sample, n)
   for _ = 1, PASSES do
     for _, c in ipairs(picked) do
       if not c.trial_error then
-        collectgarbage(); collectgarbage()
+        -- (each candidate from the same start: the collector's triggers
+        -- re-armed from what is live, and the devices' block caches handed
+        -- back, which the one before filled with its own block sizes)
+        collectgarbage()
+        require('lunet.tensor').collect_rearm()
+        for _, d in ipairs(plan.devices) do lunet.empty_cache(d) end
         local restore = limit(plan)
         local ok, t = pcall(function() return per_call(step_of(plan, c, model, x), 3, GROUP_SECONDS, 1) end)
         restore()
