@@ -74,10 +74,15 @@ done
 echo "two hosts: $(grep -c ' ok ' <<<"$out") collective checks passed on $n ranks over hosta and hostb"
 
 start=$(date +%s)
-out=$(launch 60 kill.lua)
+mkdir -p "$work/kill"
+out=$(launch 60 kill.lua SPEC_REPORT_DIR="$work/kill")
+# (each rank's report also in a file of its own: mpirun can lose the stdout
+# of the ranks it ends)
+out="$out
+$(cat "$work"/kill/rank* 2>/dev/null)"
 took=$(( $(date +%s) - start ))
 victim=$((n - 1))
-line=$(grep "^rank $victim pid" <<<"$out") || fail "the victim did not start:
+line=$(grep -m1 "^rank $victim pid" <<<"$out") || fail "the victim did not start:
 $out"
 pid=$(awk '{print $4}' <<<"$line"); host=$(awk '{print $6}' <<<"$line")
 [ "$host" = hostb ] || fail "the victim runs on $host, not hostb"

@@ -8,9 +8,18 @@ local R, N = info.rank, info.world_size
 local world = dist.world()
 local victim = N - 1
 local t = lunet.ones({100000})
+-- each report also goes to a file of its own (SPEC_REPORT_DIR): mpirun ends
+-- the job as soon as one rank dies or fails, and can lose the lines the
+-- others have written to stdout by then
+local function report(line)
+  io.stdout:write(line); io.stdout:flush()
+  local dir = os.getenv('SPEC_REPORT_DIR')
+  local f = dir and io.open(('%s/rank%d'):format(dir, R), 'a')
+  if f then f:write(line); f:close() end
+end
 for step = 1, 1e9 do
   if R == victim and step == 20 then
-    io.stdout:write(('rank %d pid %d host %s dies\n'):format(R, info.pid, info.host)); io.stdout:flush()
+    report(('rank %d pid %d host %s dies\n'):format(R, info.pid, info.host))
     os.execute('kill -9 ' .. info.pid)
   end
   local ok, err = pcall(function()
@@ -18,7 +27,7 @@ for step = 1, 1e9 do
     lunet.synchronize()
   end)
   if not ok then
-    io.stdout:write(('rank %d error at step %d: %s\n'):format(R, step, tostring(err))); io.stdout:flush()
+    report(('rank %d error at step %d: %s\n'):format(R, step, tostring(err)))
     os.exit(3)
   end
 end
