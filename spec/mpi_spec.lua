@@ -29,7 +29,7 @@ end)()
 local function launch_reports(n, script, env, deadline)
   local dir = os.tmpname()
   os.remove(dir)
-  assert(os.execute('mkdir -p ' .. dir) == 0 or true)
+  assert(os.execute('mkdir -p ' .. dir) == 0, 'mkdir ' .. dir)
   local out = launch(n, script, 'SPEC_REPORT_DIR=' .. dir .. ' ' .. (env or ''), deadline)
   for r = 0, n - 1 do
     local f = io.open(('%s/rank%d'):format(dir, r))

@@ -15,6 +15,13 @@ function util.clock()
   return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 end
 
+-- The q-quantile (0 < q <= 1) of a non-empty list of numbers, the nearest
+-- element (sorts the list in place): 0.25, the lower quartile.
+function util.quantile(xs, q)
+  table.sort(xs)
+  return xs[math.max(1, math.floor(q * #xs + 0.5))]
+end
+
 -- The median of a list of numbers (sorts the list in place).
 function util.median(xs)
   table.sort(xs)

@@ -62,7 +62,7 @@ local SUPERLINEAR = 1.1
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
-local median = require('lunet.util').median
+local median, quantile = require('lunet.util').median, require('lunet.util').quantile
 
 local function bytes_of(t) return t:numel() * t:element_size() end
 
@@ -398,8 +398,7 @@ function profile.atoms(atoms, sample, device, opts)
   if hs and #hs > 0 then
     local late = {}
     for k = math.floor(#hs / 2) + 1, #hs do late[#late + 1] = hs[k] end
-    table.sort(late)
-    out.host = late[math.max(1, math.floor((#late + 1) / 4 + 0.5))]
+    out.host = quantile(late, 0.25)
   else
     out.host = res[#res].host
   end

@@ -7,7 +7,8 @@ local core = require 'lunet.core'
 local is_table = core.is_table
 local C = core.C
 
-local median = require('lunet.util').median
+local util = require 'lunet.util'
+local median = util.median
 
 local profile = {}
 -- a short run is repeated (at least runs times) until WHOLE_SECONDS or
@@ -42,9 +43,7 @@ local function per_call(step, runs, seconds, min_calls, quantile)
     lunet.synchronize()
     ts[r] = (lunet.clock() - t0) / n
   end
-  if not quantile then return median(ts) end
-  table.sort(ts)
-  return ts[math.max(1, math.floor(quantile * runs + 0.5))]
+  return quantile and util.quantile(ts, quantile) or median(ts)
 end
 profile.per_call = per_call
 local MACHINERY_RUNS, LOWER = 8, 0.25   -- the pipeline's and DataParallel's own costs: groups, quantile

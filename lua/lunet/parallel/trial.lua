@@ -144,10 +144,11 @@ function trial.run(plan, model, sample, n)
         else
           c.measured, c.trial_error = nil, tostring(t)
         end
-        collectgarbage(); collectgarbage()
       end
     end
   end
+  -- (the last candidate's copy and optimizer freed before the plan goes on)
+  collectgarbage(); collectgarbage()
   lunet.synchronize()
   return picked
 end
