@@ -402,6 +402,132 @@ describe('virtual CPU devices', function()
     assert.equal(0, C.ln_memory_set_limit(1, 0))
   end)
 
+  it('under a memory limit, lets queued work return its blocks instead of collecting for nothing', function()
+    release_all()
+    local free_now = require('lunet.tensor').free_now
+    local MB = 2 ^ 20
+    assert.equal(0, C.ln_memory_set_limit(1, lunet.memory_allocated('cpu:1') + 8 * MB))
+    -- cpu:1 holds until cpu:0 opens the gate 0.3 s from now; seven 1 MB
+    -- tensors are queued there and freed at once (no garbage): only their
+    -- queued tasks hold the blocks, which no collection can free
+    local gate = ffi.new('int[1]')
+    assert.equal(0, C.ln_stream_inject_gate(1, gate))
+    assert.equal(0, C.ln_stream_inject_opener(0, gate, 0.3))
+    local base = lunet.memory_allocated('cpu:1')
+    local real, collections = collectgarbage, 0
+    local ok, err = pcall(function()
+      _G.collectgarbage = function(...)
+        if select('#', ...) == 0 then collections = collections + 1 end
+        return real(...)
+      end
+      for _ = 1, 7 do free_now(lunet.ones(256, 1024, {device = 'cpu:1'})) end
+    end)
+    _G.collectgarbage = real
+    assert.is_true(ok, err)
+    -- past the mark (7 of 8 MB, 1 MB blocks) the host waited for the queue
+    -- rather than collecting (halfway, 4 MB, it had collected, and again at 6 and 7)
+    assert.equal(1, gate[0])
+    assert.equal(0, collections)
+    assert.is_true(lunet.memory_allocated('cpu:1') <= lunet.memory_limit('cpu:1') - 2 * MB)
+    release_all()
+    assert.equal(base, lunet.memory_allocated('cpu:1'))
+    assert.equal(0, C.ln_memory_set_limit(1, 0))
+  end)
+
+  it('under a tight memory limit, a training loop collects a few times a step and trains as without it', function()
+    release_all()
+    local nn, optim = lunet.nn, lunet.optim
+    local function run(limit_extra)
+      lunet.manual_seed(7)
+      local model = nn.Sequential { nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
+        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 10) }
+      model:to('cpu:1')
+      local x = lunet.randn({64, 1, 32, 32}):to('cpu:1')
+      local y = lunet.randint(1, 11, {64}):to('cpu:1')
+      local crit, opt = nn.CrossEntropyLoss(), optim.SGD(model:parameters(), { lr = 0.01 })
+      local function step()   -- 8 micro-batches of 8
+        opt:zero_grad()
+        for i = 1, 8 do crit(model(x:narrow(1, 8 * i - 7, 8)), y:narrow(1, 8 * i - 7, 8)):backward() end
+        opt:step()
+      end
+      step()
+      release_all()
+      if limit_extra then assert.equal(0, C.ln_memory_set_limit(1, lunet.memory_allocated('cpu:1') + limit_extra)) end
+      local real, collections = collectgarbage, 0
+      local ok, err = pcall(function()
+        _G.collectgarbage = function(...)
+          if select('#', ...) == 0 then collections = collections + 1 end
+          return real(...)
+        end
+        for _ = 1, 10 do step() end
+        lunet.synchronize()
+      end)
+      _G.collectgarbage = real
+      C.ln_memory_set_limit(1, 0)
+      assert.is_true(ok, err)
+      return model:parameters()[1]:clone():to('cpu:0'), collections / 10
+    end
+    local w_free = run(nil)
+    -- 2.5 MB over what stays allocated, where a step leaves about 3.6 MB of
+    -- activations to the collector and holds up to 0.8 MB at once: collecting
+    -- halfway from live to the limit, and for what queued work still held,
+    -- it collected 7-8 times a step
+    local w_tight, per_step = run(2.5 * 2 ^ 20)
+    assert.is_true(per_step <= 4, tostring(per_step))
+    assert.equal(0, (w_free - w_tight):abs():max():item())
+    release_all()
+  end)
+
+  it('under a memory limit, gives back only as many cached blocks as a new block needs', function()
+    release_all()
+    lunet.empty_cache('cpu:1')
+    local MB = 2 ^ 20
+    local base = lunet.memory_allocated('cpu:1')
+    local ts = {}
+    for i = 1, 4 do ts[i] = lunet.zeros(256, 1024, {device = 'cpu:1'}) end
+    ts = nil
+    release_all()
+    assert.equal(4 * MB, lunet.memory_cached('cpu:1'))
+    assert.equal(0, C.ln_memory_set_limit(1, base + 5 * MB))
+    -- a 2 MB block (no cached one of its size) needs 1 MB of the 4 cached
+    local big = lunet.zeros(512, 1024, {device = 'cpu:1'})
+    lunet.synchronize()
+    assert.equal(3 * MB, lunet.memory_cached('cpu:1'))
+    assert.equal(base + 2 * MB, lunet.memory_allocated('cpu:1'))
+    -- the blocks left are reused as before
+    local again = lunet.zeros(256, 1024, {device = 'cpu:1'})
+    assert.equal(2 * MB, lunet.memory_cached('cpu:1'))
+    big, again = nil, nil
+    release_all()
+    assert.equal(0, C.ln_memory_set_limit(1, 0))
+    lunet.empty_cache('cpu:1')
+  end)
+
+  it('counts the bytes handed out (never fewer) and the largest block since the limit or peak was set', function()
+    release_all()
+    local MB = 2 ^ 20
+    local h0 = tonumber(C.ln_memory_handed_out(1))
+    local a = lunet.zeros(256, 1024, {device = 'cpu:1'})
+    local b = lunet.zeros(1024, {device = 'cpu:1'})
+    assert.equal(h0 + MB + 4096, tonumber(C.ln_memory_handed_out(1)))
+    a, b = nil, nil
+    release_all()
+    assert.equal(h0 + MB + 4096, tonumber(C.ln_memory_handed_out(1)))
+    assert.is_true(tonumber(C.ln_memory_largest_block(1)) >= MB)
+    assert.equal(0, C.ln_memory_set_limit(1, 64 * MB))
+    assert.equal(0, tonumber(C.ln_memory_largest_block(1)))
+    local c = lunet.zeros(1024, {device = 'cpu:1'})
+    assert.equal(4096, tonumber(C.ln_memory_largest_block(1)))
+    local d = lunet.zeros(128, 1024, {device = 'cpu:1'})
+    assert.equal(0, C.ln_memory_reset_peak(1))
+    assert.equal(0, tonumber(C.ln_memory_largest_block(1)))
+    c, d = nil, nil
+    assert.equal(0, C.ln_memory_set_limit(1, 0))
+    assert.equal(-1, tonumber(C.ln_memory_handed_out(9)))
+    assert.equal(-1, tonumber(C.ln_memory_largest_block(9)))
+    assert.equal(-1, tonumber(C.ln_memory_settle(9, 0)))
+  end)
+
   it('reuses cached blocks: no growth over a loop of same-shaped temporaries', function()
     local x = lunet.randn({256, 256}, {device = 'cpu:1'})
     local function step() local y = (x * 2 + 1):relu(); return y:sum():item() end  -- as loss:item()

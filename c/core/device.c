@@ -447,6 +447,8 @@ typedef struct {
   pthread_mutex_t lock;
   ln_storage *free_list[NCLASS];
   int64_t allocated, cached, peak, limit;
+  int64_t largest;   /* the largest block handed out since the limit or the peak was last set */
+  int64_t handed_out;   /* bytes of every block handed out so far (never decreases) */
 } pool;
 static pool pools[LN_NTYPES][LN_MAX_TYPE_DEVICES];
 static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
@@ -474,11 +476,17 @@ static pool *checked_pool(const char *fn, int id) { return backend_for(fn, id) ?
 int64_t ln_memory_allocated(int id) { pool *d = checked_pool("memory_allocated", id); return d ? d->allocated : -1; }
 int64_t ln_memory_cached(int id) { pool *d = checked_pool("memory_cached", id); return d ? d->cached : -1; }
 int64_t ln_memory_peak(int id) { pool *d = checked_pool("memory_peak", id); return d ? d->peak : -1; }
+int64_t ln_memory_handed_out(int id) { pool *d = checked_pool("memory_handed_out", id); return d ? d->handed_out : -1; }
+int64_t ln_memory_largest_block(int id) {
+  pool *d = checked_pool("memory_largest_block", id);
+  return d ? d->largest : -1;
+}
 int ln_memory_reset_peak(int id) {
   pool *d = checked_pool("memory_reset_peak", id);
   if (!d) return -1;
   pthread_mutex_lock(&d->lock);
   d->peak = d->allocated;
+  d->largest = 0;
   pthread_mutex_unlock(&d->lock);
   return 0;
 }
@@ -491,7 +499,10 @@ int ln_memory_set_limit(int id, int64_t bytes) {
   pool *d = checked_pool("memory_set_limit", id);
   if (!d) return -1;
   if (bytes < 0) return ln_error("memory_set_limit: limit must be >= 0, got %lld", (long long)bytes);
+  pthread_mutex_lock(&d->lock);
   d->limit = bytes;
+  d->largest = 0;
+  pthread_mutex_unlock(&d->lock);
   return 0;
 }
 
@@ -528,12 +539,62 @@ static bool drain_for_memory(int id) {
   return !ln_on_stream_worker() && drain_device(ln_backend_of(id), id, NULL) > 0;
 }
 
+static int64_t allocated_now(pool *d) {
+  pthread_mutex_lock(&d->lock);
+  int64_t a = d->allocated;
+  pthread_mutex_unlock(&d->lock);
+  return a;
+}
+
+/* Waits in halves of what is queued (the oldest work first, so the device
+ * keeps work while the host waits), looking at the bytes after each half. */
+int64_t ln_memory_settle(int id, int64_t target) {
+  pool *d = checked_pool("memory_settle", id);
+  if (!d) return -1;
+  int64_t a = allocated_now(d);
+  if (ln_on_stream_worker()) return a;
+  const ln_backend *b = ln_backend_of(id);
+  for (int k = 0; k < 2 && a > target; k++) {   /* the compute stream, then the comm stream */
+    ln_stream *s = stream_of(b, id, k, false);
+    if (!s || !s->has_worker) continue;
+    for (;;) {
+      pthread_mutex_lock(&s->lock);
+      int64_t done = s->completed, queued = s->submitted;
+      pthread_mutex_unlock(&s->lock);
+      if (done >= queued || a <= target) break;
+      ln_stream_wait(s, done + (queued - done + 1) / 2);
+      a = allocated_now(d);
+    }
+  }
+  return a;
+}
+
+/* with d->lock held: cached blocks given back to the backend, the largest
+ * first, until `need` bytes were (or the cache is empty). Under a limit only
+ * what a new block needs goes: a training step's other blocks stay cached
+ * for their next turn (dropping the whole cache there made every step near
+ * the limit allocate afresh). */
+static void release_cached_locked(pool *d, int id, int64_t need) {
+  const ln_backend *b = ln_backend_of(id);
+  for (int c = NCLASS - 1; c >= 0 && need > 0; c--) {
+    while (d->free_list[c] && need > 0) {
+      ln_storage *s = d->free_list[c];
+      d->free_list[c] = s->next_free;
+      d->cached -= (int64_t)s->capacity;
+      need -= (int64_t)s->capacity;
+      b->rt.free(ln_device_index(id), s->data, s->capacity);
+      free(s);
+    }
+  }
+}
+
 /* with d->lock held: a new block of cap bytes, or NULL (*over_limit says
  * whether the device's limit refused it, else the backend did) */
 static ln_storage *alloc_locked(pool *d, int id, size_t cap, bool *over_limit) {
   const ln_backend *b = ln_backend_of(id);
   *over_limit = false;
-  if (d->limit && d->allocated + d->cached + (int64_t)cap > d->limit) drop_cache_locked(d, id);
+  if (d->limit && d->allocated + d->cached + (int64_t)cap > d->limit)
+    release_cached_locked(d, id, d->allocated + d->cached + (int64_t)cap - d->limit);
   if (d->limit && d->allocated + (int64_t)cap > d->limit) { *over_limit = true; return NULL; }
   ln_storage *s = calloc(1, sizeof *s);
   void *data = s ? b->rt.alloc(ln_device_index(id), cap) : NULL;
@@ -584,6 +645,8 @@ ln_storage *ln_storage_new(int id, size_t nbytes) {
   }
   d->allocated += (int64_t)cap;
   if (d->allocated > d->peak) d->peak = d->allocated;
+  if ((int64_t)cap > d->largest) d->largest = (int64_t)cap;
+  d->handed_out += (int64_t)cap;
   pthread_mutex_unlock(&d->lock);
   s->nbytes = nbytes;
   s->device = id;

@@ -191,6 +191,17 @@ LN_API int64_t ln_memory_allocated(int device);  /* bytes in live storages */
 LN_API int64_t ln_memory_cached(int device);     /* bytes held by the cache */
 LN_API int64_t ln_memory_peak(int device);
 LN_API int ln_memory_reset_peak(int device);     /* peak = bytes allocated now */
+/* The largest block handed out since the limit was set or the peak reset,
+ * and the bytes of all blocks handed out so far (never decreasing): under a
+ * limit, lunet.tensor keeps room for twice the one, and reads from the other
+ * how much garbage there can be since it last looked. */
+LN_API int64_t ln_memory_largest_block(int device);
+LN_API int64_t ln_memory_handed_out(int device);
+/* Lets the device's streams run queued work (the oldest first; their errors
+ * left in place for ln_sync) until at most `target` bytes are allocated or
+ * nothing is queued: queued work holds the blocks of tensors already freed.
+ * Returns the bytes allocated then. (From a stream worker: waits for nothing.) */
+LN_API int64_t ln_memory_settle(int device, int64_t target);
 LN_API int ln_memory_set_limit(int device, int64_t bytes);  /* 0 = none */
 LN_API int64_t ln_memory_limit(int device);      /* the limit set; 0 = none, -1 = bad device */
 LN_API int ln_empty_cache(int device);

@@ -36,9 +36,62 @@ local perm_buf = ffi.new('int[8]')
 -- of a small Lua heap costs well under a millisecond, and a lower floor keeps
 -- a small model's training loop to a small resident set); freed blocks return
 -- to the device cache. Under a device memory limit (LUNET_CPU_MEMORY,
--- ln_memory_set_limit) it collects halfway between what was live and the
--- limit instead, so that garbage alone does not run a device out of memory.
+-- ln_memory_set_limit) it collects before the limit instead, so that garbage
+-- alone does not run a device out of memory: once the room left is down to
+-- twice the largest block the device has handed out since the limit was set
+-- (what the next op may ask for) and to a quarter of what the last
+-- collection left, or halfway there from what it left live if that is later.
+-- (Halfway alone left a training step's garbage half the room, less what
+-- the step itself holds at its peak.)
 local gc_next, gc_live, GC_MIN = {}, {}, (tonumber(os.getenv('LUNET_GC_MIN_MB')) or 32) * 2 ^ 20
+-- under a limit: the device's handed-out count (ln_memory_handed_out) below
+-- which no collection can be due
+local gc_look = {}
+
+-- Under dev's limit lim, the bytes allocated past which a collection is due
+-- (from what the last collection left live; used: what is allocated now)
+local function due_at(dev, lim, used)
+  local live = gc_live[dev] or 0    -- (from before the limit was set, or above it: unknown)
+  if live > used or live >= lim then live = 0 end
+  return math.max(live + (lim - live) / 2, lim - math.max(2 * tonumber(C.ln_memory_largest_block(dev)), (lim - live) / 4))
+end
+
+-- A full collection, and dev's triggers re-armed from what is live after it
+local function collect_device(dev)
+  collectgarbage()
+  local lim = tonumber(C.ln_memory_limit(dev))
+  local live = tonumber(lim > 0 and C.ln_memory_settle(dev, 0) or C.ln_memory_allocated(dev))
+  gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live
+  if lim > 0 then gc_look[dev] = tonumber(C.ln_memory_handed_out(dev)) + math.max(0, due_at(dev, lim, live) - live) end
+end
+
+-- Under dev's limit lim, with used bytes allocated: whether to collect now.
+-- Blocks that queued work holds count as allocated, and no collection frees
+-- them (the host ran ahead of the device): so it lets the device catch up
+-- (ln_memory_settle) and collects if what is left is still past the mark;
+-- and it does not look again before as many bytes were handed out since as
+-- there was room left (garbage grows no faster), so that a host running
+-- ahead of several devices is not held back at every op.
+local function due_under_limit(dev, used, lim)
+  local mark = due_at(dev, lim, used)
+  if used <= mark then return false end
+  local handed = tonumber(C.ln_memory_handed_out(dev))
+  if handed < (gc_look[dev] or 0) then return false end
+  local settled = tonumber(C.ln_memory_settle(dev, mark))
+  if settled > mark then return true end
+  gc_look[dev] = handed + (mark - settled)
+  return false
+end
+
+-- Collects when dev is under a limit and near it (as wrap does); whether it did
+local function collect_if_tight(dev)
+  local lim = tonumber(C.ln_memory_limit(dev))
+  if lim > 0 and due_under_limit(dev, tonumber(C.ln_memory_allocated(dev)), lim) then
+    collect_device(dev)
+    return true
+  end
+  return false
+end
 
 -- Wrap a C tensor pointer (NULL means the C call failed: raise its message
 -- at the user's line, `level` frames up from the caller).
@@ -49,17 +102,9 @@ local function wrap(p, level)
   local due = used > (gc_next[dev] or GC_MIN)
   if not due then
     local lim = C.ln_memory_limit(dev)   -- (read each time: it may be set at any moment)
-    if lim > 0 then
-      local live = gc_live[dev] or 0    -- (from before the limit was set, or above it: unknown)
-      if live > used or live >= lim then live = 0 end
-      due = used > live + (lim - live) / 2
-    end
+    due = lim > 0 and due_under_limit(dev, tonumber(used), tonumber(lim))
   end
-  if due then
-    collectgarbage()
-    local live = tonumber(C.ln_memory_allocated(dev))
-    gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live
-  end
+  if due then collect_device(dev) end
   return setmetatable({ p = ffi.gc(p, C.ln_tensor_free), _record = false }, live_mt)
 end
 
@@ -80,7 +125,7 @@ local function collect_rearm()
   collectgarbage()
   for dev in pairs(gc_next) do
     local live = tonumber(C.ln_memory_allocated(dev))   -- (-1: a device gone since)
-    if live >= 0 then gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live end
+    if live >= 0 then gc_next[dev], gc_live[dev], gc_look[dev] = math.max(GC_MIN, 2 * live), live, nil end
   end
 end
 
@@ -382,7 +427,7 @@ end
 
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
-  wrap = wrap, free_now = free_now, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
+  wrap = wrap, free_now = free_now, collect_if_tight = collect_if_tight, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
   collect_rearm = collect_rearm,
   cdim = cdim, read_shape = read_shape, int_arg = int_arg, record = record, table_index = table_index,
 }

@@ -21,12 +21,12 @@ local ffi = require 'ffi'
 local core = require 'lunet.core'
 local autograd = require 'lunet.autograd'
 local C = core.C
+local collect_if_tight = require('lunet.tensor').collect_if_tight
 
 local MAXSLOT = 64   -- slots with an event (more in flight than this are not paced)
 local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by this since it last did
 -- and by at least this many bytes: with less, a small model's stages ran a
--- full collection every step, which cost it more than the memory it saved;
--- under a limit a stage still collects halfway to it
+-- full collection every step, which cost it more than the memory it saved
 local FLOOR = 8 * 2 ^ 20
 local Sequential = require 'lunet.nn.Sequential'
 
@@ -122,29 +122,24 @@ local function run(seq, x) return seq:forward(x) end
 -- which would let a stage hold twice the micro-batches its schedule keeps
 -- (1F1B) before anything is freed. A stage collects sooner: before each
 -- forward and backward, when its device's bytes grew by GROW (and FLOOR)
--- since the last collection, or past halfway from there to the device's
--- memory limit
--- (each micro-batch's backward leaves its fresh weight gradients behind).
--- Under a memory limit, past half of it, the host also waits for the
--- stage's previous backward before queuing more: memory is taken when work
--- is queued and given back when it has run.
+-- since the last collection (each micro-batch's backward leaves its fresh
+-- weight gradients behind). Under a memory limit, lunet.tensor's rule
+-- decides (near the limit, once queued work has run), and past half of the
+-- limit the host also waits for the stage's previous backward before
+-- queuing more: memory is taken when work is queued and given back when it
+-- has run.
 local function collect(self)
-  local a = tonumber(C.ln_memory_allocated(self.dev_id))
-  local lim = tonumber(C.ln_memory_limit(self.dev_id))
-  local tight = lim > 0 and a > lim / 2
-  if tight and self.last_done then
-    wait_slot(self, self.last_done)
-    a = tonumber(C.ln_memory_allocated(self.dev_id))
+  local dev = self.dev_id
+  local lim = tonumber(C.ln_memory_limit(dev))
+  if lim > 0 then
+    if self.last_done and tonumber(C.ln_memory_allocated(dev)) > lim / 2 then wait_slot(self, self.last_done) end
+    if collect_if_tight(dev) then self.gc_at = tonumber(C.ln_memory_allocated(dev)) end
+    return
   end
-  if (a > self.gc_at * GROW and a > self.gc_at + FLOOR) or (lim > 0 and a > (self.gc_at + lim) / 2) then
+  local a = tonumber(C.ln_memory_allocated(dev))
+  if a > self.gc_at * GROW and a > self.gc_at + FLOOR then
     collectgarbage()
-    self.gc_at = tonumber(C.ln_memory_allocated(self.dev_id))
-    -- still past halfway: what holds the memory is queued work (pipe(x) queues
-    -- every micro-batch at once): let the device catch up
-    if lim > 0 and self.gc_at > lim / 2 and C.ln_sync(self.dev_id) == 0 then
-      collectgarbage()
-      self.gc_at = tonumber(C.ln_memory_allocated(self.dev_id))
-    end
+    self.gc_at = tonumber(C.ln_memory_allocated(dev))
   end
 end
 Stage.collect = collect

@@ -55,7 +55,7 @@ local function schedule_of(kind, p, m)
   return built[k]
 end
 -- the collector's triggers (tensor.lua: a device's bytes doubled past
--- gc_min, or halfway to its limit; Stage.lua: a stage's grew by GROW and FLOOR)
+-- gc_min, or under a limit near it; Stage.lua: a stage's grew by GROW and FLOOR)
 local GC_MIN = require('lunet.tensor').gc_min
 local Stage = require 'lunet.parallel.Stage'
 local STAGE_GROW, STAGE_FLOOR = Stage.GROW, Stage.FLOOR
@@ -157,6 +157,12 @@ function cost:temp_max(lo, hi, b)
   return m
 end
 function cost:out(i, b) local a = self.atoms[i]; return (a.out_bytes or 0) * b / a.batch end
+-- the largest block atoms lo..hi allocate at batch b (an output or a workspace)
+function cost:largest(lo, hi, b)
+  local m = 0
+  for i = lo, hi do m = math.max(m, self:out(i, b), self:temp(i, b)) end
+  return m
+end
 -- bytes atoms lo..hi leave to the collector a micro-batch of b
 function cost:churn(lo, hi, b)
   local c = 0
@@ -166,15 +172,21 @@ end
 
 -- the seconds a device spends in full collections a step: its churn over the
 -- bytes the collector lets pile up between two collections (from live, what
--- stays allocated: tensor.lua's trigger, and under a limit halfway from live
--- to it; a pipeline's stage also collects when its bytes grew by GROW), each
--- collection the profile's gc seconds; at most one per atom action
-function cost:collecting(churn, live, limit, stage, actions)
+-- stays allocated: tensor.lua's trigger, and under a limit the room to it
+-- less what tensor.lua keeps free there: twice the largest block, at least a
+-- quarter and at most half of the room; without a limit a pipeline's stage
+-- also collects when its bytes grew by GROW), each collection the profile's
+-- gc seconds; at most one per atom action
+function cost:collecting(churn, live, limit, stage, actions, largest)
   local t = self.atoms.gc or 0
   if t == 0 or churn <= 0 then return 0 end
   local margin = math.max(GC_MIN, 2 * live) - live
-  if stage then margin = math.min(margin, math.max(live * (STAGE_GROW - 1), STAGE_FLOOR)) end
-  if limit < math.huge then margin = math.min(margin, (limit - live) / 2) end
+  if limit < math.huge then
+    local room = limit - live
+    margin = math.min(margin, room - math.min(room / 2, math.max(2 * (largest or 0), room / 4)))
+  elseif stage then
+    margin = math.min(margin, math.max(live * (STAGE_GROW - 1), STAGE_FLOOR))
+  end
   local n = margin > 0 and math.min(churn / margin, actions) or actions
   return n * t
 end
@@ -302,7 +314,7 @@ function cost:data_parallel(n, B, k, first)
     mem[d] = st + GC * act + self:temp_max(1, self.n, b) + input
     -- (one collection frees every device's garbage: the device collecting most sets the count)
     gc = math.max(gc, self:collecting(k * self:churn(1, self.n, b), st + act + input, self:dev_memory(devs[d]),
-      false, 2 * k * self.n))
+      false, 2 * k * self.n, self:largest(1, self.n, b)))
   end
   local ar = self:allreduce(n, par)
   local exposed = 0
@@ -402,7 +414,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
     -- previous backward before queuing more to it)
     paced[j] = m_j > self:dev_memory(first + j - 1) / 2
     gc = math.max(gc, self:collecting(m * self:churn(lo, hi, b), st + inflight[j] * act + 2 * x_in,
-      self:dev_memory(first + j - 1), true, 2 * m))
+      self:dev_memory(first + j - 1), true, 2 * m, self:largest(lo, hi, b)))
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
     sum_t, max_t = sum_t + times[j], math.max(max_t, times[j])
     busy = busy + m * times[j]
