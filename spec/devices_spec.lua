@@ -478,6 +478,37 @@ describe('virtual CPU devices', function()
     release_all()
   end)
 
+  it('under a memory limit, takes what is allocated as the most that can be live', function()
+    release_all()
+    local T = require 'lunet.tensor'
+    local MB = 2 ^ 20
+    local base = lunet.memory_allocated('cpu:1')
+    assert.equal(0, C.ln_memory_set_limit(1, base + 8 * MB))
+    local held = {}
+    for i = 1, 7 do held[i] = lunet.zeros(256, 1024, {device = 'cpu:1'}) end
+    lunet.synchronize()
+    T.collect_rearm()   -- 7 MB live, 1 MB blocks
+    T.free_now(held[7]); held[7] = nil
+    local real, collections = collectgarbage, 0
+    local ok, err = pcall(function()
+      _G.collectgarbage = function(...)
+        if select('#', ...) == 0 then collections = collections + 1 end
+        return real(...)
+      end
+      -- 6.5 MB allocated, at most that live: room is left for the largest
+      -- block, so no collection (taken as nothing live, 6.5 MB was past the
+      -- mark of 6 and it collected, for nothing)
+      local half = lunet.zeros(128, 1024, {device = 'cpu:1'})
+      lunet.synchronize()
+    end)
+    _G.collectgarbage = real
+    assert.is_true(ok, err)
+    assert.equal(0, collections)
+    held = nil
+    release_all()
+    assert.equal(0, C.ln_memory_set_limit(1, 0))
+  end)
+
   it('under a memory limit, gives back only as many cached blocks as a new block needs', function()
     release_all()
     lunet.empty_cache('cpu:1')

@@ -49,11 +49,13 @@ local gc_next, gc_live, GC_MIN = {}, {}, (tonumber(os.getenv('LUNET_GC_MIN_MB'))
 local gc_look = {}
 
 -- Under dev's limit lim, the bytes allocated past which a collection is due
--- (from what the last collection left live; used: what is allocated now)
+-- (from what the last collection left live, or what is allocated now, used,
+-- if less; always leaving room for the largest block)
 local function due_at(dev, lim, used)
-  local live = gc_live[dev] or 0    -- (from before the limit was set, or above it: unknown)
-  if live > used or live >= lim then live = 0 end
-  return math.max(live + (lim - live) / 2, lim - math.max(2 * tonumber(C.ln_memory_largest_block(dev)), (lim - live) / 4))
+  local live = math.min(gc_live[dev] or 0, used)
+  if live >= lim then live = 0 end   -- (a limit set below what is live: unknown)
+  local largest = tonumber(C.ln_memory_largest_block(dev))
+  return math.min(math.max(live + (lim - live) / 2, lim - math.max(2 * largest, (lim - live) / 4)), lim - largest)
 end
 
 -- A full collection, and dev's triggers re-armed from what is live after it

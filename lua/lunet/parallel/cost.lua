@@ -174,7 +174,8 @@ end
 -- bytes the collector lets pile up between two collections (from live, what
 -- stays allocated: tensor.lua's trigger, and under a limit the room to it
 -- less what tensor.lua keeps free there: twice the largest block, at least a
--- quarter and at most half of the room; without a limit a pipeline's stage
+-- quarter and at most half of the room, never less than the largest block;
+-- without a limit a pipeline's stage
 -- also collects when its bytes grew by GROW), each collection the profile's
 -- gc seconds; at most one per atom action
 function cost:collecting(churn, live, limit, stage, actions, largest)
@@ -183,7 +184,8 @@ function cost:collecting(churn, live, limit, stage, actions, largest)
   local margin = math.max(GC_MIN, 2 * live) - live
   if limit < math.huge then
     local room = limit - live
-    margin = math.min(margin, room - math.min(room / 2, math.max(2 * (largest or 0), room / 4)))
+    local r = largest or 0
+    margin = math.min(margin, room - math.max(r, math.min(room / 2, math.max(2 * r, room / 4))))
   elseif stage then
     margin = math.min(margin, math.max(live * (STAGE_GROW - 1), STAGE_FLOOR))
   end
