@@ -376,6 +376,40 @@ describe('collectives (local backend)', function()
     assert.same(ref:totable(), ts[1]:to('cpu:0'):totable())
   end)
 
+  it('an early rank sleeps at once when more devices are busy than there are cores', function()
+    lunet.synchronize()
+    assert.equal(0, C.ln_cpu_busy_threads())
+    -- cpu:2 and cpu:3 held busy: with cpu:0 and cpu:1 at the collective, 4
+    -- busy threads on 2 cores (where there are 4 cores or more, 4 do not
+    -- oversubscribe them, and this part is skipped)
+    local gate = ffi.new('int[1]')
+    assert.equal(0, C.ln_stream_inject_gate(2, gate))
+    assert.equal(0, C.ln_stream_inject_gate(3, gate))
+    local held = C.ln_device_threads(2) + C.ln_device_threads(3)
+    assert.equal(held, C.ln_cpu_busy_threads())
+    local busy = held + C.ln_device_threads(0) + C.ln_device_threads(1)
+    local ok, err = pcall(function()
+      if busy <= C.ln_num_cores() then return end
+      local cm = lunet.comm.Communicator(devs(2))
+      -- the late peer nears as in the spec above; the early rank never spins
+      -- for it, so never meets it awake
+      for _ = 1, 5 do
+        local ts, ref = make_inputs(2, 1000)
+        local before = cm:meet_stats()
+        hold_peer(cm, 6, ts)
+        lunet.synchronize('cpu:0'); lunet.synchronize('cpu:1')   -- (cpu:2 and cpu:3 are still held)
+        local after = cm:meet_stats()
+        assert.equal(0, after.awake - before.awake)
+        assert.equal(1, after.slept - before.slept)
+        assert.same(ref:totable(), ts[1]:to('cpu:0'):totable())
+      end
+    end)
+    gate[0] = 1   -- (also when a check failed: the later specs need cpu:2 and cpu:3)
+    lunet.synchronize()
+    assert.is_true(ok, err)
+    assert.equal(0, C.ln_cpu_busy_threads())
+  end)
+
   it('an early rank waiting for its peer to near the collective gets the abort when the peer fails', function()
     local cm = lunet.comm.Communicator(devs(2))
     hold_peer(cm, 6, make_inputs(2, 1000), 'late peer failed')

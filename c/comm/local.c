@@ -43,6 +43,7 @@
  * runs (it never waits for the receiver); the recv task waits for that copy,
  * then copies out. Sends are matched to receives in order per (src, dst). */
 #include "comm.h"
+#include "lunet_internal.h"   /* ln_cpu_busy_threads */
 #include "../core/simd.h"   /* LN_SIMD */
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,18 @@ static bool wait_peers_near(coll *c, int r) {
   return waited;
 }
 
+/* More of the devices' compute threads have work than there are cores
+ * (virtual CPU devices sharing them, all busy): an early rank's spinning then
+ * takes the core that a late peer needs to get to the barrier, so it sleeps
+ * at once. */
+int ln_cpu_busy_threads(void) {
+  int busy = 0, n = ln_cpu_device_count();
+  for (int d = 0; d < n; d++)
+    if (ln_device_busy(d)) busy += ln_device_threads(d);
+  return busy;
+}
+static bool cores_oversubscribed(void) { return ln_cpu_busy_threads() > ln_num_cores(); }
+
 /* A barrier whose last rank to arrive first runs last(c, arg) (NULL: none)
  * while the others wait in it; r: the calling rank. */
 static int coll_barrier_then(coll *c, int r, void (*last)(coll *, void *), void *arg) {
@@ -175,8 +188,9 @@ static int coll_barrier_then(coll *c, int r, void (*last)(coll *, void *), void 
       pthread_cond_broadcast(&c->cv);
     } else {
       pthread_mutex_unlock(&c->mu);
-      if (spin_until_passed(c, g, SPIN_S)) return 0;
-      if (wait_peers_near(c, r) && spin_until_passed(c, g, NEAR_SPIN_S)) {
+      bool spin = !cores_oversubscribed();
+      if (spin && spin_until_passed(c, g, SPIN_S)) return 0;
+      if (spin && wait_peers_near(c, r) && spin_until_passed(c, g, NEAR_SPIN_S)) {
         atomic_fetch_add(&c->cms[r]->met_awake, 1);
         return 0;
       }

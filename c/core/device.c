@@ -240,6 +240,12 @@ int ln_host_event_synchronize(const ln_event *ev) {
 
 /* ---- synchronisation and events, by backend ------------------------------------- */
 
+bool ln_device_busy(int id) {
+  const ln_backend *b = ln_device_valid(id) ? ln_backend_of(id) : NULL;
+  ln_stream *s = b ? stream_of(b, id, 0, false) : NULL;
+  return s && s->has_worker && !ln_stream_query(s, ln_stream_submitted(s));
+}
+
 int ln_sync(int id) {
   const ln_backend *b = backend_for("sync", id);
   if (!b) return -1;

@@ -43,6 +43,8 @@ struct ln_storage {
 };
 
 ln_storage *ln_storage_new(int device, size_t nbytes);  /* NULL + error on OOM */
+/* whether the device's compute stream has work queued or running now */
+bool ln_device_busy(int id);
 void ln_storage_retain(ln_storage *s);
 void ln_storage_release(ln_storage *s);
 

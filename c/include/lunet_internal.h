@@ -37,6 +37,10 @@ LN_API int ln_stream_inject_gate(int device, const int *gate);
 /* Enqueue a task that sleeps `seconds`, then sets *gate to 1: a gate opened
  * from another stream, for specs that check a host wait. */
 LN_API int ln_stream_inject_opener(int device, int *gate, double seconds);
+/* The threads of the CPU devices whose compute stream has work queued or
+ * running now: past the cores, an early rank of a local collective sleeps
+ * at once instead of spinning (c/comm/local.c). */
+LN_API int ln_cpu_busy_threads(void);
 
 /* The benches' reference GEMM: OpenBLAS's cblas_sgemm called directly, row
  * major, C[MxN] = A[MxK] B[KxN] (c/cpu/gemm.c). */
