@@ -16,6 +16,18 @@ local function release_all()
   lunet.synchronize()
 end
 
+-- fn() run with collectgarbage() counted: ok, err, the full collections it ran
+local function counting_collections(fn)
+  local real, collections = collectgarbage, 0
+  _G.collectgarbage = function(...)
+    if select('#', ...) == 0 then collections = collections + 1 end
+    return real(...)
+  end
+  local ok, err = pcall(fn)
+  _G.collectgarbage = real
+  return ok, err, collections
+end
+
 describe('virtual CPU devices', function()
   setup(function()
     release_all()
@@ -414,15 +426,9 @@ describe('virtual CPU devices', function()
     assert.equal(0, C.ln_stream_inject_gate(1, gate))
     assert.equal(0, C.ln_stream_inject_opener(0, gate, 0.3))
     local base = lunet.memory_allocated('cpu:1')
-    local real, collections = collectgarbage, 0
-    local ok, err = pcall(function()
-      _G.collectgarbage = function(...)
-        if select('#', ...) == 0 then collections = collections + 1 end
-        return real(...)
-      end
+    local ok, err, collections = counting_collections(function()
       for _ = 1, 7 do free_now(lunet.ones(256, 1024, {device = 'cpu:1'})) end
     end)
-    _G.collectgarbage = real
     assert.is_true(ok, err)
     -- past the mark (7 of 8 MB, 1 MB blocks) the host waited for the queue
     -- rather than collecting (halfway, 4 MB, it had collected, and again at 6 and 7)
@@ -453,16 +459,10 @@ describe('virtual CPU devices', function()
       step()
       release_all()
       if limit_extra then assert.equal(0, C.ln_memory_set_limit(1, lunet.memory_allocated('cpu:1') + limit_extra)) end
-      local real, collections = collectgarbage, 0
-      local ok, err = pcall(function()
-        _G.collectgarbage = function(...)
-          if select('#', ...) == 0 then collections = collections + 1 end
-          return real(...)
-        end
+      local ok, err, collections = counting_collections(function()
         for _ = 1, 10 do step() end
         lunet.synchronize()
       end)
-      _G.collectgarbage = real
       C.ln_memory_set_limit(1, 0)
       assert.is_true(ok, err)
       return model:parameters()[1]:clone():to('cpu:0'), collections / 10
@@ -489,19 +489,13 @@ describe('virtual CPU devices', function()
     lunet.synchronize()
     T.collect_rearm()   -- 7 MB live, 1 MB blocks
     T.free_now(held[7]); held[7] = nil
-    local real, collections = collectgarbage, 0
-    local ok, err = pcall(function()
-      _G.collectgarbage = function(...)
-        if select('#', ...) == 0 then collections = collections + 1 end
-        return real(...)
-      end
+    local ok, err, collections = counting_collections(function()
       -- 6.5 MB allocated, at most that live: room is left for the largest
       -- block, so no collection (taken as nothing live, 6.5 MB was past the
       -- mark of 6 and it collected, for nothing)
       local half = lunet.zeros(128, 1024, {device = 'cpu:1'})
       lunet.synchronize()
     end)
-    _G.collectgarbage = real
     assert.is_true(ok, err)
     assert.equal(0, collections)
     held = nil
