@@ -157,16 +157,16 @@ static bool wait_peers_near(coll *c, int r) {
   return waited;
 }
 
-/* More of the devices' compute threads have work than there are cores
- * (virtual CPU devices sharing them, all busy): an early rank's spinning then
- * takes the core that a late peer needs to get to the barrier, so it sleeps
- * at once. */
 int ln_cpu_busy_threads(void) {
   int busy = 0, n = ln_cpu_device_count();
   for (int d = 0; d < n; d++)
     if (ln_device_busy(d)) busy += ln_device_threads(d);
   return busy;
 }
+/* More of the devices' compute threads have work than there are cores
+ * (virtual CPU devices sharing them, all busy): an early rank's spinning then
+ * takes the core that a late peer needs to get to the barrier, so it sleeps
+ * at once. */
 static bool cores_oversubscribed(void) { return ln_cpu_busy_threads() > ln_num_cores(); }
 
 /* A barrier whose last rank to arrive first runs last(c, arg) (NULL: none)

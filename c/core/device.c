@@ -512,20 +512,26 @@ int ln_memory_set_limit(int id, int64_t bytes) {
   return 0;
 }
 
-static void drop_cache_locked(pool *d, int id) {
+/* with d->lock held: cached blocks given back to the backend, the largest
+ * first, until `need` bytes were (or the cache is empty: INT64_MAX). Under a
+ * limit only what a new block needs goes: a training step's other blocks
+ * stay cached for their next turn (dropping the whole cache there made every
+ * step near the limit allocate afresh). */
+static void release_cached_locked(pool *d, int id, int64_t need) {
   const ln_backend *b = ln_backend_of(id);
-  for (int c = 0; c < NCLASS; c++) {
-    ln_storage *s = d->free_list[c];
-    while (s) {
-      ln_storage *next = s->next_free;
+  for (int c = NCLASS - 1; c >= 0 && need > 0; c--) {
+    while (d->free_list[c] && need > 0) {
+      ln_storage *s = d->free_list[c];
+      d->free_list[c] = s->next_free;
       d->cached -= (int64_t)s->capacity;
+      need -= (int64_t)s->capacity;
       b->rt.free(ln_device_index(id), s->data, s->capacity);
       free(s);
-      s = next;
     }
-    d->free_list[c] = NULL;
   }
 }
+
+static void drop_cache_locked(pool *d, int id) { release_cached_locked(d, id, INT64_MAX); }
 
 int ln_empty_cache(int id) {
   pool *d = checked_pool("empty_cache", id);
@@ -573,25 +579,6 @@ int64_t ln_memory_settle(int id, int64_t target) {
     }
   }
   return a;
-}
-
-/* with d->lock held: cached blocks given back to the backend, the largest
- * first, until `need` bytes were (or the cache is empty). Under a limit only
- * what a new block needs goes: a training step's other blocks stay cached
- * for their next turn (dropping the whole cache there made every step near
- * the limit allocate afresh). */
-static void release_cached_locked(pool *d, int id, int64_t need) {
-  const ln_backend *b = ln_backend_of(id);
-  for (int c = NCLASS - 1; c >= 0 && need > 0; c--) {
-    while (d->free_list[c] && need > 0) {
-      ln_storage *s = d->free_list[c];
-      d->free_list[c] = s->next_free;
-      d->cached -= (int64_t)s->capacity;
-      need -= (int64_t)s->capacity;
-      b->rt.free(ln_device_index(id), s->data, s->capacity);
-      free(s);
-    }
-  }
 }
 
 /* with d->lock held: a new block of cap bytes, or NULL (*over_limit says

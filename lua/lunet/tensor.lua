@@ -39,8 +39,8 @@ local perm_buf = ffi.new('int[8]')
 -- ln_memory_set_limit) it collects before the limit instead, so that garbage
 -- alone does not run a device out of memory: once the room left is down to
 -- twice the largest block the device has handed out since the limit was set
--- (what the next op may ask for) and to a quarter of what the last
--- collection left, or halfway there from what it left live if that is later.
+-- (what the next op may ask for), held between a quarter and half of the
+-- room the last collection left, and never under one largest block.
 -- (Halfway alone left a training step's garbage half the room, less what
 -- the step itself holds at its peak.)
 local gc_next, gc_live, GC_MIN = {}, {}, (tonumber(os.getenv('LUNET_GC_MIN_MB')) or 32) * 2 ^ 20
@@ -75,10 +75,10 @@ end
 -- there was room left (garbage grows no faster), so that a host running
 -- ahead of several devices is not held back at every op.
 local function due_under_limit(dev, used, lim)
-  local mark = due_at(dev, lim, used)
-  if used <= mark then return false end
   local handed = tonumber(C.ln_memory_handed_out(dev))
   if handed < (gc_look[dev] or 0) then return false end
+  local mark = due_at(dev, lim, used)
+  if used <= mark then return false end
   local settled = tonumber(C.ln_memory_settle(dev, mark))
   if settled > mark then return true end
   gc_look[dev] = handed + (mark - settled)

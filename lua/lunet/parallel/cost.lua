@@ -175,17 +175,15 @@ end
 -- stays allocated: tensor.lua's trigger, and under a limit the room to it
 -- less what tensor.lua keeps free there: twice the largest block, at least a
 -- quarter and at most half of the room, never less than the largest block;
--- without a limit a pipeline's stage
--- also collects when its bytes grew by GROW), each collection the profile's
--- gc seconds; at most one per atom action
+-- without a limit a pipeline's stage also collects when its bytes grew by
+-- GROW), each collection the profile's gc seconds; at most one per atom action
 function cost:collecting(churn, live, limit, stage, actions, largest)
   local t = self.atoms.gc or 0
   if t == 0 or churn <= 0 then return 0 end
   local margin = math.max(GC_MIN, 2 * live) - live
   if limit < math.huge then
     local room = limit - live
-    local r = largest or 0
-    margin = math.min(margin, room - math.max(r, math.min(room / 2, math.max(2 * r, room / 4))))
+    margin = math.min(margin, room - math.max(largest, math.min(room / 2, math.max(2 * largest, room / 4))))
   elseif stage then
     margin = math.min(margin, math.max(live * (STAGE_GROW - 1), STAGE_FLOOR))
   end

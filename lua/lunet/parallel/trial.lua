@@ -23,6 +23,7 @@ local is_table, typename = require('lunet.core').is_table, require('lunet.core')
 local C = lunet.C
 local wrap = require 'lunet.parallel.wrap'
 local per_call = require('lunet.parallel.profile_devices').per_call
+local collect_rearm = require('lunet.tensor').collect_rearm
 
 local trial = {}
 -- (a short group is a few steps, which one descheduled thread moves far
@@ -132,7 +133,7 @@ function trial.run(plan, model, sample, n)
         -- re-armed from what is live, and the devices' block caches handed
         -- back, which the one before filled with its own block sizes)
         collectgarbage()
-        require('lunet.tensor').collect_rearm()
+        collect_rearm()
         for _, d in ipairs(plan.devices) do lunet.empty_cache(d) end
         local restore = limit(plan)
         local ok, t = pcall(function() return per_call(step_of(plan, c, model, x), 3, GROUP_SECONDS, 1) end)
