@@ -1,5 +1,5 @@
 -- lunet.parallel.schedule: pipeline schedules as tables of (stage,
--- micro-batch, F|B) per step, built for GPipe and 1F1B and checked for
+-- micro-batch, F|B) per step, built for GPipe, 1F1B and interleaved 1F1B and checked for
 -- completeness and deadlock before they run.
 local schedule = require 'lunet.parallel.schedule'
 
@@ -31,6 +31,45 @@ describe('parallel.schedule', function()
         end
       end
     end
+  end)
+
+  -- (interleaved: stage s on device (s - 1) % P + 1, each action 1 / V of a device's share of a micro-batch)
+  it('builds interleaved 1F1B for 2-4 devices of 2-3 stages, any chunks: each device one action a step, a smaller bubble',
+    function()
+    for P = 2, 4 do
+      for V = 2, 3 do
+        local S = P * V
+        for M = 1, 9 do
+          local steps = schedule.build('interleaved', S, M, P)
+          local n = 0
+          for t, step in ipairs(steps) do
+            n = n + #step
+            local busy = {}
+            for _, a in ipairs(step) do
+              local d = (a[1] - 1) % P + 1
+              assert.is_nil(busy[d], ('P=%d V=%d M=%d: device %d runs two actions at step %d'):format(P, V, M, d, t))
+              busy[d] = true
+            end
+          end
+          assert.equal(2 * S * M, n)
+          for st = 1, S do
+            for m = 1, M do
+              local f, b = find(steps, st, m, 'F'), find(steps, st, m, 'B')
+              assert.truthy(f and b and f < b)
+              if st > 1 then assert.truthy(find(steps, st - 1, m, 'F') < f) end
+              if st < S then assert.truthy(find(steps, st + 1, m, 'B') < b) end
+            end
+          end
+          -- Megatron-LM's bubble, 2 (P - 1) steps of 1 / V, from P micro-batches on
+          if M >= P then assert.equal(2 * M * V + 2 * (P - 1), #steps) end
+          -- in a device's time, shorter than 1F1B's 2 (M + P - 1) from 2 micro-batches on
+          if M >= 2 then assert.is_true(#steps / V < 2 * (M + P - 1), ('P=%d V=%d M=%d'):format(P, V, M)) end
+        end
+      end
+    end
+    assert.error_matches(function() schedule.build('interleaved', 4, 2, 3) end, 'multiple >= 2 of devices')
+    assert.error_matches(function() schedule.build('interleaved', 2, 2, 2) end, 'multiple >= 2 of devices')
+    assert.error_matches(function() schedule.build('interleaved', 4, 2) end, 'multiple >= 2 of devices')
   end)
 
   -- (a stage's input buffer is taken when the previous stage sends: one more than it holds activations for)
@@ -114,7 +153,7 @@ describe('parallel.schedule', function()
     rejects(nil, 1, 1, 'expected a list of steps')
     local ok, err = pcall(schedule.build, 'zero', 2, 2)
     assert.is_false(ok)
-    assert.matches("unknown schedule 'zero' (gpipe, 1f1b)", err, 1, true)
+    assert.matches("unknown schedule 'zero' (gpipe, 1f1b, interleaved)", err, 1, true)
     ok, err = pcall(schedule.build, 'gpipe', 2, 0)
     assert.matches('chunks must be an integer >= 1, got 0', err, 1, true)
   end)

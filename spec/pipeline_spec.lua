@@ -54,7 +54,8 @@ local function train_both(o)
     ro:step()
   end
   local pipe = Pipeline(cnn(1, o.bn), { devices = o.devices, chunks = o.chunks, schedule = o.schedule,
-    checkpoint = o.checkpoint, replicas = o.replicas, balance = o.balance, deferred_bn = o.deferred_bn })
+    checkpoint = o.checkpoint, replicas = o.replicas, balance = o.balance, deferred_bn = o.deferred_bn,
+    interleave = o.interleave })
   local po = make_opt(o.opt, pipe:parameters())
   local losses = {}
   for i, b in ipairs(batches) do
@@ -102,6 +103,29 @@ describe('parallel.Pipeline', function()
           assert.is_true(d < 1e-5, ('%s %s S=%d chunks=%d %s: %g'):format(schedule, opt, c.S, c.chunks,
             c.checkpoint, d))
         end
+      end
+    end
+  end)
+
+  it('trains as one device does with the interleaved schedule: 2 and 3 devices, 2 and 3 stages each, uneven chunks',
+    function()
+    local cases = {
+      { P = 2, V = 2, chunks = 1 },
+      { P = 2, V = 2, chunks = 3, checkpoint = 'always' },       -- a short last group of micro-batches
+      { P = 2, V = 3, chunks = 4, checkpoint = 'except_last' },
+      { P = 3, V = 2, chunks = 5, B = 9 },                       -- 2, 2, 2, 2, 1 rows
+      { P = 2, V = 2, chunks = 8, B = 16, replicas = 2 },        -- hybrid: 2 pipelines of 2 devices
+    }
+    for _, c in ipairs(cases) do
+      for _, opt in ipairs({ 'sgd', 'adam' }) do
+        local ref, pipe, losses = train_both({ devices = devs(c.P * (c.replicas or 1)), chunks = c.chunks,
+          schedule = 'interleaved', interleave = c.V, checkpoint = c.checkpoint, opt = opt, B = c.B,
+          replicas = c.replicas })
+        assert.equal(c.P * c.V, pipe.S)
+        for s = 1, pipe.S do assert.equal('cpu:' .. ((s - 1) % c.P), pipe.stages[1][s].device) end
+        assert.is_true(losses[1] > 0)
+        local d = sd_diff(pipe, ref)
+        assert.is_true(d < 1e-5, ('interleaved %s P=%d V=%d chunks=%d: %g'):format(opt, c.P, c.V, c.chunks, d))
       end
     end
   end)
@@ -207,6 +231,17 @@ describe('parallel.Pipeline', function()
     rejects({ devices = devs(3), replicas = 2 }, 'Pipeline: 3 devices cannot hold 2 replicas')
     rejects({ devices = devs(2), chunk = 2 }, "Pipeline: unknown option 'chunk' (did you mean 'chunks'?)")
     rejects({ devices = devs(3) }, 'Pipeline: the model has 2 atoms, fewer than 3 stages', nn.Sequential { nn.ReLU(), nn.ReLU() })
+    rejects({ devices = devs(2), interleave = 2 }, "Pipeline: interleave needs schedule = 'interleaved'")
+    rejects({ devices = devs(2), schedule = 'interleaved', interleave = 1 }, 'Pipeline: interleave must be an integer >= 2, got 1')
+    rejects({ devices = devs(1), schedule = 'interleaved' }, 'Pipeline: the interleaved schedule needs at least 2 devices')
+    rejects({ devices = devs(2), schedule = 'interleaved', interleave = 4 }, 'Pipeline: the model has 7 atoms, fewer than 8 stages')
+    rejects({ devices = devs(2), schedule = 'interleaved', balance = { 4, 3 } }, 'Pipeline: balance has 2 entries for 4 stages')
+    local inter = Pipeline(cnn(), { devices = devs(2), chunks = 2, schedule = 'interleaved', balance = { 2, 2, 2, 1 } })
+    assert.equal('interleaved, 4 stages, 2 micro-batches, 10 steps\n'
+      .. 'stage 1 (cpu:0) | F1 F2 .  .  .  .  .  .  B1 B2\n'
+      .. 'stage 2 (cpu:1) | .  F1 F2 .  .  .  .  B1 B2 . \n'
+      .. 'stage 3 (cpu:0) | .  .  F1 F2 .  B1 .  B2 .  . \n'
+      .. 'stage 4 (cpu:1) | .  .  .  F1 B1 F2 B2 .  .  . ', inter:schedule_text())
     local ok, err = pcall(Pipeline, 'model')
     assert.matches('Pipeline: expected an nn.Module, got string', err, 1, true)
     local bad = Pipeline(cnn(), { devices = devs(2), chunks = 1, schedule = function(S, M)

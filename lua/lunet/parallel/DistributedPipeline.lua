@@ -73,6 +73,9 @@ function DP:__init(model, opts)
   if W % R ~= 0 then fail(('%d processes cannot hold %d replicas of equal pipelines'):format(W, R), 3) end
   local S = W / R
   local r, s = math.floor((g - 1) / S) + 1, (g - 1) % S + 1
+  if opts.schedule == 'interleaved' then
+    fail("the interleaved schedule runs its stages in one process (each rank here is one stage)", 3)
+  end
   local chunks, kind, ck = Pipeline.run_options(opts, S, 3)
   local bal = opts.balance or 'params'
   local list = atoms.of(model)

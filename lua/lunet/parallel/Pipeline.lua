@@ -10,8 +10,11 @@
 --   loss:backward(); opt:step(); print(loss:item())     -- backwards
 --
 -- opts: devices (one per stage; default lunet.devices()), chunks (micro-batches
--- a batch, default 4 per stage), schedule ('1f1b' default, 'gpipe', or a
--- function (stages, chunks) -> steps, see parallel.schedule), balance (a list
+-- a batch, default 4 per stage), schedule ('1f1b' default, 'gpipe',
+-- 'interleaved', or a function (stages, chunks) -> steps, see
+-- parallel.schedule), interleave (with 'interleaved': the stages each device
+-- runs, spread along the model, default 2: stage s on device (s - 1) %
+-- #devices + 1; a smaller bubble for more boundary copies), balance (a list
 -- of atom counts per stage; 'time', the default, or 'memory': measured with a
 -- sample batch, opts.sample or else the first batch, see pipeline_balance;
 -- 'params': equal parameter counts), checkpoint
@@ -59,7 +62,7 @@ local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
 
 local OPTS = { devices = 'table', chunks = 'number', schedule = 'string|function', balance = 'string|table',
   checkpoint = 'string', deferred_bn = 'boolean', replicas = 'number', bucket_mb = 'number', compress = 'string',
-  sample = 'tensor' }
+  sample = 'tensor', interleave = 'number' }
 local CHECKPOINT = { never = true, except_last = true, always = true }
 
 -- chunks, schedule and checkpoint of opts for S stages, checked (this
@@ -68,14 +71,29 @@ function Pipeline.run_options(opts, S, lvl)
   local chunks = opts.chunks or 4 * S
   if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), lvl + 1) end
   local kind = opts.schedule or '1f1b'
-  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' then
-    fail(("schedule must be 'gpipe', '1f1b' or a function (stages, chunks) -> steps, got '%s'"):format(kind), lvl + 1)
+  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' and kind ~= 'interleaved' then
+    fail(("schedule must be 'gpipe', '1f1b', 'interleaved' or a function (stages, chunks) -> steps, got '%s'")
+      :format(kind), lvl + 1)
   end
   local ck = opts.checkpoint or 'never'
   if not CHECKPOINT[ck] then
     fail(("checkpoint must be 'never', 'except_last' or 'always', got '%s'"):format(ck), lvl + 1)
   end
   return chunks, kind, ck
+end
+
+-- the stages each of P devices runs (opts.interleave; 2 by default with the
+-- interleaved schedule, else 1), checked
+function Pipeline.interleave_of(opts, P, lvl)
+  local v = opts.interleave
+  if opts.schedule ~= 'interleaved' then
+    if v ~= nil and v ~= 1 then fail("interleave needs schedule = 'interleaved'", lvl + 1) end
+    return 1
+  end
+  v = v or 2
+  if v % 1 ~= 0 or v < 2 then fail('interleave must be an integer >= 2, got ' .. tostring(v), lvl + 1) end
+  if P < 2 then fail('the interleaved schedule needs at least 2 devices a pipeline', lvl + 1) end
+  return v
 end
 
 local function device_names(devs, lvl)
@@ -103,15 +121,18 @@ function Pipeline:__init(model, opts)
   if #devs == 0 or #devs % R ~= 0 then
     fail(('%d devices cannot hold %d replicas of equal pipelines'):format(#devs, R), 3)
   end
-  local S = #devs / R
+  local P = #devs / R   -- devices a replica
+  local V = Pipeline.interleave_of(opts, P, 3)
+  local S = P * V
   local chunks, kind, ck = Pipeline.run_options(opts, S, 3)
   local list = atoms.of(model)
   if #list < S then fail(('the model has %d atoms, fewer than %d stages'):format(#list, S), 3) end
   local counts = balance.counts(list, S, opts.balance, 3)
-  self.S, self.replicas, self.chunks, self.kind, self.checkpoint = S, R, chunks, kind, ck
+  self.S, self.P, self.replicas, self.chunks, self.kind, self.checkpoint = S, P, R, chunks, kind, ck
   self.deferred_bn, self.balance, self.atom_names = opts.deferred_bn or false, opts.balance or 'time', {}
   for i, a in ipairs(list) do self.atom_names[i] = a.name end
-  self.all_devices, self.stage_devices = devs, { unpack(devs, 1, S) }
+  self.all_devices, self.stage_devices = devs, {}
+  for s = 1, S do self.stage_devices[s] = devs[(s - 1) % P + 1] end
   self.ropts = { bucket_mb = opts.bucket_mb, compress = opts.compress }
   rawset(self, 'module', model)
   local models = { model }
@@ -137,7 +158,7 @@ function Pipeline:_build(counts)
     local al, first = atoms.of(self.models[r]), 1
     self.stages[r] = {}
     for s = 1, S do
-      local dev = devs[(r - 1) * S + s]
+      local dev = devs[(r - 1) * self.P + (s - 1) % self.P + 1]
       local mods = {}
       for i = first, first + counts[s] - 1 do mods[#mods + 1] = al[i].module; al[i].module:to(dev) end
       self.stages[r][s] = Stage.new(s, mods, dev)
@@ -233,7 +254,7 @@ end
 function Pipeline:_plan(M)
   local p = self.plans[M]
   if p then return p end
-  local ok, steps = pcall(schedule.make, self.kind, self.S, M)
+  local ok, steps = pcall(schedule.make, self.kind, self.S, M, self.P)
   if not ok then fail(steps, 3) end
   local slot = schedule.slots(steps, self.S, M, SPARE_SLOTS)
   local lastB = {}
@@ -258,7 +279,8 @@ function Pipeline:schedule_text(M)
   local steps = self:_plan(M).steps
   local name = type(self.kind) == 'string' and self.kind or 'custom'
   return ('%s, %d stage%s%s, %d micro-batch%s, %d steps\n'):format(name, self.S, self.S == 1 and '' or 's',
-    self.stages_where or '', M, M == 1 and '' or 'es', #steps) .. schedule.text(steps, self.S)
+    self.stages_where or '', M, M == 1 and '' or 'es', #steps)
+    .. schedule.text(steps, self.S, self.S > (self.P or self.S) and self.stage_devices or nil)
 end
 
 -- ---- running ------------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ function M.measured(pipe, list, sample, kind)
   for j = 1, S do
     speed[j] = lunet.get_num_threads(devs[j]) / top
     local lim = lunet.memory_limit(devs[j])
-    mem[j] = lim > 0 and lim or nil
+    mem[j] = lim > 0 and lim / (S / (pipe.P or S)) or nil   -- (interleaved: the device's stages share it)
     inflight[j] = pipe.kind == 'gpipe' and Mb or math.min(S - j + 1, Mb)
   end
   local opts = { speed = speed, memory = #mem == S and mem or nil, inflight = inflight }

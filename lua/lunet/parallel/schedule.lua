@@ -5,8 +5,9 @@
 -- stages run at once (the host queues each action's work on its stage's
 -- device and goes on), so an action may only use what an earlier step made:
 --   F(s, m) needs F(s - 1, m);  B(s, m) needs F(s, m) and B(s + 1, m).
---   schedule.build('gpipe' | '1f1b', stages, chunks) -> steps (checked)
---   schedule.make(kind or function (stages, chunks) -> steps, stages, chunks)
+--   schedule.build('gpipe' | '1f1b' | 'interleaved', stages, chunks[, devices])
+--     -> steps (checked)
+--   schedule.make(kind or function (stages, chunks) -> steps, stages, chunks[, devices])
 --     -> steps (built, or the function's checked)
 --   schedule.check(steps, stages, chunks) -> steps, or an error naming the
 --     first action that runs before what it needs (a deadlock: it would wait
@@ -15,11 +16,20 @@
 --     which stage-boundary buffer micro-batch m uses at stage s (taken when
 --     its input is sent, free again once B(s, m) has run), so buffers are
 --     reused; spare: that many more per stage, reused oldest first
---   schedule.text(steps, stages) -> a timeline, one line per stage
+--   schedule.text(steps, stages[, where]) -> a timeline, one line per stage
+--     (where[s]: its device, named after it)
 -- Per-stage orders: GPipe runs every forward, then every backward; 1F1B
 -- (PipeDream-flush) runs stages - s + 1 forwards, then alternates one
 -- backward and one forward, so stage s holds at most stages - s + 1
 -- micro-batches' activations instead of all of them.
+-- Interleaved 1F1B (Megatron-LM's virtual stages): each of the devices runs
+-- stages/devices stages spread along the model (stage s on device
+-- (s - 1) % devices + 1), taking micro-batches in groups of `devices`
+-- through its stages in turn; the bubble shrinks by the stages a device
+-- holds, for as many more boundary copies and actions. A device's order
+-- runs (devices - d) * 2 + (stages - devices) + 1 forwards, then alternates
+-- one backward and one forward; where the last group is longer and that
+-- order would deadlock, a device runs more forwards first.
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local schedule = {}
 
@@ -44,35 +54,78 @@ local function order_1f1b(s, S, M)
 end
 
 local orders = { gpipe = order_gpipe, ['1f1b'] = order_1f1b }
-schedule.kinds = { 'gpipe', '1f1b' }
+schedule.kinds = { 'gpipe', '1f1b', 'interleaved' }
 
--- each stage runs its order; at each step, every stage whose next action's
--- inputs were made in an earlier step runs it
-local function simulate(per_stage, S)
+-- each lane (a stage, or a device running several) runs its order; at each
+-- step, every lane whose next action's inputs were made in an earlier step
+-- runs it. nil when the orders deadlock.
+local function simulate(per_lane, S)
   local steps, done, pos, left = {}, {}, {}, 0
-  for s = 1, S do pos[s] = 1; left = left + #per_stage[s] end
+  for l = 1, #per_lane do pos[l] = 1; left = left + #per_lane[l] end
   local function key(s, m, k) return (k == 'F' and 0 or 1) + 2 * (m * (S + 2) + s) end
   while left > 0 do
-    local step = {}
-    for s = 1, S do
-      local a = per_stage[s][pos[s]]
+    local step, lanes = {}, {}
+    for l = 1, #per_lane do
+      local a = per_lane[l][pos[l]]
       if a then
-        local _, m, k = a[1], a[2], a[3]
+        local s, m, k = a[1], a[2], a[3]
         local ok
         if k == 'F' then ok = s == 1 or done[key(s - 1, m, 'F')]
         else ok = done[key(s, m, 'F')] and (s == S or done[key(s + 1, m, 'B')]) end
-        if ok then step[#step + 1] = a end
+        if ok then step[#step + 1], lanes[#lanes + 1] = a, l end
       end
     end
-    if #step == 0 then fail('the per-stage orders deadlock', 3) end
-    for _, a in ipairs(step) do
+    if #step == 0 then return nil end
+    for i, a in ipairs(step) do
       done[key(a[1], a[2], a[3])] = true
-      pos[a[1]] = pos[a[1]] + 1
+      pos[lanes[i]] = pos[lanes[i]] + 1
       left = left - 1
     end
     steps[#steps + 1] = step
   end
   return steps
+end
+
+-- device d's order of the interleaved schedule (P devices, V stages each,
+-- M micro-batches), the first `warm` of its V * M forwards before any backward
+local function order_interleaved(d, P, V, M, warm)
+  local fs, bs = {}, {}
+  -- (groups of P micro-batches, the last one with the rest: a short group
+  -- of its own would run through the stages alone)
+  local groups = math.max(1, math.floor(M / P))
+  for g = 1, groups do
+    local g0 = (g - 1) * P
+    local q = g < groups and P or M - g0
+    for c = 0, V - 1 do
+      for i = 1, q do fs[#fs + 1] = { c * P + d, g0 + i, 'F' } end
+    end
+    for c = V - 1, 0, -1 do
+      for i = 1, q do bs[#bs + 1] = { c * P + d, g0 + i, 'B' } end
+    end
+  end
+  local o, f = {}, 0
+  warm = math.min(warm, #fs)
+  while f < warm do f = f + 1; o[#o + 1] = fs[f] end
+  for b = 1, #bs do
+    o[#o + 1] = bs[b]
+    if f < #fs then f = f + 1; o[#o + 1] = fs[f] end
+  end
+  return o
+end
+
+local function build_interleaved(S, M, P)
+  if type(P) ~= 'number' or P % 1 ~= 0 or P < 2 or S % P ~= 0 or S == P then
+    fail(('the interleaved schedule needs stages (%d) a multiple >= 2 of devices >= 2 (got %s)')
+      :format(S, tostring(P)), 3)
+  end
+  local V = S / P
+  for extra = 0, S * M do
+    local per = {}
+    for d = 1, P do per[d] = order_interleaved(d, P, V, M, (P - d) * 2 + (V - 1) * P + 1 + extra) end
+    local steps = simulate(per, S)
+    if steps then return steps end
+  end
+  fail('the interleaved orders deadlock', 3)   -- (all forwards first cannot: not reached)
 end
 
 local function count(v, what, lvl)
@@ -81,22 +134,25 @@ local function count(v, what, lvl)
   end
 end
 
-function schedule.build(kind, S, M)
+function schedule.build(kind, S, M, P)
   count(S, 'stages', 2); count(M, 'chunks', 2)
+  if kind == 'interleaved' then return schedule.check(build_interleaved(S, M, P), S, M) end
   local order = orders[kind]
-  if not order then fail(("unknown schedule '%s' (gpipe, 1f1b)"):format(tostring(kind)), 2) end
+  if not order then fail(("unknown schedule '%s' (gpipe, 1f1b, interleaved)"):format(tostring(kind)), 2) end
   local per = {}
   for s = 1, S do per[s] = order(s, S, M) end
-  return schedule.check(simulate(per, S), S, M)
+  local steps = simulate(per, S)
+  if not steps then fail('the per-stage orders deadlock', 2) end
+  return schedule.check(steps, S, M)
 end
 
 -- a pipeline's schedule option: a kind ('gpipe', '1f1b'), built; or a
 -- function (stages, chunks) -> steps, called and checked. Errors (raised
 -- with no position: the caller says whose) name what is wrong.
-function schedule.make(kind, S, M)
+function schedule.make(kind, S, M, P)
   local function strip(e) return (tostring(e):gsub('^[^:\n]*:%d+: ', '', 1)) end
   if type(kind) ~= 'function' then
-    local ok, steps = pcall(schedule.build, kind, S, M)
+    local ok, steps = pcall(schedule.build, kind, S, M, P)
     if not ok then error(strip(steps), 0) end
     return steps
   end
@@ -200,12 +256,16 @@ function schedule.slots(steps, S, M, spare)
   return slot, nslots
 end
 
-function schedule.text(steps, S)
-  local rows, w = {}, 2
+function schedule.text(steps, S, where)
+  local rows, w, lw = {}, 2, 0
   for _, step in ipairs(steps) do
     for _, a in ipairs(step) do w = math.max(w, #tostring(a[2]) + 1) end
   end
-  for s = 1, S do rows[s] = { ('stage %d |'):format(s) } end
+  for s = 1, S do
+    rows[s] = { where and ('stage %d (%s)'):format(s, where[s]) or ('stage %d'):format(s) }
+    lw = math.max(lw, #rows[s][1])
+  end
+  for s = 1, S do rows[s][1] = ('%-' .. lw .. 's |'):format(rows[s][1]) end
   for _, step in ipairs(steps) do
     local cell = {}
     for _, a in ipairs(step) do cell[a[1]] = a[3] .. a[2] end
