@@ -2,6 +2,8 @@
 --
 --   partition.split(costs, nstages, {speed = {...}, memory = {...}, inflight = {...}})
 --     --> {n1, n2, ...}: how many atoms each stage gets (in order, each >= 1)
+--   partition.split_looped(costs, nstages, ndevices, {..., score = fn}) --> the
+--     same for stages looping over the devices (the interleaved schedule)
 --
 -- costs[i] is atom i's time (a number), or a table {time = s, memory = bytes,
 -- act = bytes}: memory is what the atom holds whatever the schedule
@@ -120,6 +122,60 @@ function partition.split(costs, nstages, opts)
     i = k
   end
   return counts, best[p][n][1]
+end
+
+-- partition.split_looped(costs, nstages, ndevices, opts) --> counts: stages
+-- that loop over the devices (stage j on device (j - 1) % ndevices + 1, the
+-- interleaved schedule), where a device's time is the sum of its stages' and
+-- the slowest stage alone says little. opts as split's, and score(times) ->
+-- seconds (a step with the stages' times: e.g. the schedule played out),
+-- which the split minimises among those that fit: over every split when
+-- there are at most LOOPED_ALL of them, else from split's by moving one cut
+-- at a time while the score improves.
+local LOOPED_ALL = 3000
+function partition.split_looped(costs, nstages, ndevices, opts)
+  local counts = partition.split(costs, nstages, opts)
+  local score = opts.score
+  if type(score) ~= 'function' then fail('split_looped: opts.score must be a function (times) -> seconds', 2) end
+  local n, p = #costs, nstages
+  local memory = opts.memory and per_stage(opts.memory, p, 'memory', math.huge)
+  local function value(c)
+    local times, mems = partition.evaluate(costs, c, opts)
+    if memory then for j = 1, p do if mems[j] > memory[j] then return math.huge end end end
+    return score(times)
+  end
+  local best, best_v = counts, value(counts)
+  local ways = 1   -- C(n - 1, p - 1): the splits
+  for k = 1, p - 1 do ways = ways * (n - k) / k end
+  if ways <= LOOPED_ALL then
+    local c = {}
+    local function each(j, left)
+      if j == p then
+        c[p] = left
+        local v = value(c)
+        if v < best_v then best, best_v = { unpack(c) }, v end
+        return
+      end
+      for k = 1, left - (p - j) do c[j] = k; each(j + 1, left - k) end
+    end
+    each(1, n)
+    return best
+  end
+  local better = true
+  while better do
+    better = false
+    for j = 1, p - 1 do
+      for _, d in ipairs({ -1, 1 }) do
+        local c = { unpack(best) }
+        c[j], c[j + 1] = c[j] + d, c[j + 1] - d
+        if c[j] >= 1 and c[j + 1] >= 1 then
+          local v = value(c)
+          if v < best_v then best, best_v, better = c, v, true end
+        end
+      end
+    end
+  end
+  return best
 end
 
 -- the stages' times (speed-scaled) and memory for a given split, as split counts them

@@ -109,6 +109,18 @@ function M.measured(pipe, list, sample, kind)
     local mc = {}
     for i, c in ipairs(costs) do mc[i] = { time = c.memory + c.act * Mb, memory = c.memory, act = c.act } end
     counts = split(mc, S, { memory = opts.memory, inflight = inflight })
+  elseif S > (pipe.P or S) then
+    -- (interleaved: a device runs several stages; the split whose schedule,
+    -- played out with the stages' times, ends first; a backward taken as
+    -- twice its forward)
+    local steps = require('lunet.parallel.schedule').build('interleaved', S, Mb, pipe.P)
+    local step_sim = require 'lunet.parallel.step_sim'
+    local lopts = { speed = speed, memory = opts.memory, inflight = inflight, score = function(times)
+      local f, b = {}, {}
+      for j = 1, S do f[j], b[j] = times[j] / 3, 2 * times[j] / 3 end
+      return step_sim.run { stages = S, devices = pipe.P, steps = steps, fwd = f, bwd = b }
+    end }
+    counts = require('lunet.parallel.partition').split_looped(costs, S, pipe.P, lopts)
   else
     counts = split(costs, S, opts)
     local mb = math.ceil(B / pipe.replicas / Mb)

@@ -9,7 +9,9 @@
 --     each stage), cores = n (threads that run at full speed at once; nil:
 --     every one), host_shares = bool (the host thread takes a core too),
 --     paced = {bool} (the host waits for the stage's previous backward
---     before queuing to it: Stage.lua, past half of a device's memory)}
+--     before queuing to it: Stage.lua, past half of a device's memory),
+--     devices = n (the devices a replica's stages run on, stage s on
+--     (s - 1) % n + 1: the interleaved schedule; default one a stage)}
 --   --> seconds from the first action queued to the last one done
 --
 -- The host walks the schedule's steps in order, each action on every replica
@@ -26,6 +28,8 @@ local EPS = 1e-12
 function step_sim.run(o)
   local P, D, steps = o.stages, o.replicas or 1, o.steps
   local copy, cores = o.copy or 0, o.cores or math.huge
+  local L = o.devices or P
+  local function dev_of(r, s) return (r - 1) * L + (s - 1) % L + 1 end
   -- the host's list: (stage, micro-batch, kind, replica) in queueing order
   local list = {}
   for _, step in ipairs(steps) do
@@ -38,12 +42,7 @@ function step_sim.run(o)
   local function key(s, m, k, r) return ((r * (P + 2) + s) * 4096 + m) * 2 + (k == 'F' and 0 or 1) end
   local queue, head = {}, {}   -- per device (r, s): its queued actions, the next to run
   local left = {}              -- remaining work of each device's running action
-  for r = 1, D do
-    for s = 1, P do
-      local dev = (r - 1) * P + s
-      queue[dev], head[dev] = {}, 1
-    end
-  end
+  for dev = 1, L * D do queue[dev], head[dev] = {}, 1 end
   local last_b = {}            -- per device: the key of its last queued backward
   local now, pos, host_left = 0, 1, nil
   local finished = 0
@@ -68,13 +67,13 @@ function step_sim.run(o)
     end
     return t
   end
-  local nd = P * D
+  local nd = L * D
   while finished < n do
     -- the host: its next action, unless it waits for a paced stage's backward
     local host_runs = false
     if pos <= n then
       local a = list[pos]
-      local dev = (a.r - 1) * P + a.s
+      local dev = dev_of(a.r, a.s)
       local wait = o.paced and o.paced[a.s] and last_b[dev]
       if not (wait and not done_at[wait]) then
         host_left = host_left or (o.host and o.host[a.s] or 0)
@@ -109,7 +108,7 @@ function step_sim.run(o)
       host_left = host_left - dt * host_rate
       if host_left <= EPS then
         local a = list[pos]
-        local dev = (a.r - 1) * P + a.s
+        local dev = dev_of(a.r, a.s)
         local q = queue[dev]
         q[#q + 1] = a
         if a.k == 'B' then last_b[dev] = key(a.s, a.m, 'B', a.r) end
