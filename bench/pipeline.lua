@@ -162,7 +162,7 @@ local function build(spec, p, c)
     end
   elseif (c.kind == 'pipeline' or c.kind == 'hybrid') and Pipeline then
     local pipe = Pipeline(model, { devices = devs, chunks = c.chunks, schedule = c.schedule, balance = c.balance,
-      replicas = c.replicas })
+      replicas = c.replicas, interleave = c.interleave })
     local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
     return function()
       opt:zero_grad()

@@ -107,6 +107,43 @@ describe('partition.split', function()
     ok, err = pcall(partition.split, { 1, { time = -1 } }, 1)
     assert.matches('costs[2].time must be a number >= 0', err, 1, true)
   end)
+
+  it('splits stages that loop over the devices for the best score (brute force), within memory', function()
+    -- (the score: the slowest device, its stages' times added)
+    local function score_of(P) return function(times)
+      local load = {}
+      for j, t in ipairs(times) do local d = (j - 1) % P + 1; load[d] = (load[d] or 0) + t end
+      local worst = 0
+      for _, l in pairs(load) do worst = math.max(worst, l) end
+      return worst
+    end end
+    math.randomseed(11)
+    for _ = 1, 40 do
+      local n, P = math.random(4, 10), 2
+      local S = 2 * P
+      if n >= S then
+        local costs = {}
+        for i = 1, n do costs[i] = { time = math.random(1, 20), memory = math.random(0, 3), act = 0 } end
+        local opts = { score = score_of(P), memory = math.random() < 0.5 and 16 or nil }
+        local ok, counts = pcall(partition.split_looped, costs, S, P, opts)
+        if ok then
+          local best
+          compositions(n, S, function(c)
+            local times, mems = partition.evaluate(costs, c)
+            for j = 1, S do if mems[j] > (opts.memory or math.huge) then return end end
+            local v = opts.score(times)
+            if not best or v < best then best = v end
+          end)
+          local times, mems = partition.evaluate(costs, counts)
+          for j = 1, S do assert.is_true(mems[j] <= (opts.memory or math.huge)) end
+          assert.equal(best, opts.score(times))
+        end
+      end
+    end
+    local ok, err = pcall(partition.split_looped, { 1, 2, 3, 4 }, 4, 2, {})
+    assert.is_false(ok)
+    assert.matches('opts.score must be a function', err, 1, true)
+  end)
 end)
 
 -- a stated profile: n equal atoms (time at batch `batch`)
@@ -145,6 +182,29 @@ describe('parallel.plan', function()
     local text = tostring(p)
     assert.matches('<- chosen', text, 1, true)
     assert.matches('data parallel x2', text, 1, true)
+  end)
+
+  it('predicts the interleaved schedule faster than 1F1B with few micro-batches, and auto builds it', function()
+    local prof = stated(8, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = MB, out = MB / 4 })
+    local cm = parallel.cost.new(prof, { link = fast })
+    local plain, inter = cm:pipeline(2, 1, 32, 2, '1f1b'), cm:pipeline(2, 1, 32, 2, 'interleaved')
+    assert.same({ 4, 4 }, plain.balance)
+    assert.same({ 2, 2, 2, 2 }, inter.balance)
+    assert.equal(2, inter.interleave)
+    assert.equal(2, inter.stages)
+    assert.is_true(inter.step < plain.step, ('%g %g'):format(inter.step, plain.step))
+    assert.is_true(inter.bubble < plain.bubble)
+    assert.equal('pipeline 2 stages, 2 chunks, interleaved 1F1B x2', parallel.cost.label(inter))
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
+      memory = 2 ^ 30, speed = { 1, 1 }, kinds = { 'pipeline' }, chunks = { 2 } })
+    assert.equal('interleaved', p.chosen.schedule)
+    assert.matches('interleaved 1F1B (2 stages a device)', p.reason, 1, true)
+    local model = nn.Sequential { nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(),
+      nn.Linear(4, 4), nn.Linear(4, 2) }
+    local pipe = parallel.wrap(model, p, p.chosen)
+    assert.equal(4, pipe.S)
+    assert.equal('cpu:1', pipe.stages[1][4].device)
+    assert.same({ 2, 2, 2, 2 }, pipe.counts)
   end)
 
   it('picks data parallel for a small model with a large batch', function()
@@ -480,6 +540,19 @@ describe('parallel.step_sim', function()
     -- the host sharing one core with the devices: everything on it, one after another
     o.cores, o.host_shares = 1, true
     assert.near(16 * 10 + 2 * 4 * 3, sim.run(o), 1e-9)
+  end)
+
+  it('plays the interleaved schedule out on looping stages: its bubble is 1F1B\'s over the stages a device runs', function()
+    -- 2 devices, 4 micro-batches; 1F1B: 2 stages, forward 2 s and backward 4 s: (m + p - 1) (f + b)
+    local one = sim.run { stages = 2, steps = sched.build('1f1b', 2, 4), fwd = { 2, 2 }, bwd = { 4, 4 } }
+    assert.near(5 * 6, one, 1e-9)
+    -- the same work in 4 stages, 2 on each device: m (f + b) + (p - 1) (f + b) / 2
+    local o = { stages = 4, devices = 2, steps = sched.build('interleaved', 4, 4, 2), fwd = { 1, 1, 1, 1 },
+      bwd = { 2, 2, 2, 2 } }
+    assert.near(4 * 6 + 6 / 2, sim.run(o), 1e-9)
+    -- one core for both devices: all the work one after another
+    o.cores = 1
+    assert.near(4 * 2 * 6, sim.run(o), 1e-9)
   end)
 
   it('paces the host on a stage past half its memory: it waits for the stage\'s last backward', function()

@@ -7,7 +7,8 @@
 --   local cm = cost.new(atoms, {link = {copy = {alpha =, beta =}, allreduce = {alpha =, beta =}},
 --     speed = {1, 1}, memory = {2^30, 2^30}, optimizer = 'adam', threads = {1, 1}, cores = 2})
 --   cm:data_parallel(n, batch, accumulate)        --> candidate
---   cm:pipeline(stages, replicas, batch, chunks, 'gpipe' | '1f1b')  --> candidate
+--   cm:pipeline(stages, replicas, batch, chunks, 'gpipe' | '1f1b' | 'interleaved')  --> candidate
+--     (stages: devices a replica; interleaved: INTERLEAVE stages each)
 --
 -- The host queues all of it: a step is at least the profile's host time
 -- (queuing one forward and backward of the model) times the micro-batches
@@ -49,11 +50,13 @@ local step_sim = require 'lunet.parallel.step_sim'
 local schedules = require 'lunet.parallel.schedule'
 -- (the schedules the candidates name, built once per size)
 local built = {}
-local function schedule_of(kind, p, m)
-  local k = kind .. ':' .. p .. ':' .. m
-  built[k] = built[k] or schedules.build(kind, p, m)
+local function schedule_of(kind, S, m, p)
+  local k = kind .. ':' .. S .. ':' .. m .. ':' .. p
+  built[k] = built[k] or schedules.build(kind, S, m, p)
   return built[k]
 end
+-- the stages each device runs in an interleaved candidate (Pipeline's default)
+local INTERLEAVE = 2
 -- the collector's triggers (tensor.lua: a device's bytes doubled past
 -- gc_min, or under a limit near it; Stage.lua: a stage's grew by GROW and FLOOR)
 local GC_MIN = require('lunet.tensor').gc_min
@@ -343,20 +346,28 @@ end
 
 -- ---- pipeline of p stages, d replicas (hybrid when d > 1), m micro-batches ------------------
 
-local function inflight_of(schedule, p, m)
+local function inflight_of(schedule, S, m)
   local f = {}
-  for j = 1, p do f[j] = schedule == 'gpipe' and m or math.min(m, p - j + 1) end
+  for j = 1, S do f[j] = schedule == 'gpipe' and m or math.min(m, S - j + 1) end
   return f
 end
 
+-- p devices a replica, d replicas; S stages a replica, stage j on the
+-- replica's device (j - 1) % p + 1 (S = p but for the interleaved schedule)
 function cost:pipeline(p, d, B, m, schedule, first)
   first = first or 1
+  local V = schedule == 'interleaved' and INTERLEAVE or 1
+  local S = p * V
+  if S > self.n then return nil end
+  -- (the pipeline's own work an action: the interleaved schedule's is 1F1B's)
+  local action = (self.pipe.action or {})[schedule == 'interleaved' and '1f1b' or schedule] or 0
   -- the host's time a micro-batch: queueing the layers, and the pipeline's
-  -- own work for each of its 2p actions (profile.pipeline_overhead)
-  local host_mb = self.host + 2 * p * ((self.pipe.action or {})[schedule] or 0)
+  -- own work for each of its 2S actions (profile.pipeline_overhead)
+  local host_mb = self.host + 2 * S * action
   local Br = B / d
   local b = math.ceil(Br / m)
-  local inflight = inflight_of(schedule, p, m)
+  local inflight = inflight_of(schedule, S, m)
+  local function dev_of(r, j) return first + (r - 1) * p + (j - 1) % p end
   local costs, speed, memory = {}, {}, {}
   for i = 1, self.n do
     costs[i] = { time = self:fwd(i, b) + self:bwd(i, b), memory = self:state(i), act = GC * self:act(i, b) }
@@ -368,19 +379,26 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local xmax = self.in_bytes * b / self.in_batch
   for i = 1, self.n - 1 do xmax = math.max(xmax, self:out(i, b)) end
   extra = extra + 2 * xmax
-  for j = 1, p do
+  for j = 1, S do
     speed[j], memory[j] = math.huge, math.huge
     for r = 1, d do
-      local dev = first + (r - 1) * p + j - 1
+      local dev = dev_of(r, j)
       speed[j] = math.min(speed[j], self:dev_speed(dev))
-      memory[j] = math.min(memory[j], math.max(1, self:dev_memory(dev) * self.headroom - extra))
+      -- (a device's stages share its memory)
+      memory[j] = math.min(memory[j], math.max(1, (self:dev_memory(dev) * self.headroom - extra) / V))
     end
   end
-  local ok, counts = pcall(partition.split, costs, p, { speed = speed, memory = memory, inflight = inflight })
+  local popts = { speed = speed, memory = memory, inflight = inflight }
+  local function split(o)
+    if V == 1 then return partition.split(costs, S, o) end
+    o.score = step_sim.looped_score(schedule_of(schedule, S, m, p), S, p)
+    return partition.split_looped(costs, S, p, o)
+  end
+  local ok, counts = pcall(split, popts)
   local why
   if not ok then
     why = tostring(counts):gsub('^.-partition%.split: ', '')
-    counts = partition.split(costs, p, { speed = speed, inflight = inflight })
+    counts = split({ speed = speed, inflight = inflight })
   end
   local times = partition.evaluate(costs, counts, { speed = speed, inflight = inflight })
   -- stage j's atoms lo..hi: time, memory, boundary copies, gradient all-reduce among replicas
@@ -392,16 +410,18 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- micro-batch, the host's time to queue each, the stages it paces
   local fwd_s, bwd_s, host_s, paced = {}, {}, {}, {}
   local copy = 0
-  for j = 1, p do
+  for k = 1, p * d do mem[k] = 0 end
+  local dmem = {}   -- per device of a replica: what its stages hold
+  for j = 1, S do
     local hi = lo + counts[j] - 1
     local f, bw, act, st, par = self:range(lo, hi, b)
     fwd_s[j], bwd_s[j] = f / speed[j], bw / speed[j]
     -- (the layers' queueing shared by their count, and the pipeline's own work an action)
-    host_s[j] = self.host * counts[j] / self.n / 2 + ((self.pipe.action or {})[schedule] or 0)
+    host_s[j] = self.host * counts[j] / self.n / 2 + action
     bwd_before[j], acc_bwd = acc_bwd, acc_bwd + bw / speed[j]
     local x_in = j > 1 and self:out(lo - 1, b) or self.in_bytes * b / self.in_batch
-    local x_out = j < p and self:out(hi, b) or 0
-    if j < p then
+    local x_out = j < S and self:out(hi, b) or 0
+    if j < S then
       local x = self:copy_time(x_out)
       fill = fill + 2 * x
       copy = math.max(copy, x)
@@ -409,12 +429,14 @@ function cost:pipeline(p, d, B, m, schedule, first)
     end
     -- boundary buffers: the input received and the gradient sent back
     local m_j = st + inflight[j] * act * GC + self:temp_max(lo, hi, b) + 2 * x_in
-    for r = 1, d do mem[(r - 1) * p + j] = m_j end
+    local k = (j - 1) % p + 1
+    dmem[k] = (dmem[k] or 0) + m_j
+    for r = 1, d do mem[(r - 1) * p + k] = dmem[k] end
     -- (past half of its device's memory a stage makes the host wait for its
     -- previous backward before queuing more to it)
-    paced[j] = m_j > self:dev_memory(first + j - 1) / 2
+    paced[j] = m_j > self:dev_memory(dev_of(1, j)) / (2 * V)
     gc = math.max(gc, self:collecting(m * self:churn(lo, hi, b), st + inflight[j] * act + 2 * x_in,
-      self:dev_memory(first + j - 1), true, 2 * m, self:largest(lo, hi, b)))
+      self:dev_memory(dev_of(1, j)) / V, true, 2 * m, self:largest(lo, hi, b)))
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
     sum_t, max_t = sum_t + times[j], math.max(max_t, times[j])
     busy = busy + m * times[j]
@@ -422,23 +444,23 @@ function cost:pipeline(p, d, B, m, schedule, first)
   end
   -- each stage's optimizer step after its last backward (stage 1 ends last)
   local upd = 0
-  for j = 1, p do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
+  for j = 1, S do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
   -- a boundary copy the devices' cores make (overlap 0) is the stages' work; else it only delays
-  for j = 1, p do
+  for j = 1, S do
     if j > 1 then fwd_s[j] = fwd_s[j] + (1 - self.overlap) * copy end
-    if j < p then bwd_s[j] = bwd_s[j] + (1 - self.overlap) * copy end
+    if j < S then bwd_s[j] = bwd_s[j] + (1 - self.overlap) * copy end
   end
   local last = first + p * d - 1
   local cores = self:capacity(first, last)
   -- (replicas that share neither cores nor a host's queueing run alike: one is played out)
-  local alike = cores >= p * d and self.host == 0 and ((self.pipe.action or {})[schedule] or 0) == 0
-  local step = step_sim.run { stages = p, replicas = alike and 1 or d, steps = schedule_of(schedule, p, m), fwd = fwd_s,
-    bwd = bwd_s, copy = self.overlap * copy, host = host_s, cores = cores,
+  local alike = cores >= p * d and self.host == 0 and action == 0
+  local step = step_sim.run { stages = S, devices = p, replicas = alike and 1 or d, steps = schedule_of(schedule, S, m, p),
+    fwd = fwd_s, bwd = bwd_s, copy = self.overlap * copy, host = host_s, cores = cores,
     host_shares = self:host_work(first, last, 1) > 0, paced = paced } + upd
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
     -- last, bwd_before[j] later; the all-reduce overlaps that and (by buckets) j's own last backward
-    for j = 1, p do
+    for j = 1, S do
       local s = par_stage[j]
       local ar = self:allreduce(d, s.par)
       local e = math.max(self:allreduce(d, self:last_bucket(s.lo, s.hi)) - bwd_before[j],
@@ -453,7 +475,8 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local _, _, _, st, par = self:range(1, self.n, 1)
   local c = {
     kind = d > 1 and 'hybrid' or 'pipeline', devices = p * d, device_list = devs, replicas = d, stages = p,
-    chunks = m, micro = b, schedule = schedule, accumulate = 1, balance = counts, stage_times = times,
+    interleave = V > 1 and V or nil, chunks = m, micro = b, schedule = schedule, accumulate = 1, balance = counts,
+    stage_times = times,
     step = step, compute = sum_t + (m - 1) * max_t, comm = fill + exposed, gc = gc, host = d * m * host_mb,
     bubble = math.max(0, 1 - busy / (p * step)), memory = mem, wire = wire, params = par, state = st,
   }
@@ -470,7 +493,8 @@ function cost.label(c)
   elseif c.kind == 'data' then
     return ('data parallel x%d%s'):format(c.devices, c.accumulate > 1 and (', accumulate ' .. c.accumulate) or '')
   end
-  local sched = c.schedule == 'gpipe' and 'GPipe' or '1F1B'
+  local sched = c.schedule == 'gpipe' and 'GPipe' or c.schedule == 'interleaved' and
+    ('interleaved 1F1B x%d'):format(c.interleave) or '1F1B'
   if c.kind == 'pipeline' then return ('pipeline %d stages, %d chunks, %s'):format(c.stages, c.chunks, sched) end
   return ('hybrid %dx%d, %d chunks, %s'):format(c.replicas, c.stages, c.chunks, sched)
 end

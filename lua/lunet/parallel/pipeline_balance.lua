@@ -114,12 +114,8 @@ function M.measured(pipe, list, sample, kind)
     -- played out with the stages' times, ends first; a backward taken as
     -- twice its forward)
     local steps = require('lunet.parallel.schedule').build('interleaved', S, Mb, pipe.P)
-    local step_sim = require 'lunet.parallel.step_sim'
-    local lopts = { speed = speed, memory = opts.memory, inflight = inflight, score = function(times)
-      local f, b = {}, {}
-      for j = 1, S do f[j], b[j] = times[j] / 3, 2 * times[j] / 3 end
-      return step_sim.run { stages = S, devices = pipe.P, steps = steps, fwd = f, bwd = b }
-    end }
+    local lopts = { speed = speed, memory = opts.memory, inflight = inflight,
+      score = require('lunet.parallel.step_sim').looped_score(steps, S, pipe.P) }
     counts = require('lunet.parallel.partition').split_looped(costs, S, pipe.P, lopts)
   else
     counts = split(costs, S, opts)

@@ -14,7 +14,7 @@
 -- none), speed (relative speeds; default the devices' shares of the cores),
 -- optimizer ('adam' default, 'momentum', 'sgd': the state it keeps),
 -- chunks (the micro-batch counts tried, default {2, 4, 8, 16}), schedules
--- ({'1f1b', 'gpipe'}), kinds (the strategies that may be chosen), runs
+-- ({'1f1b', 'gpipe', 'interleaved'}), kinds (the strategies that may be chosen), runs
 -- (profiling repeats), trials (n: the n candidates predicted fastest, and
 -- the fastest predicted of each other kind, are trained for a few steps on
 -- copies of the model and the measured fastest is chosen; each gets
@@ -110,7 +110,9 @@ local function sentence(self)
   else
     what = (c.kind == 'hybrid' and ('%d pipelines of %d stages'):format(c.replicas, c.stages) or ('%d-stage pipeline'):format(c.stages))
       .. (' (atoms per stage %s), %d micro-batches, %s, %.1f ms a step, %d%% bubble'):format(table.concat(c.balance, '+'),
-      c.chunks, c.schedule == 'gpipe' and 'GPipe' or '1F1B', c.step * 1e3, math.floor(c.bubble * 100 + 0.5))
+      c.chunks, c.schedule == 'gpipe' and 'GPipe' or c.schedule == 'interleaved' and
+      ('interleaved 1F1B (%d stages a device)'):format(c.interleave) or '1F1B', c.step * 1e3,
+      math.floor(c.bubble * 100 + 0.5))
   end
   if c.measured then
     local n = 0
@@ -211,7 +213,7 @@ function Plan.new(model, sample, opts)
   with_accumulation(1)
   if n > 1 then with_accumulation(n) end
   local chunks = opts.chunks or { 2, 4, 8, 16 }
-  local schedules = opts.schedules or { '1f1b', 'gpipe' }
+  local schedules = opts.schedules or { '1f1b', 'gpipe', 'interleaved' }
   for p = 2, math.min(n, cm.n) do
     if n % p == 0 then
       local d = n / p

@@ -128,4 +128,15 @@ function step_sim.run(o)
   return now
 end
 
+-- a score for partition.split_looped: the step of stages' times (forward
+-- and backward together, a backward taken as twice its forward) played out
+-- on the steps of S stages looping over P devices
+function step_sim.looped_score(steps, S, P)
+  local f, b = {}, {}
+  return function(times)
+    for j = 1, S do f[j], b[j] = times[j] / 3, 2 * times[j] / 3 end
+    return step_sim.run { stages = S, devices = P, steps = steps, fwd = f, bwd = b }
+  end
+end
+
 return step_sim

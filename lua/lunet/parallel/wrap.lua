@@ -30,7 +30,7 @@ local function wrap(model, plan, c)
   local okp, Pipeline = pcall(require, 'lunet.parallel.Pipeline')
   if (c.kind == 'pipeline' or c.kind == 'hybrid') and okp then
     return Pipeline(model, { devices = devs, chunks = c.chunks, schedule = c.schedule, balance = c.balance,
-      replicas = c.replicas > 1 and c.replicas or nil })
+      replicas = c.replicas > 1 and c.replicas or nil, interleave = c.interleave })
   end
   fail(('the plan chose %s, which this build cannot make'):format(c.label))
 end
