@@ -1,6 +1,6 @@
 -- The planner and pipelines on virtual CPU devices (issue 19's targets; 2 cores).
 --   luajit bench/pipeline.lua [--steps S] [--groups G] [--models lenet5,resnet8,wide] [--devices 1,2,4]
---     [--no-grid] [--no-pipe] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08] [--trials 3] [--passes 2]
+--     [--no-grid] [--no-pipe] [--no-inter] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08] [--trials 3] [--passes 2]
 -- Grid (the planner): for each model x device count (1, 2, 4 virtual devices;
 -- 4 share 2 cores) x memory limit (none; 'tight': 60% of what data parallel
 -- over those devices needs), lunet.parallel.plan profiles the model and
@@ -21,6 +21,10 @@
 -- micro-batches of 8 samples (batch 64) cost more per sample than the whole
 -- batch on one device (bench/RESULTS.md), which the pipeline pays and one
 -- device does not; at 32 the difference is small.
+-- Interleaved (--no-inter skips it): 1F1B against interleaved 1F1B (2
+-- stages a device), both balanced automatically, at 2 and 4 micro-batches
+-- of the 'deep' CNN (eight equal convolutions) at batch 256, against one
+-- device, timed in turn as above.
 -- Needs 2 idle cores: the load average is printed with the figures.
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
@@ -54,6 +58,13 @@ local models = {
     return nn.Sequential { nn.Conv2d(3, 16, 3, { padding = 1, bias = false }), nn.BatchNorm2d(16), nn.ReLU(),
       nn.BasicBlock(16, 16, 1), nn.BasicBlock(16, 32, 2), nn.BasicBlock(32, 64, 2),
       nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10) }
+  end },
+  -- eight equal convolutions: cuts anywhere balance, as interleaving needs
+  deep = { shape = { 3, 32, 32 }, make = function()
+    local l = { nn.Conv2d(3, 32, 3, { padding = 1, stride = 2 }), nn.ReLU() }
+    for _ = 1, 8 do l[#l + 1] = nn.Conv2d(32, 32, 3, { padding = 1 }); l[#l + 1] = nn.ReLU() end
+    l[#l + 1] = nn.MaxPool2d(2); l[#l + 1] = nn.Flatten(); l[#l + 1] = nn.Linear(32 * 8 * 8, 10)
+    return nn.Sequential(l)
   end },
   -- a plain CNN whose stages are well above a transfer's time
   wide = { shape = { 3, 32, 32 }, make = function()
@@ -390,4 +401,53 @@ if Pipeline and not args['no-pipe'] then
     best.name, best.t * 1e3, (ta / best.t - 1) * 100, same and
     ' (auto chose that same split: the two figures are one configuration built twice and timed alike, their gap the measurement\'s)'
     or '', loadavg()))
+end
+
+-- ---- interleaved 1F1B against 1F1B -----------------------------------------------------------------
+
+if Pipeline and not args['no-inter'] then
+  free_all()
+  lunet.set_cpu_devices(2)
+  local spec = models.deep
+  local x, y = batch_of(spec.shape, PIPE_BATCH)
+  local crit = nn.CrossEntropyLoss()
+  local m1 = spec.make():to('cpu:0')
+  local o1 = optim.Adam(m1:parameters(), { lr = 1e-4 })
+  local configs = { { name = 'one device', step = function() o1:zero_grad(); crit(m1(x), y):backward(); o1:step() end } }
+  for _, chunks in ipairs({ 2, 4 }) do
+    for _, sched in ipairs({ '1f1b', 'interleaved' }) do
+      local pipe = Pipeline(spec.make(), { devices = { 'cpu:0', 'cpu:1' }, chunks = chunks, schedule = sched, sample = x })
+      local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
+      configs[#configs + 1] = { name = ('%s, %d chunks {%s}'):format(sched, chunks, table.concat(pipe.counts, ',')),
+        sched = sched, chunks = chunks,
+        step = function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end }
+    end
+  end
+  local ROUNDS = tonumber(args.rounds) or 7
+  for _, c in ipairs(configs) do
+    for _ = 1, 3 do c.step() end
+    c.times = {}
+  end
+  for r = 1, ROUNDS do
+    for i = 1, #configs do
+      local c = configs[(i + r - 2) % #configs + 1]
+      collectgarbage(); collectgarbage()
+      c.step()
+      lunet.synchronize()
+      local t0 = lunet.clock()
+      for _ = 1, STEPS do c.step() end
+      lunet.synchronize()
+      c.times[r] = (lunet.clock() - t0) / STEPS
+    end
+  end
+  for _, c in ipairs(configs) do c.t = median(c.times) end
+  print(('\ninterleaved 1F1B (deep CNN, batch %d, 2 devices x 1 core, automatic balance; medians of %d rounds of %d steps, in turn): one device %.1f ms')
+    :format(PIPE_BATCH, ROUNDS, STEPS, configs[1].t * 1e3))
+  for k = 2, #configs, 2 do
+    local a, b = configs[k], configs[k + 1]
+    print(('  %d chunks: %s %.1f ms (%.2fx one device), %s %.1f ms (%.2fx): interleaved %.2fx 1F1B; bubbles %.0f%%, %.0f%%')
+      :format(a.chunks, a.name, a.t * 1e3, configs[1].t / a.t, b.name, b.t * 1e3, configs[1].t / b.t, a.t / b.t,
+      100 / (a.chunks + 1), 100 / (2 * a.chunks + 1)))
+  end
+  print(('load average %s'):format(loadavg()))
 end
