@@ -242,6 +242,10 @@ describe('parallel.Pipeline', function()
       .. 'stage 2 (cpu:1) | .  F1 F2 .  .  .  .  B1 B2 . \n'
       .. 'stage 3 (cpu:0) | .  .  F1 F2 .  B1 .  B2 .  . \n'
       .. 'stage 4 (cpu:1) | .  .  .  F1 B1 F2 B2 .  .  . ', inter:schedule_text())
+    local measured = Pipeline(cnn(), { devices = devs(2), chunks = 4, schedule = 'interleaved', sample = lunet.randn(8, 3, 8, 8) })
+    local report = measured:balance_report()
+    assert.matches('Pipeline: 4 stages on 2 devices, balance time, interleaved, 4 micro-batches: bubble 11%', report, 1, true)
+    assert.matches('stage 3 on cpu:0', report, 1, true)
     local ok, err = pcall(Pipeline, 'model')
     assert.matches('Pipeline: expected an nn.Module, got string', err, 1, true)
     local bad = Pipeline(cnn(), { devices = devs(2), chunks = 1, schedule = function(S, M)
@@ -491,6 +495,20 @@ describe('parallel.Pipeline', function()
     for _, p in ipairs(pipe:parameters()) do
       for _, v in pairs(po.state[p]) do if lunet.is_tensor(v) then assert.equal(p.device, v.device) end end
     end
+    steps(2)
+    assert.is_true(sd_diff(pipe, ref) < 1e-5)
+    -- interleaved: 4 stages on 2 devices, the last one holding the three convolutions' share of the work
+    ref = model()
+    pipe = Pipeline(model(), { devices = devs(2), chunks = 4, schedule = 'interleaved', balance = { 1, 1, 1, 5 } })
+    ro, po = make_opt('sgd', ref:parameters()), make_opt('sgd', pipe:parameters())
+    steps(2)
+    lunet.synchronize()
+    pipe.timing:collect()
+    pipe.timing.sum, pipe.timing.count = { 0.004, 0.001, 0.001, 0.04 }, { 4, 4, 4, 4 }
+    counts, moved = pipe:rebalance({ optimizer = po, sample = x })
+    assert.is_true(moved)
+    assert.is_true(counts[4] < 5, 'stage 4 kept ' .. counts[4] .. ' atoms')
+    assert.equal(8, counts[1] + counts[2] + counts[3] + counts[4])
     steps(2)
     assert.is_true(sd_diff(pipe, ref) < 1e-5)
   end)

@@ -114,9 +114,8 @@ function M.measured(pipe, list, sample, kind)
     -- played out with the stages' times, ends first; a backward taken as
     -- twice its forward)
     local steps = require('lunet.parallel.schedule').build('interleaved', S, Mb, pipe.P)
-    local lopts = { speed = speed, memory = opts.memory, inflight = inflight,
-      score = require('lunet.parallel.step_sim').looped_score(steps, S, pipe.P) }
-    counts = require('lunet.parallel.partition').split_looped(costs, S, pipe.P, lopts)
+    opts.score = require('lunet.parallel.step_sim').looped_score(steps, S, pipe.P)
+    counts = require('lunet.parallel.partition').split_looped(costs, S, pipe.P, opts)
   else
     counts = split(costs, S, opts)
     local mb = math.ceil(B / pipe.replicas / Mb)
@@ -239,6 +238,7 @@ function M.remeasured(pipe, measured)
     end
   end
   info.costs, info.measured = costs, measured
+  if pipe.S > (pipe.P or pipe.S) then return split.split_looped(costs, pipe.S, pipe.P, info.opts) end
   return split.split(costs, pipe.S, info.opts)
 end
 
@@ -250,9 +250,15 @@ function M.report(pipe)
   local lines = {}
   local bal = is_table(pipe.balance) and 'a list' or pipe.balance or 'time'
   local M_ = pipe.measure and pipe.measure.micro or pipe.chunks
-  lines[1] = ('Pipeline: %d stage%s, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (m + p - 1))')
-    :format(S, S == 1 and '' or 's', bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_,
-      M_ == 1 and '' or 'es', 100 * (S - 1) / (M_ + S - 1))
+  local P = pipe.P or S
+  if P < S then   -- (interleaved: v = S / P stages a device)
+    lines[1] = ('Pipeline: %d stages on %d devices, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (v m + p - 1))')
+      :format(S, P, bal, pipe.kind, M_, M_ == 1 and '' or 'es', 100 * (P - 1) / (S / P * M_ + P - 1))
+  else
+    lines[1] = ('Pipeline: %d stage%s, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (m + p - 1))')
+      :format(S, S == 1 and '' or 's', bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_,
+        M_ == 1 and '' or 'es', 100 * (S - 1) / (M_ + S - 1))
+  end
   local times, mems
   if pipe.measure then
     times, mems = require('lunet.parallel.partition').evaluate(pipe.measure.costs, counts, pipe.measure.opts)
