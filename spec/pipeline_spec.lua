@@ -1,5 +1,5 @@
 -- lunet.parallel.Pipeline over 2, 3 and 4 virtual CPU devices: training
--- equals the same model trained on one device (GPipe and 1F1B, chunks 1..8,
+-- equals the same model trained on one device (GPipe, 1F1B and interleaved 1F1B, chunks 1..8,
 -- an uneven last micro-batch, with and without recomputation), parameter
 -- names stay the model's (state_dict, optimizers, lunet.fit), BatchNorm in
 -- micro-batches (deferred running statistics), hybrid data x pipeline,
@@ -279,7 +279,7 @@ describe('parallel.Pipeline', function()
     local x, y = lunet.randn(10, 3, 8, 8), lunet.randint(1, 6, { 10 })
     local crit = nn.CrossEntropyLoss()
     for _, ck in ipairs({ 'never', 'always' }) do
-      for _, schedule in ipairs({ 'gpipe', '1f1b' }) do
+      for _, schedule in ipairs({ 'gpipe', '1f1b', 'interleaved' }) do
         local ref = cnn(3, true)
         local pipe = Pipeline(cnn(3, true), { devices = devs(2), chunks = 4, schedule = schedule, checkpoint = ck,
           deferred_bn = true })

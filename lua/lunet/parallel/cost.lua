@@ -384,14 +384,15 @@ function cost:pipeline(p, d, B, m, schedule, first)
     for r = 1, d do
       local dev = dev_of(r, j)
       speed[j] = math.min(speed[j], self:dev_speed(dev))
-      -- (a device's stages share its memory)
-      memory[j] = math.min(memory[j], math.max(1, (self:dev_memory(dev) * self.headroom - extra) / V))
+      memory[j] = math.min(memory[j], math.max(1, self:dev_memory(dev) * self.headroom - V * extra))
     end
   end
   local popts = { speed = speed, memory = memory, inflight = inflight }
   local function split(o)
     if V == 1 then return partition.split(costs, S, o) end
+    -- (memory per device: its stages hold it together)
     o.score = step_sim.looped_score(schedule_of(schedule, S, m, p), S, p)
+    if o.memory then o.memory = { unpack(o.memory, 1, p) } end
     return partition.split_looped(costs, S, p, o)
   end
   local ok, counts = pcall(split, popts)

@@ -127,21 +127,29 @@ end
 -- partition.split_looped(costs, nstages, ndevices, opts) --> counts: stages
 -- that loop over the devices (stage j on device (j - 1) % ndevices + 1, the
 -- interleaved schedule), where a device's time is the sum of its stages' and
--- the slowest stage alone says little. opts as split's, and score(times) ->
--- seconds (a step with the stages' times: e.g. the schedule played out),
--- which the split minimises among those that fit: over every split when
--- there are at most LOOPED_ALL of them, else from split's by moving one cut
--- at a time while the score improves.
+-- the slowest stage alone says little. opts: speed and inflight per stage as
+-- split's, memory per device (what its stages hold together), and
+-- score(times) -> seconds (a step with the stages' times: e.g. the schedule
+-- played out), which the split minimises among those that fit: over every
+-- split when there are at most LOOPED_ALL of them, else from split's by
+-- moving one cut at a time while the score improves.
 local LOOPED_ALL = 3000
 function partition.split_looped(costs, nstages, ndevices, opts)
-  local counts = partition.split(costs, nstages, opts)
   local score = opts.score
   if type(score) ~= 'function' then fail('split_looped: opts.score must be a function (times) -> seconds', 2) end
-  local n, p = #costs, nstages
-  local memory = opts.memory and per_stage(opts.memory, p, 'memory', math.huge)
+  local n, p, P = #costs, nstages, ndevices
+  local memory = per_stage(opts.memory, P, 'memory', math.huge)
+  -- (a start: no stage may hold more than its device)
+  local per = {}
+  for j = 1, p do per[j] = memory[(j - 1) % P + 1] end
+  local ok, counts = pcall(partition.split, costs, p, { speed = opts.speed, inflight = opts.inflight, memory = per })
+  if not ok then error(counts, 2) end
+  local held = {}
   local function value(c)
     local times, mems = partition.evaluate(costs, c, opts)
-    if memory then for j = 1, p do if mems[j] > memory[j] then return math.huge end end end
+    for d = 1, P do held[d] = 0 end
+    for j = 1, p do local d = (j - 1) % P + 1; held[d] = held[d] + mems[j] end
+    for d = 1, P do if held[d] > memory[d] then return math.huge end end
     return score(times)
   end
   local best, best_v = counts, value(counts)
@@ -159,21 +167,24 @@ function partition.split_looped(costs, nstages, ndevices, opts)
       for k = 1, left - (p - j) do c[j] = k; each(j + 1, left - k) end
     end
     each(1, n)
-    return best
-  end
-  local better = true
-  while better do
-    better = false
-    for j = 1, p - 1 do
-      for _, d in ipairs({ -1, 1 }) do
-        local c = { unpack(best) }
-        c[j], c[j + 1] = c[j] + d, c[j + 1] - d
-        if c[j] >= 1 and c[j + 1] >= 1 then
-          local v = value(c)
-          if v < best_v then best, best_v, better = c, v, true end
+  else
+    local better = true
+    while better do
+      better = false
+      for j = 1, p - 1 do
+        for _, d in ipairs({ -1, 1 }) do
+          local c = { unpack(best) }
+          c[j], c[j + 1] = c[j] + d, c[j + 1] - d
+          if c[j] >= 1 and c[j + 1] >= 1 then
+            local v = value(c)
+            if v < best_v then best, best_v, better = c, v, true end
+          end
         end
       end
     end
+  end
+  if best_v == math.huge then
+    fail(('no split of %d atoms into %d stages on %d devices fits the devices\' memory'):format(n, p, P), 2)
   end
   return best
 end

@@ -99,7 +99,7 @@ function M.measured(pipe, list, sample, kind)
   for j = 1, S do
     speed[j] = lunet.get_num_threads(devs[j]) / top
     local lim = lunet.memory_limit(devs[j])
-    mem[j] = lim > 0 and lim / (S / (pipe.P or S)) or nil   -- (interleaved: the device's stages share it)
+    mem[j] = lim > 0 and lim or nil
     inflight[j] = pipe.kind == 'gpipe' and Mb or math.min(S - j + 1, Mb)
   end
   local opts = { speed = speed, memory = #mem == S and mem or nil, inflight = inflight }
@@ -114,7 +114,9 @@ function M.measured(pipe, list, sample, kind)
     -- played out with the stages' times, ends first; a backward taken as
     -- twice its forward)
     local steps = require('lunet.parallel.schedule').build('interleaved', S, Mb, pipe.P)
+    -- (opts.memory per device: its stages hold it together)
     opts.score = require('lunet.parallel.step_sim').looped_score(steps, S, pipe.P)
+    if opts.memory then opts.memory = { unpack(opts.memory, 1, pipe.P) } end
     counts = require('lunet.parallel.partition').split_looped(costs, S, pipe.P, opts)
   else
     counts = split(costs, S, opts)
