@@ -215,7 +215,7 @@ if not args['no-grid'] then
       for k, e in ipairs(base.profile.whole) do whole[k] = ('%d: %.2f'):format(e[1], e[2] * 1e3) end
       print(('%-8s %4d profile: whole chain (batch: ms) %s, host %.3f ms, collection %.3f ms, together %s, action %.3f ms, replica %.3f ms')
         :format(name, n, table.concat(whole, ', '), base.profile.host * 1e3,
-        (base.profile.gc or 0) * 1e3, base.together and ('%.2f'):format(base.together) or '-',
+        (base.gc or 0) * 1e3, base.together and ('%.2f'):format(base.together) or '-',
         ((pl.action or {})['1f1b'] or 0) * 1e3, (pl.replica or 0) * 1e3))
       for _, limit in ipairs({ 'none', 'tight' }) do
         local p = base
@@ -227,7 +227,7 @@ if not args['no-grid'] then
           end
           bytes = math.floor(need * 0.6)
           p = lunet.parallel.plan(spec.make(), sample, { devices = devices, batch = BATCH, profile = base.profile,
-            link = base.link, together = base.together, memory = bytes, kinds = KINDS, trials = TRIALS })
+            link = base.link, together = base.together, gc = base.gc, memory = bytes, kinds = KINDS, trials = TRIALS })
         end
         scenarios = scenarios + 1
         local best, best_c

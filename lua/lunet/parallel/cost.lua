@@ -104,6 +104,7 @@ function cost.new(atoms, opts)
     optimizer = opts.optimizer or 'adam', bucket_bytes = (opts.bucket_mb or 25) * 2 ^ 20,
     in_bytes = opts.in_bytes or 0, names = opts.names, threads = opts.threads, cores = opts.cores,
     together = opts.together, host = opts.host or atoms.host or 0, in_batch = opts.in_batch or atoms[1].batch,
+    gc = opts.gc or atoms.gc or 0,
   }, cost)
   local k = OPT_STATES[self.optimizer]
   if not k then fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(self.optimizer)), 2) end
@@ -181,7 +182,7 @@ end
 -- without a limit a pipeline's stage also collects when its bytes grew by
 -- GROW), each collection the profile's gc seconds; at most one per atom action
 function cost:collecting(churn, live, limit, stage, actions, largest)
-  local t = self.atoms.gc or 0
+  local t = self.gc
   if t == 0 or churn <= 0 then return 0 end
   local margin = math.max(GC_MIN, 2 * live) - live
   if limit < math.huge then
@@ -412,7 +413,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local fwd_s, bwd_s, host_s, paced = {}, {}, {}, {}
   local copy = 0
   for k = 1, p * d do mem[k] = 0 end
-  local dmem = {}   -- per device of a replica: what its stages hold
+  local dmem, dg = {}, {}   -- per device of a replica: what its stages hold; what its collector sees
   for j = 1, S do
     local hi = lo + counts[j] - 1
     local f, bw, act, st, par = self:range(lo, hi, b)
@@ -436,12 +437,18 @@ function cost:pipeline(p, d, B, m, schedule, first)
     -- (past half of its device's memory a stage makes the host wait for its
     -- previous backward before queuing more to it)
     paced[j] = m_j > self:dev_memory(dev_of(1, j)) / (2 * V)
-    gc = math.max(gc, self:collecting(m * self:churn(lo, hi, b), st + inflight[j] * act + 2 * x_in,
-      self:dev_memory(dev_of(1, j)) / V, true, 2 * m, self:largest(lo, hi, b)))
+    -- (what the collector sees is the device's: its stages' churn and live bytes together)
+    local g = dg[k] or { churn = 0, live = 0, largest = 0 }
+    dg[k] = g
+    g.churn, g.live = g.churn + m * self:churn(lo, hi, b), g.live + st + inflight[j] * act + 2 * x_in
+    g.largest = math.max(g.largest, self:largest(lo, hi, b))
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
     sum_t, max_t = sum_t + times[j], math.max(max_t, times[j])
     busy = busy + m * times[j]
     lo = hi + 1
+  end
+  for k, g in pairs(dg) do
+    gc = math.max(gc, self:collecting(g.churn, g.live, self:dev_memory(dev_of(1, k)), true, 2 * m * V, g.largest))
   end
   -- each stage's optimizer step after its last backward (stage 1 ends last)
   local upd = 0

@@ -21,7 +21,8 @@
 -- c.measured; plan.predicted_choice is the cost model's own; 0 default). profile (a stated per-atom profile, see cost.lua) and
 -- link ({copy = {alpha, beta}, allreduce = {alpha, beta}}) skip measuring:
 -- together (each device's speed while all compute, relative to alone;
--- default measured: profile.together) too:
+-- default measured: profile.together) and gc (seconds of a full collection;
+-- default measured at the plan's start, profile.collection) too:
 -- the specs state them, so that no choice depends on the machine's speed;
 -- with a stated profile model may be nil.
 local lunet = require 'lunet'
@@ -35,7 +36,7 @@ Plan.__index = Plan
 
 local OPTS = { devices = 'table', batch = 'number', memory = true, speed = 'table', optimizer = 'string',
   chunks = 'table', schedules = 'table', kinds = 'table', runs = 'number', profile = 'table', link = 'table',
-  headroom = 'number', bucket_mb = 'number', together = 'number', trials = 'number' }
+  headroom = 'number', bucket_mb = 'number', together = 'number', trials = 'number', gc = 'number' }
 
 local function fail(msg, lvl) error('parallel.plan: ' .. msg, (lvl or 1) + 1) end
 
@@ -182,11 +183,16 @@ function Plan.new(model, sample, opts)
     together = measure_together(profile, atoms, sample:narrow(1, 1, list[1].batch), names, opts.runs, threads, cores)
   end
   local memory = memory_of(opts, names, 3)
+  -- a full collection's seconds, measured now: training collects this heap
+  -- (the model, the data, the program's own), larger than the profile's
+  -- was when it timed one (stated profiles keep theirs)
+  local gc = opts.gc
+  if gc == nil and not opts.profile then gc = math.max(list.gc or 0, profile.collection()) end
   local in_bytes = lunet.is_tensor(sample) and sample:numel() * sample:element_size() or (list.in_bytes or 0)
   local cm = cost.new(list, { link = link, speed = speed, memory = memory, optimizer = opts.optimizer,
-    headroom = opts.headroom, names = names, threads = threads, cores = cores, together = together, bucket_mb = opts.bucket_mb, in_bytes = in_bytes,
+    headroom = opts.headroom, names = names, threads = threads, cores = cores, together = together, bucket_mb = opts.bucket_mb, in_bytes = in_bytes, gc = gc,
     in_batch = lunet.is_tensor(sample) and sample:size(1) or b0 })
-  local self = setmetatable({ together = together, devices = names, batch = batch, memory = memory, speed = speed, cost = cm,
+  local self = setmetatable({ together = together, gc = gc or list.gc, devices = names, batch = batch, memory = memory, speed = speed, cost = cm,
     profile = list, link = link, atoms = atoms, model = model }, Plan)
   local _, _, act = cm:range(1, cm.n, batch)
   self.act_total = act

@@ -52,6 +52,20 @@ local is_table, typename = core.is_table, core.typename
 local C = core.C
 
 local profile = {}
+
+-- seconds of one full collection of this process's heap as it is now (the
+-- least of 3, after one that frees what garbage there is: a fixed cost, the
+-- traversal of what is live, which a descheduled thread only lengthens)
+function profile.collection()
+  collectgarbage()
+  local t = math.huge
+  for _ = 1, 3 do
+    local t0 = lunet.clock()
+    collectgarbage()
+    t = math.min(t, lunet.clock() - t0)
+  end
+  return t
+end
 local time_update
 -- (the devices' profile, profile_devices.lua, repeats its short runs alike)
 local devices = require 'lunet.parallel.profile_devices'
@@ -130,13 +144,7 @@ local function pass(atoms, x, dev)
   -- the first also frees this pass's garbage, many more handles than a
   -- micro-batch leaves between two collections in training)
   -- (the least of 3: a fixed cost, which a descheduled thread only lengthens)
-  collectgarbage()
-  local t_gc = math.huge
-  for _ = 1, 3 do
-    local t0 = clock()
-    collectgarbage()
-    t_gc = math.min(t_gc, clock() - t0)
-  end
+  local t_gc = profile.collection()
   -- whole: the atoms' times above include a wait for the device each
   -- (the chain's churn too: the atoms' above counts each boundary's copies)
   local whole, host, whole_churn = uncollected(function()
