@@ -54,12 +54,12 @@ local C = core.C
 local profile = {}
 
 -- seconds of one full collection of this process's heap as it is now (the
--- least of 3, after one that frees what garbage there is: a fixed cost, the
+-- least of 5, after one that frees what garbage there is: a fixed cost, the
 -- traversal of what is live, which a descheduled thread only lengthens)
 function profile.collection()
   collectgarbage()
   local t = math.huge
-  for _ = 1, 3 do
+  for _ = 1, 5 do
     local t0 = lunet.clock()
     collectgarbage()
     t = math.min(t, lunet.clock() - t0)
