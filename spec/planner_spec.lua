@@ -319,9 +319,28 @@ describe('parallel.plan', function()
     local tight = parallel.cost.new(prof, { memory = { 2.25 * MB, 2.25 * MB } }):pipeline(2, 1, 8, 4, '1f1b')
     assert.is_true(free.gc > 0 and tight.gc > free.gc, ('%g %g'):format(free.gc, tight.gc))
     assert.near(tight.step - tight.gc, free.step - free.gc, 1e-12)
+    -- a collection's cost given (the plan's, measured at its start) counts instead of the profile's
+    assert.near(2 * parallel.cost.new(prof, { memory = { 10 * MB } }):data_parallel(1, 8).gc,
+      parallel.cost.new(prof, { memory = { 10 * MB }, gc = 0.002 }):data_parallel(1, 8).gc, 1e-12)
     -- no collection's cost measured: none counted
     prof.gc = nil
     assert.equal(0, parallel.cost.new(prof, { memory = { 10 * MB } }):data_parallel(1, 8).gc)
+  end)
+
+  it('times a full collection of the heap as it is (profile.collection): more live objects, longer', function()
+    local before = parallel.profile.collection()
+    assert.is_true(before > 0)
+    -- (a heap with many more live tables to traverse)
+    local keep = {}
+    for i = 1, 400000 do keep[i] = { i } end
+    local after = parallel.profile.collection()
+    assert.is_true(after > before, ('%g %g'):format(after, before))
+    keep = nil
+    -- a stated profile keeps its own figure; opts.gc wins
+    local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8 })
+    prof.gc = 0.0005
+    assert.equal(0.0005, parallel.plan(nil, nil, { devices = { 'cpu:0' }, batch = 8, profile = prof }).gc)
+    assert.equal(0.003, parallel.plan(nil, nil, { devices = { 'cpu:0' }, batch = 8, profile = prof, gc = 0.003 }).gc)
   end)
 
   it('takes a batch\'s total time from the measured whole-chain times (list.whole), interpolated', function()
