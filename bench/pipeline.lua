@@ -1,6 +1,6 @@
 -- The planner and pipelines on virtual CPU devices (issue 19's targets; 2 cores).
 --   luajit bench/pipeline.lua [--steps S] [--groups G] [--models lenet5,resnet8,wide] [--devices 1,2,4]
---     [--no-grid] [--no-pipe] [--no-inter] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08] [--trials 3] [--passes 2]
+--     [--no-grid] [--no-pipe] [--no-inter] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08] [--trials 3] [--passes 3]
 -- Grid (the planner): for each model x device count (1, 2, 4 virtual devices;
 -- 4 share 2 cores) x memory limit (none; 'tight': 60% of what data parallel
 -- over those devices needs), lunet.parallel.plan profiles the model and
@@ -44,7 +44,7 @@ local STEPS = tonumber(args.steps) or 4
 local GROUPS = tonumber(args.groups) or 5
 local GROUP_SECONDS = tonumber(args['group-seconds']) or 0.08
 local TRIALS = tonumber(args.trials) or 3   -- the plan's opts.trials (0: the cost model alone chooses)
-local PASSES = tonumber(args.passes) or 2   -- the grid's passes over each scenario's candidates
+local PASSES = tonumber(args.passes) or 3   -- the grid's passes over each scenario's candidates
 local BATCH = tonumber(args.batch) or 64               -- the grid's
 local PIPE_BATCH = tonumber(args['pipe-batch']) or 256  -- the pipeline target's: micro-batches of 32
 
