@@ -192,6 +192,30 @@ print(('bench/pipeline.lua: lunet %s, %d cores, batch %d, %d groups of at least 
   lunet.version, C.ln_num_cores(), BATCH, GROUPS, STEPS, GROUP_SECONDS * 1e3, loadavg()))
 print(('Pipeline: %s'):format(Pipeline and 'present' or 'not in this build (pipeline candidates are predicted, not run)'))
 
+-- configurations {step = fn} timed in rounds, one group of STEPS steps each
+-- per round, in turn (each round starts one later: no configuration always
+-- follows the same one): c.times per round, c.t their median
+local function in_rounds(list, rounds)
+  for _, c in ipairs(list) do
+    for _ = 1, 3 do c.step() end
+    c.times = {}
+  end
+  for r = 1, rounds do
+    for i = 1, #list do
+      local c = list[(i + r - 2) % #list + 1]
+      -- the previous configuration's garbage is not this one's cost
+      collectgarbage(); collectgarbage()
+      c.step()
+      lunet.synchronize()
+      local t0 = lunet.clock()
+      for _ = 1, STEPS do c.step() end
+      lunet.synchronize()
+      c.times[r] = (lunet.clock() - t0) / STEPS
+    end
+  end
+  for _, c in ipairs(list) do c.t = median(c.times) end
+end
+
 -- ---- the planner's grid --------------------------------------------------------------------------
 
 local errors, picks, near_picks, scenarios = {}, 0, 0, 0
@@ -361,30 +385,10 @@ if Pipeline and not args['no-pipe'] then
   local configs = { { name = 'one device', step = one_device() }, { name = 'auto', step = auto_step } }
   for k = 1, natoms - 1 do configs[#configs + 1] = { name = ('{%d,%d}'):format(k, natoms - k), k = k, step = pipe_step({ k, natoms - k }) } end
   local ROUNDS = tonumber(args.rounds) or 5
-  local function rounds(list)
-    for _, c in ipairs(list) do
-      for _ = 1, 3 do c.step() end
-      c.times = {}
-    end
-    for r = 1, ROUNDS do
-      for i = 1, #list do
-        local c = list[(i + r - 2) % #list + 1]   -- (each round starts one later: no configuration always follows the same one)
-        -- the previous configuration's garbage is not this one's cost
-        collectgarbage(); collectgarbage()
-        c.step()
-        lunet.synchronize()
-        local t0 = lunet.clock()
-        for _ = 1, STEPS do c.step() end
-        lunet.synchronize()
-        c.times[r] = (lunet.clock() - t0) / STEPS
-      end
-    end
-  end
-  rounds({ configs[1] })
+  in_rounds({ configs[1] }, ROUNDS)
   local pipes = {}
   for i = 2, #configs do pipes[#pipes + 1] = configs[i] end
-  rounds(pipes)
-  for _, c in ipairs(configs) do c.t = median(c.times) end
+  in_rounds(pipes, ROUNDS)
   local t1, ta = configs[1].t, configs[2].t
   print(('\npipeline (wide CNN, batch %d, 8 micro-batches, 1F1B; medians of %d rounds of %d steps, in turn): one device x 1 core %.1f ms, 2-stage auto balance {%s} %.1f ms: %.2fx (target 1.6x)')
     :format(PIPE_BATCH, ROUNDS, STEPS, t1 * 1e3, table.concat(auto_bal, ','), ta * 1e3, t1 / ta))
@@ -424,23 +428,7 @@ if Pipeline and not args['no-inter'] then
     end
   end
   local ROUNDS = tonumber(args.rounds) or 7
-  for _, c in ipairs(configs) do
-    for _ = 1, 3 do c.step() end
-    c.times = {}
-  end
-  for r = 1, ROUNDS do
-    for i = 1, #configs do
-      local c = configs[(i + r - 2) % #configs + 1]
-      collectgarbage(); collectgarbage()
-      c.step()
-      lunet.synchronize()
-      local t0 = lunet.clock()
-      for _ = 1, STEPS do c.step() end
-      lunet.synchronize()
-      c.times[r] = (lunet.clock() - t0) / STEPS
-    end
-  end
-  for _, c in ipairs(configs) do c.t = median(c.times) end
+  in_rounds(configs, ROUNDS)
   print(('\ninterleaved 1F1B (deep CNN, batch %d, 2 devices x 1 core, automatic balance; medians of %d rounds of %d steps, in turn): one device %.1f ms')
     :format(PIPE_BATCH, ROUNDS, STEPS, configs[1].t * 1e3))
   for k = 2, #configs, 2 do

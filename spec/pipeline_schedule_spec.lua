@@ -9,23 +9,28 @@ local function find(steps, s, m, k)
   end
 end
 
+-- every action once, each after what it needs
+local function complete(steps, S, M)
+  local n = 0
+  for _, step in ipairs(steps) do n = n + #step end
+  assert.equal(2 * S * M, n)
+  for s = 1, S do
+    for m = 1, M do
+      local f, b = find(steps, s, m, 'F'), find(steps, s, m, 'B')
+      assert.truthy(f and b and f < b)
+      if s > 1 then assert.truthy(find(steps, s - 1, m, 'F') < f) end
+      if s < S then assert.truthy(find(steps, s + 1, m, 'B') < b) end
+    end
+  end
+end
+
 describe('parallel.schedule', function()
   it('builds GPipe and 1F1B for any stages and chunks, every action once, after what it needs', function()
     for _, kind in ipairs({ 'gpipe', '1f1b' }) do
       for S = 1, 4 do
         for M = 1, 8 do
           local steps = schedule.build(kind, S, M)
-          local n = 0
-          for _, step in ipairs(steps) do n = n + #step end
-          assert.equal(2 * S * M, n)
-          for s = 1, S do
-            for m = 1, M do
-              local f, b = find(steps, s, m, 'F'), find(steps, s, m, 'B')
-              assert.truthy(f and b and f < b)
-              if s > 1 then assert.truthy(find(steps, s - 1, m, 'F') < f) end
-              if s < S then assert.truthy(find(steps, s + 1, m, 'B') < b) end
-            end
-          end
+          complete(steps, S, M)
           -- GPipe and 1F1B take as many steps: 2 (M + S - 1)
           assert.equal(2 * (M + S - 1), #steps)
         end
@@ -41,9 +46,7 @@ describe('parallel.schedule', function()
         local S = P * V
         for M = 1, 9 do
           local steps = schedule.build('interleaved', S, M, P)
-          local n = 0
           for t, step in ipairs(steps) do
-            n = n + #step
             local busy = {}
             for _, a in ipairs(step) do
               local d = (a[1] - 1) % P + 1
@@ -51,15 +54,7 @@ describe('parallel.schedule', function()
               busy[d] = true
             end
           end
-          assert.equal(2 * S * M, n)
-          for st = 1, S do
-            for m = 1, M do
-              local f, b = find(steps, st, m, 'F'), find(steps, st, m, 'B')
-              assert.truthy(f and b and f < b)
-              if st > 1 then assert.truthy(find(steps, st - 1, m, 'F') < f) end
-              if st < S then assert.truthy(find(steps, st + 1, m, 'B') < b) end
-            end
-          end
+          complete(steps, S, M)
           -- Megatron-LM's bubble, 2 (P - 1) steps of 1 / V, from P micro-batches on
           if M >= P then assert.equal(2 * M * V + 2 * (P - 1), #steps) end
           -- in a device's time, shorter than 1F1B's 2 (M + P - 1) from 2 micro-batches on
