@@ -319,6 +319,26 @@ describe('parallel.plan', function()
     local tight = parallel.cost.new(prof, { memory = { 2.25 * MB, 2.25 * MB } }):pipeline(2, 1, 8, 4, '1f1b')
     assert.is_true(free.gc > 0 and tight.gc > free.gc, ('%g %g'):format(free.gc, tight.gc))
     assert.near(tight.step - tight.gc, free.step - free.gc, 1e-12)
+    -- what the collector finds live at a pipeline's stage counts its boundary
+    -- buffers: the last of 2 stages (1F1B, 4 micro-batches of 2) holds 3
+    -- slots of its input (2 the schedule needs, 1 spare) and its input's
+    -- gradient, each a quarter of the atom's output at the profiled batch of 8
+    local seen = {}
+    local orig = parallel.cost.collecting
+    parallel.cost.collecting = function(self, churn, live, ...)
+      seen[#seen + 1] = live
+      return orig(self, churn, live, ...)
+    end
+    local lives = {}
+    for k, out in ipairs({ MB / 4, MB / 2 }) do
+      for _, a in ipairs(prof) do a.out_bytes = out end
+      seen = {}
+      parallel.cost.new(prof, { memory = { 10 * MB, 10 * MB } }):pipeline(2, 1, 8, 4, '1f1b')
+      lives[k] = seen[#seen]
+    end
+    parallel.cost.collecting = orig
+    for _, a in ipairs(prof) do a.out_bytes = 0 end
+    assert.near(4 * (MB / 4) * 2 / 8, lives[2] - lives[1], 1e-6)
     -- a collection's cost given (the plan's, measured at its start) counts instead of the profile's
     assert.near(2 * parallel.cost.new(prof, { memory = { 10 * MB } }):data_parallel(1, 8).gc,
       parallel.cost.new(prof, { memory = { 10 * MB }, gc = 0.002 }):data_parallel(1, 8).gc, 1e-12)

@@ -52,11 +52,7 @@ local Timing = require 'lunet.parallel.pipeline_timing'
 
 local Pipeline = Module:extend('parallel.Pipeline')
 
--- boundary buffers per stage beyond what the schedule needs: the host queues
--- a micro-batch's input into the buffer freed one backward earlier than the
--- last, so it seldom waits for a device while the other has nothing queued
--- (a stage may then hold one micro-batch's activations more)
-local SPARE_SLOTS = 1
+local SPARE_SLOTS = Stage.SPARE_SLOTS
 
 local function fail(msg, lvl) error('Pipeline: ' .. msg, (lvl or 1) + 1) end
 

@@ -30,7 +30,14 @@ local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by
 local FLOOR = 8 * 2 ^ 20
 local Sequential = require 'lunet.nn.Sequential'
 
-local Stage = { GROW = GROW, FLOOR = FLOOR }   -- (the planner's cost model counts the collections)
+-- boundary buffers per stage beyond what the schedule needs (Pipeline's
+-- schedule.slots): the host queues a micro-batch's input into the buffer
+-- freed one backward earlier than the last, so it seldom waits for a device
+-- while the other has nothing queued (a stage may then hold one
+-- micro-batch's activations more)
+local SPARE_SLOTS = 1
+-- (the planner's cost model counts the collections and the buffers)
+local Stage = { GROW = GROW, FLOOR = FLOOR, SPARE_SLOTS = SPARE_SLOTS }
 Stage.__index = Stage
 
 -- (s: the stage's index, mods: its atoms' modules, device: its device name)

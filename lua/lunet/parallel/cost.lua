@@ -62,6 +62,8 @@ local INTERLEAVE = 2
 local GC_MIN = require('lunet.tensor').gc_min
 local Stage = require 'lunet.parallel.Stage'
 local STAGE_GROW, STAGE_FLOOR = Stage.GROW, Stage.FLOOR
+-- (a pipeline's boundary buffers per stage: the schedule's slots and Stage's spares)
+local SPARE_SLOTS = Stage.SPARE_SLOTS
 
 local cost = {}
 cost.__index = cost
@@ -412,6 +414,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- micro-batch, the host's time to queue each, the stages it paces
   local fwd_s, bwd_s, host_s, paced = {}, {}, {}, {}
   local copy = 0
+  local _, nslots = schedules.slots(schedule_of(schedule, S, m, p), S, m, SPARE_SLOTS)
   for k = 1, p * d do mem[k] = 0 end
   local dmem, dg = {}, {}   -- per device of a replica: what its stages hold; what its collector sees
   for j = 1, S do
@@ -431,6 +434,10 @@ function cost:pipeline(p, d, B, m, schedule, first)
     end
     -- boundary buffers: the input received and the gradient sent back
     local m_j = st + inflight[j] * act * GC + self:temp_max(lo, hi, b) + 2 * x_in
+    -- (what the collector finds live: per slot of the schedule (Stage.lua)
+    -- the input received and, but on the last stage, its output's gradient;
+    -- and the input's gradient its backward makes)
+    local bound = nslots[j] * (x_in + x_out) + x_in
     local k = (j - 1) % p + 1
     dmem[k] = (dmem[k] or 0) + m_j
     for r = 1, d do mem[(r - 1) * p + k] = dmem[k] end
@@ -440,8 +447,8 @@ function cost:pipeline(p, d, B, m, schedule, first)
     -- (what the collector sees is the device's: its stages' churn and live bytes together)
     local g = dg[k] or { churn = 0, live = 0, largest = 0 }
     dg[k] = g
-    g.churn, g.live = g.churn + m * self:churn(lo, hi, b), g.live + st + inflight[j] * act + 2 * x_in
-    g.largest = math.max(g.largest, self:largest(lo, hi, b))
+    g.churn, g.live = g.churn + m * self:churn(lo, hi, b), g.live + st + inflight[j] * act + bound
+    g.largest = math.max(g.largest, self:largest(lo, hi, b), x_in, x_out)
     par_stage[j] = { par = par, bw = bw / speed[j], lo = lo, hi = hi }
     sum_t, max_t = sum_t + times[j], math.max(max_t, times[j])
     busy = busy + m * times[j]
