@@ -242,6 +242,8 @@ describe('parallel.Pipeline', function()
       .. 'stage 2 (cpu:1) | .  F1 F2 .  .  .  .  B1 B2 . \n'
       .. 'stage 3 (cpu:0) | .  .  F1 F2 .  B1 .  B2 .  . \n'
       .. 'stage 4 (cpu:1) | .  .  .  F1 B1 F2 B2 .  .  . ', inter:schedule_text())
+    assert.matches('interleaved, 2 chunks, 4 stages on 2 devices, atoms per stage cpu:0: 2, cpu:1: 2, cpu:0: 2, cpu:1: 1',
+      tostring(inter), 1, true)
     local measured = Pipeline(cnn(), { devices = devs(2), chunks = 4, schedule = 'interleaved', sample = lunet.randn(8, 3, 8, 8) })
     local report = measured:balance_report()
     assert.matches('Pipeline: 4 stages on 2 devices, balance time, interleaved, 4 micro-batches: bubble 11%', report, 1, true)

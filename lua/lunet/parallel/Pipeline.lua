@@ -442,8 +442,9 @@ function Pipeline:extra_repr()
   local per = {}
   for s = 1, self.S do per[s] = ('%s: %d'):format(self.stages[1][s].device, self.counts[s]) end
   local rep = self.replicas > 1 and (', %d replicas'):format(self.replicas) or ''
-  return ('%s, %d chunks, atoms per stage %s%s'):format(type(self.kind) == 'string' and self.kind or 'custom',
-    self.chunks, table.concat(per, ', '), rep)
+  local loop = self.S > self.P and (', %d stages on %d devices'):format(self.S, self.P) or ''
+  return ('%s, %d chunks%s, atoms per stage %s%s'):format(type(self.kind) == 'string' and self.kind or 'custom',
+    self.chunks, loop, table.concat(per, ', '), rep)
 end
 
 function Pipeline:repr(indent)
