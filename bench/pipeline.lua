@@ -347,6 +347,20 @@ if not args['no-grid'] then
   end
 end
 
+-- a training step (Adam) of spec's model on cpu:0 on the batch x, y
+local function one_device_step(spec, x, y, crit)
+  local m = spec.make():to('cpu:0')
+  local opt = optim.Adam(m:parameters(), { lr = 1e-4 })
+  return function() opt:zero_grad(); crit(m(x), y):backward(); opt:step() end
+end
+-- a training step of spec's model as a 2-stage Pipeline over cpu:0 and cpu:1 (opts: its own), and the pipeline
+local function pipeline_step(spec, x, y, crit, opts)
+  opts.devices = { 'cpu:0', 'cpu:1' }
+  local pipe = Pipeline(spec.make(), opts)
+  local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
+  return function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end, pipe
+end
+
 -- ---- pipeline targets ----------------------------------------------------------------------------
 
 if Pipeline and not args['no-pipe'] then
@@ -355,16 +369,9 @@ if Pipeline and not args['no-pipe'] then
   local spec = models.wide
   local x, y = batch_of(spec.shape, PIPE_BATCH)
   local crit = nn.CrossEntropyLoss()
-  local function one_device()
-    local m = spec.make():to('cpu:0')
-    local opt = optim.Adam(m:parameters(), { lr = 1e-4 })
-    return function() opt:zero_grad(); crit(m(x), y):backward(); opt:step() end
-  end
   local function pipe_step(balance)
-    local pipe = Pipeline(spec.make(), { devices = { 'cpu:0', 'cpu:1' }, chunks = 8, schedule = '1f1b', balance = balance,
+    return pipeline_step(spec, x, y, crit, { chunks = 8, schedule = '1f1b', balance = balance,
       sample = balance == 'time' and x or nil })
-    local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
-    return function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end, pipe
   end
   local p = lunet.parallel.plan(spec.make(), x, { devices = { 'cpu:0', 'cpu:1' }, batch = PIPE_BATCH,
     kinds = { 'pipeline' }, chunks = { 8 }, schedules = { '1f1b' } })
@@ -382,7 +389,7 @@ if Pipeline and not args['no-pipe'] then
   -- after its steps was slower for a few steps (the allocator's cache then
   -- holds the whole batch's block sizes, not the micro-batches').
   local natoms = #require('lunet.parallel.atoms').of(spec.make())
-  local configs = { { name = 'one device', step = one_device() }, { name = 'auto', step = auto_step } }
+  local configs = { { name = 'one device', step = one_device_step(spec, x, y, crit) }, { name = 'auto', step = auto_step } }
   for k = 1, natoms - 1 do configs[#configs + 1] = { name = ('{%d,%d}'):format(k, natoms - k), k = k, step = pipe_step({ k, natoms - k }) } end
   local ROUNDS = tonumber(args.rounds) or 5
   in_rounds({ configs[1] }, ROUNDS)
@@ -415,16 +422,12 @@ if Pipeline and not args['no-inter'] then
   local spec = models.deep
   local x, y = batch_of(spec.shape, PIPE_BATCH)
   local crit = nn.CrossEntropyLoss()
-  local m1 = spec.make():to('cpu:0')
-  local o1 = optim.Adam(m1:parameters(), { lr = 1e-4 })
-  local configs = { { name = 'one device', step = function() o1:zero_grad(); crit(m1(x), y):backward(); o1:step() end } }
+  local configs = { { name = 'one device', step = one_device_step(spec, x, y, crit) } }
   for _, chunks in ipairs({ 2, 4 }) do
     for _, sched in ipairs({ '1f1b', 'interleaved' }) do
-      local pipe = Pipeline(spec.make(), { devices = { 'cpu:0', 'cpu:1' }, chunks = chunks, schedule = sched, sample = x })
-      local opt = optim.Adam(pipe:parameters(), { lr = 1e-4 })
+      local step, pipe = pipeline_step(spec, x, y, crit, { chunks = chunks, schedule = sched, sample = x })
       configs[#configs + 1] = { name = ('%s, %d chunks {%s}'):format(sched, chunks, table.concat(pipe.counts, ',')),
-        sched = sched, chunks = chunks,
-        step = function() opt:zero_grad(); pipe:forward_loss(crit, x, y):backward(); opt:step() end }
+        chunks = chunks, step = step }
     end
   end
   local ROUNDS = tonumber(args.rounds) or 7

@@ -206,7 +206,7 @@ describe('parallel.plan', function()
     local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
       memory = 2 ^ 30, speed = { 1, 1 }, kinds = { 'pipeline' }, chunks = { 2 } })
     assert.equal('interleaved', p.chosen.schedule)
-    assert.matches('interleaved 1F1B (2 stages a device)', p.reason, 1, true)
+    assert.matches('interleaved 1F1B x2 (stages a device)', p.reason, 1, true)
     local model = nn.Sequential { nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(),
       nn.Linear(4, 4), nn.Linear(4, 2) }
     local pipe = parallel.wrap(model, p, p.chosen)

@@ -415,7 +415,6 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local fwd_s, bwd_s, host_s, paced = {}, {}, {}, {}
   local copy = 0
   local _, nslots = schedules.slots(schedule_of(schedule, S, m, p), S, m, SPARE_SLOTS)
-  for k = 1, p * d do mem[k] = 0 end
   local dmem, dg = {}, {}   -- per device of a replica: what its stages hold; what its collector sees
   for j = 1, S do
     local hi = lo + counts[j] - 1
@@ -502,14 +501,19 @@ end
 
 -- ---- words -------------------------------------------------------------------------------
 
+-- a pipeline candidate's schedule in words
+function cost.schedule_name(c)
+  if c.schedule == 'interleaved' then return ('interleaved 1F1B x%d'):format(c.interleave) end
+  return c.schedule == 'gpipe' and 'GPipe' or '1F1B'
+end
+
 function cost.label(c)
   if c.kind == 'single' then
     return c.accumulate > 1 and ('one device, accumulate %d'):format(c.accumulate) or 'one device'
   elseif c.kind == 'data' then
     return ('data parallel x%d%s'):format(c.devices, c.accumulate > 1 and (', accumulate ' .. c.accumulate) or '')
   end
-  local sched = c.schedule == 'gpipe' and 'GPipe' or c.schedule == 'interleaved' and
-    ('interleaved 1F1B x%d'):format(c.interleave) or '1F1B'
+  local sched = cost.schedule_name(c)
   if c.kind == 'pipeline' then return ('pipeline %d stages, %d chunks, %s'):format(c.stages, c.chunks, sched) end
   return ('hybrid %dx%d, %d chunks, %s'):format(c.replicas, c.stages, c.chunks, sched)
 end

@@ -252,15 +252,12 @@ function M.report(pipe)
   local lines = {}
   local bal = is_table(pipe.balance) and 'a list' or pipe.balance or 'time'
   local M_ = pipe.measure and pipe.measure.micro or pipe.chunks
+  -- (P devices of v = S / P stages each: the interleaved schedule's; else v = 1)
   local P = pipe.P or S
-  if P < S then   -- (interleaved: v = S / P stages a device)
-    lines[1] = ('Pipeline: %d stages on %d devices, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (v m + p - 1))')
-      :format(S, P, bal, pipe.kind, M_, M_ == 1 and '' or 'es', 100 * (P - 1) / (S / P * M_ + P - 1))
-  else
-    lines[1] = ('Pipeline: %d stage%s, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (m + p - 1))')
-      :format(S, S == 1 and '' or 's', bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_,
-        M_ == 1 and '' or 'es', 100 * (S - 1) / (M_ + S - 1))
-  end
+  local where = P < S and ('%d stages on %d devices'):format(S, P) or ('%d stage%s'):format(S, S == 1 and '' or 's')
+  lines[1] = ('Pipeline: %s, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (%sm + p - 1))')
+    :format(where, bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_, M_ == 1 and '' or 'es',
+      100 * (P - 1) / (S / P * M_ + P - 1), P < S and 'v ' or '')
   local times, mems
   if pipe.measure then
     times, mems = require('lunet.parallel.partition').evaluate(pipe.measure.costs, counts, pipe.measure.opts)

@@ -111,8 +111,7 @@ local function sentence(self)
   else
     what = (c.kind == 'hybrid' and ('%d pipelines of %d stages'):format(c.replicas, c.stages) or ('%d-stage pipeline'):format(c.stages))
       .. (' (atoms per stage %s), %d micro-batches, %s, %.1f ms a step, %d%% bubble'):format(table.concat(c.balance, '+'),
-      c.chunks, c.schedule == 'gpipe' and 'GPipe' or c.schedule == 'interleaved' and
-      ('interleaved 1F1B (%d stages a device)'):format(c.interleave) or '1F1B', c.step * 1e3,
+      c.chunks, cost.schedule_name(c) .. (c.interleave and ' (stages a device)' or ''), c.step * 1e3,
       math.floor(c.bubble * 100 + 0.5))
   end
   if c.measured then
