@@ -414,7 +414,7 @@ if Pipeline and not args['no-pipe'] then
     or '', loadavg()))
 end
 
--- ---- interleaved 1F1B against 1F1B -----------------------------------------------------------------
+-- ---- interleaved 1F1B and zero-bubble against 1F1B ---------------------------------------------------
 
 if Pipeline and not args['no-inter'] then
   free_all()
@@ -423,22 +423,30 @@ if Pipeline and not args['no-inter'] then
   local x, y = batch_of(spec.shape, PIPE_BATCH)
   local crit = nn.CrossEntropyLoss()
   local configs = { { name = 'one device', step = one_device_step(spec, x, y, crit) } }
-  for _, chunks in ipairs({ 2, 4 }) do
-    for _, sched in ipairs({ '1f1b', 'interleaved' }) do
+  local SCHEDULES, CHUNKS = { '1f1b', 'interleaved', 'zb' }, { 2, 4, 8 }
+  for _, chunks in ipairs(CHUNKS) do
+    for _, sched in ipairs(SCHEDULES) do
       local step, pipe = pipeline_step(spec, x, y, crit, { chunks = chunks, schedule = sched, sample = x })
-      configs[#configs + 1] = { name = ('%s, %d chunks {%s}'):format(sched, chunks, table.concat(pipe.counts, ',')),
+      configs[#configs + 1] = { name = ('%s {%s}'):format(sched, table.concat(pipe.counts, ',')),
         chunks = chunks, step = step }
     end
   end
   local ROUNDS = tonumber(args.rounds) or 7
   in_rounds(configs, ROUNDS)
-  print(('\ninterleaved 1F1B (deep CNN, batch %d, 2 devices x 1 core, automatic balance; medians of %d rounds of %d steps, in turn): one device %.1f ms')
+  print(('\nschedules (deep CNN, batch %d, 2 devices x 1 core, automatic balance; medians of %d rounds of %d steps, in turn): one device %.1f ms')
     :format(PIPE_BATCH, ROUNDS, STEPS, configs[1].t * 1e3))
-  for k = 2, #configs, 2 do
-    local a, b = configs[k], configs[k + 1]
-    print(('  %d chunks: %s %.1f ms (%.2fx one device), %s %.1f ms (%.2fx): interleaved %.2fx 1F1B; bubbles %.0f%%, %.0f%%')
-      :format(a.chunks, a.name, a.t * 1e3, configs[1].t / a.t, b.name, b.t * 1e3, configs[1].t / b.t, a.t / b.t,
-      100 / (a.chunks + 1), 100 / (2 * a.chunks + 1)))
+  local k = 2
+  for _, chunks in ipairs(CHUNKS) do
+    local base = configs[k]
+    local cells = {}
+    for j = 0, #SCHEDULES - 1 do
+      local c = configs[k + j]
+      cells[#cells + 1] = ('%s %.1f ms (%.2fx one device%s)'):format(c.name, c.t * 1e3, configs[1].t / c.t,
+        j == 0 and '' or (', %.2fx 1F1B'):format(base.t / c.t))
+    end
+    print(('  %d chunks: %s; 1F1B\'s bubble %.0f%%, interleaved\'s %.0f%%'):format(chunks, table.concat(cells, '; '),
+      100 / (chunks + 1), 100 / (2 * chunks + 1)))
+    k = k + #SCHEDULES
   end
   print(('load average %s'):format(loadavg()))
 end

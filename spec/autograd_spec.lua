@@ -257,6 +257,45 @@ describe('autograd graph', function()
     assert.tensor_near(a.grad, { 2, 4, 6 })
   end)
 
+  -- (a zero-bubble pipeline's B and W: lunet.parallel.Pipeline, schedule 'zb')
+  it('autograd.backward with defer: the input gradient now, the listed weights\' gradients at run(), the same', function()
+    local nn = lunet.nn
+    local function model()
+      lunet.manual_seed(4)
+      return nn.Sequential { nn.Conv2d(2, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.ReLU(), nn.BasicBlock(4, 4, 1),
+        nn.Flatten(), nn.Linear(4 * 5 * 5, 3) }:to('float64')
+    end
+    local a, b = model(), model()
+    lunet.manual_seed(5)
+    local x = lunet.randn({ 3, 2, 5, 5 }, f64)
+    local xa, xb = x:clone():requires_grad_(), x:clone():requires_grad_()
+    local g = lunet.randn({ 3, 3 }, f64)
+    a(xa):backward(g)
+    local seen = 0
+    local params = b:parameters()
+    params[1]:register_post_accumulate_grad_hook(function() seen = seen + 1 end)
+    local d = lunet.autograd.backward({ b(xb) }, { g }, { defer = params })
+    -- the input's gradient is there, the weights' not yet
+    assert.tensor_near(xb.grad, xa.grad:totable(), 1e-12)
+    for i, p in ipairs(params) do assert.is_nil(p.grad, 'parameter ' .. i) end
+    assert.equal(0, seen)
+    assert.matches('autograd.Deferred: %d+ nodes', tostring(d))
+    d:run()
+    assert.equal(1, seen)
+    for i, p in ipairs(a:parameters()) do assert.tensor_near(params[i].grad, p.grad:totable(), 1e-12) end
+    local ok, err = pcall(d.run, d)
+    assert.is_false(ok)
+    assert.matches('autograd.Deferred: run() twice', err, 1, true)
+    -- a second deferred backward adds into .grad as a plain one does
+    a(xa):backward(g)
+    lunet.autograd.backward({ b(xb) }, { g }, { defer = params }):run()
+    for i, p in ipairs(a:parameters()) do assert.tensor_near(params[i].grad, p.grad:totable(), 1e-12) end
+    ok, err = pcall(lunet.autograd.backward, { b(xb) }, { g }, { defer = { 3 } })
+    assert.matches('autograd.backward: defer[1] is a number, not a tensor', err, 1, true)
+    ok, err = pcall(function() b(xb):sum():backward({ defer = params }) end)
+    assert.matches("backward: unknown option 'defer'", err, 1, true)
+  end)
+
   it('autograd.backward: several roots in one pass, as the sum of their backwards', function()
     local a = lunet.randn({ 3 }, { dtype = 'float64', requires_grad = true })
     local b = lunet.randn({ 2 }, { dtype = 'float64', requires_grad = true })

@@ -53,6 +53,7 @@ describe('Pipeline with a group, in one process (a group of one: one stage)', fu
     rejects({ group = group(), replicas = 2 }, 'Pipeline: 1 processes cannot hold 2 replicas')
     rejects({ group = group(), chunks = 0 }, 'Pipeline: chunks must be an integer >= 1, got 0')
     rejects({ group = group(), schedule = 'interleaved' }, 'Pipeline: the interleaved schedule runs its stages in one process')
+    rejects({ group = group(), schedule = 'zb' }, 'Pipeline: the zero-bubble schedule runs its stages in one process')
     rejects({ group = group(), balance = { 1, 2 } }, 'Pipeline: balance has 2 entries for 1 stages')
     local pipe = lunet.parallel.Pipeline(model(), { group = group() })
     local crit = nn.CrossEntropyLoss()

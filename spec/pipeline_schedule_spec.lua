@@ -1,5 +1,5 @@
 -- lunet.parallel.schedule: pipeline schedules as tables of (stage,
--- micro-batch, F|B) per step, built for GPipe, 1F1B and interleaved 1F1B and checked for
+-- micro-batch, F|B|W) per step, built for GPipe, 1F1B, interleaved 1F1B and zero-bubble and checked for
 -- completeness and deadlock before they run.
 local schedule = require 'lunet.parallel.schedule'
 
@@ -65,6 +65,68 @@ describe('parallel.schedule', function()
     assert.error_matches(function() schedule.build('interleaved', 4, 2, 3) end, 'multiple >= 2 of devices')
     assert.error_matches(function() schedule.build('interleaved', 2, 2, 2) end, 'multiple >= 2 of devices')
     assert.error_matches(function() schedule.build('interleaved', 4, 2) end, 'multiple >= 2 of devices')
+  end)
+
+  -- (zero-bubble: each backward split into B, the input's gradient, and W, the weights')
+  it('builds zero-bubble ZB-H1: every F, B and W once, after what it needs, at most `stages` in flight, a smaller bubble',
+    function()
+    for S = 1, 4 do
+      for M = 1, 8 do
+        local steps = schedule.build('zb', S, M)
+        local n, held, most = 0, {}, {}
+        for s = 1, S do held[s], most[s] = 0, 0 end
+        for _, step in ipairs(steps) do
+          n = n + #step
+          for _, a in ipairs(step) do
+            if a[3] == 'F' then held[a[1]] = held[a[1]] + 1 elseif a[3] == 'W' then held[a[1]] = held[a[1]] - 1 end
+            most[a[1]] = math.max(most[a[1]], held[a[1]])
+          end
+        end
+        assert.equal(3 * S * M, n)
+        for s = 1, S do
+          assert.is_true(most[s] <= S, ('S=%d M=%d: stage %d holds %d'):format(S, M, s, most[s]))
+          for m = 1, M do
+            local f, b, w = find(steps, s, m, 'F'), find(steps, s, m, 'B'), find(steps, s, m, 'W')
+            assert.truthy(f and b and w and f < b and b < w)
+            if s > 1 then assert.truthy(find(steps, s - 1, m, 'F') < f) end
+            if s < S then assert.truthy(find(steps, s + 1, m, 'B') < b) end
+          end
+        end
+        -- with F, B and W alike, 1F1B's step takes 3 (M + S - 1) of them (its backward is B and W)
+        if S > 1 then assert.is_true(#steps < 3 * (M + S - 1), ('S=%d M=%d: %d steps'):format(S, M, #steps)) end
+        -- two stages: a bubble of one action (F + B - W), a third of 1F1B's, for even chunks (two for odd)
+        if S == 2 and M >= 2 then assert.equal(3 * M + 1 + M % 2, #steps) end
+      end
+    end
+    assert.is_true(schedule.split(schedule.build('zb', 2, 2)))
+    assert.is_false(schedule.split(schedule.build('1f1b', 2, 2)))
+  end)
+
+  it('frees a zero-bubble stage buffer after W, and checks W actions', function()
+    local steps = schedule.build('zb', 2, 4)
+    local slot, nslots = schedule.slots(steps, 2, 4)
+    -- (a buffer is held from the micro-batch's input to its W: never two at once)
+    for s = 1, 2 do
+      local owner = {}
+      for _, step in ipairs(steps) do
+        for _, a in ipairs(step) do
+          if a[3] == 'F' and a[1] < 2 then
+            local k = slot[a[1] + 1][a[2]]
+            assert.is_nil(owner[k], 'buffer taken twice')
+            owner[k] = a[2]
+          elseif a[3] == 'W' and a[1] == 2 then owner[slot[2][a[2]]] = nil end
+        end
+      end
+    end
+    assert.equal(2, nslots[1])
+    -- W before its B; a W for some micro-batches only
+    assert.error_matches(function()
+      schedule.check({ { { 1, 1, 'F' } }, { { 1, 1, 'W' } }, { { 1, 1, 'B' } } }, 1, 1)
+    end, 'deadlock: W%(stage 1, micro%-batch 1%) at step 2 needs B%(stage 1, micro%-batch 1%), which runs at step 3')
+    assert.error_matches(function()
+      schedule.check({ { { 1, 1, 'F' } }, { { 1, 1, 'B' } }, { { 1, 2, 'F' } }, { { 1, 2, 'B' } }, { { 1, 1, 'W' } } }, 1, 2)
+    end, 'W%(stage 1, micro%-batch 2%) never runs')
+    assert.error_matches(function() schedule.check({ { { 1, 1, 'X' } } }, 1, 1) end, "'F' | 'B' | 'W'")
   end)
 
   -- (a stage's input buffer is taken when the previous stage sends: one more than it holds activations for)
@@ -143,12 +205,12 @@ describe('parallel.schedule', function()
     rejects({ { { 1, 1, 'F' }, { 1, 2, 'F' } } }, 1, 2, 'step 1: stage 1 runs two actions')
     rejects({ { { 3, 1, 'F' } } }, 2, 1, 'step 1: stage 3 is not in 1..2')
     rejects({ { { 1, 9, 'F' } } }, 1, 2, 'step 1: micro-batch 9 is not in 1..2')
-    rejects({ { { 1, 1, 'X' } } }, 1, 1, "an action must be {stage, micro_batch, 'F' | 'B'}")
+    rejects({ { { 1, 1, 'X' } } }, 1, 1, "an action must be {stage, micro_batch, 'F' | 'B' | 'W'}")
     rejects({ 'F1' }, 1, 1, 'step 1 must be a list of actions')
     rejects(nil, 1, 1, 'expected a list of steps')
     local ok, err = pcall(schedule.build, 'zero', 2, 2)
     assert.is_false(ok)
-    assert.matches("unknown schedule 'zero' (gpipe, 1f1b, interleaved)", err, 1, true)
+    assert.matches("unknown schedule 'zero' (gpipe, 1f1b, interleaved, zb)", err, 1, true)
     ok, err = pcall(schedule.build, 'gpipe', 2, 0)
     assert.matches('chunks must be an integer >= 1, got 0', err, 1, true)
   end)

@@ -1,5 +1,5 @@
 -- lunet.parallel.Pipeline over 2, 3 and 4 virtual CPU devices: training
--- equals the same model trained on one device (GPipe, 1F1B and interleaved 1F1B, chunks 1..8,
+-- equals the same model trained on one device (GPipe, 1F1B, interleaved 1F1B and zero-bubble, chunks 1..8,
 -- an uneven last micro-batch, with and without recomputation), parameter
 -- names stay the model's (state_dict, optimizers, lunet.fit), BatchNorm in
 -- micro-batches (deferred running statistics), hybrid data x pipeline,
@@ -130,6 +130,26 @@ describe('parallel.Pipeline', function()
     end
   end)
 
+  it('trains as one device does with the zero-bubble schedule: 2-4 stages, chunks 1..8, uneven, recomputation, hybrid',
+    function()
+    local cases = {
+      { S = 2, chunks = 1 },
+      { S = 2, chunks = 3, checkpoint = 'always' },        -- 4, 3, 3 rows
+      { S = 3, chunks = 8, checkpoint = 'except_last' },   -- chunks > stages
+      { S = 4, chunks = 6, B = 9 },                        -- 2, 2, 2, 1, 1, 1 rows
+      { S = 2, chunks = 4, B = 16, replicas = 2 },         -- hybrid: 2 pipelines of 2 stages
+    }
+    for _, c in ipairs(cases) do
+      for _, opt in ipairs({ 'sgd', 'adam' }) do
+        local ref, pipe, losses = train_both({ devices = devs(c.S * (c.replicas or 1)), chunks = c.chunks, schedule = 'zb',
+          checkpoint = c.checkpoint, opt = opt, B = c.B, replicas = c.replicas })
+        assert.is_true(losses[1] > 0)
+        local d = sd_diff(pipe, ref)
+        assert.is_true(d < 1e-5, ('zb %s S=%d chunks=%d: %g'):format(opt, c.S, c.chunks, d))
+      end
+    end
+  end)
+
   it("gives the batch's loss and outputs, for 'mean' and 'sum' criteria", function()
     lunet.manual_seed(3)
     local x, y = lunet.randn(7, 3, 8, 8), lunet.randn(7, 5)
@@ -214,6 +234,10 @@ describe('parallel.Pipeline', function()
     local pipe = Pipeline(cnn(), { devices = devs(2), chunks = 2, schedule = 'gpipe' })
     assert.equal('gpipe, 2 stages, 2 micro-batches, 6 steps\nstage 1 | F1 F2 .  .  B1 B2\nstage 2 | .  F1 F2 B1 B2 . ',
       pipe:schedule_text())
+    -- zero-bubble: B the input's gradient, W the weights', filling the bubble
+    local zb = Pipeline(cnn(), { devices = devs(2), chunks = 2, schedule = 'zb', balance = { 4, 3 } })
+    assert.equal('zb, 2 stages, 2 micro-batches, 7 steps\nstage 1 | F1 F2 .  B1 W1 B2 W2\nstage 2 | .  F1 B1 F2 B2 W1 W2',
+      zb:schedule_text())
     local function rejects(opts, msg, model)
       local ok, err = pcall(Pipeline, model or cnn(), opts)
       assert.is_false(ok)
@@ -222,7 +246,7 @@ describe('parallel.Pipeline', function()
     rejects({ devices = { 'cpu:0', 'cpu:0' } }, 'Pipeline: device cpu:0 appears twice')
     rejects({ devices = { 'cpu:0', 'cpu:9' } }, 'cpu:9')
     rejects({ devices = devs(2), chunks = 0 }, 'Pipeline: chunks must be an integer >= 1, got 0')
-    rejects({ devices = devs(2), schedule = 'zb' }, "Pipeline: schedule must be 'gpipe', '1f1b'")
+    rejects({ devices = devs(2), schedule = 'zero' }, "Pipeline: schedule must be 'gpipe', '1f1b'")
     rejects({ devices = devs(2), checkpoint = 'some' }, "Pipeline: checkpoint must be 'never', 'except_last' or 'always'")
     rejects({ devices = devs(2), balance = { 3, 3 } }, 'Pipeline: balance sums to 6 atoms, the model has 7')
     rejects({ devices = devs(2), balance = { 7, 0 } }, 'Pipeline: balance[2] must be an integer >= 1')
@@ -247,6 +271,9 @@ describe('parallel.Pipeline', function()
     local measured = Pipeline(cnn(), { devices = devs(2), chunks = 4, schedule = 'interleaved', sample = lunet.randn(8, 3, 8, 8) })
     local report = measured:balance_report()
     assert.matches('Pipeline: 4 stages on 2 devices, balance time, interleaved, 4 micro-batches: bubble 11%', report, 1, true)
+    local zbm = Pipeline(cnn(), { devices = devs(2), chunks = 4, schedule = 'zb', sample = lunet.randn(8, 3, 8, 8) })
+    assert.matches('Pipeline: 2 stages, balance time, zb, 4 micro-batches: bubble 8% (idle steps, F, B and W alike)',
+      zbm:balance_report(), 1, true)
     assert.matches('stage 3 on cpu:0', report, 1, true)
     local ok, err = pcall(Pipeline, 'model')
     assert.matches('Pipeline: expected an nn.Module, got string', err, 1, true)
@@ -281,7 +308,7 @@ describe('parallel.Pipeline', function()
     local x, y = lunet.randn(10, 3, 8, 8), lunet.randint(1, 6, { 10 })
     local crit = nn.CrossEntropyLoss()
     for _, ck in ipairs({ 'never', 'always' }) do
-      for _, schedule in ipairs({ 'gpipe', '1f1b', 'interleaved' }) do
+      for _, schedule in ipairs({ 'gpipe', '1f1b', 'interleaved', 'zb' }) do
         local ref = cnn(3, true)
         local pipe = Pipeline(cnn(3, true), { devices = devs(2), chunks = 4, schedule = schedule, checkpoint = ck,
           deferred_bn = true })
@@ -549,6 +576,31 @@ describe('parallel.Pipeline', function()
     for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
     ok, err = pcall(loss.backward, loss)
     assert.matches('Pipeline: backward: already run for this batch', err, 1, true)
+  end)
+
+  it('raises an error in a zero-bubble weight-gradient action in Lua, and trains on afterwards', function()
+    local ref, model = cnn(8), cnn(8)
+    local armed = false
+    -- (a hook on the last layer's weight runs when W accumulates its gradient)
+    model:get(7).weight:register_post_accumulate_grad_hook(function()
+      if armed then error('hook: refused on purpose', 0) end
+    end)
+    local pipe = Pipeline(model, { devices = devs(2), chunks = 2, schedule = 'zb', balance = { 4, 3 } })
+    local crit = nn.CrossEntropyLoss()
+    lunet.manual_seed(2)
+    local x, y = lunet.randn(8, 3, 8, 8), lunet.randint(1, 6, { 8 })
+    armed = true
+    local loss = pipe:forward_loss(crit, x, y)
+    local ok, err = pcall(loss.backward, loss)
+    assert.is_false(ok)
+    assert.matches('Pipeline: weight gradient of micro-batch 1 at stage 2 (cpu:1): ', err, 1, true)
+    assert.matches('refused on purpose', err, 1, true)
+    armed = false
+    pipe:zero_grad()
+    loss = pipe:forward_loss(crit, x, y)
+    loss:backward()
+    crit(ref(x), y):backward()
+    for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
   end)
 
   it('raises an error on a stage\'s device (a NaN check) in Lua once, and trains on afterwards', function()

@@ -71,7 +71,48 @@ function E.install(Tensor, raw)
   -- `current` names the node running, for the error message.
   local table_clear = require 'table.clear'
   local current
-  local function run_graph(root, grad, retain)
+  -- a node's saved tensors, hooks and marks freed once it has run (unless
+  -- the graph is retained); the edges stay so that a second call can tell
+  -- (table.clear and the few fields put back: a pairs() loop is not
+  -- compiled by LuaJIT and cost a third of the walk's time)
+  local function release(n)
+    if n.ni then
+      for k in pairs(n) do
+        if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' then n[k] = nil end
+      end
+    else
+      local e1, e2, e3, name, fn = n[1], n[2], n[3], n.name, n.fn
+      table_clear(n)
+      n[1], n[2], n[3], n.name, n.fn = e1, e2, e3, name, fn
+    end
+    n.freed = true
+  end
+
+  -- Deferred weight gradients (a zero-bubble pipeline's W, autograd.backward's
+  -- defer): the walk leaves out the edges to the leaves in defer (a set of
+  -- tensors) and keeps each such node, its gradient and those edges in
+  -- `later`, its saved tensors alive; run_weights computes them afterwards,
+  -- in the order the walk reached the nodes.
+  local function take_deferred(n, g, defer, later)
+    local mask
+    for i = 1, n.ni or 3 do
+      local e = n[i]
+      if e and not is_table(e) and defer[e] then
+        mask = mask or {}
+        mask[i] = e
+        n[i] = nil
+      end
+    end
+    if mask then later[#later + 1] = { n, g, mask } end
+    return mask
+  end
+
+  local function has_edges(n)
+    for i = 1, n.ni or 3 do if n[i] then return true end end
+    return false
+  end
+
+  local function run_graph(root, grad, retain, defer, later)
     -- count consumers of each node reachable from root
     -- (the tables are presized from the node count: grown key by key they
     -- rehashed ~15 times a backward; sized for the largest graph, they made
@@ -114,11 +155,14 @@ function E.install(Tensor, raw)
       local gs1, gs2, gs3
       local added1, added2, added3 = false, false, false   -- gs_i summed into a leaf's .grad
       local ni = n.ni
+      local mask
       if g then
         current = n.name
         if n.hooks then g = run_hooks(n.hooks, g) end
         if n.retain and n.retain[1] then accumulate_leaf(n.retain[1], g) end
-        gs1, gs2, gs3 = n.fn(n, g)
+        if defer then mask = take_deferred(n, g, defer, later) end
+        -- (a node whose edges all lead to deferred leaves has nothing to do now)
+        if not mask or has_edges(n) then gs1, gs2, gs3 = n.fn(n, g) end
         if S.anomaly_hook then S.anomaly_hook('backward', n, gs1, gs2, gs3) end
       end
       for i = 1, ni or 3 do
@@ -161,38 +205,63 @@ function E.install(Tensor, raw)
       if added1 and not rawequal(gs1, gs2) and not rawequal(gs1, gs3) then free_now(gs1) end
       if added2 and not rawequal(gs2, gs1) and not rawequal(gs2, gs3) then free_now(gs2) end
       if added3 and not rawequal(gs3, gs1) and not rawequal(gs3, gs2) then free_now(gs3) end
-      -- n is done with g: drop its hold (see drop)
-      if g and not retain and not n.hooks and not n.retain and not S.anomaly_hook then
+      -- n is done with g (a deferred node keeps it: drop's count never reaches 0)
+      if mask then
+        for i, e in pairs(mask) do n[i] = e end
+      elseif g and not retain and not n.hooks and not n.retain and not S.anomaly_hook then
         drop(handed, g, free_early)
       end
-      if not retain then
-        -- free what the node saved, its hooks and retain_grad mark (a hook that
-        -- captures its own tensor is a cycle through that tensor's record); keep
-        -- the edges so a second call can tell
-        -- (table.clear and the few fields put back: a pairs() loop is not
-        -- compiled by LuaJIT and cost a third of this loop's time)
-        if ni then
-          for k in pairs(n) do
-            if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' then n[k] = nil end
+      -- free what the node saved, its hooks and retain_grad mark (a hook that
+      -- captures its own tensor is a cycle through that tensor's record)
+      if not retain and not mask then release(n) end
+    end
+  end
+
+  -- the deferred weight gradients of later (take_deferred), each node run
+  -- again with only its deferred edges, into the leaves' .grad
+  local function run_weights(later, retain)
+    for k = 1, #later do
+      local entry = later[k]
+      later[k] = false
+      local n, g, mask = entry[1], entry[2], entry[3]
+      local ni = n.ni
+      local saved = { n[1], n[2], n[3] }
+      if ni then for i = 1, ni do saved[i] = n[i]; n[i] = mask[i] end
+      else n[1], n[2], n[3] = mask[1], mask[2], mask[3] end
+      current = n.name
+      local ok, gs1, gs2, gs3 = pcall(n.fn, n, g)
+      if ni then for i = 1, ni do n[i] = saved[i] end else n[1], n[2], n[3] = saved[1], saved[2], saved[3] end
+      if not ok then error(gs1, 0) end
+      if S.anomaly_hook then S.anomaly_hook('backward', n, gs1, gs2, gs3) end
+      -- (as run_graph's leaves: a fresh gradient may become .grad, or is
+      -- freed once summed into it)
+      local free_early = C.ln_cuda_device_count() == 0 and not S.anomaly_hook
+      for i, e in pairs(mask) do
+        local gi
+        if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
+        if gi then
+          local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
+          for j = 1, 3 do
+            local o = j == 1 and gs1 or j == 2 and gs2 or gs3
+            if fresh and j ~= i and o and not ni and C.ln_same_storage(gi.p, o.p) == 1 then fresh = false end
           end
-        else
-          local e1, e2, e3, name, fn = n[1], n[2], n[3], n.name, n.fn
-          table_clear(n)
-          n[1], n[2], n[3], n.name, n.fn = e1, e2, e3, name, fn
+          if accumulate_leaf(e, gi, fresh) and free_early and fresh then free_now(gi) end
         end
-        n.freed = true
       end
+      if not retain then release(n) end
     end
   end
 
   -- runs the graph from root (its gradient grad), then the callbacks queued
   -- meanwhile; raises the first error at the caller's caller
-  local function run_backward(root, grad, retain)
+  local function run_backward(root, grad, retain, defer, later)
     local old_enabled = S.grad_enabled
     S.grad_enabled = false
     local outer = current
     current = nil
-    local ok, err = pcall(run_graph, root, grad, retain)
+    local ok, err
+    if root then ok, err = pcall(run_graph, root, grad, retain, defer, later)
+    else ok, err = pcall(run_weights, later, retain) end
     S.grad_enabled = old_enabled
     if not ok and current then
       err = ('backward of %s: %s'):format(current, tostring(err):gsub('^[^:\n]*:%d+: ', '', 1))
@@ -213,9 +282,10 @@ function E.install(Tensor, raw)
 
   -- t:backward([grad], [opts]) with opts.retain_graph
   local BACKWARD_OPTS = { retain_graph = 'boolean' }
+  local TENSOR_BACKWARD_OPTS = { retain_graph = 'boolean' }
   function Tensor.backward(self, grad, opts)
     if is_table(grad) then opts, grad = grad, nil end
-    if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
+    if opts ~= nil then require('lunet.options').check('backward', opts, TENSOR_BACKWARD_OPTS) end
     if T.need_tensor('backward', self, 'self').p.grad_flag == 0 then
       error('backward: tensor does not require grad and has no grad_fn', 2)
     end
@@ -259,9 +329,40 @@ function E.install(Tensor, raw)
   -- single-element tensor (1). Roots on different devices need no gradient from
   -- one another: DataParallel:forward_loss starts every replica's backward this
   -- way, so that no device waits for another before its last bucket.
+  -- With opts.defer (a list of leaf tensors, a model's parameters): their
+  -- gradients are left out of this pass and the call returns an
+  -- autograd.Deferred, whose run() computes and accumulates them later (a
+  -- zero-bubble pipeline's W action: the input gradient the previous stage
+  -- waits for goes first). Until then the graph's nodes that need them keep
+  -- their saved tensors.
+  local Deferred = { __name = 'autograd.Deferred' }
+  Deferred.__index = Deferred
+  function Deferred:run()
+    if self.done then error('autograd.Deferred: run() twice: the weight gradients were already computed', 2) end
+    self.done = true
+    if #self.later > 0 then run_backward(nil, nil, self.retain, nil, self.later) end
+  end
+  function Deferred:__tostring()
+    return ('autograd.Deferred: %d nodes\' weight gradients%s'):format(#self.later, self.done and ', computed' or '')
+  end
+  local defer_sets = setmetatable({}, { __mode = 'k' })   -- list -> set, for a list passed again
+  local function defer_set(list)
+    local set = defer_sets[list]
+    if set and set.n == #list then return set end
+    set = { n = #list }
+    for i = 1, #list do
+      if not is_tensor(list[i]) then error(('autograd.backward: defer[%d] is a %s, not a tensor'):format(i, typename(list[i])), 3) end
+      set[list[i]] = true
+    end
+    defer_sets[list] = set
+    return set
+  end
+  BACKWARD_OPTS.defer = 'table'
+
   local function roots_fn(n) return n.grads end
   S.backward = function(tensors, grads, opts)
     if opts ~= nil then require('lunet.options').check('autograd.backward', opts, BACKWARD_OPTS) end
+    local defer = opts and opts.defer and defer_set(opts.defer)
     if not is_table(tensors) then tensors = { tensors } end
     grads = grads or {}
     if not is_table(grads) then grads = { grads } end
@@ -296,7 +397,9 @@ function E.install(Tensor, raw)
         root.grads[root.ni] = g
       end
     end
-    if root.ni > 0 then run_backward(root, root.grads[1], opts and opts.retain_graph) end
+    local later = defer and {} or nil
+    if root.ni > 0 then run_backward(root, root.grads[1], opts and opts.retain_graph, defer, later) end
+    if defer then return setmetatable({ later = later, retain = opts.retain_graph }, Deferred) end
   end
 
 end

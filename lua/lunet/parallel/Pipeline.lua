@@ -11,10 +11,12 @@
 --
 -- opts: devices (one per stage; default lunet.devices()), chunks (micro-batches
 -- a batch, default 4 per stage), schedule ('1f1b' default, 'gpipe',
--- 'interleaved', or a function (stages, chunks) -> steps, see
+-- 'interleaved', 'zb', or a function (stages, chunks) -> steps, see
 -- parallel.schedule), interleave (with 'interleaved': the stages each device
 -- runs, spread along the model, default 2: stage s on device (s - 1) %
--- #devices + 1; a smaller bubble for more boundary copies), balance (a list
+-- #devices + 1; a smaller bubble for more boundary copies; 'zb': zero-bubble
+-- ZB-H1, each backward split into the input's gradient, which the stage
+-- before waits for, and the weights', run later in the bubble), balance (a list
 -- of atom counts per stage; 'time', the default, or 'memory': measured with a
 -- sample batch, opts.sample or else the first batch, see pipeline_balance;
 -- 'params': equal parameter counts), checkpoint
@@ -67,8 +69,8 @@ function Pipeline.run_options(opts, S, lvl)
   local chunks = opts.chunks or 4 * S
   if chunks % 1 ~= 0 or chunks < 1 then fail('chunks must be an integer >= 1, got ' .. tostring(chunks), lvl + 1) end
   local kind = opts.schedule or '1f1b'
-  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' and kind ~= 'interleaved' then
-    fail(("schedule must be 'gpipe', '1f1b', 'interleaved' or a function (stages, chunks) -> steps, got '%s'")
+  if type(kind) == 'string' and kind ~= 'gpipe' and kind ~= '1f1b' and kind ~= 'interleaved' and kind ~= 'zb' then
+    fail(("schedule must be 'gpipe', '1f1b', 'interleaved', 'zb' or a function (stages, chunks) -> steps, got '%s'")
       :format(kind), lvl + 1)
   end
   local ck = opts.checkpoint or 'never'
@@ -253,11 +255,13 @@ function Pipeline:_plan(M)
   local ok, steps = pcall(schedule.make, self.kind, self.S, M, self.P)
   if not ok then fail(steps, 3) end
   local slot = schedule.slots(steps, self.S, M, SPARE_SLOTS)
+  -- (each stage's last backward, or weights' gradient: where its replicas' gradients are all-reduced)
+  local split = schedule.split(steps)
   local lastB = {}
   for _, step in ipairs(steps) do
-    for _, a in ipairs(step) do if a[3] == 'B' then lastB[a[1]] = a[2] end end
+    for _, a in ipairs(step) do if a[3] == (split and 'W' or 'B') then lastB[a[1]] = a[2] end end
   end
-  p = { steps = steps, slot = slot, lastB = lastB }
+  p = { steps = steps, slot = slot, lastB = lastB, split = split }
   self.plans[M] = p
   return p
 end

@@ -100,7 +100,8 @@ function M.measured(pipe, list, sample, kind)
     speed[j] = lunet.get_num_threads(devs[j]) / top
     local lim = lunet.memory_limit(devs[j])
     mem[j] = lim > 0 and lim or nil
-    inflight[j] = pipe.kind == 'gpipe' and Mb or math.min(S - j + 1, Mb)
+    -- (zero-bubble: a micro-batch is held until its W, at most S of them)
+    inflight[j] = pipe.kind == 'gpipe' and Mb or math.min(pipe.kind == 'zb' and S or S - j + 1, Mb)
   end
   local opts = { speed = speed, memory = #mem == S and mem or nil, inflight = inflight }
   local split = require('lunet.parallel.partition').split
@@ -255,9 +256,14 @@ function M.report(pipe)
   -- (P devices of v = S / P stages each: the interleaved schedule's; else v = 1)
   local P = pipe.P or S
   local where = P < S and ('%d stages on %d devices'):format(S, P) or ('%d stage%s'):format(S, S == 1 and '' or 's')
-  lines[1] = ('Pipeline: %s, balance %s, %s, %d micro-batch%s: bubble %.0f%% ((p - 1) / (%sm + p - 1))')
-    :format(where, bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_, M_ == 1 and '' or 'es',
-      100 * (P - 1) / (S / P * M_ + P - 1), P < S and 'v ' or '')
+  local bubble = ('%.0f%% ((p - 1) / (%sm + p - 1))'):format(100 * (P - 1) / (S / P * M_ + P - 1), P < S and 'v ' or '')
+  if pipe.kind == 'zb' then
+    -- (its steps' idle share, F, B and W alike: a third of 1F1B's for two stages)
+    local steps = pipe:_plan(M_).steps
+    bubble = ('%.0f%% (idle steps, F, B and W alike)'):format(100 * (1 - 3 * M_ / #steps))
+  end
+  lines[1] = ('Pipeline: %s, balance %s, %s, %d micro-batch%s: bubble %s')
+    :format(where, bal, type(pipe.kind) == 'string' and pipe.kind or 'custom', M_, M_ == 1 and '' or 'es', bubble)
   local times, mems
   if pipe.measure then
     times, mems = require('lunet.parallel.partition').evaluate(pipe.measure.costs, counts, pipe.measure.opts)

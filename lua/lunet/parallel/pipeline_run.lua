@@ -41,6 +41,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
   local plan = pipe:_plan(M)
   local self = setmetatable({ pipe = pipe, criterion = criterion, kind = kind, R = R, S = S, M = M,
     steps = plan.steps, slot = plan.slot, lastB = plan.lastB, next = 1, recording = recording, timing = pipe.timing,
+    split = plan.split, deferred = plan.split and {} or nil,
     mb = {}, targets = {}, outs = {}, losses = {}, sums = {}, fdone = 0, scale = 1 }, Run)
   local last = pipe.stages[1][S].device
   for r = 1, R do
@@ -141,18 +142,52 @@ function Run:_backward(s, m)
     end
     if root.requires_grad then roots[#roots + 1], seeds[#seeds + 1] = root, seed end
   end
-  local red = pipe.reducers and pipe.reducers[s]
-  if red then
-    red:sync_next(self.lastB[s] == m and self.sync)
-    red:prepare(true, self.R)
+  if self.split then
+    -- (zero-bubble: the weights' gradients wait for W(s, m), and so does the slot)
+    if #roots > 0 then self.deferred[s * (self.M + 1) + m] = autograd.backward(roots, seeds, { defer = self:_weights_of(s) }) end
+  else
+    self:_prepare_reducer(s, m)
+    if #roots > 0 then autograd.backward(roots, seeds) end
   end
-  if #roots > 0 then autograd.backward(roots, seeds) end
   for r = 1, self.R do
     local stage = pipe.stages[r][s]
     local g = stage:finish(m)
     if g and s > 1 then pipe.stages[r][s - 1]:receive_grad(self.slot[s - 1][m], g) end
-    stage:done(self.slot[s][m])
+    if not self.split then stage:done(self.slot[s][m]) end
   end
+  self.timing:mark(s, true)
+end
+
+function Run:_prepare_reducer(s, m)
+  local red = self.pipe.reducers and self.pipe.reducers[s]
+  if red then
+    red:sync_next(self.lastB[s] == m and self.sync)
+    red:prepare(true, self.R)
+  end
+end
+
+-- stage s's parameters on every replica (what B(s, m) leaves to W(s, m))
+function Run:_weights_of(s)
+  self.weights = self.weights or {}
+  local list = self.weights[s]
+  if list then return list end
+  list = {}
+  for r = 1, self.R do
+    for _, p in ipairs(self.pipe.stages[r][s].seq:parameters()) do list[#list + 1] = p end
+  end
+  self.weights[s] = list
+  return list
+end
+
+-- W(s, m): the weights' gradients B(s, m) left, on every replica; then the slot is free
+function Run:_weights(s, m)
+  self.timing:mark(s, false)
+  self:_prepare_reducer(s, m)
+  local key = s * (self.M + 1) + m
+  local d = self.deferred[key]
+  self.deferred[key] = nil
+  if d then d:run() end
+  for r = 1, self.R do self.pipe.stages[r][s]:done(self.slot[s][m]) end
   self.timing:mark(s, true)
 end
 
@@ -168,7 +203,9 @@ function Run:_steps(stop_at_backward)
     for _, a in ipairs(step) do
       self.at = a
       if a[3] == 'F' then self:_forward(a[1], a[2])
-      elseif self.recording then self:_backward(a[1], a[2]) end
+      elseif not self.recording then -- (no backward)
+      elseif a[3] == 'B' then self:_backward(a[1], a[2])
+      else self:_weights(a[1], a[2]) end
     end
     self.next = self.next + 1
   end
@@ -187,7 +224,8 @@ function Run:_go(stop_at_backward, lvl)
   -- (positions inside lunet's files say nothing to the user: the stage does)
   err = tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')
   if a then
-    err = ('%s of micro-batch %d at stage %d (%s): %s'):format(a[3] == 'F' and 'forward' or 'backward', a[2],
+    err = ('%s of micro-batch %d at stage %d (%s): %s'):format(a[3] == 'F' and 'forward' or a[3] == 'B' and 'backward'
+      or 'weight gradient', a[2],
       a[1], self.pipe.stages[1][a[1]].device, err)
   end
   fail(err, lvl + 1)

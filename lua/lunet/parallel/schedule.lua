@@ -1,11 +1,14 @@
 -- lunet.parallel.schedule: a pipeline's schedule as data, checked before it runs.
 --
 -- A schedule is a list of time steps; a step is a list of actions
--- {stage, micro_batch, 'F' | 'B'}, at most one per stage. Within a step the
+-- {stage, micro_batch, 'F' | 'B' | 'W'}, at most one per stage. Within a step the
 -- stages run at once (the host queues each action's work on its stage's
 -- device and goes on), so an action may only use what an earlier step made:
---   F(s, m) needs F(s - 1, m);  B(s, m) needs F(s, m) and B(s + 1, m).
---   schedule.build('gpipe' | '1f1b' | 'interleaved', stages, chunks[, devices])
+--   F(s, m) needs F(s - 1, m);  B(s, m) needs F(s, m) and B(s + 1, m);
+--   W(s, m) needs B(s, m).
+-- B is the whole backward, or with W actions (zero-bubble) only the input's
+-- gradient, W the weights' (a schedule has a W for every B or none).
+--   schedule.build('gpipe' | '1f1b' | 'interleaved' | 'zb', stages, chunks[, devices])
 --     -> steps (checked)
 --   schedule.make(kind or function (stages, chunks) -> steps, stages, chunks[, devices])
 --     -> steps (built, or the function's checked)
@@ -14,7 +17,7 @@
 --     for ever), a missing or repeated action, or a malformed entry
 --   schedule.slots(steps, stages, chunks[, spare]) -> slot[s][m], nslots[s]:
 --     which stage-boundary buffer micro-batch m uses at stage s (taken when
---     its input is sent, free again once B(s, m) has run), so buffers are
+--     its input is sent, free again once B(s, m), or W(s, m), has run), so buffers are
 --     reused; spare: that many more per stage, reused oldest first
 --   schedule.text(steps, stages[, where]) -> a timeline, one line per stage
 --     (where[s]: its device, named after it)
@@ -30,6 +33,13 @@
 -- runs (devices - d) * 2 + (stages - devices) + 1 forwards, then alternates
 -- one backward and one forward; where the last group is longer and that
 -- order would deadlock, a device runs more forwards first.
+-- Zero-bubble (ZB-H1, Qi et al. 2023): the backward split in two, B (the
+-- input's gradient, which the stage before waits for) and W (the weights',
+-- which nothing waits for); each step every stage runs a B if one is ready,
+-- else a forward if it holds fewer than `stages` micro-batches (a micro-batch
+-- is held from its F to its W: 1F1B's first stage's count, on every stage),
+-- else its oldest pending W. The W's fill the cool-down's bubble: about a
+-- third of 1F1B's when F, B and W take alike.
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local schedule = {}
 
@@ -54,7 +64,14 @@ local function order_1f1b(s, S, M)
 end
 
 local orders = { gpipe = order_gpipe, ['1f1b'] = order_1f1b }
-schedule.kinds = { 'gpipe', '1f1b', 'interleaved' }
+schedule.kinds = { 'gpipe', '1f1b', 'interleaved', 'zb' }
+
+local KIND = { F = 0, B = 1, W = 2 }
+local function needs_met(done, key, s, m, k, S)
+  if k == 'F' then return s == 1 or done[key(s - 1, m, 'F')] end
+  if k == 'B' then return done[key(s, m, 'F')] and (s == S or done[key(s + 1, m, 'B')]) end
+  return done[key(s, m, 'B')]
+end
 
 -- each lane (a stage, or a device running several) runs its order; at each
 -- step, every lane whose next action's inputs were made in an earlier step
@@ -62,17 +79,13 @@ schedule.kinds = { 'gpipe', '1f1b', 'interleaved' }
 local function simulate(per_lane, S)
   local steps, done, pos, left = {}, {}, {}, 0
   for l = 1, #per_lane do pos[l] = 1; left = left + #per_lane[l] end
-  local function key(s, m, k) return (k == 'F' and 0 or 1) + 2 * (m * (S + 2) + s) end
+  local function key(s, m, k) return KIND[k] + 3 * (m * (S + 2) + s) end
   while left > 0 do
     local step, lanes = {}, {}
     for l = 1, #per_lane do
       local a = per_lane[l][pos[l]]
       if a then
-        local s, m, k = a[1], a[2], a[3]
-        local ok
-        if k == 'F' then ok = s == 1 or done[key(s - 1, m, 'F')]
-        else ok = done[key(s, m, 'F')] and (s == S or done[key(s + 1, m, 'B')]) end
-        if ok then step[#step + 1], lanes[#lanes + 1] = a, l end
+        if needs_met(done, key, a[1], a[2], a[3], S) then step[#step + 1], lanes[#lanes + 1] = a, l end
       end
     end
     if #step == 0 then return nil end
@@ -128,6 +141,29 @@ local function build_interleaved(S, M, P)
   fail('the interleaved orders deadlock', 3)   -- (all forwards first cannot: not reached)
 end
 
+-- ZB-H1 (see above), step by step: each stage's choice among what earlier steps made ready
+local function build_zb(S, M)
+  local done, steps = {}, {}
+  local function key(s, m, k) return KIND[k] + 3 * (m * (S + 2) + s) end
+  local nf, nb, nw = {}, {}, {}
+  for s = 1, S do nf[s], nb[s], nw[s] = 0, 0, 0 end
+  local left = 3 * S * M
+  while left > 0 do
+    local step = {}
+    for s = 1, S do
+      local b, f, w = nb[s] + 1, nf[s] + 1, nw[s] + 1
+      if b <= M and needs_met(done, key, s, b, 'B', S) then step[#step + 1] = { s, b, 'B' }; nb[s] = b
+      elseif f <= M and nf[s] - nw[s] < S and needs_met(done, key, s, f, 'F', S) then step[#step + 1] = { s, f, 'F' }; nf[s] = f
+      elseif w <= nb[s] then step[#step + 1] = { s, w, 'W' }; nw[s] = w end
+    end
+    if #step == 0 then fail('the zero-bubble steps deadlock', 3) end   -- (not reached: a B or W is always ready)
+    for _, a in ipairs(step) do done[key(a[1], a[2], a[3])] = true end
+    left = left - #step
+    steps[#steps + 1] = step
+  end
+  return steps
+end
+
 local function count(v, what, lvl)
   if type(v) ~= 'number' or v % 1 ~= 0 or v < 1 then
     fail(('%s must be an integer >= 1, got %s'):format(what, tostring(v)), lvl + 1)
@@ -137,8 +173,9 @@ end
 function schedule.build(kind, S, M, P)
   count(S, 'stages', 2); count(M, 'chunks', 2)
   if kind == 'interleaved' then return schedule.check(build_interleaved(S, M, P), S, M) end
+  if kind == 'zb' then return schedule.check(build_zb(S, M), S, M) end
   local order = orders[kind]
-  if not order then fail(("unknown schedule '%s' (gpipe, 1f1b, interleaved)"):format(tostring(kind)), 2) end
+  if not order then fail(("unknown schedule '%s' (gpipe, 1f1b, interleaved, zb)"):format(tostring(kind)), 2) end
   local per = {}
   for s = 1, S do per[s] = order(s, S, M) end
   local steps = simulate(per, S)
@@ -169,14 +206,16 @@ function schedule.check(steps, S, M)
   count(S, 'stages', 2); count(M, 'chunks', 2)
   if not is_table(steps) then fail('expected a list of steps, got ' .. typename(steps), 2) end
   local at = {}   -- at[key] = the step an action runs in
+  local split = false   -- (W actions: then one for every B)
   local function key(s, m, k) return ('%d/%d/%s'):format(s, m, k) end
   for t, step in ipairs(steps) do
     if not is_table(step) then fail(('step %d must be a list of actions, got %s'):format(t, typename(step)), 2) end
     local busy = {}
     for _, a in ipairs(step) do
-      if not is_table(a) or type(a[1]) ~= 'number' or type(a[2]) ~= 'number' or (a[3] ~= 'F' and a[3] ~= 'B') then
-        fail(('step %d: an action must be {stage, micro_batch, \'F\' | \'B\'}'):format(t), 2)
+      if not is_table(a) or type(a[1]) ~= 'number' or type(a[2]) ~= 'number' or not KIND[a[3]] then
+        fail(('step %d: an action must be {stage, micro_batch, \'F\' | \'B\' | \'W\'}'):format(t), 2)
       end
+      if a[3] == 'W' then split = true end
       local s, m = a[1], a[2]
       if s % 1 ~= 0 or s < 1 or s > S then fail(('step %d: stage %s is not in 1..%d'):format(t, tostring(s), S), 2) end
       if m % 1 ~= 0 or m < 1 or m > M then fail(('step %d: micro-batch %s is not in 1..%d'):format(t, tostring(m), M), 2) end
@@ -189,7 +228,7 @@ function schedule.check(steps, S, M)
   end
   for s = 1, S do
     for m = 1, M do
-      for _, kd in ipairs({ 'F', 'B' }) do
+      for _, kd in ipairs(split and { 'F', 'B', 'W' } or { 'F', 'B' }) do
         if not at[key(s, m, kd)] then fail(('%s never runs'):format(name({ s, m, kd })), 2) end
       end
     end
@@ -199,6 +238,7 @@ function schedule.check(steps, S, M)
     for _, a in ipairs(step) do
       local s, m = a[1], a[2]
       local needs = a[3] == 'F' and { s > 1 and { s - 1, m, 'F' } or nil }
+        or a[3] == 'W' and { { s, m, 'B' } }
         or { { s, m, 'F' }, s < S and { s + 1, m, 'B' } or nil }
       for _, d in pairs(needs) do
         local td = at[key(d[1], d[2], d[3])]
@@ -211,16 +251,26 @@ function schedule.check(steps, S, M)
   return steps
 end
 
+-- whether the schedule splits the backward (has W actions)
+function schedule.split(steps)
+  for _, step in ipairs(steps) do
+    for _, a in ipairs(step) do if a[3] == 'W' then return true end end
+  end
+  return false
+end
+
 -- stage s's buffers for micro-batch m are taken when its input arrives (at
--- F(s - 1, m), or F(1, m) for the first stage) and free after B(s, m)
+-- F(s - 1, m), or F(1, m) for the first stage) and free after B(s, m) (or
+-- W(s, m): the weights' gradient reads the input and the output's gradient)
 local function each_take_free(steps, S, take, give)
+  local last = schedule.split(steps) and 'W' or 'B'
   for _, step in ipairs(steps) do
     for _, a in ipairs(step) do
       local s, m = a[1], a[2]
       if a[3] == 'F' then
         if s == 1 then take(1, m) end
         if s < S then take(s + 1, m) end
-      else give(s, m) end
+      elseif a[3] == last then give(s, m) end
     end
   end
 end
