@@ -2,7 +2,7 @@
 -- devices on Fashion-MNIST.
 --
 --   luajit examples/pipeline.lua [--devices 2] [--memory 128] [--images 6000] [--epochs 1]
---                                [--full] [--schedule 1f1b|gpipe|interleaved] [--chunks 8] [--smoke]
+--                                [--full] [--schedule 1f1b|gpipe|interleaved|zb] [--chunks 8] [--smoke]
 --
 -- The devices are virtual CPU devices cpu:1..N, each limited to --memory MB
 -- (default 136; LUNET_CPU_MEMORY, when set, wins); cpu:0 holds the data. The model's parameters, gradients

@@ -215,6 +215,32 @@ describe('parallel.plan', function()
     assert.same({ 2, 2, 2, 2 }, pipe.counts)
   end)
 
+  it('predicts zero-bubble faster than 1F1B by the weights\' share of backward (w_share), and auto builds it', function()
+    local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = MB, out = MB / 4 })
+    for _, a in ipairs(prof) do a.w_share = 0.5 end
+    local cm = parallel.cost.new(prof, { link = fast })
+    local plain, zb = cm:pipeline(2, 1, 32, 4, '1f1b'), cm:pipeline(2, 1, 32, 4, 'zb')
+    -- micro-batches of 8: F, B and W of 5 ms a stage; 1F1B (m + p - 1) 3 of them, zero-bubble 3m + 1
+    -- (and the boundary copies' 10 us each)
+    assert.near(5 * 3 * 0.005, plain.step, 1e-4)
+    assert.near(13 * 0.005, zb.step, 1e-4)
+    assert.equal('pipeline 2 stages, 4 chunks, zero-bubble', parallel.cost.label(zb))
+    -- a micro-batch is held until its W: the last stage holds as many as the first
+    assert.is_true(zb.memory[2] > plain.memory[2])
+    -- without a weights' share (w_share 0) nothing fills the bubble
+    for _, a in ipairs(prof) do a.w_share = nil end
+    assert.is_true(parallel.cost.new(prof, { link = fast }):pipeline(2, 1, 32, 4, 'zb').step >= plain.step - 1e-12)
+    for _, a in ipairs(prof) do a.w_share = 0.5 end
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
+      memory = 2 ^ 30, speed = { 1, 1 }, kinds = { 'pipeline' }, chunks = { 4 }, schedules = { '1f1b', 'zb' } })
+    assert.equal('zb', p.chosen.schedule)
+    assert.matches('4 micro-batches, zero-bubble', p.reason, 1, true)
+    local model = nn.Sequential { nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.Linear(4, 2) }
+    local pipe = parallel.wrap(model, p, p.chosen)
+    assert.equal('zb', pipe.kind)
+    assert.same({ 2, 2 }, pipe.counts)
+  end)
+
   it('picks data parallel for a small model with a large batch', function()
     local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 64, params = 1024, act = MB, out = MB / 4 })
     local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 256, profile = prof, link = fast,
@@ -602,6 +628,16 @@ describe('parallel.step_sim', function()
     assert.near(4 * 2 * 6, sim.run(o), 1e-9)
   end)
 
+  it('plays the zero-bubble schedule out: W actions fill the bubble (hand computed)', function()
+    -- 2 stages, 4 micro-batches, F, B and W of 1 s: 3m + 1, where 1F1B (a backward of 2 s) takes (m + p - 1) 3
+    local zb = sim.run { stages = 2, steps = sched.build('zb', 2, 4), fwd = { 1, 1 }, bwd = { 1, 1 }, wgt = { 1, 1 } }
+    assert.near(3 * 4 + 1, zb, 1e-9)
+    assert.near(5 * 3, sim.run { stages = 2, steps = sched.build('1f1b', 2, 4), fwd = { 1, 1 }, bwd = { 2, 2 } }, 1e-9)
+    -- one core: all the work one after another
+    assert.near(2 * 4 * 3, sim.run { stages = 2, steps = sched.build('zb', 2, 4), fwd = { 1, 1 }, bwd = { 1, 1 },
+      wgt = { 1, 1 }, cores = 1 }, 1e-9)
+  end)
+
   it('paces the host on a stage past half its memory: it waits for the stage\'s last backward', function()
     local steps = sched.build('1f1b', 2, 4)
     local o = { stages = 2, steps = steps, fwd = { 1, 1 }, bwd = { 2, 2 }, host = { 0.5, 0.5 } }
@@ -669,6 +705,10 @@ describe('parallel.profile', function()
       assert.is_true(a.fwd > 0 and a.bwd >= 0 and a.fwd0 >= 0 and a.fwd0 <= a.fwd and a.bwd0 <= a.bwd, 'atom ' .. i)
       assert.is_true(a.act_bytes >= a.out_bytes, 'atom ' .. i)   -- at least its output is kept
     end
+    -- the weights' share of each backward (a zero-bubble W): the Linear's and BatchNorm's, not the ReLU's
+    assert.is_true(prof[1].w_share > 0 and prof[1].w_share < 1)
+    assert.is_true(prof[2].w_share > 0 and prof[2].w_share < 1)
+    assert.equal(0, prof[3].w_share)
     assert.equal(0, (model[2].running_mean - mean):abs():max():item())
     assert.equal(0, (model[1].weight - w):abs():max():item())
     assert.is_true(prof.update > 0)

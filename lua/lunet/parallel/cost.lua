@@ -7,7 +7,7 @@
 --   local cm = cost.new(atoms, {link = {copy = {alpha =, beta =}, allreduce = {alpha =, beta =}},
 --     speed = {1, 1}, memory = {2^30, 2^30}, optimizer = 'adam', threads = {1, 1}, cores = 2})
 --   cm:data_parallel(n, batch, accumulate)        --> candidate
---   cm:pipeline(stages, replicas, batch, chunks, 'gpipe' | '1f1b' | 'interleaved')  --> candidate
+--   cm:pipeline(stages, replicas, batch, chunks, 'gpipe' | '1f1b' | 'interleaved' | 'zb')  --> candidate
 --     (stages: devices a replica; interleaved: INTERLEAVE stages each)
 --
 -- The host queues all of it: a step is at least the profile's host time
@@ -349,10 +349,19 @@ end
 
 -- ---- pipeline of p stages, d replicas (hybrid when d > 1), m micro-batches ------------------
 
+-- (zero-bubble: a micro-batch is held from its F to its W, at most S of them)
 local function inflight_of(schedule, S, m)
   local f = {}
-  for j = 1, S do f[j] = schedule == 'gpipe' and m or math.min(m, S - j + 1) end
+  for j = 1, S do f[j] = schedule == 'gpipe' and m or math.min(m, schedule == 'zb' and S or S - j + 1) end
   return f
+end
+
+-- the weights' gradients' part of atoms lo..hi's backward at batch b (a
+-- zero-bubble W; the profile's w_share, 0 where not measured)
+function cost:weight_grad(lo, hi, b)
+  local w = 0
+  for i = lo, hi do w = w + self:bwd(i, b) * (self.atoms[i].w_share or 0) end
+  return w
 end
 
 -- p devices a replica, d replicas; S stages a replica, stage j on the
@@ -362,11 +371,12 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local V = schedule == 'interleaved' and INTERLEAVE or 1
   local S = p * V
   if S > self.n then return nil end
-  -- (the pipeline's own work an action: the interleaved schedule's is 1F1B's)
-  local action = (self.pipe.action or {})[schedule == 'interleaved' and '1f1b' or schedule] or 0
+  -- (the pipeline's own work an action: the interleaved and zero-bubble schedules' are 1F1B's)
+  local action = (self.pipe.action or {})[(schedule == 'interleaved' or schedule == 'zb') and '1f1b' or schedule] or 0
   -- the host's time a micro-batch: queueing the layers, and the pipeline's
-  -- own work for each of its 2S actions (profile.pipeline_overhead)
-  local host_mb = self.host + 2 * S * action
+  -- own work for each of its 2S actions, 3S for zero-bubble's (profile.pipeline_overhead)
+  local nact = schedule == 'zb' and 3 or 2
+  local host_mb = self.host + nact * S * action
   local Br = B / d
   local b = math.ceil(Br / m)
   local inflight = inflight_of(schedule, S, m)
@@ -413,6 +423,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- the step played out (step_sim): each stage's forward and backward a
   -- micro-batch, the host's time to queue each, the stages it paces
   local fwd_s, bwd_s, host_s, paced = {}, {}, {}, {}
+  local wgt_s = schedule == 'zb' and {} or nil   -- (zero-bubble: B the input's gradient, W the weights')
   local copy = 0
   local _, nslots = schedules.slots(schedule_of(schedule, S, m, p), S, m, SPARE_SLOTS)
   local dmem, dg = {}, {}   -- per device of a replica: what its stages hold; what its collector sees
@@ -420,6 +431,10 @@ function cost:pipeline(p, d, B, m, schedule, first)
     local hi = lo + counts[j] - 1
     local f, bw, act, st, par = self:range(lo, hi, b)
     fwd_s[j], bwd_s[j] = f / speed[j], bw / speed[j]
+    if wgt_s then
+      wgt_s[j] = self:weight_grad(lo, hi, b) / speed[j]
+      bwd_s[j] = bwd_s[j] - wgt_s[j]
+    end
     -- (the layers' queueing shared by their count, and the pipeline's own work an action)
     host_s[j] = self.host * counts[j] / self.n / 2 + action
     bwd_before[j], acc_bwd = acc_bwd, acc_bwd + bw / speed[j]
@@ -469,7 +484,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- (replicas that share neither cores nor a host's queueing run alike: one is played out)
   local alike = cores >= p * d and self.host == 0 and action == 0
   local step = step_sim.run { stages = S, devices = p, replicas = alike and 1 or d, steps = schedule_of(schedule, S, m, p),
-    fwd = fwd_s, bwd = bwd_s, copy = self.overlap * copy, host = host_s, cores = cores,
+    fwd = fwd_s, bwd = bwd_s, wgt = wgt_s, copy = self.overlap * copy, host = host_s, cores = cores,
     host_shares = self:host_work(first, last, 1) > 0, paced = paced } + upd
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
@@ -504,6 +519,7 @@ end
 -- a pipeline candidate's schedule in words
 function cost.schedule_name(c)
   if c.schedule == 'interleaved' then return ('interleaved 1F1B x%d'):format(c.interleave) end
+  if c.schedule == 'zb' then return 'zero-bubble' end
   return c.schedule == 'gpipe' and 'GPipe' or '1F1B'
 end
 

@@ -14,7 +14,7 @@
 -- none), speed (relative speeds; default the devices' shares of the cores),
 -- optimizer ('adam' default, 'momentum', 'sgd': the state it keeps),
 -- chunks (the micro-batch counts tried, default {2, 4, 8, 16}), schedules
--- ({'1f1b', 'gpipe', 'interleaved'}), kinds (the strategies that may be chosen), runs
+-- ({'1f1b', 'gpipe', 'interleaved', 'zb'}), kinds (the strategies that may be chosen), runs
 -- (profiling repeats), trials (n: the n candidates predicted fastest, and
 -- the fastest predicted of each other kind, are trained for a few steps on
 -- copies of the model and the measured fastest is chosen; each gets
@@ -218,7 +218,7 @@ function Plan.new(model, sample, opts)
   with_accumulation(1)
   if n > 1 then with_accumulation(n) end
   local chunks = opts.chunks or { 2, 4, 8, 16 }
-  local schedules = opts.schedules or { '1f1b', 'gpipe', 'interleaved' }
+  local schedules = opts.schedules or { '1f1b', 'gpipe', 'interleaved', 'zb' }
   for p = 2, math.min(n, cm.n) do
     if n % p == 0 then
       local d = n / p

@@ -4,7 +4,8 @@
 --   profile.atoms(atoms, sample_input, device[, {runs = 3, sizes = {B, B/4}}])
 --     (atoms: modules, or lunet.parallel.atoms.of(model)'s entries)
 --     --> list, per atom {fwd = s, bwd = s, fwd0 = s, bwd0 = s, act_bytes = n,
---         param_bytes = n, out_bytes = n, out_shape = {...}, batch = B, name = '...'}
+--         param_bytes = n, out_bytes = n, out_shape = {...}, batch = B, name = '...',
+--         w_share = the weights' gradient's share of bwd (a zero-bubble W)}
 --   profile.link(devA, devB[, {sizes = {bytes...}, runs = 5, devices = {all the plan's}}])
 --     --> {copy = {alpha = s, beta = s/byte}, allreduce = {alpha, beta}, overlap = 0..1,
 --          pipeline = {fixed = s, action = {gpipe = s, ['1f1b'] = s}}}
@@ -99,10 +100,19 @@ local function uncollected(f, ...)
   return unpack(res, 2, table.maxn(res))
 end
 
+-- (the parameters whose gradients a zero-bubble W computes: the backward's
+-- share that is theirs, w_share, timed as B then W)
+local function trained(a)
+  local ps = {}
+  for _, p in ipairs(a:parameters()) do if p.requires_grad then ps[#ps + 1] = p end end
+  return ps
+end
+
 local function pass(atoms, x, dev)
   local n = #atoms
   local clock, sync = lunet.clock, lunet.synchronize
-  local fwd, bwd, kept, trans, ys, xs, churn = {}, {}, {}, {}, {}, {}, {}
+  local backward = require('lunet.autograd').backward
+  local fwd, bwd, kept, trans, ys, xs, churn, wsh = {}, {}, {}, {}, {}, {}, {}, {}
   local x0 = x
   sync(dev)
   -- (what an atom's forward and backward allocate stays allocated until
@@ -130,9 +140,17 @@ local function pass(atoms, x, dev)
       local before = lunet.memory_allocated(dev)
       if reset_peak then reset_peak(dev) end
       local t0 = clock()
-      if y.requires_grad then y:backward(g) end
+      local ps = trained(atoms[i])
+      local tb
+      if y.requires_grad and #ps > 0 then
+        local later = backward({ y }, { g }, { defer = ps })
+        sync(dev)
+        tb = clock() - t0
+        later:run()
+      elseif y.requires_grad then y:backward(g) end
       sync(dev)
       bwd[i] = clock() - t0
+      wsh[i] = tb and bwd[i] > 0 and (bwd[i] - tb) / bwd[i] or 0
       trans[i] = math.max(trans[i], peak(dev) - before)
       churn[i] = math.max(0, kept[i] + lunet.memory_allocated(dev) - before)
       g = xs[i].grad
@@ -160,7 +178,7 @@ local function pass(atoms, x, dev)
   local sum = 0
   for i = 1, n do sum = sum + churn[i] end
   for i = 1, n do churn[i] = sum > 0 and churn[i] * whole_churn / sum or 0 end
-  return fwd, bwd, kept, trans, whole, host, churn, t_gc
+  return fwd, bwd, kept, trans, whole, host, churn, t_gc, wsh
 end
 
 -- the optimizer's step over every atom's parameters (their gradients from
@@ -228,20 +246,20 @@ function profile.atoms(atoms, sample, device, opts)
     for s, b in ipairs(sizes) do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
       pass(atoms, x, dev)   -- warm-up: caches, plans, the allocator's blocks
-      local F, Bw, K, Tr, W, H, Ch, G = {}, {}, nil, nil, {}, {}, nil, {}
+      local F, Bw, K, Tr, W, H, Ch, G, Ws = {}, {}, nil, nil, {}, {}, nil, {}, {}
       for r = 1, runs do
-        local f, bw, kept, trans, whole, host, churn, t_gc = pass(atoms, x, dev)
+        local f, bw, kept, trans, whole, host, churn, t_gc, wsh = pass(atoms, x, dev)
         H[r], Ch, G[r] = host, churn, t_gc
         for i = 1, #atoms do
-          F[i] = F[i] or {}; Bw[i] = Bw[i] or {}
-          F[i][r], Bw[i][r] = f[i], bw[i]
+          F[i] = F[i] or {}; Bw[i] = Bw[i] or {}; Ws[i] = Ws[i] or {}
+          F[i][r], Bw[i][r], Ws[i][r] = f[i], bw[i], wsh[i]
         end
         K, Tr, W[r] = kept, trans, whole
       end
-      local r = { b = b, fwd = {}, bwd = {}, kept = K, trans = Tr, churn = Ch, gc = math.min(unpack(G)) }
+      local r = { b = b, fwd = {}, bwd = {}, wsh = {}, kept = K, trans = Tr, churn = Ch, gc = math.min(unpack(G)) }
       local sum = 0
       for i = 1, #atoms do
-        r.fwd[i], r.bwd[i] = median(F[i]), median(Bw[i])
+        r.fwd[i], r.bwd[i], r.wsh[i] = median(F[i]), median(Bw[i]), median(Ws[i])
         sum = sum + r.fwd[i] + r.bwd[i]
       end
       -- the waits between atoms out: each atom's times scaled so that they add up to the whole chain's
@@ -375,7 +393,9 @@ function profile.atoms(atoms, sample, device, opts)
     for _, p in ipairs(a:parameters()) do pb = pb + bytes_of(p) end
     local e = { name = names[i] and (names[i] .. ' ' .. a.__name) or a.__name, batch = r1.b, fwd = r1.fwd[i],
       bwd = r1.bwd[i], fwd0 = 0, bwd0 = 0, act_bytes = math.max(0, r1.kept[i]), temp_bytes = r1.trans[i],
-      param_bytes = pb, out_bytes = shapes[i].bytes, out_shape = shapes[i].shape, churn = r1.churn[i], churn0 = 0 }
+      param_bytes = pb, out_bytes = shapes[i].bytes, out_shape = shapes[i].shape, churn = r1.churn[i], churn0 = 0,
+      -- (at the smaller batch: micro-batches are smaller than the sample)
+      w_share = (r2 or r1).wsh[i] }
     if r2 and r2.b < r1.b then
       -- the fixed part of a call: time = fixed + per sample * b through both sizes, within [0, time at B]
       for _, k in ipairs({ 'fwd', 'bwd' }) do

@@ -4,7 +4,9 @@
 -- they delay each other.
 --
 --   step_sim.run{stages = p, replicas = d, steps = schedule.build(kind, p, m),
---     fwd = {s}, bwd = {s} (seconds a micro-batch on each stage), copy = s (a
+--     fwd = {s}, bwd = {s} (seconds a micro-batch on each stage), wgt = {s}
+--     (a W action's, the weights' gradients of a zero-bubble schedule, whose
+--     B then takes bwd: the input's gradient), copy = s (a
 --     boundary transfer), host = {s} (the host's time to queue one action of
 --     each stage), cores = n (threads that run at full speed at once; nil:
 --     every one), host_shares = bool (the host thread takes a core too),
@@ -18,7 +20,7 @@
 -- (as pipeline_run.lua does), spending host[s] to queue it; a device runs
 -- what was queued to it in order, each action once its inputs are there
 -- (F(s, m) after F(s - 1, m) and its copy; B(s, m) after F(s, m), and after
--- B(s + 1, m) and its copy). The threads that can run (the host while it
+-- B(s + 1, m) and its copy; W(s, m) after B(s, m)). The threads that can run (the host while it
 -- has actions to queue; each device whose next action is ready) share the
 -- cores equally: each runs at min(1, cores / running).
 local step_sim = {}
@@ -39,7 +41,9 @@ function step_sim.run(o)
   end
   local n = #list
   local done_at = {}        -- key -> time the action finished
-  local function key(s, m, k, r) return ((r * (P + 2) + s) * 4096 + m) * 2 + (k == 'F' and 0 or 1) end
+  local function key(s, m, k, r) return ((r * (P + 2) + s) * 4096 + m) * 3 + (k == 'F' and 0 or k == 'B' and 1 or 2) end
+  -- (the action after which a stage's buffers are free: what a paced stage waits for)
+  local frees = o.wgt and 'W' or 'B'
   local queue, head = {}, {}   -- per device (r, s): its queued actions, the next to run
   local left = {}              -- remaining work of each device's running action
   for dev = 1, L * D do queue[dev], head[dev] = {}, 1 end
@@ -49,6 +53,7 @@ function step_sim.run(o)
   -- when can action a (on its device) start: nil if an input is missing
   local function ready_at(a)
     local t = 0
+    if a.k == 'W' then return done_at[key(a.s, a.m, 'B', a.r)] end
     if a.k == 'F' then
       if a.s > 1 then
         local d = done_at[key(a.s - 1, a.m, 'F', a.r)]
@@ -88,7 +93,7 @@ function step_sim.run(o)
         local t = ready_at(a)
         if t and t <= now + EPS then
           running[#running + 1] = dev
-          if not left[dev] then left[dev] = a.k == 'F' and o.fwd[a.s] or o.bwd[a.s] end
+          if not left[dev] then left[dev] = a.k == 'F' and o.fwd[a.s] or a.k == 'B' and o.bwd[a.s] or o.wgt[a.s] end
         elseif t then
           next_start = math.min(next_start, t)
         end
@@ -111,7 +116,7 @@ function step_sim.run(o)
         local dev = dev_of(a.r, a.s)
         local q = queue[dev]
         q[#q + 1] = a
-        if a.k == 'B' then last_b[dev] = key(a.s, a.m, 'B', a.r) end
+        if a.k == frees then last_b[dev] = key(a.s, a.m, frees, a.r) end
         pos, host_left = pos + 1, nil
       end
     end
