@@ -21,10 +21,10 @@
 -- micro-batches of 8 samples (batch 64) cost more per sample than the whole
 -- batch on one device (bench/RESULTS.md), which the pipeline pays and one
 -- device does not; at 32 the difference is small.
--- Interleaved (--no-inter skips it): 1F1B against interleaved 1F1B (2
--- stages a device), both balanced automatically, at 2 and 4 micro-batches
--- of the 'deep' CNN (eight equal convolutions) at batch 256, against one
--- device, timed in turn as above.
+-- Schedules (--no-inter skips it): 1F1B against interleaved 1F1B (2
+-- stages a device) and zero-bubble (ZB-H1), all balanced automatically, at
+-- 2, 4 and 8 micro-batches of the 'deep' CNN (eight equal convolutions) at
+-- batch 256, against one device, timed in turn as above.
 -- Needs 2 idle cores: the load average is printed with the figures.
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local lunet = require 'lunet'
@@ -444,8 +444,10 @@ if Pipeline and not args['no-inter'] then
       cells[#cells + 1] = ('%s %.1f ms (%.2fx one device%s)'):format(c.name, c.t * 1e3, configs[1].t / c.t,
         j == 0 and '' or (', %.2fx 1F1B'):format(base.t / c.t))
     end
-    print(('  %d chunks: %s; 1F1B\'s bubble %.0f%%, interleaved\'s %.0f%%'):format(chunks, table.concat(cells, '; '),
-      100 / (chunks + 1), 100 / (2 * chunks + 1)))
+    -- (zero-bubble's: its steps' idle share, F, B and W alike)
+    local zb_steps = #lunet.parallel.schedule.build('zb', 2, chunks)
+    print(('  %d chunks: %s; bubbles: 1F1B %.0f%%, interleaved %.0f%%, zero-bubble %.0f%%'):format(chunks,
+      table.concat(cells, '; '), 100 / (chunks + 1), 100 / (2 * chunks + 1), 100 * (1 - 3 * chunks / zb_steps)))
     k = k + #SCHEDULES
   end
   print(('load average %s'):format(loadavg()))

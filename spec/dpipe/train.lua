@@ -155,6 +155,10 @@ cases[#cases + 1] = { 'gpipe chunks 3 adam, balance time', { B = 11, schedule = 
   balance = 'time' } }
 cases[#cases + 1] = { '1f1b chunks 8 sgd, balance memory', { B = 11, schedule = '1f1b', chunks = 8, optim = 'sgd',
   balance = 'memory' } }
+cases[#cases + 1] = { 'zb chunks 3 sgd', { B = 11, schedule = 'zb', chunks = 3, optim = 'sgd' } }
+cases[#cases + 1] = { 'zb chunks 8 adam', { B = 11, schedule = 'zb', chunks = 8, optim = 'adam' } }
+cases[#cases + 1] = { 'zb chunks 4 adam, checkpoint except_last', { B = 11, schedule = 'zb', chunks = 4, optim = 'adam',
+  checkpoint = 'except_last' } }
 cases[#cases + 1] = { '1f1b checkpoint always, deferred BatchNorm', { B = 11, schedule = '1f1b', chunks = 3, optim = 'sgd',
   checkpoint = 'always', bn = true, deferred_bn = true, steps = 2 } }
 

@@ -73,9 +73,8 @@ function DP:__init(model, opts)
   if W % R ~= 0 then fail(('%d processes cannot hold %d replicas of equal pipelines'):format(W, R), 3) end
   local S = W / R
   local r, s = math.floor((g - 1) / S) + 1, (g - 1) % S + 1
-  if opts.schedule == 'interleaved' or opts.schedule == 'zb' then
-    fail(("the %s schedule runs its stages in one process (each rank here is one stage)"):format(
-      opts.schedule == 'zb' and 'zero-bubble' or 'interleaved'), 3)
+  if opts.schedule == 'interleaved' then
+    fail("the interleaved schedule runs its stages in one process (each rank here is one stage)", 3)
   end
   local chunks, kind, ck = Pipeline.run_options(opts, S, 3)
   local bal = opts.balance or 'params'
@@ -199,7 +198,6 @@ function DP:_plan(M)
   if p then return p end
   local ok, steps = pcall(schedule.make, self.kind, self.S, M)
   if not ok then fail(steps, 3) end
-  if schedule.split(steps) then fail('a schedule with W actions (a split backward) runs its stages in one process', 3) end
   -- messages between two ranks are matched in the order they are sent: a
   -- stage must run its micro-batches in the order of its neighbours
   local order = {}
@@ -220,7 +218,9 @@ function DP:_plan(M)
       end
     end
   end
-  p.lastB = order['B' .. self.s][M]
+  -- (where the stage's replicas all-reduce: its last backward, or with W actions its last W)
+  p.split = schedule.split(steps)
+  p.lastB = order[(p.split and 'W' or 'B') .. self.s][M]
   -- the loss goes from the last rank to the others after the step of the
   -- last F(S, .), unless a backward ran by then (1F1B): then after the last
   -- step, so that each rank receives it after the gradients sent before it

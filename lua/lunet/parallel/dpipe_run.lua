@@ -8,7 +8,8 @@
 -- receiver) and F(s + 1, m) receives it into its boundary buffer (recv:
 -- queued, the device waits for the data; the host goes on); B(s + 1, m)
 -- sends the input's gradient back to rank s, whose B(s, m) receives it as
--- the seed of its backward. Messages between two ranks match in the order
+-- the seed of its backward (zero-bubble: W(s, m), the weights' gradients,
+-- sends nothing). Messages between two ranks match in the order
 -- they are sent, so both ranks post them in schedule order (DP:_plan checks
 -- that neighbouring stages run their micro-batches in the same order).
 -- The shapes: the first message of a batch from rank s to s + 1 is a header
@@ -86,6 +87,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
   self.B = B
   local plan = pipe:_plan(M)
   self.M, self.steps, self.slot, self.lastB = M, plan.steps, plan.slot, plan.lastB
+  self.split, self.deferred = plan.split, {}
   self.share = recording and plan.share or plan.lastF
   local b, e, p = math.floor(B / M), B % M, 1
   for m = 1, M do
@@ -191,18 +193,38 @@ function Run:_backward(m)
       self.group:recv(seed, s + 1)
     end
   end
-  local red = self.pipe.reducer
-  if red then
-    red:sync_next(m == self.lastB and self.sync)
-    red:prepare(true, 1)
+  if self.split then
+    -- (zero-bubble: the weights' gradients wait for W(m), and so does the slot)
+    if seed and root.requires_grad then
+      self.deferred[m] = autograd.backward({ root }, { seed }, { defer = st.seq:parameters() })
+    end
+  else
+    self:_prepare_reducer(m)
+    if seed and root.requires_grad then autograd.backward({ root }, { seed }) end
   end
-  if seed and root.requires_grad then autograd.backward({ root }, { seed }) end
   local g = st:finish(m)
   if s > 1 and self.in_float then
     if not g then g = lunet.zeros(in_size(self, m), { dtype = self.in_dtype, device = self.dev }) end
     self.group:send(g:is_contiguous() and g or g:contiguous(), s - 1)
   end
-  st:done(k)
+  if not self.split then st:done(k) end
+end
+
+function Run:_prepare_reducer(m)
+  local red = self.pipe.reducer
+  if red then
+    red:sync_next(m == self.lastB and self.sync)
+    red:prepare(true, 1)
+  end
+end
+
+-- W(m): the weights' gradients B(m) left; then the slot is free
+function Run:_weights(m)
+  self:_prepare_reducer(m)
+  local d = self.deferred[m]
+  self.deferred[m] = nil
+  if d then d:run() end
+  self.stage:done(self.slot[self.s][m])
 end
 
 -- the last stage's loss (sum / count) sent to every rank (point to point:
@@ -233,7 +255,9 @@ function Run:_steps(stop_at_backward)
       if a[1] == s then
         self.at = a
         if a[3] == 'F' then self:_forward(a[2])
-        elseif self.recording then self:_backward(a[2]) end
+        elseif not self.recording then -- (no backward)
+        elseif a[3] == 'B' then self:_backward(a[2])
+        else self:_weights(a[2]) end
       end
     end
     self.at = nil
@@ -253,7 +277,8 @@ function Run:_go(stop_at_backward, lvl)
   err = strip(err)
   if a then
     local dist = require 'lunet.distributed'
-    err = ('%s of micro-batch %d at stage %d (%s%s): %s'):format(a[3] == 'F' and 'forward' or 'backward', a[2], a[1],
+    err = ('%s of micro-batch %d at stage %d (%s%s): %s'):format(a[3] == 'F' and 'forward' or a[3] == 'B' and 'backward'
+      or 'weight gradient', a[2], a[1],
       dist.is_initialized() and ('process rank %d, '):format(dist.rank()) or '', self.dev, err)
   end
   fail(err, lvl + 1)
