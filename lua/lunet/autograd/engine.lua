@@ -220,6 +220,7 @@ function E.install(Tensor, raw)
   -- the deferred weight gradients of later (take_deferred), each node run
   -- again with only its deferred edges, into the leaves' .grad
   local function run_weights(later, retain)
+    local free_early = C.ln_cuda_device_count() == 0 and not S.anomaly_hook
     for k = 1, #later do
       local entry = later[k]
       later[k] = false
@@ -235,7 +236,6 @@ function E.install(Tensor, raw)
       if S.anomaly_hook then S.anomaly_hook('backward', n, gs1, gs2, gs3) end
       -- (as run_graph's leaves: a fresh gradient may become .grad, or is
       -- freed once summed into it)
-      local free_early = C.ln_cuda_device_count() == 0 and not S.anomaly_hook
       for i, e in pairs(mask) do
         local gi
         if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
@@ -282,10 +282,9 @@ function E.install(Tensor, raw)
 
   -- t:backward([grad], [opts]) with opts.retain_graph
   local BACKWARD_OPTS = { retain_graph = 'boolean' }
-  local TENSOR_BACKWARD_OPTS = { retain_graph = 'boolean' }
   function Tensor.backward(self, grad, opts)
     if is_table(grad) then opts, grad = grad, nil end
-    if opts ~= nil then require('lunet.options').check('backward', opts, TENSOR_BACKWARD_OPTS) end
+    if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
     if T.need_tensor('backward', self, 'self').p.grad_flag == 0 then
       error('backward: tensor does not require grad and has no grad_fn', 2)
     end
@@ -345,23 +344,19 @@ function E.install(Tensor, raw)
   function Deferred:__tostring()
     return ('autograd.Deferred: %d nodes\' weight gradients%s'):format(#self.later, self.done and ', computed' or '')
   end
-  local defer_sets = setmetatable({}, { __mode = 'k' })   -- list -> set, for a list passed again
   local function defer_set(list)
-    local set = defer_sets[list]
-    if set and set.n == #list then return set end
-    set = { n = #list }
+    local set = {}
     for i = 1, #list do
       if not is_tensor(list[i]) then error(('autograd.backward: defer[%d] is a %s, not a tensor'):format(i, typename(list[i])), 3) end
       set[list[i]] = true
     end
-    defer_sets[list] = set
     return set
   end
-  BACKWARD_OPTS.defer = 'table'
 
   local function roots_fn(n) return n.grads end
+  local ROOTS_OPTS = { retain_graph = 'boolean', defer = 'table' }
   S.backward = function(tensors, grads, opts)
-    if opts ~= nil then require('lunet.options').check('autograd.backward', opts, BACKWARD_OPTS) end
+    if opts ~= nil then require('lunet.options').check('autograd.backward', opts, ROOTS_OPTS) end
     local defer = opts and opts.defer and defer_set(opts.defer)
     if not is_table(tensors) then tensors = { tensors } end
     grads = grads or {}

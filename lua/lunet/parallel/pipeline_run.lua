@@ -63,7 +63,7 @@ function Run.new(pipe, criterion, kind, x, target, recording)
       self.count[r] = whole:ne(criterion.opts.ignore_index):sum():to('float32')
     end
   end
-  if recording then self.timing:begin(M) else self.timing.on = false end
+  if recording then self.timing:begin(M, plan.split and 3 or 2) else self.timing.on = false end
   self.sync = pipe.next_sync ~= false   -- (pipe:sync_next: for this batch only)
   pipe.next_sync = nil
   self.norm = kind == 'element' and target:numel() or 1

@@ -23,12 +23,14 @@ function Timing:reset()
   self.batches = 0
 end
 
--- a batch of M micro-batches starts: timed unless the last timed one is still running
-function Timing:begin(M)
+-- a batch of M micro-batches starts, each `actions` a stage (2, F and B;
+-- 3 with zero-bubble's W): timed unless the last timed one is still running
+function Timing:begin(M, actions)
   self:collect()
   if self.pending then self.on = false; return end
-  if 2 * M > self.cap then
-    self.cap = 2 * M
+  local n = (actions or 2) * M
+  if n > self.cap then
+    self.cap = n
     self.stamps = ffi.new('double[?]', 2 * self.cap * self.S)
   end
   self.on = true

@@ -156,6 +156,20 @@ function Plan.new(model, sample, opts)
   end
   local n = #names
   if n == 0 then fail('devices must be a non-empty list', 3) end
+  -- (the candidates' shapes, checked before anything is measured)
+  local kinds = require('lunet.parallel.schedule').kinds
+  for i, s in ipairs(opts.schedules or {}) do
+    local known = false
+    for _, k in ipairs(kinds) do known = known or s == k end
+    if not known then
+      fail(('schedules[%d] must be one of %s, got %s'):format(i, table.concat(kinds, ', '), tostring(s)), 3)
+    end
+  end
+  for i, m in ipairs(opts.chunks or {}) do
+    if type(m) ~= 'number' or m < 1 or m % 1 ~= 0 then
+      fail(('chunks[%d] must be an integer >= 1, got %s'):format(i, tostring(m)), 3)
+    end
+  end
   local profile = require 'lunet.parallel.profile'
   local atoms, list
   if opts.profile then
