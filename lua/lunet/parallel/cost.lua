@@ -413,6 +413,17 @@ function cost:pipeline(p, d, B, m, schedule, first)
   if not ok then
     why = tostring(counts):gsub('^.-partition%.split: ', '')
     counts = split({ speed = speed, inflight = inflight })
+    -- (a device too small for the largest workspace and boundary buffers
+    -- alone: say that, not that its atoms need more than nothing)
+    for j = 1, S do
+      local dev = dev_of(1, j)
+      if self:dev_memory(dev) * self.headroom <= V * extra then
+        why = ('%s holds %s; the largest workspace and boundary buffers at micro-batches of %d take %s')
+          :format(self.names and self.names[dev] or ('device ' .. dev), partition.fmt_bytes(self:dev_memory(dev)), b,
+          partition.fmt_bytes(V * extra / self.headroom))
+        break
+      end
+    end
   end
   local times = partition.evaluate(costs, counts, { speed = speed, inflight = inflight })
   -- stage j's atoms lo..hi: time, memory, boundary copies, gradient all-reduce among replicas
