@@ -2,6 +2,7 @@
 --   mpirun --allow-run-as-root --bind-to none -np 2 luajit examples/distributed_pipeline.lua [--smoke]
 --   mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 luajit examples/distributed_pipeline.lua --replicas 2
 --   luajit examples/distributed_pipeline.lua     -- a world of one: one stage
+--   options: [--schedule 1f1b|gpipe|zb] [--chunks 4] [--replicas k] [--save PATH [--resume]] [--smoke]
 -- Process rank r runs stage r + 1 (with --replicas k: k pipelines of W / k
 -- stages, each stage's gradients averaged over its k copies). lunet.fit
 -- trains it as any model: every rank calls it alike; the ranks of a pipeline

@@ -19,12 +19,14 @@ if command -v mpirun >/dev/null; then   # DistributedDataParallel over 2 process
   run luajit examples/distributed.lua --smoke
   # a pipeline whose stages are processes, then 2 pipelines x 2 stages, then alone (the same losses)
   run mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x LUA_PATH luajit examples/distributed_pipeline.lua --smoke
+  run mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x LUA_PATH luajit examples/distributed_pipeline.lua --smoke --schedule zb
   run mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 -x LUA_PATH luajit examples/distributed_pipeline.lua --smoke --replicas 2
   run luajit examples/distributed_pipeline.lua --smoke
   run luajit bench/distributed_train.lua --steps 1 --groups 1 --models lenet5   # its figures are not checked here
 fi
 run luajit examples/pipeline.lua --smoke                 # 2 stages, each device under its memory limit
 run luajit examples/pipeline.lua --smoke --devices 3 --schedule gpipe --memory 112
+run luajit examples/pipeline.lua --smoke --schedule zb        # zero-bubble under the same limit
 LUNET_CPU_DEVICES=2 run luajit examples/auto_parallel.lua --smoke --batch 16   # the planner's table, then fit
 # the data-parallel and all-reduce benches run (one step each; their figures are not checked here)
 run luajit bench/data_parallel.lua --steps 1 --groups 1 --rounds 1 --models lenet5
