@@ -353,7 +353,7 @@ describe('parallel.Pipeline', function()
     assert.equal(4, lunet.no_grad(function() return pipe(lunet.randn(4, 3, 8, 8)) end):size(1))
   end)
 
-  it("holds less activation memory per stage with 1F1B than with GPipe when chunks > stages", function()
+  it("holds less activation memory per stage with 1F1B and zero-bubble than with GPipe when chunks > stages", function()
     lunet.manual_seed(6)
     -- (activations of MBs a micro-batch: a stage collects garbage once it grew by 1 MB)
     local x, y = lunet.randn(128, 3, 32, 32), lunet.randint(1, 6, { 128 })
@@ -380,6 +380,11 @@ describe('parallel.Pipeline', function()
     -- (garbage waits for the stage's next collection: see Stage.lua)
     assert.is_true(f[1] < 0.6 * g[1], ('stage 1: 1F1B %d bytes, GPipe %d'):format(f[1], g[1]))
     assert.is_true(f[2] < g[2], ('stage 2: 1F1B %d bytes, GPipe %d'):format(f[2], g[2]))
+    -- zero-bubble keeps a micro-batch until its W: at most 2 (the stages) on each
+    local z = peaks('zb')
+    for s = 1, 2 do
+      assert.is_true(z[s] < 0.6 * g[s], ('stage %d: zero-bubble %d bytes, GPipe %d'):format(s, z[s], g[s]))
+    end
   end)
 
   it('evaluates under no_grad with either schedule: every forward runs, loss and outputs as the model', function()
@@ -388,7 +393,7 @@ describe('parallel.Pipeline', function()
     local crit = nn.CrossEntropyLoss()
     local ref = cnn(5)
     local want = lunet.no_grad(function() return crit(ref(x), y):item() end)
-    for _, schedule in ipairs({ 'gpipe', '1f1b' }) do
+    for _, schedule in ipairs({ 'gpipe', '1f1b', 'zb' }) do
       local pipe = Pipeline(cnn(5), { devices = devs(2), chunks = 4, schedule = schedule, balance = { 4, 3 } })
       local loss = lunet.no_grad(function() return pipe:forward_loss(crit, x, y) end)
       assert.near(want, loss:item(), 1e-5 * math.abs(want), schedule)
