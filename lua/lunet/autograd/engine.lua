@@ -207,7 +207,7 @@ function E.install(Tensor, raw)
       if added3 and not rawequal(gs3, gs1) and not rawequal(gs3, gs2) then free_now(gs3) end
       -- n is done with g (a deferred node keeps it: drop's count never reaches 0)
       if mask then
-        for i, e in pairs(mask) do n[i] = e end
+        for i = 1, ni or 3 do if mask[i] then n[i] = mask[i] end end
       elseif g and not retain and not n.hooks and not n.retain and not S.anomaly_hook then
         drop(handed, g, free_early)
       end
@@ -226,19 +226,24 @@ function E.install(Tensor, raw)
       later[k] = false
       local n, g, mask = entry[1], entry[2], entry[3]
       local ni = n.ni
-      local saved = { n[1], n[2], n[3] }
-      if ni then for i = 1, ni do saved[i] = n[i]; n[i] = mask[i] end
+      -- (the node's edges cut to the deferred ones while it runs, put back after)
+      local e1, e2, e3, saved = n[1], n[2], n[3], nil
+      if ni then
+        saved = {}
+        for i = 1, ni do saved[i] = n[i]; n[i] = mask[i] end
       else n[1], n[2], n[3] = mask[1], mask[2], mask[3] end
       current = n.name
       local ok, gs1, gs2, gs3 = pcall(n.fn, n, g)
-      if ni then for i = 1, ni do n[i] = saved[i] end else n[1], n[2], n[3] = saved[1], saved[2], saved[3] end
+      if ni then for i = 1, ni do n[i] = saved[i] end else n[1], n[2], n[3] = e1, e2, e3 end
       if not ok then error(gs1, 0) end
       if S.anomaly_hook then S.anomaly_hook('backward', n, gs1, gs2, gs3) end
       -- (as run_graph's leaves: a fresh gradient may become .grad, or is
       -- freed once summed into it)
-      for i, e in pairs(mask) do
-        local gi
-        if ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
+      for i = 1, ni or 3 do
+        local e = mask[i]
+        local gi = nil
+        if not e then -- (an edge B already took)
+        elseif ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
         if gi then
           local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
           for j = 1, 3 do
