@@ -28,11 +28,6 @@ for step = 1, 1e9 do
   end)
   if not ok then
     report(('rank %d error at step %d: %s\n'):format(R, step, tostring(err)))
-    -- (SPEC_LINGER seconds before exiting: mpirun ends the whole job once a
-    -- rank exits with an error, which could end a survivor before it has
-    -- noticed the loss; the two-host job waits so that every one reports)
-    local linger = tonumber(os.getenv('SPEC_LINGER') or 0)
-    if linger > 0 then os.execute('sleep ' .. linger) end
     os.exit(3)
   end
 end
