@@ -271,7 +271,8 @@ function Pipeline:_recompute(m, M)
   return ck == 'always' or (ck == 'except_last' and m < M)
 end
 
--- pipe:schedule_text([chunks]): the schedule as a timeline (F3: forward of micro-batch 3)
+-- pipe:schedule_text([chunks]): the schedule as a timeline (F3: forward of micro-batch 3; B3 its
+-- backward, or with 'zb' its input's gradient, W3 its weights')
 -- (stages_where: what follows the stage count, DistributedPipeline's ' over processes')
 function Pipeline:schedule_text(M)
   M = M or self.chunks
