@@ -773,7 +773,7 @@ describe('parallel.profile', function()
     lunet.set_cpu_devices(2)
     local o = parallel.profile.pipeline_overhead('cpu:0', 'cpu:1', 2)
     assert.is_true(o.fixed >= 0 and o.fixed < 1)
-    for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+    for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
       assert.is_true(o.action[kind] >= 0 and o.action[kind] < 1, kind)
     end
     assert.is_true(o.replica > 0 and o.replica < 1)

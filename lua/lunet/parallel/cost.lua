@@ -371,8 +371,11 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local V = schedule == 'interleaved' and INTERLEAVE or 1
   local S = p * V
   if S > self.n then return nil end
-  -- (the pipeline's own work an action: the interleaved and zero-bubble schedules' are 1F1B's)
-  local action = (self.pipe.action or {})[(schedule == 'interleaved' or schedule == 'zb') and '1f1b' or schedule] or 0
+  -- (the pipeline's own work an action: the interleaved schedule's is 1F1B's)
+  -- (zero-bubble's measured where the link's profile has it, else 1F1B's)
+  local acts = self.pipe.action or {}
+  local action = (schedule == 'interleaved' and acts['1f1b']) or (schedule == 'zb' and (acts.zb or acts['1f1b']))
+    or acts[schedule] or 0
   -- the host's time a micro-batch: queueing the layers, and the pipeline's
   -- own work for each of its 2S actions, 3S for zero-bubble's (profile.pipeline_overhead)
   local nact = schedule == 'zb' and 3 or 2

@@ -169,7 +169,7 @@ end
 -- What a pipeline's machinery costs beside its layers' work: a pipeline of
 -- tiny Linear layers over devices a and b (or over a list of devices, a
 -- stage each), timed at 1 and 8 micro-batches per schedule. action: the seconds each stage action (one
--- micro-batch's forward or backward at one stage: queueing, buffers, events,
+-- micro-batch's forward, backward or zero-bubble W at one stage: queueing, buffers, events,
 -- the boundary transfer, the worker's wake-up) adds, per schedule; fixed:
 -- what a step adds once (setup, the loss, the optimizer's call); replica:
 -- what DataParallel over the two devices costs a step per replica beside
@@ -188,7 +188,7 @@ function profile.pipeline_overhead(a, b, runs)
   local model = nn.Sequential(layers)
   local crit = nn.MSELoss()
   local fixed = {}
-  for _, kind in ipairs({ 'gpipe', '1f1b' }) do
+  for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
     local t = {}
     for _, m in ipairs({ 1, 8 }) do
       local pipe = Pipeline(model, { devices = devs, chunks = m, schedule = kind, balance = ones })
@@ -198,10 +198,11 @@ function profile.pipeline_overhead(a, b, runs)
         pipe:forward_loss(crit, x, y):backward()
       end, runs, nil, nil, LOWER)
     end
-    out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * 2 * S))   -- 2S actions a micro-batch
-    fixed[#fixed + 1] = math.max(0, t[1] - 2 * S * out.action[kind])
+    local acts = kind == 'zb' and 3 or 2   -- 2S actions a micro-batch (zero-bubble: 3S)
+    out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * acts * S))
+    fixed[#fixed + 1] = math.max(0, t[1] - acts * S * out.action[kind])
   end
-  out.fixed = math.min(fixed[1], fixed[2])
+  out.fixed = math.min(fixed[1], fixed[2], fixed[3])
   -- DataParallel over the two devices, the same tiny model: what a replica
   -- costs a step beside its work (scatter, gather, the reducer's buckets)
   local DataParallel = require('lunet.parallel.DataParallel')
