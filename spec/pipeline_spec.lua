@@ -405,7 +405,7 @@ describe('parallel.Pipeline', function()
     end
   end)
 
-  it("checks the profile's split against its neighbours' measured stage times, and leaves the model as it was", function()
+  it("checks the profile's split against its neighbours' measured stage times (and theirs), and leaves the model as it was", function()
     local refine = require('lunet.parallel.pipeline_balance').refine
     local list = require('lunet.parallel.atoms').of(cnn(2, true))   -- 8 atoms, BatchNorm among them
     local n = #list
@@ -425,11 +425,19 @@ describe('parallel.Pipeline', function()
     assert.same({ 4, 4 }, refine(list, { 4, 4 }, x, 'cpu:0', costs, { speed = { 1, 1 } }, time_of))
     -- a second device twice as fast: {2, 6} gives 2 vs 7.5, {3, 5} 12 vs 2.5, {1, 7} 1 vs 8: kept
     assert.same({ 2, 6 }, refine(list, { 2, 6 }, x, 'cpu:0', costs, { speed = { 1, 2 } }, time_of))
+    -- a profile off by more than one atom is walked back one cut at a time, each step
+    -- faster by the margin: atoms 3..8 cost 4; {2,6} 24, {3,5} 20, {4,4} 16, {5,3} 14, {6,2} 18
+    local function steep(lo, hi)
+      local t = 0
+      for i = lo, hi do t = t + (i >= 3 and 4 or 1) end
+      return t
+    end
+    assert.same({ 5, 3 }, refine(list, { 2, 6 }, x, 'cpu:0', costs, { speed = { 1, 1 } }, steep))
     -- a neighbour over a stage's memory is not a candidate: atom 3 does not fit stage 1
     local heavy = {}
     for i = 1, n do heavy[i] = { time = 1, memory = i == 3 and 100 or 0, act = 0 } end
     assert.same({ 2, 6 }, refine(list, { 2, 6 }, x, 'cpu:0', heavy, { speed = { 1, 1 }, memory = { 50, 1000 } }, time_of))
-    -- measured for real: a split within one atom of the profile's, and BatchNorm's running
+    -- measured for real: a split of every atom, and BatchNorm's running
     -- statistics and the random state as they were
     local model = cnn(2, true)
     local al = require('lunet.parallel.atoms').of(model)
@@ -437,7 +445,7 @@ describe('parallel.Pipeline', function()
     local seed, offset = lunet.rng_state()
     local got = refine(al, { 4, 4 }, x, 'cpu:0', costs, { speed = { 1, 1 } })
     assert.equal(n, got[1] + got[2])
-    assert.is_true(math.abs(got[1] - 4) <= 1)
+    assert.is_true(got[1] >= 1 and got[2] >= 1)
     assert.equal(0, (model[2].running_mean - mean):abs():max():item())
     assert.equal(0, (model[2].running_var - var):abs():max():item())
     local s2, o2 = lunet.rng_state()

@@ -133,7 +133,8 @@ end
 -- chain, fused as in the model: the profile timed each atom alone) for a
 -- micro-batch's forward and backward on the device the atoms are on; the
 -- split whose slowest stage, at the devices' speeds, is fastest (the
--- profile's unless a neighbour is REFINE_MARGIN faster). x: a
+-- profile's unless a neighbour is REFINE_MARGIN faster), and again from
+-- that one while a neighbour is REFINE_MARGIN faster. x: a
 -- micro-batch of the sample; time_of(lo, hi): seconds of atoms lo..hi as a
 -- stage (given: instead of running them, for the specs).
 -- each stage run at least REFINE_RUNS times, short ones until REFINE_SECONDS
@@ -198,17 +199,24 @@ function M.refine(list, counts, x, at, costs, opts, time_of)
         y = list[i].module(y)
       end
     end) end
-    -- (a neighbour must beat the profile's split by the margin, then the others)
-    local best, best_t = counts, slowest(counts) * (1 - REFINE_MARGIN)
-    for j = 1, S - 1 do   -- the cut after stage j, one atom earlier or later
-      for _, d in ipairs({ -1, 1 }) do
-        local c = { unpack(counts) }
-        c[j], c[j + 1] = c[j] + d, c[j + 1] - d
-        if c[j] >= 1 and c[j + 1] >= 1 then
-          local t = slowest(c)
-          if t < best_t then best, best_t = c, t end
+    -- (the fastest neighbour that beats the split by the margin, and on from
+    -- there: a profile off by two atoms is walked back; each step must gain
+    -- the margin, so there are few)
+    local best, best_t = counts, slowest(counts)
+    for _ = 1, n do
+      local next_c, next_t
+      for j = 1, S - 1 do   -- the cut after stage j, one atom earlier or later
+        for _, d in ipairs({ -1, 1 }) do
+          local c = { unpack(best) }
+          c[j], c[j + 1] = c[j] + d, c[j + 1] - d
+          if c[j] >= 1 and c[j + 1] >= 1 then
+            local t = slowest(c)
+            if t < best_t * (1 - REFINE_MARGIN) and (not next_t or t < next_t) then next_c, next_t = c, t end
+          end
         end
       end
+      if not next_c then break end
+      best, best_t = next_c, next_t
     end
     return best
   end
