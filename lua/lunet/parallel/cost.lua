@@ -349,13 +349,6 @@ end
 
 -- ---- pipeline of p stages, d replicas (hybrid when d > 1), m micro-batches ------------------
 
--- (zero-bubble: a micro-batch is held from its F to its W, at most S of them)
-local function inflight_of(schedule, S, m)
-  local f = {}
-  for j = 1, S do f[j] = schedule == 'gpipe' and m or math.min(m, schedule == 'zb' and S or S - j + 1) end
-  return f
-end
-
 -- the weights' gradients' part of atoms lo..hi's backward at batch b (a
 -- zero-bubble W; the profile's w_share, 0 where not measured)
 function cost:weight_grad(lo, hi, b)
@@ -371,18 +364,16 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local V = schedule == 'interleaved' and INTERLEAVE or 1
   local S = p * V
   if S > self.n then return nil end
-  -- (the pipeline's own work an action: the interleaved schedule's is 1F1B's)
-  -- (zero-bubble's measured where the link's profile has it, else 1F1B's)
+  -- (the pipeline's own work an action: the interleaved schedule's is 1F1B's;
+  -- zero-bubble's 1F1B's where a stated link lacks it)
   local acts = self.pipe.action or {}
-  local action = (schedule == 'interleaved' and acts['1f1b']) or (schedule == 'zb' and (acts.zb or acts['1f1b']))
-    or acts[schedule] or 0
+  local action = acts[schedule == 'interleaved' and '1f1b' or schedule] or (schedule == 'zb' and acts['1f1b']) or 0
   -- the host's time a micro-batch: queueing the layers, and the pipeline's
   -- own work for each of its 2S actions, 3S for zero-bubble's (profile.pipeline_overhead)
-  local nact = schedule == 'zb' and 3 or 2
-  local host_mb = self.host + nact * S * action
+  local host_mb = self.host + schedules.actions(schedule) * S * action
   local Br = B / d
   local b = math.ceil(Br / m)
-  local inflight = inflight_of(schedule, S, m)
+  local inflight = schedules.held(schedule, S, m)
   local function dev_of(r, j) return first + (r - 1) * p + (j - 1) % p end
   local costs, speed, memory = {}, {}, {}
   for i = 1, self.n do

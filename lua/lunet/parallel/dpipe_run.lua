@@ -24,6 +24,7 @@ local lunet = require 'lunet'
 local core = require 'lunet.core'
 local typename = core.typename
 local autograd = require 'lunet.autograd'
+local ACTION = require('lunet.parallel.schedule').ACTION   -- (the actions in words)
 local Stage = require 'lunet.parallel.Stage'
 
 local Run = {}
@@ -277,8 +278,7 @@ function Run:_go(stop_at_backward, lvl)
   err = strip(err)
   if a then
     local dist = require 'lunet.distributed'
-    err = ('%s of micro-batch %d at stage %d (%s%s): %s'):format(a[3] == 'F' and 'forward' or a[3] == 'B' and 'backward'
-      or 'weight gradient', a[2], a[1],
+    err = ('%s of micro-batch %d at stage %d (%s%s): %s'):format(ACTION[a[3]], a[2], a[1],
       dist.is_initialized() and ('process rank %d, '):format(dist.rank()) or '', self.dev, err)
   end
   fail(err, lvl + 1)

@@ -94,14 +94,13 @@ function M.measured(pipe, list, sample, kind)
     local t = e.fwd0 + (e.fwd - e.fwd0) * k + e.bwd0 + (e.bwd - e.bwd0) * k
     costs[i] = { time = t, memory = 5 * e.param_bytes, act = e.act_bytes * k, name = list[i].name }
   end
-  local speed, mem, inflight, top = {}, {}, {}, 0
+  local speed, mem, top = {}, {}, 0
+  local inflight = require('lunet.parallel.schedule').held(pipe.kind, S, Mb)
   for j = 1, S do top = math.max(top, lunet.get_num_threads(devs[j])) end
   for j = 1, S do
     speed[j] = lunet.get_num_threads(devs[j]) / top
     local lim = lunet.memory_limit(devs[j])
     mem[j] = lim > 0 and lim or nil
-    -- (zero-bubble: a micro-batch is held until its W, at most S of them)
-    inflight[j] = pipe.kind == 'gpipe' and Mb or math.min(pipe.kind == 'zb' and S or S - j + 1, Mb)
   end
   local opts = { speed = speed, memory = #mem == S and mem or nil, inflight = inflight }
   local split = require('lunet.parallel.partition').split

@@ -18,6 +18,7 @@
 local lunet = require 'lunet'
 local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local autograd = require 'lunet.autograd'
+local ACTION = require('lunet.parallel.schedule').ACTION   -- (the actions in words)
 
 local Run = {}
 Run.__index = Run
@@ -224,9 +225,8 @@ function Run:_go(stop_at_backward, lvl)
   -- (positions inside lunet's files say nothing to the user: the stage does)
   err = tostring(err):gsub('[%w_%./%-]+%.lua:%d+: ', ''):gsub('^Pipeline: ', '')
   if a then
-    err = ('%s of micro-batch %d at stage %d (%s): %s'):format(a[3] == 'F' and 'forward' or a[3] == 'B' and 'backward'
-      or 'weight gradient', a[2],
-      a[1], self.pipe.stages[1][a[1]].device, err)
+    err = ('%s of micro-batch %d at stage %d (%s): %s'):format(ACTION[a[3]], a[2], a[1],
+      self.pipe.stages[1][a[1]].device, err)
   end
   fail(err, lvl + 1)
 end

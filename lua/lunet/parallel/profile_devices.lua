@@ -198,7 +198,7 @@ function profile.pipeline_overhead(a, b, runs)
         pipe:forward_loss(crit, x, y):backward()
       end, runs, nil, nil, LOWER)
     end
-    local acts = kind == 'zb' and 3 or 2   -- 2S actions a micro-batch (zero-bubble: 3S)
+    local acts = require('lunet.parallel.schedule').actions(kind)   -- (2S actions a micro-batch; zero-bubble 3S)
     out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * acts * S))
     fixed[#fixed + 1] = math.max(0, t[1] - acts * S * out.action[kind])
   end

@@ -21,6 +21,9 @@
 --     reused; spare: that many more per stage, reused oldest first
 --   schedule.text(steps, stages[, where]) -> a timeline, one line per stage
 --     (where[s]: its device, named after it)
+--   schedule.split(steps) -> whether it has W actions; schedule.held(kind,
+--     stages, chunks) -> the micro-batches each stage holds at most;
+--     schedule.actions(kind) -> actions a micro-batch at a stage (2, or 3)
 -- Per-stage orders: GPipe runs every forward, then every backward; 1F1B
 -- (PipeDream-flush) runs stages - s + 1 forwards, then alternates one
 -- backward and one forward, so stage s holds at most stages - s + 1
@@ -66,12 +69,34 @@ end
 local orders = { gpipe = order_gpipe, ['1f1b'] = order_1f1b }
 schedule.kinds = { 'gpipe', '1f1b', 'interleaved', 'zb' }
 
+-- the actions in words (errors name them)
+schedule.ACTION = { F = 'forward', B = 'backward', W = 'weight gradient' }
 local KIND = { F = 0, B = 1, W = 2 }
-local function needs_met(done, key, s, m, k, S)
-  if k == 'F' then return s == 1 or done[key(s - 1, m, 'F')] end
-  if k == 'B' then return done[key(s, m, 'F')] and (s == S or done[key(s + 1, m, 'B')]) end
-  return done[key(s, m, 'B')]
+local function key_of(s, m, k, S) return KIND[k] + 3 * (m * (S + 2) + s) end
+
+-- what action k of micro-batch m at stage s needs (the rules above)
+local function needs(s, m, k, S)
+  if k == 'F' then return s > 1 and { { s - 1, m, 'F' } } or {} end
+  if k == 'W' then return { { s, m, 'B' } } end
+  return s < S and { { s, m, 'F' }, { s + 1, m, 'B' } } or { { s, m, 'F' } }
 end
+local function needs_met(done, s, m, k, S)
+  for _, d in ipairs(needs(s, m, k, S)) do
+    if not done[key_of(d[1], d[2], d[3], S)] then return false end
+  end
+  return true
+end
+
+-- micro-batches each stage holds at most (from its F to its last backward
+-- action): GPipe all, 1F1B S - s + 1, zero-bubble S (until its W); a
+-- schedule given as a function is taken as 1F1B
+function schedule.held(kind, S, M)
+  local h = {}
+  for s = 1, S do h[s] = kind == 'gpipe' and M or math.min(M, kind == 'zb' and S or S - s + 1) end
+  return h
+end
+-- actions a micro-batch at each stage: F and B, and zero-bubble's W
+function schedule.actions(kind) return kind == 'zb' and 3 or 2 end
 
 -- each lane (a stage, or a device running several) runs its order; at each
 -- step, every lane whose next action's inputs were made in an earlier step
@@ -79,18 +104,17 @@ end
 local function simulate(per_lane, S)
   local steps, done, pos, left = {}, {}, {}, 0
   for l = 1, #per_lane do pos[l] = 1; left = left + #per_lane[l] end
-  local function key(s, m, k) return KIND[k] + 3 * (m * (S + 2) + s) end
   while left > 0 do
     local step, lanes = {}, {}
     for l = 1, #per_lane do
       local a = per_lane[l][pos[l]]
       if a then
-        if needs_met(done, key, a[1], a[2], a[3], S) then step[#step + 1], lanes[#lanes + 1] = a, l end
+        if needs_met(done, a[1], a[2], a[3], S) then step[#step + 1], lanes[#lanes + 1] = a, l end
       end
     end
     if #step == 0 then return nil end
     for i, a in ipairs(step) do
-      done[key(a[1], a[2], a[3])] = true
+      done[key_of(a[1], a[2], a[3], S)] = true
       pos[lanes[i]] = pos[lanes[i]] + 1
       left = left - 1
     end
@@ -144,7 +168,6 @@ end
 -- ZB-H1 (see above), step by step: each stage's choice among what earlier steps made ready
 local function build_zb(S, M)
   local done, steps = {}, {}
-  local function key(s, m, k) return KIND[k] + 3 * (m * (S + 2) + s) end
   local nf, nb, nw = {}, {}, {}
   for s = 1, S do nf[s], nb[s], nw[s] = 0, 0, 0 end
   local left = 3 * S * M
@@ -152,12 +175,12 @@ local function build_zb(S, M)
     local step = {}
     for s = 1, S do
       local b, f, w = nb[s] + 1, nf[s] + 1, nw[s] + 1
-      if b <= M and needs_met(done, key, s, b, 'B', S) then step[#step + 1] = { s, b, 'B' }; nb[s] = b
-      elseif f <= M and nf[s] - nw[s] < S and needs_met(done, key, s, f, 'F', S) then step[#step + 1] = { s, f, 'F' }; nf[s] = f
+      if b <= M and needs_met(done, s, b, 'B', S) then step[#step + 1] = { s, b, 'B' }; nb[s] = b
+      elseif f <= M and nf[s] - nw[s] < S and needs_met(done, s, f, 'F', S) then step[#step + 1] = { s, f, 'F' }; nf[s] = f
       elseif w <= nb[s] then step[#step + 1] = { s, w, 'W' }; nw[s] = w end
     end
     if #step == 0 then fail('the zero-bubble steps deadlock', 3) end   -- (not reached: a B or W is always ready)
-    for _, a in ipairs(step) do done[key(a[1], a[2], a[3])] = true end
+    for _, a in ipairs(step) do done[key_of(a[1], a[2], a[3], S)] = true end
     left = left - #step
     steps[#steps + 1] = step
   end
@@ -237,10 +260,7 @@ function schedule.check(steps, S, M)
   for t, step in ipairs(steps) do
     for _, a in ipairs(step) do
       local s, m = a[1], a[2]
-      local needs = a[3] == 'F' and { s > 1 and { s - 1, m, 'F' } or nil }
-        or a[3] == 'W' and { { s, m, 'B' } }
-        or { { s, m, 'F' }, s < S and { s + 1, m, 'B' } or nil }
-      for _, d in pairs(needs) do
+      for _, d in ipairs(needs(s, m, a[3], S)) do
         local td = at[key(d[1], d[2], d[3])]
         if td >= t then
           fail(('deadlock: %s at step %d needs %s, which runs at step %d'):format(name(a), t, name(d), td), 2)
