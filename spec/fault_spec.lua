@@ -61,14 +61,19 @@ describe('fault: SIGKILL at random points', function()
         local delay = 0.5 * t_ref * math.random()
         cmd = ('timeout -s KILL %.3f %s'):format(delay, cmd)
         delays[#delays + 1] = ('%.3f'):format(delay)
-      elseif kills < 5 then
+      elseif kills < 5 or (kills < 8 and not io.open(dir .. '/run.ckpt', 'rb')) then
         -- then kill -9 a random 20-120 ms into training (the child makes the file
-        -- at its first step): in a step or a checkpoint write, 1-6 steps on
+        -- at its first step): in a step or a checkpoint write, 1-6 steps on.
+        -- If those kills all came before the first checkpoint (every 3 steps
+        -- of 20 ms and delays under 60 ms), up to three more wait for the
+        -- checkpoint file before their random delay, so that a run resumes
+        local wait_for, mark = 'started', '+'
+        if kills >= 5 then wait_for, mark = 'run.ckpt', 'ckpt+' end
         local delay = 0.02 + 0.1 * math.random()
-        delays[#delays + 1] = ('+%.3f'):format(delay)
+        delays[#delays + 1] = ('%s%.3f'):format(mark, delay)
         cmd = ('rm -f %s/started; FAULT_STARTED=%s/started %s & pid=$!; i=0; ' ..
-          'while [ ! -f %s/started ] && [ $i -lt 1000 ] && kill -0 $pid 2>/dev/null; do sleep 0.01; i=$((i+1)); done; ' ..
-          'sleep %.3f; kill -9 $pid 2>/dev/null; wait $pid'):format(dir, dir, cmd, dir, delay)
+          'while [ ! -f %s/%s ] && [ $i -lt 1000 ] && kill -0 $pid 2>/dev/null; do sleep 0.01; i=$((i+1)); done; ' ..
+          'sleep %.3f; kill -9 $pid 2>/dev/null; wait $pid'):format(dir, dir, cmd, dir, wait_for, delay)
       end
       out, rc = sh(cmd)
       local at = tonumber(out:match('resumed at step (%d+)'))
