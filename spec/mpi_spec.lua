@@ -11,8 +11,8 @@ local shim_path = (os.getenv('LUNET_LIB') or (root .. 'build/liblunet.so')):gsub
 local have_shim = io.open(shim_path) ~= nil
 
 -- spec/mpi/<script> under mpirun -np n (env: extra VAR=value words)
-local function launch(n, script, env, deadline)
-  return shell.mpirun(n, 'spec/mpi/' .. script, env, deadline or 90)
+local function launch(n, script, env, deadline, until_files)
+  return shell.mpirun(n, 'spec/mpi/' .. script, env, deadline or 90, until_files)
 end
 
 -- the line of spec/mpi/kill.lua whose all-reduce fails (the errors name it)
@@ -30,7 +30,9 @@ local function launch_reports(n, script, env, deadline)
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute('mkdir -p ' .. dir) == 0, 'mkdir ' .. dir)
-  local out = launch(n, script, 'SPEC_REPORT_DIR=' .. dir .. ' ' .. (env or ''), deadline)
+  -- (the job runs on until every rank has reported: mpirun would end the
+  -- others as soon as one dies, on a loaded machine before they named it)
+  local out = launch(n, script, 'SPEC_REPORT_DIR=' .. dir .. ' ' .. (env or ''), deadline, { dir, n })
   for r = 0, n - 1 do
     local f = io.open(('%s/rank%d'):format(dir, r))
     if f then out = out .. '\n' .. f:read('*a'); f:close() end

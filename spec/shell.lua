@@ -1,7 +1,7 @@
 -- Helpers for specs that run commands and read files of the checkout:
 -- shell.root (the checkout, with a trailing slash), shell.sh(cmd) -> output
 -- (stdout and stderr), exit status; shell.readfile(path); shell.mpirun_exports();
--- shell.mpirun(n, script, env, deadline) and shell.ranks_ok(out, n) for the MPI specs.
+-- shell.mpirun(n, script, env, deadline[, until_files]) and shell.ranks_ok(out, n) for the MPI specs.
 local M = {}
 
 local here = debug.getinfo(1, 'S').source:match('^@(.*)spec/shell%.lua$')
@@ -35,12 +35,22 @@ end
 -- mpirun -np n luajit <script> (a path from the checkout's root) with a hard
 -- deadline (timeout -s KILL: a hang fails the spec instead of stalling the
 -- suite); env: extra VAR=value words for every rank. Output, exit status.
-function M.mpirun(n, script, env, deadline)
+-- until_files = {dir, count}: the job is let run on after a rank dies
+-- (mpirun would end the others at once) and ended once count files are in
+-- dir (the ranks' reports; mpirun itself does not end then) or at the deadline.
+function M.mpirun(n, script, env, deadline, until_files)
   local r = M.root
-  local cmd = ('cd %s && LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none '
-    .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;%sspec/?.lua;;" %s luajit %s'):format(r, deadline, n,
-    M.mpirun_exports(), r, r, r, env and ('env ' .. env) or '', script)
-  return M.sh(cmd)
+  local cmd = ('LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none %s'
+    .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;%sspec/?.lua;;" %s luajit %s'):format(deadline,
+    until_files and '--mca orte_abort_on_non_zero_status 0 ' or '', n, M.mpirun_exports(), r, r, r,
+    env and ('env ' .. env) or '', script)
+  if until_files then
+    cmd = ('%s & job=$!; i=0; while [ "$(ls %s | wc -l)" -lt %d ] && [ $i -lt %d ] && kill -0 $job 2>/dev/null; '
+      .. 'do sleep 0.1; i=$((i+1)); done; sleep 0.2; mp=$(pgrep -P $job); '
+      .. 'if [ -n "$mp" ]; then pkill -KILL -P $mp; kill -9 $mp; fi; kill -9 $job 2>/dev/null; wait $job'):format(cmd, until_files[1],
+      until_files[2], deadline * 10)
+  end
+  return M.sh(('cd %s && %s'):format(r, cmd))
 end
 
 -- every rank of n printed "rank R done" and none a "rank R FAIL" line
