@@ -10,7 +10,9 @@
 -- is reported), and its step time measured (median of G groups of at least
 -- S steps and 80 ms, after a warm-up; the smallest of --passes such
 -- measurements, the passes over the candidates in turn). Reported: predicted vs measured per candidate, the
--- error, and whether the plan's choice was the measured fastest: the choice
+-- error (the plan's prediction: after its trials, every figure scaled by
+-- their measured over predicted; the cost model's own figure's error beside
+-- it), and whether the plan's choice was the measured fastest: the choice
 -- after its trials (--trials n: the n candidates predicted fastest and each
 -- kind's fastest trained for a few steps, the measured fastest chosen) and
 -- the cost model's own.
@@ -219,11 +221,13 @@ end
 -- ---- the planner's grid --------------------------------------------------------------------------
 
 local errors, picks, near_picks, scenarios = {}, 0, 0, 0
+local model_errors = {}   -- the cost model's own figures (c.model_step: before the trials' calibration)
 local repeats = {}   -- per candidate: how far apart its passes' figures are
 local model_picks, model_near = 0, 0
 if not args['no-grid'] then
-  print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s  %s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
-    'meas ms', 'error', ''))
+  print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s %7s  %s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
+    'meas ms', 'error', 'model', ''))
+  print('(pred ms: the plan\'s prediction, after its trials\' calibration; model: the cost model\'s own figure\'s error)')
   for _, n in ipairs(DEVICES) do
     free_all()
     lunet.set_cpu_devices(n)
@@ -293,15 +297,19 @@ if not args['no-grid'] then
           local meas, note = measured[c], notes[c] or (c.fits and '' or 'does not fit')
           if meas and (not best or meas < best) then best, best_c = meas, c end
           local err = meas and (c.step / meas - 1) or nil
-          if err then errors[#errors + 1] = { err = err, label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) } end
+          if err then
+            errors[#errors + 1] = { err = err, label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) }
+            model_errors[#model_errors + 1] = (c.model_step or c.step) / meas - 1
+          end
           -- (the bench's own repeatability: a candidate's passes, the larger over the smaller)
           local ps = passes[c]
           if ps and #ps >= 2 then
             repeats[#repeats + 1] = math.max(unpack(ps)) / math.min(unpack(ps)) - 1
           end
           if meas or c == p.chosen then
-            print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s  %s%s'):format(name, n, limit, c.label, c.step * 1e3,
+            print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s %7s  %s%s'):format(name, n, limit, c.label, c.step * 1e3,
               meas and ('%.2f'):format(meas * 1e3) or '-', err and ('%+.0f%%'):format(err * 100) or '',
+              (meas and c.model_step) and ('%+.0f%%'):format((c.model_step / meas - 1) * 100) or '',
               c == p.chosen and '<- chosen ' or '', note))
           end
         end
@@ -335,6 +343,15 @@ if not args['no-grid'] then
     .. 'fastest in %d of %d scenarios (within 5%% of it in %d)%s; load average %s'):format(within, #errors, worst * 100,
     picks, scenarios, near_picks, TRIALS > 0 and ('; the cost model\'s own choice (no trials) in %d (within 5%%: %d)'):format(
     model_picks, model_near) or '', loadavg()))
+  if TRIALS > 0 then
+    local w, worst_m = 0, 0
+    for _, e in ipairs(model_errors) do
+      if math.abs(e) <= 0.15 then w = w + 1 end
+      worst_m = math.max(worst_m, math.abs(e))
+    end
+    print(('the cost model\'s own figures (before the trials\' calibration): %d of %d within 15%% (worst %.0f%%)')
+      :format(w, #model_errors, worst_m * 100))
+  end
   -- the floor under the first figure: how often the bench disagrees with itself
   local apart, worst_apart = 0, 0
   for _, r in ipairs(repeats) do

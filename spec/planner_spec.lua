@@ -487,6 +487,12 @@ describe('parallel.plan', function()
     assert.is_not_nil(p.predicted_choice)
     assert.matches('ms measured, the fastest of ' .. tried .. ' tried', p.reason, 1, true)
     assert.matches('trial ms', tostring(p), 1, true)
+    -- every prediction scaled by the trials' measured over predicted (geometric mean)
+    local logs = 0
+    for _, c in ipairs(p.candidates) do if c.measured then logs = logs + math.log(c.measured / c.model_step) end end
+    assert.near(math.exp(logs / tried), p.calibration, 1e-12)
+    for _, c in ipairs(p.candidates) do assert.near(c.model_step * p.calibration, c.step, 1e-15, c.label) end
+    assert.matches('the cost model\'s figures x ' .. ('%.3f'):format(p.calibration), tostring(p), 1, true)
     -- the user's model untouched
     assert.equal(0, (model[1].weight - w):abs():max():item())
     for _, q in ipairs(model:parameters()) do assert.is_nil(q.grad) end
@@ -516,6 +522,29 @@ describe('parallel.plan', function()
     assert.same({ 0.5 * fair, 3 }, { plan_with({ 0.2 * fair, 0.5 * fair, 0.3 * fair }) })   -- the largest of three
   end)
 
+  it('trials: calibrate scales every prediction by the tried candidates\' measured over predicted', function()
+    local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = 1024, out = 256 })
+    local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
+      speed = { 1, 1 } })
+    local a, b = p.candidates[1], p.candidates[2]
+    local steps = {}
+    for i, c in ipairs(p.candidates) do steps[i] = c.step end
+    -- nothing tried: nothing moves
+    assert.equal(1, parallel.trial.calibrate(p))
+    for i, c in ipairs(p.candidates) do assert.equal(steps[i], c.step); assert.equal(steps[i], c.model_step) end
+    -- one measured 2x its prediction, one 1/2 x ... 8x: the geometric mean 2
+    a.measured, b.measured = 0.5 * a.step, 8 * b.step
+    assert.near(2, parallel.trial.calibrate(p), 1e-12)
+    assert.near(2, p.calibration, 1e-12)
+    for i, c in ipairs(p.candidates) do
+      assert.equal(steps[i], c.model_step)
+      assert.near(2 * steps[i], c.step, 1e-15)
+    end
+    -- again: from the cost model's figures, not the scaled ones
+    assert.near(2, parallel.trial.calibrate(p), 1e-12)
+    assert.near(2 * steps[1], a.step, 1e-15)
+  end)
+
   it('trials: picks by prediction without running (trial.pick), and says what is wrong', function()
     local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = 1024, out = 256 })
     local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
@@ -543,6 +572,8 @@ describe('parallel.plan', function()
     assert.matches('parallel.trial.pick: n must be an integer >= 1, got 0', err, 1, true)
     ok, err = pcall(parallel.trial.run, p, nn.Linear(2, 2), 'x', 1)
     assert.matches('parallel.trial.run: sample must be a batch', err, 1, true)
+    ok, err = pcall(parallel.trial.calibrate, 'plan')
+    assert.matches('parallel.trial.calibrate: expected a plan (lunet.parallel.plan), got string', err, 1, true)
     ok, err = pcall(parallel.wrap, nn.Linear(2, 2), p, 'one device')
     assert.matches("parallel.wrap: expected one of the plan's candidates, got string", err, 1, true)
   end)

@@ -18,7 +18,10 @@
 -- (profiling repeats), trials (n: the n candidates predicted fastest, and
 -- the fastest predicted of each other kind, are trained for a few steps on
 -- copies of the model and the measured fastest is chosen; each gets
--- c.measured; plan.predicted_choice is the cost model's own; 0 default). profile (a stated per-atom profile, see cost.lua) and
+-- c.measured; plan.predicted_choice is the cost model's own; every
+-- candidate's step is then scaled by the trials' measured over predicted,
+-- c.model_step the cost model's figure, plan.calibration the factor
+-- (parallel.trial.calibrate); 0 default). profile (a stated per-atom profile, see cost.lua) and
 -- link ({copy = {alpha, beta}, allreduce = {alpha, beta}}) skip measuring:
 -- together (each device's speed while all compute, relative to alone;
 -- default measured: profile.together) and gc (seconds of a full collection;
@@ -272,7 +275,11 @@ function Plan.new(model, sample, opts)
       fail('trials need the model and a sample input', 3)
     end
     self.predicted_choice = chosen
-    require('lunet.parallel.trial').run(self, model, sample, trials)
+    local trial = require('lunet.parallel.trial')
+    trial.run(self, model, sample, trials)
+    -- (the predictions scaled by the trials' measured over predicted; the
+    -- order of the candidates stays the cost model's)
+    trial.calibrate(self)
     for _, c in ipairs(cands) do
       if c.measured and (not self.chosen.measured or c.measured < self.chosen.measured) then self.chosen = c end
     end
@@ -290,6 +297,9 @@ function Plan:__tostring()
       tried and (c.measured and ('%11.2f'):format(c.measured * 1e3) or ('%11s'):format(c.trial_error and 'failed' or '-')) or '',
       c.bubble * 100, fmt_bytes(c.peak), fmt_bytes(c.wire), c.fits and 'yes' or 'no', c == self.chosen and '  <- chosen' or
       (not c.available and '  (not available)' or ''))
+  end
+  if self.calibration then
+    rows[#rows + 1] = ('(step ms: the cost model\'s figures x %.3f, the trials\' measured over predicted)'):format(self.calibration)
   end
   rows[#rows + 1] = 'chosen: ' .. self.reason
   return table.concat(rows, '\n')

@@ -18,6 +18,17 @@
 -- pass's figure); one whose trial failed
 -- (out of memory: the copy and its optimizer beside the model) gets
 -- c.trial_error and keeps only its prediction.
+--
+--   trial.calibrate(plan) -> the factor
+--
+-- Every candidate's predicted step scaled by what the trials measured over
+-- what the cost model predicted for the candidates tried (their geometric
+-- mean): the cost model's errors on a machine are largely shared by its
+-- candidates (the cores' speed while all devices work, the collector's
+-- cost in training, the host's), which a few measured steps see. Per kind
+-- of candidate the factor rests on one or two trials and followed their
+-- noise more than it corrected (bench/RESULTS.md). c.model_step keeps the
+-- cost model's own figure; plan.calibration the factor (1: nothing tried).
 local lunet = require 'lunet'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local C = lunet.C
@@ -152,6 +163,24 @@ function trial.run(plan, model, sample, n)
   collectgarbage(); collectgarbage()
   lunet.synchronize()
   return picked
+end
+
+function trial.calibrate(plan)
+  if not is_table(plan) or not is_table(plan.candidates) then
+    error(('parallel.trial.calibrate: expected a plan (lunet.parallel.plan), got %s'):format(typename(plan)), 2)
+  end
+  local sum, n = 0, 0
+  for _, c in ipairs(plan.candidates) do
+    local predicted = c.model_step or c.step
+    if c.measured and predicted > 0 then sum, n = sum + math.log(c.measured / predicted), n + 1 end
+  end
+  local factor = n > 0 and math.exp(sum / n) or 1
+  for _, c in ipairs(plan.candidates) do
+    c.model_step = c.model_step or c.step
+    c.step = c.model_step * factor
+  end
+  plan.calibration = factor
+  return factor
 end
 
 return trial
