@@ -50,7 +50,9 @@ function M.mpirun(n, script, env, deadline, until_files)
       .. 'if [ -n "$mp" ]; then pkill -KILL -P $mp; kill -9 $mp; fi; kill -9 $job 2>/dev/null; wait $job'):format(cmd, until_files[1],
       until_files[2], deadline * 10)
   end
-  return M.sh(('cd %s && %s'):format(r, cmd))
+  -- (nothing here runs with the sanitizer's runtime preloaded: pgrep hangs
+  -- under it; the ranks get it through mpirun_exports)
+  return M.sh(('unset LD_PRELOAD; cd %s && %s'):format(r, cmd))
 end
 
 -- every rank of n printed "rank R done" and none a "rank R FAIL" line
