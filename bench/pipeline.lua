@@ -220,8 +220,9 @@ end
 
 -- ---- the planner's grid --------------------------------------------------------------------------
 
+-- (per candidate run: err the plan's prediction's error, model_err the cost
+-- model's own figure's, c.model_step: before the trials' calibration)
 local errors, picks, near_picks, scenarios = {}, 0, 0, 0
-local model_errors = {}   -- the cost model's own figures (c.model_step: before the trials' calibration)
 local repeats = {}   -- per candidate: how far apart its passes' figures are
 local model_picks, model_near = 0, 0
 if not args['no-grid'] then
@@ -298,8 +299,8 @@ if not args['no-grid'] then
           if meas and (not best or meas < best) then best, best_c = meas, c end
           local err = meas and (c.step / meas - 1) or nil
           if err then
-            errors[#errors + 1] = { err = err, label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) }
-            model_errors[#model_errors + 1] = (c.model_step or c.step) / meas - 1
+            errors[#errors + 1] = { err = err, model_err = (c.model_step or c.step) / meas - 1,
+              label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) }
           end
           -- (the bench's own repeatability: a candidate's passes, the larger over the smaller)
           local ps = passes[c]
@@ -334,23 +335,19 @@ if not args['no-grid'] then
       end
     end
   end
-  local within, worst = 0, 0
+  local within, worst, model_within, model_worst = 0, 0, 0, 0
   for _, e in ipairs(errors) do
     if math.abs(e.err) <= 0.15 then within = within + 1 end
-    worst = math.max(worst, math.abs(e.err))
+    if math.abs(e.model_err) <= 0.15 then model_within = model_within + 1 end
+    worst, model_worst = math.max(worst, math.abs(e.err)), math.max(model_worst, math.abs(e.model_err))
   end
   print(('\nplanner: %d of %d candidates run predicted within 15%% (worst %.0f%%); the choice was the measured '
     .. 'fastest in %d of %d scenarios (within 5%% of it in %d)%s; load average %s'):format(within, #errors, worst * 100,
     picks, scenarios, near_picks, TRIALS > 0 and ('; the cost model\'s own choice (no trials) in %d (within 5%%: %d)'):format(
     model_picks, model_near) or '', loadavg()))
   if TRIALS > 0 then
-    local w, worst_m = 0, 0
-    for _, e in ipairs(model_errors) do
-      if math.abs(e) <= 0.15 then w = w + 1 end
-      worst_m = math.max(worst_m, math.abs(e))
-    end
     print(('the cost model\'s own figures (before the trials\' calibration): %d of %d within 15%% (worst %.0f%%)')
-      :format(w, #model_errors, worst_m * 100))
+      :format(model_within, #errors, model_worst * 100))
   end
   -- the floor under the first figure: how often the bench disagrees with itself
   local apart, worst_apart = 0, 0

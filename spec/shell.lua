@@ -40,7 +40,7 @@ end
 -- dir (the ranks' reports; mpirun itself does not end then) or at the deadline.
 function M.mpirun(n, script, env, deadline, until_files)
   local r = M.root
-  local cmd = ('LD_PRELOAD= timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none %s'
+  local cmd = ('timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none %s'
     .. '-np %d%s -x LUA_PATH="%slua/?.lua;%slua/?/init.lua;%sspec/?.lua;;" %s luajit %s'):format(deadline,
     until_files and '--mca orte_abort_on_non_zero_status 0 ' or '', n, M.mpirun_exports(), r, r, r,
     env and ('env ' .. env) or '', script)
