@@ -20,12 +20,8 @@ if not okz then Z = ffi.load('libz.so.1') end
 
 local FMNIST = '/usr/share/datasets/fashion-mnist'
 
-local tmpfiles = {}
-local function tmpname(suffix)
-  local p = os.tmpname() .. (suffix or '')
-  tmpfiles[#tmpfiles + 1] = p
-  return p
-end
+local tmp = require 'tmp'
+local tmpname = tmp.file
 
 local function write(path, bytes)
   local f = assert(io.open(path, 'wb'))
@@ -88,7 +84,7 @@ local function range_labels(n)
   return lunet.tensor(y, { dtype = 'int64' })
 end
 
-teardown(function() for _, p in ipairs(tmpfiles) do os.remove(p) end end)
+teardown(tmp.clean)
 
 describe('data.read_idx', function()
   local payload = {}

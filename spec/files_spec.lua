@@ -8,12 +8,9 @@ local lunet = require 'lunet'
 local data = lunet.data
 local C = require('lunet.core').C
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute('mkdir -p ' .. d) == 0)
-  return d
-end
+local tmp = require 'tmp'
+local tmpdir = tmp.dir
+teardown(tmp.clean)
 
 -- Runs `code` (Lua text) in a child luajit with the same paths and library;
 -- returns its output and exit code (124: it hung past `secs`).

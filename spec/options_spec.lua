@@ -42,13 +42,9 @@ local function raw_errors(cases, vals, prints)
   return raw, n
 end
 
-local tmpfiles = {}
-local function tmpname(suffix)
-  local p = os.tmpname() .. (suffix or '')
-  tmpfiles[#tmpfiles + 1] = p
-  return p
-end
-teardown(function() for _, p in ipairs(tmpfiles) do os.remove(p) end end)
+local tmp = require 'tmp'
+local tmpname = tmp.file
+teardown(tmp.clean)
 
 describe('options.check', function()
   local K = { stride = 'number|table', padding = 'number|table|string', bias = 'boolean', w = 'tensor', device = true }

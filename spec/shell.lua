@@ -37,7 +37,8 @@ end
 -- suite); env: extra VAR=value words for every rank. Output, exit status.
 -- until_files = {dir, count}: the job is let run on after a rank dies
 -- (mpirun would end the others at once) and ended once count files are in
--- dir (the ranks' reports; mpirun itself does not end then) or at the deadline.
+-- dir (the ranks' reports; mpirun itself does not end then) or at the deadline;
+-- the killed mpirun's session folder is removed (it would stay in /tmp).
 function M.mpirun(n, script, env, deadline, until_files)
   local r = M.root
   local cmd = ('timeout -s KILL %d mpirun --allow-run-as-root --oversubscribe --bind-to none %s'
@@ -47,7 +48,8 @@ function M.mpirun(n, script, env, deadline, until_files)
   if until_files then
     cmd = ('%s & job=$!; i=0; while [ "$(ls %s | wc -l)" -lt %d ] && [ $i -lt %d ] && kill -0 $job 2>/dev/null; '
       .. 'do sleep 0.1; i=$((i+1)); done; sleep 0.2; mp=$(pgrep -P $job); '
-      .. 'if [ -n "$mp" ]; then pkill -KILL -P $mp; kill -9 $mp; fi; kill -9 $job 2>/dev/null; wait $job'):format(cmd, until_files[1],
+      .. 'if [ -n "$mp" ]; then pkill -KILL -P $mp; kill -9 $mp; rm -rf "${TMPDIR:-/tmp}"/ompi.*/pid.$mp; fi; '
+      .. 'kill -9 $job 2>/dev/null; wait $job'):format(cmd, until_files[1],
       until_files[2], deadline * 10)
   end
   -- (nothing here runs with the sanitizer's runtime preloaded: pgrep hangs

@@ -50,7 +50,7 @@ chmod +x "$work/agent"
 
 # mpirun on host a; ranks 0..per-1 on host a, the rest on host b. Only the
 # TCP transport between processes (no shared memory: they are two hosts),
-# over the veth network only.
+# over the veth network only; its session folders in $work (a killed job leaves them).
 launch() {  # launch DEADLINE SCRIPT [ENV=VALUE ...]
   local deadline=$1 script=$2; shift 2
   local xs=""
@@ -58,7 +58,7 @@ launch() {  # launch DEADLINE SCRIPT [ENV=VALUE ...]
   ip netns exec "$a" unshare --uts sh -c "hostname hosta; cd '$root' && timeout -s KILL $deadline \
     mpirun --allow-run-as-root --oversubscribe --bind-to none -H 10.77.0.1:$per,10.77.0.2:$per -np $((2 * per)) \
     --mca plm_rsh_agent '$work/agent' --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
-    --mca oob_tcp_if_include 10.77.0.0/24 ${EXTRA_MCA:-} \
+    --mca oob_tcp_if_include 10.77.0.0/24 --mca orte_tmpdir_base '$work' ${EXTRA_MCA:-} \
     -x LUA_PATH='$root/lua/?.lua;$root/lua/?/init.lua;;' $xs luajit spec/mpi/$script" 2>&1
 }
 
