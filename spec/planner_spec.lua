@@ -618,6 +618,9 @@ describe('parallel.plan', function()
     assert.matches("parallel.plan: nothing fits the devices' memory", err, 1, true)
     ok, err = pcall(parallel.plan, nil, nil, { devices = { 'cpu:0' }, bach = 4 })
     assert.matches("unknown option 'bach'", err, 1, true)
+    -- (named with the caller's line once, not twice)
+    ok, err = pcall(parallel.plan, nil, nil, { devices = { 'cpu:0', 'cpu:99' } })
+    assert.matches('^[^:]*planner_spec%.lua:%d+: parallel%.plan: no device cpu:99', err)
     -- a device smaller than the boundary buffers alone: the candidate says so
     local big = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = MB, out = 100 * MB })
     local c = parallel.cost.new(big, { memory = { 90 * MB, 90 * MB }, names = { 'cpu:0', 'cpu:1' } }):pipeline(2, 1, 32, 2, '1f1b')
@@ -727,6 +730,23 @@ describe('parallel.simulate', function()
     ok, err = pcall(parallel.simulate, d, { devices = 8 })
     assert.matches('parallel.simulate: bandwidth is needed', err, 1, true)
   end)
+
+  it('device counts out of range and unknown options are errors that say so', function()
+    local d = { compute = 0.4, model_bytes = 1e6, batch = 8 }
+    for _, bad in ipairs({ 0, -8, 2.5, 1e12, 0 / 0, { 8, 1e12 } }) do
+      local ok, err = pcall(parallel.simulate, d, { devices = bad, bandwidth = 1e10 })
+      assert.is_false(ok)
+      assert.matches('parallel.simulate: devices must be integers from 1 to 65536, got', err, 1, true)
+    end
+    local ok, err = pcall(parallel.simulate, d, { devices = {}, bandwidth = 1e10 })
+    assert.matches('parallel.simulate: devices must be a count or a non-empty list of counts', err, 1, true)
+    ok, err = pcall(parallel.simulate, d, { device = 8, bandwidth = 1e10 })
+    assert.matches("parallel.simulate: unknown option 'device' (did you mean 'devices'?)", err, 1, true)
+    ok, err = pcall(parallel.simulate, d, { devices = 8, bandwidth = '10G' })
+    assert.matches("parallel.simulate: option 'bandwidth' must be a number", err, 1, true)
+    -- (the largest count is still computed)
+    assert.equal(65536, parallel.simulate(d, { devices = 65536, bandwidth = 1e10 })[1].devices)
+  end)
 end)
 
 describe('parallel.profile', function()
@@ -813,10 +833,22 @@ describe('parallel.profile', function()
     lunet.set_cpu_devices(1)
   end)
 
-  it('fits alpha and beta by least squares', function()
+  it('fits alpha and beta to a line, one point that a burst of other work moved left out', function()
     local f = parallel.profile.fit({ 1, 2, 3 }, { 5 + 2, 5 + 4, 5 + 6 })
     assert.near(5, f.alpha, 1e-12)
     assert.near(2, f.beta, 1e-12)
+    -- the link's sizes, 10 us + 40 GB/s, the 16 KiB all-reduce timed at 0.5
+    -- ms (least squares made that alpha 142 us and beta 0.3 of the line's)
+    local sizes, t = { 4096, 16384, 131072, 1048576, 8388608 }, {}
+    for i, sz in ipairs(sizes) do t[i] = 1e-5 + sz * 2.5e-11 end
+    t[2] = 5e-4
+    f = parallel.profile.fit(sizes, t)
+    assert.near(1e-5, f.alpha, 1e-9)
+    assert.near(2.5e-11, f.beta, 1e-15)
+    -- one size: its time is alpha
+    f = parallel.profile.fit({ 4096 }, { 3e-5 })
+    assert.equal(3e-5, f.alpha)
+    assert.equal(0, f.beta)
     local ok, err = pcall(parallel.profile.link, 'cpu:0', 'cpu:0')
     assert.matches('profile.link: needs two different devices', err, 1, true)
   end)

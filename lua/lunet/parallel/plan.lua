@@ -153,7 +153,7 @@ function Plan.new(model, sample, opts)
   local names = {}
   for d, dev in ipairs(opts.devices or lunet.devices()) do
     local ok, id = pcall(require('lunet.core').device_id, 'parallel.plan', dev)
-    if not ok then error(id, 3) end
+    if not ok then error(id, 0) end   -- (device_id named the caller's line already)
     names[d] = require('lunet.core').device_name(id)
     for e = 1, d - 1 do if names[e] == names[d] then fail('device ' .. names[d] .. ' appears twice', 3) end end
   end

@@ -40,8 +40,9 @@
 -- Nothing in the model changes: gradients are dropped, parameters and buffers
 -- (BatchNorm running statistics) restored.
 -- (together, link, fit and pipeline_overhead live in profile_devices.lua.)
--- link: the mean time of a copy from devA to devB and of a 2-device
--- all-reduce at a few sizes, fitted by least squares to alpha + beta * S; the
+-- link: the median time of a copy from devA to devB and of a 2-device
+-- all-reduce at a few sizes (timed in rounds over the sizes), fitted to
+-- alpha + beta * S (Theil-Sen: a size that other work slowed is left out); the
 -- all-reduce's figures are the ring's (2(n-1)/n * S * beta + 2(n-1) * alpha
 -- at n = 2). overlap: the share of backward that gradient traffic can hide
 -- behind: 1 on devices with their own cores or a GPU, 0 for virtual CPU

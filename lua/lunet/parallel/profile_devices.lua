@@ -92,17 +92,24 @@ function profile.together(atoms, sample, devices, opts)
   return math.min(1, median(ratios))
 end
 
--- least squares of t = alpha + beta * s over the points, both >= 0
+-- t = alpha + beta * s over the points, both >= 0, robust to a point that a
+-- burst of other work on the cores moved (Theil-Sen: beta the median of the
+-- slopes between pairs of points, alpha the median of t - beta * s). A least
+-- squares fit let one slow small size tilt the line to beta 0 and a tenfold
+-- alpha.
 local function fit(sizes, times)
-  local n, sx, sy, sxx, sxy = #sizes, 0, 0, 0, 0
+  local slopes, n = {}, #sizes
   for i = 1, n do
-    sx, sy = sx + sizes[i], sy + times[i]
-    sxx, sxy = sxx + sizes[i] ^ 2, sxy + sizes[i] * times[i]
+    for j = i + 1, n do
+      if sizes[j] ~= sizes[i] then slopes[#slopes + 1] = (times[j] - times[i]) / (sizes[j] - sizes[i]) end
+    end
   end
-  local beta = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+  local beta = #slopes > 0 and median(slopes) or 0
   if not (beta >= 0) then beta = 0 end
-  local alpha = math.max((sy - beta * sx) / n, 0)
-  return { alpha = alpha, beta = beta }
+  local rest = {}
+  for i = 1, n do rest[i] = times[i] - beta * sizes[i] end
+  local alpha = n > 0 and median(rest) or 0
+  return { alpha = math.max(alpha, 0), beta = beta }
 end
 profile.fit = fit
 
@@ -130,27 +137,34 @@ function profile.link(a, b, opts)
   end
   local runs = opts.runs or 5
   local comm = lunet.comm.Communicator(names)
-  local ct, at = {}, {}
+  local bufs, c, r = {}, {}, {}
   for k, s in ipairs(sizes) do
     local numel = math.max(1, math.floor(s / 4))
-    local src = lunet.rand({ numel }, { device = names[1] })
-    local dst = lunet.empty({ numel }, { device = names[2] })
-    local list = { lunet.rand({ numel }, { device = names[1] }), lunet.rand({ numel }, { device = names[2] }) }
-    local c, r = {}, {}
-    for i = 0, runs do
+    bufs[k] = { src = lunet.rand({ numel }, { device = names[1] }), dst = lunet.empty({ numel }, { device = names[2] }),
+      list = { lunet.rand({ numel }, { device = names[1] }), lunet.rand({ numel }, { device = names[2] }) } }
+    c[k], r[k] = {}, {}
+  end
+  -- (in rounds over the sizes: a burst of other work then costs one run of
+  -- several sizes, which their medians drop, not every run of one size)
+  for i = 0, runs do
+    for k, b in ipairs(bufs) do
       lunet.synchronize()
       local t0 = lunet.clock()
-      dst:copy_(src)
+      b.dst:copy_(b.src)
       lunet.synchronize()
       local t1 = lunet.clock()
-      comm:allreduce(list)
+      comm:allreduce(b.list)
       lunet.synchronize()
       local t2 = lunet.clock()
-      if i > 0 then c[i], r[i] = t1 - t0, t2 - t1 end   -- (run 0 warms up)
+      if i > 0 then c[k][i], r[k][i] = t1 - t0, t2 - t1 end   -- (round 0 warms up)
     end
-    ct[k], at[k] = median(c), median(r)
-    sizes[k] = numel * 4
   end
+  local ct, at = {}, {}
+  for k, b in ipairs(bufs) do
+    ct[k], at[k] = median(c[k]), median(r[k])
+    sizes[k] = b.src:numel() * 4
+  end
+  bufs = nil
   local copy, ar = fit(sizes, ct), fit(sizes, at)
   -- as a ring's figures at n = 2: 2 * alpha' + S * beta'
   ar.alpha = ar.alpha / 2

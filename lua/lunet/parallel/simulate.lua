@@ -11,7 +11,7 @@
 -- model_bytes = gradient bytes, batch = samples a device, layers = how many
 -- equal layers the parameters lie in (50), stages = p, chunks = m,
 -- schedule = '1f1b'}.
--- opts: devices (a count or a list; default 8, 16, ..., 1024), bandwidth
+-- opts: devices (a count or a list, each 1..65536; default 8, 16, ..., 1024), bandwidth
 -- (bytes/s; default the plan's measured all-reduce), latency (s, the alpha
 -- of a ring step; default the plan's), device_speed (each device's speed
 -- relative to the profiled one; 1), overlap (share of backward that the
@@ -24,7 +24,12 @@
 -- all-reduced among them; its bubble (p-1)/(m+p-1) for equal stages.
 -- Efficiency: N devices' samples/s over N times one device's.
 local cost = require 'lunet.parallel.cost'
+local options = require 'lunet.options'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+
+local MAX_DEVICES = 65536
+local OPTS = { devices = 'number|table', bandwidth = 'number', latency = 'number', device_speed = 'number',
+  overlap = 'number' }
 
 local function fail(msg, lvl) error('parallel.simulate: ' .. msg, (lvl or 1) + 1) end
 
@@ -58,7 +63,7 @@ local function described(d, lvl)
 end
 
 local function simulate(plan, opts)
-  opts = opts or {}
+  opts = options.check('parallel.simulate', opts, OPTS) or {}
   if not is_table(plan) then fail('expected a plan or a description table, got ' .. typename(plan), 2) end
   local atoms, chosen, batch, link
   if plan.cost and plan.chosen then
@@ -66,6 +71,15 @@ local function simulate(plan, opts)
     batch = plan.batch / chosen.replicas   -- a device's (data parallel) or a pipeline's batch
   else
     atoms, chosen, batch = described(plan, 2)
+  end
+  local counts = opts.devices or { 8, 16, 32, 64, 128, 256, 512, 1024 }
+  if type(counts) == 'number' then counts = { counts } end
+  if not is_table(counts) or #counts == 0 then fail('devices must be a count or a non-empty list of counts, got ' .. typename(counts), 2) end
+  for _, N in ipairs(counts) do
+    -- (the cost model keeps a few numbers a device)
+    if type(N) ~= 'number' or not (N >= 1 and N <= MAX_DEVICES) or N % 1 ~= 0 then
+      fail(('devices must be integers from 1 to %d, got %s'):format(MAX_DEVICES, tostring(N)), 2)
+    end
   end
   local bw, lat = opts.bandwidth, opts.latency
   if bw == nil then bw = link and link.ar.beta > 0 and 1 / link.ar.beta or fail('bandwidth is needed (bytes/s)', 2) end
@@ -75,8 +89,6 @@ local function simulate(plan, opts)
   local speed = opts.device_speed or 1
   if type(speed) ~= 'number' or not (speed > 0) then fail('device_speed must be > 0, got ' .. tostring(speed), 2) end
   local overlap = opts.overlap or (link and link.overlap) or 1
-  local counts = opts.devices or { 8, 16, 32, 64, 128, 256, 512, 1024 }
-  if type(counts) == 'number' then counts = { counts } end
   local cm = cost.new(atoms, { link = { allreduce = { alpha = lat, beta = 1 / bw },
     copy = link and link.copy or { alpha = lat, beta = 1 / bw }, overlap = overlap },
     speed = setmetatable({}, { __index = function() return speed end }), optimizer = 'sgd',
@@ -85,7 +97,6 @@ local function simulate(plan, opts)
   local rows = setmetatable({}, Rows)
   local one = cm:data_parallel(1, batch, k).step   -- one device, the same batch
   for _, N in ipairs(counts) do
-    if type(N) ~= 'number' or N < 1 or N % 1 ~= 0 then fail('devices must be integers >= 1, got ' .. tostring(N), 2) end
     local c
     if p > 1 then
       if N % p ~= 0 then fail(('%d devices do not hold whole pipelines of %d stages'):format(N, p), 2) end
