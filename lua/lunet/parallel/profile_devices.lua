@@ -19,16 +19,24 @@ local TOGETHER_SECONDS = 0.4
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
--- seconds a call of step: 3 calls to warm up, then the median of runs groups
--- of at least min_calls (4) calls and seconds (GROUP_SECONDS; a tiny model's
--- call takes well under a millisecond, which one descheduled thread doubles)
--- (also the planner's trials, lunet.parallel.trial)
+-- seconds a call of step: calls to warm up (at least 3, and up to
+-- WARM_CALLS while they take under WARM_SECONDS: LuaJIT compiles code once
+-- it has run some hundred times, and before that a tiny model's call, the
+-- Lua machinery around it interpreted, took up to 5x its later time), then
+-- the median of runs groups of at least min_calls (4) calls and seconds
+-- (GROUP_SECONDS; a tiny model's call takes well under a millisecond, which
+-- one descheduled thread doubles) (also the planner's trials, lunet.parallel.trial)
 local GROUP_SECONDS = 0.015
+local WARM_CALLS, WARM_SECONDS = 200, 0.05
 -- (quantile: which of the sorted groups, 0.5 default; the machinery's
 -- figures take the lower quartile: it is the same work each call, and what
 -- disturbs it, a descheduled thread or a late wake-up, only adds)
 local function per_call(step, runs, seconds, min_calls, quantile)
-  for _ = 1, 3 do step() end
+  local warm0 = lunet.clock()
+  for i = 1, WARM_CALLS do
+    step()
+    if i >= 3 and lunet.clock() - warm0 > WARM_SECONDS then break end
+  end
   lunet.synchronize()
   local t0 = lunet.clock()
   step()
