@@ -477,20 +477,31 @@ describe('parallel.plan', function()
       end
       assert.is_nil(c.trial_error, c.label)
     end
-    -- the 2 fastest predicted, and the fastest of each other kind: one device, data parallel, pipeline
-    assert.same(parallel.trial.pick(p, 2), (function()
-      local out = {}
-      for _, c in ipairs(p.candidates) do if c.measured then out[#out + 1] = c end end
-      return out
-    end)())
+    -- the 2 fastest predicted, and the fastest of each other kind: one device,
+    -- data parallel, pipeline; and those a quarter, half and three quarters
+    -- down the predicted order (the calibration's)
+    local want, spread = {}, {}
+    for _, c in ipairs(parallel.trial.pick(p, 2)) do want[c] = true end
+    for _, c in ipairs(parallel.trial.spread(p)) do want[c], spread[c] = true, true end
+    local fit = {}
+    for _, c in ipairs(p.candidates) do
+      assert.equal(want[c] == true, c.measured ~= nil, c.label)
+      assert.equal(spread[c] == true, c.calibrates == true, c.label)
+      if c.fits and c.available then fit[#fit + 1] = c end
+    end
+    assert.same({ fit[math.floor(0.25 * (#fit - 1) + 0.5) + 1], fit[math.floor(0.5 * (#fit - 1) + 0.5) + 1],
+      fit[math.floor(0.75 * (#fit - 1) + 0.5) + 1] }, parallel.trial.spread(p))
     assert.is_true(tried >= 3 and kinds.single and kinds.data and kinds.pipeline, tostring(p))
     assert.is_not_nil(p.predicted_choice)
     assert.matches('ms measured, the fastest of ' .. tried .. ' tried', p.reason, 1, true)
     assert.matches('trial ms', tostring(p), 1, true)
-    -- every prediction scaled by the trials' measured over predicted (geometric mean)
-    local logs = 0
-    for _, c in ipairs(p.candidates) do if c.measured then logs = logs + math.log(c.measured / c.model_step) end end
-    assert.near(math.exp(logs / tried), p.calibration, 1e-12)
+    -- every prediction scaled by the spread trials' measured over predicted (geometric mean)
+    local logs, nspread = 0, 0
+    for _, c in ipairs(p.candidates) do
+      if c.calibrates then logs, nspread = logs + math.log(c.measured / c.model_step), nspread + 1 end
+    end
+    assert.is_true(nspread >= 1)
+    assert.near(math.exp(logs / nspread), p.calibration, 1e-12)
     for _, c in ipairs(p.candidates) do assert.near(c.model_step * p.calibration, c.step, 1e-15, c.label) end
     assert.matches('the cost model\'s figures x ' .. ('%.3f'):format(p.calibration), tostring(p), 1, true)
     -- the user's model untouched
@@ -543,6 +554,10 @@ describe('parallel.plan', function()
     -- again: from the cost model's figures, not the scaled ones
     assert.near(2, parallel.trial.calibrate(p), 1e-12)
     assert.near(2 * steps[1], a.step, 1e-15)
+    -- candidates marked as the calibration's (trial.spread): only they count
+    b.calibrates = true
+    assert.near(8, parallel.trial.calibrate(p), 1e-12)
+    assert.near(8 * steps[1], a.step, 1e-15)
   end)
 
   it('trials: picks by prediction without running (trial.pick), and says what is wrong', function()
@@ -574,6 +589,8 @@ describe('parallel.plan', function()
     assert.matches('parallel.trial.run: sample must be a batch', err, 1, true)
     ok, err = pcall(parallel.trial.calibrate, 'plan')
     assert.matches('parallel.trial.calibrate: expected a plan (lunet.parallel.plan), got string', err, 1, true)
+    ok, err = pcall(parallel.trial.spread, 'plan')
+    assert.matches('parallel.trial.spread: expected a plan (lunet.parallel.plan), got string', err, 1, true)
     ok, err = pcall(parallel.wrap, nn.Linear(2, 2), p, 'one device')
     assert.matches("parallel.wrap: expected one of the plan's candidates, got string", err, 1, true)
   end)

@@ -6,7 +6,9 @@
 --
 -- Timed: the n candidates predicted fastest that fit, and the one
 -- predicted fastest of each other kind (one device, data parallel,
--- pipeline, hybrid). Each trains a copy of the model (the user's model is
+-- pipeline, hybrid) (trial.pick), and the candidates a quarter, half and
+-- three quarters down the predicted order (trial.spread: what the
+-- calibration rests on; the plan chooses the fastest of all measured). Each trains a copy of the model (the user's model is
 -- not touched) on the plan's batch made from the sample's rows, with a mean
 -- squared error against zeros (the criterion's own cost is a small part of
 -- a step) and the plan's optimizer; the devices' memory limited to what the
@@ -22,13 +24,17 @@
 --   trial.calibrate(plan) -> the factor
 --
 -- Every candidate's predicted step scaled by what the trials measured over
--- what the cost model predicted for the candidates tried (their geometric
--- mean): the cost model's errors on a machine are largely shared by its
+-- what the cost model predicted for the spread candidates (c.calibrates;
+-- their geometric mean; every candidate measured where none is marked):
+-- the cost model's errors on a machine are largely shared by its
 -- candidates (the cores' speed while all devices work, the collector's
--- cost in training, the host's), which a few measured steps see. Per kind
--- of candidate the factor rests on one or two trials and followed their
--- noise more than it corrected (bench/RESULTS.md). c.model_step keeps the
--- cost model's own figure; plan.calibration the factor (1: nothing tried).
+-- cost in training, the host's), which a few measured steps see. Not from
+-- the fastest predicted: those are the ones the cost model under-predicts
+-- most (part of why they look fastest), and their factor over-corrected
+-- every other candidate. Per kind of candidate the factor rests on one or
+-- two trials and followed their noise more than it corrected
+-- (bench/RESULTS.md). c.model_step keeps the cost model's own figure;
+-- plan.calibration the factor (1: nothing tried).
 local lunet = require 'lunet'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local C = lunet.C
@@ -64,6 +70,23 @@ function trial.pick(plan, n)
     end
   end
   return picked
+end
+
+-- which candidates calibrate: those that fit at a quarter, half and three
+-- quarters of the predicted order (the candidates are in that order)
+local SPREAD = { 0.25, 0.5, 0.75 }
+function trial.spread(plan)
+  if not is_table(plan) or not is_table(plan.candidates) then
+    error(('parallel.trial.spread: expected a plan (lunet.parallel.plan), got %s'):format(typename(plan)), 2)
+  end
+  local fit = {}
+  for _, c in ipairs(plan.candidates) do if c.fits and c.available then fit[#fit + 1] = c end end
+  local out, seen = {}, {}
+  for _, q in ipairs(SPREAD) do
+    local c = fit[math.floor(q * (#fit - 1) + 0.5) + 1]
+    if c and not seen[c] then out[#out + 1], seen[c] = c, true end
+  end
+  return out
 end
 
 -- the plan's batch of B rows, the sample's rows in turn
@@ -137,8 +160,14 @@ function trial.run(plan, model, sample, n)
   end
   local x = batch_of(sample, plan.batch)
   local picked = trial.pick(plan, n)
+  local timed, seen = {}, {}
+  for _, c in ipairs(picked) do timed[#timed + 1], seen[c] = c, true end
+  for _, c in ipairs(trial.spread(plan)) do
+    c.calibrates = true
+    if not seen[c] then timed[#timed + 1], seen[c] = c, true end
+  end
   for _ = 1, PASSES do
-    for _, c in ipairs(picked) do
+    for _, c in ipairs(timed) do
       if not c.trial_error then
         -- (each candidate from the same start: the collector's triggers
         -- re-armed from what is live, and the devices' block caches handed
@@ -169,10 +198,14 @@ function trial.calibrate(plan)
   if not is_table(plan) or not is_table(plan.candidates) then
     error(('parallel.trial.calibrate: expected a plan (lunet.parallel.plan), got %s'):format(typename(plan)), 2)
   end
+  local marked = false
+  for _, c in ipairs(plan.candidates) do if c.calibrates and c.measured then marked = true end end
   local sum, n = 0, 0
   for _, c in ipairs(plan.candidates) do
     local predicted = c.model_step or c.step
-    if c.measured and predicted > 0 then sum, n = sum + math.log(c.measured / predicted), n + 1 end
+    if c.measured and predicted > 0 and (c.calibrates or not marked) then
+      sum, n = sum + math.log(c.measured / predicted), n + 1
+    end
   end
   local factor = n > 0 and math.exp(sum / n) or 1
   for _, c in ipairs(plan.candidates) do
