@@ -347,4 +347,26 @@ describe('API errors point at the line that called lunet', function()
       assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
     end
   end)
+
+  it("a layer's bad input, called directly, through a module, a Sequential and a profile", function()
+    local nn, F = lunet.nn, lunet.nn.functional
+    local seq = nn.Sequential { nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3) }
+    local cases = {
+      { function() F.linear(lunet.randn(2, 5), lunet.randn(3, 4)) end, 'linear: input has 5 features, weight expects 4' },
+      { function() nn.Linear(4, 3)(lunet.randn(2, 5)) end, 'linear: input has 5 features, weight expects 4' },
+      { function() seq(lunet.randn(2, 5)) end, 'linear: input has 5 features, weight expects 4' },
+      { function() lunet.no_grad(function() return seq(lunet.randn(2, 5)) end) end, 'linear: input has 5 features' },
+      { function() nn.Conv2d(1, 2, 3)(lunet.randn(1, 1, 2, 2)) end, 'conv2d: input {1,1,2,2} is too small' },
+      { function() nn.MaxPool2d(4)(lunet.randn(1, 1, 2, 2)) end, 'max_pool2d: input {1,1,2,2} is too small' },
+      { function() nn.CrossEntropyLoss()(lunet.randn(4, 3), lunet.randint(1, 4, { 5 })) end, 'input has batch size 4, target has 5' },
+      { function() lunet.parallel.profile.atoms({ seq[1], seq[2], seq[3] }, lunet.randn(8, 5), 'cpu:0') end,
+        'linear: input has 5 features' },
+    }
+    for i, c in ipairs(cases) do
+      local err = where(c[1])
+      assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
+      assert.truthy(err:find(c[2], 1, true), 'case ' .. i .. ': ' .. err)
+      assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
+    end
+  end)
 end)

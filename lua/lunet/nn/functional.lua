@@ -12,6 +12,7 @@ local C = core.C
 local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
 local recorder, records = A.recorder, A.records
 local options = require 'lunet.options'
+local raise = options.raise   -- (errors at the user's line, also when a layer called this)
 local check_options, positional = options.check, options.positional
 local NO_OPTS = setmetatable({}, { __newindex = function() error('functional: internal options table is read-only', 2) end })
 
@@ -38,15 +39,15 @@ local function index_C(sym) return C[sym] end
 local function kernel(fn, sym)
   if have_kernel[sym] then return end
   if not pcall(index_C, sym) then
-    error(('%s: the C kernel %s is not in this liblunet.so (rebuild with make)'):format(fn, sym), 3)
+    raise(('%s: the C kernel %s is not in this liblunet.so (rebuild with make)'):format(fn, sym))
   end
   have_kernel[sym] = true
 end
 
 local function need(fn, x, what, nd)
-  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3) end
+  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
   if nd and x.p.ndim ~= nd then
-    error(('%s: %s must be %d-d, got %d-d {%s}'):format(fn, what, nd, x.p.ndim, table.concat(x:size(), ',')), 3)
+    raise(('%s: %s must be %d-d, got %d-d {%s}'):format(fn, what, nd, x.p.ndim, table.concat(x:size(), ',')))
   end
   return x
 end
@@ -58,11 +59,11 @@ local function pair(fn, v, what, default)
   local a, b
   if type(v) == 'number' then a, b = v, v
   elseif is_table(v) and #v == 2 then a, b = v[1], v[2]
-  else error(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, tostring(v)), 3) end
+  else raise(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, tostring(v))) end
   local lo = pair_min[what]
   if lo and not (type(a) == 'number' and type(b) == 'number' and a % 1 == 0 and b % 1 == 0 and a >= lo and b >= lo) then
-    error(('%s: %s must be integers >= %d, got %s'):format(fn, what, lo,
-      is_table(v) and ('{' .. tostring(a) .. ', ' .. tostring(b) .. '}') or tostring(v)), 3)
+    raise(('%s: %s must be integers >= %d, got %s'):format(fn, what, lo,
+      is_table(v) and ('{' .. tostring(a) .. ', ' .. tostring(b) .. '}') or tostring(v)))
   end
   return a, b
 end
@@ -87,13 +88,13 @@ local record_pad = recorder('pad')
 function F.pad(x, p)
   need('pad', x, 'input', 4)
   if not is_table(p) or type(p[1]) ~= 'number' or type(p[2]) ~= 'number' then
-    error('pad: padding must be a list {left, right[, top, bottom]} of numbers', 2)
+    raise('pad: padding must be a list {left, right[, top, bottom]} of numbers')
   end
   local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
   for _, v in ipairs({ l, r, t, b }) do
     if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 or v > 2 ^ 31 then
-      error(('pad: padding must be integers in 0..2^31, got {%s, %s, %s, %s}'):format(
-        tostring(l), tostring(r), tostring(t), tostring(b)), 2)
+      raise(('pad: padding must be integers in 0..2^31, got {%s, %s, %s, %s}'):format(
+        tostring(l), tostring(r), tostring(t), tostring(b)))
     end
   end
   local s = x:size()
@@ -125,7 +126,7 @@ local function conv_setup(fn, x, w, b, opts)
   local ph, pw
   if padding == 'valid' then ph, pw = 0, 0
   elseif padding == 'same' then
-    if sh ~= 1 or sw ~= 1 then error(fn .. ": padding='same' needs stride 1", 3) end
+    if sh ~= 1 or sw ~= 1 then raise(fn .. ": padding='same' needs stride 1") end
     local th, tw = dh * (kh - 1), dw * (kw - 1)
     ph, pw = math.floor(th / 2), math.floor(tw / 2)
     if th % 2 == 1 or tw % 2 == 1 then  -- PyTorch puts the odd extra row/col at the end
@@ -138,8 +139,8 @@ local function conv_setup(fn, x, w, b, opts)
   local OH = math.floor((H + 2 * ph - dh * (kh - 1) - 1) / sh) + 1
   local OW = math.floor((W + 2 * pw - dw * (kw - 1) - 1) / sw) + 1
   if OH < 1 or OW < 1 then
-    error(('%s: input {%s} is too small for a %dx%d kernel (output %dx%d)'):format(
-      fn, table.concat(x:size(), ','), kh, kw, OH, OW), 3)
+    raise(('%s: input {%s} is too small for a %dx%d kernel (output %dx%d)'):format(
+      fn, table.concat(x:size(), ','), kh, kw, OH, OW))
   end
   return x, ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, groups), N, O, OH, OW
 end
@@ -235,12 +236,12 @@ local function conv_params(conv)
 end
 local function need_conv(fn, c, what)
   if not is_table(c) or not is_tensor(c.weight) or not is_table(c._opts) or not is_table(c.kernel_size) then
-    error(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, typename(c)), 4)
+    raise(('%s: %s must be an nn.Conv2d, got %s'):format(fn, what, typename(c)))
   end
 end
 local function need_bn(fn, b, what)
   if not is_table(b) or not is_tensor(b.running_mean) or not is_tensor(b.running_var) then
-    error(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, typename(b)), 4)
+    raise(('%s: %s must be an nn.BatchNorm2d with running statistics, got %s'):format(fn, what, typename(b)))
   end
 end
 local function fill_cbn(i, conv, bn, c)
@@ -275,7 +276,7 @@ local function clear_cbn(n)
   end
 end
 local function too_small(x, OH, OW)
-  if OH < 1 or OW < 1 then error(('basic_block_eval: input {%s} is too small'):format(table.concat(x:size(), ',')), 3) end
+  if OH < 1 or OW < 1 then raise(('basic_block_eval: input {%s} is too small'):format(table.concat(x:size(), ','))) end
 end
 function F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn)
   need('basic_block_eval', x, 'input', 4)
@@ -293,10 +294,10 @@ end
 function F.basic_blocks_eval(x, blocks, n, stem_conv, stem_bn)
   need('basic_blocks_eval', x, 'input', 4)
   kernel('basic_blocks_eval', 'ln_basicblocks_forward_fused')
-  if not is_table(blocks) then error('basic_blocks_eval: blocks must be a list of {conv1, bn1, conv2, bn2[, sconv, sbn]}', 2) end
+  if not is_table(blocks) then raise('basic_blocks_eval: blocks must be a list of {conv1, bn1, conv2, bn2[, sconv, sbn]}') end
   n = n or #blocks
   if type(n) ~= 'number' or n < 1 or n > MAXB or n % 1 ~= 0 then
-    error(('basic_blocks_eval: expected 1 to %d blocks, got %s'):format(MAXB, tostring(n)), 2)
+    raise(('basic_blocks_eval: expected 1 to %d blocks, got %s'):format(MAXB, tostring(n)))
   end
   local H, W = tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
   local O
@@ -310,7 +311,7 @@ function F.basic_blocks_eval(x, blocks, n, stem_conv, stem_bn)
   end
   for i = 1, n do
     local b = blocks[i]
-    if not is_table(b) then clear_cbn(MAXB); error(('basic_blocks_eval: block %d must be a table'):format(i), 2) end
+    if not is_table(b) then clear_cbn(MAXB); raise(('basic_blocks_eval: block %d must be a table'):format(i)) end
     local ok, e1, e2 = pcall(fill_block, 'basic_blocks_eval', i - 1, H, W, b[1], b[2], b[3], b[4], b[5], b[6])
     if not ok then clear_cbn(MAXB); error(e1, 0) end
     H, W = e1, e2
@@ -341,7 +342,7 @@ local function pool_params(fn, x, k, opts)
   local ph, pw = pair(fn, opts.padding, 'padding', 0)
   local dh, dw = pair(fn, opts.dilation, 'dilation', 1)
   if ph > kh / 2 or pw > kw / 2 then
-    error(('%s: padding %dx%d must be at most half the kernel %dx%d'):format(fn, ph, pw, kh, kw), 3)
+    raise(('%s: padding %dx%d must be at most half the kernel %dx%d'):format(fn, ph, pw, kh, kw))
   end
   local cnt = opts.count_include_pad
   if cnt == nil then cnt = true end
@@ -349,7 +350,7 @@ local function pool_params(fn, x, k, opts)
   local H, W = tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
   local OH, OW = pool_size(H, kh, sh, ph, dh, opts.ceil_mode), pool_size(W, kw, sw, pw, dw, opts.ceil_mode)
   if OH < 1 or OW < 1 then
-    error(('%s: input {%s} is too small for a %dx%d window'):format(fn, table.concat(x:size(), ','), kh, kw), 3)
+    raise(('%s: input {%s} is too small for a %dx%d window'):format(fn, table.concat(x:size(), ','), kh, kw))
   end
   return p, OH, OW
 end
@@ -412,7 +413,7 @@ function F.adaptive_avg_pool2d(x, size)
   local oh, ow = pair('adaptive_avg_pool2d', size, 'output_size')
   local n, c = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
   if n * c * oh * ow >= 2 ^ 62 then
-    error(('adaptive_avg_pool2d: output {%d,%d,%.17g,%.17g} is too large'):format(n, c, oh, ow), 2)
+    raise(('adaptive_avg_pool2d: output {%d,%d,%.17g,%.17g} is too large'):format(n, c, oh, ow))
   end
   local out = new(x, n, c, oh, ow)
   check(C.ln_adaptive_avgpool2d_forward(out.p, x.p))
@@ -435,16 +436,16 @@ local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, b
   kernel(fn, relu == 'add' and 'ln_batchnorm_add_relu_forward' or relu and 'ln_batchnorm_relu_forward'
     or 'ln_batchnorm_forward')
   -- (level 2: F.batch_norm* tail-call this)
-  if x.p.ndim < 2 then error(fn .. ': input must be at least 2-d (N, C, ...)', 2) end
+  if x.p.ndim < 2 then raise(fn .. ': input must be at least 2-d (N, C, ...)') end
   local Cc = tonumber(x.p.shape[1])
   if not training and (running_mean == nil or running_var == nil) then
-    error(fn .. ': eval mode needs running_mean and running_var', 2)
+    raise(fn .. ': eval mode needs running_mean and running_var')
   end
   if training then
     local count = x:numel() / Cc
     if count <= 1 then
-      error(('%s: expected more than 1 value per channel when training, got input {%s}'):format(fn,
-        table.concat(x:size(), ',')), 2)
+      raise(('%s: expected more than 1 value per channel when training, got input {%s}'):format(fn,
+        table.concat(x:size(), ',')))
     end
   end
   local out = new_like(x)
@@ -491,18 +492,18 @@ function F.log_softmax(x, dim) return softmax('log_softmax', x, dim, 1) end
 local reductions = { none = 0, mean = 1, sum = 2 }
 local function reduction(fn, r)
   local v = reductions[r or 'mean']
-  if not v then error(("%s: reduction must be 'none', 'mean' or 'sum', got %s"):format(fn, tostring(r)), 3) end
+  if not v then raise(("%s: reduction must be 'none', 'mean' or 'sum', got %s"):format(fn, tostring(r))) end
   return v
 end
 
 local function check_target(fn, x, target)
   need(fn, target, 'target', 1)
   if target.p.shape[0] ~= x.p.shape[0] then
-    error(('%s: input has batch size %d, target has %d'):format(fn, tonumber(x.p.shape[0]), tonumber(target.p.shape[0])), 3)
+    raise(('%s: input has batch size %d, target has %d'):format(fn, tonumber(x.p.shape[0]), tonumber(target.p.shape[0])))
   end
   if target.p.dtype_id ~= C.LN_INT64 then
     if target:is_floating_point() then
-      error(('%s: target must hold class indices (an integer tensor), got %s'):format(fn, target.dtype), 3)
+      raise(('%s: target must hold class indices (an integer tensor), got %s'):format(fn, target.dtype))
     end
     target = target:to('int64')
   end
@@ -514,7 +515,7 @@ end
 local function flatten_spatial(fn, x, target)
   local nd = x.p.ndim
   if not is_tensor(target) or target.p.ndim ~= nd - 1 then
-    error(('%s: a %d-d input (N, C, d1, ...) needs a %d-d target (N, d1, ...)'):format(fn, nd, nd - 1), 3)
+    raise(('%s: a %d-d input (N, C, d1, ...) needs a %d-d target (N, d1, ...)'):format(fn, nd, nd - 1))
   end
   local perm = { 1 }
   for i = 3, nd do perm[#perm + 1] = i end
@@ -570,7 +571,7 @@ function F.cross_entropy(x, target, opts)
   local logp = F.log_softmax(x, 2)
   local loss = nll_loss(logp, target, opts)
   if eps == 0 then return loss end
-  if eps < 0 or eps > 1 then error('cross_entropy: label_smoothing must be in [0, 1], got ' .. eps, 2) end
+  if eps < 0 or eps > 1 then raise('cross_entropy: label_smoothing must be in [0, 1], got ' .. eps) end
   target = check_target('cross_entropy', x, target)
   local N, Cc = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
   local red = opts.reduction or 'mean'
@@ -603,8 +604,8 @@ end
 local function same_shape(fn, a, b)
   need(fn, a, 'input'); need(fn, b, 'target')
   if table.concat(a:size(), ',') ~= table.concat(b:size(), ',') then
-    error(('%s: input {%s} and target {%s} must have the same shape'):format(fn,
-      table.concat(a:size(), ','), table.concat(b:size(), ',')), 3)
+    raise(('%s: input {%s} and target {%s} must have the same shape'):format(fn,
+      table.concat(a:size(), ','), table.concat(b:size(), ',')))
   end
 end
 
@@ -640,7 +641,7 @@ local function linear2d(x, w, b)
   local wt = C.ln_transpose(w.p, 0, 1)
   local r = wt ~= nil and (b and C.ln_addmm(b.p, x.p, wt, 1, 1) or C.ln_matmul(x.p, wt)) or nil
   C.ln_tensor_free(wt)
-  if r == nil then error('linear: ' .. core.last_error(), 3) end
+  if r == nil then raise('linear: ' .. core.last_error()) end
   local y = wrap(r)
   record_linear(y, x, w, b)
   return y
@@ -649,14 +650,14 @@ end
 function F.linear(x, w, b)
   need('linear', x, 'input'); need('linear', w, 'weight', 2)
   if x.p.ndim >= 1 and x.p.shape[x.p.ndim - 1] ~= w.p.shape[1] then
-    error(('linear: input has %d features, weight expects %d'):format(tonumber(x.p.shape[x.p.ndim - 1]),
-      tonumber(w.p.shape[1])), 2)
+    raise(('linear: input has %d features, weight expects %d'):format(tonumber(x.p.shape[x.p.ndim - 1]),
+      tonumber(w.p.shape[1])))
   end
   if b ~= nil then
     need('linear', b, 'bias', 1)
     if b.p.shape[0] ~= w.p.shape[0] then
-      error(('linear: bias has %d elements, weight has %d outputs'):format(tonumber(b.p.shape[0]),
-        tonumber(w.p.shape[0])), 2)
+      raise(('linear: bias has %d elements, weight has %d outputs'):format(tonumber(b.p.shape[0]),
+        tonumber(w.p.shape[0])))
     end
   end
   if x.p.ndim == 2 then return linear2d(x, w, b) end
@@ -672,14 +673,14 @@ function F.tanh(x) return need('tanh', x, 'input'):tanh() end
 function F.leaky_relu(x, slope)
   need('leaky_relu', x, 'input')
   slope = slope or 0.01
-  if type(slope) ~= 'number' then error('leaky_relu: negative_slope must be a number, got ' .. typename(slope), 2) end
+  if type(slope) ~= 'number' then raise('leaky_relu: negative_slope must be a number, got ' .. typename(slope)) end
   return x:where(x:gt(0), x * slope)
 end
 
 function F.elu(x, alpha)
   need('elu', x, 'input')
   alpha = alpha or 1
-  if type(alpha) ~= 'number' then error('elu: alpha must be a number, got ' .. typename(alpha), 2) end
+  if type(alpha) ~= 'number' then raise('elu: alpha must be a number, got ' .. typename(alpha)) end
   return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha)
 end
 
@@ -696,7 +697,7 @@ end
 function F.dropout(x, p, training)
   need('dropout', x, 'input')
   p = p or 0.5
-  if type(p) ~= 'number' or not (p >= 0 and p <= 1) then error('dropout: p must be in [0, 1], got ' .. tostring(p), 2) end
+  if type(p) ~= 'number' or not (p >= 0 and p <= 1) then raise('dropout: p must be in [0, 1], got ' .. tostring(p)) end
   if training == false or p == 0 then return x end
   if p == 1 then return x * 0 end
   local mask = new_like(x)

@@ -58,7 +58,10 @@ local function memory_of(opts, names, lvl)
       local lim = lunet.memory_limit and lunet.memory_limit(names[d]) or 0
       v = lim > 0 and lim or math.huge
     end
-    if type(v) ~= 'number' or not (v > 0) then fail(('memory[%d] must be a positive number, got %s'):format(d, tostring(v)), lvl + 1) end
+    if type(v) ~= 'number' or not (v > 0) then
+      fail(('%s must be a positive number of bytes, got %s'):format(is_table(m) and ('memory[%d]'):format(d) or 'memory',
+        tostring(v)), lvl + 1)
+    end
     out[d] = v
   end
   return out

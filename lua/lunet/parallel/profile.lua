@@ -386,7 +386,7 @@ function profile.atoms(atoms, sample, device, opts)
   end
   -- (the runs at the sample's batch left the collector's triggers at their peak)
   require('lunet.tensor').collect_rearm()
-  if not result then error(err, 2) end
+  if not result then error(err, 0) end   -- (located where it was raised)
   local out = {}
   local r1, r2 = res[1], res[2]
   for i, a in ipairs(atoms) do
