@@ -345,6 +345,14 @@ describe('bad input: named cases', function()
     -- training loop
     { 'fit loader', function() return lunet.fit(nn.Linear(2, 2), nil) end, 'fit: loader must be a DataLoader' },
     { 'fit epochs', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { epochs = 0 }) end, 'fit: epochs must be >= 1' },
+    { 'fit epochs nan', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { epochs = 0 / 0 }) end, 'fit: epochs must be >= 1, a whole number, got nan' },
+    { 'fit epochs 1.5', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { epochs = 1.5 }) end, 'fit: epochs must be >= 1, a whole number, got 1.5' },
+    { 'fit loss string', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { loss = 'mse' }) end, 'fit: loss must be a criterion (an nn loss module such as nn.CrossEntropyLoss(), or a function (output, target) -> loss), got string' },
+    { 'fit optimizer of another model', function()
+      return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { optimizer = optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }) })
+    end, "fit: the optimizer holds none of the model's parameters" },
+    { 'fit checkpoint folder missing', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { checkpoint = '/nonexistent/run.ckpt' }) end, 'fit: cannot write the checkpoint /nonexistent/run.ckpt: No such file or directory' },
+    { 'fit checkpoint a folder', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { checkpoint = '/tmp' }) end, 'fit: cannot write the checkpoint /tmp: it is a directory' },
     { 'detect_anomaly', function() return lunet.detect_anomaly(1) end, 'detect_anomaly: expected a function, got number' },
   }
 

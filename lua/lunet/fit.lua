@@ -74,8 +74,17 @@ function Trainer.new(model, opts)
   local self = setmetatable({}, Trainer)
   self.model = model
   self.epochs = opts.epochs or 1
-  if type(self.epochs) ~= 'number' or self.epochs < 1 then error('fit: epochs must be >= 1', 3) end
+  -- (math.huge: until max_steps or Ctrl-C)
+  if type(self.epochs) ~= 'number' or not (self.epochs >= 1) or (self.epochs % 1 ~= 0 and self.epochs ~= math.huge) then
+    error('fit: epochs must be >= 1, a whole number, got ' .. tostring(self.epochs), 3)
+  end
   self.criterion = opts.loss or lunet().nn.CrossEntropyLoss()
+  local crit = self.criterion
+  local mt = is_table(crit) and getmetatable(crit)
+  if type(crit) ~= 'function' and not (mt and mt.__call) then
+    error(('fit: loss must be a criterion (an nn loss module such as nn.CrossEntropyLoss(), or a function '
+      .. '(output, target) -> loss), got %s'):format(typename(crit)), 3)
+  end
   if model.forward_loss_only and not model:forward_loss_ok(self.criterion) then   -- (a Pipeline across processes)
     local c = self.criterion
     error(('fit: a Pipeline across processes computes the loss on its last stage (forward_loss), which takes %s '
@@ -84,6 +93,19 @@ function Trainer.new(model, opts)
       or type(c)), 3)
   end
   self.optimizer = opts.optimizer or lunet().optim.SGD(model:parameters(), { lr = opts.lr or 0.01 })
+  -- (an optimizer made for another model, or before this one was made
+  -- again, would step tensors the model does not use: nothing would train)
+  local mine, theirs, shared = {}, 0, false
+  for _, p in ipairs(model:parameters()) do mine[p] = true end
+  for _, g in ipairs(is_table(self.optimizer.param_groups) and self.optimizer.param_groups or {}) do
+    for _, p in ipairs(is_table(g.params) and g.params or {}) do
+      theirs = theirs + 1
+      if mine[p] then shared = true end
+    end
+  end
+  if theirs > 0 and next(mine) ~= nil and not shared then
+    error("fit: the optimizer holds none of the model's parameters (made for another model, or before the model was made again?)", 3)
+  end
   self.scheduler = opts.scheduler
   self.scheduler_per = opts.scheduler_step or 'epoch'    -- or 'step' (OneCycleLR)
   self.val_loader = opts.val_loader
@@ -115,6 +137,19 @@ function Trainer.new(model, opts)
   self.on_interrupt = opts.on_interrupt or 'error'   -- Ctrl-C: 'error' or 'return'
   -- rank 0 of a DistributedDataParallel (or no distribution) speaks and writes
   self.main = not model.is_main or model:is_main()
+  -- the checkpoint's folder writable now, not after the first epoch's training
+  if self.ckpt_path and self.main then
+    local d, code = io.open(self.ckpt_path, 'r'), nil
+    if d then code = select(3, d:read(0)); d:close() end
+    if code == 21 then error(('fit: cannot write the checkpoint %s: it is a directory'):format(self.ckpt_path), 3) end
+    local probe = self.ckpt_path .. '.probe'
+    local f, err = io.open(probe, 'w')
+    if not f then
+      error(('fit: cannot write the checkpoint %s: %s'):format(self.ckpt_path, tostring(err):match(': ([^:]*)$') or err), 3)
+    end
+    f:close()
+    os.remove(probe)
+  end
   self.quiet = opts.quiet or not self.main
   if not self.main then self.log_path, self.plot_path = nil, nil end
   self.progress = opts.progress
