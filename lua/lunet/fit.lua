@@ -139,10 +139,11 @@ function Trainer.new(model, opts)
   self.main = not model.is_main or model:is_main()
   -- the checkpoint's folder writable now, not after the first epoch's training
   if self.ckpt_path and self.main then
-    local d, code = io.open(self.ckpt_path, 'r'), nil
-    if d then code = select(3, d:read(0)); d:close() end
-    if code == 21 then error(('fit: cannot write the checkpoint %s: it is a directory'):format(self.ckpt_path), 3) end
-    local probe = self.ckpt_path .. '.probe'
+    -- (a folder opens as path/.; the path itself is not opened: a FIFO would block)
+    local d = io.open(self.ckpt_path .. '/.', 'r')
+    if d then d:close(); error(('fit: cannot write the checkpoint %s: it is a directory'):format(self.ckpt_path), 3) end
+    -- (a name no file of the user's has: this table's address)
+    local probe = self.ckpt_path .. '.probe-' .. tostring({}):match('0x(%x+)')
     local f, err = io.open(probe, 'w')
     if not f then
       error(('fit: cannot write the checkpoint %s: %s'):format(self.ckpt_path, tostring(err):match(': ([^:]*)$') or err), 3)
