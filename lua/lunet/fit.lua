@@ -139,17 +139,8 @@ function Trainer.new(model, opts)
   self.main = not model.is_main or model:is_main()
   -- the checkpoint's folder writable now, not after the first epoch's training
   if self.ckpt_path and self.main then
-    -- (a folder opens as path/.; the path itself is not opened: a FIFO would block)
-    local d = io.open(self.ckpt_path .. '/.', 'r')
-    if d then d:close(); error(('fit: cannot write the checkpoint %s: it is a directory'):format(self.ckpt_path), 3) end
-    -- (a name no file of the user's has: this table's address)
-    local probe = self.ckpt_path .. '.probe-' .. tostring({}):match('0x(%x+)')
-    local f, err = io.open(probe, 'w')
-    if not f then
-      error(('fit: cannot write the checkpoint %s: %s'):format(self.ckpt_path, tostring(err):match(': ([^:]*)$') or err), 3)
-    end
-    f:close()
-    os.remove(probe)
+    local ok, why = require('lunet.serialize').writable(self.ckpt_path)
+    if not ok then error(('fit: cannot write the checkpoint %s: %s'):format(self.ckpt_path, why), 3) end
   end
   self.quiet = opts.quiet or not self.main
   if not self.main then self.log_path, self.plot_path = nil, nil end

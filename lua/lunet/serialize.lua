@@ -13,6 +13,7 @@ local C = core.C
 local M = {}
 
 pcall(ffi.cdef, 'int access(const char *path, int mode);')
+pcall(ffi.cdef, 'char *strerror(int errnum);')
 
 -- A Lua string may hold a NUL byte; C would read it cut short there (another
 -- file, another name): refuse it instead.
@@ -27,6 +28,17 @@ M.no_nul = no_nul
 -- FIFO to find out would wait for a writer.
 function M.exists(path)
   return type(path) == 'string' and not path:find('\0', 1, true) and ffi.C.access(path, 0) == 0
+end
+
+-- Whether a save to path can go ahead, without writing or opening anything:
+-- true, or false and why (path is a folder; its folder is missing or not
+-- writable). (fit asks before training, not at the first checkpoint.)
+function M.writable(path)
+  if M.exists(path .. '/.') then return false, 'it is a directory' end
+  local dir = path:match('^(.*)/[^/]*$') or '.'
+  if dir == '' then dir = '/' end
+  if ffi.C.access(dir, 3) ~= 0 then return false, ffi.string(ffi.C.strerror(ffi.errno())) end   -- (W_OK | X_OK)
+  return true
 end
 
 local function sorted_keys(t)

@@ -172,7 +172,6 @@ function profile.link(a, b, opts)
     ct[k], at[k] = median(c[k]), median(r[k])
     sizes[k] = b.src:numel() * 4
   end
-  bufs = nil
   local copy, ar = fit(sizes, ct), fit(sizes, at)
   -- as a ring's figures at n = 2: 2 * alpha' + S * beta'
   ar.alpha = ar.alpha / 2
