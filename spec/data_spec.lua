@@ -330,6 +330,27 @@ describe('DataLoader', function()
       err_of(data.DataLoader, ds, { batch_size = 0 }), 1, true)
   end)
 
+  it('a batch_size past the samples: one batch of them all (none with drop_last), slots of that many rows', function()
+    -- (the slots were batch_size rows each: 2^40 failed out of memory, 2^22 took 3.1 GiB for 10 samples)
+    for _, workers in ipairs { 0, 2 } do
+      collectgarbage(); collectgarbage()
+      local before = lunet.memory_allocated('cpu')
+      local l = data.DataLoader(ds, { batch_size = 2 ^ 22, workers = workers })
+      assert.is_true(lunet.memory_allocated('cpu') - before < 2 ^ 20)
+      assert.equal(1, #l)
+      local got = {}
+      for x, y in l:iter() do got[#got + 1] = { x:size(1), y:size(1), x:sum():item() } end
+      assert.equal(1, #got)
+      assert.same({ 10, 10 }, { got[1][1], got[1][2] })
+      assert.near(data.DataLoader(ds, { batch_size = 10 }):iter()():sum():item(), got[1][3], 1e-3)
+      assert.equal(1, #data.DataLoader(ds, { batch_size = 2 ^ 40, workers = workers }))
+      local ld = data.DataLoader(ds, { batch_size = 2 ^ 40, drop_last = true, workers = workers })
+      assert.equal(0, #ld)
+      for _ in ld:iter() do error('drop_last: no batch expected') end
+      l:close(); ld:close()
+    end
+  end)
+
   it('gathers rows in order without shuffle: uint8 -> float32 / 255, labels as stored', function()
     local l = data.DataLoader(ds, { batch_size = 4 })
     local all = vals(x8)

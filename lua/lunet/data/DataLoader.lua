@@ -146,7 +146,9 @@ function DataLoader:__init(ds, ...)
   if fast then
     local tf = nil
     if base.image or transform ~= nil then tf = transforms.compile(transform, base.x.dtype) end
-    local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, self.batch_size, tf, self.workers,
+    -- (the slots hold a batch's rows: no batch has more than the samples, so
+    -- a batch_size past them does not allocate slots of batch_size rows)
+    local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, math.min(self.batch_size, math.max(self.n, 1)), tf, self.workers,
       int_opt('prefetch', opts.prefetch, 0, 0))
     if h == nil then core.raise(2) end
     self.handle = ffi.gc(h, C.ln_loader_free)
@@ -216,7 +218,7 @@ function DataLoader:iter()
   self.resume = false
   fill_order(self)
   local h = self.handle
-  if h then
+  if h and nb > 0 then   -- (drop_last with fewer samples than batch_size: no batch to assemble)
     local got = C.ln_loader_start(h, self.order, self.n, self.position, self.drop_last and 1 or 0,
       self.seed, self.epoch)
     if got < 0 then core.raise(2) end
