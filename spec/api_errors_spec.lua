@@ -340,10 +340,17 @@ describe('API errors point at the line that called lunet', function()
       function() lunet.full({ 2 }, 1, { device = 'gpu' }) end,
       function() lunet.ones(2):to('cpu:9') end,
       function() lunet.nn.Linear(2, 2):to('cpu:9') end,
+      -- (the parallel wrappers and profiles named the line twice)
+      function() lunet.parallel.Pipeline(lunet.nn.Sequential { lunet.nn.Linear(2, 2), lunet.nn.ReLU() }, { devices = { 'cpu:0', 'cpu:99' } }) end,
+      function() lunet.parallel.DataParallel(lunet.nn.Linear(2, 2), { devices = { 'cpu:0', 'cpu:99' } }) end,
+      function() lunet.parallel.DataParallel(lunet.nn.Linear(2, 2), { devices = { 0.5 } }) end,
+      function() lunet.parallel.profile.atoms({ lunet.nn.Linear(2, 2) }, lunet.randn(2, 2), 'cpu:99') end,
+      function() lunet.parallel.profile.link('cpu:0', 'cpu:99') end,
     }
     for i, fn in ipairs(cases) do
       local err = where(fn)
       assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
+      assert.is_nil(err:find('api_errors_spec%.lua:%d+: [^\n]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
       assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
     end
   end)

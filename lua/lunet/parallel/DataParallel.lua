@@ -80,7 +80,7 @@ function DataParallel:__init(module, ...)
   local names, seen = {}, {}
   for k = 1, #devs do
     local ok, id = pcall(core.device_id, 'DataParallel', devs[k])
-    if not ok then error(id, 3) end
+    if not ok then error(id, 0) end   -- (device_id named the caller's line already)
     names[k] = core.device_name(id)
     if seen[names[k]] then fail('device ' .. names[k] .. ' appears twice', 3) end
     seen[names[k]] = true

@@ -98,7 +98,7 @@ local function device_names(devs, lvl)
   local names, seen = {}, {}
   for k = 1, #devs do
     local ok, id = pcall(core.device_id, 'Pipeline', devs[k])
-    if not ok then error(id, lvl + 1) end
+    if not ok then error(id, 0) end   -- (device_id named the caller's line already)
     names[k] = core.device_name(id)
     if seen[names[k]] then fail('device ' .. names[k] .. ' appears twice', lvl + 1) end
     seen[names[k]] = true

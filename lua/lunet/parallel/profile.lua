@@ -222,7 +222,7 @@ function profile.atoms(atoms, sample, device, opts)
   atoms = list
   if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('atoms', 'sample_input must be a tensor with a batch dimension', 2) end
   local ok, id = pcall(core.device_id, 'profile.atoms', device or sample.device)
-  if not ok then error(id, 2) end
+  if not ok then error(id, 0) end   -- (device_id named the caller's line already)
   local dev = core.device_name(id)
   local runs = opts.runs or 3
   if type(runs) ~= 'number' or runs < 1 then fail('atoms', 'runs must be >= 1, got ' .. tostring(runs), 2) end

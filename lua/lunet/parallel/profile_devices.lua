@@ -126,7 +126,7 @@ function profile.link(a, b, opts)
   local names = {}
   for k, d in ipairs({ a, b }) do
     local ok, id = pcall(core.device_id, 'profile.link', d)
-    if not ok then error(id, 2) end
+    if not ok then error(id, 0) end   -- (device_id named the caller's line already)
     names[k] = core.device_name(id)
   end
   if names[1] == names[2] then fail('link', 'needs two different devices, got ' .. names[1] .. ' twice', 2) end
