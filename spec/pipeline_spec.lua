@@ -258,6 +258,9 @@ describe('parallel.Pipeline', function()
     rejects({ devices = devs(2), balance = 'speed' }, "Pipeline: balance must be 'time', 'memory', 'params' or a list")
     rejects({ devices = devs(3), replicas = 2 }, 'Pipeline: 3 devices cannot hold 2 replicas')
     rejects({ devices = devs(2), chunk = 2 }, "Pipeline: unknown option 'chunk' (did you mean 'chunks'?)")
+    local ok, err = pcall(pipe.schedule_text, pipe, 1e9)   -- (a table overflow)
+    assert.is_false(ok)
+    assert.matches('Pipeline: schedule_text: a timeline of 1000000000 micro-batches is too wide to print; pass chunks up to 1024', err, 1, true)
     rejects({ devices = devs(3) }, 'Pipeline: the model has 2 atoms, fewer than 3 stages', nn.Sequential { nn.ReLU(), nn.ReLU() })
     rejects({ devices = devs(2), interleave = 2 }, "Pipeline: interleave needs schedule = 'interleaved'")
     rejects({ devices = devs(2), schedule = 'interleaved', interleave = 1 }, 'Pipeline: interleave must be an integer >= 2, got 1')
@@ -606,6 +609,44 @@ describe('parallel.Pipeline', function()
     for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
     ok, err = pcall(loss.backward, loss)
     assert.matches('Pipeline: backward: already run for this batch', err, 1, true)
+  end)
+
+  it("drops a batch whose backward has not run when the next forward_loss comes, and says so at its backward", function()
+    -- (the stages hold one batch: the first batch's backward ran over the
+    -- second's buffers, gradients silently wrong, or failed naming a layer)
+    local crit = nn.CrossEntropyLoss()
+    lunet.manual_seed(3)
+    local x1, y1 = lunet.randn(8, 3, 8, 8), lunet.randint(1, 6, { 8 })
+    local x2, y2 = lunet.randn(8, 3, 8, 8), lunet.randint(1, 6, { 8 })
+    for _, schedule in ipairs { 'gpipe', '1f1b', 'zb' } do
+      for _, between in ipairs { 'train', 'no_grad' } do
+        local ref = cnn(9)
+        local pipe = Pipeline(cnn(9), { devices = devs(2), chunks = 4, schedule = schedule, balance = { 4, 3 } })
+        local first = pipe:forward_loss(crit, x1, y1)
+        local second
+        if between == 'train' then second = pipe:forward_loss(crit, x2, y2)
+        else lunet.no_grad(function() pipe:forward_loss(crit, x2, y2) end) end
+        local ok, err = pcall(first.backward, first)
+        assert.is_false(ok, schedule .. ' ' .. between)
+        assert.matches('Pipeline: backward: a later forward_loss ran before this loss\'s backward', err, 1, true)
+        -- the second batch (or, after an evaluation, the first again) trains as one device does
+        local x, y = x2, y2
+        if between == 'train' then second:backward()
+        else x, y = x1, y1; pipe:forward_loss(crit, x, y):backward() end
+        crit(ref(x), y):backward()
+        for i, p in ipairs(pipe:parameters()) do
+          assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5, schedule .. ' ' .. between .. ' parameter ' .. i)
+        end
+      end
+    end
+    -- pipe(x) between a forward_loss and its backward holds no batch of its own
+    local ref = cnn(9)
+    local pipe = Pipeline(cnn(9), { devices = devs(2), chunks = 4, balance = { 4, 3 } })
+    local loss = pipe:forward_loss(crit, x1, y1)
+    lunet.no_grad(function() pipe(x2) end)
+    loss:backward()
+    crit(ref(x1), y1):backward()
+    for i, p in ipairs(pipe:parameters()) do assert.is_true(rel(p.grad, ref:parameters()[i].grad) < 1e-5) end
   end)
 
   it('raises an error in a zero-bubble weight-gradient action in Lua, and trains on afterwards', function()

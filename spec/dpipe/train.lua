@@ -169,6 +169,37 @@ for _, c in ipairs(cases) do
     if ok and err == nil then say('ok %s', c[1]) else say('FAIL %s: %s', c[1], tostring(err)) end
   end
 end
+-- a forward_loss before the last batch's backward: an error on every rank
+-- (that batch's transfers are still to come); the batch then finishes as if
+-- nothing came between (its gradients those of an undisturbed run)
+if not only then
+  local ok, err = pcall(function()
+    local d = batches({ B = 11 })
+    local crit = nn.CrossEntropyLoss()
+    local function grads(interrupt)
+      lunet.manual_seed(5)   -- (the same initial weights in both runs)
+      local pipe = lunet.parallel.Pipeline(model(), { group = world, replicas = REPL, chunks = 3, schedule = '1f1b' })
+      local loss = pipe:forward_loss(crit, d[1][1], d[1][2])
+      if interrupt then
+        local ok2, e = pcall(pipe.forward_loss, pipe, crit, d[2][1], d[2][2])
+        if ok2 or not tostring(e):find("forward_loss: the last batch's loss:backward() has not run", 1, true) then
+          error('the second forward_loss: ' .. tostring(e))
+        end
+      end
+      loss:backward()
+      local g = {}
+      for i, p in ipairs(pipe:parameters()) do g[i] = p.grad:clone() end
+      pipe:forward_loss(crit, d[2][1], d[2][2]):backward()   -- (and it trains on)
+      return g
+    end
+    local want, got = grads(false), grads(true)
+    for i = 1, #want do
+      if (want[i] - got[i]):abs():max():item() > 1e-6 then error('gradient ' .. i .. ' differs') end
+    end
+  end)
+  if ok then say('ok a forward_loss before the last backward fails on every rank, and that batch finishes')
+  else say('FAIL a forward_loss before the last backward: %s', tostring(err)) end
+end
 -- ranks built with different options all fail at construction, naming the difference
 if not only then
   local ok, err = pcall(lunet.parallel.Pipeline, model(), { group = world, replicas = REPL, chunks = R == W - 1 and 5 or 4 })

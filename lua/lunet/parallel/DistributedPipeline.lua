@@ -26,7 +26,9 @@
 -- the loss the mean over every pipeline's rows; each stage's gradients are
 -- averaged over its k processes by a Reducer on a group of their own
 -- (bucket_mb, compress), and its parameters and buffers start as the first
--- pipeline's (a broadcast).
+-- pipeline's (a broadcast). A forward_loss before the last batch's
+-- backward is an error on every rank (that batch's transfers are still to
+-- come); its backward then runs as before.
 local Module = require 'lunet.nn.Module'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local options = require 'lunet.options'
@@ -235,6 +237,14 @@ end
 
 -- pipe:forward_loss(criterion, x, target) on every rank -> loss (backward, item, output)
 function DP:forward_loss(criterion, x, target)
+  -- (every rank has the batch pending alike. Unlike one process's Pipeline,
+  -- which drops such a batch, across processes its transfers still to come
+  -- would be taken for the next batch's)
+  local pending = self.pending_run
+  if pending and pending.next <= #pending.steps and not pending.failed then
+    fail("forward_loss: the last batch's loss:backward() has not run (across processes its stages' transfers "
+      .. 'are still to come); run it first', 2)
+  end
   local ok, kind = pcall(floss.mean_kind, criterion, 1)
   if not ok then
     self:_poison()
@@ -246,6 +256,7 @@ function DP:forward_loss(criterion, x, target)
     error((tostring(run):gsub('^[^:\n]*:%d+: ', '', 1)), 2)
   end
   if self.bn and self.training then self.bn:begin() end
+  self.pending_run = run.recording and run or nil
   -- (without recording every forward runs now: 1F1B's later ones too, for eval)
   run:_go(run.recording, 2)
   return run

@@ -33,6 +33,9 @@
 -- across devices: criterion(pipe(x), y):backward() works, as GPipe without
 -- recomputation);
 -- pipe:forward_loss(criterion, x, y) runs the schedule (pipeline_run.lua);
+-- the stages hold one batch: a forward_loss before the last one's backward
+-- drops that batch (its backward is then an error; across processes the
+-- forward_loss is the error, DistributedPipeline.lua);
 -- pipe:schedule_text() prints it; pipe:balance_report() the stages' predicted
 -- and measured times (pipeline_timing.lua); pipe:rebalance() cuts them again.
 -- The parts: Stage.lua (a stage's actions and buffers), schedule.lua,
@@ -274,9 +277,14 @@ end
 -- pipe:schedule_text([chunks]): the schedule as a timeline (F3: forward of micro-batch 3; B3 its
 -- backward, or with 'zb' its input's gradient, W3 its weights')
 -- (stages_where: what follows the stage count, DistributedPipeline's ' over processes')
+local TEXT_CHUNKS = 1024   -- (a column a step: wider than any terminal already)
 function Pipeline:schedule_text(M)
   M = M or self.chunks
   if type(M) ~= 'number' or M % 1 ~= 0 or M < 1 then fail('schedule_text: chunks must be an integer >= 1', 2) end
+  if M > TEXT_CHUNKS then
+    fail(('schedule_text: a timeline of %s micro-batches is too wide to print; pass chunks up to %d'):format(
+      tostring(M), TEXT_CHUNKS), 2)
+  end
   local steps = self:_plan(M).steps
   local name = type(self.kind) == 'string' and self.kind or 'custom'
   return ('%s, %d stage%s%s, %d micro-batch%s, %d steps\n'):format(name, self.S, self.S == 1 and '' or 's',
@@ -334,6 +342,15 @@ function Pipeline:forward_loss(criterion, x, target)
   end
   local okr, run = pcall(Run.new, self, criterion, kind, x, target, autograd.is_grad_enabled())
   if not okr then error((tostring(run):gsub('^[^:\n]*:%d+: ', '', 1)), 2) end
+  -- (the stages hold one batch: a batch whose backward has not run is
+  -- dropped, and its loss:backward() says so, instead of running over this
+  -- batch's buffers)
+  local pending = self.pending_run
+  if pending and pending.next <= #pending.steps and not pending.failed then
+    pending.superseded = true
+    self:_abort()
+  end
+  self.pending_run = run.recording and run or nil
   self:_begin_batch()
   run:_go(run.recording, 2)   -- (not recording: every forward now, there is no backward to run them)
   return run

@@ -265,6 +265,7 @@ function Run:_steps(stop_at_backward)
     if self.next == self.share then self:_share() end
     self.next = self.next + 1
   end
+  if self.pipe.pending_run == self then self.pipe.pending_run = nil end
   if self.pipe.bn then self.pipe.bn:commit() end
 end
 

@@ -211,6 +211,7 @@ function Run:_steps(stop_at_backward)
     self.next = self.next + 1
   end
   self.at = nil
+  if self.pipe.pending_run == self then self.pipe.pending_run = nil end
   if self.recording then self.timing:finish(self.M) end
   self.pipe:_batch_done()
 end
@@ -241,6 +242,10 @@ function Run.backward_scale(self, scale)
     fail('backward: scale must be a number, got ' .. tostring(scale), 3)
   end
   if self.failed then fail('backward: this batch failed; run forward_loss again', 3) end
+  if self.superseded then
+    fail('backward: a later forward_loss ran before this loss\'s backward (the stages hold one batch at a time); '
+      .. 'run forward_loss again for this batch', 3)
+  end
   if not self.recording then fail('backward: the forward did not record gradients (eval mode or no_grad)', 3) end
   if self.next > #self.steps then fail('backward: already run for this batch; run forward_loss again', 3) end
   return scale or 1
