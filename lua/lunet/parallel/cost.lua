@@ -27,7 +27,8 @@
 -- A pipeline's machinery (link.pipeline, profile.pipeline_overhead: per
 -- stage action and per step) is host time as well.
 -- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
--- 2(n-1) * alpha; a copy between two devices: alpha + S * beta.
+-- 2(n-1) * alpha; a copy between two devices: alpha + S * beta (between
+-- devices whose cores make it, S * beta is their work and alpha a delay).
 -- Memory of a device: parameters, gradients and optimizer state (Adam 2
 -- copies of the parameters, momentum 1, SGD 0) of what it holds, plus the
 -- activations alive at once (data parallel: one micro-batch; a pipeline
@@ -479,17 +480,22 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- each stage's optimizer step after its last backward (stage 1 ends last)
   local upd = 0
   for j = 1, S do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
-  -- a boundary copy the devices' cores make (overlap 0) is the stages' work; else it only delays
+  -- a boundary copy the devices' cores make (overlap 0): its bytes are the
+  -- stages' work, its latency alpha a delay (the link's alpha, timed from
+  -- the host, is mostly threads handing over; the cores' own work an action
+  -- is in the pipeline's measured action cost, which moves boundaries too);
+  -- else all of it only delays
+  local latency = math.min(copy, self.copy.alpha)
   for j = 1, S do
-    if j > 1 then fwd_s[j] = fwd_s[j] + (1 - self.overlap) * copy end
-    if j < S then bwd_s[j] = bwd_s[j] + (1 - self.overlap) * copy end
+    if j > 1 then fwd_s[j] = fwd_s[j] + (1 - self.overlap) * (copy - latency) end
+    if j < S then bwd_s[j] = bwd_s[j] + (1 - self.overlap) * (copy - latency) end
   end
   local last = first + p * d - 1
   local cores = self:capacity(first, last)
   -- (replicas that share neither cores nor a host's queueing run alike: one is played out)
   local alike = cores >= p * d and self.host == 0 and action == 0
   local step = step_sim.run { stages = S, devices = p, replicas = alike and 1 or d, steps = schedule_of(schedule, S, m, p),
-    fwd = fwd_s, bwd = bwd_s, wgt = wgt_s, copy = self.overlap * copy, host = host_s, cores = cores,
+    fwd = fwd_s, bwd = bwd_s, wgt = wgt_s, copy = self.overlap * copy + (1 - self.overlap) * latency, host = host_s, cores = cores,
     host_shares = self:host_work(first, last, 1) > 0, paced = paced } + upd
   if d > 1 then
     -- stage j's gradients are final after its last backward; stage 1 finishes
