@@ -310,18 +310,22 @@ describe('parallel.plan', function()
     assert.is_true(paced_by > 0.001 and paced_by <= 4 * 4 * (0.002 / 4 + 0.001) + 1e-12, tostring(paced_by))
   end)
 
-  it("delays a pipeline by a boundary copy's latency and works its bytes on the devices that make it (overlap 0)", function()
+  it("takes half of a boundary copy's latency as a delay and the rest, with its bytes, as the devices' work (overlap 0)", function()
     local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8, out = 8e6 })
     local function step(alpha, beta, m, schedule)
       local link = { copy = { alpha = alpha, beta = beta }, allreduce = { alpha = 0, beta = 0 }, overlap = 0 }
       return parallel.cost.new(prof, { link = link }):pipeline(2, 1, 8, m, schedule).step
     end
+    -- GPipe over 2 equal stages (f, b a micro-batch), a copy's delay L and
+    -- work w on the stage receiving it (stage 2's forwards, stage 1's
+    -- backwards: each the slower stage of its half): f + L + m (f + w) for
+    -- the forwards, b + L + m (b + w) for the backwards: 2 L + 2 m w more
+    -- than without; L = w = alpha / 2. (All of alpha as work: 2 m alpha.)
+    local alpha = 0.004
     for _, m in ipairs { 1, 4, 8 } do
-      -- GPipe: the latency only while filling, forward and backward (it was
-      -- the devices' work, each micro-batch's: +(m + 1) alpha at m = 8)
-      assert.near(2 * 0.004, step(0.004, 0, m, 'gpipe') - step(0, 0, m, 'gpipe'), 1e-12)
-      -- 1F1B: stage 1 waits for each micro-batch's round trip as well
-      assert.is_true(step(0.004, 0, m, '1f1b') - step(0, 0, m, '1f1b') >= 2 * 0.004 - 1e-12)
+      assert.near((m + 1) * alpha, step(alpha, 0, m, 'gpipe') - step(0, 0, m, 'gpipe'), 1e-12)
+      -- 1F1B: more than the fill's delays, 2 L (stage 1 waits for micro-batches' round trips)
+      assert.is_true(step(alpha, 0, m, '1f1b') - step(0, 0, m, '1f1b') >= 2 * alpha - 1e-12)
     end
     -- one micro-batch: a copy's bytes each way are work nothing overlaps
     assert.near(2 * 8e6 * 1e-9, step(0, 1e-9, 1, 'gpipe') - step(0, 0, 1, 'gpipe'), 1e-12)

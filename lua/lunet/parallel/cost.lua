@@ -28,7 +28,7 @@
 -- stage action and per step) is host time as well.
 -- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
 -- 2(n-1) * alpha; a copy between two devices: alpha + S * beta (between
--- devices whose cores make it, S * beta is their work and alpha a delay).
+-- devices whose cores make it, their work but for half of alpha, a delay).
 -- Memory of a device: parameters, gradients and optimizer state (Adam 2
 -- copies of the parameters, momentum 1, SGD 0) of what it holds, plus the
 -- activations alive at once (data parallel: one micro-batch; a pipeline
@@ -58,6 +58,13 @@ local function schedule_of(kind, S, m, p)
 end
 -- the stages each device runs in an interleaved candidate (Pipeline's default)
 local INTERLEAVE = 2
+-- the share of a link's latency alpha that a boundary copy between devices
+-- whose cores make it (virtual CPU devices) only delays, the rest being the
+-- cores' work: alpha is timed from the host, a round trip of two threads'
+-- hand-overs, and a pipeline's copy is one, which the receiving worker pays
+-- once woken. (All of it as work over-predicted pipelines of many
+-- micro-batches against few; none of it, every pipeline: bench/RESULTS.md.)
+local COPY_DELAY = 0.5
 -- the collector's triggers (tensor.lua: a device's bytes doubled past
 -- gc_min, or under a limit near it; Stage.lua: a stage's grew by GROW and FLOOR)
 local GC_MIN = require('lunet.tensor').gc_min
@@ -480,12 +487,10 @@ function cost:pipeline(p, d, B, m, schedule, first)
   -- each stage's optimizer step after its last backward (stage 1 ends last)
   local upd = 0
   for j = 1, S do upd = math.max(upd, self:update(par_stage[j].lo, par_stage[j].hi) / speed[j] - bwd_before[j]) end
-  -- a boundary copy the devices' cores make (overlap 0): its bytes are the
-  -- stages' work, its latency alpha a delay (the link's alpha, timed from
-  -- the host, is mostly threads handing over; the cores' own work an action
-  -- is in the pipeline's measured action cost, which moves boundaries too);
-  -- else all of it only delays
-  local latency = math.min(copy, self.copy.alpha)
+  -- a boundary copy the devices' cores make (overlap 0) is the stages' work
+  -- but for a share of the link's latency, a delay (COPY_DELAY); else all of
+  -- it only delays
+  local latency = math.min(copy, self.copy.alpha) * COPY_DELAY
   for j = 1, S do
     if j > 1 then fwd_s[j] = fwd_s[j] + (1 - self.overlap) * (copy - latency) end
     if j < S then bwd_s[j] = bwd_s[j] + (1 - self.overlap) * (copy - latency) end
