@@ -393,6 +393,47 @@ describe('checkpoints with a valid crc32 but a wrong state', function()
   end)
 end)
 
+describe('checkpoint state values', function()
+  local ck = require 'lunet.checkpoint'
+  local dir = tmpdir()
+
+  it('keeps inf, -inf and NaN (JSON has none: they were dropped) and every number exactly', function()
+    local path = dir .. '/numbers.ckpt'
+    ck.save(path, { best = math.huge, h = { 1, 0 / 0, -math.huge, 0.1 + 0.2 }, w = lunet.ones(2) })
+    local s = ck.load(path)
+    assert.equal(math.huge, s.best)
+    assert.equal(4, #s.h)
+    assert.equal(1, s.h[1])
+    assert.is_true(s.h[2] ~= s.h[2])
+    assert.equal(-math.huge, s.h[3])
+    assert.equal(0.1 + 0.2, s.h[4])
+    assert.same({ 1, 1 }, s.w:totable())
+  end)
+
+  it('names what it cannot hold instead of a stack overflow, an error inside lunet or a tensor written over', function()
+    local function err(state)
+      local ok, e = pcall(ck.save, dir .. '/bad.ckpt', state)
+      assert.is_false(ok)
+      return tostring(e)
+    end
+    local cyc = {}
+    cyc.me = { up = cyc }
+    assert.matches('checkpoint.save: state.me.up holds a table that contains it (a cycle)', err(cyc), 1, true)
+    assert.matches('checkpoint.save: state.f is a function; a checkpoint holds tensors, numbers, strings',
+      err({ f = print }), 1, true)
+    assert.matches('checkpoint.save: state.n is a cdata', err({ n = 5LL }), 1, true)
+    assert.matches('checkpoint.save: the state has a boolean key; keys must be strings or numbers',
+      err({ [true] = 1 }), 1, true)
+    assert.matches('checkpoint.save: two tensors would be saved as "a.b"',
+      err({ ['a.b'] = lunet.ones(1), a = { b = lunet.zeros(1) } }), 1, true)
+    -- (a table reached twice, not inside itself, is no cycle: saved twice)
+    local shared = { 1, 2 }
+    ck.save(dir .. '/shared.ckpt', { a = shared, b = shared })
+    assert.same({ a = { 1, 2 }, b = { 1, 2 } }, ck.load(dir .. '/shared.ckpt'))
+    assert.is_nil(io.open(dir .. '/bad.ckpt'))   -- (nothing written)
+  end)
+end)
+
 describe("fit's log path", function()
   it('a directory as the log is a named error', function()
     local dir = tmpdir()

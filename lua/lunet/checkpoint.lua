@@ -2,7 +2,9 @@
 -- scheduler, RNG, loader position, counters) as ONE safetensors file.
 -- Tensors anywhere in the state tree become entries named by their path
 -- ("model.0.weight", "optimizer.state.1.momentum_buffer"), so PyTorch can read
--- the weights; everything else goes to the metadata as JSON ("lunet.state").
+-- the weights; everything else goes to the metadata as JSON ("lunet.state"):
+-- numbers (inf and NaN too), strings, booleans and tables of them under string
+-- or number keys; anything else, or a table inside itself, is an error.
 -- lunet.save writes atomically: a crash leaves the previous file intact.
 -- A crc32 of the payload (every tensor's name, dtype, shape and bytes, then
 -- the state JSON) goes in the metadata ("lunet.crc32") and is checked on load:
@@ -17,17 +19,50 @@ local serialize = require 'lunet.serialize'
 local checkpoint = {}
 local TENSOR = '__tensor__'   -- placeholder in the JSON tree
 
-local function flatten(value, path, tensors)
+local NUMBER = '__number__'  -- JSON has no inf or NaN: {"__number__": "inf"}
+local SPECIAL = { inf = math.huge, ['-inf'] = -math.huge, nan = 0 / 0 }
+
+local raise = require('lunet.options').raise
+local function where(path) return path == '' and 'the state' or ('state.' .. path) end
+
+-- the state as a JSON tree, its tensors in tensors[path]; on an ancestor
+-- table (a cycle), a value JSON cannot hold or two tensors at one name: an
+-- error naming the path (was a stack overflow, a dropped value or one
+-- tensor written over another)
+local function flatten(value, path, tensors, parents, owner)
   if T.is_tensor(value) then
+    if tensors[path] then
+      raise(('checkpoint.save: two tensors would be saved as %q (%s and another: a key with a \'.\' in it); '
+        .. 'rename one'):format(path, owner))
+    end
     tensors[path] = value
     return { [TENSOR] = path }
   end
-  if not is_table(value) then return value end
+  local tv = type(value)
+  if tv == 'number' then
+    if value ~= value then return { [NUMBER] = 'nan' } end
+    if value == math.huge or value == -math.huge then return { [NUMBER] = value > 0 and 'inf' or '-inf' } end
+    return value
+  end
+  if tv == 'string' or tv == 'boolean' then return value end
+  if not is_table(value) then
+    raise(('checkpoint.save: %s is a %s; a checkpoint holds tensors, numbers, strings, booleans and tables of them')
+      :format(where(path), tv))
+  end
+  if parents[value] then raise(('checkpoint.save: %s holds a table that contains it (a cycle)'):format(where(path))) end
+  parents[value] = true
   local out = {}
   for k, v in pairs(value) do
-    local key = type(k) == 'number' and ('#' .. k) or tostring(k)
-    out[key] = flatten(v, path == '' and tostring(k) or (path .. '.' .. tostring(k)), tensors)
+    local tk = type(k)
+    if tk ~= 'string' and tk ~= 'number' then
+      raise(('checkpoint.save: %s has a %s key; keys must be strings or numbers'):format(where(path), tk))
+    end
+    local key = tk == 'number' and ('#' .. k) or k
+    local sub = path == '' and tostring(k) or (path .. '.' .. tostring(k))
+    out[key] = flatten(v, sub, tensors, parents, tk == 'string' and k:find('.', 1, true) and ('state[%q]'):format(k)
+      or where(sub))
   end
+  parents[value] = nil
   return out
 end
 
@@ -39,6 +74,11 @@ local function unflatten(value, tensors, file, depth)
     local t = tensors[value[TENSOR]]
     if not t then error(('tensor %s is missing'):format(tostring(value[TENSOR])), 0) end
     return t
+  end
+  if value[NUMBER] ~= nil and next(value, next(value)) == nil then
+    local x = SPECIAL[value[NUMBER]]
+    if not x then error(('%s is not a number'):format(tostring(value[NUMBER])), 0) end
+    return x
   end
   local out = {}
   for k, v in pairs(value) do
@@ -78,7 +118,7 @@ function checkpoint.save(path, state)
   serialize.no_nul('checkpoint.save', 'the path', path, 2)
   local lunet = require 'lunet'
   local tensors = {}
-  local tree = flatten(state, '', tensors)
+  local tree = flatten(state, '', tensors, {}, 'the state')
   local text = json.encode(tree)
   local ok, err = pcall(lunet.save, path, tensors, { ['lunet.state'] = text, format = 'lunet-checkpoint-1',
                               ['lunet.crc32'] = payload_crc(tensors, text) })
