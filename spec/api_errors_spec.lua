@@ -355,6 +355,16 @@ describe('API errors point at the line that called lunet', function()
     end
   end)
 
+  it("a Communicator's bad world_size and ranks", function()
+    for i, fn in ipairs {
+      function() lunet.comm.Communicator({ 'cpu:0' }, { world_size = 0 }) end,
+      function() lunet.comm.Communicator({ 'cpu:0' }, { ranks = { 0.5 } }) end,
+    } do
+      local err = where(fn)
+      assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: Communicator: '), 'case ' .. i .. ': ' .. err)
+    end
+  end)
+
   it("a layer's bad input, called directly, through a module, a Sequential and a profile", function()
     local nn, F = lunet.nn, lunet.nn.functional
     local seq = nn.Sequential { nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3) }

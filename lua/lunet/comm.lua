@@ -32,7 +32,7 @@ local COMM_OPTS = { backend = 'string', world_size = 'number', ranks = 'table', 
 
 local function int_opt(v, what, min)
   if v ~= nil and (type(v) ~= 'number' or v % 1 ~= 0 or v < min or v > 2 ^ 31 - 1) then
-    error(('Communicator: %s must be an integer >= %d, got %s'):format(what, min, tostring(v)), 4)
+    options.raise(('Communicator: %s must be an integer >= %d, got %s'):format(what, min, tostring(v)))
   end
   return v
 end
