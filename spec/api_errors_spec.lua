@@ -355,6 +355,28 @@ describe('API errors point at the line that called lunet', function()
     end
   end)
 
+  it('errors the C library reports (shapes, indices, targets) name the caller\'s line, through modules and fit', function()
+    local nn, data = lunet.nn, lunet.data
+    local cases = {
+      function() lunet.ones(2, 3):view(5) end,
+      function() lunet.ones(2, 3):matmul(lunet.ones(2, 3)) end,
+      function() local _ = lunet.ones(2, 3) + lunet.ones(4, 5) end,
+      function() lunet.cat({ lunet.ones(2, 3), lunet.ones(2, 4) }, 1) end,
+      function() lunet.ones(3):index_select(1, { 7 }) end,
+      function() nn.Sequential { nn.Conv2d(3, 4, 3) }(lunet.ones(1, 2, 8, 8)) end,
+      function() nn.CrossEntropyLoss()(lunet.randn(2, 3), lunet.tensor({ 1, 9 }):long()) end,
+      function()
+        local ds = data.TensorDataset(lunet.randn(8, 4), lunet.randint(4, 9, { 8 }))
+        lunet.fit(nn.Sequential { nn.Linear(4, 3) }, data.DataLoader(ds, { batch_size = 4 }), { quiet = true, progress = false })
+      end,
+    }
+    for i, fn in ipairs(cases) do
+      local err = where(fn)
+      assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
+      assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
+    end
+  end)
+
   it("a Communicator's bad world_size and ranks", function()
     for i, fn in ipairs {
       function() lunet.comm.Communicator({ 'cpu:0' }, { world_size = 0 }) end,

@@ -353,7 +353,21 @@ describe('bad input: named cases', function()
     end, "fit: the optimizer holds none of the model's parameters" },
     { 'fit checkpoint folder missing', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { checkpoint = '/nonexistent/run.ckpt' }) end, 'fit: cannot write the checkpoint /nonexistent/run.ckpt: No such file or directory' },
     { 'fit checkpoint a folder', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { checkpoint = '/tmp' }) end, 'fit: cannot write the checkpoint /tmp: it is a directory' },
-    { 'detect_anomaly', function() return lunet.detect_anomaly(1) end, 'detect_anomaly: expected a function, got number' },
+    -- (each trained an epoch and then failed, or trained nothing, silently)
+    { 'fit lr with optimizer', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { lr = 0.5, optimizer = optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }) }) end, 'fit: lr and optimizer exclude each other' },
+    { 'fit lr negative', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { lr = -1 }) end, 'fit: lr must be a finite number >= 0, got -1' },
+    { 'fit lr nan', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { lr = 0 / 0 }) end, 'fit: lr must be a finite number >= 0, got nan' },
+    { 'fit topk 0', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { topk = 0 }) end, 'fit: topk must be an integer >= 1, got 0' },
+    { 'fit max_steps -1', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { max_steps = -1 }) end, 'fit: max_steps must be an integer >= 1, got -1' },
+    { 'fit val_loader number', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { val_loader = 5 }) end, 'fit: val_loader must be a DataLoader, got number' },
+    { 'fit scheduler of another optimizer', function()
+      local m = nn.Linear(4, 2)
+      local other = optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 })
+      return lunet.fit(m, data.DataLoader(data.TensorDataset(a)), { optimizer = optim.SGD(m:parameters(), { lr = 0.1 }), scheduler = optim.StepLR(other, { step_size = 1 }) })
+    end, "fit: the scheduler was made for another optimizer than fit's" },
+    { 'fit log folder missing', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { log = '/nonexistent/log.csv' }) end, 'fit: cannot write the log /nonexistent/log.csv: No such file or directory' },
+    { 'fit plot a folder', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { plot = '/tmp' }) end, 'fit: cannot write the plot /tmp: it is a directory' },
+    { 'fit loader without batches', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a), { batch_size = 4, drop_last = true })) end, 'fit: the loader has no batches (DataLoader(3 samples, batch_size 4, 0 batches' },
   }
 
   for _, c in ipairs(cases) do

@@ -117,12 +117,16 @@ core.default_dtype = 0
 function core.last_error() return ffi.string(C.ln_last_error()) end
 
 -- Raise the C library's message at the caller's caller (the user's line).
-function core.raise(level)
-  error(core.last_error(), (level or 2) + 1)
-end
-
 -- (argument errors point at the user's line, however deep in lunet they are found)
 local raise_user = require('lunet.options').raise
+
+-- the C library's last error, raised at the user's line: the first caller
+-- outside lunet (a level counted from here pointed inside lunet wherever
+-- lunet called the failing function itself: fit's criterion, a module's
+-- layer); level is ignored
+function core.raise(level)
+  raise_user(core.last_error())
+end
 function core.dtype_id(fn, dt)
   if dt == nil then return core.default_dtype end
   local id = core.dtype_ids[dt]

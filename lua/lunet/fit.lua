@@ -92,6 +92,14 @@ function Trainer.new(model, opts)
       'CrossEntropyLoss, NLLLoss, MSELoss or BCEWithLogitsLoss', is_table(c) and tostring(c.__name or 'a table')
       or type(c)), 3)
   end
+  if opts.lr ~= nil then
+    if opts.optimizer then
+      options.fail('fit', 'lr and optimizer exclude each other (lr makes an SGD optimizer; give yours its own lr)')
+    end
+    if not (opts.lr >= 0) or opts.lr == math.huge then
+      options.fail('fit', 'lr must be a finite number >= 0, got ' .. tostring(opts.lr))
+    end
+  end
   self.optimizer = opts.optimizer or lunet().optim.SGD(model:parameters(), { lr = opts.lr or 0.01 })
   -- (an optimizer made for another model, or before this one was made
   -- again, would step tensors the model does not use: nothing would train)
@@ -107,8 +115,21 @@ function Trainer.new(model, opts)
     error("fit: the optimizer holds none of the model's parameters (made for another model, or before the model was made again?)", 3)
   end
   self.scheduler = opts.scheduler
+  if is_table(opts.scheduler) and is_table(opts.scheduler.optimizer) and opts.scheduler.optimizer ~= self.optimizer then
+    options.fail('fit', "the scheduler was made for another optimizer than fit's (its learning rate would not change)")
+  end
   self.scheduler_per = opts.scheduler_step or 'epoch'    -- or 'step' (OneCycleLR)
-  self.val_loader = opts.val_loader
+  local vl = opts.val_loader
+  if vl ~= nil and ((type(vl) ~= 'table' and type(vl) ~= 'userdata') or not vl.iter) then
+    options.fail('fit', 'val_loader must be a DataLoader, got ' .. typename(vl))
+  end
+  self.val_loader = vl
+  if opts.topk ~= nil and not positive_int(opts.topk) then
+    options.fail('fit', 'topk must be an integer >= 1, got ' .. tostring(opts.topk))
+  end
+  if opts.max_steps ~= nil and not positive_int(opts.max_steps) and opts.max_steps ~= math.huge then
+    options.fail('fit', 'max_steps must be an integer >= 1, got ' .. tostring(opts.max_steps))
+  end
   self.topk = opts.topk
   self.log_path, self.plot_path = opts.log, opts.plot
   self.ckpt_path = opts.checkpoint
@@ -144,6 +165,13 @@ function Trainer.new(model, opts)
   end
   self.quiet = opts.quiet or not self.main
   if not self.main then self.log_path, self.plot_path = nil, nil end
+  -- (and the log's and the plot's, written after the first epoch)
+  for _, w in ipairs { { 'log', self.log_path }, { 'plot', self.plot_path } } do
+    if w[2] then
+      local ok, why = require('lunet.serialize').writable(w[2])
+      if not ok then options.fail('fit', ('cannot write the %s %s: %s'):format(w[1], w[2], why)) end
+    end
+  end
   self.progress = opts.progress
   if not self.main then self.progress = false end
   if self.progress == nil then self.progress = not self.quiet and (ffi.C.isatty(1) == 1 or 'lines') end
@@ -412,6 +440,9 @@ end
 function Trainer:fit(loader)
   local tl = type(loader)
   if (tl ~= 'table' and tl ~= 'userdata') or not loader.iter then error('fit: loader must be a DataLoader', 2) end
+  if type(loader.__len) == 'function' and loader:__len() == 0 then
+    options.fail('fit', ('the loader has no batches (%s)'):format(tostring(loader)))
+  end
   -- Ctrl-C (SIGINT) ends the run at the next step boundary: a final
   -- checkpoint, then the error 'fit: interrupted ...' (or, with
   -- on_interrupt = 'return', the history so far). A second Ctrl-C acts at once.

@@ -98,7 +98,7 @@ end
 -- Wrap a C tensor pointer (NULL means the C call failed: raise its message
 -- at the user's line, `level` frames up from the caller).
 local function wrap(p, level)
-  if p == nil then error(core.last_error(), (level or 2) + 1) end
+  if p == nil then core.raise() end   -- (at the user's line: core.raise)
   local dev = p.device_id
   local used = C.ln_memory_allocated(dev)
   local due = used > (gc_next[dev] or GC_MIN)
@@ -132,7 +132,7 @@ local function collect_rearm()
 end
 
 local function check(rc, level)
-  if rc ~= 0 then error(core.last_error(), (level or 2) + 1) end
+  if rc ~= 0 then core.raise() end
 end
 
 -- A tensor holds a C tensor (not one whose handle was freed or taken: .p
