@@ -351,6 +351,22 @@ describe('DataLoader', function()
     end
   end)
 
+  it("rejects a prefetch past 1024 batches and a dataset whose length is not an integer >= 0", function()
+    -- (prefetch = 1e9 took all of the machine's memory: the process was killed)
+    local ok, err = pcall(data.DataLoader, ds, { batch_size = 2, workers = 2, prefetch = 1e9 })
+    assert.is_false(ok)
+    assert.matches('DataLoader: prefetch must be in 0..1024 (batches assembled ahead), got 1000000000', err, 1, true)
+    assert.equal(1, #data.DataLoader(ds, { batch_size = 10, workers = 2, prefetch = 1024 }))
+    for _, n in ipairs { -3, 2.5, 0 / 0 } do
+      local Odd = data.Dataset:extend('Odd')
+      function Odd:__len() return n end
+      function Odd:get() return lunet.ones(2), 1 end
+      ok, err = pcall(data.DataLoader, Odd(), { batch_size = 2 })
+      assert.is_false(ok)
+      assert.matches('dataset: its length must be an integer >= 0, got ' .. tostring(n), err, 1, true)
+    end
+  end)
+
   it('gathers rows in order without shuffle: uint8 -> float32 / 255, labels as stored', function()
     local l = data.DataLoader(ds, { batch_size = 4 })
     local all = vals(x8)

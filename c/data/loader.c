@@ -83,7 +83,8 @@ ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_s
   const char *fn = "DataLoader";
   if (batch_size < 1) return ln_error_null("%s: batch_size must be >= 1, got %lld", fn, (long long)batch_size);
   if (workers < 0 || workers > 256) return ln_error_null("%s: workers must be in 0..256, got %d", fn, workers);
-  if (depth < 0) return ln_error_null("%s: prefetch depth must be >= 0, got %d", fn, depth);
+  if (depth < 0 || depth > 1024)   /* (a slot a batch: more would take the memory before a batch is made) */
+    return ln_error_null("%s: prefetch depth must be in 0..1024, got %d", fn, depth);
   if (workers > 0 && depth == 0) depth = 2 * workers;
   if (workers > 0 && depth < workers) depth = workers;
   if (workers == 0) depth = 0;

@@ -621,7 +621,7 @@ LN_API int ln_batch_gather(ln_tensor *out, ln_tensor *out_y, const ln_tensor *x,
 /* Prefetching loader over tensors x (N,...) and y (N,...) or NULL. It owns a
  * ring of nslots pre-allocated batch buffers (slot tensors); batches of an
  * epoch are assembled into them in order, by `workers` threads running up to
- * `depth` batches ahead of the consumer (workers 0: on the calling thread
+ * `depth` (0..1024) batches ahead of the consumer (workers 0: on the calling thread
  * inside ln_loader_next). A batch handed out stays untouched until the
  * next-but-one batch is handed out; then its slot is refilled, once the work
  * queued on the CPU devices before that moment (which may read it) has run. */

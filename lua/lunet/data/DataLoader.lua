@@ -58,6 +58,7 @@ local C = core.C
 local Subset, len = subset.Subset, subset.len
 local DataLoader = Dataset.class('DataLoader')
 
+local MAX_PREFETCH = 1024
 local function int_opt(name, v, default, min)
   if v == nil then return default end
   if type(v) ~= 'number' or v % 1 ~= 0 or v < min then
@@ -146,10 +147,16 @@ function DataLoader:__init(ds, ...)
   if fast then
     local tf = nil
     if base.image or transform ~= nil then tf = transforms.compile(transform, base.x.dtype) end
+    -- (each slot is a batch: 1e9 of them took all the memory and the process was killed)
+    local prefetch = int_opt('prefetch', opts.prefetch, 0, 0)
+    if prefetch > MAX_PREFETCH then
+      error(('DataLoader: prefetch must be in 0..%d (batches assembled ahead), got %s'):format(MAX_PREFETCH,
+        tostring(prefetch)), 3)
+    end
     -- (the slots hold a batch's rows: no batch has more than the samples, so
     -- a batch_size past them does not allocate slots of batch_size rows)
     local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, math.min(self.batch_size, math.max(self.n, 1)), tf, self.workers,
-      int_opt('prefetch', opts.prefetch, 0, 0))
+      prefetch)
     if h == nil then core.raise(2) end
     self.handle = ffi.gc(h, C.ln_loader_free)
     self.slots_x, self.slots_y, self.short = {}, {}, {}

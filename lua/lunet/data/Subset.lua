@@ -11,14 +11,21 @@ local C = core.C
 
 local Subset = Dataset:extend('Subset')
 
--- Length of any dataset: proxies and tables with __len or len().
+-- Length of any dataset: proxies and tables with __len or len(); an
+-- integer >= 0 (a negative or fractional one made a loader of -1 batches)
+local function checked(n)
+  if type(n) ~= 'number' or n % 1 ~= 0 or n < 0 or n >= 2 ^ 53 then
+    require('lunet.options').raise(('dataset: its length must be an integer >= 0, got %s'):format(tostring(n)))
+  end
+  return n
+end
 local function len(ds)
-  if type(ds) == 'userdata' then return #ds end
+  if type(ds) == 'userdata' then return checked(#ds) end
   if is_table(ds) then
     local mt = getmetatable(ds)
-    if mt and mt.__len then return mt.__len(ds) end
-    if type(ds.len) == 'function' then return ds:len() end
-    if type(ds.__len) == 'function' then return ds:__len() end
+    if mt and mt.__len then return checked(mt.__len(ds)) end
+    if type(ds.len) == 'function' then return checked(ds:len()) end
+    if type(ds.__len) == 'function' then return checked(ds:__len()) end
   end
   error('dataset: cannot take the length of a ' .. typename(ds) .. ' (define __len)', 3)
 end
