@@ -673,6 +673,29 @@ describe('parallel.plan', function()
     assert.matches('parallel.plan: schedules[2] must be one of gpipe, 1f1b, interleaved, zb, got zbx', err, 1, true)
     ok, err = pcall(parallel.plan, nil, nil, { devices = { 'cpu:0', 'cpu:1' }, chunks = { 4, 0.5 } })
     assert.matches('parallel.plan: chunks[2] must be an integer >= 1, got 0.5', err, 1, true)
+    -- before any profiling (runs = 1e9 profiled for days; the rest failed
+    -- after the profile, deep in the cost model, or said nothing fits)
+    local model = nn.Sequential { nn.Linear(2, 2) }
+    for _, c in ipairs {
+      { { runs = 1e9 }, 'runs must be an integer in 1..1000, got 1000000000' },
+      { { runs = 0 }, 'runs must be an integer in 1..1000, got 0' },
+      { { headroom = 5 }, 'headroom must be a share in (0, 1], got 5' },
+      { { together = 7 }, 'together must be a share in (0, 1], got 7' },
+      { { bucket_mb = 0 }, 'bucket_mb must be a positive number, got 0' },
+      { { gc = -1 }, 'gc must be seconds >= 0, got -1' },
+      { { speed = { 1, -1 } }, 'speed[2] must be a positive number, got -1' },
+      { { speed = { 1 } }, 'speed has 1 entries for 2 devices' },
+      { { optimizer = 'lbfgs' }, "optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got lbfgs" },
+      { { kinds = { 'zero3' } }, 'kinds[1] must be one of single, data, pipeline, hybrid, got zero3' },
+    } do
+      c[1].devices = { 'cpu:0', 'cpu:1' }
+      ok, err = pcall(parallel.plan, model, lunet.randn(2, 2), c[1])
+      assert.is_false(ok)
+      assert.matches('^[^:]*planner_spec%.lua:%d+: parallel%.plan: ', tostring(err))
+      assert.matches('parallel.plan: ' .. c[2], err, 1, true)
+    end
+    ok, err = pcall(parallel.profile.link, 'cpu:0', 'cpu:1', { runs = 2.5 })
+    assert.matches('profile.link: runs must be an integer in 1..1000, got 2.5', err, 1, true)
   end)
 end)
 

@@ -41,26 +41,29 @@ local OPTS = { devices = 'table', batch = 'number', memory = true, speed = 'tabl
   chunks = 'table', schedules = 'table', kinds = 'table', runs = 'number', profile = 'table', link = 'table',
   headroom = 'number', bucket_mb = 'number', together = 'number', trials = 'number', gc = 'number' }
 
-local function fail(msg, lvl) error('parallel.plan: ' .. msg, (lvl or 1) + 1) end
+-- (at the user's line: plan is reached through auto and the bench's wrappers too)
+local function fail(msg) require('lunet.options').raise('parallel.plan: ' .. msg) end
+local OPTIMIZERS = { adam = true, adamw = true, momentum = true, sgd = true }
+local KINDS = { single = true, data = true, pipeline = true, hybrid = true }
 
 -- the model's atoms (lunet.parallel.atoms): the modules a pipeline cuts between
 local function atoms_of(model) return require('lunet.parallel.atoms').of(model) end
 Plan.atoms_of = atoms_of
 
-local function memory_of(opts, names, lvl)
+local function memory_of(opts, names)
   local m, out = opts.memory, {}
   for d = 1, #names do
     local v
     if type(m) == 'number' then v = m
     elseif is_table(m) then v = m[d]
-    elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. typename(m), lvl + 1) end
+    elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. typename(m)) end
     if v == nil then
       local lim = lunet.memory_limit and lunet.memory_limit(names[d]) or 0
       v = lim > 0 and lim or math.huge
     end
     if type(v) ~= 'number' or not (v > 0) then
       fail(('%s must be a positive number of bytes, got %s'):format(is_table(m) and ('memory[%d]'):format(d) or 'memory',
-        tostring(v)), lvl + 1)
+        tostring(v)))
     end
     out[d] = v
   end
@@ -158,41 +161,61 @@ function Plan.new(model, sample, opts)
     local ok, id = pcall(require('lunet.core').device_id, 'parallel.plan', dev)
     if not ok then error(id, 0) end   -- (device_id named the caller's line already)
     names[d] = require('lunet.core').device_name(id)
-    for e = 1, d - 1 do if names[e] == names[d] then fail('device ' .. names[d] .. ' appears twice', 3) end end
+    for e = 1, d - 1 do if names[e] == names[d] then fail('device ' .. names[d] .. ' appears twice') end end
   end
   local n = #names
-  if n == 0 then fail('devices must be a non-empty list', 3) end
+  if n == 0 then fail('devices must be a non-empty list') end
   -- (the candidates' shapes, checked before anything is measured)
   local kinds = require('lunet.parallel.schedule').kinds
   for i, s in ipairs(opts.schedules or {}) do
     local known = false
     for _, k in ipairs(kinds) do known = known or s == k end
     if not known then
-      fail(('schedules[%d] must be one of %s, got %s'):format(i, table.concat(kinds, ', '), tostring(s)), 3)
+      fail(('schedules[%d] must be one of %s, got %s'):format(i, table.concat(kinds, ', '), tostring(s)))
     end
   end
   for i, m in ipairs(opts.chunks or {}) do
     if type(m) ~= 'number' or m < 1 or m % 1 ~= 0 then
-      fail(('chunks[%d] must be an integer >= 1, got %s'):format(i, tostring(m)), 3)
+      fail(('chunks[%d] must be an integer >= 1, got %s'):format(i, tostring(m)))
     end
+  end
+  -- (the rest of the options too: each failed after the profile, deep in
+  -- the cost model, or gave "nothing fits")
+  local function number_in(name, v, ok, what)
+    if v ~= nil and not (type(v) == 'number' and ok(v)) then fail(('%s must be %s, got %s'):format(name, what, tostring(v))) end
+  end
+  number_in('headroom', opts.headroom, function(v) return v > 0 and v <= 1 end, 'a share in (0, 1]')
+  number_in('together', opts.together, function(v) return v > 0 and v <= 1 end, 'a share in (0, 1]')
+  number_in('bucket_mb', opts.bucket_mb, function(v) return v > 0 and v < math.huge end, 'a positive number')
+  number_in('gc', opts.gc, function(v) return v >= 0 and v < math.huge end, 'seconds >= 0')
+  if opts.speed then
+    if #opts.speed ~= n then fail(('speed has %d entries for %d devices'):format(#opts.speed, n)) end
+    for d = 1, n do number_in(('speed[%d]'):format(d), opts.speed[d], function(v) return v > 0 and v < math.huge end, 'a positive number') end
+  end
+  if opts.optimizer ~= nil and not OPTIMIZERS[opts.optimizer] then
+    fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(opts.optimizer)))
+  end
+  for i, k in ipairs(opts.kinds or {}) do
+    if not KINDS[k] then fail(("kinds[%d] must be one of single, data, pipeline, hybrid, got %s"):format(i, tostring(k))) end
   end
   local profile = require 'lunet.parallel.profile'
   local atoms, list
   if opts.profile then
     list = opts.profile
     if is_table(model) and model._params and #atoms_of(model) ~= #list then
-      fail(('the stated profile has %d atoms, the model %d'):format(#list, #atoms_of(model)), 3)
+      fail(('the stated profile has %d atoms, the model %d'):format(#list, #atoms_of(model)))
     end
   else
-    if not is_table(model) or not model._params then fail('expected an nn.Module, got ' .. typename(model), 3) end
-    if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('sample_input must be a batch (a tensor with a batch dimension)', 3) end
+    if not is_table(model) or not model._params then fail('expected an nn.Module, got ' .. typename(model)) end
+    if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('sample_input must be a batch (a tensor with a batch dimension)') end
     atoms = atoms_of(model)
     model:to(names[1])
+    profile.check_runs('parallel.plan', opts.runs)   -- (before any profiling)
     list = profile.atoms(atoms, sample:to(names[1]), names[1], { runs = opts.runs, optimizer = opts.optimizer })
   end
   local b0 = list[1] and list[1].batch or 1
   local batch = opts.batch or (lunet.is_tensor(sample) and sample:size(1)) or b0
-  if type(batch) ~= 'number' or batch < 1 or batch % 1 ~= 0 then fail('batch must be an integer >= 1, got ' .. tostring(batch), 3) end
+  if type(batch) ~= 'number' or batch < 1 or batch % 1 ~= 0 then fail('batch must be an integer >= 1, got ' .. tostring(batch)) end
   local link = opts.link or (n > 1 and profile.link(names[1], names[2], { devices = names })) or {}
   -- the devices' speed while all of them compute (measured where the layers were)
   local speed, threads, cores = speed_of(opts, names)
@@ -201,7 +224,7 @@ function Plan.new(model, sample, opts)
     -- (at the batch the profile fitted the device's memory with)
     together = measure_together(profile, atoms, sample:narrow(1, 1, list[1].batch), names, opts.runs, threads, cores)
   end
-  local memory = memory_of(opts, names, 3)
+  local memory = memory_of(opts, names)
   -- a full collection's seconds, measured now: training collects this heap
   -- (the model, the data, the program's own), larger than the profile's
   -- was when it timed one (stated profiles keep theirs)
@@ -266,16 +289,16 @@ function Plan.new(model, sample, opts)
   if not chosen then
     local lines = {}
     for i = 1, math.min(3, #cands) do lines[i] = cands[i].label .. ': ' .. (cands[i].why or 'not available') end
-    fail(('nothing fits the devices\' memory (%s)'):format(table.concat(lines, '; ')), 3)
+    fail(('nothing fits the devices\' memory (%s)'):format(table.concat(lines, '; ')))
   end
   self.chosen = chosen
   -- trials: the candidates predicted fastest (and each kind's fastest)
   -- trained for a few steps; the measured fastest is chosen
   local trials = opts.trials or 0
-  if trials % 1 ~= 0 or trials < 0 then fail('trials must be an integer >= 0, got ' .. tostring(trials), 3) end
+  if trials % 1 ~= 0 or trials < 0 then fail('trials must be an integer >= 0, got ' .. tostring(trials)) end
   if trials > 0 then
     if not is_table(model) or not model._params or not lunet.is_tensor(sample) then
-      fail('trials need the model and a sample input', 3)
+      fail('trials need the model and a sample input')
     end
     self.predicted_choice = chosen
     local trial = require('lunet.parallel.trial')

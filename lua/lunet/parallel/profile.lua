@@ -224,8 +224,7 @@ function profile.atoms(atoms, sample, device, opts)
   local ok, id = pcall(core.device_id, 'profile.atoms', device or sample.device)
   if not ok then error(id, 0) end   -- (device_id named the caller's line already)
   local dev = core.device_name(id)
-  local runs = opts.runs or 3
-  if type(runs) ~= 'number' or runs < 1 then fail('atoms', 'runs must be >= 1, got ' .. tostring(runs), 2) end
+  local runs = devices.check_runs('profile.atoms', opts.runs) or 3
   local B = sample:size(1)
   -- the buffers (running statistics) as they were, put back at the end
   local saved = {}
@@ -436,6 +435,7 @@ end
 
 -- the devices together and the links (profile_devices.lua)
 profile.together, profile.link, profile.fit = devices.together, devices.link, devices.fit
+profile.check_runs = devices.check_runs
 profile.pipeline_overhead = devices.pipeline_overhead
 
 return profile

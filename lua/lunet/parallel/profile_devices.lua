@@ -19,6 +19,15 @@ local TOGETHER_SECONDS = 0.4
 
 local function fail(fn, msg, lvl) error('profile.' .. fn .. ': ' .. msg, (lvl or 1) + 1) end
 
+-- opts.runs of a profile: nil (the default) or an integer 1..MAX_RUNS (1e9 repeats ran for days)
+local MAX_RUNS = 1000
+function profile.check_runs(fn, runs)
+  if runs ~= nil and (type(runs) ~= 'number' or runs % 1 ~= 0 or runs < 1 or runs > MAX_RUNS) then
+    require('lunet.options').raise(('%s: runs must be an integer in 1..%d, got %s'):format(fn, MAX_RUNS, tostring(runs)))
+  end
+  return runs
+end
+
 -- seconds a call of step: calls to warm up (at least 3, and up to
 -- WARM_CALLS while they take under WARM_SECONDS: LuaJIT compiles code once
 -- it has run some hundred times, and before that a tiny model's call, the
@@ -62,7 +71,7 @@ local MACHINERY_RUNS, LOWER = 8, 0.25   -- the pipeline's and DataParallel's own
 -- bandwidth or a loaded machine slow each other down, which thread shares
 -- alone do not tell
 function profile.together(atoms, sample, devices, opts)
-  local runs = (opts or {}).runs or 3
+  local runs = profile.check_runs('profile.together', (opts or {}).runs) or 3
   local list = {}
   for i, a in ipairs(atoms) do list[i] = is_table(a) and a.module and not a._params and a.module or a end
   local copies, xs = {}, {}
@@ -143,7 +152,7 @@ function profile.link(a, b, opts)
       if sz <= cap or #sizes < 2 then sizes[#sizes + 1] = sz end
     end
   end
-  local runs = opts.runs or 5
+  local runs = profile.check_runs('profile.link', opts.runs) or 5
   local comm = lunet.comm.Communicator(names)
   local bufs, c, r = {}, {}, {}
   for k, s in ipairs(sizes) do
