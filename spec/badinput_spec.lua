@@ -353,6 +353,10 @@ describe('bad input: named cases', function()
     end, "fit: the optimizer holds none of the model's parameters" },
     { 'fit checkpoint folder missing', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { checkpoint = '/nonexistent/run.ckpt' }) end, 'fit: cannot write the checkpoint /nonexistent/run.ckpt: No such file or directory' },
     { 'fit checkpoint a folder', function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(data.TensorDataset(a)), { checkpoint = '/tmp' }) end, 'fit: cannot write the checkpoint /tmp: it is a directory' },
+    { 'SGD over a non-leaf', function()   -- (its gradient is not kept: the step did nothing)
+      local w = lunet.randn(2, 2, { requires_grad = true })
+      return optim.SGD({ w * 2 }, { lr = 0.1 })
+    end, "SGD: param 1 is not a leaf (an operation's result, whose gradient is not kept)" },
     -- (each trained an epoch and then failed, or trained nothing, silently)
     { 'fit lr with optimizer', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { lr = 0.5, optimizer = optim.SGD(nn.Linear(2, 2):parameters(), { lr = 0.1 }) }) end, 'fit: lr and optimizer exclude each other' },
     { 'fit lr negative', function() return lunet.fit(nn.Linear(4, 2), data.DataLoader(data.TensorDataset(a)), { lr = -1 }) end, 'fit: lr must be a finite number >= 0, got -1' },

@@ -87,6 +87,10 @@ local function add_group(self, group, fn)
     if p.dtype ~= 'float32' and p.dtype ~= 'float64' then
       Optimizer.fail(fn, ('param %d is %s, expected float32 or float64'):format(i, p.dtype))
     end
+    if not p:is_leaf() then   -- (its gradient is not kept: nothing would train)
+      Optimizer.fail(fn, ("param %d is not a leaf (an operation's result, whose gradient is not kept); "
+        .. 'optimize the tensor it was made from'):format(i))
+    end
     if self._seen[p] then Optimizer.fail(fn, ('param %d appears in more than one group'):format(i)) end
     self._seen[p] = true
     g.params[i] = p
