@@ -377,6 +377,27 @@ describe('API errors point at the line that called lunet', function()
     end
   end)
 
+  it("a Lua dataset's samples that cannot make a batch, at the loop over the loader", function()
+    local data = lunet.data
+    local function loader(get)
+      local D = data.Dataset:extend('D')
+      function D:__len() return 4 end
+      D.get = get
+      return data.DataLoader(D(), { batch_size = 2 })
+    end
+    for i, c in ipairs {
+      { function(_, k) return lunet.ones(k), 1 end, 'DataLoader: sample 2 input has shape {2}, sample 1 {1}' },
+      { function() return nil end, 'DataLoader: a sample input must be a number or a tensor, got nil' },
+      { function(_, k) return k == 1 and 1 or lunet.ones(1), 1 end, 'DataLoader: sample 2 input is tensor, sample 1 a number' },
+      { function(_, k) return lunet.ones(k == 1 and 2 or 3), 1 end, 'DataLoader: sample 2 input' },
+    } do
+      local l = loader(c[1])
+      local err = where(function() for _ in l:iter() do end end)
+      assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
+      assert.truthy(err:find(c[2], 1, true), 'case ' .. i .. ': ' .. err)
+    end
+  end)
+
   it("a Communicator's bad world_size and ranks", function()
     for i, fn in ipairs {
       function() lunet.comm.Communicator({ 'cpu:0' }, { world_size = 0 }) end,

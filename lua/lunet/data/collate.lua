@@ -9,6 +9,8 @@ local typename = core.typename
 local T = require 'lunet.tensor'
 local transforms = require 'lunet.data.transforms'
 local C = core.C
+-- (at the user's line: the loop over the loader, however deep the batch is made)
+local raise = require('lunet.options').raise
 
 local M = {}
 
@@ -21,14 +23,14 @@ function M.stack(items, m, what)
     for k = 1, m do
       local v = items[k]
       if type(v) == 'boolean' then v = v and 1 or 0 end
-      if type(v) ~= 'number' then error(('DataLoader: sample %d %s is %s, sample 1 a number'):format(k, what, typename(v)), 4) end
+      if type(v) ~= 'number' then raise(('DataLoader: sample %d %s is %s, sample 1 a number'):format(k, what, typename(v))) end
       buf[k - 1] = v
       if v % 1 ~= 0 then integral = false end
     end
     return lunet.from_buffer(buf, { m }, 'float64'):to(integral and 'int64' or 'float32')
   end
   if not T.is_tensor(first) then
-    error(('DataLoader: a sample %s must be a number or a tensor, got %s'):format(what, typename(first)), 4)
+    raise(('DataLoader: a sample %s must be a number or a tensor, got %s'):format(what, typename(first)))
   end
   local size = first:size()
   local shape = { m }
@@ -37,12 +39,12 @@ function M.stack(items, m, what)
   for k = 1, m do
     local v = items[k]
     if not T.is_tensor(v) or v:dim() ~= #size then
-      error(('DataLoader: sample %d %s does not match sample 1 (shape {%s})'):format(k, what, table.concat(size, ',')), 4)
+      raise(('DataLoader: sample %d %s does not match sample 1 (shape {%s})'):format(k, what, table.concat(size, ',')))
     end
     for d = 1, #size do
       if v:size(d) ~= size[d] then
-        error(('DataLoader: sample %d %s has shape {%s}, sample 1 {%s}'):format(k, what,
-          table.concat(v:size(), ','), table.concat(size, ',')), 4)
+        raise(('DataLoader: sample %d %s has shape {%s}, sample 1 {%s}'):format(k, what,
+          table.concat(v:size(), ','), table.concat(size, ',')))
       end
     end
     out:select(1, k):copy_(v)
@@ -65,7 +67,7 @@ function M.batch(self, b)
   end
   local x = M.stack(xs, m, 'input')
   if self.transform ~= nil and not self.sample_transform then
-    if x:dim() ~= 4 then error(('DataLoader: transforms need image samples (C,H,W), got %d-d'):format(x:dim() - 1), 3) end
+    if x:dim() ~= 4 then raise(('DataLoader: transforms need image samples (C,H,W), got %d-d'):format(x:dim() - 1)) end
     local tf = transforms.compile(self.transform, x.dtype)
     local idx = ffi.new('int64_t[?]', m)
     for k = 0, m - 1 do idx[k] = k end
