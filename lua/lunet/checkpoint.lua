@@ -29,11 +29,10 @@ local function where(path) return path == '' and 'the state' or ('state.' .. pat
 -- table (a cycle), a value JSON cannot hold or two tensors at one name: an
 -- error naming the path (was a stack overflow, a dropped value or one
 -- tensor written over another)
-local function flatten(value, path, tensors, parents, owner)
+local function flatten(value, path, tensors, parents)
   if T.is_tensor(value) then
     if tensors[path] then
-      raise(('checkpoint.save: two tensors would be saved as %q (%s and another: a key with a \'.\' in it); '
-        .. 'rename one'):format(path, owner))
+      raise(('checkpoint.save: two tensors would be saved as %q (a key with a \'.\' in it); rename one'):format(path))
     end
     tensors[path] = value
     return { [TENSOR] = path }
@@ -58,9 +57,7 @@ local function flatten(value, path, tensors, parents, owner)
       raise(('checkpoint.save: %s has a %s key; keys must be strings or numbers'):format(where(path), tk))
     end
     local key = tk == 'number' and ('#' .. k) or k
-    local sub = path == '' and tostring(k) or (path .. '.' .. tostring(k))
-    out[key] = flatten(v, sub, tensors, parents, tk == 'string' and k:find('.', 1, true) and ('state[%q]'):format(k)
-      or where(sub))
+    out[key] = flatten(v, path == '' and tostring(k) or (path .. '.' .. tostring(k)), tensors, parents)
   end
   parents[value] = nil
   return out
@@ -118,7 +115,7 @@ function checkpoint.save(path, state)
   serialize.no_nul('checkpoint.save', 'the path', path, 2)
   local lunet = require 'lunet'
   local tensors = {}
-  local tree = flatten(state, '', tensors, {}, 'the state')
+  local tree = flatten(state, '', tensors, {})
   local text = json.encode(tree)
   local ok, err = pcall(lunet.save, path, tensors, { ['lunet.state'] = text, format = 'lunet-checkpoint-1',
                               ['lunet.crc32'] = payload_crc(tensors, text) })

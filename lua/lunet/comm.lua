@@ -74,7 +74,7 @@ function comm.Communicator(devices, opts)
   local cfg = ffi.new('ln_comm_config', { backend = backend, world_size = int_opt(opts.world_size, 'world_size', 1) or 0,
     nlocal = n, ranks = ranks, devices = ids, rendezvous = opts.rendezvous })
   local p = C.ln_comm_create(cfg)
-  if p == nil then core.raise(2) end
+  if p == nil then core.raise() end
   local self = setmetatable({
     handle = ffi.gc(p, C.ln_comm_free), n = n, world = C.ln_comm_size(p), names = names,
     remote = backend ~= nil and backend ~= 'local' and backend ~= 'nccl',
@@ -151,7 +151,7 @@ local function reduce_opts(fn, opts)
   return op, wire
 end
 
-local function check(rc) if rc ~= 0 then core.raise(3) end end
+local function check(rc) if rc ~= 0 then core.raise() end end
 
 -- the caller's file:line outside lunet's own files, for a backend across
 -- processes to name when ranks call different collectives
@@ -275,7 +275,7 @@ end
 -- the group passes it as rendezvous (lunet.distributed hands it over MPI)
 local uid = ffi.new('char[257]')
 function comm.nccl_unique_id()
-  if C.ln_nccl_unique_id(uid, 257) ~= 0 then core.raise(2) end
+  if C.ln_nccl_unique_id(uid, 257) ~= 0 then core.raise() end
   return ffi.string(uid)
 end
 

@@ -116,15 +116,14 @@ core.default_dtype = 0
 
 function core.last_error() return ffi.string(C.ln_last_error()) end
 
--- Raise the C library's message at the caller's caller (the user's line).
 -- (argument errors point at the user's line, however deep in lunet they are found)
 local raise_user = require('lunet.options').raise
 
 -- the C library's last error, raised at the user's line: the first caller
--- outside lunet (a level counted from here pointed inside lunet wherever
--- lunet called the failing function itself: fit's criterion, a module's
--- layer); level is ignored
-function core.raise(level)
+-- outside lunet (a level counted from the caller pointed inside lunet
+-- wherever lunet called the failing function itself: fit's criterion, a
+-- module's layer)
+function core.raise()
   raise_user(core.last_error())
 end
 function core.dtype_id(fn, dt)

@@ -65,7 +65,7 @@ function M.init(opts)
   end
   if state then
     if opts.timeout and state.world_size > 1 and C.ln_dist_init(timeout, ffi.new('int[1]'), ffi.new('int[1]')) ~= 0 then
-      core.raise(2)
+      core.raise()
     end
     return state
   end
@@ -73,13 +73,13 @@ function M.init(opts)
   local info = { rank = 0, world_size = 1, local_rank = 0, local_size = 1, launcher = how or 'none' }
   if how and size > 1 then
     local r, s = ffi.new('int[1]'), ffi.new('int[1]')
-    if C.ln_dist_init(timeout, r, s) ~= 0 then core.raise(2) end
+    if C.ln_dist_init(timeout, r, s) ~= 0 then core.raise() end
     info.rank, info.world_size, info.local_rank, info.local_size = r[0], s[0], lrank, lsize
     if rank and rank ~= r[0] then
       error(('distributed.init: the launcher says rank %d, MPI says %d'):format(rank, r[0]), 2)
     end
     local host, pid = ffi.new('char[256]'), ffi.new('int[1]')
-    if C.ln_dist_peer(r[0], host, 256, pid) ~= 0 then core.raise(2) end
+    if C.ln_dist_peer(r[0], host, 256, pid) ~= 0 then core.raise() end
     info.host, info.pid = ffi.string(host), pid[0]
   else
     local f = io.popen('hostname 2>/dev/null')
@@ -202,8 +202,8 @@ function M.finalize()
   if not state then return end
   local rc = world_comm and sync_all() or 0
   world_comm = nil
-  if state.world_size > 1 and dist_finalize() ~= 0 then core.raise(2) end
-  if rc ~= 0 then core.raise(2) end
+  if state.world_size > 1 and dist_finalize() ~= 0 then core.raise() end
+  if rc ~= 0 then core.raise() end
 end
 
 -- at exit (lua_close collects it): Open MPI counts a process that ends

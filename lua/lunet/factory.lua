@@ -46,7 +46,7 @@ local function make(fn, nd, shape, opts)
   local p = C.ln_empty(nd, shape, dt, dev)
   -- the C error names ln_empty ("empty: negative size -1"): name the caller
   if p == nil then require('lunet.options').raise((core.last_error():gsub('^empty: ', fn .. ': ', 1))) end
-  local t = wrap(p, 3)
+  local t = wrap(p)
   if opts and opts.requires_grad then t.requires_grad = true end
   return t
 end

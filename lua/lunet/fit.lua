@@ -158,15 +158,10 @@ function Trainer.new(model, opts)
   self.on_interrupt = opts.on_interrupt or 'error'   -- Ctrl-C: 'error' or 'return'
   -- rank 0 of a DistributedDataParallel (or no distribution) speaks and writes
   self.main = not model.is_main or model:is_main()
-  -- the checkpoint's folder writable now, not after the first epoch's training
-  if self.ckpt_path and self.main then
-    local ok, why = require('lunet.serialize').writable(self.ckpt_path)
-    if not ok then error(('fit: cannot write the checkpoint %s: %s'):format(self.ckpt_path, why), 3) end
-  end
   self.quiet = opts.quiet or not self.main
   if not self.main then self.log_path, self.plot_path = nil, nil end
-  -- (and the log's and the plot's, written after the first epoch)
-  for _, w in ipairs { { 'log', self.log_path }, { 'plot', self.plot_path } } do
+  -- the files' folders writable now, not after the first epoch's training
+  for _, w in ipairs { { 'checkpoint', self.main and self.ckpt_path }, { 'log', self.log_path }, { 'plot', self.plot_path } } do
     if w[2] then
       local ok, why = require('lunet.serialize').writable(w[2])
       if not ok then options.fail('fit', ('cannot write the %s %s: %s'):format(w[1], w[2], why)) end

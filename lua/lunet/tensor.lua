@@ -96,9 +96,9 @@ local function collect_if_tight(dev)
 end
 
 -- Wrap a C tensor pointer (NULL means the C call failed: raise its message
--- at the user's line, `level` frames up from the caller).
-local function wrap(p, level)
-  if p == nil then core.raise() end   -- (at the user's line: core.raise)
+-- at the user's line, core.raise).
+local function wrap(p)
+  if p == nil then core.raise() end
   local dev = p.device_id
   local used = C.ln_memory_allocated(dev)
   local due = used > (gc_next[dev] or GC_MIN)
@@ -131,7 +131,7 @@ local function collect_rearm()
   end
 end
 
-local function check(rc, level)
+local function check(rc)
   if rc ~= 0 then core.raise() end
 end
 

@@ -223,14 +223,14 @@ local function cast(self, dt)
   need('to', self, 'tensor')
   local id = core.dtype_id('to', dt)
   if self.p.dtype_id == id then return self end
-  return wrap(C.ln_cast(need('to', self, 'tensor'), id), 3)
+  return wrap(C.ln_cast(need('to', self, 'tensor'), id))
 end
 
 local function move(self, dev)
   need('to', self, 'tensor')
   local id = core.device_id('to', dev)
   if self.p.device_id == id then return self end
-  return wrap(C.ln_to_device(self.p, id), 3)
+  return wrap(C.ln_to_device(self.p, id))
 end
 
 -- t:to('float64'), t:to('cpu:1'), t:to(other), t:to{dtype=..., device=...}

@@ -79,7 +79,7 @@ local function reduce(fn, op, self, dim, keepdim, p)
   else error(('%s: keepdim must be a boolean, got %s'):format(fn, typename(keepdim)), 3) end
   if is_table(dim) then return over_dims(fn, op, self, dim, kd, p, 4) end
   local cd = dim == nil and -1 or to_cdim(fn, self, dim, 3)
-  return wrap(C.ln_reduce(op, self.p, cd, kd, p, nil), 3)
+  return wrap(C.ln_reduce(op, self.p, cd, kd, p, nil))
 end
 
 -- t:sum([dim[, keepdim]]); dim may be a list of dims: t:sum({3, 4})

@@ -26,7 +26,7 @@ function M.read_cifar10(paths)
     cpaths[i - 1] = p
   end
   local pi, pl = ffi.new('ln_tensor *[1]'), ffi.new('ln_tensor *[1]')
-  if C.ln_cifar10_read(#paths, cpaths, pi, pl) ~= 0 then core.raise(2) end
+  if C.ln_cifar10_read(#paths, cpaths, pi, pl) ~= 0 then core.raise() end
   local images, labels = T.wrap(pi[0]), T.wrap(pl[0])
   return images, labels:add_(1)
 end

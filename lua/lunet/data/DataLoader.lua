@@ -58,12 +58,12 @@ local C = core.C
 local Subset, len = subset.Subset, subset.len
 local DataLoader = Dataset.class('DataLoader')
 
-local MAX_PREFETCH = 1024
-local function int_opt(name, v, default, min)
+local function int_opt(name, v, default, min, max)
   if v == nil then return default end
   if type(v) ~= 'number' or v % 1 ~= 0 or v < min then
     error(('DataLoader: %s must be an integer >= %d, got %s'):format(name, min, tostring(v)), 4)
   end
+  if max and v > max then error(('DataLoader: %s must be in %d..%d, got %s'):format(name, min, max, tostring(v)), 4) end
   return v
 end
 
@@ -147,22 +147,18 @@ function DataLoader:__init(ds, ...)
   if fast then
     local tf = nil
     if base.image or transform ~= nil then tf = transforms.compile(transform, base.x.dtype) end
-    -- (each slot is a batch: 1e9 of them took all the memory and the process was killed)
-    local prefetch = int_opt('prefetch', opts.prefetch, 0, 0)
-    if prefetch > MAX_PREFETCH then
-      error(('DataLoader: prefetch must be in 0..%d (batches assembled ahead), got %s'):format(MAX_PREFETCH,
-        tostring(prefetch)), 3)
-    end
+    -- (batches assembled ahead, a slot each: 1e9 of them took all the memory and the process was killed)
+    local prefetch = int_opt('prefetch', opts.prefetch, 0, 0, 1024)
     -- (the slots hold a batch's rows: no batch has more than the samples, so
     -- a batch_size past them does not allocate slots of batch_size rows)
     local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, math.min(self.batch_size, math.max(self.n, 1)), tf, self.workers,
       prefetch)
-    if h == nil then core.raise(2) end
+    if h == nil then core.raise() end
     self.handle = ffi.gc(h, C.ln_loader_free)
     self.slots_x, self.slots_y, self.short = {}, {}, {}
     for s = 0, C.ln_loader_nslots(h) - 1 do
-      self.slots_x[s] = T.wrap(C.ln_loader_slot(h, s, 0), 2)
-      if base.y then self.slots_y[s] = T.wrap(C.ln_loader_slot(h, s, 1), 2) end
+      self.slots_x[s] = T.wrap(C.ln_loader_slot(h, s, 0))
+      if base.y then self.slots_y[s] = T.wrap(C.ln_loader_slot(h, s, 1)) end
     end
   else
     if type(transform) == 'function' then self.sample_transform = transform
@@ -185,7 +181,7 @@ end
 local function fill_order(self)
   local n, order, map = self.total, self.full or self.order, self.map
   if self.shuffle then
-    if C.ln_data_permutation(order, n, self.seed, self.epoch) ~= 0 then core.raise(3) end
+    if C.ln_data_permutation(order, n, self.seed, self.epoch) ~= 0 then core.raise() end
     if map then for k = 0, n - 1 do order[k] = map[order[k]] end end
   elseif map then
     ffi.copy(order, map, n * 8)
@@ -228,7 +224,7 @@ function DataLoader:iter()
   if h and nb > 0 then   -- (drop_last with fewer samples than batch_size: no batch to assemble)
     local got = C.ln_loader_start(h, self.order, self.n, self.position, self.drop_last and 1 or 0,
       self.seed, self.epoch)
-    if got < 0 then core.raise(2) end
+    if got < 0 then core.raise() end
   end
   local epoch = self.epoch
   return function()
@@ -239,7 +235,7 @@ function DataLoader:iter()
     self.position = b + 1
     if not h then return collate.batch(self, b) end
     local s = C.ln_loader_next(h, self.rows)
-    if s < 0 then core.raise(2) end
+    if s < 0 then core.raise() end
     return slot_views(self, s, tonumber(self.rows[0]))
   end
 end

@@ -19,7 +19,7 @@ local M = {}
 function M.read_idx(path)
   if type(path) ~= 'string' then error('read_idx: path must be a string', 2) end
   serialize.no_nul('read_idx', 'the path', path, 2)
-  return T.wrap(C.ln_idx_read(path), 2)
+  return T.wrap(C.ln_idx_read(path))
 end
 
 local exists = serialize.exists   -- (io.open would wait on a FIFO)

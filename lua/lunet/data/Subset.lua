@@ -104,7 +104,7 @@ local function random_split(ds, lengths, seed)
   end
   if seed == nil then seed = require('lunet').randint(0, 2 ^ 31 - 1, { 1 }):item() end
   local perm = ffi.new('int64_t[?]', math.max(n, 1))
-  if C.ln_data_permutation(perm, n, seed, SPLIT_EPOCH) ~= 0 then core.raise(2) end
+  if C.ln_data_permutation(perm, n, seed, SPLIT_EPOCH) ~= 0 then core.raise() end
   local parts, pos = {}, 0
   for i, c in ipairs(counts) do
     local map = ffi.new('int64_t[?]', math.max(c, 1))

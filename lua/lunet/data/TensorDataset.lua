@@ -60,9 +60,9 @@ local function image_row(self, i)
   local tf = transforms.compile(self.transform, self.x.dtype)
   idx_buf[0] = i - 1
   local nd = C.ln_batch_shape(self.x.p, tf, 1, shape_buf, dt_buf)
-  if nd < 0 then core.raise(3) end
-  local out = T.wrap(C.ln_empty(nd, shape_buf, dt_buf[0], 0), 3)
-  if C.ln_batch_gather(out.p, nil, self.x.p, nil, idx_buf, nil, 1, tf, 0, 0) ~= 0 then core.raise(3) end
+  if nd < 0 then core.raise() end
+  local out = T.wrap(C.ln_empty(nd, shape_buf, dt_buf[0], 0))
+  if C.ln_batch_gather(out.p, nil, self.x.p, nil, idx_buf, nil, 1, tf, 0, 0) ~= 0 then core.raise() end
   return out:select(1, 1)
 end
 

@@ -73,10 +73,10 @@ function M.batch(self, b)
     for k = 0, m - 1 do idx[k] = k end
     local shape, dt = ffi.new('int64_t[8]'), ffi.new('int[1]')
     local nd = C.ln_batch_shape(x.p, tf, m, shape, dt)
-    if nd < 0 then core.raise(3) end
-    local out = T.wrap(C.ln_empty(nd, shape, dt[0], 0), 3)
+    if nd < 0 then core.raise() end
+    local out = T.wrap(C.ln_empty(nd, shape, dt[0], 0))
     if C.ln_batch_gather(out.p, nil, x.p, nil, idx, self.order + first, m, tf, self.seed, self.epoch) ~= 0 then
-      core.raise(3)
+      core.raise()
     end
     x = out
   end

@@ -176,10 +176,10 @@ function Transform:__call(x, opts)
   local shape = ffi.new('int64_t[8]')
   local dt = ffi.new('int[1]')
   local nd = C.ln_batch_shape(xb.p, tf, n, shape, dt)
-  if nd < 0 then core.raise(2) end
+  if nd < 0 then core.raise() end
   local out = T.wrap(C.ln_empty(nd, shape, dt[0], 0))
   if C.ln_batch_gather(out.p, nil, xb.p, nil, idx, keys, n, tf, opts.seed or 0, opts.epoch or 0) ~= 0 then
-    core.raise(2)
+    core.raise()
   end
   return single and out:select(1, 1) or out
 end

@@ -27,9 +27,9 @@ local function new(like, s1, s2, s3, s4)
   if s2 then n = 2; shape_buf[1] = s2 end
   if s3 then n = 3; shape_buf[2] = s3 end
   if s4 then n = 4; shape_buf[3] = s4 end
-  return wrap(C.ln_empty(n, shape_buf, like.p.dtype_id, like.p.device_id), 3)
+  return wrap(C.ln_empty(n, shape_buf, like.p.dtype_id, like.p.device_id))
 end
-local function new_like(x) return wrap(C.ln_empty(x.p.ndim, x.p.shape, x.p.dtype_id, x.p.device_id), 3) end
+local function new_like(x) return wrap(C.ln_empty(x.p.ndim, x.p.shape, x.p.dtype_id, x.p.device_id)) end
 F._new = new
 
 -- checked once per symbol: a closure and a pcall per call kept the layers'

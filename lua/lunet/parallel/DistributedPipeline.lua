@@ -240,8 +240,7 @@ function DP:forward_loss(criterion, x, target)
   -- (every rank has the batch pending alike. Unlike one process's Pipeline,
   -- which drops such a batch, across processes its transfers still to come
   -- would be taken for the next batch's)
-  local pending = self.pending_run
-  if pending and pending.next <= #pending.steps and not pending.failed then
+  if require('lunet.parallel.pipeline_run').unfinished(self.pending_run) then
     fail("forward_loss: the last batch's loss:backward() has not run (across processes its stages' transfers "
       .. 'are still to come); run it first', 2)
   end

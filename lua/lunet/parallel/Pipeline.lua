@@ -345,9 +345,8 @@ function Pipeline:forward_loss(criterion, x, target)
   -- (the stages hold one batch: a batch whose backward has not run is
   -- dropped, and its loss:backward() says so, instead of running over this
   -- batch's buffers)
-  local pending = self.pending_run
-  if pending and pending.next <= #pending.steps and not pending.failed then
-    pending.superseded = true
+  if Run.unfinished(self.pending_run) then
+    self.pending_run.superseded = true
     self:_abort()
   end
   self.pending_run = run.recording and run or nil

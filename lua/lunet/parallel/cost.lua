@@ -80,7 +80,9 @@ cost.__index = cost
 -- lunet does once a device holds twice what was live at the last collection:
 -- the previous step's activations may still be held beside this one's
 local GC = 2
+-- the optimizers the model knows, and the copies of the parameters each keeps
 local OPT_STATES = { adam = 2, adamw = 2, momentum = 1, sgd = 0 }
+cost.OPT_STATES = OPT_STATES
 
 local function fail(msg, lvl) error('parallel.cost: ' .. msg, (lvl or 1) + 1) end
 

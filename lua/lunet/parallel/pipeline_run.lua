@@ -251,6 +251,12 @@ function Run.backward_scale(self, scale)
   return scale or 1
 end
 
+-- whether a batch's steps are still to run (its backward pending), for the
+-- pipelines' forward_loss (this loss's and dpipe_run's)
+function Run.unfinished(run)
+  return run ~= nil and run.next <= #run.steps and not run.failed
+end
+
 function Run:backward(scale)
   self.scale = Run.backward_scale(self, scale)
   self:_go(false, 2)

@@ -43,8 +43,15 @@ local OPTS = { devices = 'table', batch = 'number', memory = true, speed = 'tabl
 
 -- (at the user's line: plan is reached through auto and the bench's wrappers too)
 local function fail(msg) require('lunet.options').raise('parallel.plan: ' .. msg) end
-local OPTIMIZERS = { adam = true, adamw = true, momentum = true, sgd = true }
-local KINDS = { single = true, data = true, pipeline = true, hybrid = true }
+local KINDS = { 'single', 'data', 'pipeline', 'hybrid' }   -- (every one, the default)
+-- each entry of list (an option) one of allowed, or an error naming it
+local function each_one_of(name, list, allowed)
+  for i, v in ipairs(list or {}) do
+    local known = false
+    for _, a in ipairs(allowed) do known = known or v == a end
+    if not known then fail(('%s[%d] must be one of %s, got %s'):format(name, i, table.concat(allowed, ', '), tostring(v))) end
+  end
+end
 
 -- the model's atoms (lunet.parallel.atoms): the modules a pipeline cuts between
 local function atoms_of(model) return require('lunet.parallel.atoms').of(model) end
@@ -166,14 +173,7 @@ function Plan.new(model, sample, opts)
   local n = #names
   if n == 0 then fail('devices must be a non-empty list') end
   -- (the candidates' shapes, checked before anything is measured)
-  local kinds = require('lunet.parallel.schedule').kinds
-  for i, s in ipairs(opts.schedules or {}) do
-    local known = false
-    for _, k in ipairs(kinds) do known = known or s == k end
-    if not known then
-      fail(('schedules[%d] must be one of %s, got %s'):format(i, table.concat(kinds, ', '), tostring(s)))
-    end
-  end
+  each_one_of('schedules', opts.schedules, require('lunet.parallel.schedule').kinds)
   for i, m in ipairs(opts.chunks or {}) do
     if type(m) ~= 'number' or m < 1 or m % 1 ~= 0 then
       fail(('chunks[%d] must be an integer >= 1, got %s'):format(i, tostring(m)))
@@ -192,12 +192,10 @@ function Plan.new(model, sample, opts)
     if #opts.speed ~= n then fail(('speed has %d entries for %d devices'):format(#opts.speed, n)) end
     for d = 1, n do number_in(('speed[%d]'):format(d), opts.speed[d], function(v) return v > 0 and v < math.huge end, 'a positive number') end
   end
-  if opts.optimizer ~= nil and not OPTIMIZERS[opts.optimizer] then
+  if opts.optimizer ~= nil and not cost.OPT_STATES[opts.optimizer] then
     fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(opts.optimizer)))
   end
-  for i, k in ipairs(opts.kinds or {}) do
-    if not KINDS[k] then fail(("kinds[%d] must be one of single, data, pipeline, hybrid, got %s"):format(i, tostring(k))) end
-  end
+  each_one_of('kinds', opts.kinds, KINDS)
   local profile = require 'lunet.parallel.profile'
   local atoms, list
   if opts.profile then
@@ -240,7 +238,7 @@ function Plan.new(model, sample, opts)
   self.act_total = act
   -- the candidates
   local kinds = {}
-  for _, k in ipairs(opts.kinds or { 'single', 'data', 'pipeline', 'hybrid' }) do kinds[k] = true end
+  for _, k in ipairs(opts.kinds or KINDS) do kinds[k] = true end
   local cands = {}
   local function add(c) cands[#cands + 1] = c end
   -- data parallel over nd devices; when it does not fit, also the fewest
