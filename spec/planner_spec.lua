@@ -516,13 +516,14 @@ describe('parallel.plan', function()
     assert.is_not_nil(p.predicted_choice)
     assert.matches('ms measured, the fastest of ' .. tried .. ' tried', p.reason, 1, true)
     assert.matches('trial ms', tostring(p), 1, true)
-    -- every prediction scaled by the spread trials' measured over predicted (geometric mean)
+    -- every prediction scaled by the square root of the spread trials' measured over predicted (geometric mean)
     local logs, nspread = 0, 0
     for _, c in ipairs(p.candidates) do
       if c.calibrates then logs, nspread = logs + math.log(c.measured / c.model_step), nspread + 1 end
     end
     assert.is_true(nspread >= 1)
-    assert.near(math.exp(logs / nspread), p.calibration, 1e-12)
+    assert.near(math.exp(logs / nspread), p.trials_ratio, 1e-12)
+    assert.near(math.exp(0.5 * logs / nspread), p.calibration, 1e-12)
     for _, c in ipairs(p.candidates) do assert.near(c.model_step * p.calibration, c.step, 1e-15, c.label) end
     assert.matches('the cost model\'s figures x ' .. ('%.3f'):format(p.calibration), tostring(p), 1, true)
     -- the user's model untouched
@@ -554,7 +555,7 @@ describe('parallel.plan', function()
     assert.same({ 0.5 * fair, 3 }, { plan_with({ 0.2 * fair, 0.5 * fair, 0.3 * fair }) })   -- the largest of three
   end)
 
-  it('trials: calibrate scales every prediction by the tried candidates\' measured over predicted', function()
+  it('trials: calibrate scales every prediction by the square root of the tried candidates\' measured over predicted', function()
     local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 32, params = 1024, act = 1024, out = 256 })
     local p = parallel.plan(nil, nil, { devices = { 'cpu:0', 'cpu:1' }, batch = 32, profile = prof, link = fast,
       speed = { 1, 1 } })
@@ -564,21 +565,25 @@ describe('parallel.plan', function()
     -- nothing tried: nothing moves
     assert.equal(1, parallel.trial.calibrate(p))
     for i, c in ipairs(p.candidates) do assert.equal(steps[i], c.step); assert.equal(steps[i], c.model_step) end
-    -- one measured 2x its prediction, one 1/2 x ... 8x: the geometric mean 2
+    -- one measured 1/2 x its prediction, one 8x: the geometric mean 2, the factor its square root
     a.measured, b.measured = 0.5 * a.step, 8 * b.step
-    assert.near(2, parallel.trial.calibrate(p), 1e-12)
-    assert.near(2, p.calibration, 1e-12)
+    assert.near(math.sqrt(2), parallel.trial.calibrate(p), 1e-12)
+    assert.near(math.sqrt(2), p.calibration, 1e-12)
+    assert.near(2, p.trials_ratio, 1e-12)
     for i, c in ipairs(p.candidates) do
       assert.equal(steps[i], c.model_step)
-      assert.near(2 * steps[i], c.step, 1e-15)
+      assert.near(math.sqrt(2) * steps[i], c.step, 1e-15)
     end
     -- again: from the cost model's figures, not the scaled ones
-    assert.near(2, parallel.trial.calibrate(p), 1e-12)
-    assert.near(2 * steps[1], a.step, 1e-15)
+    assert.near(math.sqrt(2), parallel.trial.calibrate(p), 1e-12)
+    assert.near(math.sqrt(2) * steps[1], a.step, 1e-15)
     -- candidates marked as the calibration's (trial.spread): only they count
     b.calibrates = true
-    assert.near(8, parallel.trial.calibrate(p), 1e-12)
-    assert.near(8 * steps[1], a.step, 1e-15)
+    assert.near(math.sqrt(8), parallel.trial.calibrate(p), 1e-12)
+    assert.near(8, p.trials_ratio, 1e-12)
+    assert.near(math.sqrt(8) * steps[1], a.step, 1e-15)
+    assert.matches('the cost model\'s figures x 2.828, the square root of the trials\' measured over predicted, 8.000',
+      tostring(p), 1, true)
   end)
 
   it('trials: picks by prediction without running (trial.pick), and says what is wrong', function()

@@ -19,9 +19,9 @@
 -- the fastest predicted of each other kind, are trained for a few steps on
 -- copies of the model and the measured fastest is chosen; each gets
 -- c.measured; plan.predicted_choice is the cost model's own; every
--- candidate's step is then scaled by the trials' measured over predicted,
--- c.model_step the cost model's figure, plan.calibration the factor
--- (parallel.trial.calibrate); 0 default). profile (a stated per-atom profile, see cost.lua) and
+-- candidate's step is then scaled by the square root of the trials'
+-- measured over predicted, c.model_step the cost model's figure,
+-- plan.calibration the factor (parallel.trial.calibrate); 0 default). profile (a stated per-atom profile, see cost.lua) and
 -- link ({copy = {alpha, beta}, allreduce = {alpha, beta}}) skip measuring:
 -- together (each device's speed while all compute, relative to alone;
 -- default measured: profile.together) and gc (seconds of a full collection;
@@ -323,7 +323,8 @@ function Plan:__tostring()
       (not c.available and '  (not available)' or ''))
   end
   if self.calibration then
-    rows[#rows + 1] = ('(step ms: the cost model\'s figures x %.3f, the trials\' measured over predicted)'):format(self.calibration)
+    rows[#rows + 1] = ('(step ms: the cost model\'s figures x %.3f, the square root of the trials\' measured over predicted, %.3f)')
+      :format(self.calibration, self.trials_ratio)
   end
   rows[#rows + 1] = 'chosen: ' .. self.reason
   return table.concat(rows, '\n')

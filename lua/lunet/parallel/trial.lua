@@ -33,8 +33,14 @@
 -- most (part of why they look fastest), and their factor over-corrected
 -- every other candidate. Per kind of candidate the factor rests on one or
 -- two trials and followed their noise more than it corrected
--- (bench/RESULTS.md). c.model_step keeps the cost model's own figure;
--- plan.calibration the factor (1: nothing tried).
+-- (bench/RESULTS.md). The factor applied is the square root of that mean
+-- (half of it in logs, trial.CALIBRATION_WEIGHT): the trials' ratio holds
+-- the cost model's shared error and also how fast the machine ran in those
+-- few tenths of a second, which the steps after them do not share; the
+-- whole ratio carried both to every candidate (bench/RESULTS.md: replayed
+-- over five grids, fewer predictions within 15% than half of it).
+-- c.model_step keeps the cost model's own figure; plan.calibration the
+-- factor applied (1: nothing tried), plan.trials_ratio the whole mean.
 local lunet = require 'lunet'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local C = lunet.C
@@ -48,6 +54,7 @@ local trial = {}
 -- the candidates in turn, the smaller figure kept, let a disturbance of one
 -- pass not decide)
 local GROUP_SECONDS, PASSES = 0.1, 2
+trial.CALIBRATION_WEIGHT = 0.5
 local OPTIMIZERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
 
 local function check(fn, plan, n)
@@ -207,12 +214,13 @@ function trial.calibrate(plan)
       sum, n = sum + math.log(c.measured / predicted), n + 1
     end
   end
-  local factor = n > 0 and math.exp(sum / n) or 1
+  local mean_log = n > 0 and sum / n or 0
+  local factor = math.exp(trial.CALIBRATION_WEIGHT * mean_log)
   for _, c in ipairs(plan.candidates) do
     c.model_step = c.model_step or c.step
     c.step = c.model_step * factor
   end
-  plan.calibration = factor
+  plan.calibration, plan.trials_ratio = factor, math.exp(mean_log)
   return factor
 end
 
