@@ -406,6 +406,45 @@ describe('autograd graph', function()
     assert.is_true(lunet.tensor({ 1, 2 }, { requires_grad = true }):double():abs():mul_(2):add_(1).requires_grad)
   end)
 
+  it('refuses a backward whose saved tensor was changed in place since (the gradient would use the new values)', function()
+    local function w3() return lunet.tensor({ 1, 2, 3 }, { requires_grad = true }) end
+    local function refused(what, run)
+      local ok, err = pcall(run)
+      assert.is_false(ok, what)
+      assert.matches('backward: a tensor that %a+ saved for its gradient %(.-%) was changed in place after it was saved', err, 1,
+        false, what)
+    end
+    -- y * y saved y; y changed: PyTorch's "modified by an inplace operation" (lunet gave 2 (w + 1) for 2 w)
+    local w = w3()
+    local y = w * 1
+    local z = (y * y):sum()
+    y:add_(1)
+    refused('a saved input', function() z:backward() end)
+    assert.is_nil(w.grad)   -- (checked before any node ran: nothing summed)
+    -- a saved output (exp keeps its result), through a view, by t[i] = v, under no_grad, by an optimizer's step
+    w = w3(); local e = w:exp(); e:mul_(2)
+    refused('a saved output', function() e:sum():backward() end)
+    w = w3(); y = w * 1; z = (y * y):sum(); y:view(3):narrow(1, 1, 1):fill_(0)
+    refused('a view of it', function() z:backward() end)
+    w = w3(); local x = lunet.tensor({ 1, 1, 1 }); z = (w * x):sum(); x[1] = 7
+    refused('t[i] = v', function() z:backward() end)
+    w = w3(); x = lunet.tensor({ 1, 1, 1 }); z = (w * x):sum(); lunet.no_grad(function() x:fill_(5) end)
+    refused('no_grad', function() z:backward() end)
+    local m = lunet.nn.Linear(3, 2)
+    local opt = lunet.optim.SGD(m:parameters(), { lr = 0.1 })
+    local loss = m(lunet.ones(4, 3)):sum()
+    loss:backward({ retain_graph = true })
+    opt:step()
+    refused('an optimizer step', function() loss:backward() end)
+    -- not refused: an op that saved nothing (add), a change after the backward, a clone changed
+    w = w3(); y = w + 1; y:mul_(2); y:sum():backward()
+    assert.same({ 2, 2, 2 }, w.grad:totable())
+    w = w3(); y = w * 1; z = (y * y):sum(); z:backward(); y:add_(1)
+    assert.same({ 2, 4, 6 }, w.grad:totable())
+    w = w3(); y = w * 1; z = (y * y):sum(); y:clone():add_(1); z:backward()
+    assert.same({ 2, 4, 6 }, w.grad:totable())
+  end)
+
   it('frees a deep graph that never ran backward within a few GC cycles', function()
     for _ = 1, 3 do collectgarbage() end
     local base = lunet.memory_allocated('cpu:0')

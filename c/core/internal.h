@@ -40,6 +40,7 @@ struct ln_storage {
   int device;
   atomic_int refcount;
   ln_storage *next_free; /* allocator's free list of headers */
+  uint64_t version;     /* in-place writes through Lua (ln_storage_bump): autograd's saved-tensor check */
 };
 
 ln_storage *ln_storage_new(int device, size_t nbytes);  /* NULL + error on OOM */

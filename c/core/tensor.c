@@ -172,6 +172,11 @@ int ln_same_storage(const ln_tensor *a, const ln_tensor *b) {
   return a && b && a->storage && a->storage == b->storage;
 }
 
+uint64_t ln_storage_version(const ln_tensor *t) { return t && t->storage ? t->storage->version : 0; }
+void ln_storage_bump(ln_tensor *t) {
+  if (t && t->storage) t->storage->version++;
+}
+
 int ln_tensor_sync(const ln_tensor *t) {
   if (ln_check_tensor("sync", t, "tensor") != 0) return -1;
   return ln_sync(t->device_id);

@@ -223,6 +223,12 @@ LN_API int ln_tensor_sync(const ln_tensor *t);
 LN_API int64_t ln_numel(const ln_tensor *t);
 LN_API int ln_is_contiguous(const ln_tensor *t);
 LN_API int ln_same_storage(const ln_tensor *a, const ln_tensor *b);
+/* How many times the storage under t was written in place through Lua's
+ * in-place methods and optimizer steps (shared by every view of it). The
+ * autograd layer stamps each tensor it saves for a backward with it and
+ * refuses the backward when it moved: the gradient would use the new values. */
+LN_API uint64_t ln_storage_version(const ln_tensor *t);
+LN_API void ln_storage_bump(ln_tensor *t);
 LN_API int64_t ln_storage_nbytes(const ln_tensor *t);
 LN_API void *ln_data_ptr(const ln_tensor *t);  /* host pointer; CPU only, no sync */
 LN_API int ln_dtype_size(int dtype);

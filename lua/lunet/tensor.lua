@@ -110,6 +110,16 @@ local function wrap(p)
   return setmetatable({ p = ffi.gc(p, C.ln_tensor_free), _record = false }, live_mt)
 end
 
+-- A header on t's storage that autograd saves for a backward: no autograd
+-- record (saved tensors never chain graphs together), and the storage's
+-- version now (_version; an in-place write since makes the backward an
+-- error: autograd.engine). An alias holds no new bytes: no collection due.
+local function saved_alias(t)
+  local p = C.ln_alias(t.p)
+  if p == nil then core.raise() end
+  return setmetatable({ p = ffi.gc(p, C.ln_tensor_free), _record = false, _version = C.ln_storage_version(t.p) }, live_mt)
+end
+
 -- Frees t's C tensor now rather than when the collector finds it (the
 -- autograd engine's gradients): t is left a NULL handle, which every method
 -- refuses.
@@ -429,7 +439,7 @@ end
 
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
-  wrap = wrap, free_now = free_now, collect_if_tight = collect_if_tight, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
+  wrap = wrap, saved_alias = saved_alias, free_now = free_now, collect_if_tight = collect_if_tight, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
   collect_rearm = collect_rearm,
   cdim = cdim, read_shape = read_shape, int_arg = int_arg, record = record, table_index = table_index,
 }

@@ -9,6 +9,7 @@ local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local C = core.C
 local wrap, free_now, record, is_tensor, same_shape = T.wrap, T.free_now, T.record, T.is_tensor, G.same_shape
+local check_saved = G.check_saved
 local run_hooks = require('lunet.autograd.hooks').run
 local table_new = require 'table.new'
 
@@ -123,6 +124,7 @@ function E.install(Tensor, raw)
     stack[1] = root
     while sp > 0 do
       local n = stack[sp]; stack[sp] = nil; sp = sp - 1
+      check_saved(n)   -- (every node before any runs: an error leaves no gradient half summed)
       for i = 1, n.ni or 3 do
         local e = n[i]
         if e and is_table(e) then

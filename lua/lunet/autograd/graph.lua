@@ -34,10 +34,32 @@ function G.attach(r, node)
 end
 
 -- what a node saves: a new header on the same storage, without the
--- input's autograd record, so saved tensors never chain graphs together
+-- input's autograd record, so saved tensors never chain graphs together,
+-- stamped with the storage's version (G.check_saved)
+local saved_alias = T.saved_alias
 function G.saved(x)
-  if is_tensor(x) then return wrap(C.ln_alias(x.p)) end
+  if is_tensor(x) then return saved_alias(x) end
   return x
+end
+
+-- the fields of a node that hold what it saved (G.saved)
+local SAVED = { 'a', 'b', 'r', 'x', 'cond' }
+-- an error when a tensor node n saved was written in place since (its
+-- storage's version moved): its backward would use the new values, as
+-- PyTorch refuses
+function G.check_saved(n)
+  for k = 1, #SAVED do
+    local t = n[SAVED[k]]
+    if type(t) == 'table' then
+      local v = rawget(t, '_version')
+      if v and C.ln_storage_version(t.p) ~= v then
+        error(('backward: a tensor that %s saved for its gradient (%s %s) was changed in place after it was saved' ..
+          ' (version %d then, %d now), so the gradient would use the new values; change a clone() instead, or' ..
+          ' use the out-of-place op'):format(n.name or 'an op', tostring(t:size()), t.dtype,
+          tonumber(v), tonumber(C.ln_storage_version(t.p))), 0)
+      end
+    end
+  end
 end
 
 -- a node: edges 1-3, fn, name and room for two fields its op saves (x and w,

@@ -3,6 +3,7 @@ local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local record, is_tensor = T.record, T.is_tensor
+local bump = require('lunet.core').C.ln_storage_bump
 local node, edge, attach, bshape, sum_to, back_cast = G.node, G.edge, G.attach, G.bshape, G.sum_to, G.back_cast
 
 local I = {}
@@ -38,14 +39,14 @@ function I.install(Tensor, raw)
       local f = Tensor[name]
       raw[name] = f
       local base = name:sub(1, -2)
-      Tensor[name] = function(self, a1, ...)
+      local function inplace(self, a1, ...)
         if not S.grad_enabled or not is_tensor(self) then return f(self, a1, ...) end
         local self_grad = self.p.grad_flag ~= 0
         if not self_grad and not (is_tensor(a1) and a1.p.grad_flag ~= 0) then return f(self, a1, ...) end
         if self_grad then
           local r = record(self)
           local fn = r and r.grad_fn
-          if not fn or (fn.view and is_tensor(fn[1])) then error(leaf_msg:format(name), 2) end
+          if not fn or (fn.view and is_tensor(fn[1])) then error(leaf_msg:format(name), 3) end
         end
         if cutting[name] then
           f(self, a1, ...)
@@ -63,7 +64,7 @@ function I.install(Tensor, raw)
         end
         local out_of_place = Tensor[base]
         if type(out_of_place) ~= 'function' or not raw[base] then
-          error(name .. ': not differentiable in place; use lunet.no_grad or an out-of-place form', 2)
+          error(name .. ': not differentiable in place; use lunet.no_grad or an out-of-place form', 3)
         end
         -- on a copy of self: the op may save its input, which is overwritten next
         r = out_of_place(Tensor.clone(self), a1, ...)
@@ -71,6 +72,13 @@ function I.install(Tensor, raw)
         local rr = record(r)
         if rr and rr.grad_fn then return attach(self, rr.grad_fn) end
         return Tensor.detach_(self)
+      end
+      -- every write, in grad mode or not, moves the storage's version (what
+      -- a node saved must not change before its backward: graph.check_saved)
+      Tensor[name] = function(self, a1, ...)
+        local r = inplace(self, a1, ...)
+        if is_tensor(self) then bump(self.p) end
+        return r
       end
     end
   end

@@ -22,7 +22,7 @@ function K.unary(name, f, orig)
     local r = orig(a, ...)
     local n = node(bw, name, edge(a))
     if save_in then n.a = saved(a) end
-    if save_out then n.r = r:detach() end
+    if save_out then n.r = saved(r) end
     if args then n.x1, n.x2, n.x3 = ... end
     return attach(r, n)
   end
@@ -40,7 +40,7 @@ function K.binary(name, f, orig)
     n.sa, n.sb = bshape(a, r), bshape(b, r)
     if save then n.a, n.b = saved(a), saved(b) end
     n.c = c
-    if save == 'out' then n.r = r:detach() end
+    if save == 'out' then n.r = saved(r) end
     return attach(r, n)
   end
 end
@@ -97,7 +97,7 @@ function K.extreme(name, f, orig)
     if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 or is_tensor(dim) then return orig(a, dim, keepdim) end
     local r, idx = orig(a, dim, keepdim)
     local n = node(bw, name, edge(a))
-    n.a, n.r, n.shape, n.dim, n.keepdim = saved(a), r:detach(), a:size(), dim, keepdim
+    n.a, n.r, n.shape, n.dim, n.keepdim = saved(a), saved(r), a:size(), dim, keepdim
     if idx and is_tensor(idx) then n.idx = idx end
     return attach(r, n), idx
   end

@@ -10,6 +10,7 @@
 -- `update(group, p, g, state)`.
 local lunet = require 'lunet'
 local core = require 'lunet.core'
+local C = core.C
 local is_table, typename = core.is_table, core.typename
 local options = require 'lunet.options'
 
@@ -171,6 +172,7 @@ function Optimizer:step(closure)
         local st = state[p]
         if st == nil then st = {}; state[p] = st end
         self:update(group, p, g, st)
+        C.ln_storage_bump(p.p)   -- (a write in place: a graph that saved p cannot backward now)
       end
     end
   end
