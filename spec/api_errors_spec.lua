@@ -333,6 +333,15 @@ describe('API errors point at the line that called lunet', function()
     assert.is_false(ok)
     return tostring(err)
   end
+  -- each case's error names this file's line, once, and no lunet file
+  local function located_once(cases)
+    for i, fn in ipairs(cases) do
+      local err = where(fn)
+      assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
+      assert.is_nil(err:find('api_errors_spec%.lua:%d+: [^\n]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
+      assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
+    end
+  end
   it('bad devices and dtypes in factories, to() and modules', function()
     local cases = {
       function() lunet.ones(2, { device = 'cpu:9' }) end,
@@ -347,12 +356,7 @@ describe('API errors point at the line that called lunet', function()
       function() lunet.parallel.profile.atoms({ lunet.nn.Linear(2, 2) }, lunet.randn(2, 2), 'cpu:99') end,
       function() lunet.parallel.profile.link('cpu:0', 'cpu:99') end,
     }
-    for i, fn in ipairs(cases) do
-      local err = where(fn)
-      assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
-      assert.is_nil(err:find('api_errors_spec%.lua:%d+: [^\n]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
-      assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
-    end
+    located_once(cases)
   end)
 
   it('errors the C library reports (shapes, indices, targets) name the caller\'s line, through modules and fit', function()
@@ -375,6 +379,40 @@ describe('API errors point at the line that called lunet', function()
       assert.truthy(err:find('^[^:]*api_errors_spec%.lua:%d+: '), 'case ' .. i .. ': ' .. err)
       assert.is_nil(err:find('lunet/'), 'case ' .. i .. ': ' .. err)
     end
+  end)
+
+  it('argument checks in Lua (shapes, dims, lists, fields) name the caller\'s line once, and a DataLoader\'s too', function()
+    local data, T = lunet.data, lunet.data.transforms
+    local x = lunet.randn(3, 4)
+    local w = lunet.randn(3)
+    w.requires_grad = true
+    local ds = data.TensorDataset(lunet.ones(8, 1, 4, 4), lunet.zeros(8):long())
+    local cases = {
+      -- (these had no location: their level was counted through lunet's frames)
+      function() x:view(2.5, 4) end,
+      function() x:reshape('a') end,
+      function() x:select(9, 1) end,
+      function() x:transpose(0, 1) end,
+      function() x:squeeze(5) end,
+      function() x:unsqueeze(9) end,
+      function() lunet.cat({}) end,
+      function() lunet.tensor({ { 1, 2 }, { 3 } }) end,
+      function() lunet.full({ 0 / 0 }, 1) end,
+      function() local y = x:clone(); y[1] = 'a' end,
+      function() lunet.ones(2):int().requires_grad = true end,
+      -- (accepted before: a number taken as true, a gradient of another shape, start after end)
+      function() w.requires_grad = 'yes' end,
+      function() w.grad = lunet.ones(5) end,
+      function() w.grad = lunet.ones(3, 1) end,
+      function() x:flatten(2, 1) end,
+      -- (these named the line twice)
+      function() data.DataLoader(ds, { batch_size = 4, transform = T.RandomCrop(8) }) end,
+      function() data.DataLoader(ds, { batch_size = 4, sampler = 5 }) end,
+      function() data.DataLoader(ds, { batch_size = 4, shuffle = 'x' }) end,
+    }
+    located_once(cases)
+    w.grad = lunet.ones(3)   -- (one of the right shape, dtype and device is taken)
+    assert.same({ 1, 1, 1 }, w.grad:totable())
   end)
 
   it("a Lua dataset's samples that cannot make a batch, at the loop over the loader", function()

@@ -2,6 +2,7 @@
 -- tables or buffers) and reading them back (item, totable).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
+local raise = require('lunet.options').raise   -- (errors at the user's line, however deep lunet's frames)
 local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -72,7 +73,7 @@ end
 
 function M.full(size, value, opts)
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
-    error('full: value must be a number, got ' .. typename(value), 2)
+    raise('full: value must be a number, got ' .. typename(value))
   end
   local nd, s = T.read_shape('full', size)
   local t = make('full', nd, s, opts)
@@ -81,7 +82,7 @@ function M.full(size, value, opts)
 end
 
 local function like(fn, x, opts)
-  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, typename(x)), 3) end
+  if not is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(fn, typename(x))) end
   check_options(fn, opts, OPTS)
   return x:size(), { dtype = opts and opts.dtype or x.dtype, device = opts and opts.device or x.device,
     requires_grad = opts and opts.requires_grad }
@@ -108,7 +109,7 @@ end
 function M.full_like(x, v, opts)
   local s, o = like('full_like', x, opts)
   if type(v) ~= 'number' and type(v) ~= 'boolean' then
-    error('full_like: value must be a number, got ' .. typename(v), 2)
+    raise('full_like: value must be a number, got ' .. typename(v))
   end
   local nd, buf = T.read_shape('full_like', s)
   local t = make('full_like', nd, buf, o)
@@ -126,14 +127,14 @@ function M.arange(a, b, c, d)
   local start, stop, step = 0, a, 1
   if b ~= nil then start, stop, step = a, b, c or 1 end
   if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
-    error(('arange: start, end and step must be numbers, got %s, %s, %s'):format(typename(start), typename(stop), typename(step)), 2)
+    raise(('arange: start, end and step must be numbers, got %s, %s, %s'):format(typename(start), typename(stop), typename(step)))
   end
   if start ~= start or stop ~= stop or step ~= step or math.abs(start) == math.huge or math.abs(stop) == math.huge then
-    error(('arange: start, end and step must be finite, got %s, %s, %s'):format(start, stop, step), 2)
+    raise(('arange: start, end and step must be finite, got %s, %s, %s'):format(start, stop, step))
   end
-  if step == 0 then error('arange: step must not be zero', 2) end
+  if step == 0 then raise('arange: step must not be zero') end
   local n = math.max(0, math.ceil((stop - start) / step))
-  if n >= 2 ^ 62 then error(('arange: %.17g elements is too large'):format(n), 2) end
+  if n >= 2 ^ 62 then raise(('arange: %.17g elements is too large'):format(n)) end
   local integral = start % 1 == 0 and stop % 1 == 0 and step % 1 == 0
   opts = check_options('arange', opts, OPTS) or {}
   local o = { dtype = opts.dtype or (integral and 'int64' or 'float32'), device = opts.device,
@@ -145,10 +146,10 @@ end
 
 function M.linspace(start, stop, steps, opts)
   if type(steps) ~= 'number' or steps < 0 or steps % 1 ~= 0 then
-    error('linspace: steps must be a non-negative integer', 2)
+    raise('linspace: steps must be a non-negative integer')
   end
   if type(start) ~= 'number' or type(stop) ~= 'number' then
-    error(('linspace: start and end must be numbers, got %s and %s'):format(typename(start), typename(stop)), 2)
+    raise(('linspace: start and end must be numbers, got %s and %s'):format(typename(start), typename(stop)))
   end
   local t = make('linspace', 1, ffi.new('int64_t[1]', steps), opts)
   local step = steps > 1 and (stop - start) / (steps - 1) or 0
@@ -160,7 +161,7 @@ function M.eye(n, m, opts)
   if is_table(m) then opts, m = m, nil end
   for _, v in ipairs({ { 'n', n }, { 'm', m == nil and n or m } }) do
     if type(v[2]) ~= 'number' or v[2] % 1 ~= 0 then
-      error(('eye: %s must be an integer, got %s'):format(v[1], tostring(v[2])), 2)
+      raise(('eye: %s must be an integer, got %s'):format(v[1], tostring(v[2])))
     end
   end
   local nd, s = T.read_shape('eye', { n, m == nil and n or m })
@@ -187,7 +188,7 @@ end
 -- in [low, high), int64 by default; the range must fit the dtype
 local function int_bound(what, v)
   if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
-    error(('randint: %s must be an integer in [-2^63, 2^63), got %s'):format(what, tostring(v)), 4)
+    raise(('randint: %s must be an integer in [-2^63, 2^63), got %s'):format(what, tostring(v)))
   end
   return v
 end
@@ -196,7 +197,7 @@ function M.randint(low, high, size, opts)
   if is_table(high) and (size == nil or is_table(size)) then
     low, high, size, opts = 0, low, high, size
   end
-  if not is_table(size) then error('randint: size must be a table of sizes', 2) end
+  if not is_table(size) then raise('randint: size must be a table of sizes') end
   int_bound('low', low)
   int_bound('high', high)
   local nd, s = T.read_shape('randint', size)
@@ -208,14 +209,14 @@ end
 
 function M.manual_seed(seed)
   if type(seed) ~= 'number' or seed < 0 or seed % 1 ~= 0 then
-    error('manual_seed: seed must be a non-negative integer', 2)
+    raise('manual_seed: seed must be a non-negative integer')
   end
   C.ln_manual_seed(seed)
 end
 
 local function num_arg(fn, what, v, default)
   if v == nil then return default end
-  if type(v) ~= 'number' then error(('%s: %s must be a number, got %s'):format(fn, what, typename(v)), 3) end
+  if type(v) ~= 'number' then raise(('%s: %s must be a number, got %s'):format(fn, what, typename(v))) end
   return v
 end
 function Tensor.uniform_(self, lo, hi)
@@ -237,7 +238,7 @@ local function infer_shape(data, shape, depth)
   local v = data
   while is_table(v) do
     shape[#shape + 1] = #v
-    if #shape > 8 then error('tensor: nested tables deeper than 8 dims', 4) end
+    if #shape > 8 then raise('tensor: nested tables deeper than 8 dims') end
     v = v[1]
   end
   return type(v) == 'boolean'
@@ -246,15 +247,15 @@ end
 local function flatten(data, shape, depth, out, n)
   local size = shape[depth]
   if not is_table(data) or #data ~= size then
-    error(('tensor: ragged nested table (dim %d expects %d entries, got %s)'):format(depth, size,
-      is_table(data) and #data or type(data)), 5)
+    raise(('tensor: ragged nested table (dim %d expects %d entries, got %s)'):format(depth, size,
+      is_table(data) and #data or type(data)))
   end
   if depth == #shape then
     for i = 1, size do
       local v = data[i]
       if type(v) == 'boolean' then v = v and 1 or 0
       elseif type(v) ~= 'number' then
-        error(('tensor: element must be a number, got %s'):format(typename(v)), 5)
+        raise(('tensor: element must be a number, got %s'):format(typename(v)))
       end
       out[n] = v
       n = n + 1
@@ -274,7 +275,7 @@ function M.tensor(data, opts)
     return t
   end
   if not is_table(data) and type(data) ~= 'number' and type(data) ~= 'boolean' then
-    error('tensor: expected a number or a nested table, got ' .. typename(data), 2)
+    raise('tensor: expected a number or a nested table, got ' .. typename(data))
   end
   local shape = {}
   local boolean = infer_shape(data, shape)
@@ -300,29 +301,29 @@ end
 function M.from_buffer(buf, size, dtype, device, nbytes)
   if is_table(device) then device, nbytes = device.device, device.nbytes end
   local nd, s = T.read_shape('from_buffer', size)
-  if buf == nil then error('from_buffer: buffer is nil', 2) end
+  if buf == nil then raise('from_buffer: buffer is nil') end
   local held
   if type(buf) == 'string' then held = #buf
   elseif type(buf) == 'cdata' then
     local kind = tostring(ffi.typeof(buf)):sub(-2)   -- ']>' array, '*>' pointer
     if kind == ']>' then held = ffi.sizeof(buf)
     elseif kind ~= '*>' or tostring(ffi.typeof(buf)):find('(*)', 1, true) then
-      error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. tostring(ffi.typeof(buf)), 2)
+      raise('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. tostring(ffi.typeof(buf)))
     end
   else
-    error('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. typename(buf), 2)
+    raise('from_buffer: buffer must be a string, a cdata array or a pointer, got ' .. typename(buf))
   end
   if nbytes ~= nil then
     if type(nbytes) ~= 'number' or nbytes % 1 ~= 0 or nbytes < 0 or nbytes >= 2 ^ 63 then
-      error('from_buffer: nbytes must be a non-negative integer, got ' .. tostring(nbytes), 2)
+      raise('from_buffer: nbytes must be a non-negative integer, got ' .. tostring(nbytes))
     end
     if held and nbytes > held then
-      error(('from_buffer: nbytes %d is more than the buffer holds (%d bytes)'):format(nbytes, held), 2)
+      raise(('from_buffer: nbytes %d is more than the buffer holds (%d bytes)'):format(nbytes, held))
     end
     held = nbytes
   end
   if not held then
-    error('from_buffer: buf is a pointer: pass nbytes, the number of bytes it holds', 2)
+    raise('from_buffer: buf is a pointer: pass nbytes, the number of bytes it holds')
   end
   return wrap(C.ln_from_buffer_n(buf, held, nd, s, core.dtype_id('from_buffer', dtype),
     core.device_id('from_buffer', device)))
@@ -375,7 +376,7 @@ end
 function Tensor.item(self)
   local t = readable(self).p
   local n = C.ln_numel(t)
-  if n ~= 1 then error(('item: tensor has %d elements, expected 1'):format(tonumber(n)), 2) end
+  if n ~= 1 then raise(('item: tensor has %d elements, expected 1'):format(tonumber(n))) end
   local buf = item_bufs[t.dtype_id]
   check(C.ln_tensor_read(t, buf))
   canonical_nans(buf, 1, t.dtype_id)
@@ -391,7 +392,7 @@ function Tensor.read(self)
   -- (an expanded view may hold far more elements than its storage, and than
   -- a Lua array can: ffi would fail with a raw 'size of C type' error)
   if n * ffi.sizeof(ctypes[t.dtype_id]) > 2 ^ 30 then
-    error(('read: %.0f elements is too many to read into Lua (at most 1 GiB)'):format(n), 3)
+    raise(('read: %.0f elements is too many to read into Lua (at most 1 GiB)'):format(n))
   end
   local buf = buf_types[t.dtype_id](math.max(n, 1))
   check(C.ln_tensor_read(t, buf), 3)
@@ -413,8 +414,8 @@ function Tensor.totable(self)
   if tables > 2 ^ 24 and C.ln_numel(t) == 0 then
     local dims = {}
     for d = 0, nd - 1 do dims[d + 1] = ('%.0f'):format(tonumber(t.shape[d])) end
-    error(('totable: an empty tensor of shape {%s} would need %.0f nested Lua tables'):format(
-      table.concat(dims, ','), tables), 2)
+    raise(('totable: an empty tensor of shape {%s} would need %.0f nested Lua tables'):format(
+      table.concat(dims, ','), tables))
   end
   local buf, _, dt = Tensor.read(self)
   if nd == 0 then return to_number(buf, 0, dt) end
@@ -434,7 +435,7 @@ Tensor.tolist = Tensor.totable
 
 function Tensor.equal(a, b)
   T.need_tensor('equal', a, 'first argument')
-  if not is_tensor(b) then error('equal: second argument must be a tensor', 2) end
+  if not is_tensor(b) then raise('equal: second argument must be a tensor') end
   if a.p.ndim ~= b.p.ndim then return false end
   for i = 0, a.p.ndim - 1 do if a.p.shape[i] ~= b.p.shape[i] then return false end end
   if a:numel() == 0 then return true end
@@ -443,10 +444,10 @@ end
 
 function Tensor.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  if not is_tensor(b) then error('allclose: second argument must be a tensor, got ' .. typename(b), 2) end
-  if type(rtol) ~= 'number' or type(atol) ~= 'number' then error('allclose: rtol and atol must be numbers', 2) end
+  if not is_tensor(b) then raise('allclose: second argument must be a tensor, got ' .. typename(b)) end
+  if type(rtol) ~= 'number' or type(atol) ~= 'number' then raise('allclose: rtol and atol must be numbers') end
   local ok, diff = pcall(Tensor.sub, a:double(), b:double())
-  if not ok then error('allclose: ' .. tostring(diff):gsub('^.-: ', '', 1), 2) end
+  if not ok then raise('allclose: ' .. tostring(diff):gsub('^.-: ', '', 1)) end
   if diff:numel() == 0 then return true end
   local bound = b:double():abs():mul_(rtol):add_(atol)
   local close = diff:abs():le(bound):logical_or(a:double():eq(b:double()))

@@ -10,6 +10,7 @@
 -- count from the end (-1 is the last).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
+local raise = require('lunet.options').raise   -- (errors at the user's line, however deep lunet's frames)
 local is_table, typename = core.is_table, core.typename
 local C = core.C
 
@@ -151,16 +152,16 @@ local is_tensor = core.is_tensor
 
 local function need_tensor(fn, x, what)
   if not is_tensor(x) then
-    error(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', typename(x)), 4)
+    raise(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', typename(x)))
   end
   return x
 end
 
 -- An integer argument that fits int64 (a fraction, NaN, inf or 2^63 is an
 -- error naming fn, never truncated on its way to C).
-local function int_arg(fn, what, v, level)
+local function int_arg(fn, what, v)
   if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
-    error(('%s: %s must be an integer, got %s'):format(fn, what, tostring(v)), (level or 2) + 1)
+    raise(('%s: %s must be an integer, got %s'):format(fn, what, tostring(v)))
   end
   return v
 end
@@ -168,12 +169,12 @@ end
 -- 1-based (or negative) Lua dim -> 0-based C dim
 local function cdim(fn, t, d, extra)
   if type(d) ~= 'number' or d % 1 ~= 0 then
-    error(('%s: dim must be an integer, got %s'):format(fn, tostring(d)), 4)
+    raise(('%s: dim must be an integer, got %s'):format(fn, tostring(d)))
   end
   local n = t.p.ndim + (extra or 0)
   if d < 0 then d = n + d + 1 end
   if d < 1 or d > n then
-    error(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, t.p.ndim), 4)
+    raise(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, t.p.ndim))
   end
   return d - 1
 end
@@ -183,23 +184,23 @@ local function read_shape(fn, first, ...)
   local n
   if is_table(first) then
     n = #first
-    if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
+    if n > 8 then raise(fn .. ': at most 8 dims, got ' .. n) end
     for i = 1, n do
       local v = first[i]
       if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
-        error(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)), 4)
+        raise(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)))
       end
       shape_buf[i - 1] = v
     end
   else
     n = select('#', ...) + (first ~= nil and 1 or 0)
-    if first == nil and n > 0 then error(fn .. ': size 1 must be an integer, got nil', 4) end
-    if n > 8 then error(fn .. ': at most 8 dims, got ' .. n, 4) end
+    if first == nil and n > 0 then raise(fn .. ': size 1 must be an integer, got nil') end
+    if n > 8 then raise(fn .. ': at most 8 dims, got ' .. n) end
     for i = 1, n do
       local v = first   -- (not `i == 1 and first or ...`: first may be false)
       if i > 1 then v = select(i - 1, ...) end
       if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
-        error(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)), 4)
+        raise(('%s: size %d must be an integer, got %s'):format(fn, i, tostring(v)))
       end
       shape_buf[i - 1] = v
     end
@@ -218,24 +219,24 @@ end
 local INVALID = 'tensor: a NULL tensor handle (freed, or its .p taken) is not a tensor'
 
 mt.__index = function(self, k)
-  if invalid_handle(self) then error(INVALID, 2) end
+  if invalid_handle(self) then raise(INVALID) end
   local m = Tensor[k]
   if m ~= nil then return m end
   local g = getters[k]
   if g then return g(self) end
   if type(k) == 'number' then return Tensor.get_index(self, k) end
   if is_table(k) then return table_index.get(self, k) end   -- Torch7's t[{i, {a, b}}]
-  if type(k) ~= 'string' then error(('index: a tensor is indexed by a number or a table, got %s'):format(typename(k)), 2) end
+  if type(k) ~= 'string' then raise(('index: a tensor is indexed by a number or a table, got %s'):format(typename(k))) end
   return nil
 end
 
 mt.__newindex = function(self, k, v)
-  if invalid_handle(self) then error(INVALID, 2) end
+  if invalid_handle(self) then raise(INVALID) end
   local s = setters[k]
   if s then return s(self, v) end
   if type(k) == 'number' then return Tensor.set_index(self, k, v) end
   if is_table(k) then return table_index.set(self, k, v) end
-  error(("tensor: cannot set field '%s'"):format(tostring(k)), 2)
+  raise(("tensor: cannot set field '%s'"):format(tostring(k)))
 end
 
 -- (No #t: LuaJIT, as Lua 5.1, ignores __len on tables; t:size(1) is the
@@ -256,14 +257,26 @@ end
 
 getters.requires_grad = function(self) return self.p.grad_flag ~= 0 end
 setters.requires_grad = function(self, v)
+  if type(v) ~= 'boolean' then raise('requires_grad: must be true or false, got ' .. typename(v)) end
   if v and not Tensor.is_floating_point(self) then
-    error('requires_grad: only float tensors can require gradients, got ' .. core.dtypes[self.p.dtype_id], 3)
+    raise('requires_grad: only float tensors can require gradients, got ' .. core.dtypes[self.p.dtype_id])
   end
   self.p.grad_flag = v and 1 or 0
 end
 getters.grad = function(self) local r = record(self); return r and r.grad end
 setters.grad = function(self, g)
-  if g ~= nil and not is_tensor(g) then error('grad: must be a tensor or nil', 3) end
+  if g ~= nil then
+    if not is_tensor(g) then raise('grad: must be a tensor or nil, got ' .. typename(g)) end
+    -- (as PyTorch: an optimizer or a reducer would read it as the parameter's;
+    -- another float dtype is allowed: the optimizers convert it)
+    local a, b = self.p, g.p
+    local same = a.ndim == b.ndim and a.device_id == b.device_id
+    for i = 0, a.ndim - 1 do same = same and a.shape[i] == b.shape[i] end
+    if not same then
+      raise(('grad: a %s tensor on %s cannot be the gradient of a %s tensor on %s'):format(tostring(g:size()), g.device,
+        tostring(self:size()), self.device))
+    end
+  end
   record(self, true).grad = g
 end
 getters.grad_fn = function(self) local r = record(self); return r and r.grad_fn end
@@ -341,18 +354,18 @@ function Tensor.narrow(self, d, start, length)
   local cd = cdim('narrow', self, d)
   local size = self.p.shape[cd]
   if type(start) ~= 'number' or type(length) ~= 'number' then
-    error('narrow: start and length must be numbers', 2)
+    raise('narrow: start and length must be numbers')
   end
-  int_arg('narrow', 'start', start, 2)
-  int_arg('narrow', 'length', length, 2)
+  int_arg('narrow', 'start', start)
+  int_arg('narrow', 'length', length)
   if start < 0 then start = tonumber(size) + start + 1 end
   return wrap(C.ln_narrow(self.p, cd, start - 1, length))
 end
 
 function Tensor.select(self, d, index)
   local cd = cdim('select', self, d)
-  if type(index) ~= 'number' then error('select: index must be a number', 2) end
-  int_arg('select', 'index', index, 2)
+  if type(index) ~= 'number' then raise('select: index must be a number') end
+  int_arg('select', 'index', index)
   if index < 0 then index = tonumber(self.p.shape[cd]) + index + 1 end
   return wrap(C.ln_select(self.p, cd, index - 1))
 end
@@ -363,7 +376,7 @@ end
 
 function Tensor.t(self)  -- 2-d transpose
   need_tensor('t', self, 'self')
-  if self.p.ndim ~= 2 then error('T: needs a 2-d tensor, got ' .. self.p.ndim .. '-d', 2) end
+  if self.p.ndim ~= 2 then raise('T: needs a 2-d tensor, got ' .. self.p.ndim .. '-d') end
   return wrap(C.ln_transpose(self.p, 0, 1))
 end
 getters.T = Tensor.t
@@ -372,7 +385,7 @@ function Tensor.permute(self, ...)
   need_tensor('permute', self, 'self')
   local dims = is_table((...)) and ... or { ... }
   if #dims ~= self.p.ndim then
-    error(('permute: %d dims given for a %d-d tensor'):format(#dims, self.p.ndim), 2)
+    raise(('permute: %d dims given for a %d-d tensor'):format(#dims, self.p.ndim))
   end
   for i = 1, #dims do perm_buf[i - 1] = cdim('permute', self, dims[i]) end
   return wrap(C.ln_permute(self.p, #dims, perm_buf))
@@ -400,6 +413,7 @@ function Tensor.flatten(self, s, e)
   if nd == 0 then return self:reshape(1) end
   s = s and cdim('flatten', self, s) + 1 or 1
   e = e and cdim('flatten', self, e) + 1 or nd
+  if s > e then raise(('flatten: start dim %d comes after end dim %d'):format(s, e)) end
   local shape, n = {}, 1
   for i = 1, nd do
     local d = tonumber(self.p.shape[i - 1])
@@ -415,17 +429,17 @@ end
 function Tensor.as_strided(self, size, stride, offset)
   local n = read_shape('as_strided', size)
   if not is_table(stride) or #stride ~= n then
-    error(('as_strided: stride must be a list of %d integers, got %s'):format(n, typename(stride)), 2)
+    raise(('as_strided: stride must be a list of %d integers, got %s'):format(n, typename(stride)))
   end
   for i = 1, n do
     local v = stride[i]
     if type(v) ~= 'number' or v % 1 ~= 0 or v < -2 ^ 63 or v >= 2 ^ 63 then
-      error('as_strided: stride ' .. i .. ' must be an integer', 2)
+      raise('as_strided: stride ' .. i .. ' must be an integer')
     end
     stride_buf[i - 1] = stride[i]
   end
   if offset ~= nil and (type(offset) ~= 'number' or offset % 1 ~= 0 or offset < 0 or offset >= 2 ^ 63) then
-    error('as_strided: offset must be a non-negative integer, got ' .. tostring(offset), 2)
+    raise('as_strided: offset must be a non-negative integer, got ' .. tostring(offset))
   end
   return wrap(C.ln_as_strided(self.p, n, shape_buf, stride_buf, offset or tonumber(self.p.offset)))
 end

@@ -5,6 +5,7 @@
 -- t:unbind(dim) (the last three return views).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
+local raise = require('lunet.options').raise   -- (errors at the user's line, however deep lunet's frames)
 local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local factory = require 'lunet.factory'
@@ -28,22 +29,22 @@ local function to_index(fn, self, idx)
   if is_table(idx) then
     check_integers(fn, idx, 0)
     local ok, t = pcall(factory.tensor, idx, { dtype = 'int64' })
-    if not ok then error(fn .. ': index ' .. tostring(t):gsub('^.-tensor: ', '', 1), 3) end
+    if not ok then raise(fn .. ': index ' .. tostring(t):gsub('^.-tensor: ', '', 1)) end
     if self.p.device_id ~= 0 then t = t:to(self.device) end
     return t:sub_(1)
   end
   if not is_tensor(idx) then
-    error(('%s: index must be a tensor or a table of 1-based indices, got %s'):format(fn, typename(idx)), 3)
+    raise(('%s: index must be a tensor or a table of 1-based indices, got %s'):format(fn, typename(idx)))
   end
   local dt = idx.p.dtype_id
   if dt ~= 3 and dt ~= 2 then
-    error(('%s: index must be an int64 (or int32) tensor, got %s'):format(fn, idx.dtype), 3)
+    raise(('%s: index must be an int64 (or int32) tensor, got %s'):format(fn, idx.dtype))
   end
   return idx - 1
 end
 
 local function need(fn, x, what)
-  if not is_tensor(x) then error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3) end
+  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
   return x.p
 end
 
@@ -81,34 +82,34 @@ local function table_view(self, idx)
   local nd, n = self.p.ndim, #idx
   for k in pairs(idx) do
     if type(k) ~= 'number' or k % 1 ~= 0 or k < 1 or k > n then
-      error(('index: a table index is a list of numbers and {first, last} ranges, got key %s'):format(tostring(k)), 3)
+      raise(('index: a table index is a list of numbers and {first, last} ranges, got key %s'):format(tostring(k)))
     end
   end
-  if n > nd then error(('index: %d indices for a %d-d tensor'):format(n, nd), 3) end
+  if n > nd then raise(('index: %d indices for a %d-d tensor'):format(n, nd)) end
   local v, d, element = self, 1, n == nd
   for i = 1, n do
     local k, size = idx[i], tonumber(v.p.shape[d - 1])
     if type(k) == 'number' then
       local j = k < 0 and size + k + 1 or k
       if k % 1 ~= 0 or j < 1 or j > size then
-        error(('index: index %s is out of range for dim %d of size %d'):format(tostring(k), i, size), 3)
+        raise(('index: index %s is out of range for dim %d of size %d'):format(tostring(k), i, size))
       end
       v = v:select(d, j)
     elseif is_table(k) then
       element = false
       local a, b = k[1] or 1, k[2] or k[1] or size
       if type(a) ~= 'number' or type(b) ~= 'number' or #k > 2 then
-        error(('index: the range for dim %d must be {first, last}, {i} or {}'):format(i), 3)
+        raise(('index: the range for dim %d must be {first, last}, {i} or {}'):format(i))
       end
       local a1, b1 = a < 0 and size + a + 1 or a, b < 0 and size + b + 1 or b
       if a % 1 ~= 0 or b % 1 ~= 0 or a1 < 1 or b1 > size or a1 > b1 then
-        error(('index: range {%s, %s} is out of range for dim %d of size %d'):format(
-          tostring(a), tostring(b), i, size), 3)
+        raise(('index: range {%s, %s} is out of range for dim %d of size %d'):format(
+          tostring(a), tostring(b), i, size))
       end
       v = v:narrow(d, a1, b1 - a1 + 1)
       d = d + 1
     else
-      error(('index: index %d must be a number or a {first, last} range, got %s'):format(i, typename(k)), 3)
+      raise(('index: index %d must be a number or a {first, last} range, got %s'):format(i, typename(k)))
     end
   end
   return v, element
@@ -131,14 +132,14 @@ local ptrs, nptrs = nil, 0
 
 -- list of tensors -> ln_tensor*[n] (a buffer reused across calls)
 local function tensor_array(fn, list)
-  if not is_table(list) then error(fn .. ': expected a list of tensors, got ' .. typename(list), 4) end
+  if not is_table(list) then raise(fn .. ': expected a list of tensors, got ' .. typename(list)) end
   local n = #list
-  if n == 0 then error(fn .. ': expected a non-empty list of tensors', 4) end
+  if n == 0 then raise(fn .. ': expected a non-empty list of tensors') end
   if n > nptrs then nptrs = math.max(n, 16); ptrs = ffi.new('ln_tensor*[?]', nptrs) end
   for i = 1, n do
     local t = list[i]
     if not is_tensor(t) then
-      error(('%s: element %d of the list must be a tensor, got %s'):format(fn, i, typename(t)), 4)
+      raise(('%s: element %d of the list must be a tensor, got %s'):format(fn, i, typename(t)))
     end
     ptrs[i - 1] = t.p
   end
@@ -160,10 +161,10 @@ end
 
 local function int_dim(fn, dim)
   if type(dim) ~= 'number' or dim % 1 ~= 0 then
-    error(('%s: dim must be an integer, got %s'):format(fn, tostring(dim)), 4)
+    raise(('%s: dim must be an integer, got %s'):format(fn, tostring(dim)))
   end
   -- (the C side takes an int: a dim far out of range must not wrap to a valid one)
-  if dim < -9 or dim > 9 then error(('%s: dim %s out of range (tensors have at most 8 dims)'):format(fn, tostring(dim)), 4) end
+  if dim < -9 or dim > 9 then raise(('%s: dim %s out of range (tensors have at most 8 dims)'):format(fn, tostring(dim))) end
   return dim
 end
 
@@ -192,7 +193,7 @@ function Tensor.split(self, size, dim)
   local total = tonumber(self.p.shape[d])
   local parts, start = {}, 0
   if type(size) == 'number' then
-    if size % 1 ~= 0 or size < 1 then error('split: size must be a positive integer, got ' .. size, 2) end
+    if size % 1 ~= 0 or size < 1 then raise('split: size must be a positive integer, got ' .. size) end
     repeat
       local len = math.min(size, total - start)
       parts[#parts + 1] = wrap(C.ln_narrow(self.p, d, start, len))
@@ -203,19 +204,19 @@ function Tensor.split(self, size, dim)
     for i = 1, #size do
       local s = size[i]
       if type(s) ~= 'number' or s % 1 ~= 0 or s < 0 then
-        error(('split: size %d must be a non-negative integer, got %s'):format(i, tostring(s)), 2)
+        raise(('split: size %d must be a non-negative integer, got %s'):format(i, tostring(s)))
       end
       sum = sum + s
     end
     if sum ~= total then
-      error(('split: sizes add up to %d but dim %d has size %d'):format(sum, d + 1, total), 2)
+      raise(('split: sizes add up to %d but dim %d has size %d'):format(sum, d + 1, total))
     end
     for i = 1, #size do
       parts[i] = wrap(C.ln_narrow(self.p, d, start, size[i]))
       start = start + size[i]
     end
   else
-    error('split: size must be a number or a table of sizes, got ' .. typename(size), 2)
+    raise('split: size must be a number or a table of sizes, got ' .. typename(size))
   end
   return parts
 end
@@ -223,7 +224,7 @@ end
 function Tensor.chunk(self, n, dim)
   need('chunk', self, 'input')
   if type(n) ~= 'number' or n % 1 ~= 0 or n < 1 then
-    error('chunk: number of chunks must be a positive integer, got ' .. tostring(n), 2)
+    raise('chunk: number of chunks must be a positive integer, got ' .. tostring(n))
   end
   local d = cdim('chunk', self, dim or 1)
   local total = tonumber(self.p.shape[d])

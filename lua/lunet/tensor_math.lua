@@ -2,6 +2,7 @@
 -- moves, matrix products and reductions as Tensor methods and operators.
 local ffi = require 'ffi'
 local core = require 'lunet.core'
+local raise = require('lunet.options').raise   -- (errors at the user's line, however deep lunet's frames)
 local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local check_options = require('lunet.options').check
@@ -10,7 +11,7 @@ local Tensor, mt, wrap, check, is_tensor = T.Tensor, T.mt, T.wrap, T.check, T.is
 
 local function need(fn, x, what)
   if not is_tensor(x) then
-    error(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)), 3)
+    raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)))
   end
   return x.p
 end
@@ -44,9 +45,9 @@ end
 
 -- torch.clamp's bounds: at least one, each a number or nil
 local function bounds(fn, lo, hi)
-  if lo == nil and hi == nil then error(fn .. ': at least one of min and max must be given', 3) end
+  if lo == nil and hi == nil then raise(fn .. ': at least one of min and max must be given') end
   if (lo ~= nil and type(lo) ~= 'number') or (hi ~= nil and type(hi) ~= 'number') then
-    error(('%s: min and max must be numbers or nil, got %s and %s'):format(fn, typename(lo), typename(hi)), 3)
+    raise(('%s: min and max must be numbers or nil, got %s and %s'):format(fn, typename(lo), typename(hi)))
   end
   return lo or -math.huge, hi or math.huge
 end
@@ -112,8 +113,8 @@ for _, name in ipairs({ 'pow', 'pow_' }) do
   local plain = Tensor[name]
   Tensor[name] = function(a, b)
     if type(b) == 'number' and b < 0 and is_tensor(a) and not Tensor.is_floating_point(a) and a.dtype ~= 'bool' then
-      error(('%s: integers to negative integer powers are not allowed (exponent %s on %s; convert to float first)')
-        :format(name, tostring(b), a.dtype), 2)
+      raise(('%s: integers to negative integer powers are not allowed (exponent %s on %s; convert to float first)')
+        :format(name, tostring(b), a.dtype))
     end
     return plain(a, b)
   end
@@ -122,7 +123,7 @@ end
 -- add/sub with alpha: a + alpha*b (torch.add(a, b, alpha=...))
 local plain_add, plain_sub, plain_add_, plain_sub_ = Tensor.add, Tensor.sub, Tensor.add_, Tensor.sub_
 local function need_alpha(fn, alpha)
-  if type(alpha) ~= 'number' then error(('%s: alpha must be a number, got %s'):format(fn, typename(alpha)), 3) end
+  if type(alpha) ~= 'number' then raise(('%s: alpha must be a number, got %s'):format(fn, typename(alpha))) end
 end
 function Tensor.add(a, b, alpha)
   if alpha == nil or alpha == 1 then return plain_add(a, b) end
@@ -161,7 +162,7 @@ mt.__pow = function(a, b) return Tensor.pow(a, b) end
 -- remainder (Python's and Lua's %): the sign of the divisor, unlike fmod
 function Tensor.remainder(a, b)
   if type(b) ~= 'number' and not is_tensor(b) then
-    error('remainder: second argument must be a number or a tensor, got ' .. typename(b), 2)
+    raise('remainder: second argument must be a number or a tensor, got ' .. typename(b))
   end
   local r = Tensor.fmod(a, b)
   local neg_b = type(b) == 'number' and (b < 0) or (type(b) ~= 'number' and Tensor.lt(b, 0))
@@ -207,7 +208,7 @@ end
 
 function Tensor.fill_(self, v)
   if type(v) ~= 'number' and type(v) ~= 'boolean' then
-    error('fill_: value must be a number, got ' .. typename(v), 2)
+    raise('fill_: value must be a number, got ' .. typename(v))
   end
   check(C.ln_fill_(need('fill_', self, 'tensor'), num(v)))
   return self
@@ -262,13 +263,13 @@ function Tensor.half(self) return cast(self, 'float16') end
 function Tensor.bfloat16(self) return cast(self, 'bfloat16') end
 function Tensor.cpu(self, k)
   if k ~= nil and (type(k) ~= 'number' or k % 1 ~= 0) then
-    error(('cpu: device index must be an integer, got %s'):format(tostring(k)), 2)
+    raise(('cpu: device index must be an integer, got %s'):format(tostring(k)))
   end
   return move(self, 'cpu:' .. (k or 0))
 end
 function Tensor.cuda(self, k)
   if k ~= nil and (type(k) ~= 'number' or k % 1 ~= 0) then
-    error(('cuda: device index must be an integer, got %s'):format(tostring(k)), 2)
+    raise(('cuda: device index must be an integer, got %s'):format(tostring(k)))
   end
   return move(self, 'cuda:' .. (k or 0))
 end
@@ -280,17 +281,17 @@ function Tensor.matmul(a, b)
 end
 function Tensor.mm(a, b)
   need('mm', a, 'first argument'); need('mm', b, 'second argument')
-  if a.p.ndim ~= 2 or b.p.ndim ~= 2 then error('mm: needs two 2-d tensors', 2) end
+  if a.p.ndim ~= 2 or b.p.ndim ~= 2 then raise('mm: needs two 2-d tensors') end
   return Tensor.matmul(a, b)
 end
 function Tensor.mv(a, b)
   need('mv', a, 'first argument'); need('mv', b, 'second argument')
-  if a.p.ndim ~= 2 or b.p.ndim ~= 1 then error('mv: needs a 2-d and a 1-d tensor', 2) end
+  if a.p.ndim ~= 2 or b.p.ndim ~= 1 then raise('mv: needs a 2-d and a 1-d tensor') end
   return Tensor.matmul(a, b)
 end
 function Tensor.dot(a, b)
   need('dot', a, 'first argument'); need('dot', b, 'second argument')
-  if a.p.ndim ~= 1 or b.p.ndim ~= 1 then error('dot: needs two 1-d tensors', 2) end
+  if a.p.ndim ~= 1 or b.p.ndim ~= 1 then raise('dot: needs two 1-d tensors') end
   return Tensor.matmul(a, b)
 end
 function Tensor.bmm(a, b)

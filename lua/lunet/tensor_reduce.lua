@@ -7,6 +7,7 @@
 -- of dims: t:mean({3, 4}).
 local ffi = require 'ffi'
 local core = require 'lunet.core'
+local raise = require('lunet.options').raise   -- (errors at the user's line, however deep lunet's frames)
 local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local C = core.C
@@ -15,25 +16,25 @@ local Tensor, wrap, is_tensor = T.Tensor, T.wrap, T.is_tensor
 local idx_box = ffi.new('ln_tensor*[1]')
 
 local function need(fn, x)
-  if not is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(fn, typename(x)), 3) end
+  if not is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(fn, typename(x))) end
   return x.p
 end
 
 local function keepdim_flag(fn, k)
   if k == nil or k == false then return 0 end
   if k == true then return 1 end
-  error(('%s: keepdim must be a boolean, got %s'):format(fn, typename(k)), 3)
+  raise(('%s: keepdim must be a boolean, got %s'):format(fn, typename(k)))
 end
 
--- 1-based (or negative) dim -> C dim; errors `level` frames above the caller
-local function to_cdim(fn, t, d, level)
+-- 1-based (or negative) dim -> C dim
+local function to_cdim(fn, t, d)
   if type(d) ~= 'number' or d % 1 ~= 0 then
-    error(('%s: dim must be an integer or a list of dims, got %s'):format(fn, tostring(d)), level + 1)
+    raise(('%s: dim must be an integer or a list of dims, got %s'):format(fn, tostring(d)))
   end
   local n = t.p.ndim
   local c = d < 0 and n + d or d - 1
   if c < 0 or c >= n then
-    error(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, n), level + 1)
+    raise(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, n))
   end
   return c
 end
@@ -41,15 +42,14 @@ end
 local perm_buf, shape_buf = ffi.new('int[8]'), ffi.new('int64_t[8]')
 
 -- Reduce over several dims {d1, d2, ...}: move them last, merge them into one
--- (a view when the layout allows, else a copy), reduce that one. `level`:
--- the user's frame as seen from here.
-local function over_dims(fn, op, self, dims, keepdim, p, level)
+-- (a view when the layout allows, else a copy), reduce that one.
+local function over_dims(fn, op, self, dims, keepdim, p)
   local t = self.p
   local nd, red, k = t.ndim, {}, 0
-  if #dims == 0 then return wrap(C.ln_reduce(op, t, -1, keepdim, p, nil), level) end
+  if #dims == 0 then return wrap(C.ln_reduce(op, t, -1, keepdim, p, nil)) end
   for i = 1, #dims do
-    local d = to_cdim(fn, self, dims[i], level)
-    if red[d] then error(('%s: dim %d appears twice'):format(fn, d + 1), level) end
+    local d = to_cdim(fn, self, dims[i])
+    if red[d] then raise(('%s: dim %d appears twice'):format(fn, d + 1)) end
     red[d] = true
   end
   local n = 1
@@ -61,12 +61,12 @@ local function over_dims(fn, op, self, dims, keepdim, p, level)
     if red[d] then perm_buf[k] = d; k = k + 1; n = n * tonumber(t.shape[d]) end
   end
   shape_buf[kept] = n
-  local x = wrap(C.ln_permute(t, nd, perm_buf), level)
-  x = wrap(C.ln_reshape(x.p, kept + 1, shape_buf), level)
-  local r = wrap(C.ln_reduce(op, x.p, kept, 0, p, nil), level)
+  local x = wrap(C.ln_permute(t, nd, perm_buf))
+  x = wrap(C.ln_reshape(x.p, kept + 1, shape_buf))
+  local r = wrap(C.ln_reduce(op, x.p, kept, 0, p, nil))
   if keepdim == 1 then
     for d = 0, nd - 1 do shape_buf[d] = red[d] and 1 or t.shape[d] end
-    r = wrap(C.ln_view(r.p, nd, shape_buf), level)
+    r = wrap(C.ln_view(r.p, nd, shape_buf))
   end
   return r
 end
@@ -76,9 +76,9 @@ local function reduce(fn, op, self, dim, keepdim, p)
   local kd
   if keepdim == nil or keepdim == false then kd = 0
   elseif keepdim == true then kd = 1
-  else error(('%s: keepdim must be a boolean, got %s'):format(fn, typename(keepdim)), 3) end
-  if is_table(dim) then return over_dims(fn, op, self, dim, kd, p, 4) end
-  local cd = dim == nil and -1 or to_cdim(fn, self, dim, 3)
+  else raise(('%s: keepdim must be a boolean, got %s'):format(fn, typename(keepdim))) end
+  if is_table(dim) then return over_dims(fn, op, self, dim, kd, p) end
+  local cd = dim == nil and -1 or to_cdim(fn, self, dim)
   return wrap(C.ln_reduce(op, self.p, cd, kd, p, nil))
 end
 
@@ -102,7 +102,7 @@ local function renamed(name, inner)
   return function(self, dim, keepdim)
     local ok, r = pcall(f, self, dim, keepdim)
     if ok then return r end
-    error((tostring(r):gsub('^.-' .. inner .. ':', name .. ':', 1)), 2)
+    raise((tostring(r):gsub('^.-' .. inner .. ':', name .. ':', 1)))
   end
 end
 Tensor.amax = renamed('amax', 'max')
@@ -114,7 +114,7 @@ local function extreme(name, op, elementwise)
     local p = need(name, self)
     if is_tensor(dim) then return elementwise(self, dim) end
     if dim == nil then return wrap(C.ln_reduce(op, p, -1, 0, 0, nil)) end
-    local values = C.ln_reduce(op, p, to_cdim(name, self, dim, 2), keepdim_flag(name, keepdim), 0, idx_box)
+    local values = C.ln_reduce(op, p, to_cdim(name, self, dim), keepdim_flag(name, keepdim), 0, idx_box)
     local v = wrap(values)
     local idx = wrap(idx_box[0])
     return v, idx:add_(1)
@@ -126,7 +126,7 @@ Tensor.min = extreme('min', C.LN_RMIN, function(a, b) return Tensor.minimum(a, b
 local function arg(name, op)
   return function(self, dim, keepdim)
     local p = need(name, self)
-    local cd = dim == nil and -1 or to_cdim(name, self, dim, 2)
+    local cd = dim == nil and -1 or to_cdim(name, self, dim)
     local r = wrap(C.ln_reduce(op, p, cd, keepdim_flag(name, keepdim), 0, nil))
     return r:add_(1)
   end
@@ -152,9 +152,9 @@ local function spread(name, op)
     elseif type(opt) == 'boolean' then corr = opt and 1 or 0
     elseif type(opt) == 'number' then corr = opt
     elseif opt ~= nil then
-      error(('%s: expected a boolean (unbiased) or an options table, got %s'):format(name, typename(opt)), 2)
+      raise(('%s: expected a boolean (unbiased) or an options table, got %s'):format(name, typename(opt)))
     end
-    if type(corr) ~= 'number' then error(name .. ': correction must be a number', 2) end
+    if type(corr) ~= 'number' then raise(name .. ': correction must be a number') end
     local r = reduce(name, op, self, dim, keepdim, corr)
     return r
   end
@@ -166,7 +166,7 @@ Tensor.std = spread('std', C.LN_RSTD)
 function Tensor.norm(self, p, dim, keepdim)
   local tp = need('norm', self)
   if p == nil or p == 'fro' then p = 2 end
-  if type(p) ~= 'number' then error('norm: p must be a number or "fro", got ' .. tostring(p), 2) end
+  if type(p) ~= 'number' then raise('norm: p must be a number or "fro", got ' .. tostring(p)) end
   local r = reduce('norm', C.LN_RNORM, self, dim, keepdim, p)
   return r
 end

@@ -41,7 +41,12 @@ local function new(cls, ...)
     -- errors of a constructor point at the caller's line, not at lunet's files
     local ok, err = pcall(cls.__init, obj, ...)
     if not ok then
-      if type(err) == 'string' then err = err:gsub('^[^\n]-lunet/data/[%w_]+%.lua:%d+: ', '', 1) end
+      if type(err) ~= 'string' then error(err, 2) end
+      err = err:gsub('^[^\n]-lunet/data/[%w_]+%.lua:%d+: ', '', 1)
+      -- (an error lunet already located at the caller's line keeps that one location)
+      local at = debug.getinfo(2, 'Sl')
+      local here = at and at.currentline > 0 and ('%s:%d: '):format(at.short_src, at.currentline)
+      if here and err:sub(1, #here) == here then error(err, 0) end
       error(err, 2)
     end
   end
