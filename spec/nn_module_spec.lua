@@ -123,6 +123,46 @@ describe('nn.Module', function()
     assert.equal('float64', w.grad.dtype)
   end)
 
+  it('refuses a module inside itself, an integer dtype, a train mode not boolean; zero_grad(false) zeroes in place', function()
+    local function refused(what, msg, fn)
+      local ok, err = pcall(fn)
+      assert.is_false(ok, what)
+      assert.matches(msg, err, 1, true)
+      assert.matches('nn_module_spec%.lua:%d+: ', err)
+    end
+    -- (each was a stack overflow at the first walk of the tree: print, parameters, forward)
+    local s = nn.Sequential { nn.Linear(2, 2) }
+    refused('itself', "add_module: nn.Sequential as '1' would put nn.Sequential inside itself", function() s:add(s) end)
+    local inner = nn.Sequential { nn.ReLU() }
+    s:add(inner)
+    refused('its parent', "would put nn.Sequential inside itself", function() inner:add(s) end)
+    local lin = s[1]
+    refused('a field', "add_module: nn.Sequential as 'parent' would put nn.Linear inside itself", function() lin.parent = s end)
+    assert.equal(2, #s:parameters())
+    rawset(lin, 'owner', s)   -- (a reference that is not a child)
+    assert.equal(2, #s:parameters())
+    -- (to('int32') left the float parameters as they were; train('no') set training to 'no')
+    refused('int dtype', 'to: a module moves to a floating-point dtype (float32, float64, float16, bfloat16), got int32',
+      function() nn.Linear(2, 2):to('int32') end)
+    refused('train mode', 'train: mode must be true or false, got string', function() nn.Linear(2, 2):train('no') end)
+    -- zero_grad: drops the grads by default; false zeroes them in place (as the optimizers' zero_grad)
+    local m = nn.Linear(2, 2)
+    m(lunet.ones(1, 2)):sum():backward()
+    local g = m.weight.grad
+    m:zero_grad(false)
+    assert.equal(g, m.weight.grad)
+    assert.equal(0, g:abs():sum():item())
+    m:zero_grad({ set_to_none = true })
+    assert.is_nil(m.weight.grad)
+    -- load_state_dict names what was missing and unexpected under PyTorch's keys too
+    local sd = m:state_dict()
+    sd.weight, sd.extra = nil, lunet.ones(1)
+    local r = m:load_state_dict(sd, { strict = false })
+    assert.same({ 'weight' }, r.missing_keys)
+    assert.same({ 'extra' }, r.unexpected_keys)
+    assert.same(r.missing_keys, r.missing)
+  end)
+
   it('zero_grad clears gradients; apply and train/eval walk the tree', function()
     local m = small_cnn()
     m(lunet.randn(2, 3, 4, 4)):sum():backward()

@@ -7,6 +7,8 @@ local ffi = require 'ffi'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
 local autograd = require 'lunet.autograd'
+local options = require 'lunet.options'
+local raise = options.raise   -- (errors at the user's line)
 local is_tensor = T.is_tensor
 
 local Module = {}
@@ -80,6 +82,13 @@ end
 function Module:add_module(name, m)
   name = tostring(name)
   if not is_table(m) or not m._params then error(('add_module: %s must be an nn.Module'):format(name), 2) end
+  -- (a module inside itself made every walk of the tree a stack overflow)
+  for _, d in ipairs(m:modules()) do
+    if d == self then
+      raise(("add_module: %s as '%s' would put %s inside itself (a module cannot be its own descendant; rawset keeps a" ..
+        " reference that is not a child)"):format(m.__name or 'a module', name, self.__name or 'the module'))
+    end
+  end
   if not self:_has('_children', name) then table.insert(self._children, name) end
   rawset(self, name, m)
   return m
@@ -173,13 +182,22 @@ end
 
 function Module:train(mode)
   if mode == nil then mode = true end
+  if type(mode) ~= 'boolean' then raise('train: mode must be true or false, got ' .. typename(mode)) end
   for _, m in ipairs(self:modules()) do m.training = mode end
   return self
 end
 function Module:eval() return self:train(false) end
 
-function Module:zero_grad()
-  for _, p in ipairs(self:parameters()) do p.grad = nil end
+-- set_to_none (default true) drops the grads; false zeroes each in place
+-- (PyTorch's default before 2.0), keeping its memory
+function Module:zero_grad(set_to_none)
+  if set_to_none ~= nil and type(set_to_none) ~= 'boolean' then
+    set_to_none = (options.check('zero_grad', set_to_none, { set_to_none = 'boolean' }) or {}).set_to_none
+  end
+  for _, p in ipairs(self:parameters()) do
+    local g = p.grad
+    if set_to_none == false and g ~= nil then autograd.no_grad(g.zero_, g) else p.grad = nil end
+  end
 end
 
 function Module:requires_grad_(on)
@@ -202,6 +220,7 @@ Module._swap_into = swap_into
 
 -- m:to('cpu:1'), m:to('float64'), m:to{device=..., dtype=...}: moves parameters
 -- (floating ones for dtype), their gradients and buffers, in place
+local FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
 function Module:to(what, more)
   local opts = what
   if type(what) == 'string' then
@@ -211,6 +230,12 @@ function Module:to(what, more)
     error('to: expected a device, a dtype or {device=, dtype=}, got ' .. typename(what), 2)
   else
     require('lunet.options').check('to', what, { device = true, dtype = true })
+  end
+  -- (an integer dtype left the float parameters as they were, silently)
+  local core = require('lunet.core')
+  local dt = opts.dtype and core.dtype_ids[opts.dtype]
+  if dt and not FLOAT_DTYPES[core.dtypes[dt]] then
+    raise(('to: a module moves to a floating-point dtype (float32, float64, float16, bfloat16), got %s'):format(opts.dtype))
   end
   local function move(t)
     local u = t
@@ -282,7 +307,7 @@ function Module:load_state_dict(sd, strict)
       if v ~= nil then t:copy_(v) end
     end
   end)
-  return { missing = missing, unexpected = unexpected }
+  return { missing = missing, unexpected = unexpected, missing_keys = missing, unexpected_keys = unexpected }   -- (PyTorch's names too)
 end
 
 -- ---- copying and printing --------------------------------------------------------------
