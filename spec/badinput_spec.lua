@@ -303,6 +303,11 @@ describe('bad input: named cases', function()
     { 'BatchNorm2d(0)', function() return nn.BatchNorm2d(0) end, 'nn.BatchNorm2d: num_features must be an integer >= 1, got 0' },
     { 'BatchNorm2d C', function() return nn.BatchNorm2d(3)(lunet.randn(2, 4, 2, 2)) end, 'nn.BatchNorm2d: input has 4 channels, expected 3' },
     { 'BatchNorm1d N=1', function() return nn.BatchNorm1d(4)(lunet.randn(1, 4)) end, 'batch_norm: expected more than 1 value per channel' },
+    -- (taken before: a negative eps made NaN, a momentum past 1 running statistics that diverge)
+    { 'BatchNorm2d eps < 0', function() return nn.BatchNorm2d(3, { eps = -1 }) end, 'nn.BatchNorm2d: eps must be a finite number >= 0, got -1' },
+    { 'BatchNorm2d momentum 2', function() return nn.BatchNorm2d(3, { momentum = 2 }) end, 'nn.BatchNorm2d: momentum must be in [0, 1] or false (a cumulative average), got 2' },
+    { 'F.batch_norm momentum', function() return nn.functional.batch_norm(lunet.randn(4, 3), nil, nil, nil, nil, true, 1.5) end, 'batch_norm: momentum must be in [0, 1], got 1.5' },
+    { 'F.batch_norm eps', function() return nn.functional.batch_norm(lunet.randn(4, 3), nil, nil, nil, nil, true, 0.1, 0 / 0) end, 'batch_norm: eps must be a finite number >= 0, got nan' },
     { 'Dropout(1.5)', function() return nn.Dropout(1.5) end, 'nn.Dropout: p must be a number in [0, 1], got 1.5' },
     { 'LeakyReLU x', function() return nn.LeakyReLU('x')(a) end, "nn.LeakyReLU: option 'negative_slope' must be a number, got string" },
     { 'Softmax dim', function() return nn.Softmax(5)(a) end, 'softmax: dim 5 out of range for a 2-d tensor' },

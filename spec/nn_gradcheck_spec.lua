@@ -29,6 +29,10 @@ describe('nn gradcheck (float64)', function()
     check(function(x) return F.avg_pool2d(x, { 2, 3 }, { ceil_mode = true }) end, { x })
     check(function(x) return F.adaptive_avg_pool2d(x, { 3, 4 }) end, { x })
     check(function(x) return F.pad(x, { 1, 2, 0, 1 }) end, { x })
+    for _, mode in ipairs({ 'reflect', 'replicate', 'circular' }) do
+      check(function(x) return F.pad(x, { 2, 1, 1, 2 }, mode) end, { x })
+    end
+    check(function(x) return F.pad(x, { 1, 1 }, { value = -2 }) end, { x })
   end)
 
   it('batch norm in training and eval', function()

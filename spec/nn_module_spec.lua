@@ -207,6 +207,41 @@ describe('nn.Module', function()
   end)
 end)
 
+describe('nn.functional.pad', function()
+  it("pads with a constant, or by reflecting, replicating or wrapping the edge, as torch's F.pad", function()
+    local F = nn.functional
+    local x = lunet.arange(1, 13):float():view(1, 1, 3, 4)
+    local function rows(t) return t[1][1]:totable() end
+    -- {left 2, right 1, top 1, bottom 2}: the 3x4 input 1..12 becomes 6x7
+    assert.same({ { 7, 6, 5, 6, 7, 8, 7 }, { 3, 2, 1, 2, 3, 4, 3 }, { 7, 6, 5, 6, 7, 8, 7 },
+      { 11, 10, 9, 10, 11, 12, 11 }, { 7, 6, 5, 6, 7, 8, 7 }, { 3, 2, 1, 2, 3, 4, 3 } }, rows(F.pad(x, { 2, 1, 1, 2 }, 'reflect')))
+    assert.same({ { 1, 1, 1, 2, 3, 4, 4 }, { 1, 1, 1, 2, 3, 4, 4 }, { 5, 5, 5, 6, 7, 8, 8 },
+      { 9, 9, 9, 10, 11, 12, 12 }, { 9, 9, 9, 10, 11, 12, 12 }, { 9, 9, 9, 10, 11, 12, 12 } },
+      rows(F.pad(x, { 2, 1, 1, 2 }, { mode = 'replicate' })))
+    assert.same({ { 11, 12, 9, 10, 11, 12, 9 }, { 3, 4, 1, 2, 3, 4, 1 }, { 7, 8, 5, 6, 7, 8, 5 },
+      { 11, 12, 9, 10, 11, 12, 9 }, { 3, 4, 1, 2, 3, 4, 1 }, { 7, 8, 5, 6, 7, 8, 5 } }, rows(F.pad(x, { 2, 1, 1, 2 }, 'circular')))
+    assert.same({ { 7, 1, 2, 3, 4, 7 }, { 7, 5, 6, 7, 8, 7 }, { 7, 9, 10, 11, 12, 7 } }, rows(F.pad(x, { 1, 1 }, 'constant', 7)))
+    assert.same({ 0, 0, 1, 2, 3, 4, 0 }, rows(F.pad(x, { 2, 1, 1, 2 }))[2])
+    -- (the mode was ignored before: 'reflect' padded with zeros; 3 values took the bottom as 0)
+    local bad = {
+      { { { 1, 1, 1 } }, 'pad: padding must be a list {left, right} or {left, right, top, bottom} of integers, got 3 values' },
+      { { { 4, 0 }, 'reflect' }, "pad: left padding 4 is too large for mode 'reflect' on a dim of size 4" },
+      { { { 0, 0, 0, 4 }, 'circular' }, "pad: bottom padding 4 is too large for mode 'circular' on a dim of size 3" },
+      { { { 1, 1 }, 'mirror' }, "pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got 'mirror'" },
+      { { { 1, 1 }, 'reflect', 3 }, "pad: value is for mode 'constant', not 'reflect'" },
+      { { { 1, 1 }, { modes = 'reflect' } }, "pad: unknown option 'modes' (did you mean 'mode'?)" },
+    }
+    for _, case in ipairs(bad) do
+      local ok, err = pcall(F.pad, x, unpack(case[1]))
+      assert.is_false(ok)
+      assert.matches(case[2], err, 1, true)
+    end
+    local ok, err = pcall(F.pad, x:long(), { 1, 1 }, 'constant', 0.5)
+    assert.is_false(ok)
+    assert.matches('pad: value 0.5 does not fit a int64 input', err, 1, true)
+  end)
+end)
+
 describe('train and eval modes', function()
   it('BatchNorm2d uses batch statistics in training and running ones in eval', function()
     local bn = nn.BatchNorm2d(3, { momentum = 0.5 })

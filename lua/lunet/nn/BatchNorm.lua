@@ -22,6 +22,12 @@ function BatchNorm:__init(num_features, ...)
   end
   local opts = options.check(self.__name, options.positional(self.__name, POSITIONAL, ...), OPTS) or {}
   if opts.momentum == true then options.fail(self.__name, "momentum must be a number or false (a cumulative average), got true") end
+  if opts.eps ~= nil and not (opts.eps >= 0 and opts.eps < math.huge) then
+    options.fail(self.__name, 'eps must be a finite number >= 0, got ' .. tostring(opts.eps))
+  end
+  if type(opts.momentum) == 'number' and not (opts.momentum >= 0 and opts.momentum <= 1) then
+    options.fail(self.__name, 'momentum must be in [0, 1] or false (a cumulative average), got ' .. tostring(opts.momentum))
+  end
   self.num_features = num_features
   self.eps = opts.eps or 1e-5
   -- momentum = false (or cumulative = true): a cumulative moving average (PyTorch's momentum=None)

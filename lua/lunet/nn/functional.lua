@@ -85,10 +85,33 @@ F.sum_all = sum_all
 -- (each layer calls its recorder as a statement, then returns: a tail call
 -- into the recorder made LuaJIT's traces keep fewer allocations sunk)
 local record_pad = recorder('pad')
-function F.pad(x, p)
+-- F.pad(x (N,C,H,W), {left, right[, top, bottom]}[, mode = 'constant'[, value = 0]])
+-- or F.pad(x, pad, {mode = ..., value = ...}): mode 'constant' fills with
+-- value, 'reflect' mirrors without repeating the edge (each pad below the
+-- dim's size), 'replicate' repeats the edge, 'circular' wraps around (each
+-- pad at most the dim's size), as torch.nn.functional.pad.
+local PAD_OPTS, PAD_POSITIONAL = { mode = 'string', value = 'number' }, { 'mode', 'value' }
+local PAD_MODES = { constant = true, reflect = true, replicate = true, circular = true }
+
+-- the 1-based source index of each output position along a dim of size n
+-- padded by lo and hi in mode
+local function pad_index(mode, n, lo, hi)
+  local idx = {}
+  for j = -lo, n - 1 + hi do
+    local k
+    if mode == 'reflect' then k = j < 0 and -j or j >= n and 2 * (n - 1) - j or j
+    elseif mode == 'replicate' then k = math.min(math.max(j, 0), n - 1)
+    else k = j % n end
+    idx[#idx + 1] = k + 1
+  end
+  return require('lunet.factory').tensor(idx, { dtype = 'int64' })
+end
+
+function F.pad(x, p, ...)
   need('pad', x, 'input', 4)
-  if not is_table(p) or type(p[1]) ~= 'number' or type(p[2]) ~= 'number' then
-    raise('pad: padding must be a list {left, right[, top, bottom]} of numbers')
+  if not is_table(p) or (#p ~= 2 and #p ~= 4) then
+    raise('pad: padding must be a list {left, right} or {left, right, top, bottom} of integers, got ' ..
+      (is_table(p) and #p .. ' values' or typename(p)))
   end
   local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
   for _, v in ipairs({ l, r, t, b }) do
@@ -97,9 +120,30 @@ function F.pad(x, p)
         tostring(l), tostring(r), tostring(t), tostring(b)))
     end
   end
+  local opts = check_options('pad', positional('pad', PAD_POSITIONAL, ...), PAD_OPTS) or NO_OPTS
+  local mode, value = opts.mode or 'constant', opts.value
+  if not PAD_MODES[mode] then
+    raise(("pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got '%s'"):format(mode))
+  end
+  if value ~= nil and mode ~= 'constant' then raise(("pad: value is for mode 'constant', not '%s'"):format(mode)) end
   local s = x:size()
+  if mode ~= 'constant' then
+    local limit = mode == 'circular' and 0 or 1   -- (reflect: below the size; circular: at most it)
+    for _, d in ipairs({ { 'left', l, 4 }, { 'right', r, 4 }, { 'top', t, 3 }, { 'bottom', b, 3 } }) do
+      if d[2] > s[d[3]] - limit or (mode == 'replicate' and d[2] > 0 and s[d[3]] == 0) then
+        raise(("pad: %s padding %d is too large for mode '%s' on a dim of size %d"):format(d[1], d[2], mode, s[d[3]]))
+      end
+    end
+    local out = x
+    if l + r > 0 then out = out:index_select(4, pad_index(mode, s[4], l, r)) end
+    if t + b > 0 then out = out:index_select(3, pad_index(mode, s[3], t, b)) end
+    return out == x and x:clone() or out
+  end
+  if value ~= nil and value % 1 ~= 0 and not x:is_floating_point() then   -- (NaN and inf too)
+    raise(('pad: value %s does not fit a %s input'):format(tostring(value), x.dtype))
+  end
   local out = new(x, s[1], s[2], s[3] + t + b, s[4] + l + r)
-  C.ln_fill_(out.p, 0)
+  C.ln_fill_(out.p, value or 0)
   local inner = A.raw.narrow(A.raw.narrow(out, 3, t + 1, s[3]), 4, l + 1, s[4])
   check(C.ln_copy_(inner.p, x.p))
   record_pad(out, x, t, l, s[3], s[4])
@@ -435,8 +479,14 @@ local function batch_norm(fn, relu, res, x, running_mean, running_var, weight, b
   if bias ~= nil then need(fn, bias, 'bias') end
   kernel(fn, relu == 'add' and 'ln_batchnorm_add_relu_forward' or relu and 'ln_batchnorm_relu_forward'
     or 'ln_batchnorm_forward')
-  -- (level 2: F.batch_norm* tail-call this)
   if x.p.ndim < 2 then raise(fn .. ': input must be at least 2-d (N, C, ...)') end
+  -- (a negative eps took the square root of a negative variance: NaN; a momentum past 1 diverged)
+  if eps ~= nil and (type(eps) ~= 'number' or not (eps >= 0 and eps < math.huge)) then
+    raise(('%s: eps must be a finite number >= 0, got %s'):format(fn, tostring(eps)))
+  end
+  if momentum ~= nil and (type(momentum) ~= 'number' or not (momentum >= 0 and momentum <= 1)) then
+    raise(('%s: momentum must be in [0, 1], got %s'):format(fn, tostring(momentum)))
+  end
   local Cc = tonumber(x.p.shape[1])
   if not training and (running_mean == nil or running_var == nil) then
     raise(fn .. ': eval mode needs running_mean and running_var')
