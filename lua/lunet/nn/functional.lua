@@ -114,7 +114,8 @@ function F.pad(x, p, ...)
       (is_table(p) and #p .. ' values' or typename(p)))
   end
   local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
-  for _, v in ipairs({ l, r, t, b }) do
+  for k = 1, #p do   -- (not ipairs over {l, r, t, b}: it stopped at a nil, unchecked)
+    local v = p[k]
     if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 or v > 2 ^ 31 then
       raise(('pad: padding must be integers in 0..2^31, got {%s, %s, %s, %s}'):format(
         tostring(l), tostring(r), tostring(t), tostring(b)))
