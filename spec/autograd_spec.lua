@@ -445,6 +445,38 @@ describe('autograd graph', function()
     assert.same({ 2, 4, 6 }, w.grad:totable())
   end)
 
+  it('refuses a tensor written through a view (or whose view was written) after its history was recorded', function()
+    local function w3() return lunet.tensor({ 1, 2, 3 }, { requires_grad = true }) end
+    local function refused(what, msg, run)
+      local ok, err = pcall(run)
+      assert.is_false(ok, what)
+      assert.matches(msg, err, 1, true)
+      assert.matches('autograd_spec%.lua:%d+: ', err)
+    end
+    local stale = 'tensor was changed in place after the operation that made it was recorded'
+    -- each gave the gradient of the values before the write, silently (PyTorch rebases the graph: 2 2 2, 10 1 1, ...)
+    local w = w3(); local y = w * 1; y:view(3):mul_(2)
+    refused('a view of it written', stale, function() y:sum() end)
+    w = w3(); y = w * 1; y:narrow(1, 1, 1):mul_(10)
+    refused('a narrow of it written', stale, function() y:sum():backward() end)
+    w = w3(); y = w * 1; local v = y:narrow(1, 1, 2); y:mul_(10)
+    refused('its base written', stale, function() v:sum() end)
+    refused('as a root', stale, function() v:backward(lunet.ones(2)) end)
+    w = w3(); y = w * 1; y[2] = 0
+    refused('t[i] = v on it', stale, function() y:sum() end)
+    -- writing a tensor that requires grad into part of one that does not: the whole would not know
+    local z = lunet.zeros(3)
+    refused('part of a tensor', 'copy_: writing a tensor that requires grad into part of a tensor that does not',
+      function() z[2] = lunet.tensor({ 5 }, { requires_grad = true }):sum() end)
+    -- still recorded: the written view itself, the written tensor itself, a whole tensor receiving a gradient
+    w = w3(); y = w * 1; local x = y:view(3); x:mul_(2); x:sum():backward()
+    assert.same({ 2, 2, 2 }, w.grad:totable())
+    w = w3(); y = w * 1; y:mul_(3); y:sum():backward()
+    assert.same({ 3, 3, 3 }, w.grad:totable())
+    w = w3(); z = lunet.zeros(3); z:copy_(w * 4); z:sum():backward()
+    assert.same({ 4, 4, 4 }, w.grad:totable())
+  end)
+
   it('frees a deep graph that never ran backward within a few GC cycles', function()
     for _ = 1, 3 do collectgarbage() end
     local base = lunet.memory_allocated('cpu:0')

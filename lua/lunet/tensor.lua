@@ -250,7 +250,7 @@ end
 local function record(self, create)
   local r = need_tensor('autograd', self, 'self')._record
   if r or not create then return r or nil end
-  r = table_new(0, 2)   -- grad_fn, grad: no rehash when they arrive
+  r = table_new(0, 4)   -- grad_fn, its storage version, grad: no rehash when they arrive
   self._record = r
   return r
 end

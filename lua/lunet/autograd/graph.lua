@@ -16,19 +16,43 @@ local G = {}
 
 function G.needs(x) return is_tensor(x) and x.p.grad_flag ~= 0 end
 
+local version = C.ln_storage_version
+local raise = require('lunet.options').raise
+
+-- A tensor's values must be what its grad_fn says. attach stamps the
+-- tensor's record with its storage's version; a write the graph does not
+-- know of (through a view of it, or on the tensor a view was taken from:
+-- lunet records an in-place op on the tensor written only) moves the
+-- version, and the tensor is then refused as an input or a root, where
+-- PyTorch would have rebased the graph (its CopySlices) and lunet would
+-- have given wrong gradients.
+function G.check_current(x, r, fn)
+  local v = r.version
+  if v ~= nil and v ~= version(x.p) then
+    raise(('%s: a {%s} %s tensor was changed in place after the operation that made it was recorded (it is a view' ..
+      ' of a tensor written in place, or a tensor written through a view of it), so its gradient would be wrong;' ..
+      ' compute it again after the change, or write into a clone()'):format(fn, table.concat(x:size(), ','), x.dtype))
+  end
+end
+local check_current = G.check_current
+
 -- the edge to an input: its node, the leaf itself, or false
 function G.edge(x)
   if not is_tensor(x) or x.p.grad_flag == 0 then return false end
   local r = record(x)
   local f = r and r.grad_fn
-  if f then return f end
+  if f then
+    check_current(x, r, 'autograd')
+    return f
+  end
   return x
 end
 
 -- attach node to result r (r requires grad from now on)
 function G.attach(r, node)
   r.p.grad_flag = 1
-  record(r, true).grad_fn = node
+  local rec = record(r, true)
+  rec.grad_fn, rec.version = node, version(r.p)
   if S.anomaly_hook then S.anomaly_hook('forward', node, r) end   -- lunet.detect_anomaly
   return r
 end

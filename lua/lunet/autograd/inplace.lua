@@ -4,6 +4,7 @@ local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local record, is_tensor = T.record, T.is_tensor
 local bump = require('lunet.core').C.ln_storage_bump
+local raise = require('lunet.options').raise   -- (at the user's line, also through set_index)
 local node, edge, attach, bshape, sum_to, back_cast = G.node, G.edge, G.attach, G.bshape, G.sum_to, G.back_cast
 
 local I = {}
@@ -21,6 +22,13 @@ function I.install(Tensor, raw)
   do
     local leaf_msg = '%s: a leaf tensor that requires grad (or a view of one) cannot be changed in place' ..
       ' while recording; use the out-of-place op, or lunet.no_grad'
+    local part_msg = '%s: writing a tensor that requires grad into part of a tensor that does not (a view of it) is' ..
+      ' not recorded on that tensor, so its gradient would be lost; build it out of place (cat, stack, where)'
+    -- whether t is a view of part of its storage (the write is then part of a larger tensor)
+    local C = require('lunet.core').C
+    local function is_part_of_storage(t)
+      return tonumber(C.ln_storage_nbytes(t.p)) > t:numel() * C.ln_dtype_size(t.p.dtype_id)
+    end
     local cutting = { fill_ = true, zero_ = true, uniform_ = true, normal_ = true, bernoulli_ = true }
     local raw_copy = Tensor.copy_
 
@@ -39,23 +47,29 @@ function I.install(Tensor, raw)
       local f = Tensor[name]
       raw[name] = f
       local base = name:sub(1, -2)
-      local function inplace(self, a1, ...)
-        if not S.grad_enabled or not is_tensor(self) then return f(self, a1, ...) end
+      -- recorded: self or a1 requires grad, in grad mode. Each write moves
+      -- the storage's version before the node is attached (attach stamps
+      -- the tensor with it: graph.check_current).
+      local function recorded(self, a1, ...)
         local self_grad = self.p.grad_flag ~= 0
-        if not self_grad and not (is_tensor(a1) and a1.p.grad_flag ~= 0) then return f(self, a1, ...) end
         if self_grad then
           local r = record(self)
           local fn = r and r.grad_fn
-          if not fn or (fn.view and is_tensor(fn[1])) then error(leaf_msg:format(name), 3) end
+          if not fn or (fn.view and is_tensor(fn[1])) then raise(leaf_msg:format(name)) end
+        elseif is_part_of_storage(self) then
+          -- (the tensor this is a view of would not record the write: its gradient would miss a1's)
+          raise(part_msg:format(name))
         end
         if cutting[name] then
           f(self, a1, ...)
+          bump(self.p)
           return Tensor.detach_(self)
         end
         local r
         if name == 'copy_' then
           local src = a1
           raw_copy(self, src)
+          bump(self.p)
           if not is_tensor(src) or src.p.grad_flag == 0 then return Tensor.detach_(self) end
           local n = node(copy_bw, 'copy_', edge(src))
           n.ss = bshape(src, self)
@@ -64,11 +78,12 @@ function I.install(Tensor, raw)
         end
         local out_of_place = Tensor[base]
         if type(out_of_place) ~= 'function' or not raw[base] then
-          error(name .. ': not differentiable in place; use lunet.no_grad or an out-of-place form', 3)
+          raise(name .. ': not differentiable in place; use lunet.no_grad or an out-of-place form')
         end
         -- on a copy of self: the op may save its input, which is overwritten next
         r = out_of_place(Tensor.clone(self), a1, ...)
         raw_copy(self, r)
+        bump(self.p)
         local rr = record(r)
         if rr and rr.grad_fn then return attach(self, rr.grad_fn) end
         return Tensor.detach_(self)
@@ -76,7 +91,11 @@ function I.install(Tensor, raw)
       -- every write, in grad mode or not, moves the storage's version (what
       -- a node saved must not change before its backward: graph.check_saved)
       Tensor[name] = function(self, a1, ...)
-        local r = inplace(self, a1, ...)
+        if S.grad_enabled and is_tensor(self) and (self.p.grad_flag ~= 0 or is_tensor(a1) and a1.p.grad_flag ~= 0) then
+          local r = recorded(self, a1, ...)
+          return r
+        end
+        local r = f(self, a1, ...)
         if is_tensor(self) then bump(self.p) end
         return r
       end
