@@ -628,6 +628,37 @@ describe('DataLoader', function()
     local raw, first = vals(x8:narrow(1, 1, 2)), vals(kept[1])
     for i = 1, #raw do assert.near(raw[i] / 255, first[i], 1e-6) end
   end)
+
+  it('refuses a backward through a batch the loader refilled since (copy = true: the gradients of every batch)', function()
+    local nn = lunet.nn
+    local X, Y = lunet.randn(12, 4), lunet.tensor({ 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3 }):long()
+    local tds = data.TensorDataset(X, Y)
+    local function summed_loss(opts)
+      lunet.manual_seed(7)
+      local m = nn.Linear(4, 3)
+      local crit = nn.CrossEntropyLoss()
+      local total
+      for x, y in data.DataLoader(tds, opts):iter() do   -- (3 batches kept in one graph)
+        local l = crit(m(x), y)
+        total = total and total + l or l
+      end
+      return m, total
+    end
+    -- the views: batch 1's buffer held batch 3 at the backward (the gradient was batch 3's twice, silently)
+    local _, total = summed_loss({ batch_size = 4 })
+    local ok, err = pcall(function() total:backward() end)
+    assert.is_false(ok)
+    assert.matches('backward: a tensor that linear saved for its gradient ({4, 4} float32) was changed in place', err, 1, true)
+    assert.matches('a DataLoader refills a batch two batches later: clone() it, or pass copy = true', err, 1, true)
+    -- copies: the gradient of the whole set at once
+    local m, copied = summed_loss({ batch_size = 4, copy = true })
+    copied:backward()
+    lunet.manual_seed(7)
+    local ref = nn.Linear(4, 3)
+    local whole = nn.CrossEntropyLoss({ reduction = 'sum' })(ref(X), Y) / 4
+    whole:backward()
+    assert.is_true((m.weight.grad - ref.weight.grad):abs():max():item() < 1e-5)
+  end)
 end)
 
 describe('DataLoader with queued devices (LUNET_CPU_DEVICES=2)', function()

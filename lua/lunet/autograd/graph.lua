@@ -79,7 +79,7 @@ function G.check_saved(n)
       if v and C.ln_storage_version(t.p) ~= v then
         error(('backward: a tensor that %s saved for its gradient (%s %s) was changed in place after it was saved' ..
           ' (version %d then, %d now), so the gradient would use the new values; change a clone() instead, or' ..
-          ' use the out-of-place op'):format(n.name or 'an op', tostring(t:size()), t.dtype,
+          ' use the out-of-place op (a DataLoader refills a batch two batches later: clone() it, or pass copy = true)'):format(n.name or 'an op', tostring(t:size()), t.dtype,
           tonumber(v), tonumber(C.ln_storage_version(t.p))), 0)
       end
     end

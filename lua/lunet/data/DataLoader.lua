@@ -196,9 +196,14 @@ end
 
 -- ---- iteration ----------------------------------------------------------------------------
 
--- The views of slot s for a batch of `rows` rows.
+-- The views of slot s for a batch of `rows` rows. The worker wrote the
+-- slot in C: its storage's version moves here, so that a graph that saved
+-- the batch it held before (kept across batches, then backward) is refused
+-- rather than differentiated with this batch's values.
 local function slot_views(self, s, rows)
   local x, y = self.slots_x[s], self.slots_y[s]
+  C.ln_storage_bump(x.p)
+  if y then C.ln_storage_bump(y.p) end
   if rows < self.batch_size then
     local c = self.short[s]
     if not c or c.rows ~= rows then
