@@ -311,7 +311,7 @@ function E.install(Tensor, raw)
     local retain = opts and opts.retain_graph
     local rec = record(self)
     local root = rec and rec.grad_fn
-    if root then G.check_current(self, rec, 'backward') end
+    if root then root = G.check_current(self, rec, 'backward') end
     if not root then
       local ok, err = pcall(accumulate_leaf, self, grad)
       if not ok then error('backward: ' .. tostring(err), 2) end
@@ -388,7 +388,7 @@ function E.install(Tensor, raw)
       end
       local rec = record(t)
       local fn = rec and rec.grad_fn
-      if fn then G.check_current(t, rec, 'autograd.backward') end
+      if fn then fn = G.check_current(t, rec, 'autograd.backward') end
       if not fn then
         local ok, err = pcall(accumulate_leaf, t, g)
         if not ok then error('autograd.backward: ' .. tostring(err), 2) end

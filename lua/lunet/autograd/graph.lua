@@ -20,19 +20,20 @@ local version = C.ln_storage_version
 local raise = require('lunet.options').raise
 
 -- A tensor's values must be what its grad_fn says. attach stamps the
--- tensor's record with its storage's version; a write the graph does not
--- know of (through a view of it, or on the tensor a view was taken from:
--- lunet records an in-place op on the tensor written only) moves the
--- version, and the tensor is then refused as an input or a root, where
--- PyTorch would have rebased the graph (its CopySlices) and lunet would
--- have given wrong gradients.
+-- tensor's record with its storage's version; a write the graph did not
+-- record for this tensor (through its base or another view of it, under
+-- no_grad, a loader's refill) moves the version. check_current then makes
+-- a view's history again from its base where it can (autograd.views, as
+-- PyTorch regenerates a view's grad_fn) and otherwise refuses the tensor,
+-- which would have given wrong gradients. Returns the current grad_fn.
 function G.check_current(x, r, fn)
   local v = r.version
-  if v ~= nil and v ~= version(x.p) then
-    raise(('%s: a {%s} %s tensor was changed in place after the operation that made it was recorded (it is a view' ..
-      ' of a tensor written in place, or a tensor written through a view of it), so its gradient would be wrong;' ..
-      ' compute it again after the change, or write into a clone()'):format(fn, table.concat(x:size(), ','), x.dtype))
-  end
+  if v == nil or v == version(x.p) then return r.grad_fn end
+  local n = r.base and require('lunet.autograd.views').regenerate(x, r)
+  if n then return n end
+  raise(('%s: a {%s} %s tensor was changed in place after the operation that made it was recorded (it is a view' ..
+    ' of a tensor written in place, or a tensor written through a view of it), so its gradient would be wrong;' ..
+    ' compute it again after the change, or write into a clone()'):format(fn, table.concat(x:size(), ','), x.dtype))
 end
 local check_current = G.check_current
 
@@ -40,11 +41,7 @@ local check_current = G.check_current
 function G.edge(x)
   if not is_tensor(x) or x.p.grad_flag == 0 then return false end
   local r = record(x)
-  local f = r and r.grad_fn
-  if f then
-    check_current(x, r, 'autograd')
-    return f
-  end
+  if r and r.grad_fn then return check_current(x, r, 'autograd') end
   return x
 end
 

@@ -6,6 +6,7 @@ local record, is_tensor = T.record, T.is_tensor
 local bump = require('lunet.core').C.ln_storage_bump
 local raise = require('lunet.options').raise   -- (at the user's line, also through set_index)
 local node, edge, attach, bshape, sum_to, back_cast = G.node, G.edge, G.attach, G.bshape, G.sum_to, G.back_cast
+local views = require 'lunet.autograd.views'
 
 local I = {}
 
@@ -46,46 +47,61 @@ function I.install(Tensor, raw)
     for _, name in ipairs(names) do
       local f = Tensor[name]
       raw[name] = f
-      local base = name:sub(1, -2)
+      local base_name = name:sub(1, -2)   -- (the out-of-place op)
       -- recorded: self or a1 requires grad, in grad mode. Each write moves
       -- the storage's version before the node is attached (attach stamps
       -- the tensor with it: graph.check_current).
       local function recorded(self, a1, ...)
         local self_grad = self.p.grad_flag ~= 0
+        -- a view's base (autograd.views): the write rewrites its history too
+        local rec = self_grad and record(self)
+        local base, geo, base_edge = rec and rec.base, nil, nil
+        if base and base.p.grad_flag == 0 then base = nil end   -- (detached since)
         if self_grad then
-          local r = record(self)
-          local fn = r and r.grad_fn
-          if not fn or (fn.view and is_tensor(fn[1])) then raise(leaf_msg:format(name)) end
+          local fn = rec and rec.grad_fn
+          local rb = base and record(base)
+          if not fn or (fn.view and is_tensor(fn[1])) or (base and not (rb and rb.grad_fn)) then
+            raise(leaf_msg:format(name))
+          end
+          if base then
+            geo = views.geometry(self, base)
+            -- (both current before the write: it moves their version)
+            if geo then edge(self); base_edge = edge(base) end
+          end
         elseif is_part_of_storage(self) then
           -- (the tensor this is a view of would not record the write: its gradient would miss a1's)
           raise(part_msg:format(name))
         end
+        local src_edge = false
         if cutting[name] then
           f(self, a1, ...)
           bump(self.p)
+          if geo then return views.rebase(base, self, geo, base_edge, false) end
           return Tensor.detach_(self)
         end
-        local r
         if name == 'copy_' then
           local src = a1
           raw_copy(self, src)
           bump(self.p)
-          if not is_tensor(src) or src.p.grad_flag == 0 then return Tensor.detach_(self) end
-          local n = node(copy_bw, 'copy_', edge(src))
-          n.ss = bshape(src, self)
-          n.dtype, n.device = src.p.dtype_id, src.p.device_id
-          return attach(self, n)
+          if is_tensor(src) and src.p.grad_flag ~= 0 then
+            src_edge = node(copy_bw, 'copy_', edge(src))
+            src_edge.ss = bshape(src, self)
+            src_edge.dtype, src_edge.device = src.p.dtype_id, src.p.device_id
+          end
+        else
+          local out_of_place = Tensor[base_name]
+          if type(out_of_place) ~= 'function' or not raw[base_name] then
+            raise(name .. ': not differentiable in place; use lunet.no_grad or an out-of-place form')
+          end
+          -- on a copy of self: the op may save its input, which is overwritten next
+          local r = out_of_place(Tensor.clone(self), a1, ...)
+          raw_copy(self, r)
+          bump(self.p)
+          local rr = record(r)
+          src_edge = rr and rr.grad_fn or false
         end
-        local out_of_place = Tensor[base]
-        if type(out_of_place) ~= 'function' or not raw[base] then
-          raise(name .. ': not differentiable in place; use lunet.no_grad or an out-of-place form')
-        end
-        -- on a copy of self: the op may save its input, which is overwritten next
-        r = out_of_place(Tensor.clone(self), a1, ...)
-        raw_copy(self, r)
-        bump(self.p)
-        local rr = record(r)
-        if rr and rr.grad_fn then return attach(self, rr.grad_fn) end
+        if geo then return views.rebase(base, self, geo, base_edge, src_edge) end
+        if src_edge then return attach(self, src_edge) end
         return Tensor.detach_(self)
       end
       -- every write, in grad mode or not, moves the storage's version (what

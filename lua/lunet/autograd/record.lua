@@ -10,6 +10,7 @@ local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local is_tensor = T.is_tensor
 local node, edge, attach, saved, needs, bshape = G.node, G.edge, G.attach, G.saved, G.needs, G.bshape
+local set_base = require('lunet.autograd.views').set_base
 
 local K = {}
 
@@ -70,7 +71,9 @@ function K.view(name, f, orig)
     n.view = is_view
     if args then n.x1, n.x2, n.x3 = ... end
     n.dtype, n.device = a.p.dtype_id, a.p.device_id
-    return attach(r, n)
+    attach(r, n)
+    if is_view then set_base(r, a) end   -- (an in-place write to r rewrites a's history too)
+    return r
   end
 end
 

@@ -9,6 +9,7 @@ local C = core.C
 local wrap, is_tensor = T.wrap, T.is_tensor
 local sum_to, zeros_as, back_cast, node, edge, attach, needs =
   G.sum_to, G.zeros_as, G.back_cast, G.node, G.edge, G.attach, G.needs
+local set_base = require('lunet.autograd.views').set_base
 
 return function(def, unary)
   -- ---- views and copies --------------------------------------------------------------------
@@ -64,6 +65,7 @@ return function(def, unary)
       n.shape, n.x1, n.sel, n.view = a:size(), d, sel, true
       if sel then n.x2 = i else n.x2, n.x3 = starts[i], lens[i] end
       attach(parts[i], n)
+      set_base(parts[i], a)
     end
     return parts
   end
