@@ -478,10 +478,17 @@ describe('autograd graph', function()
     ok, err = pcall(function() return y:sum() end)
     assert.is_false(ok)
     assert.matches('tensor was changed in place after the operation that made it was recorded', err, 1, true)
-    local z = lunet.zeros(3)
-    ok, err = pcall(function() z[2] = lunet.tensor({ 5 }, { requires_grad = true }):sum() end)
+    local z = lunet.zeros(4, 3):narrow(1, 1, 2)
+    ok, err = pcall(function() z[2] = lunet.tensor({ 5 }, { requires_grad = true }) end)
     assert.is_false(ok)
     assert.matches('copy_: writing a tensor that requires grad into part of a tensor that does not', err, 1, true)
+    -- out[i] = f(x[i]) into a tensor that did not require grad: it does now, and the rows' gradients reach x
+    local xs, Wm = leaf(3, 4), leaf(4, 2)
+    check(function(xs, Wm)
+      local out = lunet.zeros({ 3, 2 }, f64)
+      for i = 1, 3 do out[i] = xs[i]:view(1, 4):matmul(Wm):view(2) end
+      return out * out
+    end, { xs, Wm })
     -- a whole tensor receiving a gradient, and the written tensor itself, as before
     w = w3(); z = lunet.zeros(3); z:copy_(w * 4); z:sum():backward()
     assert.same({ 4, 4, 4 }, w.grad:totable())

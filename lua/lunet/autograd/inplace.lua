@@ -116,6 +116,29 @@ function I.install(Tensor, raw)
         return r
       end
     end
+
+    -- out[i] = v, v requiring grad, out a whole tensor that does not (as
+    -- PyTorch's out[i] = f(x[i])): out becomes the base of the write
+    -- (views.rebase), its other rows constants; set_index's own copy_ would
+    -- refuse it (a write into part of a tensor that does not require grad)
+    local set_index = Tensor.set_index
+    Tensor.set_index = function(self, i, v)
+      if S.grad_enabled and is_tensor(self) and self.p.grad_flag == 0 and is_tensor(v) and v.p.grad_flag ~= 0
+          and not is_part_of_storage(self) then
+        local row = Tensor.select(self, 1, i)
+        local geo = views.geometry(row, self)
+        if geo then
+          raw_copy(row, v)
+          bump(self.p)
+          local n = node(copy_bw, 'copy_', edge(v))
+          n.ss = bshape(v, row)
+          n.dtype, n.device = v.p.dtype_id, v.p.device_id
+          views.rebase(self, row, geo, false, n)
+          return
+        end
+      end
+      set_index(self, i, v)
+    end
   end
 
   -- lunet.autograd.backward(tensors, grads[, opts]): one backward from several
