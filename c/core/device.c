@@ -645,6 +645,7 @@ ln_storage *ln_storage_new(int id, size_t nbytes) {
   s->device = id;
   s->next_free = NULL;
   s->version = 0;
+  s->unrecorded = 0;
   atomic_store(&s->refcount, 1);
   return s;
 }

@@ -176,6 +176,12 @@ uint64_t ln_storage_version(const ln_tensor *t) { return t && t->storage ? t->st
 void ln_storage_bump(ln_tensor *t) {
   if (t && t->storage) t->storage->version++;
 }
+uint64_t ln_storage_history_version(const ln_tensor *t) {
+  return t && t->storage ? t->storage->version - t->storage->unrecorded : 0;
+}
+void ln_storage_bump_unrecorded(ln_tensor *t) {
+  if (t && t->storage) { t->storage->version++; t->storage->unrecorded++; }
+}
 
 int ln_tensor_sync(const ln_tensor *t) {
   if (ln_check_tensor("sync", t, "tensor") != 0) return -1;

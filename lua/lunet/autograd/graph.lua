@@ -16,19 +16,20 @@ local G = {}
 
 function G.needs(x) return is_tensor(x) and x.p.grad_flag ~= 0 end
 
-local version = C.ln_storage_version
+local version, history_version = C.ln_storage_version, C.ln_storage_history_version
 local raise = require('lunet.options').raise
 
 -- A tensor's values must be what its grad_fn says. attach stamps the
--- tensor's record with its storage's version; a write the graph did not
--- record for this tensor (through its base or another view of it, under
--- no_grad, a loader's refill) moves the version. check_current then makes
+-- tensor's record with its storage's history version; a write recorded on
+-- another tensor (its base or another view of it) moves that version, one
+-- under no_grad does not (it is no part of any history, as in PyTorch;
+-- saved tensors see every write: check_saved). check_current then makes
 -- a view's history again from its base where it can (autograd.views, as
 -- PyTorch regenerates a view's grad_fn) and otherwise refuses the tensor,
 -- which would have given wrong gradients. Returns the current grad_fn.
 function G.check_current(x, r, fn)
   local v = r.version
-  if v == nil or v == version(x.p) then return r.grad_fn end
+  if v == nil or v == history_version(x.p) then return r.grad_fn end
   local n = r.base and require('lunet.autograd.views').regenerate(x, r)
   if n then return n end
   raise(('%s: a {%s} %s tensor was changed in place after the operation that made it was recorded (it is a view' ..
@@ -49,7 +50,7 @@ end
 function G.attach(r, node)
   r.p.grad_flag = 1
   local rec = record(r, true)
-  rec.grad_fn, rec.version = node, version(r.p)
+  rec.grad_fn, rec.version = node, history_version(r.p)
   if S.anomaly_hook then S.anomaly_hook('forward', node, r) end   -- lunet.detect_anomaly
   return r
 end

@@ -3,7 +3,7 @@ local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local record, is_tensor = T.record, T.is_tensor
-local bump = require('lunet.core').C.ln_storage_bump
+local bump, bump_unrecorded = require('lunet.core').C.ln_storage_bump, require('lunet.core').C.ln_storage_bump_unrecorded
 local raise = require('lunet.options').raise   -- (at the user's line, also through set_index)
 local node, edge, attach, bshape, sum_to, back_cast = G.node, G.edge, G.attach, G.bshape, G.sum_to, G.back_cast
 local views = require 'lunet.autograd.views'
@@ -105,14 +105,16 @@ function I.install(Tensor, raw)
         return Tensor.detach_(self)
       end
       -- every write, in grad mode or not, moves the storage's version (what
-      -- a node saved must not change before its backward: graph.check_saved)
+      -- a node saved must not change before its backward: graph.check_saved);
+      -- one not recorded (under no_grad) leaves the histories of the tensors
+      -- on that storage as they were, as in PyTorch (graph.check_current)
       Tensor[name] = function(self, a1, ...)
         if S.grad_enabled and is_tensor(self) and (self.p.grad_flag ~= 0 or is_tensor(a1) and a1.p.grad_flag ~= 0) then
           local r = recorded(self, a1, ...)
           return r
         end
         local r = f(self, a1, ...)
-        if is_tensor(self) then bump(self.p) end
+        if is_tensor(self) then bump_unrecorded(self.p) end
         return r
       end
     end

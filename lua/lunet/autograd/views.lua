@@ -78,7 +78,7 @@ function V.regenerate(x, r)
   local b = r.base
   if not is_tensor(b) then return nil end
   local rb = record(b)
-  if rb and rb.grad_fn and rb.version ~= C.ln_storage_version(b.p) then return nil end
+  if rb and rb.grad_fn and rb.version ~= C.ln_storage_history_version(b.p) then return nil end
   local geo = V.geometry(x, b)
   if not geo then return nil end
   local n = view_node(b, geo)
