@@ -235,6 +235,32 @@ describe('collectives (local backend)', function()
     for i = 1, 3 do assert.same({30, 30, 30, 30, 30}, ints[i]:totable()) end
   end)
 
+  it('a tensor a backward saved and then written by a collective is refused at that backward; its history is kept', function()
+    local cm = lunet.comm.Communicator(devs(2))
+    -- (each backward took the received values for the saved ones, silently)
+    local function refused(what, write)
+      local w, x = {}, {}
+      for i = 1, 2 do
+        w[i] = lunet.tensor({ 1, 2, 3 }, { device = 'cpu:' .. (i - 1), requires_grad = true })
+        x[i] = lunet.tensor({ 4, 5, 6 }, { device = 'cpu:' .. (i - 1) })
+      end
+      local loss = (w[1] * x[1]):sum()   -- (mul saves x[1])
+      write(x)
+      local ok, err = pcall(function() loss:backward() end)
+      assert.is_false(ok, what)
+      assert.matches('backward: a tensor that mul saved for its gradient ({3} float32) was changed in place', err, 1, true)
+    end
+    refused('allreduce', function(x) cm:allreduce(x) end)
+    refused('broadcast', function(x) cm:broadcast(x, { root = 2 }) end)
+    -- a tensor with a history, reduced: the values change, the history does not (as a write under no_grad)
+    local p = lunet.tensor({ 1, 2, 3 }, { requires_grad = true })
+    local lo = { p:clone(), (p * 2):to('cpu:1') }
+    cm:allreduce(lo, { op = 'min' })
+    assert.same({ 0, 0, 0 }, (p - lo[1]):totable())
+    lo[1]:sum():backward()
+    assert.same({ 1, 1, 1 }, p.grad:totable())
+  end)
+
   it('reduce_scatter and allgather equal their single-device references', function()
     for _, n in ipairs({2, 3}) do
       local cm = lunet.comm.Communicator(devs(n))

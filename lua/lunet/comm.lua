@@ -153,6 +153,14 @@ end
 
 local function check(rc) if rc ~= 0 then core.raise() end end
 
+-- the n tensors of buf were written in place by a collective: no autograd
+-- history records it (as a write under no_grad), but a tensor a backward
+-- saved is refused at that backward (autograd.graph.check_saved) rather than
+-- differentiated with the values received
+local function written(buf, n)
+  for i = 0, n - 1 do C.ln_storage_bump_unrecorded(buf[i]) end
+end
+
 -- the caller's file:line outside lunet's own files, for a backend across
 -- processes to name when ranks call different collectives
 local own = debug.getinfo(1, 'S').source:match('^@(.*[/\\])comm%.lua$')
@@ -182,6 +190,7 @@ function Communicator:allreduce(list, opts)
   else
     check(C.ln_comm_allreduce(self.handle, self.buf_a, op, wire))
   end
+  written(self.buf_a, self.n)
   return list
 end
 
@@ -196,6 +205,7 @@ function Communicator:broadcast(list, opts)
   local root = rank(self, 'broadcast', opts and opts.root or 1)
   site(self)
   check(C.ln_comm_broadcast(self.handle, self.buf_a, root))
+  written(self.buf_a, self.n)
   return list
 end
 
@@ -223,6 +233,7 @@ function Communicator:reduce_scatter(ins, outs, opts)
   local op, wire = reduce_opts('reduce_scatter', opts)
   site(self)
   check(C.ln_comm_reduce_scatter(self.handle, self.buf_a, self.buf_b, op, wire))
+  written(self.buf_a, self.n)
   return outs
 end
 
@@ -233,6 +244,7 @@ function Communicator:allgather(ins, outs)
   fill(self, 'allgather', self.buf_a, outs, 'outputs')
   site(self)
   check(C.ln_comm_allgather(self.handle, self.buf_a, self.buf_b))
+  written(self.buf_a, self.n)
   return outs
 end
 
@@ -245,6 +257,7 @@ end
 function Communicator:recv(t, src)
   T.need_tensor('recv', t, 'tensor')
   check(C.ln_comm_recv(self.handle, t.p, rank(self, 'recv', src)))
+  C.ln_storage_bump_unrecorded(t.p)
   return t
 end
 
