@@ -172,12 +172,12 @@ int ln_same_storage(const ln_tensor *a, const ln_tensor *b) {
   return a && b && a->storage && a->storage == b->storage;
 }
 
-uint64_t ln_storage_version(const ln_tensor *t) { return t && t->storage ? t->storage->version : 0; }
+double ln_storage_version(const ln_tensor *t) { return t && t->storage ? (double)t->storage->version : 0; }
 void ln_storage_bump(ln_tensor *t) {
   if (t && t->storage) t->storage->version++;
 }
-uint64_t ln_storage_history_version(const ln_tensor *t) {
-  return t && t->storage ? t->storage->version - t->storage->unrecorded : 0;
+double ln_storage_history_version(const ln_tensor *t) {
+  return t && t->storage ? (double)(t->storage->version - t->storage->unrecorded) : 0;
 }
 void ln_storage_bump_unrecorded(ln_tensor *t) {
   if (t && t->storage) { t->storage->version++; t->storage->unrecorded++; }
