@@ -6,7 +6,9 @@
 -- into the leaves' .grad. Backward math is made of tensor ops (C kernels);
 -- nothing is done per element in Lua. The parts:
 --   autograd/mode.lua      grad mode (no_grad, enable_grad), the shared state
---   autograd/graph.lua     nodes, edges, saved tensors, broadcast reduction
+--   autograd/graph.lua     nodes, edges, saved tensors, broadcast reduction; the
+--                          storage versions that refuse a tensor changed in place
+--                          since it was saved or since its history was recorded
 --   autograd/formulas.lua  the derivative of every op, one entry per op (the
 --                          layers of nn.functional in formulas/nn.lua)
 --   autograd/record.lua    the recording kinds that turn a formula into a method
@@ -15,6 +17,8 @@
 --   autograd/hooks.lua     gradient hooks (register_hook, post-accumulate hooks)
 --   autograd/engine.lua    accumulation into .grad and the backward walk
 --   autograd/inplace.lua   in-place ops under autograd
+--   autograd/views.lua     in-place ops on views: the base's history rewritten
+--                          (PyTorch's CopySlices), stale views made again
 -- (lunet.anomaly adds anomaly mode through S.anomaly_hook.)
 
 -- One autograd per process, as the Tensor metatable (lunet.core keeps one

@@ -74,11 +74,11 @@ function G.check_saved(n)
     local t = n[SAVED[k]]
     if type(t) == 'table' then
       local v = rawget(t, '_version')
-      if v and C.ln_storage_version(t.p) ~= v then
+      if v and version(t.p) ~= v then
         error(('backward: a tensor that %s saved for its gradient (%s %s) was changed in place after it was saved' ..
           ' (version %d then, %d now), so the gradient would use the new values; change a clone() instead, or' ..
-          ' use the out-of-place op (a DataLoader refills a batch two batches later: clone() it, or pass copy = true)'):format(n.name or 'an op', tostring(t:size()), t.dtype,
-          tonumber(v), tonumber(C.ln_storage_version(t.p))), 0)
+          ' use the out-of-place op (a DataLoader refills a batch two batches later: clone() it, or pass copy =' ..
+          ' true)'):format(n.name or 'an op', tostring(t:size()), t.dtype, v, version(t.p)), 0)
       end
     end
   end

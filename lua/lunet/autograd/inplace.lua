@@ -3,7 +3,8 @@ local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
 local G = require 'lunet.autograd.graph'
 local record, is_tensor = T.record, T.is_tensor
-local bump, bump_unrecorded = require('lunet.core').C.ln_storage_bump, require('lunet.core').C.ln_storage_bump_unrecorded
+local C = require('lunet.core').C
+local bump, bump_unrecorded = C.ln_storage_bump, C.ln_storage_bump_unrecorded
 local raise = require('lunet.options').raise   -- (at the user's line, also through set_index)
 local node, edge, attach, bshape, sum_to, back_cast = G.node, G.edge, G.attach, G.bshape, G.sum_to, G.back_cast
 local views = require 'lunet.autograd.views'
@@ -26,7 +27,6 @@ function I.install(Tensor, raw)
     local part_msg = '%s: writing a tensor that requires grad into part of a tensor that does not (a view of it) is' ..
       ' not recorded on that tensor, so its gradient would be lost; build it out of place (cat, stack, where)'
     -- whether t is a view of part of its storage (the write is then part of a larger tensor)
-    local C = require('lunet.core').C
     local function is_part_of_storage(t)
       return tonumber(C.ln_storage_nbytes(t.p)) > t:numel() * C.ln_dtype_size(t.p.dtype_id)
     end
