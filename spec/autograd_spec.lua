@@ -493,6 +493,13 @@ describe('autograd graph', function()
       for i = 1, 3 do out[i] = xs[i]:view(1, 4):matmul(Wm):view(2) end
       return out * out
     end, { xs, Wm })
+    -- and Torch7's out[{i, {a, b}}] = v
+    check(function(xs)
+      local out = lunet.zeros({ 3, 4 }, f64)
+      out[{ 2, { 2, 3 } }] = xs[2]:narrow(1, 2, 2) * 5
+      out[{ 3 }] = xs[1]:exp()
+      return out:sin()
+    end, { xs })
     -- a whole tensor receiving a gradient, and the written tensor itself, as before
     w = w3(); z = lunet.zeros(3); z:copy_(w * 4); z:sum():backward()
     assert.same({ 4, 4, 4 }, w.grad:totable())

@@ -119,27 +119,33 @@ function I.install(Tensor, raw)
       end
     end
 
-    -- out[i] = v, v requiring grad, out a whole tensor that does not (as
-    -- PyTorch's out[i] = f(x[i])): out becomes the base of the write
-    -- (views.rebase), its other rows constants; set_index's own copy_ would
-    -- refuse it (a write into part of a tensor that does not require grad)
-    local set_index = Tensor.set_index
+    -- out[i] = v or out[{i, {a, b}}] = v, v requiring grad, out a whole
+    -- tensor that does not (as PyTorch's out[i] = f(x[i])): out becomes the
+    -- base of the write (views.rebase), the rest of it constants; the plain
+    -- copy_ would refuse it (a write into part of a tensor that does not
+    -- require grad). True when done.
+    local function into_whole(self, region, v)
+      local geo = not is_part_of_storage(self) and views.geometry(region, self)
+      if not geo then return false end
+      raw_copy(region, v)
+      bump(self.p)
+      local n = node(copy_bw, 'copy_', edge(v))
+      n.ss = bshape(v, region)
+      n.dtype, n.device = v.p.dtype_id, v.p.device_id
+      views.rebase(self, region, geo, false, n)
+      return true
+    end
+    local function wants(self, v)
+      return S.grad_enabled and is_tensor(self) and self.p.grad_flag == 0 and is_tensor(v) and v.p.grad_flag ~= 0
+    end
+    local set_index, table_set, table_view = Tensor.set_index, T.table_index.set, T.table_index.view
     Tensor.set_index = function(self, i, v)
-      if S.grad_enabled and is_tensor(self) and self.p.grad_flag == 0 and is_tensor(v) and v.p.grad_flag ~= 0
-          and not is_part_of_storage(self) then
-        local row = Tensor.select(self, 1, i)
-        local geo = views.geometry(row, self)
-        if geo then
-          raw_copy(row, v)
-          bump(self.p)
-          local n = node(copy_bw, 'copy_', edge(v))
-          n.ss = bshape(v, row)
-          n.dtype, n.device = v.p.dtype_id, v.p.device_id
-          views.rebase(self, row, geo, false, n)
-          return
-        end
-      end
+      if wants(self, v) and into_whole(self, Tensor.select(self, 1, i), v) then return end
       set_index(self, i, v)
+    end
+    T.table_index.set = function(self, idx, v)
+      if wants(self, v) and into_whole(self, table_view(self, idx), v) then return end
+      table_set(self, idx, v)
     end
   end
 
