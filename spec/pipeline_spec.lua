@@ -639,6 +639,18 @@ describe('parallel.Pipeline', function()
         end
       end
     end
+    -- abandon(): the pending batch dropped on request (a loss lost, or not finite); nothing pending: false
+    local ref1 = cnn(9)
+    local pipe1 = Pipeline(cnn(9), { devices = devs(2), chunks = 4, balance = { 4, 3 } })
+    local lost = pipe1:forward_loss(crit, x1, y1)
+    assert.is_true(pipe1:abandon())
+    assert.is_false(pipe1:abandon())
+    local ok1, err1 = pcall(lost.backward, lost)
+    assert.is_false(ok1)
+    assert.matches("a later forward_loss ran before this loss's backward", err1, 1, true)
+    pipe1:forward_loss(crit, x2, y2):backward()
+    crit(ref1(x2), y2):backward()
+    for i, p in ipairs(pipe1:parameters()) do assert.is_true(rel(p.grad, ref1:parameters()[i].grad) < 1e-5) end
     -- pipe(x) between a forward_loss and its backward holds no batch of its own
     local ref = cnn(9)
     local pipe = Pipeline(cnn(9), { devices = devs(2), chunks = 4, balance = { 4, 3 } })

@@ -200,6 +200,34 @@ if not only then
   if ok then say('ok a forward_loss before the last backward fails on every rank, and that batch finishes')
   else say('FAIL a forward_loss before the last backward: %s', tostring(err)) end
 end
+-- abandon() on every rank drops a batch whose backward has not run (its
+-- transfers taken, the gradients put back); the next batch trains as if it
+-- had not come
+if not only then
+  local ok, err = pcall(function()
+    local d = batches({ B = 11 })
+    local crit = nn.CrossEntropyLoss()
+    local function grads(drop)
+      lunet.manual_seed(5)
+      local pipe = lunet.parallel.Pipeline(model(), { group = world, replicas = REPL, chunks = 3, schedule = '1f1b' })
+      if drop then
+        pipe:forward_loss(crit, d[1][1], d[1][2])   -- (its loss lost)
+        if not pipe:abandon() then error('abandon: no batch pending') end
+        if pipe:abandon() then error('abandon: a batch pending after abandon') end
+      end
+      pipe:forward_loss(crit, d[2][1], d[2][2]):backward()
+      local g = {}
+      for i, p in ipairs(pipe:parameters()) do g[i] = p.grad:clone() end
+      return g
+    end
+    local want, got = grads(false), grads(true)
+    for i = 1, #want do
+      if (want[i] - got[i]):abs():max():item() > 1e-6 then error('gradient ' .. i .. ' differs') end
+    end
+  end)
+  if ok then say('ok abandon drops a pending batch on every rank, and the next trains as if it had not come')
+  else say('FAIL abandon: %s', tostring(err)) end
+end
 -- ranks built with different options all fail at construction, naming the difference
 if not only then
   local ok, err = pcall(lunet.parallel.Pipeline, model(), { group = world, replicas = REPL, chunks = R == W - 1 and 5 or 4 })

@@ -267,6 +267,23 @@ function DP:_recompute(m, M)
 end
 function DP.forward_loss_ok(_, criterion) return floss.ok(criterion) end
 
+-- pipe:abandon() on every rank -> whether a batch was pending: drops the
+-- batch whose loss:backward() has not run (a loss lost or not finite).
+-- Across processes its transfers are still to come, so its backward runs,
+-- scaled by 0, to take them (every rank stays in step), and this rank's
+-- parameters' gradients are put back as they were before it.
+function DP:abandon()
+  local run = self.pending_run
+  if not require('lunet.parallel.pipeline_run').unfinished(run) then return false end
+  local params, kept = self:parameters(), {}
+  for i, p in ipairs(params) do local g = p.grad; kept[i] = g and g:clone() or false end
+  local ok, err = pcall(run.backward, run, 0)
+  for i, p in ipairs(params) do p.grad = kept[i] or nil end
+  self.pending_run = nil
+  if not ok then fail('abandon: ' .. tostring(err):gsub('^[^:\n]*:%d+: ', '', 1), 2) end
+  return true
+end
+
 -- pipe:schedule_text([chunks]): the schedule as a timeline (every stage's, as every rank walks it)
 DP.schedule_text, DP.stages_where = Pipeline.schedule_text, ' over processes'
 

@@ -356,6 +356,17 @@ function Pipeline:forward_loss(criterion, x, target)
 end
 function Pipeline.forward_loss_ok(_, criterion) return floss.ok(criterion) end
 
+-- pipe:abandon() -> whether a batch was pending: drops the batch whose
+-- loss:backward() has not run (a loss lost or not finite), as the next
+-- forward_loss would; that loss's backward then says so
+function Pipeline:abandon()
+  if not Run.unfinished(self.pending_run) then return false end
+  self.pending_run.superseded = true
+  self:_abort()
+  self.pending_run = nil
+  return true
+end
+
 local function run_forward(self, x)
   local R, S = self.replicas, self.S
   local B = x:size(1)
