@@ -121,9 +121,6 @@ function T.table_index.get(self, idx)
   return v
 end
 
--- the view t[idx] names (autograd's t[idx] = v into a tensor that does not require grad)
-function T.table_index.view(self, idx) return (table_view(self, idx)) end
-
 function T.table_index.set(self, idx, value)
   local v = table_view(self, idx)
   if type(value) == 'number' or type(value) == 'boolean' then v:fill_(value) else v:copy_(value) end

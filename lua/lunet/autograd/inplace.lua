@@ -54,9 +54,13 @@ function I.install(Tensor, raw)
       local function recorded(self, a1, ...)
         local self_grad = self.p.grad_flag ~= 0
         -- a view's base (autograd.views): the write rewrites its history too
-        local rec = self_grad and record(self)
-        local base, geo, base_edge = rec and rec.base, nil, nil
-        if base and base.p.grad_flag == 0 then base = nil end   -- (detached since)
+        local rec = record(self)
+        local base, geo, base_edge = rec and rec.base, nil, false
+        if base and self_grad and base.p.grad_flag == 0 then base = nil end   -- (detached since)
+        if not self_grad and base and base.p.grad_flag == 0 and not is_part_of_storage(base) then
+          -- (a view of a tensor that does not require grad, written a value that does: the tensor's history starts here)
+          geo = views.geometry(self, base)
+        end
         if self_grad then
           local fn = rec and rec.grad_fn
           local rb = base and record(base)
@@ -68,7 +72,7 @@ function I.install(Tensor, raw)
             -- (both current before the write: it moves their version)
             if geo then edge(self); base_edge = edge(base) end
           end
-        elseif is_part_of_storage(self) then
+        elseif not geo and is_part_of_storage(self) then
           -- (the tensor this is a view of would not record the write: its gradient would miss a1's)
           raise(part_msg:format(name))
         end
@@ -117,35 +121,6 @@ function I.install(Tensor, raw)
         if is_tensor(self) then bump_unrecorded(self.p) end
         return r
       end
-    end
-
-    -- out[i] = v or out[{i, {a, b}}] = v, v requiring grad, out a whole
-    -- tensor that does not (as PyTorch's out[i] = f(x[i])): out becomes the
-    -- base of the write (views.rebase), the rest of it constants; the plain
-    -- copy_ would refuse it (a write into part of a tensor that does not
-    -- require grad). True when done.
-    local function into_whole(self, region, v)
-      local geo = not is_part_of_storage(self) and views.geometry(region, self)
-      if not geo then return false end
-      raw_copy(region, v)
-      bump(self.p)
-      local n = node(copy_bw, 'copy_', edge(v))
-      n.ss = bshape(v, region)
-      n.dtype, n.device = v.p.dtype_id, v.p.device_id
-      views.rebase(self, region, geo, false, n)
-      return true
-    end
-    local function wants(self, v)
-      return S.grad_enabled and is_tensor(self) and self.p.grad_flag == 0 and is_tensor(v) and v.p.grad_flag ~= 0
-    end
-    local set_index, table_set, table_view = Tensor.set_index, T.table_index.set, T.table_index.view
-    Tensor.set_index = function(self, i, v)
-      if wants(self, v) and into_whole(self, Tensor.select(self, 1, i), v) then return end
-      set_index(self, i, v)
-    end
-    T.table_index.set = function(self, idx, v)
-      if wants(self, v) and into_whole(self, table_view(self, idx), v) then return end
-      table_set(self, idx, v)
     end
   end
 

@@ -63,7 +63,15 @@ end
 function K.view(name, f, orig)
   local bw, args, is_view = f.backward, f.args, f.view or nil
   return function(a, ...)
-    if not S.grad_enabled or not is_tensor(a) or a.p.grad_flag == 0 then return orig(a, ...) end
+    if not S.grad_enabled or not is_tensor(a) then return orig(a, ...) end
+    if a.p.grad_flag == 0 then
+      if not is_view then return orig(a, ...) end
+      -- (a view of a tensor that does not require grad, made while recording:
+      -- a value that does written into it reaches a: autograd.views)
+      local r = orig(a, ...)
+      if r ~= a and is_tensor(r) then set_base(r, a) end
+      return r
+    end
     local r = orig(a, ...)
     if r == a or not is_tensor(r) then return r end   -- (t:type() gives the dtype's name)
     local n = node(bw, name, edge(a))

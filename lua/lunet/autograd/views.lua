@@ -1,6 +1,7 @@
 -- lunet.autograd.views: in-place writes through views, as PyTorch records
--- them. A view made while recording keeps its base (record.base: the
--- tensor at the root of its views, whose storage it shares). An in-place op
+-- them. A view made while recording (grad mode on, whether or not its input
+-- requires grad) keeps its base (record.base: the tensor at the root of its
+-- views, whose storage it shares). An in-place op
 -- on the view then also rewrites the base's history:
 --
 --   base_new = base_old with the view's region replaced by the op's result
