@@ -125,6 +125,22 @@ describe('scatter_add_', function()
   end)
 end)
 
+describe('t[i] = v and t[{...}] = v', function()
+  it('fill with a number, copy a tensor, its leading dims of size 1 dropped as PyTorch does', function()
+    local y = lunet.zeros(3)
+    y[2] = lunet.tensor({ 5 })   -- (a {1} into an element: it was "source shape {1} cannot be broadcast")
+    y[3] = 4
+    assert.same({ 0, 5, 4 }, y:totable())
+    local z = lunet.zeros(2, 3)
+    z[1] = lunet.tensor({ { 1, 2, 3 } })
+    z[{ 2, { 1, 2 } }] = lunet.tensor({ { { 7, 8 } } })
+    assert.same({ { 1, 2, 3 }, { 7, 8, 0 } }, z:totable())
+    local ok, err = pcall(function() z[1] = lunet.ones(2, 3) end)
+    assert.is_false(ok)
+    assert.matches('copy_: source shape {2,3} cannot be broadcast to destination shape {3}', err, 1, true)
+  end)
+end)
+
 describe('cat and stack', function()
   local a = lunet.tensor{{1, 2}, {3, 4}}
   local b = lunet.tensor{{5, 6}}

@@ -446,14 +446,22 @@ end
 
 -- t[i] selects along the first dim; t[i] = v fills that slice
 function Tensor.get_index(self, i) return self:select(1, i) end
-function Tensor.set_index(self, i, v)
-  local s = self:select(1, i)
-  if type(v) == 'number' or type(v) == 'boolean' then s:fill_(v) else s:copy_(v) end
+-- t[i] = v and t[{...}] = v write v into the view: a number fills it; a
+-- tensor is copied, its leading dims of size 1 beyond the view's dropped
+-- first (as PyTorch's setitem: y[1] = torch.tensor([5.]) into a 1-d y)
+local function write_into(view, v)
+  if type(v) == 'number' or type(v) == 'boolean' then return view:fill_(v) end
+  if is_tensor(v) then
+    local nd = view.p.ndim
+    while v.p.ndim > nd and v.p.shape[0] == 1 do v = v:squeeze(1) end
+  end
+  return view:copy_(v)
 end
+function Tensor.set_index(self, i, v) write_into(self:select(1, i), v) end
 
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
   wrap = wrap, saved_alias = saved_alias, free_now = free_now, collect_if_tight = collect_if_tight, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
   collect_rearm = collect_rearm,
-  cdim = cdim, read_shape = read_shape, int_arg = int_arg, record = record, table_index = table_index,
+  cdim = cdim, read_shape = read_shape, write_into = write_into, int_arg = int_arg, record = record, table_index = table_index,
 }

@@ -121,10 +121,7 @@ function T.table_index.get(self, idx)
   return v
 end
 
-function T.table_index.set(self, idx, value)
-  local v = table_view(self, idx)
-  if type(value) == 'number' or type(value) == 'boolean' then v:fill_(value) else v:copy_(value) end
-end
+function T.table_index.set(self, idx, value) T.write_into(table_view(self, idx), value) end
 
 -- ---- cat, stack -------------------------------------------------------------------------
 
