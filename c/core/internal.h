@@ -40,8 +40,8 @@ struct ln_storage {
   int device;
   atomic_int refcount;
   ln_storage *next_free; /* allocator's free list of headers */
-  uint64_t version;     /* in-place writes through Lua (ln_storage_bump): autograd's saved-tensor check */
-  uint64_t unrecorded;  /* those of them no autograd history records (under no_grad: ln_storage_bump_unrecorded) */
+  uint64_t version;     /* in-place writes the Lua layer knows of: autograd's saved-tensor check */
+  uint64_t unrecorded;  /* those of them no autograd history records (ln_storage_bump_unrecorded) */
 };
 
 ln_storage *ln_storage_new(int device, size_t nbytes);  /* NULL + error on OOM */

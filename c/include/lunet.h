@@ -223,18 +223,20 @@ LN_API int ln_tensor_sync(const ln_tensor *t);
 LN_API int64_t ln_numel(const ln_tensor *t);
 LN_API int ln_is_contiguous(const ln_tensor *t);
 LN_API int ln_same_storage(const ln_tensor *a, const ln_tensor *b);
-/* How many times the storage under t was written in place through Lua's
- * in-place methods and optimizer steps (shared by every view of it). The
- * autograd layer stamps each tensor it saves for a backward with it and
- * refuses the backward when it moved: the gradient would use the new values. */
-/* (doubles, exact to 2^53 writes: LuaJIT boxes a 64-bit integer in an
- * allocation each call, and autograd reads these for every op it records) */
+/* How many times the storage under t was written in place by a write the
+ * Lua layer knows of (shared by every view of it). The autograd layer
+ * stamps each tensor it saves for a backward with it and refuses the
+ * backward when it moved: the gradient would use the new values.
+ * ln_storage_bump counts a write autograd records (an in-place op while
+ * recording); ln_storage_bump_unrecorded one no history records (under
+ * no_grad, an optimizer step, a collective, a loader's refill), which the
+ * history version leaves out: a tensor's history is stamped with that one,
+ * and such a write leaves the history as it was, as in PyTorch.
+ * (Doubles, exact to 2^53 writes: LuaJIT boxes a 64-bit integer in an
+ * allocation each call, and autograd reads these for every op it records.) */
 LN_API double ln_storage_version(const ln_tensor *t);
-LN_API void ln_storage_bump(ln_tensor *t);
-/* A write no autograd history records (under no_grad) counts in the
- * version above but not in this one, which a tensor's history is stamped
- * with: such a write leaves the history as it was, as in PyTorch. */
 LN_API double ln_storage_history_version(const ln_tensor *t);
+LN_API void ln_storage_bump(ln_tensor *t);
 LN_API void ln_storage_bump_unrecorded(ln_tensor *t);
 LN_API int64_t ln_storage_nbytes(const ln_tensor *t);
 LN_API void *ln_data_ptr(const ln_tensor *t);  /* host pointer; CPU only, no sync */

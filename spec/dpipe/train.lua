@@ -169,34 +169,41 @@ for _, c in ipairs(cases) do
     if ok and err == nil then say('ok %s', c[1]) else say('FAIL %s: %s', c[1], tostring(err)) end
   end
 end
+-- a batch's gradients on this rank in a fresh pipeline, run(pipe, crit, d)
+-- doing the work, alike (disturb false) or with something between (true):
+-- an error unless they are the same; then(pipe, crit, d), if given, runs
+-- after the gradients are taken
+local function undisturbed(run, after)
+  local d = batches({ B = 11 })
+  local crit = nn.CrossEntropyLoss()
+  local function grads(disturb)
+    lunet.manual_seed(5)   -- (the same initial weights in both runs)
+    local pipe = lunet.parallel.Pipeline(model(), { group = world, replicas = REPL, chunks = 3, schedule = '1f1b' })
+    run(pipe, crit, d, disturb)
+    local g = {}
+    for i, p in ipairs(pipe:parameters()) do g[i] = p.grad:clone() end
+    if after then after(pipe, crit, d) end
+    return g
+  end
+  local want, got = grads(false), grads(true)
+  for i = 1, #want do
+    if (want[i] - got[i]):abs():max():item() > 1e-6 then error('gradient ' .. i .. ' differs') end
+  end
+end
 -- a forward_loss before the last batch's backward: an error on every rank
 -- (that batch's transfers are still to come); the batch then finishes as if
 -- nothing came between (its gradients those of an undisturbed run)
 if not only then
-  local ok, err = pcall(function()
-    local d = batches({ B = 11 })
-    local crit = nn.CrossEntropyLoss()
-    local function grads(interrupt)
-      lunet.manual_seed(5)   -- (the same initial weights in both runs)
-      local pipe = lunet.parallel.Pipeline(model(), { group = world, replicas = REPL, chunks = 3, schedule = '1f1b' })
-      local loss = pipe:forward_loss(crit, d[1][1], d[1][2])
-      if interrupt then
-        local ok2, e = pcall(pipe.forward_loss, pipe, crit, d[2][1], d[2][2])
-        if ok2 or not tostring(e):find("forward_loss: the last batch's loss:backward() has not run", 1, true) then
-          error('the second forward_loss: ' .. tostring(e))
-        end
+  local ok, err = pcall(undisturbed, function(pipe, crit, d, interrupt)
+    local loss = pipe:forward_loss(crit, d[1][1], d[1][2])
+    if interrupt then
+      local ok2, e = pcall(pipe.forward_loss, pipe, crit, d[2][1], d[2][2])
+      if ok2 or not tostring(e):find("forward_loss: the last batch's loss:backward() has not run", 1, true) then
+        error('the second forward_loss: ' .. tostring(e))
       end
-      loss:backward()
-      local g = {}
-      for i, p in ipairs(pipe:parameters()) do g[i] = p.grad:clone() end
-      pipe:forward_loss(crit, d[2][1], d[2][2]):backward()   -- (and it trains on)
-      return g
     end
-    local want, got = grads(false), grads(true)
-    for i = 1, #want do
-      if (want[i] - got[i]):abs():max():item() > 1e-6 then error('gradient ' .. i .. ' differs') end
-    end
-  end)
+    loss:backward()
+  end, function(pipe, crit, d) pipe:forward_loss(crit, d[2][1], d[2][2]):backward() end)   -- (and it trains on)
   if ok then say('ok a forward_loss before the last backward fails on every rank, and that batch finishes')
   else say('FAIL a forward_loss before the last backward: %s', tostring(err)) end
 end
@@ -204,26 +211,13 @@ end
 -- transfers taken, the gradients put back); the next batch trains as if it
 -- had not come
 if not only then
-  local ok, err = pcall(function()
-    local d = batches({ B = 11 })
-    local crit = nn.CrossEntropyLoss()
-    local function grads(drop)
-      lunet.manual_seed(5)
-      local pipe = lunet.parallel.Pipeline(model(), { group = world, replicas = REPL, chunks = 3, schedule = '1f1b' })
-      if drop then
-        pipe:forward_loss(crit, d[1][1], d[1][2])   -- (its loss lost)
-        if not pipe:abandon() then error('abandon: no batch pending') end
-        if pipe:abandon() then error('abandon: a batch pending after abandon') end
-      end
-      pipe:forward_loss(crit, d[2][1], d[2][2]):backward()
-      local g = {}
-      for i, p in ipairs(pipe:parameters()) do g[i] = p.grad:clone() end
-      return g
+  local ok, err = pcall(undisturbed, function(pipe, crit, d, drop)
+    if drop then
+      pipe:forward_loss(crit, d[1][1], d[1][2])   -- (its loss lost)
+      if not pipe:abandon() then error('abandon: no batch pending') end
+      if pipe:abandon() then error('abandon: a batch pending after abandon') end
     end
-    local want, got = grads(false), grads(true)
-    for i = 1, #want do
-      if (want[i] - got[i]):abs():max():item() > 1e-6 then error('gradient ' .. i .. ' differs') end
-    end
+    pipe:forward_loss(crit, d[2][1], d[2][2]):backward()
   end)
   if ok then say('ok abandon drops a pending batch on every rank, and the next trains as if it had not come')
   else say('FAIL abandon: %s', tostring(err)) end

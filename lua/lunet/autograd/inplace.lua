@@ -53,26 +53,22 @@ function I.install(Tensor, raw)
       -- the tensor with it: graph.check_current).
       local function recorded(self, a1, ...)
         local self_grad = self.p.grad_flag ~= 0
-        -- a view's base (autograd.views): the write rewrites its history too
-        local rec = record(self)
-        local base, geo, base_edge = rec and rec.base, nil, false
-        if base and self_grad and base.p.grad_flag == 0 then base = nil end   -- (detached since)
-        if not self_grad and base and base.p.grad_flag == 0 and not is_part_of_storage(base) then
-          -- (a view of a tensor that does not require grad, written a value that does: the tensor's history starts here)
-          geo = views.geometry(self, base)
-        end
         if self_grad then
-          local fn = rec and rec.grad_fn
-          local rb = base and record(base)
-          if not fn or (fn.view and is_tensor(fn[1])) or (base and not (rb and rb.grad_fn)) then
-            raise(leaf_msg:format(name))
-          end
-          if base then
-            geo = views.geometry(self, base)
-            -- (both current before the write: it moves their version)
-            if geo then edge(self); base_edge = edge(base) end
-          end
-        elseif not geo and is_part_of_storage(self) then
+          local r = record(self)
+          local fn = r and r.grad_fn
+          if not fn or (fn.view and is_tensor(fn[1])) then raise(leaf_msg:format(name)) end
+        end
+        -- a view's base (autograd.views): the write rewrites its history too
+        -- (or, not requiring grad, starts it)
+        local base, geo, base_edge = views.base_of(self), nil, false
+        if base then
+          local rb = record(base)
+          if base.p.grad_flag ~= 0 and not (rb and rb.grad_fn) then raise(leaf_msg:format(name)) end
+          geo = not is_part_of_storage(base) and views.geometry(self, base)
+          -- (both current before the write: it moves their version)
+          if geo then edge(self); base_edge = edge(base) end
+        end
+        if not geo and not self_grad and is_part_of_storage(self) then
           -- (the tensor this is a view of would not record the write: its gradient would miss a1's)
           raise(part_msg:format(name))
         end

@@ -56,6 +56,14 @@ local function view_node(b, geo)
   return n
 end
 
+-- the base v keeps (nil: none, or one that lost its history since: detach_)
+function V.base_of(v)
+  local r = record(v)
+  local b = r and r.base
+  if b and v.p.grad_flag ~= 0 and b.p.grad_flag == 0 then return nil end
+  return b
+end
+
 -- r, a view of a made while recording: remember the root of a's views
 function V.set_base(r, a)
   if C.ln_same_storage(r.p, a.p) ~= 1 then return end   -- (reshape may copy)

@@ -202,8 +202,8 @@ end
 -- rather than differentiated with this batch's values.
 local function slot_views(self, s, rows)
   local x, y = self.slots_x[s], self.slots_y[s]
-  C.ln_storage_bump(x.p)
-  if y then C.ln_storage_bump(y.p) end
+  C.ln_storage_bump_unrecorded(x.p)
+  if y then C.ln_storage_bump_unrecorded(y.p) end
   if rows < self.batch_size then
     local c = self.short[s]
     if not c or c.rows ~= rows then

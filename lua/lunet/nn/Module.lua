@@ -4,7 +4,8 @@
 -- printing walk them as PyTorch does. Keys of state_dict are PyTorch's
 -- ("0.weight", "layer1.bn.running_var").
 local ffi = require 'ffi'
-local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
+local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
 local autograd = require 'lunet.autograd'
 local options = require 'lunet.options'
@@ -224,7 +225,7 @@ local FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 
 function Module:to(what, more)
   local opts = what
   if type(what) == 'string' then
-    if require('lunet.core').dtype_ids[what] then opts = { dtype = what }
+    if core.dtype_ids[what] then opts = { dtype = what }
     else opts = { device = what, dtype = more } end
   elseif not is_table(what) then
     error('to: expected a device, a dtype or {device=, dtype=}, got ' .. typename(what), 2)
@@ -232,7 +233,6 @@ function Module:to(what, more)
     require('lunet.options').check('to', what, { device = true, dtype = true })
   end
   -- (an integer dtype left the float parameters as they were, silently)
-  local core = require('lunet.core')
   local dt = opts.dtype and core.dtype_ids[opts.dtype]
   if dt and not FLOAT_DTYPES[core.dtypes[dt]] then
     raise(('to: a module moves to a floating-point dtype (float32, float64, float16, bfloat16), got %s'):format(opts.dtype))

@@ -172,7 +172,7 @@ function Optimizer:step(closure)
         local st = state[p]
         if st == nil then st = {}; state[p] = st end
         self:update(group, p, g, st)
-        C.ln_storage_bump(p.p)   -- (a write in place: a graph that saved p cannot backward now)
+        C.ln_storage_bump_unrecorded(p.p)   -- (a write no history records: a graph that saved p cannot backward now)
       end
     end
   end
