@@ -821,6 +821,31 @@ describe('parallel.simulate', function()
 end)
 
 describe('parallel.profile', function()
+  it('leaves the model as it was after a plan over several devices (the speed together is timed on copies)', function()
+    lunet.set_cpu_devices(2)
+    local model = nn.Sequential { nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4) }
+    local function unchanged(what)
+      local mean, var, ps = model[2].running_mean:clone(), model[2].running_var:clone(), {}
+      for i, p in ipairs(model:parameters()) do ps[i] = p:clone() end
+      what()
+      assert.equal(0, (model[2].running_mean - mean):abs():max():item())
+      assert.equal(0, (model[2].running_var - var):abs():max():item())
+      for i, p in ipairs(model:parameters()) do
+        assert.equal(0, (p - ps[i]):abs():max():item())
+        assert.is_nil(p.grad)
+      end
+    end
+    local ok, err = pcall(function()
+      unchanged(function()
+        local t = parallel.profile.together(parallel.Plan.atoms_of(model), lunet.randn(8, 8), { 'cpu:0', 'cpu:1' }, { runs = 1 })
+        assert.is_true(t > 0 and t <= 1)
+      end)
+      unchanged(function() parallel.plan(model, lunet.randn(8, 8), { devices = { 'cpu:0', 'cpu:1' }, runs = 1, trials = 2 }) end)
+    end)
+    lunet.set_cpu_devices(1)
+    assert(ok, err)
+  end)
+
   it('measures each atom: times, parameter and activation bytes, shapes; the model unchanged', function()
     local model = nn.Sequential { nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4) }
     local mean, w = model[2].running_mean:clone(), model[1].weight:clone()

@@ -69,7 +69,9 @@ local MACHINERY_RUNS, LOWER = 8, 0.25   -- the pipeline's and DataParallel's own
 -- each device while all of them train a copy of the atoms at once, relative
 -- to the first one alone (at most 1): devices that share cores, memory
 -- bandwidth or a loaded machine slow each other down, which thread shares
--- alone do not tell
+-- alone do not tell. Copies on every device, the first too: training one
+-- moves BatchNorm's running statistics, which the model keeps as they were
+-- (as profile.atoms does)
 function profile.together(atoms, sample, devices, opts)
   local runs = profile.check_runs('profile.together', (opts or {}).runs) or 3
   local list = {}
@@ -77,7 +79,7 @@ function profile.together(atoms, sample, devices, opts)
   local copies, xs = {}, {}
   for k, dev in ipairs(devices) do
     copies[k] = {}
-    for i, a in ipairs(list) do copies[k][i] = k == 1 and a:to(dev) or a:clone():to(dev) end
+    for i, a in ipairs(list) do copies[k][i] = a:clone():to(dev) end
     xs[k] = sample:to(dev)
   end
   local function chain(k)
@@ -105,7 +107,6 @@ function profile.together(atoms, sample, devices, opts)
     local all = timed(#devices)
     ratios[r], spent = alone / all, spent + alone + all
   end
-  for i, a in ipairs(list) do for _, p in ipairs(a:parameters()) do p.grad = nil end end
   return math.min(1, median(ratios))
 end
 
