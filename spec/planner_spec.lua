@@ -692,6 +692,12 @@ describe('parallel.plan', function()
       { { speed = { 1 } }, 'speed has 1 entries for 2 devices' },
       { { optimizer = 'lbfgs' }, "optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got lbfgs" },
       { { kinds = { 'zero3' } }, 'kinds[1] must be one of single, data, pipeline, hybrid, got zero3' },
+      -- (an empty list said nothing fits; a memory list of another length left the other devices unlimited)
+      { { kinds = {} }, 'kinds must list at least one of single, data, pipeline, hybrid' },
+      { { schedules = {} }, 'schedules must list at least one of gpipe, 1f1b, interleaved, zb' },
+      { { chunks = {} }, 'chunks must list at least one micro-batch count' },
+      { { memory = { 2 ^ 30 } }, 'memory has 1 entries for 2 devices (bytes for each, or one number for all)' },
+      { { memory = { 2 ^ 30, 2 ^ 30, 2 ^ 30 } }, 'memory has 3 entries for 2 devices' },
     } do
       c[1].devices = { 'cpu:0', 'cpu:1' }
       ok, err = pcall(parallel.plan, model, lunet.randn(2, 2), c[1])
@@ -699,6 +705,9 @@ describe('parallel.plan', function()
       assert.matches('^[^:]*planner_spec%.lua:%d+: parallel%.plan: ', tostring(err))
       assert.matches('parallel.plan: ' .. c[2], err, 1, true)
     end
+    -- a sample the model does not take: said as the plan's, at the caller's line
+    ok, err = pcall(parallel.plan, nn.Sequential { nn.Linear(4, 2) }, lunet.randn(2, 5), { devices = { 'cpu:0' } })
+    assert.matches('^[^:]*planner_spec%.lua:%d+: parallel%.plan: sample_input does not train through the model: linear: input has 5 features, weight expects 4$', tostring(err))
     ok, err = pcall(parallel.profile.link, 'cpu:0', 'cpu:1', { runs = 2.5 })
     assert.matches('profile.link: runs must be an integer in 1..1000, got 2.5', err, 1, true)
   end)
@@ -817,6 +826,31 @@ describe('parallel.simulate', function()
     assert.matches("parallel.simulate: option 'bandwidth' must be a number", err, 1, true)
     -- (the largest count is still computed)
     assert.equal(65536, parallel.simulate(d, { devices = 65536, bandwidth = 1e10 })[1].devices)
+    -- the options' and the description's values out of range, and the
+    -- description's unknown keys (each failed deep in the cost model, or
+    -- was taken silently: stages = 0 as data parallel, overlap = 2)
+    local function with(t) local o = { compute = 0.4, model_bytes = 1e6, batch = 8 }; for k, v in pairs(t) do o[k] = v end; return o end
+    for _, c in ipairs {
+      { with { stage = 2 }, {}, "the description: unknown option 'stage' (did you mean 'stages'?)" },
+      { with { compute = math.huge }, {}, 'the description needs compute (a finite number >= 0), got inf' },
+      { with { model_bytes = -1 }, {}, 'the description needs model_bytes (a finite number >= 0), got -1' },
+      { with { stages = 0 }, {}, 'stages must be an integer from 1 to 65536, got 0' },
+      { with { stages = 2.5 }, {}, 'stages must be an integer from 1 to 65536, got 2.5' },
+      { with { stages = 2, chunks = 0 / 0 }, {}, 'chunks must be an integer from 1 to 65536, got nan' },
+      { with { backward = 2 }, {}, 'backward must be a share of compute in [0, 1], got 2' },
+      { with { layers = 0 }, {}, 'layers must be an integer from 1 to 100000, got 0' },
+      { with { batch = 0 }, {}, 'batch must be an integer >= 1, got 0' },
+      { with { stages = 2, schedule = 'pipedream' }, {}, 'schedule must be one of gpipe, 1f1b, interleaved, zb, got pipedream' },
+      { d, { overlap = 2 }, 'overlap must be a share of backward in [0, 1], got 2' },
+      { d, { latency = math.huge }, 'latency must be a finite number >= 0 s, got inf' },
+      { d, { device_speed = math.huge }, 'device_speed must be a finite number > 0, got inf' },
+    } do
+      c[2].devices, c[2].bandwidth = 8, 1e10
+      ok, err = pcall(parallel.simulate, c[1], c[2])
+      assert.is_false(ok)
+      assert.matches('^[^:]*planner_spec%.lua:%d+: parallel%.simulate: ', tostring(err))
+      assert.matches('parallel.simulate: ' .. c[3], err, 1, true)
+    end
   end)
 end)
 

@@ -46,6 +46,7 @@ local function fail(msg) require('lunet.options').raise('parallel.plan: ' .. msg
 local KINDS = { 'single', 'data', 'pipeline', 'hybrid' }   -- (every one, the default)
 -- each entry of list (an option) one of allowed, or an error naming it
 local function each_one_of(name, list, allowed)
+  if list ~= nil and #list == 0 then fail(('%s must list at least one of %s'):format(name, table.concat(allowed, ', '))) end
   for i, v in ipairs(list or {}) do
     local known = false
     for _, a in ipairs(allowed) do known = known or v == a end
@@ -62,7 +63,9 @@ local function memory_of(opts, names)
   for d = 1, #names do
     local v
     if type(m) == 'number' then v = m
-    elseif is_table(m) then v = m[d]
+    elseif is_table(m) then
+      if #m ~= #names then fail(('memory has %d entries for %d devices (bytes for each, or one number for all)'):format(#m, #names)) end
+      v = m[d]
     elseif m ~= nil then fail('memory must be bytes per device (a number or a list), got ' .. typename(m)) end
     if v == nil then
       local lim = lunet.memory_limit and lunet.memory_limit(names[d]) or 0
@@ -174,6 +177,7 @@ function Plan.new(model, sample, opts)
   if n == 0 then fail('devices must be a non-empty list') end
   -- (the candidates' shapes, checked before anything is measured)
   each_one_of('schedules', opts.schedules, require('lunet.parallel.schedule').kinds)
+  if opts.chunks and #opts.chunks == 0 then fail('chunks must list at least one micro-batch count') end
   for i, m in ipairs(opts.chunks or {}) do
     if type(m) ~= 'number' or m < 1 or m % 1 ~= 0 then
       fail(('chunks[%d] must be an integer >= 1, got %s'):format(i, tostring(m)))
@@ -196,6 +200,7 @@ function Plan.new(model, sample, opts)
     fail(("optimizer must be 'adam', 'adamw', 'momentum' or 'sgd', got %s"):format(tostring(opts.optimizer)))
   end
   each_one_of('kinds', opts.kinds, KINDS)
+  local memory = memory_of(opts, names)
   local profile = require 'lunet.parallel.profile'
   local atoms, list
   if opts.profile then
@@ -209,7 +214,10 @@ function Plan.new(model, sample, opts)
     atoms = atoms_of(model)
     model:to(names[1])
     profile.check_runs('parallel.plan', opts.runs)   -- (before any profiling)
-    list = profile.atoms(atoms, sample:to(names[1]), names[1], { runs = opts.runs, optimizer = opts.optimizer })
+    local ok, res = pcall(profile.atoms, atoms, sample:to(names[1]), names[1], { runs = opts.runs, optimizer = opts.optimizer })
+    -- (the sample's own fault, a shape the model does not take: said as the plan's)
+    if not ok then fail('sample_input does not train through the model: ' .. tostring(res):gsub('^[^\n]-:%d+: ', '')) end
+    list = res
   end
   local b0 = list[1] and list[1].batch or 1
   local batch = opts.batch or (lunet.is_tensor(sample) and sample:size(1)) or b0
@@ -222,7 +230,6 @@ function Plan.new(model, sample, opts)
     -- (at the batch the profile fitted the device's memory with)
     together = measure_together(profile, atoms, sample:narrow(1, 1, list[1].batch), names, opts.runs, threads, cores)
   end
-  local memory = memory_of(opts, names)
   -- a full collection's seconds, measured now: training collects this heap
   -- (the model, the data, the program's own), larger than the profile's
   -- was when it timed one (stated profiles keep theirs)

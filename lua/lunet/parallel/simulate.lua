@@ -31,7 +31,8 @@ local MAX_DEVICES = 65536
 local OPTS = { devices = 'number|table', bandwidth = 'number', latency = 'number', device_speed = 'number',
   overlap = 'number' }
 
-local function fail(msg, lvl) error('parallel.simulate: ' .. msg, (lvl or 1) + 1) end
+-- (at the user's line, whatever the call's depth: the first caller outside lunet)
+local function fail(msg) options.raise('parallel.simulate: ' .. msg) end
 
 local Rows = {}
 Rows.__index = Rows
@@ -44,14 +45,37 @@ function Rows:__tostring()
   return table.concat(out, '\n')
 end
 
+local DESCRIPTION = { compute = 'number', backward = 'number', model_bytes = 'number', batch = 'number',
+  layers = 'number', stages = 'number', chunks = 'number', schedule = 'string' }
+local MAX_LAYERS = 100000
+local function finite(v) return type(v) == 'number' and v >= 0 and v < math.huge end
+local function count_in(v, lo, hi) return type(v) == 'number' and v >= lo and v <= hi and v % 1 == 0 end
+
 -- a cost model of `layers` equal atoms from a description
-local function described(d, lvl)
+local function described(d)
+  -- (an unknown key or a wrong type named as the description's)
+  local ok, err = pcall(options.check, 'parallel.simulate: the description', d, DESCRIPTION)
+  if not ok then fail(tostring(err):gsub('^[^\n]-parallel%.simulate: ', '')) end
   for _, k in ipairs({ 'compute', 'model_bytes' }) do
-    if type(d[k]) ~= 'number' or not (d[k] >= 0) then fail(('the description needs %s (a number >= 0)'):format(k), lvl + 1) end
+    if not finite(d[k]) then fail(('the description needs %s (a finite number >= 0), got %s'):format(k, tostring(d[k]))) end
   end
   local L = d.layers or 50
   local bshare = d.backward or 2 / 3
   local batch = d.batch or 1
+  if not count_in(L, 1, MAX_LAYERS) then fail(('layers must be an integer from 1 to %d, got %s'):format(MAX_LAYERS, tostring(L))) end
+  if not (bshare >= 0 and bshare <= 1) then fail('backward must be a share of compute in [0, 1], got ' .. tostring(bshare)) end
+  if not count_in(batch, 1, math.huge) then fail('batch must be an integer >= 1, got ' .. tostring(batch)) end
+  for _, k in ipairs({ 'stages', 'chunks' }) do
+    if d[k] ~= nil and not count_in(d[k], 1, MAX_DEVICES) then
+      fail(('%s must be an integer from 1 to %d, got %s'):format(k, MAX_DEVICES, tostring(d[k])))
+    end
+  end
+  local kinds = require('lunet.parallel.schedule').kinds
+  if d.schedule ~= nil then
+    local known = false
+    for _, k in ipairs(kinds) do known = known or d.schedule == k end
+    if not known then fail(('schedule must be one of %s, got %s'):format(table.concat(kinds, ', '), d.schedule)) end
+  end
   local atoms = {}
   for i = 1, L do
     atoms[i] = { fwd = d.compute * (1 - bshare) / L, bwd = d.compute * bshare / L, act_bytes = 0,
@@ -64,31 +88,32 @@ end
 
 local function simulate(plan, opts)
   opts = options.check('parallel.simulate', opts, OPTS) or {}
-  if not is_table(plan) then fail('expected a plan or a description table, got ' .. typename(plan), 2) end
+  if not is_table(plan) then fail('expected a plan or a description table, got ' .. typename(plan)) end
   local atoms, chosen, batch, link
   if plan.cost and plan.chosen then
     atoms, chosen, link = plan.cost.atoms, plan.chosen, plan.cost
     batch = plan.batch / chosen.replicas   -- a device's (data parallel) or a pipeline's batch
   else
-    atoms, chosen, batch = described(plan, 2)
+    atoms, chosen, batch = described(plan)
   end
   local counts = opts.devices or { 8, 16, 32, 64, 128, 256, 512, 1024 }
   if type(counts) == 'number' then counts = { counts } end
-  if not is_table(counts) or #counts == 0 then fail('devices must be a count or a non-empty list of counts, got ' .. typename(counts), 2) end
+  if not is_table(counts) or #counts == 0 then fail('devices must be a count or a non-empty list of counts, got ' .. typename(counts)) end
   for _, N in ipairs(counts) do
     -- (the cost model keeps a few numbers a device)
     if type(N) ~= 'number' or not (N >= 1 and N <= MAX_DEVICES) or N % 1 ~= 0 then
-      fail(('devices must be integers from 1 to %d, got %s'):format(MAX_DEVICES, tostring(N)), 2)
+      fail(('devices must be integers from 1 to %d, got %s'):format(MAX_DEVICES, tostring(N)))
     end
   end
   local bw, lat = opts.bandwidth, opts.latency
-  if bw == nil then bw = link and link.ar.beta > 0 and 1 / link.ar.beta or fail('bandwidth is needed (bytes/s)', 2) end
+  if bw == nil then bw = link and link.ar.beta > 0 and 1 / link.ar.beta or fail('bandwidth is needed (bytes/s)') end
   if lat == nil then lat = link and link.ar.alpha or 0 end
-  if type(bw) ~= 'number' or not (bw > 0) then fail('bandwidth must be > 0 bytes/s, got ' .. tostring(bw), 2) end
-  if type(lat) ~= 'number' or not (lat >= 0) then fail('latency must be >= 0 s, got ' .. tostring(lat), 2) end
+  if type(bw) ~= 'number' or not (bw > 0) then fail('bandwidth must be > 0 bytes/s, got ' .. tostring(bw)) end
+  if not finite(lat) then fail('latency must be a finite number >= 0 s, got ' .. tostring(lat)) end
   local speed = opts.device_speed or 1
-  if type(speed) ~= 'number' or not (speed > 0) then fail('device_speed must be > 0, got ' .. tostring(speed), 2) end
+  if type(speed) ~= 'number' or not (speed > 0 and speed < math.huge) then fail('device_speed must be a finite number > 0, got ' .. tostring(speed)) end
   local overlap = opts.overlap or (link and link.overlap) or 1
+  if not (overlap >= 0 and overlap <= 1) then fail('overlap must be a share of backward in [0, 1], got ' .. tostring(overlap)) end
   local cm = cost.new(atoms, { link = { allreduce = { alpha = lat, beta = 1 / bw },
     copy = link and link.copy or { alpha = lat, beta = 1 / bw }, overlap = overlap },
     speed = setmetatable({}, { __index = function() return speed end }), optimizer = 'sgd',
@@ -99,7 +124,7 @@ local function simulate(plan, opts)
   for _, N in ipairs(counts) do
     local c
     if p > 1 then
-      if N % p ~= 0 then fail(('%d devices do not hold whole pipelines of %d stages'):format(N, p), 2) end
+      if N % p ~= 0 then fail(('%d devices do not hold whole pipelines of %d stages'):format(N, p)) end
       c = cm:pipeline(p, N / p, batch * N / p, m, chosen.schedule)
     else
       c = cm:data_parallel(N, batch * N, k)
