@@ -198,6 +198,16 @@ describe('bad input: named cases', function()
     { 'manual_seed x', function() return lunet.manual_seed('x') end, 'manual_seed: seed must be' },
     { 'set_default_dtype', function() return lunet.set_default_dtype('x') end, 'set_default_dtype: unknown dtype x' },
     { 'set_cpu_devices', function() return lunet.set_cpu_devices('x') end, 'set_cpu_devices: count must be an integer' },
+    -- (an unknown nonlinearity was taken as gain 1)
+    { 'calculate_gain x', function() return lunet.nn.init.calculate_gain('relux') end, 'init.calculate_gain: unsupported nonlinearity relux' },
+    { 'kaiming nonlinearity x', function() return lunet.nn.init.kaiming_normal_(lunet.zeros(3, 3), { nonlinearity = 'sigmoidx' }) end,
+      'init.calculate_gain: unsupported nonlinearity sigmoidx' },
+    -- json: a cycle (was a stack overflow), a number missing its exponent (was nil, taken), nesting past 512
+    { 'json.encode cycle', function() local t = {}; t[1] = t; return require('lunet.json').encode(t) end,
+      'json.encode: a table contains itself' },
+    { 'json.decode 1e', function() return require('lunet.json').decode('[1e]') end, 'json.decode: bad number 1e at position 2' },
+    { 'json.decode deep', function() return require('lunet.json').decode(('['):rep(600) .. (']'):rep(600)) end,
+      'json.decode: nesting deeper than 512 at position 513' },
     { 'synchronize', function() return lunet.synchronize('cpu:99') end, 'synchronize: no device cpu:99' },
     { 'no_grad', function() return lunet.no_grad('x') end, 'no_grad: expected a function, got string' },
     -- views, shapes, indices, dtypes, non-contiguous

@@ -178,6 +178,17 @@ describe('nn.Module', function()
     for _, x in ipairs(m:modules()) do assert.is_true(x.training) end
   end)
 
+  it('calculate_gain as torch.nn.init.calculate_gain', function()
+    local gain = lunet.nn.init.calculate_gain
+    for _, c in ipairs({ { 'linear', 1 }, { 'conv2d', 1 }, { 'conv_transpose3d', 1 }, { 'sigmoid', 1 }, { 'tanh', 5 / 3 },
+      { 'relu', math.sqrt(2) }, { 'selu', 3 / 4 } }) do
+      assert.equal(c[2], gain(c[1]))
+    end
+    assert.near(math.sqrt(2 / (1 + 0.01 ^ 2)), gain('leaky_relu'), 1e-15)
+    assert.near(math.sqrt(2 / (1 + 0.2 ^ 2)), gain('leaky_relu', 0.2), 1e-15)
+    assert.has_error(function() gain('leaky_relu', 'x') end)
+  end)
+
   it('initialises as PyTorch: kaiming_uniform(a=sqrt(5)) and bias bounds, seeded', function()
     lunet.manual_seed(7)
     local c = nn.Conv2d(8, 16, 3)

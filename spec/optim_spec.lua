@@ -184,6 +184,9 @@ describe('optim behaviour', function()
       {function() optim.OneCycleLR(optim.SGD(p, {lr = 1}), {max_lr = 1}) end,
         'OneCycleLR: you must define either total_steps or (epochs and steps_per_epoch)'},
       {function() optim.clip_grad_norm(p, 1, -2) end, 'clip_grad_norm: invalid norm_type -2 (expected > 0 or math.huge)'},
+      -- (a negative max_norm scaled the gradients by a negative factor, silently)
+      {function() optim.clip_grad_norm(p, -1) end, 'clip_grad_norm: max_norm must be a number >= 0, got -1'},
+      {function() optim.clip_grad_norm(p, 0 / 0) end, 'clip_grad_norm: max_norm must be a number >= 0, got nan'},
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(c[1])

@@ -12,6 +12,7 @@
 local A = require 'lunet.autograd'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
+local raise = require('lunet.options').raise
 
 local M = {}
 
@@ -33,14 +34,15 @@ local function hook(dir, node, a, b, c)
   local name = node and node.name or '?'
   if dir == 'forward' then
     local what = bad(a)
-    if what then error(('detect_anomaly: forward of %s produced %s'):format(name, what), 0) end
+    -- (at the user's line that ran the op: where to look)
+    if what then raise(('detect_anomaly: forward of %s produced %s'):format(name, what)) end
     return
   end
   local grads = node.ni and is_table(a) and a or { a, b, c }
   for i = 1, node.ni or 3 do
     local what = bad(grads[i])
     if what then
-      error(('detect_anomaly: the gradient for input %d has %s'):format(i, what), 0)
+      raise(('detect_anomaly: the gradient for input %d has %s'):format(i, what))
     end
   end
 end
@@ -49,6 +51,7 @@ function M.is_enabled() return A.anomaly_hook ~= nil end
 
 -- set_detect_anomaly(on) -> the previous setting
 function M.set_detect_anomaly(on)
+  if type(on) ~= 'boolean' then raise('set_detect_anomaly: expected true or false, got ' .. typename(on)) end
   local old = A.anomaly_hook ~= nil
   A.anomaly_hook = on and hook or nil
   return old

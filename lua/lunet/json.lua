@@ -20,7 +20,8 @@ local function is_array(t)
   return true
 end
 
-local function encode(v, out)
+-- (open: the tables being encoded, a table met again inside itself is a cycle)
+local function encode(v, out, open)
   local tv = type(v)
   if tv == 'nil' then out[#out + 1] = 'null'
   elseif tv == 'boolean' then out[#out + 1] = tostring(v)
@@ -30,11 +31,13 @@ local function encode(v, out)
     else out[#out + 1] = ('%.17g'):format(v) end
   elseif tv == 'string' then out[#out + 1] = encode_string(v)
   elseif tv == 'table' then
+    if open[v] then error('json.encode: a table contains itself (JSON has no cycles)', 0) end
+    open[v] = true
     if is_array(v) and next(v) ~= nil then
       out[#out + 1] = '['
       for i = 1, #v do
         if i > 1 then out[#out + 1] = ',' end
-        encode(v[i], out)
+        encode(v[i], out, open)
       end
       out[#out + 1] = ']'
     else
@@ -48,18 +51,20 @@ local function encode(v, out)
         out[#out + 1] = ':'
         local val = v[k]
         if val == nil then val = v[tonumber(k)] end
-        encode(val, out)
+        encode(val, out, open)
       end
       out[#out + 1] = '}'
     end
+    open[v] = nil
   else
-    error('json.encode: cannot encode a ' .. tv, 3)
+    error('json.encode: cannot encode a ' .. tv, 0)
   end
 end
 
 function json.encode(v)
   local out = {}
-  encode(v, out)
+  local ok, err = pcall(encode, v, out, {})
+  if not ok then require('lunet.options').raise(tostring(err)) end
   return table.concat(out)
 end
 
@@ -96,9 +101,13 @@ local function decode_string(s, i)
   end
 end
 
-function decode_value(s, i)
+-- (a file's arrays and objects nested deeper than this are refused, not a stack overflow)
+local MAX_DEPTH = 512
+
+function decode_value(s, i, depth)
   i = skip(s, i)
   local c = s:sub(i, i)
+  if (c == '{' or c == '[') and depth >= MAX_DEPTH then fail(s, i, ('nesting deeper than %d'):format(MAX_DEPTH)) end
   if c == '{' then
     local obj = {}
     i = skip(s, i + 1)
@@ -108,7 +117,7 @@ function decode_value(s, i)
       local k; k, i = decode_string(s, i)
       i = skip(s, i)
       if s:sub(i, i) ~= ':' then fail(s, i, "expected ':'") end
-      obj[k], i = decode_value(s, i + 1)
+      obj[k], i = decode_value(s, i + 1, depth + 1)
       i = skip(s, i)
       local d = s:sub(i, i)
       if d == '}' then return obj, i + 1 end
@@ -120,7 +129,7 @@ function decode_value(s, i)
     i = skip(s, i + 1)
     if s:sub(i, i) == ']' then return arr, i + 1 end
     while true do
-      arr[#arr + 1], i = decode_value(s, i)
+      arr[#arr + 1], i = decode_value(s, i, depth + 1)
       i = skip(s, i)
       local d = s:sub(i, i)
       if d == ']' then return arr, i + 1 end
@@ -134,13 +143,15 @@ function decode_value(s, i)
   else
     local num = s:match('^-?%d+%.?%d*[eE]?[-+]?%d*', i)
     if not num or num == '' then fail(s, i, 'unexpected character') end
-    return tonumber(num), i + #num
+    local v = tonumber(num)
+    if not v then fail(s, i, 'bad number ' .. num) end   -- ('1e', '1e+': nil taken for a value)
+    return v, i + #num
   end
 end
 
 function json.decode(s)
   if type(s) ~= 'string' then error('json.decode: expected a string', 2) end
-  local v, i = decode_value(s, 1)
+  local v, i = decode_value(s, 1, 0)
   i = skip(s, i)
   if i <= #s then fail(s, i, 'trailing characters') end
   return v

@@ -11,11 +11,24 @@ function init.fans(w)
   return s[2] * rf, s[1] * rf
 end
 
+-- torch.nn.init.calculate_gain's table; another name is an error (it was
+-- taken as gain 1, and selu's 3/4 too)
+local GAINS = { linear = 1, conv1d = 1, conv2d = 1, conv3d = 1, conv_transpose1d = 1, conv_transpose2d = 1,
+  conv_transpose3d = 1, sigmoid = 1, tanh = 5 / 3, relu = math.sqrt(2), selu = 3 / 4 }
+local GAIN_NAMES = 'linear, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d, sigmoid, tanh, relu, leaky_relu, selu'
 function init.calculate_gain(nonlinearity, a)
-  if nonlinearity == 'relu' then return math.sqrt(2) end
-  if nonlinearity == 'leaky_relu' then a = a or 0.01; return math.sqrt(2 / (1 + a * a)) end
-  if nonlinearity == 'tanh' then return 5 / 3 end
-  return 1
+  if nonlinearity == 'leaky_relu' then
+    if a ~= nil and (type(a) ~= 'number' or a ~= a) then
+      options.fail('init.calculate_gain', 'negative_slope must be a number, got ' .. tostring(a))
+    end
+    a = a or 0.01
+    return math.sqrt(2 / (1 + a * a))
+  end
+  local g = GAINS[nonlinearity]
+  if not g then
+    options.fail('init.calculate_gain', ('unsupported nonlinearity %s (one of %s)'):format(tostring(nonlinearity), GAIN_NAMES))
+  end
+  return g
 end
 
 function init.uniform_(t, lo, hi) return t:uniform_(lo or 0, hi or 1) end

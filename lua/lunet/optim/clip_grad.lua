@@ -22,8 +22,9 @@ local function clip_grad_norm(params, max_norm, ...)
   local norm_type = opts and opts.norm_type
   if lunet.is_tensor(params) then params = {params} end
   if not is_table(params) then Optimizer.fail(fn, 'params must be a tensor or a list of tensors, got ' .. typename(params)) end
-  if type(max_norm) ~= 'number' or max_norm ~= max_norm then
-    Optimizer.fail(fn, 'max_norm must be a number, got ' .. tostring(max_norm))
+  -- (a negative max_norm scaled every gradient by a negative factor: the step went uphill)
+  if type(max_norm) ~= 'number' or not (max_norm >= 0) then
+    Optimizer.fail(fn, 'max_norm must be a number >= 0, got ' .. tostring(max_norm))
   end
   norm_type = norm_type or 2
   if type(norm_type) ~= 'number' or not (norm_type > 0) then
