@@ -115,6 +115,8 @@ end
 -- seconds per call of step: the median of GROUPS groups after a warm-up,
 -- each group at least STEPS calls and GROUP_SECONDS long (a small model's
 -- 4 steps take a few ms, which one descheduled thread doubles)
+-- (also: the full collections lunet ran a step in those groups, and the
+-- seconds of one: lunet.collection_stats)
 local function time_steps(step)
   for _ = 1, 3 do step() end
   lunet.synchronize()
@@ -123,13 +125,16 @@ local function time_steps(step)
   lunet.synchronize()
   local n = math.max(STEPS, math.min(200, math.ceil(GROUP_SECONDS / math.max(lunet.clock() - t0, 1e-6))))
   local ts = {}
+  local gc0 = lunet.collection_stats()
   for g = 1, GROUPS do
     t0 = lunet.clock()
     for _ = 1, n do step() end
     lunet.synchronize()
     ts[g] = (lunet.clock() - t0) / n
   end
-  return median(ts)
+  local gc1 = lunet.collection_stats()
+  local count = gc1.count - gc0.count
+  return median(ts), count / (n * GROUPS), count > 0 and (gc1.seconds - gc0.seconds) / count or 0
 end
 
 local okp, Pipeline = pcall(require, 'lunet.parallel.Pipeline')
@@ -226,9 +231,10 @@ local errors, picks, near_picks, scenarios = {}, 0, 0, 0
 local repeats = {}   -- per candidate: how far apart its passes' figures are
 local model_picks, model_near = 0, 0
 if not args['no-grid'] then
-  print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s %7s  %s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
-    'meas ms', 'error', 'model', ''))
-  print('(pred ms: the plan\'s prediction, after its trials\' calibration; model: the cost model\'s own figure\'s error)')
+  print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s %7s  %-22s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
+    'meas ms', 'error', 'model', 'gc'))
+  print('(pred ms: the plan\'s prediction, after its trials\' calibration; model: the cost model\'s own figure\'s error;')
+  print(' gc: the full collections a step measured x ms each, and in brackets the cost model\'s ms a step in them)')
   for _, n in ipairs(DEVICES) do
     free_all()
     lunet.set_cpu_devices(n)
@@ -261,6 +267,7 @@ if not args['no-grid'] then
         scenarios = scenarios + 1
         local best, best_c
         local measured, notes, passes = {}, {}, {}
+        local gcs = {}   -- per candidate: {collections a step, seconds each} of its fastest pass
         -- each candidate that fits trained and timed PASSES times, the passes
         -- in turn (forward, backward, ...): its figure the smallest of its
         -- passes, so that a burst of other work on the cores during one
@@ -269,27 +276,27 @@ if not args['no-grid'] then
           free_all()
           set_limit(n, bytes)
           local ok, step = pcall(build, spec, p, c)
-          local meas, note
+          local meas, note, gc_n, gc_s
           if ok and step then
-            local ok2, t = pcall(time_steps, step)
-            if ok2 then meas = t else note = 'failed: ' .. tostring(t):sub(1, 200) end
+            local ok2, t, n_, s_ = pcall(time_steps, step)
+            if ok2 then meas, gc_n, gc_s = t, n_, s_ else note = 'failed: ' .. tostring(t):sub(1, 200) end
           elseif not ok then note = 'failed: ' .. tostring(step):sub(1, 200) end
           step = nil
           free_all()
           set_limit(n, 0)
-          return meas, note
+          return meas, note, gc_n, gc_s
         end
         local cands = p.candidates
         for pass = 1, PASSES do
           for i = 1, #cands do
             local c = cands[pass % 2 == 1 and i or #cands + 1 - i]
             if c.fits and not notes[c] then
-              local meas, note = measure(c)
+              local meas, note, gc_n, gc_s = measure(c)
               if note then notes[c], measured[c] = note, nil
               else
                 passes[c] = passes[c] or {}
                 passes[c][#passes[c] + 1] = meas
-                if not measured[c] or meas < measured[c] then measured[c] = meas end
+                if not measured[c] or meas < measured[c] then measured[c], gcs[c] = meas, { gc_n, gc_s } end
               end
             end
           end
@@ -308,9 +315,12 @@ if not args['no-grid'] then
             repeats[#repeats + 1] = math.max(unpack(ps)) / math.min(unpack(ps)) - 1
           end
           if meas or c == p.chosen then
-            print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s %7s  %s%s'):format(name, n, limit, c.label, c.step * 1e3,
+            -- (gc: the full collections a step, measured x ms each; predicted: the cost model's ms a step in them)
+            local g = gcs[c]
+            print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s %7s  %-22s %s%s'):format(name, n, limit, c.label, c.step * 1e3,
               meas and ('%.2f'):format(meas * 1e3) or '-', err and ('%+.0f%%'):format(err * 100) or '',
               (meas and c.model_step) and ('%+.0f%%'):format((c.model_step / meas - 1) * 100) or '',
+              g and ('%.2f x %.2f (%.2f)'):format(g[1], g[2] * 1e3, (c.gc or 0) * 1e3) or '',
               c == p.chosen and '<- chosen ' or '', note))
           end
         end

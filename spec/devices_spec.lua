@@ -459,12 +459,17 @@ describe('virtual CPU devices', function()
       step()
       release_all()
       if limit_extra then assert.equal(0, C.ln_memory_set_limit(1, lunet.memory_allocated('cpu:1') + limit_extra)) end
+      local before = lunet.collection_stats()
       local ok, err, collections = counting_collections(function()
         for _ = 1, 10 do step() end
         lunet.synchronize()
       end)
       C.ln_memory_set_limit(1, 0)
       assert.is_true(ok, err)
+      -- (lunet.collection_stats counts them, with their seconds)
+      local after = lunet.collection_stats()
+      assert.equal(collections, after.count - before.count)
+      assert.is_true(collections == 0 or after.seconds > before.seconds)
       return model:parameters()[1]:clone():to('cpu:0'), collections / 10
     end
     local w_free = run(nil)
@@ -475,6 +480,32 @@ describe('virtual CPU devices', function()
     local w_tight, per_step = run(2.5 * 2 ^ 20)
     assert.is_true(per_step <= 4, tostring(per_step))
     assert.equal(0, (w_free - w_tight):abs():max():item())
+    release_all()
+  end)
+
+  it("counts a pipeline stage's collections in lunet.collection_stats, with their seconds", function()
+    release_all()
+    local nn = lunet.nn
+    -- 4 MB activations a micro-batch: the stages' trigger (their bytes grown by half and 8 MB) fires each step
+    local model = nn.Sequential { nn.Linear(64, 64), nn.Tanh(), nn.Tanh(), nn.Tanh(), nn.Linear(64, 64) }
+    local pipe = lunet.parallel.Pipeline(model, { devices = { 'cpu:1', 'cpu:2' }, chunks = 4, balance = { 2, 3 } })
+    local x, y = lunet.randn(16384, 64), lunet.randn(16384, 64)
+    pipe:forward_loss(nn.MSELoss(), x, y):backward()
+    lunet.synchronize()
+    local before = lunet.collection_stats()
+    local ok, err, collections = counting_collections(function()
+      for _ = 1, 3 do pipe:forward_loss(nn.MSELoss(), x, y):backward() end
+      lunet.synchronize()
+    end)
+    assert.is_true(ok, err)
+    local after = lunet.collection_stats()
+    assert.is_true(collections >= 3, tostring(collections))
+    assert.equal(collections, after.count - before.count)
+    assert.is_true(after.seconds > before.seconds)
+    -- (a copy: the caller's table does not move)
+    before.count = -1
+    assert.is_true(lunet.collection_stats().count >= after.count)
+    pipe = nil
     release_all()
   end)
 

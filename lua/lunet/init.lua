@@ -121,6 +121,15 @@ function lunet.reset_peak_memory_stats(dev)
   end
 end
 function lunet.empty_cache(dev) C.ln_empty_cache(core.device_id('empty_cache', dev)) end
+-- The full collections of Lua's heap that lunet ran by itself so far (a
+-- tensor's memory is freed when its handle is collected: lunet collects as
+-- devices' bytes grow or near a memory limit): {count = n, seconds = s},
+-- the host's time in them. Differences between two calls tell what a
+-- training step spends there.
+function lunet.collection_stats()
+  local c = T.collections
+  return { count = c.count, seconds = c.seconds }
+end
 
 -- Kernel threads of a device (default cpu:0), as torch.set_num_threads /
 -- get_num_threads: virtual devices share the cores (LUNET_CPU_DEVICES=N gives

@@ -59,9 +59,20 @@ local function due_at(dev, lim, used)
   return math.min(math.max(live + (lim - live) / 2, lim - math.max(2 * largest, (lim - live) / 4)), lim - largest)
 end
 
+-- The full collections lunet runs by itself (the triggers here and a
+-- pipeline stage's), counted with their seconds: in training they are the
+-- host's time that freeing tensors costs (lunet.collection_stats)
+local clock = require('lunet.util').clock
+local collections = { count = 0, seconds = 0 }
+local function collect()
+  local t0 = clock()
+  collectgarbage()
+  collections.count, collections.seconds = collections.count + 1, collections.seconds + clock() - t0
+end
+
 -- A full collection, and dev's triggers re-armed from what is live after it
 local function collect_device(dev)
-  collectgarbage()
+  collect()
   local lim = tonumber(C.ln_memory_limit(dev))
   local live = tonumber(lim > 0 and C.ln_memory_settle(dev, 0) or C.ln_memory_allocated(dev))
   gc_next[dev], gc_live[dev] = math.max(GC_MIN, 2 * live), live
@@ -135,7 +146,7 @@ end
 -- now: after a passing workload (the planner's profile at its largest
 -- batch) the next collection would otherwise wait for twice that peak.
 local function collect_rearm()
-  collectgarbage()
+  collect()
   for dev in pairs(gc_next) do
     local live = tonumber(C.ln_memory_allocated(dev))   -- (-1: a device gone since)
     if live >= 0 then gc_next[dev], gc_live[dev], gc_look[dev] = math.max(GC_MIN, 2 * live), live, nil end
@@ -461,7 +472,7 @@ function Tensor.set_index(self, i, v) write_into(self:select(1, i), v) end
 
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
-  wrap = wrap, saved_alias = saved_alias, free_now = free_now, collect_if_tight = collect_if_tight, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
+  wrap = wrap, saved_alias = saved_alias, free_now = free_now, collect_if_tight = collect_if_tight, collect = collect, collections = collections, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
   collect_rearm = collect_rearm,
   cdim = cdim, read_shape = read_shape, write_into = write_into, int_arg = int_arg, record = record, table_index = table_index,
 }

@@ -21,7 +21,7 @@ local ffi = require 'ffi'
 local core = require 'lunet.core'
 local autograd = require 'lunet.autograd'
 local C = core.C
-local collect_if_tight = require('lunet.tensor').collect_if_tight
+local collect_if_tight, collect_now = require('lunet.tensor').collect_if_tight, require('lunet.tensor').collect
 
 local MAXSLOT = 64   -- slots with an event (more in flight than this are not paced)
 local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by this since it last did
@@ -145,7 +145,7 @@ local function collect(self)
   end
   local a = tonumber(C.ln_memory_allocated(dev))
   if a > self.gc_at * GROW and a > self.gc_at + FLOOR then
-    collectgarbage()
+    collect_now()
     self.gc_at = tonumber(C.ln_memory_allocated(dev))
   end
 end
