@@ -751,6 +751,9 @@ describe('collectives (local backend)', function()
       {function() lunet.comm.Communicator({'cpu:1', 'cpu:1'}) end, 'cpu:1 is listed twice'},
       {function() lunet.comm.Communicator({'cpu:0', 'cpu:9'}) end, 'no device cpu:9'},
       {function() lunet.comm.Communicator({'cpu:0'}, {backend = 'nccl'}) end, NCCL_CPU},
+      -- (a '.' for a ':' failed inside on a format of nil)
+      {function() cm.allreduce({a, b}) end, 'allreduce: call it as a method, comm:allreduce(...) (got table for the communicator)'},
+      {function() cm.send(a, 2) end, 'send: call it as a method, comm:send(...) (got tensor for the communicator)'},
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(c[1])

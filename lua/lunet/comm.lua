@@ -101,6 +101,13 @@ function Communicator:__tostring()
   return s .. ')'
 end
 
+-- (comm.allreduce(list), a '.' for a ':', failed deep inside: said so)
+local function me(self, fn)
+  if getmetatable(self) ~= Communicator then
+    options.raise(('%s: call it as a method, comm:%s(...) (got %s for the communicator)'):format(fn, fn, typename(self)))
+  end
+end
+
 -- 0-based global rank from a 1-based rank or the name of a local device
 local function rank(self, fn, r)
   if type(r) == 'number' and r % 1 == 0 and r >= 1 and r <= self.world then return r - 1 end
@@ -182,6 +189,7 @@ end
 -- streams, after the work queued so far on each compute stream, which goes
 -- on meanwhile; call comm:wait() before the compute streams read the results.
 function Communicator:allreduce(list, opts)
+  me(self, 'allreduce')
   fill(self, 'allreduce', self.buf_a, list, 'tensors')
   local op, wire = reduce_opts('allreduce', opts)
   site(self)
@@ -196,10 +204,11 @@ end
 
 -- wait(): each device's compute stream waits for its communication stream
 -- (the async collectives queued so far)
-function Communicator:wait() check(C.ln_comm_wait(self.handle)) end
+function Communicator:wait() me(self, 'wait'); check(C.ln_comm_wait(self.handle)) end
 
 -- broadcast(tensors[, {root = 1}]): every tensor gets the root's values
 function Communicator:broadcast(list, opts)
+  me(self, 'broadcast')
   options.check('broadcast', opts, BROADCAST_OPTS)
   fill(self, 'broadcast', self.buf_a, list, 'tensors')
   local root = rank(self, 'broadcast', opts and opts.root or 1)
@@ -220,6 +229,7 @@ end
 
 -- reduce_scatter(inputs[, outputs][, opts]): rank r's output = op over ranks of chunk r
 function Communicator:reduce_scatter(ins, outs, opts)
+  me(self, 'reduce_scatter')
   if opts == nil and is_table(outs) and not T.is_tensor(outs[1]) then outs, opts = nil, outs end
   fill(self, 'reduce_scatter', self.buf_b, ins, 'inputs')
   if outs == nil then
@@ -239,6 +249,7 @@ end
 
 -- allgather(inputs[, outputs]): every output = the inputs of all ranks, flat, in rank order
 function Communicator:allgather(ins, outs)
+  me(self, 'allgather')
   fill(self, 'allgather', self.buf_b, ins, 'inputs')
   outs = outs or outputs(self, ins, ins[1]:numel() * self.world)
   fill(self, 'allgather', self.buf_a, outs, 'outputs')
@@ -250,11 +261,13 @@ end
 
 -- send(t, dst): the rank on t's device sends to rank dst; recv(t, src) fills t in place
 function Communicator:send(t, dst)
+  me(self, 'send')
   T.need_tensor('send', t, 'tensor')
   check(C.ln_comm_send(self.handle, t.p, rank(self, 'send', dst)))
 end
 
 function Communicator:recv(t, src)
+  me(self, 'recv')
   T.need_tensor('recv', t, 'tensor')
   check(C.ln_comm_recv(self.handle, t.p, rank(self, 'recv', src)))
   C.ln_storage_bump_unrecorded(t.p)
@@ -262,6 +275,7 @@ function Communicator:recv(t, src)
 end
 
 function Communicator:barrier()
+  me(self, 'barrier')
   site(self)
   check(C.ln_comm_barrier(self.handle))
 end
