@@ -409,6 +409,11 @@ describe('API errors point at the line that called lunet', function()
       function() data.DataLoader(ds, { batch_size = 4, transform = T.RandomCrop(8) }) end,
       function() data.DataLoader(ds, { batch_size = 4, sampler = 5 }) end,
       function() data.DataLoader(ds, { batch_size = 4, shuffle = 'x' }) end,
+      -- (these named the line that called the caller: a fixed level)
+      function() lunet.nn.BatchNorm2d(4)(lunet.randn(2, 3, 4, 4)) end,
+      function() lunet.nn.BatchNorm1d(3)(lunet.randn(2, 3, 4, 4)) end,
+      function() lunet.nn.BatchNorm2d(3)('x') end,
+      function() lunet.nn.Conv2d(3, 4, 3, { groups = 2 }) end,
     }
     located_once(cases)
     w.grad = lunet.ones(3)   -- (one of the right shape, dtype and device is taken)

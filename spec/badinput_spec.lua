@@ -198,6 +198,20 @@ describe('bad input: named cases', function()
     { 'manual_seed x', function() return lunet.manual_seed('x') end, 'manual_seed: seed must be' },
     { 'set_default_dtype', function() return lunet.set_default_dtype('x') end, 'set_default_dtype: unknown dtype x' },
     { 'set_cpu_devices', function() return lunet.set_cpu_devices('x') end, 'set_cpu_devices: count must be an integer' },
+    -- NaN passed '< 0 or > 1' checks: a NaN loss, a flip never made, a 2.5-channel convolution blamed on groups
+    { 'Dropout p nan', function() return lunet.nn.Dropout(0 / 0) end, 'nn.Dropout: p must be a number in [0, 1], got nan' },
+    { 'cross_entropy label_smoothing nan', function()
+      return lunet.nn.functional.cross_entropy(lunet.randn(2, 3), lunet.tensor({ 1, 2 }):long(), { label_smoothing = 0 / 0 })
+    end, 'cross_entropy: label_smoothing must be in [0, 1], got nan' },
+    { 'CrossEntropyLoss label_smoothing 2', function() return lunet.nn.CrossEntropyLoss({ label_smoothing = 2 }) end,
+      'nn.CrossEntropyLoss: label_smoothing must be in [0, 1], got 2' },
+    { 'RandomHorizontalFlip nan', function() return lunet.data.transforms.RandomHorizontalFlip(0 / 0) end,
+      'RandomHorizontalFlip: p must be in [0, 1], got nan' },
+    { 'OneCycleLR pct_start nan', function()
+      return lunet.optim.OneCycleLR(lunet.optim.SGD({ lunet.zeros(2) }, { lr = 0.1 }), { max_lr = 1, total_steps = 10, pct_start = 0 / 0 })
+    end, 'OneCycleLR: expected pct_start between 0 and 1, got nan' },
+    { 'Conv2d out 2.5', function() return lunet.nn.Conv2d(3, 2.5, 3) end, 'nn.Conv2d: out_channels must be an integer >= 1, got 2.5' },
+    { 'Conv2d groups 0', function() return lunet.nn.Conv2d(3, 4, 3, { groups = 0 }) end, 'nn.Conv2d: groups must be an integer >= 1, got 0' },
     -- (an unknown nonlinearity was taken as gain 1)
     { 'calculate_gain x', function() return lunet.nn.init.calculate_gain('relux') end, 'init.calculate_gain: unsupported nonlinearity relux' },
     { 'kaiming nonlinearity x', function() return lunet.nn.init.kaiming_normal_(lunet.zeros(3, 3), { nonlinearity = 'sigmoidx' }) end,

@@ -92,7 +92,7 @@ end
 
 function M.RandomHorizontalFlip(p)
   p = p == nil and 0.5 or p
-  if type(p) ~= 'number' or p < 0 or p > 1 then error('RandomHorizontalFlip: p must be in [0, 1]', 2) end
+  if type(p) ~= 'number' or not (p >= 0 and p <= 1) then error('RandomHorizontalFlip: p must be in [0, 1], got ' .. tostring(p), 2) end
   return new('RandomHorizontalFlip', { p = p })
 end
 

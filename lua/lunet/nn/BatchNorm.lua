@@ -9,6 +9,7 @@ local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
+local raise = options.raise
 
 local BatchNorm = Module:extend('nn.BatchNorm')
 
@@ -56,10 +57,11 @@ end
 function BatchNorm:check_input(x) end
 
 local function run(self, x, relu, residual)
-  if not require('lunet.tensor').is_tensor(x) then error(('%s: input must be a tensor, got %s'):format(self.__name, typename(x)), 4) end
+  -- (at the user's line: a fixed level named the caller's caller)
+  if not require('lunet.tensor').is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(self.__name, typename(x))) end
   self:check_input(x)
   if x:size(2) ~= self.num_features then
-    error(('%s: input has %d channels, expected %d'):format(self.__name, x:size(2), self.num_features), 4)
+    raise(('%s: input has %d channels, expected %d'):format(self.__name, x:size(2), self.num_features))
   end
   local momentum = self.momentum or 0
   if self.training and self.track_running_stats then

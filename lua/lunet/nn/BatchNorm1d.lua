@@ -6,7 +6,7 @@ BatchNorm1d.__init = BatchNorm.__init
 
 function BatchNorm1d:check_input(x)
   if x:dim() ~= 2 and x:dim() ~= 3 then
-    error(('nn.BatchNorm1d: expected a 2-d or 3-d input (N, C[, L]), got %d-d'):format(x:dim()), 4)
+    require('lunet.options').raise(('nn.BatchNorm1d: expected a 2-d or 3-d input (N, C[, L]), got %d-d'):format(x:dim()))
   end
 end
 

@@ -26,8 +26,14 @@ function Conv2d:__init(cin, cout, k, ...)
     options.fail('nn.Conv2d', ("padding_mode '%s' is not supported (only 'zeros')"):format(opts.padding_mode))
   end
   local groups = opts.groups or 1
+  -- (2.5 channels read as 2 in the message below, which blamed the groups)
+  for _, c in ipairs({ { 'in_channels', cin, 0 }, { 'out_channels', cout, 1 }, { 'groups', groups, 1 } }) do
+    if not (c[2] % 1 == 0 and c[2] >= c[3]) then
+      options.fail('nn.Conv2d', ('%s must be an integer >= %d, got %s'):format(c[1], c[3], tostring(c[2])))
+    end
+  end
   if cin % groups ~= 0 or cout % groups ~= 0 then
-    error(('nn.Conv2d: in_channels %d and out_channels %d must be divisible by groups %d'):format(cin, cout, groups), 3)
+    options.fail('nn.Conv2d', ('in_channels %d and out_channels %d must be divisible by groups %d'):format(cin, cout, groups))
   end
   options.pair('nn.Conv2d', 'kernel_size', k, 1)
   options.pair('nn.Conv2d', 'stride', opts.stride, 1)

@@ -11,6 +11,10 @@ local OPTS = { weight = 'tensor', reduction = 'string', ignore_index = 'number',
 function CrossEntropyLoss:__init(opts)
   opts = options.check('nn.CrossEntropyLoss', opts, OPTS) or {}
   options.one_of('nn.CrossEntropyLoss', 'reduction', opts.reduction, options.REDUCTIONS)
+  local eps = opts.label_smoothing
+  if eps ~= nil and not (eps >= 0 and eps <= 1) then
+    options.fail('nn.CrossEntropyLoss', 'label_smoothing must be in [0, 1], got ' .. tostring(eps))
+  end
   self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean',
     ignore_index = opts.ignore_index or -100, label_smoothing = opts.label_smoothing or 0 }
   if opts.weight then self:register_buffer('weight', opts.weight) end

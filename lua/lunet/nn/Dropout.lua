@@ -11,7 +11,7 @@ local OPTS, POSITIONAL = { p = 'number', inplace = 'boolean' }, { 'p', 'inplace'
 
 function Dropout:__init(...)
   local a = (options.check('nn.Dropout', options.positional('nn.Dropout', POSITIONAL, ...), OPTS) or {}).p
-  if a ~= nil and (a < 0 or a > 1) then
+  if a ~= nil and not (a >= 0 and a <= 1) then   -- (NaN too)
     options.fail('nn.Dropout', 'p must be a number in [0, 1], got ' .. tostring(a))
   end
   self.p = a or 0.5

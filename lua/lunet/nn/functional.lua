@@ -622,7 +622,8 @@ function F.cross_entropy(x, target, opts)
   local logp = F.log_softmax(x, 2)
   local loss = nll_loss(logp, target, opts)
   if eps == 0 then return loss end
-  if eps < 0 or eps > 1 then raise('cross_entropy: label_smoothing must be in [0, 1], got ' .. eps) end
+  -- (a NaN passed a '< 0 or > 1' test and made the loss NaN)
+  if not (eps >= 0 and eps <= 1) then raise('cross_entropy: label_smoothing must be in [0, 1], got ' .. eps) end
   target = check_target('cross_entropy', x, target)
   local N, Cc = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
   local red = opts.reduction or 'mean'

@@ -42,7 +42,7 @@ return function(M, base, fail, sched_options)
       fail(name, 'you must define either total_steps or (epochs and steps_per_epoch)')
     end
     local pct = o.pct_start or 0.3
-    if type(pct) ~= 'number' or pct < 0 or pct > 1 then fail(name, 'expected pct_start between 0 and 1, got ' .. tostring(pct)) end
+    if type(pct) ~= 'number' or not (pct >= 0 and pct <= 1) then fail(name, 'expected pct_start between 0 and 1, got ' .. tostring(pct)) end
     local n = self.total_steps
     if o.three_phase then
       self.phases = {
