@@ -305,7 +305,7 @@ describe('API errors: no raw Lua error from any public function', function()
       { function() return F.dropout(lunet.ones(3), 0 / 0) end, 'dropout: p must be in [0, 1], got' },
       { function() return F.adaptive_avg_pool2d(lunet.ones(1, 1, 2, 2), 2 ^ 40) end, 'adaptive_avg_pool2d: output {1,1,1099511627776,1099511627776} is too large' },
       { function() return F.sum_all(nil) end, 'sum_all: input must be a tensor, got nil' },
-      { function() return nn.Linear(-1, 3) end, 'nn.Linear: empty: negative size -1' },
+      { function() return nn.Linear(-1, 3) end, 'nn.Linear: in_features must be an integer >= 0, got -1' },
       { function() return nn.BasicBlock(3, -1) end, 'nn.BasicBlock: ' },
     }
     for i, c in ipairs(cases) do

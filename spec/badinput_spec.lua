@@ -211,6 +211,8 @@ describe('bad input: named cases', function()
       return lunet.optim.OneCycleLR(lunet.optim.SGD({ lunet.zeros(2) }, { lr = 0.1 }), { max_lr = 1, total_steps = 10, pct_start = 0 / 0 })
     end, 'OneCycleLR: expected pct_start between 0 and 1, got nan' },
     { 'Conv2d out 2.5', function() return lunet.nn.Conv2d(3, 2.5, 3) end, 'nn.Conv2d: out_channels must be an integer >= 1, got 2.5' },
+    { 'Linear 2.5', function() return lunet.nn.Linear(2.5, 3) end, 'nn.Linear: in_features must be an integer >= 0, got 2.5' },
+    { 'Linear -1', function() return lunet.nn.Linear(3, -1) end, 'nn.Linear: out_features must be an integer >= 0, got -1' },
     { 'Conv2d groups 0', function() return lunet.nn.Conv2d(3, 4, 3, { groups = 0 }) end, 'nn.Conv2d: groups must be an integer >= 1, got 0' },
     -- (an unknown nonlinearity was taken as gain 1)
     { 'calculate_gain x', function() return lunet.nn.init.calculate_gain('relux') end, 'init.calculate_gain: unsupported nonlinearity relux' },
@@ -307,7 +309,7 @@ describe('bad input: named cases', function()
     { 'NULL handle as argument', function() return a + setmetatable({}, getmetatable(a)) end, 'add: second argument must be a tensor' },
     { 'a plain table as argument', function() return a + { p = a.p } end, 'add: second argument must be a tensor' },
     -- nn
-    { 'Linear(-1, 3)', function() return nn.Linear(-1, 3) end, 'negative size -1' },
+    { 'Linear(-1, 3)', function() return nn.Linear(-1, 3) end, 'nn.Linear: in_features must be an integer >= 0, got -1' },
     { 'Linear("a", 3)', function() return nn.Linear('a', 3) end, 'nn.Linear: expected (in_features, out_features' },
     { 'Linear forward shape', function() return nn.Linear(5, 2)(a) end, 'linear: input has 4 features, weight expects 5' },
     { 'Linear forward nil', function() return nn.Linear(5, 2)(nil) end, 'linear: input must be a tensor, got nil' },

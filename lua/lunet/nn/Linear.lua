@@ -15,6 +15,10 @@ function Linear:__init(in_features, out_features, ...)
   if type(in_features) ~= 'number' or type(out_features) ~= 'number' then
     options.fail('nn.Linear', 'expected (in_features, out_features[, bias][, opts])')
   end
+  -- (said as the weight's shape before: "empty: size 2 must be an integer, got 2.5")
+  for _, c in ipairs({ { 'in_features', in_features }, { 'out_features', out_features } }) do
+    if not (c[2] % 1 == 0 and c[2] >= 0) then options.fail('nn.Linear', ('%s must be an integer >= 0, got %s'):format(c[1], tostring(c[2]))) end
+  end
   local opts = options.check('nn.Linear', options.positional('nn.Linear', POSITIONAL, ...), OPTS) or {}
   self.in_features, self.out_features = in_features, out_features
   local o = { dtype = opts.dtype, device = opts.device }
