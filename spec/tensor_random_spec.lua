@@ -93,6 +93,17 @@ describe('random numbers', function()
     local ok, e = pcall(lunet.manual_seed, -1)
     assert.is_false(ok)
     assert.matches('manual_seed: seed must be a non%-negative integer', e)
+    -- (2^64 wrapped to seed 0's numbers, 2^70 to 2^63's)
+    for _, s in ipairs({ 2 ^ 64, 2 ^ 70, math.huge, 0 / 0 }) do
+      ok, e = pcall(lunet.manual_seed, s)
+      assert.is_false(ok, tostring(s))
+      assert.matches('manual_seed: seed must be a non%-negative integer below 2%^64', e)
+    end
+    -- the largest ones below 2^64 stay distinct seeds
+    lunet.manual_seed(2 ^ 64 - 2048)
+    local a = lunet.rand(4)
+    lunet.manual_seed(0)
+    assert.is_false(lunet.rand(4):equal(a))
     ok, e = pcall(lunet.randint, 0, 5, 3)
     assert.is_false(ok)
     assert.matches('randint: size must be a table of sizes', e)
