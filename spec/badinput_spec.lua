@@ -214,6 +214,15 @@ describe('bad input: named cases', function()
     { 'Linear 2.5', function() return lunet.nn.Linear(2.5, 3) end, 'nn.Linear: in_features must be an integer >= 0, got 2.5' },
     { 'Linear -1', function() return lunet.nn.Linear(3, -1) end, 'nn.Linear: out_features must be an integer >= 0, got -1' },
     { 'Conv2d groups 0', function() return lunet.nn.Conv2d(3, 4, 3, { groups = 0 }) end, 'nn.Conv2d: groups must be an integer >= 1, got 0' },
+    -- seeds: a string failed in the FFI; 2.5, -1 and 2^64 were converted, wrapped to another seed's order
+    { 'random_split seed x', function() return lunet.data.random_split(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { 2, 2 }, 'x') end,
+      'random_split: seed must be a non-negative integer below 2^64, got x' },
+    { 'random_split seed 2.5', function() return lunet.data.random_split(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { 2, 2 }, 2.5) end,
+      'random_split: seed must be a non-negative integer below 2^64, got 2.5' },
+    { 'random_split seed -1', function() return lunet.data.random_split(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { 2, 2 }, -1) end,
+      'random_split: seed must be a non-negative integer below 2^64, got -1' },
+    { 'DataLoader seed 2^64', function() return lunet.data.DataLoader(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { seed = 2 ^ 64 }) end,
+      'DataLoader: seed must be below 2^64' },
     -- (an unknown nonlinearity was taken as gain 1)
     { 'calculate_gain x', function() return lunet.nn.init.calculate_gain('relux') end, 'init.calculate_gain: unsupported nonlinearity relux' },
     { 'kaiming nonlinearity x', function() return lunet.nn.init.kaiming_normal_(lunet.zeros(3, 3), { nonlinearity = 'sigmoidx' }) end,

@@ -131,6 +131,8 @@ function DataLoader:__init(ds, ...)
   self.drop_last = opts.drop_last and true or false
   self.copy = opts.copy and true or false
   self.seed = int_opt('seed', opts.seed, nil, 0)
+  -- (2^64 and past were converted, wrapped: another seed's order)
+  if self.seed and self.seed >= 2 ^ 64 then error('DataLoader: seed must be below 2^64, got ' .. tostring(self.seed), 3) end
   if self.seed == nil then self.seed = require('lunet').randint(0, 2 ^ 31 - 1, { 1 }):item() end
   self.epoch, self.position = 0, 0
   self.order = ffi.new('int64_t[?]', math.max(self.n, 1))
