@@ -223,6 +223,13 @@ describe('bad input: named cases', function()
       'random_split: seed must be a non-negative integer below 2^64, got -1' },
     { 'DataLoader seed 2^64', function() return lunet.data.DataLoader(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { seed = 2 ^ 64 }) end,
       'DataLoader: seed must be below 2^64' },
+    -- (a string failed in the FFI; -1 and 2^64 wrapped to another state; ignore_index 2.5 was made some integer)
+    { 'set_rng_state x', function() return lunet.set_rng_state('x') end, 'set_rng_state: seed must be a non-negative integer below 2^64, got x' },
+    { 'set_rng_state offset -1', function() return lunet.set_rng_state(1, -1) end, 'set_rng_state: offset must be a non-negative integer below 2^64, got -1' },
+    { 'set_rng_state 2^64', function() return lunet.set_rng_state(2 ^ 64) end, 'set_rng_state: seed must be a non-negative integer below 2^64' },
+    { 'cross_entropy ignore_index 2.5', function()
+      return lunet.nn.functional.cross_entropy(lunet.randn(2, 3), lunet.tensor({ 1, 2 }):long(), { ignore_index = 2.5 })
+    end, 'nll_loss: ignore_index must be an integer, got 2.5' },
     -- (an unknown nonlinearity was taken as gain 1)
     { 'calculate_gain x', function() return lunet.nn.init.calculate_gain('relux') end, 'init.calculate_gain: unsupported nonlinearity relux' },
     { 'kaiming nonlinearity x', function() return lunet.nn.init.kaiming_normal_(lunet.zeros(3, 3), { nonlinearity = 'sigmoidx' }) end,

@@ -599,6 +599,10 @@ local function nll_loss(logp, target, opts)
   opts = opts or NO_OPTS
   local red = reduction('nll_loss', opts.reduction)
   local ignore = opts.ignore_index or -100
+  -- (2.5, NaN or 2^70 were converted to some integer, silently)
+  if not (ignore % 1 == 0 and ignore >= -2 ^ 63 and ignore < 2 ^ 63) then
+    raise('nll_loss: ignore_index must be an integer, got ' .. tostring(ignore))
+  end
   local out = red == 0 and new(logp, tonumber(logp.p.shape[0])) or new(logp)
   check(C.ln_nll_loss_forward(out.p, logp.p, target.p, opts.weight and opts.weight.p, red, ignore, 1))
   record_nll_loss(out, logp, target, opts.weight, red, ignore)
