@@ -507,4 +507,38 @@ print('after', (lunet.ones(1000) * 2):sum():item(), keep:sum():item())
     assert.truthy(out:find('after\t2000\t1048576', 1, true), out)
     assert.truthy(out:find('rc=0', 1, true), out)
   end)
+
+  it('a LUNET_CPU_MEMORY that is not a size is an error, not 2 bytes or no limit (a child process)', function()
+    local script = os.tmpname()
+    local f = io.open(script, 'w')
+    f:write([[
+local lunet = require 'lunet'
+local ok, err = pcall(lunet.set_cpu_devices, 2)
+print('set', ok, err)
+print('limit', lunet.memory_limit('cpu:0'))
+]])
+    f:close()
+    local function run(value)
+      local p = io.popen(("LUNET_CPU_MEMORY='%s' luajit %s 2>&1; echo \"rc=$?\""):format(value, script))
+      local out = p:read('*a')
+      p:close()
+      return out
+    end
+    -- ("2X" was a 2-byte limit, "abc" and "-1" none, "1e30" an overflow)
+    for _, bad in ipairs({ '2X', 'abc', '-1', '1e30', '16 M', 'nan' }) do
+      local out = run(bad)
+      assert.truthy(out:find("set\tfalse\t[^\n]*set_cpu_devices: LUNET_CPU_MEMORY: '" .. bad:gsub('%p', '%%%0') .. "' is not a size"), out)
+      -- (the first device, made before any caller could hear of it: said on stderr, no limit)
+      assert.truthy(out:find("lunet: LUNET_CPU_MEMORY: '" .. bad:gsub('%p', '%%%0') .. "' is not a size[^\n]*; no memory limit set"), out)
+      assert.truthy(out:find('limit\t0', 1, true), out)
+      assert.truthy(out:find('rc=0', 1, true), out)
+    end
+    for value, bytes in pairs({ ['16M'] = 16 * 2 ^ 20, ['16MB'] = 16 * 2 ^ 20, ['16MiB'] = 16 * 2 ^ 20, ['1.5G'] = 1.5 * 2 ^ 30,
+      ['4096'] = 4096, ['0'] = 0 }) do
+      local out = run(value)
+      assert.truthy(out:find('set\ttrue', 1, true), out)
+      assert.truthy(out:find(('limit\t%d\n'):format(bytes), 1, true), value .. ': ' .. out)
+    end
+    os.remove(script)
+  end)
 end)

@@ -55,14 +55,28 @@ static int env_threads(void) {
   return (int)v;
 }
 
-static int64_t parse_bytes(const char *s) {
-  char *end; double v = strtod(s, &end);
+/* LUNET_CPU_MEMORY: bytes, or a number followed by K, M or G (powers of
+ * 1024; KiB, MB and the like read alike); 0 or unset: no limit. -1 with the
+ * error set when it is not a size: "2X" was 2 bytes, "abc" no limit, "1e30"
+ * an overflow. */
+static int64_t env_memory_limit(void) {
+  const char *s = getenv("LUNET_CPU_MEMORY");
+  if (!s || !*s) return 0;
+  char *end;
+  double v = strtod(s, &end), scale = 1;
   switch (*end) {
-    case 'k': case 'K': v *= 1024.0; break;
-    case 'm': case 'M': v *= 1024.0 * 1024; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    case 'k': case 'K': scale = 1024.0; end++; break;
+    case 'm': case 'M': scale = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': scale = 1024.0 * 1024 * 1024; end++; break;
   }
-  return v > 0 ? (int64_t)v : 0;
+  if (scale > 1 && *end == 'i') end++;
+  if (*end == 'b' || *end == 'B') end++;
+  v *= scale;
+  if (end == s || *end != '\0' || !(v >= 0) || v > 4e18) {
+    ln_error("LUNET_CPU_MEMORY: '%s' is not a size (bytes, or a number followed by K, M or G)", s);
+    return -1;
+  }
+  return (int64_t)v;
 }
 
 /* ---- flush denormals --------------------------------------------------------
@@ -120,10 +134,7 @@ static void share_cores(int n) {
   }
 }
 
-static int configure(int n) {
-  int64_t limit = 0;
-  const char *mem = getenv("LUNET_CPU_MEMORY");
-  if (mem) limit = parse_bytes(mem);
+static int configure(int n, int64_t limit) {
   for (int i = ndevices; i < n; i++) ln_pool_set_limit(i, limit);
   share_cores(n);
   ndevices = n;
@@ -143,7 +154,10 @@ static void runtime_init_once(void) {
   if (!n && env) n = atoi(env);
   if (n < 1) n = 1;
   if (n > LN_MAX_CPU_DEVICES) n = LN_MAX_CPU_DEVICES;
-  if (configure(n) != 0) { fprintf(stderr, "lunet: %s\n", ln_last_error()); configure(1); }
+  /* (no caller to return an error to: said on stderr, and no limit) */
+  int64_t limit = env_memory_limit();
+  if (limit < 0) { fprintf(stderr, "lunet: %s; no memory limit set\n", ln_last_error()); limit = 0; }
+  if (configure(n, limit) != 0) { fprintf(stderr, "lunet: %s\n", ln_last_error()); configure(1, limit); }
 }
 
 static void runtime_init(void) { pthread_once(&init_once, runtime_init_once); }
@@ -151,6 +165,13 @@ static void runtime_init(void) { pthread_once(&init_once, runtime_init_once); }
 int ln_set_cpu_devices(int n) {
   if (n < 1 || n > LN_MAX_CPU_DEVICES)
     return ln_error("set_cpu_devices: count must be in 1..%d, got %d", LN_MAX_CPU_DEVICES, n);
+  /* (checked before any device stops) */
+  int64_t limit = env_memory_limit();
+  if (limit < 0) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", ln_last_error());
+    return ln_error("set_cpu_devices: %s", msg);
+  }
   pthread_mutex_lock(&config_lock);
   requested_devices = n;
   runtime_init();
@@ -166,7 +187,7 @@ int ln_set_cpu_devices(int n) {
       for (int i = 0; i < old; i++) ln_stream_stop(&devices[i].comm);   /* restarted on use */
       for (int i = (n == 1 ? 0 : n); i < old; i++) ln_stream_stop(&devices[i].compute);
       for (int i = n; i < old; i++) ln_empty_cache(i);
-      rc = configure(n);
+      rc = configure(n, limit);
     }
   }
   pthread_mutex_unlock(&config_lock);
