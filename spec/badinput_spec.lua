@@ -222,7 +222,13 @@ describe('bad input: named cases', function()
     { 'random_split seed -1', function() return lunet.data.random_split(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { 2, 2 }, -1) end,
       'random_split: seed must be a non-negative integer below 2^64, got -1' },
     { 'DataLoader seed 2^64', function() return lunet.data.DataLoader(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { seed = 2 ^ 64 }) end,
-      'DataLoader: seed must be below 2^64' },
+      'DataLoader: seed must be a non-negative integer below 2^64, got 1.844674407371e+19' },
+    { 'DataLoader load_state_dict seed 2^64', function()
+      local l = lunet.data.DataLoader(lunet.data.TensorDataset(lunet.ones(4), lunet.ones(4)), { seed = 1 })
+      local st = l:state_dict()
+      st.seed = 2 ^ 64
+      return l:load_state_dict(st)
+    end, 'load_state_dict: seed must be a non-negative integer below 2^64, got 1.844674407371e+19' },
     -- (a string failed in the FFI; -1 and 2^64 wrapped to another state; ignore_index 2.5 was made some integer)
     { 'set_rng_state x', function() return lunet.set_rng_state('x') end, 'set_rng_state: seed must be a non-negative integer below 2^64, got x' },
     { 'set_rng_state offset -1', function() return lunet.set_rng_state(1, -1) end, 'set_rng_state: offset must be a non-negative integer below 2^64, got -1' },

@@ -840,7 +840,7 @@ describe('parallel.simulate', function()
       { with { backward = 2 }, {}, 'backward must be a share of compute in [0, 1], got 2' },
       { with { layers = 0 }, {}, 'layers must be an integer from 1 to 100000, got 0' },
       { with { batch = 0 }, {}, 'batch must be an integer >= 1, got 0' },
-      { with { stages = 2, schedule = 'pipedream' }, {}, 'schedule must be one of gpipe, 1f1b, interleaved, zb, got pipedream' },
+      { with { stages = 2, schedule = 'pipedream' }, {}, "schedule must be 'gpipe', '1f1b', 'interleaved' or 'zb', got 'pipedream'" },
       { d, { overlap = 2 }, 'overlap must be a share of backward in [0, 1], got 2' },
       { d, { latency = math.huge }, 'latency must be a finite number >= 0 s, got inf' },
       { d, { device_speed = math.huge }, 'device_speed must be a finite number > 0, got inf' },

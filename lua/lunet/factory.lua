@@ -208,11 +208,7 @@ function M.randint(low, high, size, opts)
 end
 
 function M.manual_seed(seed)
-  -- (2^64 and past wrapped in the conversion: 2^64 gave seed 0's numbers, 2^70 those of 2^63)
-  if type(seed) ~= 'number' or not (seed >= 0 and seed < 2 ^ 64) or seed % 1 ~= 0 then
-    raise('manual_seed: seed must be a non-negative integer below 2^64, got ' .. tostring(seed))
-  end
-  C.ln_manual_seed(seed)
+  C.ln_manual_seed(require('lunet.options').seed('manual_seed', 'seed', seed))
 end
 
 local function num_arg(fn, what, v, default)

@@ -166,16 +166,9 @@ function lunet.rng_state()
   local seed = C.ln_rng_get_state(off)
   return tonumber(seed), tonumber(off[0])
 end
--- (a string failed in the FFI; -1, 2.5, NaN or 2^64 were converted, wrapped: another state)
 function lunet.set_rng_state(seed, offset)
-  offset = offset or 0
-  for _, c in ipairs({ { 'seed', seed }, { 'offset', offset } }) do
-    local v = c[2]
-    if type(v) ~= 'number' or not (v >= 0 and v < 2 ^ 64) or v % 1 ~= 0 then
-      require('lunet.options').raise(('set_rng_state: %s must be a non-negative integer below 2^64, got %s'):format(c[1], tostring(v)))
-    end
-  end
-  C.ln_rng_set_state(seed, offset)
+  local options = require 'lunet.options'
+  C.ln_rng_set_state(options.seed('set_rng_state', 'seed', seed), options.seed('set_rng_state', 'offset', offset or 0))
 end
 
 lunet.clock = require('lunet.util').clock

@@ -199,6 +199,16 @@ function M.one_of(fname, what, v, list)
 end
 M.REDUCTIONS = { 'none', 'mean', 'sum' }
 
+-- seed(fname, what, v): v is a seed (or an RNG offset) the C side takes as
+-- uint64_t: an integer in [0, 2^64); else an error naming fname and what
+-- (the FFI refused a string, and wrapped -1, 2.5, NaN or 2^64 to another seed)
+function M.seed(fname, what, v)
+  if type(v) ~= 'number' or not (v >= 0 and v < 2 ^ 64) or v % 1 ~= 0 then
+    fail(fname, ('%s must be a non-negative integer below 2^64, got %s'):format(what, tostring(v)))
+  end
+  return v
+end
+
 -- pair(fname, what, v, min): v is nil, an integer >= min or {h, w} of them
 -- (a layer's geometry, checked when it is built rather than at its first forward)
 function M.pair(fname, what, v, min)

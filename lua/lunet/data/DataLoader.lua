@@ -130,9 +130,7 @@ function DataLoader:__init(ds, ...)
   self.shuffle = opts.shuffle and true or false
   self.drop_last = opts.drop_last and true or false
   self.copy = opts.copy and true or false
-  self.seed = int_opt('seed', opts.seed, nil, 0)
-  -- (2^64 and past were converted, wrapped: another seed's order)
-  if self.seed and self.seed >= 2 ^ 64 then error('DataLoader: seed must be below 2^64, got ' .. tostring(self.seed), 3) end
+  self.seed = opts.seed ~= nil and options.seed('DataLoader', 'seed', opts.seed) or nil
   if self.seed == nil then self.seed = require('lunet').randint(0, 2 ^ 31 - 1, { 1 }):item() end
   self.epoch, self.position = 0, 0
   self.order = ffi.new('int64_t[?]', math.max(self.n, 1))
@@ -288,11 +286,12 @@ end
 function DataLoader:load_state_dict(st)
   if not is_table(st) then error('load_state_dict: expected a table from state_dict()', 2) end
   st = self:convert_state(st)
-  for _, k in ipairs({ 'epoch', 'position', 'seed' }) do
+  for _, k in ipairs({ 'epoch', 'position' }) do
     if type(st[k]) ~= 'number' or st[k] % 1 ~= 0 or st[k] < 0 then
       error(('load_state_dict: %s must be a non-negative integer, got %s'):format(k, tostring(st[k])), 2)
     end
   end
+  options.seed('load_state_dict', 'seed', st.seed)   -- (a saved 2^64 wrapped as a new one did)
   if st.num_samples and st.num_samples ~= self.n then
     error(('load_state_dict: the state is for %d samples, this loader has %d'):format(st.num_samples, self.n), 2)
   end

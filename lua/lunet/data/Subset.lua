@@ -103,10 +103,7 @@ local function random_split(ds, lengths, seed)
     end
   end
   if seed == nil then seed = require('lunet').randint(0, 2 ^ 31 - 1, { 1 }):item() end
-  -- (a string failed in the FFI; 2.5, -1, NaN or 2^64 and past were converted, wrapped: other seeds' orders)
-  if type(seed) ~= 'number' or not (seed >= 0 and seed < 2 ^ 64) or seed % 1 ~= 0 then
-    error('random_split: seed must be a non-negative integer below 2^64, got ' .. tostring(seed), 2)
-  end
+  require('lunet.options').seed('random_split', 'seed', seed)
   local perm = ffi.new('int64_t[?]', math.max(n, 1))
   if C.ln_data_permutation(perm, n, seed, SPLIT_EPOCH) ~= 0 then core.raise() end
   local parts, pos = {}, 0

@@ -53,9 +53,7 @@ local function count_in(v, lo, hi) return type(v) == 'number' and v >= lo and v 
 
 -- a cost model of `layers` equal atoms from a description
 local function described(d)
-  -- (an unknown key or a wrong type named as the description's)
-  local ok, err = pcall(options.check, 'parallel.simulate: the description', d, DESCRIPTION)
-  if not ok then fail(tostring(err):gsub('^[^\n]-parallel%.simulate: ', '')) end
+  options.check('parallel.simulate: the description', d, DESCRIPTION)
   for _, k in ipairs({ 'compute', 'model_bytes' }) do
     if not finite(d[k]) then fail(('the description needs %s (a finite number >= 0), got %s'):format(k, tostring(d[k]))) end
   end
@@ -70,12 +68,7 @@ local function described(d)
       fail(('%s must be an integer from 1 to %d, got %s'):format(k, MAX_DEVICES, tostring(d[k])))
     end
   end
-  local kinds = require('lunet.parallel.schedule').kinds
-  if d.schedule ~= nil then
-    local known = false
-    for _, k in ipairs(kinds) do known = known or d.schedule == k end
-    if not known then fail(('schedule must be one of %s, got %s'):format(table.concat(kinds, ', '), d.schedule)) end
-  end
+  options.one_of('parallel.simulate', 'schedule', d.schedule, require('lunet.parallel.schedule').kinds)
   local atoms = {}
   for i = 1, L do
     atoms[i] = { fwd = d.compute * (1 - bshare) / L, bwd = d.compute * bshare / L, act_bytes = 0,
