@@ -117,8 +117,22 @@ end
 -- 4 steps take a few ms, which one descheduled thread doubles)
 -- (also: the full collections lunet ran a step in those groups, and the
 -- seconds of one: lunet.collection_stats)
+-- a step called until the JIT has compiled it, as the plan's trials warm up
+-- (profile.per_call): up to WARM_CALLS calls or WARM_SECONDS, at least 3.
+-- free_all flushed the traces, and a step's Lua machinery interpreted takes
+-- several times its later figure: 3 calls alone left the passes of a
+-- candidate apart by more than 15% for most of LeNet-5's
+local WARM_CALLS, WARM_SECONDS = 200, 0.05
+local function warm_up(step)
+  local warm0 = lunet.clock()
+  for i = 1, WARM_CALLS do
+    step()
+    if i >= 3 and lunet.clock() - warm0 > WARM_SECONDS then break end
+  end
+end
+
 local function time_steps(step)
-  for _ = 1, 3 do step() end
+  warm_up(step)
   lunet.synchronize()
   local t0 = lunet.clock()
   step()
@@ -204,7 +218,7 @@ print(('Pipeline: %s'):format(Pipeline and 'present' or 'not in this build (pipe
 -- follows the same one): c.times per round, c.t their median
 local function in_rounds(list, rounds)
   for _, c in ipairs(list) do
-    for _ = 1, 3 do c.step() end
+    warm_up(c.step)
     c.times = {}
   end
   for r = 1, rounds do
@@ -231,9 +245,10 @@ local errors, picks, near_picks, scenarios = {}, 0, 0, 0
 local repeats = {}   -- per candidate: how far apart its passes' figures are
 local model_picks, model_near = 0, 0
 if not args['no-grid'] then
-  print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s %7s  %-22s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
-    'meas ms', 'error', 'model', 'gc'))
+  print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s %7s %6s  %-22s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
+    'meas ms', 'error', 'model', 'apart', 'gc'))
   print('(pred ms: the plan\'s prediction, after its trials\' calibration; model: the cost model\'s own figure\'s error;')
+  print(' apart: how far its passes\' figures are apart, the larger over the smaller (meas ms: the smallest);')
   print(' gc: the full collections a step measured x ms each, and in brackets the cost model\'s ms a step in them)')
   for _, n in ipairs(DEVICES) do
     free_all()
@@ -305,21 +320,23 @@ if not args['no-grid'] then
           local meas, note = measured[c], notes[c] or (c.fits and '' or 'does not fit')
           if meas and (not best or meas < best) then best, best_c = meas, c end
           local err = meas and (c.step / meas - 1) or nil
-          if err then
-            errors[#errors + 1] = { err = err, model_err = (c.model_step or c.step) / meas - 1,
-              label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) }
-          end
           -- (the bench's own repeatability: a candidate's passes, the larger over the smaller)
-          local ps = passes[c]
+          local ps, apart = passes[c], nil
           if ps and #ps >= 2 then
-            repeats[#repeats + 1] = math.max(unpack(ps)) / math.min(unpack(ps)) - 1
+            apart = math.max(unpack(ps)) / math.min(unpack(ps)) - 1
+            repeats[#repeats + 1] = apart
+          end
+          if err then
+            errors[#errors + 1] = { err = err, model_err = (c.model_step or c.step) / meas - 1, apart = apart,
+              label = ('%s/%d/%s/%s'):format(name, n, limit, c.label) }
           end
           if meas or c == p.chosen then
             -- (gc: the full collections a step, measured x ms each; predicted: the cost model's ms a step in them)
             local g = gcs[c]
-            print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s %7s  %-22s %s%s'):format(name, n, limit, c.label, c.step * 1e3,
+            print(('%-8s %4d %-7s  %-34s %10.2f %10s %7s %7s %6s  %-22s %s%s'):format(name, n, limit, c.label, c.step * 1e3,
               meas and ('%.2f'):format(meas * 1e3) or '-', err and ('%+.0f%%'):format(err * 100) or '',
               (meas and c.model_step) and ('%+.0f%%'):format((c.model_step / meas - 1) * 100) or '',
+              apart and ('%.0f%%'):format(apart * 100) or '',
               g and ('%.2f x %.2f (%.2f)'):format(g[1], g[2] * 1e3, (c.gc or 0) * 1e3) or '',
               c == p.chosen and '<- chosen ' or '', note))
           end
@@ -368,6 +385,17 @@ if not args['no-grid'] then
   if #repeats > 0 then
     print(('repeatability: a candidate\'s %d passes, measured a few seconds apart, differ by more than 15%% in %d of %d '
       .. '(the larger over the smaller; worst %.0f%%)'):format(PASSES, apart, #repeats, worst_apart * 100))
+    -- (the prediction's error where the measurement itself is repeatable)
+    local steady, steady_within, steady_worst = 0, 0, 0
+    for _, e in ipairs(errors) do
+      if e.apart and e.apart <= 0.15 then
+        steady = steady + 1
+        if math.abs(e.err) <= 0.15 then steady_within = steady_within + 1 end
+        steady_worst = math.max(steady_worst, math.abs(e.err))
+      end
+    end
+    print(('of the %d candidates whose passes agree within 15%%: %d predicted within 15%% (worst %.0f%%)')
+      :format(steady, steady_within, steady_worst * 100))
   end
 end
 
