@@ -5,6 +5,7 @@
 -- shape changes. In training relu(bn1(.)) runs as one op (F.batch_norm_relu),
 -- and so does relu(bn2(.) + shortcut) (F.batch_norm_add_relu).
 local Module = require 'lunet.nn.Module'
+local plain = require('lunet.nn.hooks').plain   -- (no forward of its own, no hooks: fusable)
 local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local Conv2d = require 'lunet.nn.Conv2d'
 local BatchNorm2d = require 'lunet.nn.BatchNorm2d'
@@ -59,7 +60,7 @@ local function numeric_padding(conv) return type(conv.padding) ~= 'string' end
 -- mode (batch norms on running statistics), numeric padding and no
 -- gradient to record.
 function BasicBlock.eval_parts(blk, x)
-  if getmetatable(blk) ~= BasicBlock or rawget(blk, 'forward') ~= nil then return nil end
+  if getmetatable(blk) ~= BasicBlock or not plain(blk) then return nil end
   local conv1, bn1, conv2, bn2 = blk.conv1, blk.bn1, blk.conv2, blk.bn2
   if not (Conv2d.fusable(conv1, bn1) and Conv2d.fusable(conv2, bn2) and numeric_padding(conv1)
       and numeric_padding(conv2)) then
@@ -68,7 +69,7 @@ function BasicBlock.eval_parts(blk, x)
   local sc, sconv, sbn = blk.shortcut, nil, nil
   if sc then
     sconv, sbn = sc[1], sc[2]
-    if not (getmetatable(sc) == Sequential and sc:size() == 2 and rawget(sc, 'forward') == nil
+    if not (getmetatable(sc) == Sequential and sc:size() == 2 and plain(sc)
         and Conv2d.fusable(sconv, sbn) and numeric_padding(sconv)) then
       return nil
     end

@@ -7,6 +7,7 @@
 local lunet = require 'lunet'
 local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local Module = require 'lunet.nn.Module'
+local plain = require('lunet.nn.hooks').plain   -- (no forward of its own, no hooks: fusable)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 local raise = options.raise
@@ -95,7 +96,7 @@ function BatchNorm.fusable(bn)
   BN1d = BN1d or require 'lunet.nn.BatchNorm1d'
   BN2d = BN2d or require 'lunet.nn.BatchNorm2d'
   local mt = getmetatable(bn)
-  return (mt == BN2d or mt == BN1d) and rawget(bn, 'forward') == nil
+  return (mt == BN2d or mt == BN1d) and plain(bn)
 end
 
 function BatchNorm:extra_repr()

@@ -5,6 +5,7 @@
 local lunet = require 'lunet'
 local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local Module = require 'lunet.nn.Module'
+local plain = require('lunet.nn.hooks').plain   -- (no forward of its own, no hooks: fusable)
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 local init = require 'lunet.nn.initializers'
@@ -73,7 +74,7 @@ function Conv2d.fusable(conv, bn)
   BatchNorm2d = BatchNorm2d or require 'lunet.nn.BatchNorm2d'
   return getmetatable(conv) == Conv2d and getmetatable(bn) == BatchNorm2d and not bn.training
     and bn.track_running_stats and bn.num_features == conv.out_channels
-    and rawget(conv, 'forward') == nil and rawget(bn, 'forward') == nil
+    and plain(conv) and plain(bn)
 end
 
 local function show(v, name, default)

@@ -11,6 +11,7 @@ local autograd = require 'lunet.autograd'
 local options = require 'lunet.options'
 local raise = options.raise   -- (errors at the user's line)
 local is_tensor = T.is_tensor
+local hooks = require 'lunet.nn.hooks'
 
 local Module = {}
 Module.__index = Module
@@ -101,7 +102,21 @@ function Module:_has(list, name)
 end
 
 function Module:forward(...) error(self.__name .. ': forward is not implemented', 2) end
-Module.__call = function(self, ...) return self:forward(...) end
+-- (a module with hooks runs them around its forward: lunet.nn.hooks)
+Module.__call = function(self, ...)
+  local h = rawget(self, '_hooks')
+  if h then return hooks.call(self, h, ...) end
+  return self:forward(...)
+end
+
+-- fn(module, inputs) before each forward; returns nil, or what replaces the inputs
+function Module:register_forward_pre_hook(fn, opts)
+  return hooks.register(self, 'pre', 'register_forward_pre_hook', fn, opts)
+end
+-- fn(module, inputs, output) after each forward; returns nil, or what replaces the output
+function Module:register_forward_hook(fn, opts)
+  return hooks.register(self, 'post', 'register_forward_hook', fn, opts)
+end
 
 -- ---- walking the tree ----------------------------------------------------------------
 

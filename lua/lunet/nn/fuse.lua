@@ -17,8 +17,8 @@
 --   it), and the gradient reaches the same element (the first maximum; none
 --   when the maximum is <= 0), while the relu passes touch a quarter of the
 --   elements.
--- A module with its own forward (an instance field) or of a subclass is
--- never fused: it runs as written.
+-- A module with its own forward (an instance field), with hooks or of a
+-- subclass is never fused: it is called as written (module(x)).
 local F = require 'lunet.nn.functional'
 local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local BatchNorm = require 'lunet.nn.BatchNorm'
@@ -33,7 +33,8 @@ local MAXB = 16   -- blocks per fused chain
 -- (whether the layers would record a gradient: then they run one by one)
 local function grad_needed(x, conv, bn) return A.records(x, conv.weight, conv.bias, bn.weight, bn.bias) end
 
-local function plain(m, cls) return getmetatable(m) == cls and rawget(m, 'forward') == nil end
+local plain_instance = require('lunet.nn.hooks').plain
+local function plain(m, cls) return getmetatable(m) == cls and plain_instance(m) end
 
 -- A rule is a function (self, names, i, n, x) -> y, k: when the children
 -- from self[names[i]] on start a run it fuses, their output y and how many
@@ -136,7 +137,7 @@ function M.forward(self, x)
       end
     end
     if y ~= nil then x, i = y, i + k
-    else x, i = m:forward(x), i + 1 end
+    else x, i = m(x), i + 1 end
   end
   return x
 end

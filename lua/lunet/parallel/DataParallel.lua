@@ -260,7 +260,7 @@ function DataParallel:_outputs(shards, sizes, ...)
     for k = 1, self.n do
       if shards[k] then
         if timing then bal:stamp(k, core.device_id('DataParallel', self.devices[k]), false) end
-        local y = self.replicas[k]:forward(shards[k], ...)
+        local y = self.replicas[k](shards[k], ...)
         if timing then bal:stamp(k, core.device_id('DataParallel', self.devices[k]), true) end
         if not lunet.is_tensor(y) then fail('forward: the module must return a tensor, got ' .. typename(y), 3) end
         ys[k] = y

@@ -17,7 +17,7 @@ local function is_sequential(m)
   Sequential = Sequential or require 'lunet.nn.Sequential'
   local mt = getmetatable(m)
   -- a Sequential subclass with its own forward is a user's container: an atom
-  return mt == Sequential and rawget(m, 'forward') == nil
+  return mt == Sequential and require('lunet.nn.hooks').plain(m)
 end
 
 local function walk(m, prefix, out)

@@ -1,0 +1,97 @@
+-- lunet.nn.hooks: forward hooks on a module, as PyTorch's.
+--
+--   local h = model.fc1:register_forward_hook(function(module, inputs, output)
+--     features[#features + 1] = output:detach()   -- (return a tensor to replace the output)
+--   end)
+--   model.conv1:register_forward_pre_hook(function(module, inputs)
+--     return inputs[1]:clamp(-1, 1)                -- (return a value or a list to replace the inputs)
+--   end)
+--   ...
+--   h:remove()
+--
+-- A hook runs each time the module is called (module(x), and as a child of
+-- a container, a pipeline's stage or a DataParallel replica, which call
+-- their modules), in the order registered (opts.prepend = true: first).
+-- inputs is the list of the call's arguments. A module with hooks is never
+-- fused with its neighbours (lunet.nn.fuse): it runs as written, so that
+-- its hooks see its own input and output. Copies of the module
+-- (module:clone(), DataParallel's replicas) keep its hooks.
+local options = require 'lunet.options'
+local core = require 'lunet.core'
+local is_table, typename = core.is_table, core.typename   -- (tensors are tables)
+
+local hooks = {}
+
+-- whether module m runs as its class wrote it: no forward of its own (an
+-- instance field: DataParallel's sync_bn, deferred BatchNorm) and no hooks;
+-- only such modules are fused
+function hooks.plain(m) return rawget(m, 'forward') == nil and rawget(m, '_hooks') == nil end
+
+local Handle = {}
+Handle.__index = Handle
+Handle.__name = 'nn.hooks.Handle'
+
+-- removes the hook (again: nothing); the last one removed leaves the module plain
+function Handle:remove()
+  if getmetatable(self) ~= Handle then options.raise('RemovableHandle.remove: call it as a method (handle:remove())') end
+  local m, entry = self.module, self.entry
+  local h = rawget(m, '_hooks')
+  if not h then return end
+  for _, kind in ipairs({ 'pre', 'post' }) do
+    -- (a new list: a call iterating the old one, whose hook removes itself, goes on over it)
+    local kept = {}
+    for _, e in ipairs(h[kind]) do if e ~= entry then kept[#kept + 1] = e end end
+    h[kind] = kept
+  end
+  if #h.pre == 0 and #h.post == 0 then rawset(m, '_hooks', nil) end
+end
+Handle.__tostring = function(self) return ('RemovableHandle(%s)'):format(self.module.__name) end
+
+local function callable(f)
+  if type(f) == 'function' then return true end
+  local mt = getmetatable(f)
+  return is_table(f) and mt ~= nil and mt.__call ~= nil
+end
+
+function hooks.register(m, kind, fname, fn, opts)
+  if not is_table(m) or not rawget(m, '_params') then
+    options.raise(('%s: call it as a method on a module (module:%s(fn)), got %s'):format(fname, fname, typename(m)))
+  end
+  if not callable(fn) then options.fail(fname, 'expected a function, got ' .. typename(fn)) end
+  opts = options.check(fname, opts, { prepend = 'boolean' }) or {}
+  local h = rawget(m, '_hooks')
+  if not h then
+    h = { pre = {}, post = {} }
+    rawset(m, '_hooks', h)
+  end
+  local entry = { fn = fn }
+  local list = {}
+  if opts.prepend then list[1] = entry end
+  for _, e in ipairs(h[kind]) do list[#list + 1] = e end
+  if not opts.prepend then list[#list + 1] = entry end
+  h[kind] = list
+  return setmetatable({ module = m, entry = entry }, Handle)
+end
+
+-- module(...) when it has hooks: the pre-hooks, forward, the hooks
+function hooks.call(m, h, ...)
+  local n = select('#', ...)
+  local inputs = { ... }
+  local pre = h.pre
+  for i = 1, #pre do
+    local r = pre[i].fn(m, inputs)
+    if r ~= nil then
+      -- (PyTorch: a tuple replaces the arguments, any other value is the one argument)
+      if is_table(r) then inputs, n = r, table.maxn(r) else inputs, n = { r }, 1 end
+    end
+  end
+  local out = m:forward(unpack(inputs, 1, n))
+  local post = h.post
+  for i = 1, #post do
+    local r = post[i].fn(m, inputs, out)
+    if r ~= nil then out = r end
+  end
+  return out
+end
+
+return hooks
