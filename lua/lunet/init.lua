@@ -9,6 +9,7 @@ require 'lunet.tensor_math'
 require 'lunet.tensor_reduce'
 require 'lunet.tensor_index'
 require 'lunet.tensor_print'
+require 'lunet.tensor_compose'
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
 require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
