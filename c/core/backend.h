@@ -42,6 +42,12 @@ typedef struct { double p; int64_t n; ln_kview in, out; } ln_norm_args;
 /* reductions (c/ops/reduce.c): a's last dim is the reduced one (size r), its
  * leading dims the kept ones; out (and idx, int64, or data NULL) contiguous */
 typedef struct { int op; double p; int64_t r; ln_kview out, idx, a; } ln_reduce_args;
+/* sort (c/ops/sort.c): a's last dim is the sorted one (size r > 0), its
+ * leading dims the kept ones (any strides); out (int64) is viewed the same
+ * way, its last dim of size k <= r: the 0-based positions of a row's k
+ * smallest (descending: largest) elements in order, equal ones in their
+ * input order, NaN above every number */
+typedef struct { int descending; int64_t r, k; ln_kview out, a; } ln_sort_args;
 /* index_select / gather (out, a, index) and scatter_add_ (out += src at index) */
 typedef struct { int dim; ln_kview out, a, index, src; } ln_index_args;
 
@@ -104,6 +110,7 @@ typedef struct ln_runtime {
 #define LN_KERNEL_SLOTS(X)                                                                          \
   X(binary) X(unary) X(copy) X(where) X(fill) X(arange) X(random) X(gemm)                           \
   X(reduce) X(index_select) X(gather) X(scatter_add)              /* c/ops/reduce.c, c/ops/index.c */ \
+  X(sort)                                                          /* c/ops/sort.c */                 \
   X(sgd_step) X(adam_step) X(rmsprop_step) X(norm_pow_sum)         /* c/ops/optim.c */                \
   X(conv2d_fwd) X(conv2d_bwd) X(maxpool2d_fwd) X(maxpool2d_bwd)    /* c/nn: argument blocks in nn.h */ \
   X(avgpool2d_fwd) X(avgpool2d_bwd) X(adaptive_avgpool2d_fwd) X(adaptive_avgpool2d_bwd)            \

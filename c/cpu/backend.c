@@ -8,6 +8,7 @@ int ln_cpu_reduce(void *args);        /* reduce.c */
 int ln_cpu_index_select(void *args);  /* index.c */
 int ln_cpu_gather(void *args);
 int ln_cpu_scatter_add(void *args);
+int ln_cpu_sort(void *args);          /* sort.c */
 
 const ln_backend ln_cpu_backend = {
   .name = "cpu",
@@ -34,6 +35,7 @@ const ln_backend ln_cpu_backend = {
   .index_select = ln_cpu_index_select,
   .gather = ln_cpu_gather,
   .scatter_add = ln_cpu_scatter_add,
+  .sort = ln_cpu_sort,
   .sgd_step = ln_cpu_sgd_step,
   .adam_step = ln_cpu_adam_step,
   .rmsprop_step = ln_cpu_rmsprop_step,

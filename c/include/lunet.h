@@ -349,6 +349,14 @@ LN_API ln_tensor *ln_index_select(const ln_tensor *a, int dim, const ln_tensor *
 LN_API ln_tensor *ln_gather(const ln_tensor *a, int dim, const ln_tensor *index);
 LN_API int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index,
                            const ln_tensor *src);
+/* The int64 0-based positions along dim (negative counts from the end) that
+ * sort a: ascending, or descending when descending != 0; stable (equal
+ * elements keep their order); NaN above every number; -0.0 equals 0.0.
+ * k < 0: all of them (argsort); else the first k (topk: the k smallest, or
+ * largest when descending), 0 <= k <= dim's size. The result has a's shape
+ * with dim's size replaced by k. Gather a at them for the values. A 0-d a
+ * gives 0-d 0 (dim 0 or -1, k 0 or 1). */
+LN_API ln_tensor *ln_argsort(const ln_tensor *a, int dim, int descending, int64_t k);
 LN_API ln_tensor *ln_cat(int n, ln_tensor *const *ts, int dim);
 LN_API ln_tensor *ln_stack(int n, ln_tensor *const *ts, int dim);
 

@@ -7,6 +7,7 @@ local typename = core.typename
 local T = require 'lunet.tensor'
 require 'lunet.tensor_math'
 require 'lunet.tensor_reduce'
+require 'lunet.tensor_sort'
 require 'lunet.tensor_index'
 require 'lunet.tensor_print'
 require 'lunet.tensor_compose'
