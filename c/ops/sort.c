@@ -19,6 +19,8 @@ ln_tensor *ln_argsort(const ln_tensor *a, int dim, int descending, int64_t k) {
       return ln_error_null("%s: dim %d out of range for a 0-d tensor (0 or -1)", fn, dim);
     dim = 0;
   } else {
+    /* (messages count dims from 1, as the API's others; a negative dim reads the same) */
+    if (dim < -nd) return ln_error_null("%s: dim %d out of range for a %d-d tensor (1..%d)", fn, dim, nd, nd);
     if (dim < 0) dim += nd;
     if (ln_check_dim(fn, a, dim) != 0) return NULL;
   }
