@@ -173,7 +173,7 @@ describe('nn hooks', function()
   end)
 
   describe('in parallel wrappers', function()
-    setup(function() lunet.set_cpu_devices(2) end)
+    setup(function() lunet.set_cpu_devices(4) end)
     teardown(function()
       for _ = 1, 4 do collectgarbage() end
       pcall(lunet.synchronize)
@@ -195,6 +195,36 @@ describe('nn hooks', function()
       local pipe = lunet.parallel.Pipeline(p, { devices = { 'cpu:0', 'cpu:1' }, chunks = 2, balance = { 2, 1 } })
       pipe:forward_loss(nn.MSELoss(), lunet.randn({ 6, 3 }), lunet.randn({ 6, 2 })):backward()
       assert.same({ 3, 3 }, seen)
+    end)
+
+    it('hooks registered after wrapping (and removed) reach every replica of DataParallel and of a hybrid pipeline', function()
+      local m = nn.Sequential { nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2) }
+      local dp = lunet.parallel.DataParallel(m, { devices = { 'cpu:0', 'cpu:1', 'cpu:2' } })
+      local rows, top = 0, 0
+      local h = m[3]:register_forward_hook(function(_, inputs) rows = rows + inputs[1]:size(1) end)
+      local ht = m:register_forward_pre_hook(function(_, inputs) top = top + inputs[1]:size(1) end)
+      dp(lunet.randn({ 9, 3 }))
+      lunet.synchronize()
+      assert.equal(9, rows)
+      assert.equal(9, top)
+      h:remove(); ht:remove()
+      dp(lunet.randn({ 9, 3 }))
+      lunet.synchronize()
+      assert.equal(9, rows)
+      assert.equal(9, top)
+
+      local p = nn.Sequential { nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2) }
+      local pipe = lunet.parallel.Pipeline(p, { devices = { 'cpu:0', 'cpu:1', 'cpu:2', 'cpu:3' }, replicas = 2, chunks = 2,
+        balance = { 2, 1 } })
+      local crit, x, y = nn.MSELoss(), lunet.randn({ 8, 3 }), lunet.randn({ 8, 2 })
+      pipe:forward_loss(crit, x, y):backward()
+      local seen = 0
+      local hp = p[3]:register_forward_hook(function(_, inputs) seen = seen + inputs[1]:size(1) end)
+      pipe:forward_loss(crit, x, y):backward()
+      assert.equal(8, seen)
+      hp:remove()
+      pipe:forward_loss(crit, x, y):backward()
+      assert.equal(8, seen)
     end)
   end)
 end)

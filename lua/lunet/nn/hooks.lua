@@ -14,8 +14,11 @@
 -- their modules), in the order registered (opts.prepend = true: first).
 -- inputs is the list of the call's arguments. A module with hooks is never
 -- fused with its neighbours (lunet.nn.fuse): it runs as written, so that
--- its hooks see its own input and output. Copies of the module
--- (module:clone(), DataParallel's replicas) keep its hooks.
+-- its hooks see its own input and output. A copy (module:clone()) keeps the
+-- hooks it had; DataParallel's replicas and a hybrid pipeline's run the
+-- model's hooks as they are at each forward (hooks.share). A pipeline cuts
+-- a model into atoms when it is built: a hook on a nested Sequential it
+-- flattened (one registered after) never runs; register it before.
 local options = require 'lunet.options'
 local core = require 'lunet.core'
 local is_table, typename = core.is_table, core.typename   -- (tensors are tables)
@@ -71,6 +74,19 @@ function hooks.register(m, kind, fname, fn, opts)
   if not opts.prepend then list[#list + 1] = entry end
   h[kind] = list
   return setmetatable({ module = m, entry = entry }, Handle)
+end
+
+-- the copies of a module (DataParallel's replicas, a hybrid pipeline's) run
+-- the hooks registered on it since they were made: to and each of its
+-- descendants share from's (the same tables: a removal reaches them too);
+-- two modules of the same tree (copies), walked together, nothing allocated
+function hooks.share(from, to)
+  if rawget(to, '_hooks') ~= rawget(from, '_hooks') then rawset(to, '_hooks', rawget(from, '_hooks')) end
+  local names = from._children
+  for i = 1, #names do
+    local a, b = from[names[i]], to[names[i]]
+    if a and b then hooks.share(a, b) end
+  end
 end
 
 -- module(...) when it has hooks: the pre-hooks, forward, the hooks

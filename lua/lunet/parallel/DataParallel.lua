@@ -54,6 +54,7 @@ local core = require 'lunet.core'
 local is_table, typename = core.is_table, core.typename
 local options = require 'lunet.options'
 local Module = require 'lunet.nn.Module'
+local share_hooks = require('lunet.nn.hooks').share
 local autograd = require 'lunet.autograd'
 local Communicator = require('lunet.comm').Communicator
 local Reducer = require 'lunet.parallel.Reducer'
@@ -182,6 +183,8 @@ function DataParallel:_begin(x, fname, lvl)
   if self.broadcast_buffers and not self.sync_bn and #self.bufs[1] > 0 then
     self:broadcast_buffers_()
   end
+  -- (the other replicas run the hooks registered on the model since they were made)
+  for k = 2, self.n do share_hooks(self.replicas[1], self.replicas[k]) end
   local active = 0
   for k = 1, self.n do if sizes[k] > 0 then active = active + 1 end end
   self.reducer:prepare(recording, active)

@@ -42,6 +42,7 @@
 -- pipeline_run.lua (one batch), pipeline_balance.lua, pipeline_bn.lua.
 local lunet = require 'lunet'
 local Module = require 'lunet.nn.Module'
+local share_hooks = require('lunet.nn.hooks').share
 local options = require 'lunet.options'
 local core = require 'lunet.core'
 local is_table, typename = core.is_table, core.typename
@@ -176,6 +177,8 @@ end
 
 -- (before the first batch of a measured balance: that batch is the sample)
 function Pipeline:_ready(x, lvl)
+  -- (the other replicas run the hooks registered on the model since they were made)
+  for r = 2, self.replicas do share_hooks(self.models[1], self.models[r]) end
   if self.stages then return end
   self:_build(self:_measure(x, lvl + 1))
 end
