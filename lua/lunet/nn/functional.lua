@@ -764,4 +764,9 @@ end
 
 function F.flatten(x, s, e) return need('flatten', x, 'input'):flatten(s or 2, e or -1) end
 
+-- silu, hardswish, hardsigmoid, relu6, softplus, mish, prelu; l1_loss,
+-- smooth_l1_loss, huber_loss, binary_cross_entropy, kl_div
+require('lunet.nn.functional_act_loss')(F, { need = need, same_shape = same_shape, sum_all = sum_all,
+  reduction = reduction })
+
 return F

@@ -12,7 +12,9 @@ for _, name in ipairs({
   'Sequential', 'ModuleList', 'Linear', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'AdaptiveAvgPool2d',
   'BatchNorm1d', 'BatchNorm2d', 'Flatten', 'Identity', 'Dropout',
   'ReLU', 'LeakyReLU', 'ELU', 'GELU', 'Sigmoid', 'Tanh', 'Softmax', 'LogSoftmax',
+  'SiLU', 'Hardswish', 'Hardsigmoid', 'ReLU6', 'Softplus', 'Mish', 'PReLU',
   'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'BCEWithLogitsLoss', 'BasicBlock',
+  'L1Loss', 'SmoothL1Loss', 'HuberLoss', 'BCELoss', 'KLDivLoss',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
