@@ -17,16 +17,16 @@ function PReLU:__init(...)
   if not (n % 1 == 0 and n >= 1) then
     options.fail('nn.PReLU', 'num_parameters must be an integer >= 1, got ' .. tostring(n))
   end
-  self.num_parameters, self.init = n, init
+  self.n_weights, self.init_value = n, init   -- (num_parameters is Module's count)
   self:register_parameter('weight', lunet.full({ n }, init, { dtype = o.dtype, device = o.device }))
 end
 
 function PReLU:reset_parameters()
-  lunet.no_grad(function() self.weight:fill_(self.init) end)
+  lunet.no_grad(function() self.weight:fill_(self.init_value) end)
 end
 
 function PReLU:forward(x) return F.prelu(x, self.weight) end
 
-function PReLU:extra_repr() return 'num_parameters ' .. self.num_parameters end
+function PReLU:extra_repr() return 'num_parameters ' .. self.n_weights end
 
 return PReLU
