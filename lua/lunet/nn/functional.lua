@@ -769,4 +769,234 @@ function F.flatten(x, s, e) return need('flatten', x, 'input'):flatten(s or 2, e
 require('lunet.nn.functional_act_loss')(F, { need = need, same_shape = same_shape, sum_all = sum_all,
   reduction = reduction })
 
+-- ---- normalisation over a sample's own values ---------------------------------------------
+
+-- the shape of normalized_shape (a number or a list of the trailing sizes) as a list
+local function norm_shape(fn, ns)
+  if type(ns) == 'number' then ns = { ns } end
+  if not is_table(ns) or #ns == 0 or #ns > 8 then
+    raise(('%s: normalized_shape must be a number or a list of 1 to 8 sizes, got %s'):format(fn,
+      is_table(ns) and #ns .. ' sizes' or typename(ns)))
+  end
+  for i = 1, #ns do
+    local v = ns[i]
+    if type(v) ~= 'number' or v % 1 ~= 0 or v < 1 or v >= 2 ^ 53 then
+      raise(('%s: normalized_shape must be integers >= 1, got %s'):format(fn, tostring(v)))
+    end
+  end
+  return ns
+end
+F._norm_shape = norm_shape
+
+local function need_eps(fn, eps)
+  if eps == nil then return 1e-5 end
+  if type(eps) ~= 'number' or not (eps >= 0 and eps < math.huge) then
+    raise(('%s: eps must be a finite number >= 0, got %s'):format(fn, tostring(eps)))
+  end
+  return eps
+end
+F._need_eps = need_eps
+
+-- x2 (rows, n) -> (x2 - mean) / sqrt(var + eps) along dim 2, var biased (PyTorch's)
+local function normalize_rows(x2, eps, dim)
+  local d = x2 - x2:mean(dim, true)
+  return d * ((d * d):mean(dim, true) + eps):rsqrt()
+end
+
+-- layer_norm(x, normalized_shape[, weight[, bias[, eps = 1e-5]]]): normalises
+-- over the trailing dims normalized_shape (mean and biased variance), then
+-- y * weight + bias (each of normalized_shape), as torch.nn.functional.layer_norm
+function F.layer_norm(x, normalized_shape, weight, bias, eps)
+  need('layer_norm', x, 'input')
+  local ns = norm_shape('layer_norm', normalized_shape)
+  eps = need_eps('layer_norm', eps)
+  local s, k = x:size(), #ns
+  local nd = #s
+  local m = 1
+  for i = 1, k do
+    if s[nd - k + i] ~= ns[i] then
+      raise(('layer_norm: input of shape {%s} does not end in normalized_shape {%s}'):format(
+        table.concat(s, ','), table.concat(ns, ',')))
+    end
+    m = m * ns[i]
+  end
+  local rows = 1
+  for i = 1, nd - k do rows = rows * s[i] end
+  local y = normalize_rows(x:reshape(rows, m), eps, 2):view(s)
+  if weight ~= nil then y = y * need('layer_norm', weight, 'weight') end
+  if bias ~= nil then y = y + need('layer_norm', bias, 'bias') end
+  return y
+end
+
+-- group_norm(x (N, C, ...), num_groups[, weight (C)[, bias (C)[, eps = 1e-5]]]):
+-- normalises each sample's C / num_groups channels of a group together (mean and
+-- biased variance), then y * weight + bias per channel, as torch's group_norm
+function F.group_norm(x, num_groups, weight, bias, eps)
+  need('group_norm', x, 'input')
+  eps = need_eps('group_norm', eps)
+  local s = x:size()
+  if #s < 2 then raise(('group_norm: input must be (N, C, ...), got %d-d {%s}'):format(#s, table.concat(s, ','))) end
+  local G, N, Cn = num_groups, s[1], s[2]
+  if type(G) ~= 'number' or G % 1 ~= 0 or G < 1 then
+    raise('group_norm: num_groups must be an integer >= 1, got ' .. tostring(G))
+  end
+  if Cn % G ~= 0 then
+    raise(('group_norm: input has %d channels, not divisible by num_groups %d'):format(Cn, G))
+  end
+  local rest = 1
+  for i = 3, #s do rest = rest * s[i] end
+  local y = normalize_rows(x:reshape(N, G, Cn / G * rest), eps, 3)
+  if weight == nil and bias == nil then return y:view(s) end
+  y = y:view(N, Cn, rest)
+  if weight ~= nil then y = y * need('group_norm', weight, 'weight'):view(Cn, 1) end
+  if bias ~= nil then y = y + need('group_norm', bias, 'bias'):view(Cn, 1) end
+  return y:view(s)
+end
+
+-- dropout2d(x (N, C, H, W), p = 0.5, training = true): zeroes whole channels
+-- with probability p, scales the kept ones by 1/(1-p); x itself when not training
+function F.dropout2d(x, p, training)
+  need('dropout2d', x, 'input')
+  if x.p.ndim ~= 4 then
+    raise(('dropout2d: input must be 4-d (N, C, H, W), got %d-d {%s}'):format(x.p.ndim, table.concat(x:size(), ',')))
+  end
+  p = p or 0.5
+  if type(p) ~= 'number' or not (p >= 0 and p <= 1) then raise('dropout2d: p must be in [0, 1], got ' .. tostring(p)) end
+  if training == false or p == 0 then return x end
+  if p == 1 then return x * 0 end
+  local mask = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), 1, 1)
+  check(C.ln_bernoulli_(mask.p, 1 - p))
+  check(C.ln_binary_scalar_(C.LN_MUL, mask.p, 1 / (1 - p)))
+  return x * mask
+end
+
+-- embedding(input (int64 1-based indices, any shape), weight (num, dim)[, padding_idx]):
+-- the rows of weight, shaped input's shape .. {dim}; padding_idx's row (1-based,
+-- negative from the end) passes no gradient to weight. fn names the caller in errors.
+function F._embedding(fn, input, weight, padding_idx)
+  need(fn, input, 'input')
+  need(fn, weight, 'weight', 2)
+  local dt = input.p.dtype_id
+  if dt ~= 3 and dt ~= 2 then raise(('%s: input must be an int64 (or int32) tensor of 1-based indices, got %s'):format(fn, input.dtype)) end
+  local num, dim = tonumber(weight.p.shape[0]), tonumber(weight.p.shape[1])
+  local s = input:size()
+  local flat = input:reshape(input:numel())
+  local ok, out = pcall(Tensor.index_select, weight, 1, flat)
+  if not ok then
+    local bad = tostring(out):match('index (%-?%d+) is out of range')
+    if not bad then error(out, 0) end
+    raise(('%s: index %s is out of range for %d embeddings (indices are 1-based: 1..%d)'):format(fn, bad, num, num))
+  end
+  if padding_idx ~= nil then
+    if padding_idx < 0 then padding_idx = num + padding_idx + 1 end
+    out = out:where(flat:ne(padding_idx):unsqueeze(2), out:detach())
+  end
+  s[#s + 1] = dim
+  return out:view(s)
+end
+function F.embedding(input, weight, padding_idx)
+  if padding_idx ~= nil then
+    local num = is_tensor(weight) and weight.p.ndim == 2 and tonumber(weight.p.shape[0])
+    if type(padding_idx) ~= 'number' or padding_idx % 1 ~= 0 or padding_idx == 0
+        or num and (padding_idx > num or padding_idx < -num) then
+      raise(('embedding: padding_idx must be an integer in 1..%s or negative from the end, got %s'):format(
+        tostring(num or 'num_embeddings'), tostring(padding_idx)))
+    end
+  end
+  return F._embedding('embedding', input, weight, padding_idx)
+end
+
+-- ---- nearest upsampling -------------------------------------------------------------------
+
+local f32 = ffi.new('float[1]')
+local nearest_cache, nearest_count = {}, 0
+
+-- the 1-based source rows of each of outsz output rows (torch 1.13's nearest_idx:
+-- the scale in float, 1/scale_factor when one was given), as an int64 tensor
+-- on device, and k when they are each row repeated k times (or nil)
+local function nearest_index(insz, outsz, scale, device)
+  local key = insz .. ':' .. outsz .. ':' .. tostring(scale) .. ':' .. device
+  local c = nearest_cache[key]
+  if c then return c[1], c[2] end
+  local idx = {}
+  if outsz == insz then for j = 0, outsz - 1 do idx[j + 1] = j + 1 end
+  elseif outsz == 2 * insz then for j = 0, outsz - 1 do idx[j + 1] = math.floor(j / 2) + 1 end
+  else
+    f32[0] = (scale and scale > 0) and 1 / scale or insz / outsz
+    local sc = f32[0]
+    for j = 0, outsz - 1 do
+      f32[0] = j * sc
+      idx[j + 1] = math.min(math.floor(f32[0]), insz - 1) + 1
+    end
+  end
+  local k = insz > 0 and outsz % insz == 0 and outsz / insz or nil
+  if k then
+    for j = 1, outsz do if idx[j] ~= math.floor((j - 1) / k) + 1 then k = nil; break end end
+  end
+  local t = require('lunet.factory').tensor(idx, { dtype = 'int64' })
+  if device ~= 'cpu:0' then t = t:to(device) end
+  if nearest_count >= 256 then nearest_cache, nearest_count = {}, 0 end
+  nearest_cache[key], nearest_count = { t, k }, nearest_count + 1
+  return t, k
+end
+
+local INTERP_OPTS = { size = 'number|table', scale_factor = 'number|table', mode = 'string' }
+
+-- the checked {size = {H, W}} or {scale_factor = {sh, sw}} of interpolate's options
+function F._interp_geometry(fn, opts)
+  check_options(fn, opts, INTERP_OPTS)
+  local mode = opts.mode or 'nearest'
+  if mode ~= 'nearest' then
+    raise(("%s: mode '%s' is not supported; lunet has mode 'nearest' only"):format(fn, tostring(mode)))
+  end
+  if (opts.size == nil) == (opts.scale_factor == nil) then
+    raise(fn .. ': give either size or scale_factor (one of them)')
+  end
+  local function two(what, v, int)
+    if type(v) == 'number' then v = { v, v } end
+    if not is_table(v) or #v ~= 2 then
+      raise(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, is_table(v) and #v .. ' values' or typename(v)))
+    end
+    for i = 1, 2 do
+      local a = v[i]
+      if type(a) ~= 'number' or not (a > 0 and a < math.huge) or int and a % 1 ~= 0 then
+        raise(('%s: %s must be %s, got %s'):format(fn, what, int and 'integers >= 1' or 'finite numbers > 0', tostring(a)))
+      end
+    end
+    return { v[1], v[2] }
+  end
+  if opts.size ~= nil then return { size = two('size', opts.size, true) } end
+  return { scale_factor = two('scale_factor', opts.scale_factor, false) }
+end
+
+-- interpolate(x (N, C, H, W), {size = {H', W'} | scale_factor = s or {sh, sw}, mode = 'nearest'}):
+-- nearest-neighbour upsampling (or downsampling) as torch.nn.functional.interpolate
+function F.interpolate(x, opts, geometry)
+  need('interpolate', x, 'input', 4)
+  local g = geometry or F._interp_geometry('interpolate', opts or NO_OPTS)
+  local s = x:size()
+  local out, sc = {}, {}
+  for i = 1, 2 do
+    if g.size then out[i] = g.size[i]
+    else
+      sc[i] = g.scale_factor[i]
+      out[i] = math.floor(s[i + 2] * sc[i])
+      if out[i] < 1 then
+        raise(('interpolate: scale_factor %s gives an empty output for a dim of size %d'):format(tostring(sc[i]), s[i + 2]))
+      end
+    end
+  end
+  local dev = x.device
+  local ih, kh = nearest_index(s[3], out[1], sc[1], dev)
+  local iw, kw = nearest_index(s[4], out[2], sc[2], dev)
+  if kh and kw then   -- each row and column repeated: one copy of an expanded view
+    if kh == 1 and kw == 1 then return x:clone() end
+    return x:view(s[1], s[2], s[3], 1, s[4], 1):expand(s[1], s[2], s[3], kh, s[4], kw):reshape(s[1], s[2], out[1], out[2])
+  end
+  local y = x
+  if kw ~= 1 then y = y:index_select(4, iw) end
+  if kh ~= 1 then y = y:index_select(3, ih) end
+  return y
+end
+
 return F

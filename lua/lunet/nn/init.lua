@@ -15,6 +15,7 @@ for _, name in ipairs({
   'SiLU', 'Hardswish', 'Hardsigmoid', 'ReLU6', 'Softplus', 'Mish', 'PReLU',
   'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'BCEWithLogitsLoss', 'BasicBlock',
   'L1Loss', 'SmoothL1Loss', 'HuberLoss', 'BCELoss', 'KLDivLoss',
+  'LayerNorm', 'GroupNorm', 'Dropout2d', 'Embedding', 'Upsample', 'ZeroPad2d', 'ModuleDict',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end

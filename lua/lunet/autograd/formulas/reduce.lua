@@ -83,7 +83,10 @@ return function(def, unary)
   -- plain kernels run otherwise), so they need no formula of their own.
   -- Arguments parsed as lunet.tensor_reduce does.
   local function spread_args(dim, opt, keepdim)
-    if is_table(dim) or type(dim) == 'boolean' then dim, opt, keepdim = nil, dim, opt end
+    -- (a list of dims is dims, an options table is options: the list {2, 3} was read as options)
+    if type(dim) == 'boolean' or is_table(dim) and (dim[1] == nil and next(dim) ~= nil) then
+      dim, opt, keepdim = nil, dim, opt
+    end
     local corr = 1
     if is_table(opt) then
       if opt.correction ~= nil then corr = opt.correction elseif opt.unbiased == false then corr = 0 end
@@ -96,7 +99,9 @@ return function(def, unary)
   local function var_graph(a, dim, corr, keepdim)
     local d
     if dim == nil then d = a - a:mean() else d = a - a:mean(dim, true) end
-    local n = dim == nil and a:numel() or a:size(dim)
+    local n = dim == nil and a:numel() or not is_table(dim) and a:size(dim) or 1
+    if is_table(dim) then for i = 1, #dim do n = n * a:size(dim[i]) end end
+    if is_table(dim) and #dim == 0 then n = a:numel() end
     local s = dim == nil and (d * d):sum() or (d * d):sum(dim, keepdim)
     return s / math.max(n - corr, 0)
   end
