@@ -12,19 +12,30 @@ return function(def, unary)
   local function reduction(name, scale_by_count)
     def(name, 'reduce', { backward = function(n, g)
       local shape = n.shape
-      local r
-      if n.dim == nil then
+      local r, dim = nil, n.dim
+      -- a list of dims (t:sum({3, 4})): sorted 1-based; the empty list is every dim
+      if is_table(dim) then
+        local ds = {}
+        for i = 1, #dim do local d = dim[i]; ds[i] = d < 0 and #shape + d + 1 or d end
+        table.sort(ds)
+        dim = #ds > 0 and ds or nil
+      end
+      if dim == nil then
         local ones = {}
         for i = 1, #shape do ones[i] = 1 end
         r = (#shape == 0) and g or g:reshape(ones):expand(shape)
+      elseif is_table(dim) then
+        if not n.keepdim then for i = 1, #dim do g = g:unsqueeze(dim[i]) end end
+        r = g:expand(shape)
       else
-        if not n.keepdim then g = g:unsqueeze(n.dim) end
+        if not n.keepdim then g = g:unsqueeze(dim) end
         r = g:expand(shape)
       end
       if scale_by_count then
         local cnt = 1
-        if n.dim == nil then for i = 1, #shape do cnt = cnt * shape[i] end
-        else local d = n.dim; if d < 0 then d = #shape + d + 1 end; cnt = shape[d] end
+        if dim == nil then for i = 1, #shape do cnt = cnt * shape[i] end
+        elseif is_table(dim) then for i = 1, #dim do cnt = cnt * shape[dim[i]] end
+        else local d = dim; if d < 0 then d = #shape + d + 1 end; cnt = shape[d] end
         r = r / cnt
       else
         r = r:contiguous()
@@ -72,7 +83,12 @@ return function(def, unary)
       return zeros_as(n.shape, g):scatter_add_(n.dim, idx, gg)
     end
     local rr, gg = r, g
-    if n.dim ~= nil and not n.keepdim then rr = r:unsqueeze(n.dim); gg = g:unsqueeze(n.dim) end
+    if is_table(n.dim) and not n.keepdim then   -- (amax/amin over a list of dims: each put back, ascending)
+      local nd, ds = #n.shape, {}
+      for i = 1, #n.dim do local d = n.dim[i]; ds[i] = d < 0 and nd + d + 1 or d end
+      table.sort(ds)
+      for i = 1, #ds do rr = rr:unsqueeze(ds[i]); gg = gg:unsqueeze(ds[i]) end
+    elseif n.dim ~= nil and not n.keepdim then rr = r:unsqueeze(n.dim); gg = g:unsqueeze(n.dim) end
     local mask = a:eq(rr):to(g.dtype)
     local count = n.dim == nil and S.raw.sum(mask) or S.raw.sum(mask, n.dim, true)
     return mask * gg / count
