@@ -42,7 +42,7 @@ function Embedding:reset_parameters()
   end)
 end
 
-function Embedding:forward(input) return F._embedding('nn.Embedding', input, self.weight, self.padding_idx) end
+function Embedding:forward(input) return F._internal.embedding('nn.Embedding', input, self.weight, self.padding_idx) end
 
 function Embedding:extra_repr()
   local r = self.num_embeddings .. ', ' .. self.embedding_dim

@@ -28,7 +28,7 @@ function GroupNorm:__init(num_groups, num_channels, ...)
   end
   local opts = options.check('nn.GroupNorm', options.positional('nn.GroupNorm', POSITIONAL, ...), OPTS) or {}
   self.num_groups, self.num_channels = num_groups, num_channels
-  self.eps = F._need_eps('nn.GroupNorm', opts.eps)
+  self.eps = F._internal.need_eps('nn.GroupNorm', opts.eps)
   self.affine = opts.affine ~= false
   if self.affine then
     local o = { dtype = opts.dtype, device = opts.device }

@@ -14,10 +14,10 @@ local OPTS = { eps = 'number', elementwise_affine = 'boolean', dtype = true, dev
 local POSITIONAL = { 'eps', 'elementwise_affine' }
 
 function LayerNorm:__init(normalized_shape, ...)
-  local ns = F._norm_shape('nn.LayerNorm', normalized_shape)
+  local ns = F._internal.norm_shape('nn.LayerNorm', normalized_shape)
   local opts = options.check('nn.LayerNorm', options.positional('nn.LayerNorm', POSITIONAL, ...), OPTS) or {}
   self.normalized_shape = { unpack(ns) }
-  self.eps = F._need_eps('nn.LayerNorm', opts.eps)
+  self.eps = F._internal.need_eps('nn.LayerNorm', opts.eps)
   self.elementwise_affine = opts.elementwise_affine ~= false
   if self.elementwise_affine then
     local o = { dtype = opts.dtype, device = opts.device }

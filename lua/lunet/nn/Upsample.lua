@@ -14,7 +14,7 @@ function Upsample:__init(opts)
     options.fail('nn.Upsample', 'expected {size = {H, W}} or {scale_factor = s[, mode = \'nearest\']}, got ' ..
       require('lunet.core').typename(opts))
   end
-  self.geometry = F._interp_geometry('nn.Upsample', opts)
+  self.geometry = F._internal.interp_geometry('nn.Upsample', opts)
   self.mode = 'nearest'
   self.size, self.scale_factor = opts.size, opts.scale_factor
 end
@@ -24,7 +24,7 @@ function Upsample:forward(x)
     options.raise('nn.Upsample: input must be a 4-d tensor (N, C, H, W), got ' ..
       (require('lunet.tensor').is_tensor(x) and x:dim() .. '-d' or require('lunet.core').typename(x)))
   end
-  return F.interpolate(x, nil, self.geometry)
+  return F._internal.interpolate(x, self.geometry)
 end
 
 function Upsample:extra_repr()

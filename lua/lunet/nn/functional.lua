@@ -786,7 +786,6 @@ local function norm_shape(fn, ns)
   end
   return ns
 end
-F._norm_shape = norm_shape
 
 local function need_eps(fn, eps)
   if eps == nil then return 1e-5 end
@@ -795,7 +794,6 @@ local function need_eps(fn, eps)
   end
   return eps
 end
-F._need_eps = need_eps
 
 -- x2 (rows, n) -> (x2 - mean) / sqrt(var + eps) along dim 2, var biased (PyTorch's)
 local function normalize_rows(x2, eps, dim)
@@ -873,7 +871,7 @@ end
 -- embedding(input (int64 1-based indices, any shape), weight (num, dim)[, padding_idx]):
 -- the rows of weight, shaped input's shape .. {dim}; padding_idx's row (1-based,
 -- negative from the end) passes no gradient to weight. fn names the caller in errors.
-function F._embedding(fn, input, weight, padding_idx)
+local function embedding(fn, input, weight, padding_idx)
   need(fn, input, 'input')
   need(fn, weight, 'weight', 2)
   local dt = input.p.dtype_id
@@ -903,7 +901,7 @@ function F.embedding(input, weight, padding_idx)
         tostring(num or 'num_embeddings'), tostring(padding_idx)))
     end
   end
-  return F._embedding('embedding', input, weight, padding_idx)
+  return embedding('embedding', input, weight, padding_idx)
 end
 
 -- ---- nearest upsampling -------------------------------------------------------------------
@@ -943,7 +941,7 @@ end
 local INTERP_OPTS = { size = 'number|table', scale_factor = 'number|table', mode = 'string' }
 
 -- the checked {size = {H, W}} or {scale_factor = {sh, sw}} of interpolate's options
-function F._interp_geometry(fn, opts)
+local function interp_geometry(fn, opts)
   check_options(fn, opts, INTERP_OPTS)
   local mode = opts.mode or 'nearest'
   if mode ~= 'nearest' then
@@ -971,9 +969,7 @@ end
 
 -- interpolate(x (N, C, H, W), {size = {H', W'} | scale_factor = s or {sh, sw}, mode = 'nearest'}):
 -- nearest-neighbour upsampling (or downsampling) as torch.nn.functional.interpolate
-function F.interpolate(x, opts, geometry)
-  need('interpolate', x, 'input', 4)
-  local g = geometry or F._interp_geometry('interpolate', opts or NO_OPTS)
+local function interpolate(x, g)
   local s = x:size()
   local out, sc = {}, {}
   for i = 1, 2 do
@@ -998,5 +994,14 @@ function F.interpolate(x, opts, geometry)
   if kh ~= 1 then y = y:index_select(3, ih) end
   return y
 end
+function F.interpolate(x, opts)
+  need('interpolate', x, 'input', 4)
+  return interpolate(x, interp_geometry('interpolate', opts or NO_OPTS))
+end
+
+-- for the layers (nn.LayerNorm, ...): their checks and forms that name them
+-- (a table, so the API checks that call every function of F pass it over)
+F._internal = { norm_shape = norm_shape, need_eps = need_eps, embedding = embedding,
+  interp_geometry = interp_geometry, interpolate = interpolate }
 
 return F
