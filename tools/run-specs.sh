@@ -11,7 +11,9 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 preload=""
 if [ -n "${LUNET_ASAN:-}" ]; then
   preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+  # (allocator_may_return_null: a request past ASan's limit, a tensor of
+  # 2^40 floats, fails as it does without ASan, and lunet says out of memory)
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:allocator_may_return_null=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
 [ $# -eq 0 ] && set -- spec
