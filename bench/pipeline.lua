@@ -118,18 +118,10 @@ end
 -- (also: the full collections lunet ran a step in those groups, and the
 -- seconds of one: lunet.collection_stats)
 -- a step called until the JIT has compiled it, as the plan's trials warm up
--- (profile.per_call): up to WARM_CALLS calls or WARM_SECONDS, at least 3.
--- free_all flushed the traces, and a step's Lua machinery interpreted takes
--- several times its later figure: 3 calls alone left the passes of a
--- candidate apart by more than 15% for most of LeNet-5's
-local WARM_CALLS, WARM_SECONDS = 200, 0.05
-local function warm_up(step)
-  local warm0 = lunet.clock()
-  for i = 1, WARM_CALLS do
-    step()
-    if i >= 3 and lunet.clock() - warm0 > WARM_SECONDS then break end
-  end
-end
+-- (profile_devices.warm_up). free_all flushed the traces, and a step's Lua
+-- machinery interpreted takes several times its later figure: 3 calls alone
+-- left the passes of a candidate apart by more than 15% for most of LeNet-5's
+local warm_up = require('lunet.parallel.profile_devices').warm_up
 
 local function time_steps(step)
   warm_up(step)

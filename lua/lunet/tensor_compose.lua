@@ -33,13 +33,8 @@ local function number_or_tensor(fn, v, what)
   return v
 end
 -- a 1-based (or negative) dim of t, checked
-local function dim_of(fn, t, d)
-  local n = t:dim()
-  if type(d) ~= 'number' or d % 1 ~= 0 or d == 0 or d < -n or d > n then
-    raise(('%s: dim %s out of range for a %d-d tensor (1..%d, or -1..-%d)'):format(fn, tostring(d), n, n, n))
-  end
-  return d < 0 and n + d + 1 or d
-end
+require 'lunet.tensor_reduce'   -- (T.to_cdim: a dim checked as the reductions check theirs)
+local function dim_of(fn, t, d) return T.to_cdim(fn, t, d) + 1 end
 -- a dim or a list of dims -> list of distinct 1-based dims
 local function dims_of(fn, t, dims)
   local list = is_table(dims) and dims or { dims }

@@ -39,6 +39,8 @@ local function to_cdim(fn, t, d)
   return c
 end
 
+T.to_cdim = to_cdim   -- (lunet.tensor_compose's dims too)
+
 local perm_buf, shape_buf = ffi.new('int[8]'), ffi.new('int64_t[8]')
 
 -- Reduce over several dims {d1, d2, ...}: move them last, merge them into one

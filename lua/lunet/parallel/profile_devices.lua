@@ -40,12 +40,16 @@ local WARM_CALLS, WARM_SECONDS = 200, 0.05
 -- (quantile: which of the sorted groups, 0.5 default; the machinery's
 -- figures take the lower quartile: it is the same work each call, and what
 -- disturbs it, a descheduled thread or a late wake-up, only adds)
-local function per_call(step, runs, seconds, min_calls, quantile)
+local function warm_up(step)
   local warm0 = lunet.clock()
   for i = 1, WARM_CALLS do
     step()
     if i >= 3 and lunet.clock() - warm0 > WARM_SECONDS then break end
   end
+end
+profile.warm_up = warm_up
+local function per_call(step, runs, seconds, min_calls, quantile)
+  warm_up(step)
   lunet.synchronize()
   local t0 = lunet.clock()
   step()
