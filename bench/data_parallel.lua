@@ -79,7 +79,7 @@ for name in (args.models or 'seed,lenet5,resnet8'):gmatch('[^,]+') do
 end
 
 local function free_all()
-  jit.flush()
+  lunet.reset_jit()   -- (jit.flush() alone leaves what LuaJIT blacklisted interpreted)
   for _ = 1, 4 do collectgarbage() end
   lunet.synchronize()
 end

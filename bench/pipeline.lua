@@ -92,7 +92,7 @@ local function loadavg()
 end
 
 local function free_all()
-  jit.flush()
+  lunet.reset_jit()   -- (jit.flush() alone leaves what LuaJIT blacklisted interpreted)
   for _ = 1, 4 do collectgarbage() end
   lunet.synchronize()
   -- (each configuration starts from an empty block cache: the blocks the

@@ -174,6 +174,7 @@ function lunet.set_rng_state(seed, offset)
 end
 
 lunet.clock = require('lunet.util').clock
+lunet.reset_jit = require('lunet.util').reset_jit
 
 function lunet.fit(model, loader, opts) return require('lunet.fit').fit(model, loader, opts) end
 function lunet.Trainer(model, opts) return require('lunet.fit').Trainer(model, opts) end
