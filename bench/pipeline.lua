@@ -255,10 +255,11 @@ if not args['no-grid'] then
       local pl = base.link and base.link.pipeline or {}
       local whole = {}
       for k, e in ipairs(base.profile.whole) do whole[k] = ('%d: %.2f'):format(e[1], e[2] * 1e3) end
-      print(('%-8s %4d profile: whole chain (batch: ms) %s, host %.3f ms, collection %.3f ms, together %s, action %.3f ms, replica %.3f ms')
+      local hy = pl.hybrid and ('%.3f'):format(pl.hybrid.action['1f1b'] * 1e3) or '-'
+      print(('%-8s %4d profile: whole chain (batch: ms) %s, host %.3f ms, collection %.3f ms, together %s, action %.3f ms (hybrid %s), replica %.3f ms')
         :format(name, n, table.concat(whole, ', '), base.profile.host * 1e3,
         (base.gc or 0) * 1e3, base.together and ('%.2f'):format(base.together) or '-',
-        ((pl.action or {})['1f1b'] or 0) * 1e3, (pl.replica or 0) * 1e3))
+        ((pl.action or {})['1f1b'] or 0) * 1e3, hy, (pl.replica or 0) * 1e3))
       for _, limit in ipairs({ 'none', 'tight' }) do
         local p = base
         local bytes = 0

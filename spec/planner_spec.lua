@@ -284,6 +284,18 @@ describe('parallel.plan', function()
     assert.near((2 * 0.06 + 2 * (2 * 0.01 + 0.02 + 0.005)) / 2, acc:data_parallel(2, 16, 2).step, 1e-12)
   end)
 
+  it("takes a hybrid's own work an action and a step from link.pipeline.hybrid where the link has it", function()
+    local prof = stated(4, { fwd = 0.01, bwd = 0.02, batch = 8 })
+    local plain = { fixed = 0.005, action = { gpipe = 0.1, ['1f1b'] = 0.1 } }
+    local without = parallel.cost.new(prof, { link = { pipeline = plain } })
+    local with = parallel.cost.new(prof, { link = { pipeline = { fixed = 0.005, action = plain.action,
+      hybrid = { fixed = 0.025, action = { gpipe = 0.3, ['1f1b'] = 0.3 } } } } })
+    -- host-bound: 2 replicas x 4 micro-batches x 4 actions, 0.2 s more each, and 0.02 s more a step
+    assert.near(2 * 4 * 4 * 0.2 + 0.02, with:pipeline(2, 2, 16, 4, 'gpipe').step - without:pipeline(2, 2, 16, 4, 'gpipe').step, 1e-9)
+    -- a pipeline of one replica keeps the pipeline's figures
+    assert.near(without:pipeline(4, 1, 16, 4, 'gpipe').step, with:pipeline(4, 1, 16, 4, 'gpipe').step, 1e-12)
+  end)
+
   it("adds the pipeline's own work a stage action and a step (link.pipeline) to a pipeline's step", function()
     local prof = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8 })
     local plain = parallel.cost.new(prof, {})
@@ -959,6 +971,21 @@ describe('parallel.profile', function()
     end
     assert.is_true(o.replica > 0 and o.replica < 1)
     assert.is_true(o.replica_micro >= 0 and o.replica_micro <= o.replica)
+    assert.is_nil(o.hybrid)   -- (two devices hold no hybrid)
+    collectgarbage(); collectgarbage()
+    lunet.set_cpu_devices(1)
+  end)
+
+  it("measures a hybrid's own cost per action and per step on 4 devices (two pipelines of 2 stages)", function()
+    lunet.set_cpu_devices(5)
+    local o = parallel.profile.pipeline_overhead(lunet.devices('cpu'), 2)
+    for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
+      assert.is_true(o.action[kind] >= 0 and o.action[kind] < 1, kind)
+      assert.is_true(o.hybrid.action[kind] >= 0 and o.hybrid.action[kind] < 1, kind)
+    end
+    assert.is_true(o.hybrid.fixed >= 0 and o.hybrid.fixed < 1)
+    -- (a hybrid's step at one micro-batch: at least its reducer's all-reduce)
+    assert.is_true(o.hybrid.fixed + 4 * 2 * o.hybrid.action.gpipe > 0)
     collectgarbage(); collectgarbage()
     lunet.set_cpu_devices(1)
   end)

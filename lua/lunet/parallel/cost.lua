@@ -25,7 +25,7 @@
 -- together measured by profile.together) bound the summed busy time of a
 -- step (cost:capacity).
 -- A pipeline's machinery (link.pipeline, profile.pipeline_overhead: per
--- stage action and per step) is host time as well.
+-- stage action and per step; a hybrid's link.pipeline.hybrid) is host time as well.
 -- All-reduce of S bytes over n devices (a ring): 2(n-1)/n * S * beta +
 -- 2(n-1) * alpha; a copy between two devices: alpha + S * beta (between
 -- devices whose cores make it, their work but for half of alpha, a delay).
@@ -375,8 +375,10 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local S = p * V
   if S > self.n then return nil end
   -- (the pipeline's own work an action: the interleaved schedule's is 1F1B's;
-  -- zero-bubble's 1F1B's where a stated link lacks it)
-  local acts = self.pipe.action or {}
+  -- zero-bubble's 1F1B's where a stated link lacks it; a hybrid's as measured
+  -- for two pipelines, where the link has it)
+  local machinery = d > 1 and self.pipe.hybrid or self.pipe
+  local acts = machinery.action or {}
   local action = acts[schedule == 'interleaved' and '1f1b' or schedule] or (schedule == 'zb' and acts['1f1b']) or 0
   -- the host's time a micro-batch: queueing the layers, and the pipeline's
   -- own work for each of its 2S actions, 3S for zero-bubble's (profile.pipeline_overhead)
@@ -516,7 +518,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
       wire = wire + 2 * (d - 1) * s.par
     end
   end
-  step = step + exposed + (self.pipe.fixed or 0) + gc
+  step = step + exposed + (machinery.fixed or 0) + gc
   local devs = {}
   for k = 1, p * d do devs[k] = first + k - 1 end
   local _, _, _, st, par = self:range(1, self.n, 1)

@@ -8,7 +8,8 @@
 --         w_share = the weights' gradient's share of bwd (a zero-bubble W)}
 --   profile.link(devA, devB[, {sizes = {bytes...}, runs = 5, devices = {all the plan's}}])
 --     --> {copy = {alpha = s, beta = s/byte}, allreduce = {alpha, beta}, overlap = 0..1,
---          pipeline = {fixed = s, action = {gpipe = s, ['1f1b'] = s, zb = s}}}
+--          pipeline = {fixed = s, action = {gpipe = s, ['1f1b'] = s, zb = s},
+--                      replica = s, replica_micro = s, hybrid = {fixed, action} (4 devices or more)}}
 --
 -- atoms: the modules a pipeline may cut between (lunet.parallel.atoms), run
 -- one after another. Each atom's forward and backward are timed alone

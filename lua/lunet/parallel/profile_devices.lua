@@ -210,6 +210,10 @@ end
 -- what DataParallel over the two devices costs a step per replica beside
 -- the layers' work (the same tiny model); replica_micro: what each further
 -- micro-batch of accumulate = k costs a replica (no all-reduce).
+-- hybrid (4 devices or more): action and fixed of two such pipelines of
+-- half the devices' stages each, data parallel (the host queues both
+-- replicas' actions, and the reducer's buckets; fixed includes their
+-- all-reduce of a few bytes).
 function profile.pipeline_overhead(a, b, runs)
   local Pipeline = require 'lunet.parallel.Pipeline'
   local nn = require 'lunet.nn'
@@ -217,27 +221,36 @@ function profile.pipeline_overhead(a, b, runs)
   if is_table(a) then runs = b end
   runs = math.max(runs or MACHINERY_RUNS, MACHINERY_RUNS)
   local S = #devs
-  local out = { fixed = 0, action = {} }
-  local layers, ones = {}, {}
-  for k = 1, S do layers[k], ones[k] = nn.Linear(4, 4), 1 end
-  local model = nn.Sequential(layers)
   local crit = nn.MSELoss()
-  local fixed = {}
-  for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
-    local t = {}
-    for _, m in ipairs({ 1, 8 }) do
-      local pipe = Pipeline(model, { devices = devs, chunks = m, schedule = kind, balance = ones })
-      local x, y = lunet.randn(m, 4), lunet.randn(m, 4)
-      t[m] = per_call(function()
-        pipe:zero_grad()
-        pipe:forward_loss(crit, x, y):backward()
-      end, runs, nil, nil, LOWER)
+  -- per action and per step of R pipelines of #list / R stages over list
+  local model
+  local function machinery(R, list)
+    local out, fixed = { action = {} }, {}
+    for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
+      local t = {}
+      for _, m in ipairs({ 1, 8 }) do
+        -- (fresh layers each: a hybrid's reducer keeps hooks on its model's parameters)
+        local layers, ones = {}, {}
+        for k = 1, #list / R do layers[k], ones[k] = nn.Linear(4, 4), 1 end
+        model = nn.Sequential(layers)
+        local pipe = Pipeline(model, { devices = list, chunks = m, schedule = kind, balance = ones, replicas = R })
+        local x, y = lunet.randn(R * m, 4), lunet.randn(R * m, 4)
+        t[m] = per_call(function()
+          pipe:zero_grad()
+          pipe:forward_loss(crit, x, y):backward()
+        end, runs, nil, nil, LOWER)
+      end
+      local acts = require('lunet.parallel.schedule').actions(kind) * #list   -- (2 actions a micro-batch a stage; zero-bubble 3)
+      out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * acts))
+      fixed[#fixed + 1] = math.max(0, t[1] - acts * out.action[kind])
     end
-    local acts = require('lunet.parallel.schedule').actions(kind)   -- (2S actions a micro-batch; zero-bubble 3S)
-    out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * acts * S))
-    fixed[#fixed + 1] = math.max(0, t[1] - acts * S * out.action[kind])
+    out.fixed = math.min(fixed[1], fixed[2], fixed[3])
+    return out
   end
-  out.fixed = math.min(fixed[1], fixed[2], fixed[3])
+  local out = machinery(1, devs)
+  local plain = model
+  if S >= 4 then out.hybrid = machinery(2, { unpack(devs, 1, S - S % 2) }) end
+  model = plain
   -- DataParallel over the two devices, the same tiny model: what a replica
   -- costs a step beside its work (scatter, gather, the reducer's buckets)
   local DataParallel = require('lunet.parallel.DataParallel')
