@@ -962,6 +962,34 @@ describe('parallel.profile', function()
     for k = 2, #w do assert.is_true(w[k][2] <= w[k - 1][2]) end
   end)
 
+  it('profiles the garbage a step leaves as the model runs it: fused (a ReLU before a max pool runs after it)', function()
+    lunet.manual_seed(3)
+    local model = nn.Sequential { nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 15 * 15, 10) }
+    local x = lunet.randn(32, 1, 32, 32)
+    local prof = parallel.profile.atoms(parallel.Plan.atoms_of(model), x, 'cpu:0', { runs = 1 })
+    local churn = 0
+    for _, a in ipairs(prof) do churn = churn + a.churn end
+    -- what the model's forward and backward leave to the collector (the
+    -- gradients exist: accumulated in place), and the layers' one by one
+    local function left(run)
+      run(); collectgarbage(); collectgarbage()
+      collectgarbage('stop')
+      local a0 = lunet.memory_allocated('cpu:0')
+      run()
+      local bytes = lunet.memory_allocated('cpu:0') - a0
+      collectgarbage('restart')
+      return bytes
+    end
+    local fused = left(function() model(x):sum():backward() end)
+    local apart = left(function()
+      local y = x
+      for i = 1, model:size() do y = model:get(i)(y) end
+      y:sum():backward()
+    end)
+    assert.is_true(apart > 1.3 * fused, ('one by one %d bytes, fused %d'):format(apart, fused))
+    assert.is_true(math.abs(churn - fused) < 0.05 * fused, ('profiled %d bytes, fused %d'):format(churn, fused))
+  end)
+
   it("measures a pipeline's own cost per stage action and per step between two devices", function()
     lunet.set_cpu_devices(2)
     local o = parallel.profile.pipeline_overhead('cpu:0', 'cpu:1', 2)

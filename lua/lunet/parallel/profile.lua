@@ -23,7 +23,7 @@
 -- backward (0 where the build cannot restart the allocator's peak).
 -- Waiting for the device after each atom costs a wake-up each: the atoms'
 -- times are scaled down so that they add up to the time of the whole chain
--- run without waits (list.scale, at most 1); list.whole = {{b, seconds}, ...}
+-- run without waits and fused as the model runs (list.scale, at most 1); list.whole = {{b, seconds}, ...}
 -- times that chain at the batch and its halves (B, B/2, ... at most 7 sizes):
 -- the cost model takes a micro-batch's total from them and only the shares
 -- of the atoms from the per-atom times. list.min_batch: the smallest batch
@@ -110,7 +110,7 @@ local function trained(a)
   return ps
 end
 
-local function pass(atoms, x, dev)
+local function pass(atoms, chain, x, dev)
   local n = #atoms
   local clock, sync = lunet.clock, lunet.synchronize
   local backward = require('lunet.autograd').backward
@@ -170,8 +170,7 @@ local function pass(atoms, x, dev)
   local whole, host, whole_churn = uncollected(function()
     local a0 = lunet.memory_allocated(dev)
     local t0 = clock()
-    local y = x0
-    for i = 1, n do y = atoms[i](y) end
+    local y = chain(x0)
     if y.requires_grad then y:sum():backward() end
     local queued = clock() - t0   -- (the host's share: queuing the ops; all of it on an inline device)
     sync(dev)
@@ -221,6 +220,13 @@ function profile.atoms(atoms, sample, device, opts)
     list[i] = a
   end
   atoms = list
+  -- the chain run whole as the model runs it: in a container, which fuses
+  -- the runs of layers that have a faster equivalent (lunet.nn.fuse: a
+  -- ReLU before a max pool runs after it, on a quarter of the elements), as
+  -- a pipeline's stage does (Stage.lua); run one by one, they took more time
+  -- and left more garbage than training does
+  local chain = require('lunet.nn.Sequential')()
+  for _, a in ipairs(atoms) do chain:add(a) end   -- (an unregistered container)
   if not lunet.is_tensor(sample) or sample:dim() == 0 then fail('atoms', 'sample_input must be a tensor with a batch dimension', 2) end
   local ok, id = pcall(core.device_id, 'profile.atoms', device or sample.device)
   if not ok then error(id, 0) end   -- (device_id named the caller's line already)
@@ -246,10 +252,10 @@ function profile.atoms(atoms, sample, device, opts)
     end)
     for s, b in ipairs(sizes) do
       local x = sample:narrow(1, 1, b):to(dev):contiguous()
-      pass(atoms, x, dev)   -- warm-up: caches, plans, the allocator's blocks
+      pass(atoms, chain, x, dev)   -- warm-up: caches, plans, the allocator's blocks
       local F, Bw, K, Tr, W, H, Ch, G, Ws = {}, {}, nil, nil, {}, {}, nil, {}, {}
       for r = 1, runs do
-        local f, bw, kept, trans, whole, host, churn, t_gc, wsh = pass(atoms, x, dev)
+        local f, bw, kept, trans, whole, host, churn, t_gc, wsh = pass(atoms, chain, x, dev)
         H[r], Ch, G[r] = host, churn, t_gc
         for i = 1, #atoms do
           F[i] = F[i] or {}; Bw[i] = Bw[i] or {}; Ws[i] = Ws[i] or {}
@@ -275,8 +281,7 @@ function profile.atoms(atoms, sample, device, opts)
     local host_at = {}   -- the host's times to queue the chain, per batch
     local function run_whole(x)
       local t0 = lunet.clock()
-      local y = x
-      for i = 1, #atoms do y = atoms[i](y) end
+      local y = chain(x)
       if y.requires_grad then y:sum():backward() end
       return lunet.clock() - t0
     end
