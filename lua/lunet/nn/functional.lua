@@ -215,6 +215,9 @@ function F.conv2d(x, w, b, opts, padding, dilation, groups)
   return out
 end
 
+-- conv_transpose2d, on conv2d's kernels
+require('lunet.nn.functional_conv_transpose')(F, { need = need, pair = pair, new = new, kernel = kernel })
+
 local fuse = ffi.new('ln_conv2d_fuse')
 
 -- conv2d_fused(x, w, b, opts, bn_weight, bn_bias, bn_mean, bn_var, bn_eps, residual, relu):

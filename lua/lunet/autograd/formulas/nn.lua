@@ -44,6 +44,36 @@ return function(def)
     return din, dw, db
   end })
 
+  -- conv_transpose2d(x, w, b): a = x, b = w; x1 the ln_conv2d_params of the
+  -- convolution from the output back to x, x2, x3 the output rows and columns
+  -- that convolution covers (fewer than the output's when output_padding >=
+  -- stride: the rest got only the bias). Input gradient: that convolution of
+  -- g; weight gradient: its weight gradient with g as its input and x as its
+  -- output gradient; bias gradient: g summed over N, H, W.
+  def('conv_transpose2d', 'layer', { inputs = 3, args = 3, save_in = 2, backward = function(n, g)
+    local x, w, p = n.a, n.b, n.x1
+    local gk = g
+    if n.x2 ~= tonumber(g.p.shape[2]) or n.x3 ~= tonumber(g.p.shape[3]) then
+      gk = S.raw.narrow(S.raw.narrow(g, 3, 1, n.x2), 4, 1, n.x3)
+    end
+    local dx, dw, db
+    if n[1] then
+      dx = new_like(x)
+      check(C.ln_conv2d_forward(dx.p, gk.p, w.p, nil, p))
+    end
+    if n[2] then
+      dw = new_like(w)
+      check(C.ln_conv2d_backward(nil, dw.p, nil, x.p, gk.p, w.p, p))
+    end
+    if n[3] then
+      shape_buf[0], shape_buf[1], shape_buf[2] = g.p.shape[0], g.p.shape[1], g.p.shape[2] * g.p.shape[3]
+      local g3 = wrap(C.ln_reshape(g.p, 3, shape_buf))
+      local s = wrap(C.ln_reduce(C.LN_RSUM, g3.p, 2, 0, 0, nil))
+      db = wrap(C.ln_reduce(C.LN_RSUM, s.p, 0, 0, 0, nil))
+    end
+    return dx, dw, db
+  end })
+
   -- max_pool2d(x): a = x; x1 the indices, x2 the ln_pool2d_params
   def('max_pool2d', 'layer', { inputs = 1, args = 2, save_in = 1, backward = function(n, g)
     local din = new_like(n.a)
