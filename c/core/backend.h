@@ -48,6 +48,12 @@ typedef struct { int op; double p; int64_t r; ln_kview out, idx, a; } ln_reduce_
  * smallest (descending: largest) elements in order, equal ones in their
  * input order, NaN above every number */
 typedef struct { int descending; int64_t r, k; ln_kview out, a; } ln_sort_args;
+/* scan (c/ops/scan.c): the cumulative sum or product (op: LN_SCAN_SUM,
+ * LN_SCAN_PROD) along a's last dim (size r > 0), its leading dims the kept
+ * ones (any strides); out (a's dtype: float32, float64, int32, int64 or
+ * uint8) is viewed the same way. Floats accumulate in double, integers in
+ * int64 wrapping around. */
+typedef struct { int op; int64_t r; ln_kview out, a; } ln_scan_args;
 /* index_select / gather (out, a, index) and scatter_add_ (out += src at index) */
 typedef struct { int dim; ln_kview out, a, index, src; } ln_index_args;
 
@@ -110,7 +116,7 @@ typedef struct ln_runtime {
 #define LN_KERNEL_SLOTS(X)                                                                          \
   X(binary) X(unary) X(copy) X(where) X(fill) X(arange) X(random) X(gemm)                           \
   X(reduce) X(index_select) X(gather) X(scatter_add)              /* c/ops/reduce.c, c/ops/index.c */ \
-  X(sort)                                                          /* c/ops/sort.c */                 \
+  X(sort) X(scan)                                                  /* c/ops/sort.c, c/ops/scan.c */   \
   X(sgd_step) X(adam_step) X(rmsprop_step) X(norm_pow_sum)         /* c/ops/optim.c */                \
   X(conv2d_fwd) X(conv2d_bwd) X(maxpool2d_fwd) X(maxpool2d_bwd)    /* c/nn: argument blocks in nn.h */ \
   X(avgpool2d_fwd) X(avgpool2d_bwd) X(adaptive_avgpool2d_fwd) X(adaptive_avgpool2d_bwd)            \

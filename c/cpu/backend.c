@@ -9,6 +9,7 @@ int ln_cpu_index_select(void *args);  /* index.c */
 int ln_cpu_gather(void *args);
 int ln_cpu_scatter_add(void *args);
 int ln_cpu_sort(void *args);          /* sort.c */
+int ln_cpu_scan(void *args);          /* scan.c */
 
 const ln_backend ln_cpu_backend = {
   .name = "cpu",
@@ -36,6 +37,7 @@ const ln_backend ln_cpu_backend = {
   .gather = ln_cpu_gather,
   .scatter_add = ln_cpu_scatter_add,
   .sort = ln_cpu_sort,
+  .scan = ln_cpu_scan,
   .sgd_step = ln_cpu_sgd_step,
   .adam_step = ln_cpu_adam_step,
   .rmsprop_step = ln_cpu_rmsprop_step,

@@ -357,6 +357,18 @@ LN_API int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index,
  * with dim's size replaced by k. Gather a at them for the values. A 0-d a
  * gives 0-d 0 (dim 0 or -1, k 0 or 1). */
 LN_API ln_tensor *ln_argsort(const ln_tensor *a, int dim, int descending, int64_t k);
+/* Cumulative sum (op LN_SCAN_SUM: cumsum) or product (LN_SCAN_PROD: cumprod)
+ * along dim (0-based; negative counts from the end): the result has a's
+ * shape, and its element i along dim is the sum (product) of a's elements
+ * 0..i along dim. dtype < 0: the result is a's dtype for a float a, int64
+ * for int32/int64/uint8/bool (as PyTorch); dtype >= 0: a is cast to dtype
+ * first and scanned in it (bool refused). float32 and float64 accumulate in
+ * double (float16/bfloat16 are scanned as float32 and rounded back),
+ * integers in int64, wrapping around on overflow; NaN and inf propagate as
+ * in a running sum (product). A 0-d a gives a 0-d result (dim 0 or -1), an
+ * empty a an empty one. */
+typedef enum ln_scan_op { LN_SCAN_SUM = 0, LN_SCAN_PROD, LN_NSCAN } ln_scan_op;
+LN_API ln_tensor *ln_scan(int op, const ln_tensor *a, int dim, int dtype);
 LN_API ln_tensor *ln_cat(int n, ln_tensor *const *ts, int dim);
 LN_API ln_tensor *ln_stack(int n, ln_tensor *const *ts, int dim);
 

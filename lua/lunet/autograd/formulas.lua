@@ -16,7 +16,7 @@
 --           lunet.nn.functional, not a method: the layer's forward hands its
 --           result to lunet.autograd.recorder(name) (see record.lua)
 -- The entries are in formulas/ by family (pointwise, linalg, shape,
--- reduce, nn, act_loss), each a function of def(name, kind, formula). Backward runs with
+-- reduce, scan, nn, act_loss), each a function of def(name, kind, formula). Backward runs with
 -- grad mode off, so the tensor ops there are plain ones; S.raw holds the
 -- methods as they were before recording was added.
 
@@ -30,7 +30,7 @@ local function def(name, kind, f)
 end
 local function unary(name, backward, save) def(name, 'unary', { backward = backward, save_in = save == 'in', save_out = save == 'out' }) end
 
-for _, family in ipairs({ 'pointwise', 'linalg', 'shape', 'reduce', 'nn', 'act_loss' }) do
+for _, family in ipairs({ 'pointwise', 'linalg', 'shape', 'reduce', 'scan', 'nn', 'act_loss' }) do
   require('lunet.autograd.formulas.' .. family)(def, unary)
 end
 
