@@ -1,0 +1,109 @@
+-- lunet.nn.functional's pooling: max_pool2d, avg_pool2d, adaptive_avg_pool2d,
+-- on the C kernels of lunet.h with their autograd recorders (lunet.autograd.
+-- formulas.nn). Installed into F by lunet.nn.functional, which hands over its helpers.
+local ffi = require 'ffi'
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local A = require 'lunet.autograd'
+local options = require 'lunet.options'
+local C, is_table = core.C, core.is_table
+local wrap, check = T.wrap, T.check
+local recorder = A.recorder
+local raise = options.raise
+local check_options, positional = options.check, options.positional
+
+return function(F, h)
+  local need, pair, new, kernel, shape_buf, NO_OPTS = h.need, h.pair, h.new, h.kernel, h.shape_buf, h.NO_OPTS
+
+  local function pool_size(H, k, s, p, d, ceil_mode)
+    local num = H + 2 * p - d * (k - 1) - 1
+    local o = (ceil_mode and math.ceil(num / s) or math.floor(num / s)) + 1
+    if ceil_mode and (o - 1) * s >= H + p then o = o - 1 end
+    return o
+  end
+
+  local function pool_params(fn, x, k, opts)
+    local kh, kw = pair(fn, k, 'kernel_size')
+    local sh, sw = pair(fn, opts.stride, 'stride', { kh, kw })
+    local ph, pw = pair(fn, opts.padding, 'padding', 0)
+    local dh, dw = pair(fn, opts.dilation, 'dilation', 1)
+    if ph > kh / 2 or pw > kw / 2 then
+      raise(('%s: padding %dx%d must be at most half the kernel %dx%d'):format(fn, ph, pw, kh, kw))
+    end
+    local cnt = opts.count_include_pad
+    if cnt == nil then cnt = true end
+    local p = ffi.new('ln_pool2d_params', kh, kw, sh, sw, ph, pw, dh, dw, opts.ceil_mode and 1 or 0, cnt and 1 or 0)
+    local H, W = tonumber(x.p.shape[2]), tonumber(x.p.shape[3])
+    local OH, OW = pool_size(H, kh, sh, ph, dh, opts.ceil_mode), pool_size(W, kw, sw, pw, dw, opts.ceil_mode)
+    if OH < 1 or OW < 1 then
+      raise(('%s: input {%s} is too small for a %dx%d window'):format(fn, table.concat(x:size(), ','), kh, kw))
+    end
+    return p, OH, OW
+  end
+
+  local MAXPOOL_OPTS = { stride = 'number|table', padding = 'number|table', dilation = 'number|table',
+    ceil_mode = 'boolean', return_indices = 'boolean' }
+  local MAXPOOL_POSITIONAL = { 'stride', 'padding', 'dilation', 'ceil_mode', 'return_indices' }
+
+  -- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1,
+  -- ceil_mode=false, return_indices=false}), or PyTorch's positional
+  -- max_pool2d(x, k, stride, padding, dilation, ceil_mode, return_indices);
+  -- indices are 0-based h*W+w
+  local record_max_pool2d = recorder('max_pool2d')
+  function F.max_pool2d(x, k, opts, padding, dilation, ceil_mode, return_indices)
+    need('max_pool2d', x, 'input', 4)
+    kernel('max_pool2d', 'ln_maxpool2d_forward')
+    if opts ~= nil and (not is_table(opts) or opts[1] ~= nil) or padding ~= nil or dilation ~= nil
+        or ceil_mode ~= nil or return_indices ~= nil then
+      opts = positional('max_pool2d', MAXPOOL_POSITIONAL, opts, padding, dilation, ceil_mode, return_indices)
+    end
+    if opts == nil then opts = NO_OPTS else check_options('max_pool2d', opts, MAXPOOL_OPTS) end
+    local p, OH, OW = pool_params('max_pool2d', x, k, opts)
+    local N, Cc = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
+    local out = new(x, N, Cc, OH, OW)
+    shape_buf[0], shape_buf[1], shape_buf[2], shape_buf[3] = N, Cc, OH, OW
+    local idx = wrap(C.ln_empty(4, shape_buf, C.LN_INT64, x.p.device_id))
+    check(C.ln_maxpool2d_forward(out.p, idx.p, x.p, p))
+    record_max_pool2d(out, x, idx, p)
+    if opts.return_indices then return out, idx end
+    return out
+  end
+
+  local AVGPOOL_OPTS = { stride = 'number|table', padding = 'number|table', ceil_mode = 'boolean',
+    count_include_pad = 'boolean' }
+  local AVGPOOL_POSITIONAL = { 'stride', 'padding', 'ceil_mode', 'count_include_pad' }
+
+  -- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0, ceil_mode=false, count_include_pad=true}),
+  -- or PyTorch's positional avg_pool2d(x, k, stride, padding, ceil_mode, count_include_pad)
+  local record_avg_pool2d = recorder('avg_pool2d')
+  function F.avg_pool2d(x, k, opts, padding, ceil_mode, count_include_pad)
+    need('avg_pool2d', x, 'input', 4)
+    kernel('avg_pool2d', 'ln_avgpool2d_forward')
+    if opts ~= nil and (not is_table(opts) or opts[1] ~= nil) or padding ~= nil or ceil_mode ~= nil
+        or count_include_pad ~= nil then
+      opts = positional('avg_pool2d', AVGPOOL_POSITIONAL, opts, padding, ceil_mode, count_include_pad)
+    end
+    if opts == nil then opts = NO_OPTS else check_options('avg_pool2d', opts, AVGPOOL_OPTS) end
+    local p, OH, OW = pool_params('avg_pool2d', x, k, opts)
+    local out = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), OH, OW)
+    check(C.ln_avgpool2d_forward(out.p, x.p, p))
+    record_avg_pool2d(out, x, p, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
+    return out
+  end
+
+  -- adaptive_avg_pool2d(x, output_size): a number or {oh, ow}
+  local record_adaptive_avg_pool2d = recorder('adaptive_avg_pool2d')
+  function F.adaptive_avg_pool2d(x, size)
+    need('adaptive_avg_pool2d', x, 'input', 4)
+    kernel('adaptive_avg_pool2d', 'ln_adaptive_avgpool2d_forward')
+    local oh, ow = pair('adaptive_avg_pool2d', size, 'output_size')
+    local n, c = tonumber(x.p.shape[0]), tonumber(x.p.shape[1])
+    if n * c * oh * ow >= 2 ^ 62 then
+      raise(('adaptive_avg_pool2d: output {%d,%d,%.17g,%.17g} is too large'):format(n, c, oh, ow))
+    end
+    local out = new(x, n, c, oh, ow)
+    check(C.ln_adaptive_avgpool2d_forward(out.p, x.p))
+    record_adaptive_avg_pool2d(out, x, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
+    return out
+  end
+end

@@ -1,0 +1,157 @@
+-- lunet.nn.functional's padding and reshaping of values: pad (constant,
+-- reflect, replicate, circular), dropout, dropout2d, flatten, embedding.
+-- Installed into F by lunet.nn.functional, which hands over its helpers;
+-- returns embedding(fn, ...), the form nn.Embedding calls.
+local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local A = require 'lunet.autograd'
+local options = require 'lunet.options'
+local C, is_table, typename = core.C, core.is_table, core.typename
+local Tensor, check, is_tensor = T.Tensor, T.check, T.is_tensor
+local recorder = A.recorder
+local raise = options.raise
+local check_options, positional = options.check, options.positional
+
+return function(F, h)
+  local need, new, new_like, NO_OPTS = h.need, h.new, h.new_like, h.NO_OPTS
+
+  -- pad the last two dims of x (N,C,H,W) with zeros: {left, right, top, bottom}
+  -- (each layer calls its recorder as a statement, then returns: a tail call
+  -- into the recorder made LuaJIT's traces keep fewer allocations sunk)
+  local record_pad = recorder('pad')
+  -- F.pad(x (N,C,H,W), {left, right[, top, bottom]}[, mode = 'constant'[, value = 0]])
+  -- or F.pad(x, pad, {mode = ..., value = ...}): mode 'constant' fills with
+  -- value, 'reflect' mirrors without repeating the edge (each pad below the
+  -- dim's size), 'replicate' repeats the edge, 'circular' wraps around (each
+  -- pad at most the dim's size), as torch.nn.functional.pad.
+  local PAD_OPTS, PAD_POSITIONAL = { mode = 'string', value = 'number' }, { 'mode', 'value' }
+  local PAD_MODES = { constant = true, reflect = true, replicate = true, circular = true }
+
+  -- the 1-based source index of each output position along a dim of size n
+  -- padded by lo and hi in mode
+  local function pad_index(mode, n, lo, hi)
+    local idx = {}
+    for j = -lo, n - 1 + hi do
+      local k
+      if mode == 'reflect' then k = j < 0 and -j or j >= n and 2 * (n - 1) - j or j
+      elseif mode == 'replicate' then k = math.min(math.max(j, 0), n - 1)
+      else k = j % n end
+      idx[#idx + 1] = k + 1
+    end
+    return require('lunet.factory').tensor(idx, { dtype = 'int64' })
+  end
+
+  function F.pad(x, p, ...)
+    need('pad', x, 'input', 4)
+    if not is_table(p) or (#p ~= 2 and #p ~= 4) then
+      raise('pad: padding must be a list {left, right} or {left, right, top, bottom} of integers, got ' ..
+        (is_table(p) and #p .. ' values' or typename(p)))
+    end
+    local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
+    for k = 1, #p do   -- (not ipairs over {l, r, t, b}: it stopped at a nil, unchecked)
+      local v = p[k]
+      if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 or v > 2 ^ 31 then
+        raise(('pad: padding must be integers in 0..2^31, got {%s, %s, %s, %s}'):format(
+          tostring(l), tostring(r), tostring(t), tostring(b)))
+      end
+    end
+    local opts = check_options('pad', positional('pad', PAD_POSITIONAL, ...), PAD_OPTS) or NO_OPTS
+    local mode, value = opts.mode or 'constant', opts.value
+    if not PAD_MODES[mode] then
+      raise(("pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got '%s'"):format(mode))
+    end
+    if value ~= nil and mode ~= 'constant' then raise(("pad: value is for mode 'constant', not '%s'"):format(mode)) end
+    local s = x:size()
+    if mode ~= 'constant' then
+      local limit = mode == 'circular' and 0 or 1   -- (reflect: below the size; circular: at most it)
+      for _, d in ipairs({ { 'left', l, 4 }, { 'right', r, 4 }, { 'top', t, 3 }, { 'bottom', b, 3 } }) do
+        if d[2] > s[d[3]] - limit or (mode == 'replicate' and d[2] > 0 and s[d[3]] == 0) then
+          raise(("pad: %s padding %d is too large for mode '%s' on a dim of size %d"):format(d[1], d[2], mode, s[d[3]]))
+        end
+      end
+      local out = x
+      if l + r > 0 then out = out:index_select(4, pad_index(mode, s[4], l, r)) end
+      if t + b > 0 then out = out:index_select(3, pad_index(mode, s[3], t, b)) end
+      return out == x and x:clone() or out
+    end
+    if value ~= nil and value % 1 ~= 0 and not x:is_floating_point() then   -- (NaN and inf too)
+      raise(('pad: value %s does not fit a %s input'):format(tostring(value), x.dtype))
+    end
+    local out = new(x, s[1], s[2], s[3] + t + b, s[4] + l + r)
+    C.ln_fill_(out.p, value or 0)
+    local inner = A.raw.narrow(A.raw.narrow(out, 3, t + 1, s[3]), 4, l + 1, s[4])
+    check(C.ln_copy_(inner.p, x.p))
+    record_pad(out, x, t, l, s[3], s[4])
+    return out
+  end
+
+  -- dropout(x, p=0.5, training=true): zeroes with probability p, scales the rest by 1/(1-p)
+  function F.dropout(x, p, training)
+    need('dropout', x, 'input')
+    p = p or 0.5
+    if type(p) ~= 'number' or not (p >= 0 and p <= 1) then raise('dropout: p must be in [0, 1], got ' .. tostring(p)) end
+    if training == false or p == 0 then return x end
+    if p == 1 then return x * 0 end
+    local mask = new_like(x)
+    check(C.ln_bernoulli_(mask.p, 1 - p))
+    check(C.ln_binary_scalar_(C.LN_MUL, mask.p, 1 / (1 - p)))
+    return x * mask
+  end
+
+  function F.flatten(x, s, e) return need('flatten', x, 'input'):flatten(s or 2, e or -1) end
+
+  -- dropout2d(x (N, C, H, W), p = 0.5, training = true): zeroes whole channels
+  -- with probability p, scales the kept ones by 1/(1-p); x itself when not training
+  function F.dropout2d(x, p, training)
+    need('dropout2d', x, 'input')
+    if x.p.ndim ~= 4 then
+      raise(('dropout2d: input must be 4-d (N, C, H, W), got %d-d {%s}'):format(x.p.ndim, table.concat(x:size(), ',')))
+    end
+    p = p or 0.5
+    if type(p) ~= 'number' or not (p >= 0 and p <= 1) then raise('dropout2d: p must be in [0, 1], got ' .. tostring(p)) end
+    if training == false or p == 0 then return x end
+    if p == 1 then return x * 0 end
+    local mask = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), 1, 1)
+    check(C.ln_bernoulli_(mask.p, 1 - p))
+    check(C.ln_binary_scalar_(C.LN_MUL, mask.p, 1 / (1 - p)))
+    return x * mask
+  end
+
+  -- embedding(input (int64 1-based indices, any shape), weight (num, dim)[, padding_idx]):
+  -- the rows of weight, shaped input's shape .. {dim}; padding_idx's row (1-based,
+  -- negative from the end) passes no gradient to weight. fn names the caller in errors.
+  local function embedding(fn, input, weight, padding_idx)
+    need(fn, input, 'input')
+    need(fn, weight, 'weight', 2)
+    local dt = input.p.dtype_id
+    if dt ~= 3 and dt ~= 2 then raise(('%s: input must be an int64 (or int32) tensor of 1-based indices, got %s'):format(fn, input.dtype)) end
+    local num, dim = tonumber(weight.p.shape[0]), tonumber(weight.p.shape[1])
+    local s = input:size()
+    local flat = input:reshape(input:numel())
+    local ok, out = pcall(Tensor.index_select, weight, 1, flat)
+    if not ok then
+      local bad = tostring(out):match('index (%-?%d+) is out of range')
+      if not bad then error(out, 0) end
+      raise(('%s: index %s is out of range for %d embeddings (indices are 1-based: 1..%d)'):format(fn, bad, num, num))
+    end
+    if padding_idx ~= nil then
+      if padding_idx < 0 then padding_idx = num + padding_idx + 1 end
+      out = out:where(flat:ne(padding_idx):unsqueeze(2), out:detach())
+    end
+    s[#s + 1] = dim
+    return out:view(s)
+  end
+  function F.embedding(input, weight, padding_idx)
+    if padding_idx ~= nil then
+      local num = is_tensor(weight) and weight.p.ndim == 2 and tonumber(weight.p.shape[0])
+      if type(padding_idx) ~= 'number' or padding_idx % 1 ~= 0 or padding_idx == 0
+          or num and (padding_idx > num or padding_idx < -num) then
+        raise(('embedding: padding_idx must be an integer in 1..%s or negative from the end, got %s'):format(
+          tostring(num or 'num_embeddings'), tostring(padding_idx)))
+      end
+    end
+    return embedding('embedding', input, weight, padding_idx)
+  end
+
+  return { embedding = embedding }
+end
