@@ -177,8 +177,8 @@ describe('nn.Upsample and nn.ZeroPad2d', function()
     assert.same({ 1, 1, 6, 9 }, lunet.nn.F.interpolate(lunet.zeros(1, 1, 2, 3), { scale_factor = 3 }):size())
   end)
   it('errors: other modes say which exist', function()
-    assert.matches("mode 'bilinear' is not supported; lunet has mode 'nearest' only",
-      err(nn.Upsample, { scale_factor = 2, mode = 'bilinear' }))
+    assert.matches("mode must be 'nearest' or 'bilinear', got 'bicubic'",
+      err(nn.Upsample, { scale_factor = 2, mode = 'bicubic' }))
     assert.matches('either size or scale_factor', err(nn.Upsample, { size = 2, scale_factor = 2 }))
     assert.matches('either size or scale_factor', err(nn.Upsample, {}))
     assert.matches('scale_factor must be finite numbers > 0', err(nn.Upsample, { scale_factor = 0 / 0 }))

@@ -1,4 +1,7 @@
--- lunet.nn.functional's interpolate (mode 'nearest'), as PyTorch 1.13's.
+-- lunet.nn.functional's interpolate, modes 'nearest' and 'bilinear', as
+-- PyTorch 1.13's. Bilinear is separable: along W, then along H, each output
+-- row blends its two source rows (index_select) with per-row weights, so
+-- autograd differentiates it as it does those tensor ops.
 -- Installed into F by lunet.nn.functional, which hands over its helpers;
 -- returns interp_geometry and interpolate, the forms nn.Upsample calls.
 local ffi = require 'ffi'
@@ -42,17 +45,79 @@ return function(F, h)
     return t, k
   end
 
-  local INTERP_OPTS = { size = 'number|table', scale_factor = 'number|table', mode = 'string' }
+  local linear_cache, linear_count = {}, 0
 
-  -- the checked {size = {H, W}} or {scale_factor = {sh, sw}} of interpolate's options
+  -- along a dim (3 or 4) of x from insz to outsz rows: the 1-based source rows
+  -- i0, i1 of each output row and their weights w0, w1 (torch 1.13's
+  -- compute_source_index_and_lambda; nil when the sizes agree, which it
+  -- copies), the weights shaped to broadcast along dim, in x's dtype
+  local function linear_index(x, dim, insz, outsz, scale, align)
+    if outsz == insz then return nil end
+    local key = table.concat({ dim, insz, outsz, tostring(scale), tostring(align), x.dtype, x.device }, ':')
+    local c = linear_cache[key]
+    if c then return c end
+    local ratio
+    if align then ratio = outsz > 1 and (insz - 1) / (outsz - 1) or 0
+    else ratio = (scale and scale > 0) and 1 / scale or insz / outsz end
+    local i0, i1, w0, w1 = {}, {}, {}, {}
+    for j = 0, outsz - 1 do
+      local src = align and ratio * j or math.max(ratio * (j + 0.5) - 0.5, 0)
+      local k = math.min(math.floor(src), insz - 1)
+      local l = math.min(math.max(src - k, 0), 1)
+      i0[j + 1], i1[j + 1] = k + 1, k < insz - 1 and k + 2 or k + 1
+      w0[j + 1], w1[j + 1] = 1 - l, l
+    end
+    local factory = require 'lunet.factory'
+    local shape = dim == 3 and { outsz, 1 } or { outsz }
+    c = { factory.tensor(i0, { dtype = 'int64' }), factory.tensor(i1, { dtype = 'int64' }),
+      factory.tensor(w0, { dtype = x.dtype }):view(shape), factory.tensor(w1, { dtype = x.dtype }):view(shape) }
+    if x.device ~= 'cpu:0' then
+      for i = 1, 4 do c[i] = c[i]:to(x.device) end
+    end
+    if linear_count >= 256 then linear_cache, linear_count = {}, 0 end
+    linear_cache[key], linear_count = c, linear_count + 1
+    return c
+  end
+
+  local function blend(y, dim, c)
+    return y:index_select(dim, c[1]) * c[3] + y:index_select(dim, c[2]) * c[4]
+  end
+
+  -- bilinear resizing of x (N, C, H, W) to out {H', W'}; sc: the scale factors
+  -- that give the source coordinates (nil: in/out)
+  local function bilinear(x, s, out, sc, align)
+    if not x:is_floating_point() then
+      raise(("interpolate: mode 'bilinear' needs a floating-point input, got %s"):format(x.dtype))
+    end
+    local cw = linear_index(x, 4, s[4], out[2], sc[2], align)
+    local ch = linear_index(x, 3, s[3], out[1], sc[1], align)
+    if not cw and not ch then return x:clone() end
+    local y = x
+    if cw then y = blend(y, 4, cw) end   -- (W first, then H: PyTorch's order of the sums)
+    if ch then y = blend(y, 3, ch) end
+    return y
+  end
+
+  local INTERP_OPTS = { size = 'number|table', scale_factor = 'number|table', mode = 'string',
+    align_corners = 'boolean', recompute_scale_factor = 'boolean' }
+  local MODES = { nearest = true, bilinear = true }
+
+  -- the checked {size = {H, W}} or {scale_factor = {sh, sw}} of interpolate's
+  -- options, with mode, align_corners and recompute_scale_factor
   local function interp_geometry(fn, opts)
     check_options(fn, opts, INTERP_OPTS)
     local mode = opts.mode or 'nearest'
-    if mode ~= 'nearest' then
-      raise(("%s: mode '%s' is not supported; lunet has mode 'nearest' only"):format(fn, tostring(mode)))
+    if not MODES[mode] then
+      raise(("%s: mode must be 'nearest' or 'bilinear', got '%s'"):format(fn, tostring(mode)))
+    end
+    if opts.align_corners ~= nil and mode == 'nearest' then   -- (as PyTorch, which refuses even false)
+      raise(("%s: align_corners is for mode 'bilinear', not 'nearest'"):format(fn))
     end
     if (opts.size == nil) == (opts.scale_factor == nil) then
       raise(fn .. ': give either size or scale_factor (one of them)')
+    end
+    if opts.recompute_scale_factor and opts.size ~= nil then
+      raise(fn .. ': recompute_scale_factor is for scale_factor, not an explicit size')
     end
     local function two(what, v, int)
       if type(v) == 'number' then v = { v, v } end
@@ -67,12 +132,16 @@ return function(F, h)
       end
       return { v[1], v[2] }
     end
-    if opts.size ~= nil then return { size = two('size', opts.size, true) } end
-    return { scale_factor = two('scale_factor', opts.scale_factor, false) }
+    local g = { mode = mode, align_corners = opts.align_corners or false,
+      recompute_scale_factor = opts.recompute_scale_factor or false }
+    if opts.size ~= nil then g.size = two('size', opts.size, true)
+    else g.scale_factor = two('scale_factor', opts.scale_factor, false) end
+    return g
   end
 
-  -- interpolate(x (N, C, H, W), {size = {H', W'} | scale_factor = s or {sh, sw}, mode = 'nearest'}):
-  -- nearest-neighbour upsampling (or downsampling) as torch.nn.functional.interpolate
+  -- interpolate(x (N, C, H, W), {size = {H', W'} | scale_factor = s or {sh, sw}[, mode = 'nearest' |
+  -- 'bilinear'][, align_corners = false][, recompute_scale_factor = false]}): resizing as
+  -- torch.nn.functional.interpolate; the output size from a scale factor is floor(in * scale)
   local function interpolate(x, g)
     local s = x:size()
     local out, sc = {}, {}
@@ -86,6 +155,8 @@ return function(F, h)
         end
       end
     end
+    if g.recompute_scale_factor then sc = {} end   -- (the source coordinates from in/out)
+    if g.mode == 'bilinear' then return bilinear(x, s, out, sc, g.align_corners) end
     local dev = x.device
     local ih, kh = nearest_index(s[3], out[1], sc[1], dev)
     local iw, kw = nearest_index(s[4], out[2], sc[2], dev)
