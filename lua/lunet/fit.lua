@@ -7,6 +7,9 @@
 -- checkpoint_every: {epochs = N} (the default, N = 1), {steps = N}, both, or a
 -- number N meaning every N epochs ('epoch' and 'step' mean every one).
 -- An unknown option is an error naming the closest known one.
+-- scheduler: stepped after each epoch (scheduler_step = 'step': after each
+-- optimizer step); a ReduceLROnPlateau is stepped with the epoch's
+-- validation loss, or its training loss without val_loader (as Lightning does).
 -- A DistributedDataParallel model (one process per rank): the epoch's
 -- metrics are summed over the ranks (each rank's loader holds its shard), and
 -- only rank 0 prints, logs, plots and writes the checkpoint (atomically, as
@@ -119,6 +122,9 @@ function Trainer.new(model, opts)
     options.fail('fit', "the scheduler was made for another optimizer than fit's (its learning rate would not change)")
   end
   self.scheduler_per = opts.scheduler_step or 'epoch'    -- or 'step' (OneCycleLR)
+  if is_table(opts.scheduler) and opts.scheduler.takes_metric and self.scheduler_per == 'step' then
+    options.fail('fit', ("a %s steps on the epoch's loss: it needs scheduler_step = 'epoch'"):format(tostring(opts.scheduler.name)))
+  end
   local vl = opts.val_loader
   if vl ~= nil and ((type(vl) ~= 'table' and type(vl) ~= 'userdata') or not vl.iter) then
     options.fail('fit', 'val_loader must be a DataLoader, got ' .. typename(vl))
@@ -498,7 +504,10 @@ function Trainer:fit_loop(loader)
       local v = self:evaluate(self.val_loader)
       rec.val_loss, rec.val_acc, rec.val_topk = v.loss, v.acc, v.topk
     end
-    if self.scheduler and self.scheduler_per == 'epoch' then self.scheduler:step() end
+    if self.scheduler and self.scheduler_per == 'epoch' then
+      if self.scheduler.takes_metric then self.scheduler:step(rec.val_loss or rec.train_loss)   -- ReduceLROnPlateau
+      else self.scheduler:step() end
+    end
     self.history[#self.history + 1] = rec
     self:log_epoch(rec)
     self:log_plan()

@@ -1,5 +1,8 @@
 -- lunet.optim schedulers: StepLR, MultiStepLR, CosineAnnealingLR, LinearLR,
--- ExponentialLR, LambdaLR, OneCycleLR, as torch.optim.lr_scheduler (1.13),
+-- ExponentialLR, LambdaLR, OneCycleLR (one_cycle.lua), ReduceLROnPlateau
+-- (plateau.lua), SequentialLR and ChainedScheduler (lr_compose.lua),
+-- CosineAnnealingWarmRestarts (warm_restarts.lua), ConstantLR, PolynomialLR,
+-- MultiplicativeLR (lr_more.lua), CyclicLR (cyclic.lua), as torch.optim.lr_scheduler (1.13),
 -- chainable forms included, so the lr sequences match PyTorch's. Construction takes the first step
 -- (last_epoch 0); call sched:step() after each opt:step().
 --   local sched = optim.StepLR(opt, {step_size = 30, gamma = 0.1})
@@ -64,10 +67,19 @@ local function base(class, name, opt, opts, init)
   return self
 end
 
-function Scheduler:step()
+-- step(epoch) (deprecated in PyTorch, used by SequentialLR at its
+-- milestones) jumps to that epoch: the closed form where the class has one
+function Scheduler:step(epoch)
   self._step_count = self._step_count + 1
-  self.last_epoch = self.last_epoch + 1
-  local lrs = self:get_lr()
+  local lrs
+  if epoch == nil then
+    self.last_epoch = self.last_epoch + 1
+    lrs = self:get_lr()
+  else
+    if type(epoch) ~= 'number' then fail(self.name .. ':step', 'epoch must be a number, got ' .. typename(epoch)) end
+    self.last_epoch = epoch
+    lrs = self.closed_form and self:closed_form() or self:get_lr()
+  end
   local last = {}
   for i, g in ipairs(self.optimizer.param_groups) do g.lr = lrs[i]; last[i] = lrs[i] end
   self._last_lr = last
@@ -82,18 +94,20 @@ local function copy(v)
   return c
 end
 
--- not saved: the optimizer, and LambdaLR's functions (as in PyTorch)
-local unsaved = {optimizer = true, lr_lambdas = true}
+-- not saved: the optimizer, and LambdaLR's functions (as in PyTorch); a
+-- class may name more fields in its own `unsaved`
+Scheduler.unsaved = {optimizer = true, lr_lambdas = true}
 
 -- Every other field, as plain Lua values.
 function Scheduler:state_dict()
-  local sd = {}
+  local sd, unsaved = {}, self.unsaved
   for k, v in pairs(self) do if not unsaved[k] then sd[k] = copy(v) end end
   return sd
 end
 
 function Scheduler:load_state_dict(sd)
   if not is_table(sd) then fail(self.name .. ':load_state_dict', 'expected a table, got ' .. typename(sd)) end
+  local unsaved = self.unsaved
   for k, v in pairs(sd) do if not unsaved[k] then self[k] = copy(v) end end
 end
 
@@ -102,9 +116,10 @@ function Scheduler:__tostring()
     table.concat(self._last_lr or {}, ', '))
 end
 
-local function class(name, required, init, get_lr)
+-- class(name, required option, init(self, opts), get_lr(self)[, closed_form(self)]) -> the class
+local function class(name, required, init, get_lr, closed_form)
   local c = setmetatable({}, {__index = Scheduler})
-  c.__index, c.__tostring, c.get_lr = c, Scheduler.__tostring, get_lr
+  c.__index, c.__tostring, c.get_lr, c.closed_form = c, Scheduler.__tostring, get_lr, closed_form
   -- Sched(opt, {opts}) or Sched(opt, values by position...[, {opts}])
   local function new(_, opt, ...)
     if not is_table(opt) or not is_table(opt.param_groups) then
@@ -115,6 +130,7 @@ local function class(name, required, init, get_lr)
     return base(c, name, opt, opts, init)
   end
   M[name] = setmetatable(c, {__index = Scheduler, __call = new})
+  return c
 end
 
 local function group_lrs(self, f)
@@ -133,6 +149,8 @@ end, function(self)
   local e = self.last_epoch
   if e == 0 or e % self.step_size ~= 0 then return group_lrs(self, function(g) return g.lr end) end
   return group_lrs(self, function(g) return g.lr * self.gamma end)
+end, function(self)
+  return group_lrs(self, function(_, b) return b * self.gamma ^ math.floor(self.last_epoch / self.step_size) end)
 end)
 
 -- MultiStepLR(opt, {milestones = {30, 80}, gamma = 0.1}): lr *= gamma at each milestone
@@ -148,6 +166,10 @@ end, function(self)
   local n = self.milestones[self.last_epoch]
   if not n then return group_lrs(self, function(g) return g.lr end) end
   return group_lrs(self, function(g) return g.lr * self.gamma ^ n end)
+end, function(self)
+  local n = 0
+  for m, k in pairs(self.milestones) do if m <= self.last_epoch then n = n + k end end
+  return group_lrs(self, function(_, b) return b * self.gamma ^ n end)
 end)
 
 -- CosineAnnealingLR(opt, {T_max = n, eta_min = 0})
@@ -168,6 +190,9 @@ end, function(self)
   return group_lrs(self, function(g)
     return (1 + math.cos(pi * e / T)) / (1 + math.cos(pi * (e - 1) / T)) * (g.lr - emin) + emin
   end)
+end, function(self)
+  local emin = self.eta_min
+  return group_lrs(self, function(_, b) return emin + (b - emin) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2 end)
 end)
 
 -- LinearLR(opt, {start_factor = 1/3, end_factor = 1, total_iters = 5}): linear warm-up
@@ -185,6 +210,9 @@ end, function(self)
   if e == 0 then return group_lrs(self, function(g) return g.lr * s end) end
   if e > n then return group_lrs(self, function(g) return g.lr end) end
   return group_lrs(self, function(g) return g.lr * (1 + (f - s) / (n * s + (e - 1) * (f - s))) end)
+end, function(self)
+  local s, f, n = self.start_factor, self.end_factor, self.total_iters
+  return group_lrs(self, function(_, b) return b * (s + (f - s) * math.min(n, self.last_epoch) / n) end)
 end)
 
 -- ExponentialLR(opt, {gamma = g}): lr *= gamma every step
@@ -194,6 +222,8 @@ class('ExponentialLR', 'gamma', function(self, o)
 end, function(self)
   if self.last_epoch == 0 then return group_lrs(self, function(g) return g.lr end) end
   return group_lrs(self, function(g) return g.lr * self.gamma end)
+end, function(self)
+  return group_lrs(self, function(_, b) return b * self.gamma ^ self.last_epoch end)
 end)
 
 -- LambdaLR(opt, {lr_lambda = f or {f per group}}): lr = initial_lr * f(step).
@@ -218,5 +248,17 @@ end, function(self)
 end)
 
 require('lunet.optim.one_cycle')(M, base, fail, sched_options)
+
+-- what the other scheduler files build on. define(name, known, positional)
+-- registers a scheduler's options (last_epoch added, as for every one here).
+local internal = {Scheduler = Scheduler, base = base, fail = fail, class = class, group_lrs = group_lrs,
+  options = sched_options, copy = copy}
+function internal.define(name, known, positional, no_last_epoch)
+  KNOWN[name], POSITIONAL[name] = known, positional
+  if not no_last_epoch then known.last_epoch = 'number'; table.insert(positional, 'last_epoch') end
+end
+for _, file in ipairs({'plateau', 'lr_compose', 'warm_restarts', 'lr_more', 'cyclic'}) do
+  require('lunet.optim.' .. file)(M, internal)
+end
 
 return M
