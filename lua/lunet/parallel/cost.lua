@@ -11,9 +11,8 @@
 --     (stages: devices a replica; interleaved: INTERLEAVE stages each)
 --
 -- The host queues all of it: a step is at least the profile's host time
--- (queuing one forward and backward of the model, at the micro-batch's size
--- where the profile fitted a line over the batch: host_at) times the
--- micro-batches and replicas it runs; where the host thread shares the devices' cores
+-- (queuing one forward and backward of the model) times the micro-batches
+-- and replicas it runs; where the host thread shares the devices' cores
 -- (virtual CPU devices using them all) that time is the cores' work too. The optimizer's step (the profile's update, seconds
 -- for all parameters) adds to each device's time in the share of the
 -- parameters it holds.
@@ -117,8 +116,6 @@ function cost.new(atoms, opts)
     optimizer = opts.optimizer or 'adam', bucket_bytes = (opts.bucket_mb or 25) * 2 ^ 20,
     in_bytes = opts.in_bytes or 0, names = opts.names, threads = opts.threads, cores = opts.cores,
     together = opts.together, host = opts.host or atoms.host or 0, in_batch = opts.in_batch or atoms[1].batch,
-    -- (the host's time as a line over the batch, where the profile fitted one and no figure is stated)
-    host_fixed = opts.host == nil and atoms.host_fixed or nil, host_per = opts.host == nil and atoms.host_per_sample or nil,
     gc = opts.gc or atoms.gc or 0,
   }, cost)
   local k = OPT_STATES[self.optimizer]
@@ -211,11 +208,6 @@ function cost:collecting(churn, live, limit, stage, actions, largest)
 end
 -- parameters + gradients + optimizer state
 function cost:state(i) return self.atoms[i].param_bytes * (2 + self.states) end
--- the host's time to queue a forward and backward of the chain at batch b
-function cost:host_at(b)
-  if self.host_per then return self.host_fixed + self.host_per * b end
-  return self.host
-end
 function cost:dev_speed(d) return self.speed[d] or 1 end
 
 -- how many devices' worth of work devices first..last do at once: all of
@@ -352,7 +344,7 @@ function cost:data_parallel(n, B, k, first)
   -- further accumulated micro-batch link.pipeline.replica_micro)
   local rep = self.pipe.replica or 0
   local rep_micro = self.pipe.replica_micro or rep
-  local host = n > 1 and n * (k * self:host_at(B / (n * k)) + rep + (k - 1) * rep_micro) or 0
+  local host = n > 1 and n * (k * self.host + rep + (k - 1) * rep_micro) or 0
   busy = busy + self:host_work(first, last, host)
   if busy / cap > slowest then bw_last = bw_last * busy / cap / slowest; slowest = busy / cap end
   slowest = math.max(slowest, host)
@@ -390,9 +382,9 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local action = acts[schedule == 'interleaved' and '1f1b' or schedule] or (schedule == 'zb' and acts['1f1b']) or 0
   -- the host's time a micro-batch: queueing the layers, and the pipeline's
   -- own work for each of its 2S actions, 3S for zero-bubble's (profile.pipeline_overhead)
+  local host_mb = self.host + schedules.actions(schedule) * S * action
   local Br = B / d
   local b = math.ceil(Br / m)
-  local host_mb = self:host_at(b) + schedules.actions(schedule) * S * action
   local inflight = schedules.held(schedule, S, m)
   local function dev_of(r, j) return first + (r - 1) * p + (j - 1) % p end
   local costs, speed, memory = {}, {}, {}
@@ -461,7 +453,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
       bwd_s[j] = bwd_s[j] - wgt_s[j]
     end
     -- (the layers' queueing shared by their count, and the pipeline's own work an action)
-    host_s[j] = self:host_at(b) * counts[j] / self.n / 2 + action
+    host_s[j] = self.host * counts[j] / self.n / 2 + action
     bwd_before[j], acc_bwd = acc_bwd, acc_bwd + bw / speed[j]
     local x_in = j > 1 and self:out(lo - 1, b) or self.in_bytes * b / self.in_batch
     local x_out = j < S and self:out(hi, b) or 0
@@ -510,7 +502,7 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local last = first + p * d - 1
   local cores = self:capacity(first, last)
   -- (replicas that share neither cores nor a host's queueing run alike: one is played out)
-  local alike = cores >= p * d and self:host_at(b) == 0 and action == 0
+  local alike = cores >= p * d and self.host == 0 and action == 0
   local step = step_sim.run { stages = S, devices = p, replicas = alike and 1 or d, steps = schedule_of(schedule, S, m, p),
     fwd = fwd_s, bwd = bwd_s, wgt = wgt_s, copy = self.overlap * copy + (1 - self.overlap) * latency, host = host_s, cores = cores,
     host_shares = self:host_work(first, last, 1) > 0, paced = paced } + upd

@@ -29,9 +29,7 @@
 -- of the atoms from the per-atom times. list.min_batch: the smallest batch
 -- the chain accepts, where a smaller one failed (nil: down to 1). list.host: the host's time to
 -- queue one forward and backward of the whole chain (the smaller batch's):
--- on a device with its own worker the host may be what limits a step;
--- list.host_fixed + list.host_per_sample * b: that time at batch b, fitted
--- over the batches the chain was timed at.
+-- on a device with its own worker the host may be what limits a step.
 -- list.update: the optimizer's step over all the parameters (opts.optimizer:
 -- 'adam' default, 'adamw', 'momentum', 'sgd').
 -- churn (churn0 its fixed part): the bytes an atom's forward and backward
@@ -430,24 +428,13 @@ function profile.atoms(atoms, sample, device, opts)
   -- slower). (Queueing is the same work each time, and what disturbs it,
   -- the host thread descheduled, only adds: the median moved with the
   -- machine's load from one profile to the next.)
-  local function host_of(hs)
+  local hs = res.host_at and res.host_at[res[#res].b]
+  if hs and #hs > 0 then
     local late = {}
     for k = math.floor(#hs / 2) + 1, #hs do late[#late + 1] = hs[k] end
-    return quantile(late, 0.25)
-  end
-  local hs = res.host_at and res.host_at[res[#res].b]
-  out.host = hs and #hs > 0 and host_of(hs) or res[#res].host
-  -- and as a line over the batches the chain was timed at (host_fixed +
-  -- host_per_sample * b): on a device with its own worker the host also
-  -- waits on it within a step, the longer the larger the batch (ResNet-8 on
-  -- 4 devices: 0.13-0.15 ms at 1-4 samples, 0.3-0.6 at 16)
-  local bs, qs = {}, {}
-  for b, h in pairs(res.host_at or {}) do
-    if #h > 0 then bs[#bs + 1], qs[#qs + 1] = b, host_of(h) end
-  end
-  if #bs >= 2 then
-    local f = devices.fit(bs, qs)
-    out.host_fixed, out.host_per_sample = f.alpha, f.beta
+    out.host = quantile(late, 0.25)
+  else
+    out.host = res[#res].host
   end
   return out
 end
