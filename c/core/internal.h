@@ -84,6 +84,10 @@ typedef struct ln_kview {
 } ln_kview;
 
 ln_kview ln_kview_of(const ln_tensor *t);
+/* t's view with its dims other than dim first (in t's order) and dim last,
+ * that last dim's size given (a kernel of rows along dim, e.g. sort's k of
+ * them); a 0-d t is one row of one */
+ln_kview ln_kview_dim_last(const ln_tensor *t, int dim, int64_t last);
 
 /* ---- devices, streams, launch ---------------------------------------------- */
 typedef int (*ln_task_fn)(void *args);

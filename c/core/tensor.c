@@ -162,6 +162,24 @@ ln_kview ln_kview_of(const ln_tensor *t) {
   return v;
 }
 
+ln_kview ln_kview_dim_last(const ln_tensor *t, int dim, int64_t last) {
+  ln_kview v = ln_kview_of(t);
+  if (t->ndim == 0) {
+    v.ndim = 1;
+    v.shape[0] = 1;
+    v.stride[0] = 1;
+    return v;
+  }
+  int j = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (i == dim) continue;
+    v.shape[j] = t->shape[i]; v.stride[j] = t->stride[i];
+    j++;
+  }
+  v.shape[j] = last; v.stride[j] = t->stride[dim];
+  return v;
+}
+
 void *ln_data_ptr(const ln_tensor *t) {
   if (!t || !t->storage) return NULL;
   return (char *)t->storage->data + t->offset * ln_dtype_size(t->dtype_id);

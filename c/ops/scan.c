@@ -56,23 +56,8 @@ ln_tensor *ln_scan(int op, const ln_tensor *a, int dim, int dtype) {
     memset(&args, 0, sizeof args);
     args.op = op;
     args.r = nd == 0 ? 1 : a->shape[dim];
-    args.a = ln_kview_of(x);
-    args.out = ln_kview_of(out);
-    if (nd == 0) {
-      args.a.ndim = args.out.ndim = 1;
-      args.a.shape[0] = args.out.shape[0] = 1;
-      args.a.stride[0] = args.out.stride[0] = 1;
-    } else {
-      int j = 0;
-      for (int i = 0; i < nd; i++) {
-        if (i == dim) continue;
-        args.a.shape[j] = x->shape[i]; args.a.stride[j] = x->stride[i];
-        args.out.shape[j] = out->shape[i]; args.out.stride[j] = out->stride[i];
-        j++;
-      }
-      args.a.shape[j] = args.out.shape[j] = args.r;
-      args.a.stride[j] = x->stride[dim]; args.out.stride[j] = out->stride[dim];
-    }
+    args.a = ln_kview_dim_last(x, dim, args.r);
+    args.out = ln_kview_dim_last(out, dim, args.r);
     const ln_tensor *keep[2] = {out, x};
     if (ln_launch(a->device_id, fn, ln_backend_of(a->device_id)->scan, &args, sizeof args, keep, 2) != 0)
       goto fail;

@@ -48,23 +48,8 @@ ln_tensor *ln_argsort(const ln_tensor *a, int dim, int descending, int64_t k) {
   memset(&args, 0, sizeof args);
   args.descending = descending != 0;
   args.r = r; args.k = nd == 0 ? 1 : k;   /* a 0-d result holds its one position */
-  args.a = ln_kview_of(x);
-  args.out = ln_kview_of(out);
-  if (nd == 0) {
-    args.a.ndim = args.out.ndim = 1;
-    args.a.shape[0] = args.out.shape[0] = 1;
-    args.a.stride[0] = args.out.stride[0] = 1;
-  } else {
-    int j = 0;
-    for (int i = 0; i < nd; i++) {
-      if (i == dim) continue;
-      args.a.shape[j] = x->shape[i]; args.a.stride[j] = x->stride[i];
-      args.out.shape[j] = out->shape[i]; args.out.stride[j] = out->stride[i];
-      j++;
-    }
-    args.a.shape[j] = r; args.a.stride[j] = x->stride[dim];
-    args.out.shape[j] = k; args.out.stride[j] = out->stride[dim];
-  }
+  args.a = ln_kview_dim_last(x, dim, r);
+  args.out = ln_kview_dim_last(out, dim, k);
   const ln_tensor *keep[2] = {out, x};
   int rc = ln_launch(a->device_id, fn, ln_backend_of(a->device_id)->sort, &args, sizeof args, keep, 2);
   ln_tensor_free(half);
