@@ -1,6 +1,6 @@
 -- The planner and pipelines on virtual CPU devices (issue 19's targets; 2 cores).
 --   luajit bench/pipeline.lua [--steps S] [--groups G] [--models lenet5,resnet8,wide] [--devices 1,2,4]
---     [--no-grid] [--no-pipe] [--no-inter] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08] [--trials 3] [--passes 3]
+--     [--no-grid] [--no-pipe] [--no-inter] [--rounds R] [--batch 64 (grid)] [--pipe-batch 256] [--group-seconds 0.08] [--trials 3] [--passes 3] [--save FILE]
 -- Grid (the planner): for each model x device count (1, 2, 4 virtual devices;
 -- 4 share 2 cores) x memory limit (none; 'tight': 60% of what data parallel
 -- over those devices needs), lunet.parallel.plan profiles the model and
@@ -15,7 +15,9 @@
 -- it), and whether the plan's choice was the measured fastest: the choice
 -- after its trials (--trials n: the n candidates predicted fastest and each
 -- kind's fastest trained for a few steps, the measured fastest chosen) and
--- the cost model's own.
+-- the cost model's own. --save FILE writes each scenario's plan inputs (the
+-- profile, links, limits), its trials and the grid's measurements, for
+-- tools/replay_plan.lua to score a changed cost model on the same figures.
 -- Pipeline (when lunet.parallel.Pipeline exists): a 2-stage pipeline (2
 -- devices x 1 core) balanced by the planner's partition with 8 micro-batches
 -- against one device x 1 core (target >= 1.6x), and against every hand
@@ -236,6 +238,7 @@ end
 local errors, picks, near_picks, scenarios = {}, 0, 0, 0
 local repeats = {}   -- per candidate: how far apart its passes' figures are
 local model_picks, model_near = 0, 0
+local saved = {}   -- (--save: per scenario, what tools/replay_plan.lua needs)
 if not args['no-grid'] then
   print(('\n%-8s %4s %-7s  %-34s %10s %10s %7s %7s %6s  %-22s'):format('model', 'devs', 'limit', 'candidate', 'pred ms',
     'meas ms', 'error', 'model', 'apart', 'gc'))
@@ -309,6 +312,15 @@ if not args['no-grid'] then
             end
           end
         end
+        if args.save then
+          local rec = { model = name, devices = n, limit = limit, memory = bytes, batch = BATCH, kinds = KINDS,
+            profile = p.profile, link = p.link, together = p.together, gc = p.gc, candidates = {} }
+          for _, c in ipairs(cands) do
+            rec.candidates[#rec.candidates + 1] = { label = c.label, measured = measured[c], passes = passes[c],
+              trial = c.measured, calibrates = c.calibrates or nil, trial_error = c.trial_error and true or nil }
+          end
+          saved[#saved + 1] = rec
+        end
         for _, c in ipairs(cands) do
           local meas, note = measured[c], notes[c] or (c.fits and '' or 'does not fit')
           if meas and (not best or meas < best) then best, best_c = meas, c end
@@ -354,6 +366,12 @@ if not args['no-grid'] then
           model_c.label, msays) or '', best_c and best_c.label or '-', says))
       end
     end
+  end
+  if args.save then
+    local f = assert(io.open(args.save, 'w'))
+    f:write(dofile('bench/plan_record.lua').dump(saved))
+    f:close()
+    print('saved: ' .. args.save)
   end
   local within, worst, model_within, model_worst = 0, 0, 0, 0
   for _, e in ipairs(errors) do
