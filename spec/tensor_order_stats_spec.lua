@@ -259,6 +259,17 @@ describe('order statistics: gradients', function()
     lunet.no_grad(function() assert.is_false(x:median().requires_grad) end)
   end)
 
+  it('quantile\'s linear interpolation gives q a gradient too (as PyTorch)', function()
+    local x = lunet.tensor({{1, 5, 2, 7}, {3, 0, 4, 1}}, {dtype = 'float64', requires_grad = true})
+    local q = lunet.tensor({0.3, 0.8}, {dtype = 'float64', requires_grad = true})
+    local w = lunet.tensor({{1, 2}, {3, 4}}, {dtype = 'float64'})
+    local loss = (x:quantile(q, 2) * w):sum()
+    loss:backward()
+    -- torch: q.grad = [9, 30]; x.grad = [[.1, 1.8, .9, 1.2], [2.4, .2, 1.6, 1.8]]
+    assert.tensor_near(q.grad, {9, 30}, 1e-12)
+    assert.tensor_near(x.grad, {{0.1, 1.8, 0.9, 1.2}, {2.4, 0.2, 1.6, 1.8}}, 1e-12)
+  end)
+
   it('float64 finite differences: median(dim), nanmedian, kthvalue, quantile (linear, midpoint)', function()
     local x = lunet.randn({4, 5}, {dtype = 'float64', requires_grad = true})
     local checks = {

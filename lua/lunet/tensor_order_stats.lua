@@ -15,7 +15,8 @@
 -- 'lower', 'higher', 'nearest' (ties to even) or 'midpoint'.
 -- Everything is composed from the sort kernel (ln_argsort) and tensor ops:
 -- the values are gathers of the input, so gradients go to the selected
--- element (quantile's linear interpolation blends its two neighbours'),
+-- element (quantile's linear interpolation blends its two neighbours', and
+-- gives a tensor q a gradient, as PyTorch's),
 -- except median() and nanmedian() over all elements, whose gradient is
 -- shared evenly among the elements equal to the result, as PyTorch's.
 -- Also lunet.median(t, ...), lunet.kthvalue, ... (the functional forms).
@@ -260,7 +261,7 @@ local function quantile(fn, self, q, a, b, c, ignore_nan)
   for i = 1, #shape do qshape[i + 1] = 1 end
   local rshape = { m }
   for i = 1, #shape do rshape[i + 1] = shape[i] end
-  local qv = qs:detach():reshape(qshape)
+  local qv = qs:reshape(qshape)   -- (linear interpolation: q gets a gradient, as in PyTorch)
   local ranks
   if ignore_nan then
     local count = x:isnan():logical_not():sum(cd + 1, true):to(dt)
