@@ -33,28 +33,8 @@ local DIM_OPTS = { dim = 'number', keepdim = 'boolean' }
 local QUANTILE_OPTS = { dim = 'number', keepdim = 'boolean', interpolation = 'string' }
 local INTERPOLATIONS = { linear = true, lower = true, higher = true, nearest = true, midpoint = true }
 
-local function need(fn, x)
-  if not is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(fn, typename(x))) end
-end
-
-local function flag(fn, what, v, default)
-  if v == nil then return default end
-  if type(v) ~= 'boolean' then raise(('%s: %s must be a boolean, got %s'):format(fn, what, typename(v))) end
-  return v
-end
-
--- 1-based (or negative) dim -> C dim; a 0-d tensor takes 1 or -1 (as lunet.tensor_sort)
-local function to_cdim(fn, self, d)
-  if d == nil then d = -1 end
-  if type(d) ~= 'number' or d % 1 ~= 0 then
-    raise(('%s: dim must be an integer, got %s'):format(fn, type(d) == 'number' and tostring(d) or typename(d)))
-  end
-  local nd = self.p.ndim
-  local n = nd == 0 and 1 or nd
-  local c = d < 0 and n + d or d - 1
-  if c < 0 or c >= n then raise(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, nd)) end
-  return c
-end
+local dims = require 'lunet.tensor_dim'
+local need, flag, to_cdim = dims.need, dims.flag, dims.to_cdim
 
 local function size_at(x, cd) return x.p.ndim == 0 and 1 or tonumber(x.p.shape[cd]) end
 

@@ -1,0 +1,38 @@
+-- lunet.tensor_dim: the argument checks that the Tensor methods working
+-- along one dim share (sort's family, the order statistics), each error
+-- naming the method at the user's line (options.raise).
+local core = require 'lunet.core'
+local raise = require('lunet.options').raise
+local typename = core.typename
+local is_tensor = require('lunet.tensor').is_tensor
+
+local M = {}
+
+-- x's C tensor, or an error when x is not a tensor
+function M.need(fn, x)
+  if not is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(fn, typename(x))) end
+  return x.p
+end
+
+-- a boolean option (default when nil)
+function M.flag(fn, what, v, default)
+  if v == nil then return default end
+  if type(v) ~= 'boolean' then raise(('%s: %s must be a boolean, got %s'):format(fn, what, typename(v))) end
+  return v
+end
+
+-- 1-based (or negative) dim -> C dim (nil: the last); a 0-d tensor takes 1
+-- or -1 (PyTorch's 0 or -1)
+function M.to_cdim(fn, self, d)
+  if d == nil then d = -1 end
+  if type(d) ~= 'number' or d % 1 ~= 0 then
+    raise(('%s: dim must be an integer, got %s'):format(fn, type(d) == 'number' and tostring(d) or typename(d)))
+  end
+  local nd = self.p.ndim
+  local n = nd == 0 and 1 or nd
+  local c = d < 0 and n + d or d - 1
+  if c < 0 or c >= n then raise(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, nd)) end
+  return c
+end
+
+return M
