@@ -536,7 +536,16 @@ describe('parallel.plan', function()
     assert.is_true(nspread >= 1)
     assert.near(math.exp(logs / nspread), p.trials_ratio, 1e-12)
     assert.near(math.exp(0.5 * logs / nspread), p.calibration, 1e-12)
-    for _, c in ipairs(p.candidates) do assert.near(c.model_step * p.calibration, c.step, 1e-15, c.label) end
+    -- (one device's candidates by their own trials' ratio alone, half of it)
+    local own, nown = 0, 0
+    for _, c in ipairs(p.candidates) do
+      if c.kind == 'single' and c.measured then own, nown = own + math.log(c.measured / c.model_step), nown + 1 end
+    end
+    assert.is_true(nown >= 1)
+    assert.near(math.exp(0.5 * own / nown), p.calibration_single, 1e-12)
+    for _, c in ipairs(p.candidates) do
+      assert.near(c.model_step * (c.kind == 'single' and p.calibration_single or p.calibration), c.step, 1e-15, c.label)
+    end
     assert.matches('the cost model\'s figures x ' .. ('%.3f'):format(p.calibration), tostring(p), 1, true)
     -- the user's model untouched
     assert.equal(0, (model[1].weight - w):abs():max():item())
@@ -582,9 +591,11 @@ describe('parallel.plan', function()
     assert.near(math.sqrt(2), parallel.trial.calibrate(p), 1e-12)
     assert.near(math.sqrt(2), p.calibration, 1e-12)
     assert.near(2, p.trials_ratio, 1e-12)
+    assert.is_true(a.kind ~= 'single' and b.kind ~= 'single')
     for i, c in ipairs(p.candidates) do
       assert.equal(steps[i], c.model_step)
-      assert.near(math.sqrt(2) * steps[i], c.step, 1e-15)
+      -- (one device's candidates: none of theirs tried, none scaled)
+      assert.near((c.kind == 'single' and 1 or math.sqrt(2)) * steps[i], c.step, 1e-15)
     end
     -- again: from the cost model's figures, not the scaled ones
     assert.near(math.sqrt(2), parallel.trial.calibrate(p), 1e-12)
@@ -596,6 +607,24 @@ describe('parallel.plan', function()
     assert.near(math.sqrt(8) * steps[1], a.step, 1e-15)
     assert.matches('the cost model\'s figures x 2.828, the square root of the trials\' measured over predicted, 8.000',
       tostring(p), 1, true)
+    -- one device's candidates beside candidates over several: their own trials' ratio (none tried: 1)
+    local one
+    for _, c in ipairs(p.candidates) do if c.kind == 'single' then one = c end end
+    assert.is_truthy(one)
+    assert.near(one.model_step, one.step, 1e-15)
+    assert.equal(1, p.calibration_single)
+    one.measured = 4 * one.model_step
+    parallel.trial.calibrate(p)
+    assert.near(2, p.calibration_single, 1e-12)
+    assert.near(2 * one.model_step, one.step, 1e-15)
+    assert.near(math.sqrt(8) * steps[1], a.step, 1e-15)   -- (the others' unchanged: one device's is not marked)
+    assert.matches('one device\'s x 2.000, from its own trials', tostring(p), 1, true)
+    -- a plan of one device only: its candidates take the shared factor
+    local solo = parallel.plan(nil, nil, { devices = { 'cpu:0' }, batch = 32, profile = prof, link = fast })
+    local s1 = solo.candidates[1]
+    s1.measured = 4 * s1.step
+    assert.near(2, parallel.trial.calibrate(solo), 1e-12)
+    assert.near(2 * s1.model_step, s1.step, 1e-15)
   end)
 
   it('trials: picks by prediction without running (trial.pick), and says what is wrong', function()

@@ -330,8 +330,9 @@ function Plan:__tostring()
       (not c.available and '  (not available)' or ''))
   end
   if self.calibration then
-    rows[#rows + 1] = ('(step ms: the cost model\'s figures x %.3f, the square root of the trials\' measured over predicted, %.3f)')
-      :format(self.calibration, self.trials_ratio)
+    rows[#rows + 1] = ('(step ms: the cost model\'s figures x %.3f, the square root of the trials\' measured over predicted, %.3f%s)')
+      :format(self.calibration, self.trials_ratio, self.calibration_single and self.calibration_single ~= self.calibration
+        and ('; one device\'s x %.3f, from its own trials'):format(self.calibration_single) or '')
   end
   rows[#rows + 1] = 'chosen: ' .. self.reason
   return table.concat(rows, '\n')
