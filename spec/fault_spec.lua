@@ -58,7 +58,8 @@ describe('fault: SIGKILL at random points', function()
       local cmd = child(dir, 'run', every, 0.02)   -- (20 ms a step)
       if kills == 0 then
         -- the first kill -9 lands in the first half, start-up included
-        local delay = 0.5 * t_ref * math.random()
+        -- (at least 10 ms: timeout's duration 0, printed 0.000, sets no timeout at all)
+        local delay = math.max(0.01, 0.5 * t_ref * math.random())
         cmd = ('timeout -s KILL %.3f %s'):format(delay, cmd)
         delays[#delays + 1] = ('%.3f'):format(delay)
       elseif kills < 5 or (kills < 8 and not io.open(dir .. '/run.ckpt', 'rb')) then
