@@ -989,6 +989,15 @@ describe('parallel.profile', function()
     assert.is_true(w[1][2] >= 2e-3 and w[2][2] >= 0.5e-3)
     -- and no size costs less than a smaller one
     for k = 2, #w do assert.is_true(w[k][2] <= w[k - 1][2]) end
+    -- the host's queueing at each of those batches (Square's wait is the
+    -- host's: its forward runs in Lua); list.host is the smaller profiled batch's (8)
+    local h = prof.host_by_batch
+    assert.equal(#w, #h)
+    for k = 1, #w do assert.equal(w[k][1], h[k][1]) end
+    assert.is_true(h[1][2] >= 2e-3 and h[2][2] >= 0.5e-3 and h[1][2] > 2 * h[2][2],
+      ('%.3f ms at 32, %.3f at 16'):format(h[1][2] * 1e3, h[2][2] * 1e3))
+    assert.equal(8, h[3][1])
+    assert.equal(prof.host, h[3][2])
   end)
 
   it('profiles the garbage a step leaves as the model runs it: fused (a ReLU before a max pool runs after it)', function()

@@ -30,6 +30,7 @@
 -- the chain accepts, where a smaller one failed (nil: down to 1). list.host: the host's time to
 -- queue one forward and backward of the whole chain (the smaller batch's):
 -- on a device with its own worker the host may be what limits a step.
+-- list.host_by_batch = {{b, seconds}, ...}: the same at each batch of list.whole.
 -- list.update: the optimizer's step over all the parameters (opts.optimizer:
 -- 'adam' default, 'adamw', 'momentum', 'sgd').
 -- churn (churn0 its fixed part): the bytes an atom's forward and backward
@@ -428,13 +429,21 @@ function profile.atoms(atoms, sample, device, opts)
   -- slower). (Queueing is the same work each time, and what disturbs it,
   -- the host thread descheduled, only adds: the median moved with the
   -- machine's load from one profile to the next.)
-  local hs = res.host_at and res.host_at[res[#res].b]
-  if hs and #hs > 0 then
+  local function host_figure(hs)
+    if not hs or #hs == 0 then return nil end
     local late = {}
     for k = math.floor(#hs / 2) + 1, #hs do late[#late + 1] = hs[k] end
-    out.host = quantile(late, 0.25)
-  else
-    out.host = res[#res].host
+    return quantile(late, 0.25)
+  end
+  out.host = host_figure(res.host_at and res.host_at[res[#res].b]) or res[#res].host
+  -- and the same figure at each batch the chain was timed at ({b, seconds},
+  -- as whole): what the host's queueing of a micro-batch of b takes, the
+  -- host also waiting on the device within the larger ones (kept for the
+  -- planner's records, bench/plan_record.lua; the cost model takes list.host)
+  out.host_by_batch = {}
+  for _, e in ipairs(out.whole or {}) do
+    local h = host_figure(res.host_at and res.host_at[e[1]])
+    if h then out.host_by_batch[#out.host_by_batch + 1] = { e[1], h } end
   end
   return out
 end
