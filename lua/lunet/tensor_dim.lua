@@ -1,10 +1,13 @@
--- lunet.tensor_dim: the argument checks that the Tensor methods working
--- along one dim share (sort's family, the order statistics), each error
--- naming the method at the user's line (options.raise).
+-- lunet.tensor_dim: what the Tensor methods working along one dim share
+-- (sort's family, the order statistics): the argument checks, each error
+-- naming the method at the user's line (options.raise), and the sort
+-- kernel's positions.
 local core = require 'lunet.core'
 local raise = require('lunet.options').raise
 local typename = core.typename
-local is_tensor = require('lunet.tensor').is_tensor
+local T = require 'lunet.tensor'
+local is_tensor, wrap = T.is_tensor, T.wrap
+local C = core.C
 
 local M = {}
 
@@ -33,6 +36,14 @@ function M.to_cdim(fn, self, d)
   local c = d < 0 and n + d or d - 1
   if c < 0 or c >= n then raise(('%s: dim %d out of range for a %d-d tensor'):format(fn, d, nd)) end
   return c
+end
+
+-- the 1-based positions (int64) that sort self along C dim cd (NaN above
+-- every number); k < 0: all of them, else the first k
+function M.positions(fn, self, cd, descending, k)
+  local r = C.ln_argsort(self.p, cd, descending and 1 or 0, k)
+  if r == nil then raise(fn .. ': ' .. core.last_error():gsub('^%w+: ', '', 1)) end
+  return wrap(r):add_(1)
 end
 
 return M

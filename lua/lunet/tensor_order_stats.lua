@@ -25,8 +25,7 @@ local options = require 'lunet.options'
 local raise = options.raise   -- (errors at the user's line, however deep lunet's frames)
 local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
-local C = core.C
-local Tensor, wrap, is_tensor = T.Tensor, T.wrap, T.is_tensor
+local Tensor, is_tensor = T.Tensor, T.is_tensor
 
 local unpack = table.unpack or unpack
 local DIM_OPTS = { dim = 'number', keepdim = 'boolean' }
@@ -35,15 +34,11 @@ local INTERPOLATIONS = { linear = true, lower = true, higher = true, nearest = t
 
 local dims = require 'lunet.tensor_dim'
 local need, flag, to_cdim = dims.need, dims.flag, dims.to_cdim
+-- (ascending, all of them; x at least 1-d)
+local function positions(fn, x, cd) return dims.positions(fn, x, cd, false, -1) end
 
 local function size_at(x, cd) return x.p.ndim == 0 and 1 or tonumber(x.p.shape[cd]) end
 
--- the 1-based positions (int64) that sort x (at least 1-d) along C dim cd, NaN last
-local function positions(fn, x, cd)
-  local r = C.ln_argsort(x.p, cd, 0, -1)
-  if r == nil then raise(fn .. ': ' .. core.last_error():gsub('^%w+: ', '', 1)) end
-  return wrap(r):add_(1)
-end
 
 -- (dim, keepdim) or an options table -> C dim, keepdim
 local function dim_args(fn, self, dim, keepdim)

@@ -16,21 +16,14 @@ local options = require 'lunet.options'
 local raise = options.raise   -- (errors at the user's line, however deep lunet's frames)
 local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
-local C = core.C
-local Tensor, wrap, is_tensor = T.Tensor, T.wrap, T.is_tensor
+local Tensor = T.Tensor
 
 local SORT_OPTS = { dim = 'number', descending = 'boolean', stable = 'boolean' }
 local TOPK_OPTS = { dim = 'number', largest = 'boolean', sorted = 'boolean' }
 
 local dims = require 'lunet.tensor_dim'
-local need, flag, to_cdim = dims.need, dims.flag, dims.to_cdim
+local need, flag, to_cdim, positions = dims.need, dims.flag, dims.to_cdim, dims.positions
 
--- the 1-based positions (int64) along C dim cd; k < 0: all of them
-local function positions(fn, self, cd, descending, k)
-  local r = C.ln_argsort(self.p, cd, descending and 1 or 0, k)
-  if r == nil then raise(fn .. ': ' .. core.last_error():gsub('^%w+: ', '', 1)) end
-  return wrap(r):add_(1)
-end
 
 -- the values at idx along C dim cd (through gather: autograd records it)
 local function values_at(self, cd, idx)
