@@ -13,6 +13,7 @@ require 'lunet.tensor_scan'
 require 'lunet.tensor_index'
 require 'lunet.tensor_print'
 require 'lunet.tensor_compose'
+require 'lunet.tensor_select'
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
 require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
