@@ -1,6 +1,6 @@
 -- lunet.nn.functional's normalisation: batch_norm and its fused forms
 -- batch_norm_relu and batch_norm_add_relu (C kernels and their autograd
--- recorders), layer_norm and group_norm (compositions of tensor ops).
+-- recorders), layer_norm, group_norm and instance_norm (compositions of tensor ops).
 -- Installed into F by lunet.nn.functional, which hands over its helpers;
 -- returns the checks the layers share (norm_shape, need_eps).
 local core = require 'lunet.core'
@@ -153,6 +153,59 @@ return function(F, h)
     y = y:view(N, Cn, rest)
     if weight ~= nil then y = y * need('group_norm', weight, 'weight'):view(Cn, 1) end
     if bias ~= nil then y = y + need('group_norm', bias, 'bias'):view(Cn, 1) end
+    return y:view(s)
+  end
+
+  -- instance_norm(x (N, C, ...), running_mean, running_var, weight, bias,
+  -- use_input_stats = true, momentum = 0.1, eps = 1e-5), as torch's: each
+  -- sample's channel normalised with its own mean and biased variance; with
+  -- running stats given (C each) they move towards the instances' mean and
+  -- unbiased variance averaged over the batch. use_input_stats false
+  -- normalises with the running stats instead.
+  function F.instance_norm(x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+    need('instance_norm', x, 'input')
+    eps = need_eps('instance_norm', eps)
+    momentum = momentum == nil and 0.1 or momentum
+    if type(momentum) ~= 'number' or not (momentum >= 0 and momentum <= 1) then
+      raise('instance_norm: momentum must be a number in [0, 1], got ' .. tostring(momentum))
+    end
+    local s = x:size()
+    if #s < 3 then
+      raise(('instance_norm: input must be (N, C, ...) with spatial dims, got %d-d {%s}'):format(#s, table.concat(s, ',')))
+    end
+    local N, Cn, rest = s[1], s[2], 1
+    for i = 3, #s do rest = rest * s[i] end
+    for _, t in ipairs({ { running_mean, 'running_mean' }, { running_var, 'running_var' }, { weight, 'weight' }, { bias, 'bias' } }) do
+      if t[1] ~= nil and (need('instance_norm', t[1], t[2]):dim() ~= 1 or t[1]:size(1) ~= Cn) then
+        raise(('instance_norm: %s must have %d entries (one per channel), got {%s}'):format(t[2], Cn, table.concat(t[1]:size(), ',')))
+      end
+    end
+    local x3 = x:reshape(N, Cn, rest)
+    local y
+    if use_input_stats ~= false then
+      if rest <= 1 then
+        raise(('instance_norm: expected more than 1 spatial element when training, got input {%s}'):format(table.concat(s, ',')))
+      end
+      y = normalize_rows(x3, eps, 3)
+      if running_mean ~= nil or running_var ~= nil then
+        -- (no gradient through the running statistics' update)
+        local xd = x3:detach()
+        local d = xd - xd:mean(3, true)
+        if running_mean ~= nil then
+          running_mean:copy_(running_mean * (1 - momentum) + xd:mean(3):mean(1) * momentum)
+        end
+        if running_var ~= nil then
+          running_var:copy_(running_var * (1 - momentum) + ((d * d):sum(3) / (rest - 1)):mean(1) * momentum)
+        end
+      end
+    else
+      if running_mean == nil or running_var == nil then
+        raise('instance_norm: use_input_stats false needs running_mean and running_var')
+      end
+      y = (x3 - running_mean:view(1, Cn, 1)) * (running_var:view(1, Cn, 1) + eps):rsqrt()
+    end
+    if weight ~= nil then y = y * weight:view(Cn, 1) end
+    if bias ~= nil then y = y + bias:view(Cn, 1) end
     return y:view(s)
   end
 

@@ -1,5 +1,5 @@
 -- lunet.nn.functional's pooling: max_pool2d, avg_pool2d, adaptive_avg_pool2d,
--- on the C kernels of lunet.h with their autograd recorders (lunet.autograd.
+-- adaptive_max_pool2d (composed: index_select and max_pool2d), on the C kernels of lunet.h with their autograd recorders (lunet.autograd.
 -- formulas.nn). Installed into F by lunet.nn.functional, which hands over its helpers.
 local ffi = require 'ffi'
 local core = require 'lunet.core'
@@ -8,6 +8,7 @@ local A = require 'lunet.autograd'
 local options = require 'lunet.options'
 local C, is_table = core.C, core.is_table
 local wrap, check = T.wrap, T.check
+local factory = require 'lunet.factory'
 local recorder = A.recorder
 local raise = options.raise
 local check_options, positional = options.check, options.positional
@@ -105,5 +106,85 @@ return function(F, h)
     check(C.ln_adaptive_avgpool2d_forward(out.p, x.p))
     record_adaptive_avg_pool2d(out, x, tonumber(x.p.shape[2]), tonumber(x.p.shape[3]))
     return out
+  end
+  -- adaptive_max_pool2d's size of one dim: v an integer >= 1, or false/nil
+  -- (PyTorch's None: the input's size n)
+  local function adaptive_size(v, n)
+    if v == nil or v == false then return n end
+    if type(v) == 'number' and v % 1 == 0 and v >= 1 and v < 2 ^ 31 then return v end
+  end
+
+  -- The bins of torch's adaptive pooling of n inputs into o outputs: bin i is
+  -- [floor(i*n/o), ceil((i+1)*n/o)). Returns the widest bin's size k and, when
+  -- the bins are not n/o apart and even, a 1-based int64 index listing each
+  -- bin's positions padded to k by repeating its last (a repeat, after the
+  -- real positions, changes neither the max nor which position is first).
+  local function adaptive_bins(n, o, device)
+    if n % o == 0 then return n / o, nil end
+    local k = 0
+    for i = 0, o - 1 do k = math.max(k, math.ceil((i + 1) * n / o) - math.floor(i * n / o)) end
+    local idx = {}
+    for i = 0, o - 1 do
+      local s, e = math.floor(i * n / o), math.ceil((i + 1) * n / o)
+      for j = 0, k - 1 do idx[i * k + j + 1] = math.min(s + j, e - 1) + 1 end
+    end
+    return k, factory.tensor(idx, { dtype = 'int64', device = device })
+  end
+
+  -- adaptive_max_pool2d(x (N,C,H,W) or (C,H,W), output_size[, return_indices = false]):
+  -- output_size a number or {oh, ow}, an entry false (or nil) keeping the
+  -- input's size. Each bin's rows and columns are gathered to a regular grid
+  -- of equal windows (index_select), which max_pool2d reduces: it runs, and
+  -- differentiates, on every backend. Indices are 1-based positions h*W+w+1
+  -- within each plane (int64): torch's plus one.
+  function F.adaptive_max_pool2d(x, size, return_indices)
+    need('adaptive_max_pool2d', x, 'input')
+    local nd = x.p.ndim
+    if nd ~= 3 and nd ~= 4 then
+      raise(('adaptive_max_pool2d: input must be 3-d (C, H, W) or 4-d (N, C, H, W), got %d-d {%s}'):format(
+        nd, table.concat(x:size(), ',')))
+    end
+    if return_indices ~= nil and type(return_indices) ~= 'boolean' then
+      raise('adaptive_max_pool2d: return_indices must be a boolean, got ' .. tostring(return_indices))
+    end
+    local H, W = tonumber(x.p.shape[nd - 2]), tonumber(x.p.shape[nd - 1])
+    local oh, ow
+    if is_table(size) then
+      -- {h, w}: an entry may be false ({5} alone is {5, nil}: one entry, an error as in PyTorch)
+      local other = false
+      for k in pairs(size) do if k ~= 1 and k ~= 2 then other = true end end
+      if size[2] ~= nil and not other then oh, ow = adaptive_size(size[1], H), adaptive_size(size[2], W) end
+    elseif type(size) == 'number' then oh, ow = adaptive_size(size, H), adaptive_size(size, W) end
+    if not oh or not ow then
+      local shown = tostring(size)
+      if is_table(size) then shown = '{' .. tostring(size[1]) .. ', ' .. tostring(size[2]) .. '}' end
+      raise(('adaptive_max_pool2d: output_size must be an integer >= 1 or {h, w} of them (false: the input\'s size), got %s')
+        :format(shown))
+    end
+    if H < 1 or W < 1 or x.p.shape[nd - 3] < 1 then   -- (an empty batch is fine, as in PyTorch)
+      raise(('adaptive_max_pool2d: input {%s} is empty'):format(table.concat(x:size(), ',')))
+    end
+    if not x:is_floating_point() then
+      raise('adaptive_max_pool2d: input must be a floating-point tensor, got ' .. x.dtype)
+    end
+    local x4 = nd == 3 and x:unsqueeze(1) or x
+    local kh, rows = adaptive_bins(H, oh, x.device)
+    local kw, cols = adaptive_bins(W, ow, x.device)
+    local g = x4
+    if rows then g = g:index_select(3, rows) end
+    if cols then g = g:index_select(4, cols) end
+    local out, idx = F.max_pool2d(g, { kh, kw }, { return_indices = true })
+    if nd == 3 then out = out:select(1, 1) end
+    if not return_indices then return out end
+    if rows or cols then
+      -- idx counts within the gathered (oh*kh, ow*kw) plane: map it back
+      local r = rows and rows - 1 or factory.arange(0, H, { device = x.device })
+      local c = cols and cols - 1 or factory.arange(0, W, { device = x.device })
+      local map = (r * W):view(oh * kh, 1) + c:view(1, ow * kw)
+      idx = map:view(map:numel()):index_select(1, idx:view(idx:numel()) + 1):view(idx:size())
+    end
+    idx = idx + 1
+    if nd == 3 then idx = idx:select(1, 1) end
+    return out, idx
   end
 end

@@ -1,5 +1,6 @@
 -- lunet.nn.functional's padding and reshaping of values: pad (constant,
--- reflect, replicate, circular), dropout, dropout2d, flatten, embedding.
+-- reflect, replicate, circular), dropout, dropout2d, flatten, unflatten,
+-- pixel_shuffle, pixel_unshuffle, embedding.
 -- Installed into F by lunet.nn.functional, which hands over its helpers;
 -- returns embedding(fn, ...), the form nn.Embedding calls.
 local core = require 'lunet.core'
@@ -99,6 +100,74 @@ return function(F, h)
   end
 
   function F.flatten(x, s, e) return need('flatten', x, 'input'):flatten(s or 2, e or -1) end
+
+  -- unflatten(x, dim, sizes): dim (1-based, negative from the end) split
+  -- into sizes (one entry may be -1, inferred), as torch's Tensor.unflatten
+  function F.unflatten(x, dim, sizes)
+    need('unflatten', x, 'input')
+    local d = T.cdim('unflatten', x, dim) + 1
+    local s = x:size()
+    if not is_table(sizes) or #sizes == 0 then
+      raise('unflatten: sizes must be a non-empty list of integers, got ' .. typename(sizes))
+    end
+    local prod, infer = 1, nil
+    for i = 1, #sizes do
+      local v = sizes[i]
+      if type(v) ~= 'number' or v % 1 ~= 0 or v < -1 or v >= 2 ^ 53 or (v == -1 and infer) then
+        raise(('unflatten: sizes must be integers >= 0 with at most one -1, got {%s}'):format(
+          table.concat((function() local t = {} for j = 1, #sizes do t[j] = tostring(sizes[j]) end return t end)(), ', ')))
+      end
+      if v == -1 then infer = i else prod = prod * v end
+    end
+    local shape = {}
+    for i = 1, d - 1 do shape[#shape + 1] = s[i] end
+    for i = 1, #sizes do shape[#shape + 1] = sizes[i] end
+    if infer and prod > 0 and s[d] % prod == 0 then shape[d - 1 + infer] = s[d] / prod end
+    if (infer and (prod == 0 or s[d] % prod ~= 0)) or (not infer and prod ~= s[d]) then
+      raise(('unflatten: sizes {%s} do not multiply up to the size %d of dim %d'):format(
+        table.concat(sizes, ', '), s[d], dim))
+    end
+    for i = d + 1, #s do shape[#shape + 1] = s[i] end
+    return x:reshape(shape)
+  end
+
+  -- x (*, C, H, W), its dims before the last three as one
+  local function lead3(fn, x, factor, what)
+    need(fn, x, 'input')
+    if type(factor) ~= 'number' or factor % 1 ~= 0 or factor < 1 or factor >= 2 ^ 31 then
+      raise(('%s: %s must be an integer >= 1, got %s'):format(fn, what, tostring(factor)))
+    end
+    local s = x:size()
+    local nd = #s
+    if nd < 3 then
+      raise(('%s: input must have at least 3 dims (*, C, H, W), got %d-d {%s}'):format(fn, nd, table.concat(s, ',')))
+    end
+    local n = 1
+    for i = 1, nd - 3 do n = n * s[i] end
+    return s, nd, n, s[nd - 2], s[nd - 1], s[nd]
+  end
+
+  -- pixel_shuffle(x (*, C*r^2, H, W), r) -> (*, C, H*r, W*r), as torch's
+  -- (a view, a permute and a copy: differentiable through them)
+  function F.pixel_shuffle(x, r)
+    local s, nd, n, c, h, w = lead3('pixel_shuffle', x, r, 'upscale_factor')
+    if c % (r * r) ~= 0 then
+      raise(('pixel_shuffle: input has %d channels (dim %d), not divisible by upscale_factor^2 = %d'):format(c, nd - 2, r * r))
+    end
+    local oc = c / (r * r)
+    s[nd - 2], s[nd - 1], s[nd] = oc, h * r, w * r
+    return x:reshape(n, oc, r, r, h, w):permute({ 1, 2, 5, 3, 6, 4 }):reshape(s)
+  end
+
+  -- pixel_unshuffle(x (*, C, H*r, W*r), r) -> (*, C*r^2, H, W), pixel_shuffle's inverse
+  function F.pixel_unshuffle(x, r)
+    local s, nd, n, c, h, w = lead3('pixel_unshuffle', x, r, 'downscale_factor')
+    if h % r ~= 0 or w % r ~= 0 then
+      raise(('pixel_unshuffle: input height %d and width %d must be divisible by downscale_factor %d'):format(h, w, r))
+    end
+    s[nd - 2], s[nd - 1], s[nd] = c * r * r, h / r, w / r
+    return x:reshape(n, c, h / r, r, w / r, r):permute({ 1, 2, 4, 6, 3, 5 }):reshape(s)
+  end
 
   -- dropout2d(x (N, C, H, W), p = 0.5, training = true): zeroes whole channels
   -- with probability p, scales the kept ones by 1/(1-p); x itself when not training

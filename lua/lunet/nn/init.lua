@@ -16,7 +16,8 @@ for _, name in ipairs({
   'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'BCEWithLogitsLoss', 'BasicBlock',
   'L1Loss', 'SmoothL1Loss', 'HuberLoss', 'BCELoss', 'KLDivLoss',
   'LayerNorm', 'GroupNorm', 'Dropout2d', 'Embedding', 'Upsample', 'ZeroPad2d', 'ModuleDict',
-  'ConvTranspose2d', 'UpsamplingBilinear2d',
+  'ConvTranspose2d', 'UpsamplingBilinear2d', 'AdaptiveMaxPool2d', 'PixelShuffle', 'PixelUnshuffle', 'Unflatten',
+  'InstanceNorm2d',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
