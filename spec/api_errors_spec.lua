@@ -249,6 +249,8 @@ describe('API errors: no raw Lua error from any public function', function()
       Linear = { 3, 2 }, Conv2d = { 3, 4, 3 }, BatchNorm1d = { 3 }, BatchNorm2d = { 3 }, MaxPool2d = { 2 },
       AvgPool2d = { 2 }, AdaptiveAvgPool2d = { 1 }, BasicBlock = { 3, 3 }, Sequential = { nn.ReLU() },
       ModuleList = { { nn.ReLU() } }, Dropout = { 0.5 }, Softmax = { 2 }, LogSoftmax = { 2 },
+      AdaptiveMaxPool2d = { 2 }, PixelShuffle = { 2 }, PixelUnshuffle = { 2 }, Unflatten = { 2, { 2, 2 } },
+      InstanceNorm2d = { 3 },
     }
     local modules = 0
     for k, v in pairs(nn) do
