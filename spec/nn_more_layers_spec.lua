@@ -69,7 +69,7 @@ local function fixture_cases(op)
 end
 
 describe('nn.AdaptiveMaxPool2d', function()
-  it('matches torch: uneven, even and growing bins, a kept (false) size, ties, 3-d, a view', function()
+  it('matches torch: uneven, even and growing bins, a kept (false) size, ties, NaNs, 3-d, a view', function()
     fixture_cases('adaptive_max_pool2d')
   end)
   it('float64 finite differences, batched and unbatched', function()

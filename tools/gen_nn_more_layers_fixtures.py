@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes spec/fixtures/nn_more_layers.safetensors with PyTorch 1.13, for
 spec/nn_more_layers_spec.lua: AdaptiveMaxPool2d (uneven, even and growing
-bins, a None entry, ties, 3-d input, a transposed view), PixelShuffle and
+bins, a None entry, ties, NaNs, 3-d input, a transposed view), PixelShuffle and
 PixelUnshuffle (3-d, 4-d, 5-d, a view), Unflatten and InstanceNorm2d
 (affine, tracked running statistics in training then eval, 3-d input).
 
@@ -67,6 +67,11 @@ def adaptive_max_cases():
     # ties: integer values, many equal (torch's choice among them: the first in row-major order)
     x = torch.randint(0, 3, (2, 2, 7, 5)).float()
     add("amp_ties", "adaptive_max_pool2d", {"output_size": [3, 4]},
+        lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), x)
+    # NaNs: a NaN wins its bin (the last one in row-major order, as torch's kernel)
+    x = torch.randn(1, 2, 7, 5)
+    x.view(-1)[torch.tensor([3, 4, 11, 12, 13, 30, 31, 44, 69])] = float("nan")
+    add("amp_nan", "adaptive_max_pool2d", {"output_size": [3, 4]},
         lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), x)
 
 
