@@ -49,7 +49,8 @@ return function(F, h)
   -- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1,
   -- ceil_mode=false, return_indices=false}), or PyTorch's positional
   -- max_pool2d(x, k, stride, padding, dilation, ceil_mode, return_indices);
-  -- indices are 0-based h*W+w
+  -- indices (int64) are 1-based positions h*W+w+1 within each plane, as
+  -- adaptive_max_pool2d's and Torch7's (the kernel's own are 0-based)
   local record_max_pool2d = recorder('max_pool2d')
   function F.max_pool2d(x, k, opts, padding, dilation, ceil_mode, return_indices)
     need('max_pool2d', x, 'input', 4)
@@ -66,7 +67,7 @@ return function(F, h)
     local idx = wrap(C.ln_empty(4, shape_buf, C.LN_INT64, x.p.device_id))
     check(C.ln_maxpool2d_forward(out.p, idx.p, x.p, p))
     record_max_pool2d(out, x, idx, p)
-    if opts.return_indices then return out, idx end
+    if opts.return_indices then return out, idx + 1 end
     return out
   end
 
@@ -177,13 +178,12 @@ return function(F, h)
     if nd == 3 then out = out:select(1, 1) end
     if not return_indices then return out end
     if rows or cols then
-      -- idx counts within the gathered (oh*kh, ow*kw) plane: map it back
+      -- idx counts (1-based) within the gathered (oh*kh, ow*kw) plane: map it back
       local r = rows and rows - 1 or factory.arange(0, H, { device = x.device })
       local c = cols and cols - 1 or factory.arange(0, W, { device = x.device })
-      local map = (r * W):view(oh * kh, 1) + c:view(1, ow * kw)
-      idx = map:view(map:numel()):index_select(1, idx:view(idx:numel()) + 1):view(idx:size())
+      local map = (r * W):view(oh * kh, 1) + c:view(1, ow * kw) + 1
+      idx = map:view(map:numel()):index_select(1, idx:view(idx:numel())):view(idx:size())
     end
-    idx = idx + 1
     if nd == 3 then idx = idx:select(1, 1) end
     return out, idx
   end
