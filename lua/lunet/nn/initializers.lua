@@ -81,4 +81,7 @@ function init.default_(w, b)
   end
 end
 
+-- xavier_normal_, trunc_normal_, orthogonal_, eye_, dirac_; all of them under no_grad
+require('lunet.nn.initializers_more')(init)
+
 return init
