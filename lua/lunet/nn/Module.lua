@@ -117,6 +117,16 @@ end
 function Module:register_forward_hook(fn, opts)
   return hooks.register(self, 'post', 'register_forward_hook', fn, opts)
 end
+-- fn(module, grad_input, grad_output) in the backward of each call; returns
+-- nil, or the list that replaces grad_input (nil for inputs needing no grad)
+function Module:register_full_backward_hook(fn, opts)
+  return hooks.register(self, 'bw', 'register_full_backward_hook', fn, opts)
+end
+-- fn(module, grad_output) in the backward of each call, before the module's
+-- own; returns nil, or the list that replaces grad_output
+function Module:register_full_backward_pre_hook(fn, opts)
+  return hooks.register(self, 'bwpre', 'register_full_backward_pre_hook', fn, opts)
+end
 
 -- ---- walking the tree ----------------------------------------------------------------
 

@@ -1,4 +1,4 @@
--- lunet.nn.hooks: forward hooks on a module, as PyTorch's.
+-- lunet.nn.hooks: forward and backward hooks on a module, as PyTorch's.
 --
 --   local h = model.fc1:register_forward_hook(function(module, inputs, output)
 --     features[#features + 1] = output:detach()   -- (return a tensor to replace the output)
@@ -7,14 +7,19 @@
 --     return inputs[1]:clamp(-1, 1)                -- (return a value or a list to replace the inputs)
 --   end)
 --   ...
+--   model.fc2:register_full_backward_hook(function(module, grad_input, grad_output)
+--     return { grad_input[1]:clamp(-1, 1) }       -- (return a list to replace grad_input)
+--   end)                                         -- (backward pre-hook: fn(module, grad_output))
 --   h:remove()
 --
 -- A hook runs each time the module is called (module(x), and as a child of
 -- a container, a pipeline's stage or a DataParallel replica, which call
 -- their modules), in the order registered (opts.prepend = true: first).
--- inputs is the list of the call's arguments. A module with hooks is never
--- fused with its neighbours (lunet.nn.fuse): it runs as written, so that
--- its hooks see its own input and output. A copy (module:clone()) keeps the
+-- inputs is the list of the call's arguments. Backward hooks run in the
+-- backward of each call made in grad mode (lunet.nn.backward_hooks).
+-- A module with hooks is never fused with its neighbours (lunet.nn.fuse):
+-- it runs as written, so that its hooks see its own input, output and
+-- gradients. A copy (module:clone()) keeps the
 -- hooks it had; DataParallel's replicas and a hybrid pipeline's run the
 -- model's hooks as they are at each forward (hooks.share). A pipeline cuts
 -- a model into atoms when it is built: a hook on a nested Sequential it
@@ -22,6 +27,8 @@
 local options = require 'lunet.options'
 local core = require 'lunet.core'
 local is_table, typename = core.is_table, core.typename   -- (tensors are tables)
+local S = require 'lunet.autograd.mode'
+local backward = require 'lunet.nn.backward_hooks'
 
 local hooks = {}
 
@@ -29,6 +36,9 @@ local hooks = {}
 -- instance field: DataParallel's sync_bn, deferred BatchNorm) and no hooks;
 -- only such modules are fused
 function hooks.plain(m) return rawget(m, 'forward') == nil and rawget(m, '_hooks') == nil end
+
+-- forward pre-hooks, forward hooks, full backward hooks, backward pre-hooks
+local KINDS = { 'pre', 'post', 'bw', 'bwpre' }
 
 local Handle = {}
 Handle.__index = Handle
@@ -40,13 +50,13 @@ function Handle:remove()
   local m, entry = self.module, self.entry
   local h = rawget(m, '_hooks')
   if not h then return end
-  for _, kind in ipairs({ 'pre', 'post' }) do
+  for _, kind in ipairs(KINDS) do
     -- (a new list: a call iterating the old one, whose hook removes itself, goes on over it)
     local kept = {}
     for _, e in ipairs(h[kind]) do if e ~= entry then kept[#kept + 1] = e end end
     h[kind] = kept
   end
-  if #h.pre == 0 and #h.post == 0 then rawset(m, '_hooks', nil) end
+  if #h.pre == 0 and #h.post == 0 and #h.bw == 0 and #h.bwpre == 0 then rawset(m, '_hooks', nil) end
 end
 Handle.__tostring = function(self) return ('RemovableHandle(%s)'):format(self.module.__name) end
 
@@ -64,7 +74,7 @@ function hooks.register(m, kind, fname, fn, opts)
   opts = options.check(fname, opts, { prepend = 'boolean' }) or {}
   local h = rawget(m, '_hooks')
   if not h then
-    h = { pre = {}, post = {} }
+    h = { pre = {}, post = {}, bw = {}, bwpre = {} }
     rawset(m, '_hooks', h)
   end
   local entry = { fn = fn }
@@ -89,7 +99,8 @@ function hooks.share(from, to)
   end
 end
 
--- module(...) when it has hooks: the pre-hooks, forward, the hooks
+-- module(...) when it has hooks: the pre-hooks, forward, the hooks; with
+-- backward hooks (in grad mode) the inputs and output through their nodes
 function hooks.call(m, h, ...)
   local n = select('#', ...)
   local inputs = { ... }
@@ -101,12 +112,15 @@ function hooks.call(m, h, ...)
       if is_table(r) then inputs, n = r, table.maxn(r) else inputs, n = { r }, 1 end
     end
   end
+  local bw
+  if (h.bw[1] or h.bwpre[1]) and S.grad_enabled then bw, inputs = backward.inputs(m, h.bw, h.bwpre, inputs, n) end
   local out = m:forward(unpack(inputs, 1, n))
   local post = h.post
   for i = 1, #post do
     local r = post[i].fn(m, inputs, out)
     if r ~= nil then out = r end
   end
+  if bw then out = backward.output(bw, out) end
   return out
 end
 
