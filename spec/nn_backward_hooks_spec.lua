@@ -182,4 +182,35 @@ describe('nn backward hooks', function()
     assert.matches('register_full_backward_pre_hook: the hook returned 2 grad_output, expected 1',
       err_of(function() lin(x):sum():backward() end), 1, true)
   end)
+  describe('in parallel wrappers', function()
+    setup(function() lunet.set_cpu_devices(4) end)
+    teardown(function()
+      for _ = 1, 4 do collectgarbage() end
+      pcall(lunet.synchronize)
+      lunet.set_cpu_devices(1)
+    end)
+
+    it('DataParallel\'s replicas run them per replica, a Pipeline\'s atoms per chunk (registered after wrapping)', function()
+      local m = nn.Sequential { nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2) }
+      local dp = lunet.parallel.DataParallel(m, { devices = { 'cpu:0', 'cpu:1' } })
+      local rows, pre = {}, 0
+      m[3]:register_full_backward_hook(function(_, gi, go)
+        rows[#rows + 1] = go[1]:size(1)
+        assert.same(gi[1]:size(), { go[1]:size(1), 4 })
+      end)
+      m[3]:register_full_backward_pre_hook(function(_, go) pre = pre + go[1]:size(1) end)
+      local crit, x, y = nn.MSELoss(), lunet.randn({ 6, 3 }), lunet.randn({ 6, 2 })
+      crit(dp(x), y):backward()
+      lunet.synchronize()
+      assert.same({ 3, 3 }, rows)
+      assert.equal(6, pre)
+
+      local p = nn.Sequential { nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2) }
+      local pipe = lunet.parallel.Pipeline(p, { devices = { 'cpu:0', 'cpu:1' }, chunks = 2, balance = { 2, 1 } })
+      local seen = {}
+      p[3]:register_full_backward_hook(function(_, _, go) seen[#seen + 1] = go[1]:size(1) end)
+      pipe:forward_loss(crit, x, y):backward()
+      assert.same({ 3, 3 }, seen)
+    end)
+  end)
 end)
