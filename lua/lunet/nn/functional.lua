@@ -322,6 +322,10 @@ require('lunet.nn.functional_act_loss')(F, { need = need, same_shape = same_shap
 
 local interp = require('lunet.nn.functional_interp')(F, h)           -- interpolate
 
+-- hardtanh, selu, celu, threshold (and their in-place forms), logsigmoid, softsign,
+-- tanhshrink, glu, softmin, hardshrink, softshrink
+require('lunet.nn.functional_more_acts')(F, h)
+
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)
 F._internal = { norm_shape = norm.norm_shape, need_eps = norm.need_eps, embedding = shape.embedding,

@@ -17,7 +17,8 @@ for _, name in ipairs({
   'L1Loss', 'SmoothL1Loss', 'HuberLoss', 'BCELoss', 'KLDivLoss',
   'LayerNorm', 'GroupNorm', 'Dropout2d', 'Embedding', 'Upsample', 'ZeroPad2d', 'ModuleDict',
   'ConvTranspose2d', 'UpsamplingBilinear2d', 'AdaptiveMaxPool2d', 'PixelShuffle', 'PixelUnshuffle', 'Unflatten',
-  'InstanceNorm2d',
+  'InstanceNorm2d', 'Hardtanh', 'SELU', 'CELU', 'LogSigmoid', 'Softsign', 'Tanhshrink', 'Threshold', 'GLU', 'Softmin',
+  'Hardshrink', 'Softshrink',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
