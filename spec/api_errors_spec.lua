@@ -250,7 +250,7 @@ describe('API errors: no raw Lua error from any public function', function()
       AvgPool2d = { 2 }, AdaptiveAvgPool2d = { 1 }, BasicBlock = { 3, 3 }, Sequential = { nn.ReLU() },
       ModuleList = { { nn.ReLU() } }, Dropout = { 0.5 }, Softmax = { 2 }, LogSoftmax = { 2 },
       AdaptiveMaxPool2d = { 2 }, PixelShuffle = { 2 }, PixelUnshuffle = { 2 }, Unflatten = { 2, { 2, 2 } },
-      InstanceNorm2d = { 3 },
+      InstanceNorm2d = { 3 }, Threshold = { 0.1, 20 },
     }
     local modules = 0
     for k, v in pairs(nn) do
