@@ -325,10 +325,15 @@ local interp = require('lunet.nn.functional_interp')(F, h)           -- interpol
 -- hardtanh, selu, celu, threshold (and their in-place forms), logsigmoid, softsign,
 -- tanhshrink, glu, softmin, hardshrink, softshrink
 require('lunet.nn.functional_more_acts')(F, h)
+-- cosine_similarity, pairwise_distance; triplet_margin, cosine_embedding, margin_ranking,
+-- soft_margin, multilabel_soft_margin, multi_margin, poisson_nll, gaussian_nll losses
+local distance = require('lunet.nn.functional_distance')(F, { need = need, sum_all = sum_all })
+local more_loss = require('lunet.nn.functional_more_loss')(F, distance)
 
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)
 F._internal = { norm_shape = norm.norm_shape, need_eps = norm.need_eps, embedding = shape.embedding,
-  interp_geometry = interp.interp_geometry, interpolate = interp.interpolate }
+  interp_geometry = interp.interp_geometry, interpolate = interp.interpolate,
+  distance = distance, more_loss = more_loss }
 
 return F

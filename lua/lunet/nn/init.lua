@@ -19,6 +19,9 @@ for _, name in ipairs({
   'ConvTranspose2d', 'UpsamplingBilinear2d', 'AdaptiveMaxPool2d', 'PixelShuffle', 'PixelUnshuffle', 'Unflatten',
   'InstanceNorm2d', 'Hardtanh', 'SELU', 'CELU', 'LogSigmoid', 'Softsign', 'Tanhshrink', 'Threshold', 'GLU', 'Softmin',
   'Hardshrink', 'Softshrink',
+  'InstanceNorm2d', 'CosineSimilarity', 'PairwiseDistance', 'MarginRankingLoss', 'CosineEmbeddingLoss',
+  'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'PoissonNLLLoss', 'GaussianNLLLoss',
+  'SoftMarginLoss',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
