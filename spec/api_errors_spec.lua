@@ -251,6 +251,8 @@ describe('API errors: no raw Lua error from any public function', function()
       ModuleList = { { nn.ReLU() } }, Dropout = { 0.5 }, Softmax = { 2 }, LogSoftmax = { 2 },
       AdaptiveMaxPool2d = { 2 }, PixelShuffle = { 2 }, PixelUnshuffle = { 2 }, Unflatten = { 2, { 2, 2 } },
       InstanceNorm2d = { 3 }, Threshold = { 0.1, 20 },
+      CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
+      TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0
     for k, v in pairs(nn) do

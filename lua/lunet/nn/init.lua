@@ -18,8 +18,7 @@ for _, name in ipairs({
   'LayerNorm', 'GroupNorm', 'Dropout2d', 'Embedding', 'Upsample', 'ZeroPad2d', 'ModuleDict',
   'ConvTranspose2d', 'UpsamplingBilinear2d', 'AdaptiveMaxPool2d', 'PixelShuffle', 'PixelUnshuffle', 'Unflatten',
   'InstanceNorm2d', 'Hardtanh', 'SELU', 'CELU', 'LogSigmoid', 'Softsign', 'Tanhshrink', 'Threshold', 'GLU', 'Softmin',
-  'Hardshrink', 'Softshrink',
-  'InstanceNorm2d', 'CosineSimilarity', 'PairwiseDistance', 'MarginRankingLoss', 'CosineEmbeddingLoss',
+  'Hardshrink', 'Softshrink', 'CosineSimilarity', 'PairwiseDistance', 'MarginRankingLoss', 'CosineEmbeddingLoss',
   'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'PoissonNLLLoss', 'GaussianNLLLoss',
   'SoftMarginLoss',
 }) do
