@@ -7,14 +7,13 @@ reduction, with the values at their kinks and clamps (relu6 at 0 and 6,
 hardswish at -3 and 3, |input - target| == beta or delta, input == target,
 BCE at probabilities 0 and 1, a KL target of 0).
 
-Same layout as tools/gen_nn_fixtures.py (whose save/add it uses): for each
+Same layout as tools/gen_nn_fixtures.py (fixture_lib's save/add): for each
 case "<name>", float32 inputs "<name>.x", "<name>.y" (target), "<name>.w"
 (weight), the output "<name>.out" and the gradients "<name>.dx", ... of
 sum(out * <name>.dout), computed in float64 from the same values. The
 metadata entry "cases" is a JSON list of {name, op, opts}.
 Run:  /usr/bin/python3 tools/gen_nn_act_loss_fixtures.py
 """
-import json
 import os
 import sys
 import warnings
@@ -23,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_nn_fixtures as g  # noqa: E402
+import fixture_lib as g  # noqa: E402
 
 warnings.filterwarnings("ignore")
 f32, add = g.f32, g.add
@@ -134,10 +133,7 @@ def main():
     torch.manual_seed(0)
     activation_cases()
     loss_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "nn_act_loss.safetensors")
-    g.save(out, g.tensors, {"cases": json.dumps(g.cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(g.cases)} cases, {len(g.tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("nn_act_loss.safetensors", g.tensors, g.cases)
 
 
 if __name__ == "__main__":

@@ -9,59 +9,20 @@ As tools/gen_nn_fixtures.py: for every case "<name>", the inputs
 "<name>.x", "<name>.w", "<name>.b" are float32 values; the output
 "<name>.out" and the gradients "<name>.dx", "<name>.dw", "<name>.db" of
 sum(out * <name>.dout) are computed in float64 from those same values. The
-metadata entry "cases" is a JSON list of {name, op, opts}. The safetensors
-format is written by hand (no python3-safetensors on Debian).
+metadata entry "cases" is a JSON list of {name, op, opts}. Written with
+tools/fixture_lib.py (its add and save).
 Run:  /usr/bin/python3 tools/gen_nn_conv_transpose_fixtures.py
 """
-import json
 import os
-import struct
+import sys
 
 import torch
 import torch.nn.functional as F
 
-DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixture_lib as g  # noqa: E402
 
-
-def save(path, tensors, metadata):
-    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name in order:
-        b = tensors[name].contiguous().numpy().tobytes()
-        header[name] = {"dtype": DTYPES[tensors[name].dtype], "shape": list(tensors[name].shape),
-                        "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
-
-tensors, cases = {}, []
-
-
-def f32(*shape, scale=1.0):
-    return (torch.randn(tuple(shape)) * scale).float()
-
-
-def add(name, op, opts, fn, inputs, grads):
-    """inputs: dict of float32 tensors (those in grads get gradients);
-    fn(**float64 inputs) -> output tensor."""
-    for k, v in inputs.items():
-        tensors[f"{name}.{k}"] = v
-    d = {k: v.double().requires_grad_(k in grads) for k, v in inputs.items()}
-    out = fn(**d)
-    dout = f32(*out.shape)
-    tensors[f"{name}.out"] = out.detach()
-    tensors[f"{name}.dout"] = dout
-    gs = torch.autograd.grad(out, [d[k] for k in grads], dout.double())
-    for k, g in zip(grads, gs):
-        tensors[f"{name}.d{k}"] = g
-    cases.append({"name": name, "op": op, "opts": opts})
+f32, add = g.f32, g.add
 
 
 def conv_transpose_cases():
@@ -102,10 +63,7 @@ def conv_transpose_cases():
 def main():
     torch.manual_seed(0)
     conv_transpose_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "nn_conv_transpose.safetensors")
-    save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("nn_conv_transpose.safetensors", g.tensors, g.cases)
 
 
 if __name__ == "__main__":

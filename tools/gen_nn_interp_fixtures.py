@@ -9,43 +9,21 @@ and channels above 1.
 As tools/gen_nn_fixtures.py: for every case "<name>", the input "<name>.x"
 holds float32 values; the output "<name>.out" and the gradient "<name>.dx"
 of sum(out * <name>.dout) are computed in float64 from those same values.
-The metadata entry "cases" is a JSON list of {name, shape, opts}. The
-safetensors format is written by hand (no python3-safetensors on Debian).
+The metadata entry "cases" is a JSON list of {name, shape, opts}. Written
+with tools/fixture_lib.py (its save).
 Run:  /usr/bin/python3 tools/gen_nn_interp_fixtures.py
 """
-import json
 import os
-import struct
+import sys
 
 import torch
 import torch.nn.functional as F
 
-DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
-
-
-def save(path, tensors, metadata):
-    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name in order:
-        b = tensors[name].contiguous().numpy().tobytes()
-        header[name] = {"dtype": DTYPES[tensors[name].dtype], "shape": list(tensors[name].shape),
-                        "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fixture_lib as g  # noqa: E402
 
 tensors, cases = {}, []
-
-
-def f32(*shape):
-    return torch.randn(tuple(shape)).float()
+f32 = g.f32
 
 
 def add(name, shape, opts):
@@ -85,10 +63,7 @@ def interp_cases():
 def main():
     torch.manual_seed(0)
     interp_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "nn_interp.safetensors")
-    save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("nn_interp.safetensors", tensors, cases)
 
 
 if __name__ == "__main__":

@@ -8,14 +8,13 @@ kinks and thresholds (hardtanh's bounds, 0 for selu/celu, threshold itself,
 -100) and, for hardtanh, selu, celu and threshold, PyTorch's in-place forms
 (on a non-leaf: x * 1).
 
-Same layout as tools/gen_nn_fixtures.py (whose save/add it uses): for each
+Same layout as tools/gen_nn_fixtures.py (fixture_lib's save/add): for each
 case "<name>", the float32 input "<name>.x", the output "<name>.out" and the
 gradient "<name>.dx" of sum(out * <name>.dout), computed in float64 from the
 same values. The metadata entry "cases" is a JSON list of {name, op, opts}
 (lunet's options: dims 1-based; opts.inplace for the in-place cases).
 Run:  /usr/bin/python3 tools/gen_nn_more_acts_fixtures.py
 """
-import json
 import os
 import sys
 import warnings
@@ -24,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_nn_fixtures as g  # noqa: E402
+import fixture_lib as g  # noqa: E402
 
 warnings.filterwarnings("ignore")
 f32, add = g.f32, g.add
@@ -114,10 +113,7 @@ def main():
     torch.manual_seed(0)
     elementwise_cases()
     dim_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "nn_more_acts.safetensors")
-    g.save(out, g.tensors, {"cases": json.dumps(g.cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(g.cases)} cases, {len(g.tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("nn_more_acts.safetensors", g.tensors, g.cases)
 
 
 if __name__ == "__main__":

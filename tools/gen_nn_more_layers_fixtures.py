@@ -15,10 +15,9 @@ when tracked, the running statistics after the training step and the eval
 output on "<name>.x2" ("<name>.running_mean", "<name>.running_var",
 "<name>.out2"). The metadata entry "cases" is a JSON list of {name, op,
 args (lunet's: dims 1-based, None as false), view}.
-Same writer as tools/gen_nn_fixtures.py (its save).
+Same writer as tools/gen_nn_fixtures.py (fixture_lib's save).
 Run:  /usr/bin/python3 tools/gen_nn_more_layers_fixtures.py
 """
-import json
 import os
 import sys
 
@@ -27,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_nn_fixtures as g  # noqa: E402
+import fixture_lib as g  # noqa: E402
 
 tensors, cases = {}, []
 
@@ -123,10 +122,7 @@ def main():
     shuffle_cases()
     unflatten_cases()
     instance_norm_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "nn_more_layers.safetensors")
-    g.save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("nn_more_layers.safetensors", tensors, cases)
 
 
 if __name__ == "__main__":

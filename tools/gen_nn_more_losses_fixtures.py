@@ -8,7 +8,7 @@ their edge cases: zero vectors and norms below eps, equal inputs, the hinges
 at exactly 0, broadcasting where torch allows it, weights, swap, the Stirling
 term at targets 0, 1 and above, variances below eps.
 
-Same layout as tools/gen_nn_fixtures.py (whose save/add it uses): for each
+Same layout as tools/gen_nn_fixtures.py (fixture_lib's save/add): for each
 case "<name>", the inputs "<name>.<k>" (float32, or int64 class labels stored
 1-based as lunet takes them), the output "<name>.out" and the gradients
 "<name>.d<k>" of sum(out * <name>.dout), computed in float64 from the same
@@ -16,7 +16,6 @@ values. The metadata entry "cases" is a JSON list of {name, op, opts}, opts
 in lunet's terms (1-based dims).
 Run:  /usr/bin/python3 tools/gen_nn_more_losses_fixtures.py
 """
-import json
 import os
 import sys
 import warnings
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_nn_fixtures as g  # noqa: E402
+import fixture_lib as g  # noqa: E402
 
 warnings.filterwarnings("ignore")
 f32, add = g.f32, g.add
@@ -223,10 +222,7 @@ def main():
     pair_cases()
     multilabel_cases()
     nll_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "nn_more_losses.safetensors")
-    g.save(out, g.tensors, {"cases": json.dumps(g.cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(g.cases)} cases, {len(g.tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("nn_more_losses.safetensors", g.tensors, g.cases)
 
 
 if __name__ == "__main__":

@@ -3,48 +3,17 @@
 spec/serialize_spec.lua: one tensor of every dtype lunet reads, a 0-d and a
 zero-size tensor, a transposed view, and metadata with non-ASCII text.
 
-The format is written by hand here (Debian has no python3-safetensors), the
-way the reference implementation lays it out: 8-byte little-endian header
-length, JSON header (json.dumps escapes non-ASCII as \\uXXXX), header padded
-with spaces to a multiple of 8, then the raw little-endian bytes, widest
-dtype first. Run with Debian's python:  /usr/bin/python3 tools/gen_safetensors_fixture.py
+The format is written by hand by tools/fixture_lib.py's save (Debian has
+no python3-safetensors), the way the reference implementation lays it out.
+Run with Debian's python:  /usr/bin/python3 tools/gen_safetensors_fixture.py
 """
-import json
 import os
-import struct
+import sys
 
 import torch
 
-DTYPES = {
-    torch.float32: "F32", torch.float64: "F64", torch.int32: "I32", torch.int64: "I64",
-    torch.uint8: "U8", torch.bool: "BOOL", torch.float16: "F16", torch.bfloat16: "BF16",
-}
-
-
-def tensor_bytes(t):
-    t = t.contiguous()
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return t.view(torch.int16).numpy().tobytes()
-    return t.numpy().tobytes()
-
-
-def save(path, tensors, metadata):
-    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name in order:
-        t = tensors[name]
-        b = tensor_bytes(t)
-        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_lib import save  # noqa: E402
 
 
 def main():

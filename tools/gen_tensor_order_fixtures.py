@@ -17,17 +17,16 @@ or null: over all elements), keepdim, k, q (a number, or null for a tensor
 q), interpolation, view (null, or "t": x is stored as is and reduced as
 x:transpose(1, 3):narrow(2, 2, 3)), ties (true: the index among equal
 values is not specified, so only x:gather(dim, indices) == values is
-checked), grad}. Same writer as tools/gen_nn_fixtures.py (its save).
+checked), grad}. Same writer as tools/gen_nn_fixtures.py (fixture_lib's save).
 Run:  /usr/bin/python3 tools/gen_tensor_order_fixtures.py
 """
-import json
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_nn_fixtures as g  # noqa: E402
+import fixture_lib as g  # noqa: E402
 
 tensors, cases = {}, []
 NAN = float("nan")
@@ -195,10 +194,7 @@ def main():
     kthvalue_cases()
     quantile_cases()
     grad_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "tensor_order.safetensors")
-    g.save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("tensor_order.safetensors", tensors, cases)
 
 
 if __name__ == "__main__":

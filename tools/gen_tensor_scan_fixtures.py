@@ -13,19 +13,17 @@ For every case "<name>": the input "<name>.x" and PyTorch's result
 a JSON list of {name, op, dim (1-based, lunet's), dtype (the option, or
 null), view (null, or "t": x is stored as is and scanned as
 x:transpose(1, 3):narrow(2, 2, 3)), grad (true for a gradient case)}.
-Same writer as tools/gen_nn_fixtures.py (its save), with the integer and
-bool dtypes added.  Run:  /usr/bin/python3 tools/gen_tensor_scan_fixtures.py
+Same writer as tools/gen_nn_fixtures.py (fixture_lib's save), with
+the integer and bool dtypes.  Run:  /usr/bin/python3 tools/gen_tensor_scan_fixtures.py
 """
-import json
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_nn_fixtures as g  # noqa: E402
+import fixture_lib as g  # noqa: E402
 
-g.DTYPES.update({torch.int32: "I32", torch.uint8: "U8", torch.bool: "BOOL"})
 LUNET_DTYPE = {torch.float32: "float32", torch.float64: "float64", torch.int32: "int32",
                torch.int64: "int64", torch.uint8: "uint8"}
 
@@ -128,10 +126,7 @@ def main():
     float_cases()
     int_cases()
     grad_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "tensor_scan.safetensors")
-    g.save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("tensor_scan.safetensors", tensors, cases)
 
 
 if __name__ == "__main__":

@@ -23,10 +23,9 @@ compared), unordered (sorted = false: PyTorch's CPU order is a hash's, so
 values are compared as sets), grad}. One result differs from PyTorch's on
 purpose: bincount of an empty input with weights is stored in the weights'
 result dtype (PyTorch 1.13: int64 zeros, whatever the weights). Same writer as
-tools/gen_nn_fixtures.py (its save), with bool, uint8 and int32 added.
+tools/gen_nn_fixtures.py (fixture_lib's save), with bool, uint8 and int32.
 Run:  /usr/bin/python3 tools/gen_tensor_select_fixtures.py
 """
-import json
 import os
 import sys
 import warnings
@@ -34,9 +33,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_nn_fixtures as g  # noqa: E402
-
-g.DTYPES.update({torch.bool: "BOOL", torch.uint8: "U8", torch.int32: "I32"})
+import fixture_lib as g  # noqa: E402
 
 tensors, cases = {}, []
 NAN = float("nan")
@@ -251,10 +248,7 @@ def main():
     masked_select_cases()
     unique_cases()
     bincount_cases()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "tensor_select.safetensors")
-    g.save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    g.write("tensor_select.safetensors", tensors, cases)
 
 
 if __name__ == "__main__":
