@@ -112,11 +112,7 @@ describe('autograd memory', function()
 end)
 
 describe('gradient hooks', function()
-  local function err_of(f)
-    local ok, err = pcall(f)
-    assert.is_false(ok)
-    return tostring(err)
-  end
+  local err_of = require('support.fixtures').err_of
 
   it('a replacement of the wrong shape, dtype or device, or not a tensor, is a named error', function()
     local a = lunet.ones({ 3 }, { requires_grad = true })

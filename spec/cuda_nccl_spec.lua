@@ -26,11 +26,7 @@ local function child(env, code)
     root, env, lib, "local l = require 'lunet'; local comm = require 'lunet.comm'; " .. code))
 end
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 describe('nccl backend, without a GPU', function()
   it('reports NCCL\'s version, or why it is not there', function()

@@ -56,11 +56,7 @@ local function vals(t)
   return out
 end
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 -- uint8 images (N,C,H,W) with value v(n,c,h,w) in 1..255 (never 0, so padding shows)
 local function pattern(n, c, h, w)

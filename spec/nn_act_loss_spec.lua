@@ -6,13 +6,11 @@
 -- |d| == beta, BCE at probabilities 0 and 1, ...), through nn.functional and
 -- through the modules; then the options and inputs they refuse.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local nn = lunet.nn
 local F = nn.functional
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/nn_act_loss.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('nn_act_loss')
 
 local function get(case, k) return fx[case.name .. '.' .. k] end
 

@@ -13,11 +13,7 @@ local function leaf(...) return lunet.randn({ ... }, { dtype = 'float64', requir
 local Mul = nn.Module:extend('Mul')
 function Mul:forward(a, b) return a * b + a end
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 describe('nn backward hooks', function()
   it('Linear: grad_input and grad_output as autograd computes them without hooks', function()

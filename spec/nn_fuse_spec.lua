@@ -9,7 +9,7 @@ local Chain = Module:extend('test.Chain')
 function Chain:__init(mods) for i, m in ipairs(mods) do self:add_module('m' .. i, m) end end
 function Chain:forward(x) return fuse.forward(self, x) end
 
-local function maxdiff(a, b) return (a:double() - b:double()):abs():max():item() end
+local maxdiff = require('support.fixtures').maxdiff
 
 describe('nn.fuse', function()
   it('a container of its own runs the same fused ops as nn.Sequential', function()

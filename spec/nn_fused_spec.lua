@@ -18,7 +18,7 @@ local function with_impl(impl, fn)
   if not ok then error(err, 0) end
 end
 
-local function maxdiff(a, b) return (a:double() - b:double()):abs():max():item() end
+local maxdiff = require('support.fixtures').maxdiff
 local function maxabs(a) return a:double():abs():max():item() end
 
 -- float64 reference: relu?(bn_eval?(conv2d(x, w, b)) + residual?) with the

@@ -7,11 +7,7 @@ local lunet = require 'lunet'
 local nn = lunet.nn
 local init = nn.init
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 -- sample mean and variance (float64)
 local function moments(t)

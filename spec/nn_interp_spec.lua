@@ -4,14 +4,12 @@
 -- to 1e-5 and float64 to 1e-9, through the modules too; finite differences;
 -- the errors; tostring of the modules.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local gradcheck = require 'gradcheck'
 local nn = lunet.nn
 local F = nn.functional
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/nn_interp.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('nn_interp')
 
 local function get(case, k) return fx[case.name .. '.' .. k] end
 

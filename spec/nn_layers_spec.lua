@@ -2,12 +2,10 @@
 -- (spec/fixtures/nn_layers.safetensors, written by tools/gen_nn_fixtures.py):
 -- float32 to 1e-5, float64 to 1e-9, including non-contiguous inputs.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local F = lunet.nn.functional
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/nn_layers.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('nn_layers')
 
 local function get(case, k) return fx[case.name .. '.' .. k] end
 

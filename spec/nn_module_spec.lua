@@ -299,8 +299,7 @@ end)
 
 describe('BasicBlock and training', function()
   it("loads PyTorch's state_dict of a BasicBlock and matches its output, gradients and running stats", function()
-    local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-    local fx = lunet.load(here .. 'fixtures/nn_layers.safetensors')
+    local fx = require('support.fixtures').load_fixture('nn_layers')
     local sd = {}
     for k, v in pairs(fx) do
       local key = k:match('^block%.sd%.(.*)$')

@@ -7,14 +7,12 @@
 -- PyTorch has it; then finite differences away from the kinks, the in-place
 -- forms, and the options and inputs they refuse.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local gradcheck = require 'gradcheck'
 local nn = lunet.nn
 local F = nn.functional
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/nn_more_acts.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('nn_more_acts')
 
 local function get(case, k) return fx[case.name .. '.' .. k] end
 

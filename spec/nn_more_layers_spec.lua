@@ -5,22 +5,16 @@
 -- in float32 and float64, 3-d and 4-d inputs, transposed views; float64
 -- finite differences; printing; the errors.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local gradcheck = require 'gradcheck'
 local nn = lunet.nn
 local F = nn.functional
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/nn_more_layers.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('nn_more_layers')
 
 local function get(case, k) return fx[case.name .. '.' .. k] end
 
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, 'no error')
-  return tostring(e)
-end
+local err = fixtures.err_of
 
 -- the case's module (functional false) or functional form on x
 local function run(case, x, functional)

@@ -8,14 +8,12 @@
 -- nn.functional and through the modules; float64 gradchecks; then the
 -- options and inputs they refuse.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local gradcheck = require 'gradcheck'
 local nn = lunet.nn
 local F = nn.functional
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/nn_more_losses.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('nn_more_losses')
 
 -- each op's tensor arguments, in order, and its module
 local ARGS = {

@@ -7,11 +7,7 @@ local options = require 'lunet.options'
 local nn, optim, data = lunet.nn, lunet.optim, lunet.data
 local F = nn.functional
 
-local function err_of(f)
-  local ok, e = pcall(f)
-  assert.is_false(ok, 'expected an error')
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 local function raises(f, msg)
   local e = err_of(f)

@@ -5,6 +5,7 @@
 local lunet = require 'lunet'
 local nn, optim = lunet.nn, lunet.optim
 local ffi = require 'ffi'
+local fixtures = require 'support.fixtures'
 local C = lunet.C
 -- fault injection (ln_stream_inject_*): c/include/lunet_internal.h
 if not pcall(ffi.typeof, 'ln_rec_stats') then ffi.cdef(require 'lunet.cdef_internal') end
@@ -37,16 +38,7 @@ local function batches(count, B, kind)
 end
 
 -- largest |a - b| / largest |b| over a tensor (a may live on another device)
-local function rel(a, b)
-  local d = (a:to('cpu:0') - b):abs():max():item()
-  return d / math.max(b:abs():max():item(), 1e-12)
-end
-
-local function max_rel(list_a, list_b)
-  local worst = 0
-  for i = 1, #list_b do worst = math.max(worst, rel(list_a[i], list_b[i])) end
-  return worst
-end
+local rel, max_rel = fixtures.rel, fixtures.max_rel
 
 -- every replica's parameters (and buffers, unless they are broadcast at the
 -- next forward) equal replica 1's bit for bit

@@ -28,14 +28,7 @@ local function batch(bad)
   return lunet.randn(6, 3, 8, 8), lunet.tensor(y, { dtype = 'int64' })
 end
 
-local function max_rel(list_a, list_b)
-  local worst = 0
-  for i = 1, #list_b do
-    local d = (list_a[i]:to('cpu:0') - list_b[i]):abs():max():item()
-    worst = math.max(worst, d / math.max(list_b[i]:abs():max():item(), 1e-12))
-  end
-  return worst
-end
+local max_rel = require('support.fixtures').max_rel
 
 local function assert_identical(dp)
   for k = 2, dp.n do

@@ -1,11 +1,7 @@
 -- Dtypes: promotion rules (lunet.h), casts, scalars, in-place limits.
 local lunet = require 'lunet'
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 local function of(dt, v) return lunet.tensor(v or {1, 2}, {dtype = dt}) end
 

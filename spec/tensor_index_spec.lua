@@ -1,11 +1,7 @@
 -- index_select, gather, scatter_add_, cat, stack, split, chunk, unbind.
 local lunet = require 'lunet'
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 local function long(t) return lunet.tensor(t, {dtype = 'int64'}) end
 

@@ -2,11 +2,7 @@
 -- Lua's float64 math, broadcasting edge cases, views, empty tensors, errors.
 local lunet = require 'lunet'
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 local function map(t, f) local r = {} for i, v in ipairs(t) do r[i] = f(v) end return r end
 

@@ -7,15 +7,14 @@
 -- interpolation; then 0-d and empty inputs, the options tables, float64
 -- finite-difference gradchecks and the errors.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local gradcheck = require 'gradcheck'
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/tensor_order.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('tensor_order')
 
 local NAN = 0 / 0
 
+-- (here, not support.fixtures': errors raised at the caller's level name this file)
 local function err_of(f, ...)
   local ok, e = pcall(f, ...)
   assert.is_false(ok, 'no error')

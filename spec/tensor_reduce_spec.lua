@@ -8,11 +8,7 @@ local function flat(t, out)
   return out
 end
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 -- a reproducible non-trivial float32 tensor (values exactly representable)
 local function sample(...)

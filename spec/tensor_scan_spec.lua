@@ -6,13 +6,12 @@
 -- rows against float64 references, gradients (PyTorch's and float64 finite
 -- differences, rows with zeros included) and the errors.
 local lunet = require 'lunet'
-local json = require 'lunet.json'
+local fixtures = require 'support.fixtures'
 local gradcheck = require 'gradcheck'
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*/)') or './'
-local fx, meta = lunet.load(here .. 'fixtures/tensor_scan.safetensors')
-local cases = json.decode(meta.cases)
+local fx, cases = fixtures.load_fixture('tensor_scan')
 
+-- (here, not support.fixtures': errors raised at the caller's level name this file)
 local function err_of(f, ...)
   local ok, e = pcall(f, ...)
   assert.is_false(ok, 'no error')

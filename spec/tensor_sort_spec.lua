@@ -22,6 +22,7 @@ local function vals(t)
   return out
 end
 
+-- (here, not support.fixtures': errors raised at the caller's level name this file)
 local function err_of(f, ...)
   local ok, e = pcall(f, ...)
   assert.is_false(ok)

@@ -1,11 +1,7 @@
 -- Views: no copies, shared storage, strides, write-through, and their errors.
 local lunet = require 'lunet'
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local err_of = require('support.fixtures').err_of
 
 describe('views share storage', function()
   it('view and reshape of a contiguous tensor are views; writes show in the base', function()
