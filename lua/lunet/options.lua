@@ -227,6 +227,24 @@ function M.pair(fname, what, v, min)
   return v
 end
 
+-- M.single(fname, what, v, min): a 1-d layer's geometry argument, a number
+-- or {n} (PyTorch's int or 1-tuple); returns the number, or nil for nil
+function M.single(fname, what, v, min)
+  if v == nil then return nil end
+  local a = v
+  if is_table(v) then a = v[1] end
+  if not (type(a) == 'number' and a % 1 == 0 and a >= min and a < 2 ^ 53) or is_table(v) and #v ~= 1 then
+    local shown = tostring(v)
+    if is_table(v) then
+      local t = {}
+      for i = 1, #v do t[i] = tostring(v[i]) end
+      shown = '{' .. table.concat(t, ', ') .. '}'
+    end
+    fail(fname, ('%s must be an integer >= %d (or {n}), got %s'):format(what, min, shown))
+  end
+  return a
+end
+
 M.check_options = M.check
 M.suggest = suggest
 

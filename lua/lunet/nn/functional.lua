@@ -310,6 +310,7 @@ local h = { need = need, pair = pair, new = new, new_like = new_like, kernel = k
   shape_buf = shape_buf, NO_OPTS = NO_OPTS }
 local shape = require('lunet.nn.functional_shape')(F, h)             -- pad, dropout, dropout2d, flatten, embedding
 require('lunet.nn.functional_pool')(F, h)                            -- max/avg/adaptive pooling
+require('lunet.nn.functional_1d')(F, h)                              -- conv1d and the 1-d pooling
 local norm = require('lunet.nn.functional_norm')(F, h)               -- batch/layer/group norm
 local loss = require('lunet.nn.functional_loss')(F, h)               -- softmax, nll, cross entropy, mse, bce
 require('lunet.nn.functional_linear_act')(F, h)                      -- linear, relu, sigmoid, tanh, ...
