@@ -251,6 +251,7 @@ describe('API errors: no raw Lua error from any public function', function()
       ModuleList = { { nn.ReLU() } }, Dropout = { 0.5 }, Softmax = { 2 }, LogSoftmax = { 2 },
       AdaptiveMaxPool2d = { 2 }, PixelShuffle = { 2 }, PixelUnshuffle = { 2 }, Unflatten = { 2, { 2, 2 } },
       InstanceNorm2d = { 3 }, Threshold = { 0.1, 20 },
+      Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }

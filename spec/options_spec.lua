@@ -411,6 +411,10 @@ describe('constructors given any two values after their required arguments', fun
       { 'TripletMarginLoss', nn.TripletMarginLoss }, { 'MultiLabelSoftMarginLoss', nn.MultiLabelSoftMarginLoss },
       { 'MultiMarginLoss', nn.MultiMarginLoss }, { 'PoissonNLLLoss', nn.PoissonNLLLoss },
       { 'GaussianNLLLoss', nn.GaussianNLLLoss }, { 'SoftMarginLoss', nn.SoftMarginLoss },
+      { 'Conv1d', function(...) return nn.Conv1d(2, 4, 3, ...) end },
+      { 'MaxPool1d', function(...) return nn.MaxPool1d(2, ...) end },
+      { 'AvgPool1d', function(...) return nn.AvgPool1d(2, ...) end },
+      { 'AdaptiveAvgPool1d', nn.AdaptiveAvgPool1d }, { 'AdaptiveMaxPool1d', nn.AdaptiveMaxPool1d },
       { 'DataLoader', function(...) return data.DataLoader(ds, ...) end }, { 'Synthetic', data.Synthetic },
       { 'TensorDataset', function(...) return data.TensorDataset(lunet.zeros(2, 2), ...) end },
       { 'RandomCrop', function(...) return data.transforms.RandomCrop(4, ...) end },
@@ -442,6 +446,7 @@ describe('functional calls and factories given any two values in their options p
     local vals = { 0, 1, -1, 2.5, 'x', 'same', true, false, {}, { 1 }, { 1, 2 }, { a = 1 }, { padding = 'x' }, { stride = {} }, { stride = 2 }, { reduction = 'x' }, { weight = 1 }, function() end, lunet.zeros(1) }
     local x = lunet.randn(2, 3, 8, 8)
     local w = lunet.randn(4, 3, 3, 3)
+    local x1, w1 = lunet.randn(2, 3, 8), lunet.randn(4, 3, 3)
     local lg, y = lunet.randn(4, 3), lunet.tensor({ 1, 2, 3, 1 }, { dtype = 'int64' })
     local fs = {
       { 'conv2d', function(a, b) return F.conv2d(x, w, nil, a, b) end },
@@ -479,6 +484,12 @@ describe('functional calls and factories given any two values in their options p
       { 'multi_margin', function(a) return F.multi_margin_loss(lg, y, a) end },
       { 'poisson_nll', function(a) return F.poisson_nll_loss(lg, lg, a) end },
       { 'gaussian_nll', function(a) return F.gaussian_nll_loss(lg, lg, lg:abs(), a) end },
+      { 'conv1d', function(a, b) return F.conv1d(x1, w1, nil, a, b) end },
+      { 'max_pool1d', function(a, b) return F.max_pool1d(x1, 2, a, b) end },
+      { 'max_pool1d k', function(a, b) return F.max_pool1d(x1, a, b) end },
+      { 'avg_pool1d', function(a, b) return F.avg_pool1d(x1, 2, a, b) end },
+      { 'adaptive_avg_pool1d', function(a) return F.adaptive_avg_pool1d(x1, a) end },
+      { 'adaptive_max_pool1d', function(a, b) return F.adaptive_max_pool1d(x1, a, b) end },
       { 'zeros', function(a, b) return lunet.zeros(2, a, b) end },
       { 'randn', function(a, b) return lunet.randn(a, b) end },
       { 'tensor', function(a) return lunet.tensor({ 1, 2 }, a) end },
