@@ -1,5 +1,5 @@
--- nn.Hardsigmoid(): relu6(x + 3) / 6. nn.Hardsigmoid(true) / nn.Hardsigmoid{inplace = true} are accepted for
--- PyTorch's sake: lunet computes out of place (the same values)
+-- nn.Hardsigmoid(): relu6(x + 3) / 6. nn.Hardsigmoid(true) / nn.Hardsigmoid{inplace = true}
+-- overwrite the input and return it, as PyTorch's inplace
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
@@ -8,8 +8,12 @@ local Hardsigmoid = Module:extend('nn.Hardsigmoid')
 
 local OPTS, POSITIONAL = { inplace = 'boolean' }, { 'inplace' }
 
-function Hardsigmoid:__init(...) options.check('nn.Hardsigmoid', options.positional('nn.Hardsigmoid', POSITIONAL, ...), OPTS) end
+function Hardsigmoid:__init(...)
+  self.inplace = (options.check('nn.Hardsigmoid', options.positional('nn.Hardsigmoid', POSITIONAL, ...), OPTS) or {}).inplace == true
+end
 
-function Hardsigmoid:forward(x) return F.hardsigmoid(x) end
+function Hardsigmoid:forward(x) return F.hardsigmoid(x, self.inplace) end
+
+function Hardsigmoid:extra_repr() return self.inplace and 'inplace' or nil end
 
 return Hardsigmoid

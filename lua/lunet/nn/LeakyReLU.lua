@@ -1,4 +1,5 @@
--- nn.LeakyReLU([negative_slope = 0.01]) or nn.LeakyReLU{negative_slope = 0.01}: x if x > 0 else slope * x
+-- nn.LeakyReLU([negative_slope = 0.01[, inplace = false]]) or nn.LeakyReLU{negative_slope, inplace}:
+-- x if x > 0 else slope * x; inplace overwrites the input and returns it
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
@@ -9,11 +10,11 @@ local OPTS, POSITIONAL = { negative_slope = 'number', inplace = 'boolean' }, { '
 
 function LeakyReLU:__init(...)
   local o = options.check('nn.LeakyReLU', options.positional('nn.LeakyReLU', POSITIONAL, ...), OPTS) or {}
-  self.negative_slope = o.negative_slope or 0.01
+  self.negative_slope, self.inplace = o.negative_slope or 0.01, o.inplace == true
 end
 
-function LeakyReLU:forward(x) return F.leaky_relu(x, self.negative_slope) end
+function LeakyReLU:forward(x) return F.leaky_relu(x, self.negative_slope, self.inplace) end
 
-function LeakyReLU:extra_repr() return 'slope ' .. self.negative_slope end
+function LeakyReLU:extra_repr() return 'slope ' .. self.negative_slope .. (self.inplace and ', inplace' or '') end
 
 return LeakyReLU

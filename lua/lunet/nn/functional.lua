@@ -54,6 +54,21 @@ local function need(fn, x, what, nd)
   return x
 end
 
+-- x overwritten with fwd(x, a, b) and returned, as PyTorch's in-place
+-- activations (inplace = true, hardtanh_, ...): a leaf that requires grad is
+-- refused; when recording, the result is computed from a copy (its backward
+-- may have saved the input) and copy_ moves its history onto x
+local function in_place(fn, x, fwd, a, b)
+  if records(x) then
+    if x:is_leaf() then
+      raise(fn .. ': a leaf tensor that requires grad cannot be changed in place (inplace = true);'
+        .. ' use the out-of-place form, or lunet.no_grad')
+    end
+    return x:copy_(fwd(x:clone(), a, b))
+  end
+  return x:copy_(fwd(x, a, b))
+end
+
 -- the least value each geometry argument may take (a 0 stride divided by zero)
 local pair_min = { stride = 1, dilation = 1, kernel_size = 1, padding = 0, output_size = 1 }
 local function pair(fn, v, what, default)
@@ -307,7 +322,7 @@ end
 
 -- the other kinds, each in a file of its own, installed into F with the helpers above
 local h = { need = need, pair = pair, new = new, new_like = new_like, kernel = kernel, sum_all = sum_all,
-  shape_buf = shape_buf, NO_OPTS = NO_OPTS }
+  shape_buf = shape_buf, NO_OPTS = NO_OPTS, in_place = in_place }
 local shape = require('lunet.nn.functional_shape')(F, h)             -- pad, dropout, dropout2d, flatten, embedding
 require('lunet.nn.functional_pool')(F, h)                            -- max/avg/adaptive pooling
 require('lunet.nn.functional_1d')(F, h)                              -- conv1d and the 1-d pooling
@@ -319,7 +334,7 @@ local same_shape, reduction = loss.same_shape, loss.reduction
 -- silu, hardswish, hardsigmoid, relu6, softplus, mish, prelu; l1_loss,
 -- smooth_l1_loss, huber_loss, binary_cross_entropy, kl_div
 require('lunet.nn.functional_act_loss')(F, { need = need, same_shape = same_shape, sum_all = sum_all,
-  reduction = reduction })
+  reduction = reduction, in_place = in_place })
 
 local interp = require('lunet.nn.functional_interp')(F, h)           -- interpolate
 

@@ -1,5 +1,5 @@
 -- lunet.nn.functional's activations silu, hardswish, hardsigmoid, relu6,
--- softplus, mish, prelu and losses l1_loss, smooth_l1_loss, huber_loss,
+-- softplus, mish, prelu (the first five also in place: inplace = true) and losses l1_loss, smooth_l1_loss, huber_loss,
 -- binary_cross_entropy, kl_div, as PyTorch 1.13's. Each forward is made of
 -- tensor ops run without recording; its gradient is one node whose backward
 -- is PyTorch's formula (lunet.autograd.formulas.act_loss), so the gradients
@@ -11,7 +11,7 @@ local raise = options.raise
 local recorder, records, no_grad = A.recorder, A.records, A.no_grad
 
 return function(F, h)
-  local need, same_shape, sum_all, reduction = h.need, h.same_shape, h.sum_all, h.reduction
+  local need, same_shape, sum_all, reduction, in_place = h.need, h.same_shape, h.sum_all, h.reduction, h.in_place
 
   local function need_float(fn, x, what)
     need(fn, x, what)
@@ -29,14 +29,25 @@ return function(F, h)
 
   -- ---- activations ------------------------------------------------------------------------
 
-  -- name(x): one input, a forward of tensor ops
+  -- name(x[, inplace = false]): one input, a forward of tensor ops; inplace
+  -- (a boolean, or {inplace = ...}) overwrites x and returns it
+  local INPLACE = { inplace = 'boolean' }
   local function activation(name, fwd)
     local rec = recorder(name)
-    F[name] = function(x)
-      need_float(name, x, 'input')
+    local function out_of_place(x)
       local r = run(fwd, x)
       rec(r, x)
       return r
+    end
+    F[name] = function(x, inplace)
+      need_float(name, x, 'input')
+      if inplace ~= nil and inplace ~= false then
+        if inplace ~= true then
+          inplace = (options.check(name, options.positional(name, { 'inplace' }, inplace), INPLACE) or {}).inplace
+        end
+        if inplace then return in_place(name, x, out_of_place) end
+      end
+      return out_of_place(x)
     end
   end
 

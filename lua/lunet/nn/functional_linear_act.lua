@@ -1,5 +1,6 @@
 -- lunet.nn.functional's linear (one autograd node for 2-d input) and the
--- activations relu, sigmoid, tanh, leaky_relu, elu, gelu (tensor ops).
+-- activations relu, sigmoid, tanh, leaky_relu, elu, gelu (tensor ops), and
+-- relu, leaky_relu, elu in place (inplace = true, relu_, leaky_relu_, elu_).
 -- Installed into F by lunet.nn.functional, which hands over its helpers.
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
@@ -7,11 +8,11 @@ local A = require 'lunet.autograd'
 local options = require 'lunet.options'
 local C, typename = core.C, core.typename
 local wrap = T.wrap
-local recorder = A.recorder
+local recorder, records = A.recorder, A.records
 local raise = options.raise
 
 return function(F, h)
-  local need = h.need
+  local need, in_place = h.need, h.in_place
 
   -- x (N, in) @ w (out, in)^T + b (out) -> (N, out) as one autograd node
   -- (formulas.nn's linear)
@@ -45,23 +46,70 @@ return function(F, h)
     return y
   end
 
-  function F.relu(x) return need('relu', x, 'input'):relu() end
   function F.sigmoid(x) return need('sigmoid', x, 'input'):sigmoid() end
   function F.tanh(x) return need('tanh', x, 'input'):tanh() end
 
-  function F.leaky_relu(x, slope)
-    need('leaky_relu', x, 'input')
-    slope = slope or 0.01
-    if type(slope) ~= 'number' then raise('leaky_relu: negative_slope must be a number, got ' .. typename(slope)) end
-    return x:where(x:gt(0), x * slope)
+  -- inplace: nil or a boolean (PyTorch's positional), else {inplace = ...}
+  local INPLACE = { inplace = 'boolean' }
+  local function want_inplace(fn, v)
+    if v == nil or v == false or v == true then return v == true end
+    return (options.check(fn, options.positional(fn, { 'inplace' }, v), INPLACE) or {}).inplace == true
   end
 
-  function F.elu(x, alpha)
-    need('elu', x, 'input')
-    alpha = alpha or 1
-    if type(alpha) ~= 'number' then raise('elu: alpha must be a number, got ' .. typename(alpha)) end
-    return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha)
+  -- relu(x[, inplace = false]), relu_(x): max(x, 0); in place, x overwritten
+  -- and returned (relu's own kernel when nothing is recorded)
+  local function relu_fwd(x) return x:relu() end
+  local function relu_(fn, x)
+    if records(x) then return in_place(fn, x, relu_fwd) end
+    return x:relu_()
   end
+  function F.relu(x, inplace)
+    need('relu', x, 'input')
+    if inplace ~= nil and want_inplace('relu', inplace) then return relu_('relu', x) end
+    return x:relu()
+  end
+  function F.relu_(x) return relu_('relu_', need('relu_', x, 'input')) end
+
+  -- the numbers of leaky_relu(x, negative_slope, inplace) / elu(x, alpha,
+  -- inplace), or of their options form (x, {negative_slope|alpha, inplace})
+  local function number_inplace(fn, what, v, default, inplace)
+    if type(v) == 'table' and not T.is_tensor(v) then
+      if inplace ~= nil then raise(fn .. ': the options table must come last') end
+      local o = options.check(fn, v, { [what] = 'number', inplace = 'boolean' })
+      v, inplace = o[what], o.inplace
+    end
+    if v == nil then v = default end
+    if type(v) ~= 'number' then raise(('%s: %s must be a number, got %s'):format(fn, what, typename(v))) end
+    if inplace ~= nil and type(inplace) ~= 'boolean' then
+      if type(inplace) ~= 'table' or T.is_tensor(inplace) then
+        raise(('%s: inplace must be a boolean, got %s'):format(fn, typename(inplace)))
+      end
+      inplace = want_inplace(fn, inplace)
+    end
+    return v, inplace == true
+  end
+
+  -- leaky_relu(x[, negative_slope = 0.01[, inplace = false]]), leaky_relu_(x[, negative_slope]): x if x > 0 else slope x
+  local function leaky_relu_fwd(x, slope) return x:where(x:gt(0), x * slope) end
+  local function leaky_relu(fn, x, slope, inplace, force)
+    need(fn, x, 'input')
+    slope, inplace = number_inplace(fn, 'negative_slope', slope, 0.01, inplace)
+    if inplace or force then return in_place(fn, x, leaky_relu_fwd, slope) end
+    return leaky_relu_fwd(x, slope)
+  end
+  function F.leaky_relu(x, slope, inplace) return leaky_relu('leaky_relu', x, slope, inplace) end
+  function F.leaky_relu_(x, slope) return leaky_relu('leaky_relu_', x, slope, nil, true) end
+
+  -- elu(x[, alpha = 1[, inplace = false]]), elu_(x[, alpha]): x if x > 0 else alpha (exp(x) - 1)
+  local function elu_fwd(x, alpha) return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha) end
+  local function elu(fn, x, alpha, inplace, force)
+    need(fn, x, 'input')
+    alpha, inplace = number_inplace(fn, 'alpha', alpha, 1, inplace)
+    if inplace or force then return in_place(fn, x, elu_fwd, alpha) end
+    return elu_fwd(x, alpha)
+  end
+  function F.elu(x, alpha, inplace) return elu('elu', x, alpha, inplace) end
+  function F.elu_(x, alpha) return elu('elu_', x, alpha, nil, true) end
 
   function F.gelu(x, approximate)
     need('gelu', x, 'input')

@@ -16,7 +16,7 @@ local NO = setmetatable({}, { __newindex = function() error('functional: interna
 local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 return function(F, h)
-  local need = h.need
+  local need, in_place = h.need, h.in_place
 
   local function need_float(fn, x)
     need(fn, x, 'input')
@@ -24,21 +24,6 @@ return function(F, h)
       raise(('%s: input must be a floating-point tensor, got %s'):format(fn, x.dtype))
     end
     return x
-  end
-
-  -- x overwritten with fwd(x, a, b) and returned, as PyTorch's in-place
-  -- forms: a leaf that requires grad is refused; when recording, the result
-  -- is computed from a copy (its backward may have saved the input) and
-  -- copy_ moves its history onto x
-  local function in_place(fn, x, fwd, a, b)
-    if records(x) then
-      if x:is_leaf() then
-        raise(fn .. ': a leaf tensor that requires grad cannot be changed in place (inplace = true);'
-          .. ' use the out-of-place form, or lunet.no_grad')
-      end
-      return x:copy_(fwd(x:clone(), a, b))
-    end
-    return x:copy_(fwd(x, a, b))
   end
 
   -- hardtanh(x[, min_val = -1[, max_val = 1[, inplace]]]) or hardtanh(x, {min_val, max_val, inplace})

@@ -92,10 +92,11 @@ local function bn_relu(self, names, i, n, x)
   return m:forward_relu(x), 2
 end
 
--- ReLU -> MaxPool2d as MaxPool2d -> ReLU
+-- ReLU -> MaxPool2d as MaxPool2d -> ReLU (not an inplace ReLU: its input,
+-- which may be the caller's tensor, must be overwritten as PyTorch's is)
 local function relu_pool(self, names, i, n, x)
   local m, pool = self[names[i]], i < n and self[names[i + 1]]
-  if not (pool and plain(m, ReLU) and plain(pool, MaxPool2d)) then return nil end
+  if not (pool and plain(m, ReLU) and not m.inplace and plain(pool, MaxPool2d)) then return nil end
   return m:forward(pool:forward(x)), 2
 end
 
