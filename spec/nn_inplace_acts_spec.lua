@@ -91,6 +91,36 @@ describe('inplace activations', function()
     assert.matches('relu_: a leaf tensor', err(F.relu_, lunet.randn(2, { requires_grad = true })))
     assert.matches('elu_: a leaf tensor', err(F.elu_, lunet.randn(2, { requires_grad = true })))
   end)
+  it('refuse a view of a leaf that requires grad, naming themselves (not copy_); a view of a non-leaf works', function()
+    local w = lunet.randn(3, 4):double():requires_grad_()
+    local views = {
+      function() return w:narrow(1, 1, 2) end,
+      function() return w:narrow(1, 2, 2):narrow(2, 1, 3) end,   -- (a view of a view)
+      function() return w:t() end,
+    }
+    for _, a in ipairs(acts) do
+      for _, v in ipairs(views) do
+        assert.matches(a[1] .. ': a view of a leaf tensor that requires grad cannot be changed in place', err(a[4], v(), true))
+        assert.matches(a[1] .. ': a view of a leaf', err(a[2], v()))
+      end
+    end
+    assert.matches('relu_: a view of a leaf tensor that requires grad cannot be changed in place %(inplace = true%)',
+      err(F.relu_, w:narrow(1, 1, 2)))
+    assert.matches('hardtanh_: a view of a leaf', err(F.hardtanh_, w:narrow(1, 1, 2)))
+    assert.matches('leaky_relu_: a view of a leaf', err(F.leaky_relu_, w:narrow(1, 1, 2)))
+    -- the leaf itself still gets the leaf message
+    assert.matches('relu: a leaf tensor that requires grad', err(F.relu, w, true))
+    -- a view of a non-leaf: written in place, the gradient reaches the leaf through it
+    local keep = w:clone()
+    local h = w * 1
+    local y = F.relu(h:narrow(1, 1, 2), true)
+    h:sum():backward()
+    local want = lunet.ones(3, 4):double()
+    want:narrow(1, 1, 2):copy_(keep:narrow(1, 1, 2):gt(0):double())
+    assert.tensor_near(w.grad, want, 0)
+    assert.tensor_near(y, F.relu(keep:narrow(1, 1, 2)), 0)
+    assert.tensor_near(w, keep, 0)
+  end)
   it('print inplace; refuse bad flags', function()
     assert.equal('nn.ReLU(inplace)\n0 parameters', tostring(nn.ReLU(true)))
     assert.equal('nn.ReLU\n0 parameters', tostring(nn.ReLU()))

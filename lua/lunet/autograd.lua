@@ -103,6 +103,8 @@ function A.recorder(name)
   return r
 end
 A.records = kinds.records
+-- inplace_refused(t): 'leaf', 'view' (of a leaf) or nil: why an in-place write to t is refused while recording
+A.inplace_refused = inplace.refused
 
 -- the graph's pieces, for code that makes a node no formula describes
 A.node, A.edge, A.attach, A.needs, A.saved = G.node, G.edge, G.attach, G.needs, G.saved

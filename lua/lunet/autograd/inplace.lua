@@ -11,6 +11,25 @@ local views = require 'lunet.autograd.views'
 
 local I = {}
 
+-- why writing t in place while recording is refused, as PyTorch refuses it:
+-- 'leaf' (a leaf that requires grad), 'view' (a view of one), else nil.
+-- (nn.functional's in-place activations ask first, to name themselves.)
+function I.refused(t)
+  if t.p.grad_flag ~= 0 then
+    local r = record(t)
+    local fn = r and r.grad_fn
+    if not fn then return 'leaf' end
+    if fn.view and is_tensor(fn[1]) then return 'view' end   -- (a view made straight from the leaf)
+  end
+  local base = views.base_of(t)
+  if base and base.p.grad_flag ~= 0 then
+    local rb = record(base)
+    if not (rb and rb.grad_fn) then return 'view' end
+  end
+  return nil
+end
+local refused = I.refused
+
 -- install(Tensor, raw): wraps every method of Tensor ending in _ (after all
 -- the others are wrapped: it records through their out-of-place forms)
 function I.install(Tensor, raw)
@@ -53,17 +72,11 @@ function I.install(Tensor, raw)
       -- the tensor with it: graph.check_current).
       local function recorded(self, a1, ...)
         local self_grad = self.p.grad_flag ~= 0
-        if self_grad then
-          local r = record(self)
-          local fn = r and r.grad_fn
-          if not fn or (fn.view and is_tensor(fn[1])) then raise(leaf_msg:format(name)) end
-        end
+        if refused(self) then raise(leaf_msg:format(name)) end
         -- a view's base (autograd.views): the write rewrites its history too
         -- (or, not requiring grad, starts it)
         local base, geo, base_edge = views.base_of(self), nil, false
         if base then
-          local rb = record(base)
-          if base.p.grad_flag ~= 0 and not (rb and rb.grad_fn) then raise(leaf_msg:format(name)) end
           geo = not is_part_of_storage(base) and views.geometry(self, base)
           -- (both current before the write: it moves their version)
           if geo then edge(self); base_edge = edge(base) end

@@ -55,14 +55,17 @@ local function need(fn, x, what, nd)
 end
 
 -- x overwritten with fwd(x, a, b) and returned, as PyTorch's in-place
--- activations (inplace = true, hardtanh_, ...): a leaf that requires grad is
--- refused; when recording, the result is computed from a copy (its backward
--- may have saved the input) and copy_ moves its history onto x
+-- activations (inplace = true, hardtanh_, ...): a leaf that requires grad, or
+-- a view of one, is refused (named here: copy_ would name itself); when
+-- recording, the result is computed from a copy (its backward may have saved
+-- the input) and copy_ moves its history onto x
+local inplace_refused = A.inplace_refused
 local function in_place(fn, x, fwd, a, b)
   if records(x) then
-    if x:is_leaf() then
-      raise(fn .. ': a leaf tensor that requires grad cannot be changed in place (inplace = true);'
-        .. ' use the out-of-place form, or lunet.no_grad')
+    local why = inplace_refused(x)
+    if why then
+      raise(fn .. (why == 'view' and ': a view of a leaf tensor' or ': a leaf tensor')
+        .. ' that requires grad cannot be changed in place (inplace = true); use the out-of-place form, or lunet.no_grad')
     end
     return x:copy_(fwd(x:clone(), a, b))
   end
