@@ -2,7 +2,9 @@
 -- ReLU6, Mish (and F.relu_, leaky_relu_, elu_), as PyTorch 1.13's: the input
 -- is overwritten and returned, a leaf that requires grad is refused, the
 -- gradients through the in-place op are the out-of-place ones; nn.Sequential
--- (and its fused paths) give the same values with inplace ReLUs and train.
+-- (and its fused paths) give the same values with inplace ReLUs and train;
+-- nn.Dropout, Dropout2d, F.dropout, F.dropout2d with inplace = true: the same
+-- mask (same seed) as out of place, written into the input.
 local lunet = require 'lunet'
 local gradcheck = require 'gradcheck'
 local nn = lunet.nn
@@ -184,5 +186,105 @@ describe('inplace ReLU in nn.Sequential', function()
     local y = nn.Sequential(nn.ReLU(true), nn.MaxPool2d(2))(x)
     assert.is_true(x:min():item() >= 0)
     assert.tensor_near(y, F.max_pool2d(x, 2), 0)
+  end)
+end)
+
+describe('inplace dropout', function()
+  -- {name, in-place form (x), out-of-place form (x), a module built inplace, an input}
+  local drops = {
+    { 'dropout', function(x) return F.dropout(x, 0.4, true, true) end, function(x) return F.dropout(x, 0.4) end,
+      function() return nn.Dropout(0.4, true) end, function() return lunet.randn(6, 7):double() end },
+    { 'dropout', function(x) return F.dropout(x, { p = 0.4, inplace = true }) end,
+      function(x) return F.dropout(x, 0.4, true) end, function() return nn.Dropout{ p = 0.4, inplace = true } end,
+      function() return lunet.randn(7, 6):double():t() end },   -- (not contiguous)
+    { 'dropout2d', function(x) return F.dropout2d(x, 0.4, true, true) end,
+      function(x) return F.dropout2d(x, 0.4) end, function() return nn.Dropout2d(0.4, true) end,
+      function() return lunet.randn(3, 8, 2, 3):double() end },
+    { 'dropout2d', function(x) return F.dropout2d(x, 0.4, { inplace = true }) end,
+      function(x) return F.dropout2d(x, { p = 0.4 }) end, function() return nn.Dropout2d{ p = 0.4, inplace = true } end,
+      function() return lunet.randn(3, 8, 2, 3):double() end },
+  }
+
+  it('draw the out-of-place mask from the same seed, write it into the input and return it (F and module)', function()
+    for _, d in ipairs(drops) do
+      local x = d[5]()
+      local keep = x:clone()
+      lunet.manual_seed(5)
+      local want = d[3](x)
+      assert.tensor_near(x, keep, 0)   -- (out of place: the input left alone)
+      assert.is_true(want:eq(0):sum():item() > 0, d[1])
+      for _, f in ipairs({ d[2], d[4]() }) do
+        x = keep:clone()
+        lunet.manual_seed(5)
+        local y = f(x)
+        assert.is_true(rawequal(x, y), d[1])
+        assert.tensor_near(x, want, 0)
+      end
+    end
+  end)
+  it('give the out-of-place gradients through the in-place op', function()
+    for _, d in ipairs(drops) do
+      local v, dout = d[5](), d[5]():normal_()
+      local l1 = v:clone():requires_grad_()
+      local h = l1 * 1.5
+      lunet.manual_seed(8)
+      local y = d[2](h)
+      assert.is_true(rawequal(h, y), d[1])
+      ;(y * dout):sum():backward()
+      local l2 = v:clone():requires_grad_()
+      lunet.manual_seed(8)
+      ;(d[3](l2 * 1.5) * dout):sum():backward()
+      assert.tensor_near(l1.grad, l2.grad, 0)
+      assert.is_true(l1.grad:eq(0):sum():item() > 0, d[1])
+      assert.is_true(gradcheck(function(t)
+        lunet.manual_seed(9)   -- (the same mask on every evaluation)
+        return d[2](t * 1)
+      end, { d[5]():contiguous():requires_grad_() }), d[1])
+    end
+  end)
+  it('refuse a leaf that requires grad and a view of one (naming themselves), but take one under no_grad', function()
+    for _, d in ipairs(drops) do
+      local leaf = d[5]():requires_grad_()
+      assert.matches(d[1] .. ': a leaf tensor that requires grad cannot be changed in place', err(d[2], leaf))
+      assert.matches(d[1] .. ': a leaf tensor that requires grad', err(d[4](), leaf))
+      assert.matches(d[1] .. ': a view of a leaf tensor that requires grad', err(d[2], leaf:narrow(1, 1, 2)))
+      local keep = leaf:detach():clone()
+      lunet.no_grad(function()
+        lunet.manual_seed(5)
+        assert.is_true(rawequal(leaf, d[2](leaf)))
+      end)
+      lunet.manual_seed(5)
+      assert.tensor_near(leaf:detach(), d[3](keep), 0)
+    end
+  end)
+  it('return the input unchanged in eval, not training or for p = 0 (a leaf too, as torch); zero it for p = 1', function()
+    for _, d in ipairs(drops) do
+      local leaf = d[5]():requires_grad_()
+      local keep = leaf:detach():clone()
+      local m = d[4]():eval()
+      assert.is_true(rawequal(leaf, m(leaf)))
+      assert.is_true(rawequal(leaf, F[d[1]](leaf, 0.4, false, true)))
+      assert.is_true(rawequal(leaf, F[d[1]](leaf, 0, true, true)))
+      assert.is_true(rawequal(leaf, F[d[1]](leaf, { p = 0.4, training = false, inplace = true })))
+      assert.tensor_near(leaf:detach(), keep, 0)
+      local x = d[5]()
+      assert.is_true(rawequal(x, F[d[1]](x, 1, true, true)))
+      assert.equal(0, x:abs():sum():item())
+    end
+  end)
+  it('print inplace; refuse bad flags and unknown options', function()
+    assert.equal('nn.Dropout(p 0.3, inplace)\n0 parameters', tostring(nn.Dropout(0.3, true)))
+    assert.equal('nn.Dropout(p 0.5)\n0 parameters', tostring(nn.Dropout()))
+    assert.equal('nn.Dropout2d(p 0.5, inplace)\n0 parameters', tostring(nn.Dropout2d{ inplace = true }))
+    local x = lunet.randn(2, 3, 2, 2)
+    for _, fn in ipairs({ 'dropout', 'dropout2d' }) do
+      assert.matches(fn .. ': inplace must be a boolean, got string', err(F[fn], x, 0.5, true, 'yes'))
+      assert.matches(fn .. ': training must be a boolean, got number', err(F[fn], x, 0.5, 1))
+      assert.matches(fn .. ": unknown option 'inplce' %(did you mean 'inplace'%?%)", err(F[fn], x, { inplce = true }))
+      assert.matches(fn .. ': too many arguments', err(F[fn], x, 0.5, true, true, 1))
+      assert.matches(fn .. ": 'p' given both by position and in the options", err(F[fn], x, 0.5, { p = 0.2 }))
+      assert.matches(fn .. ': p must be in %[0, 1%], got 2', err(F[fn], x, { p = 2 }))
+    end
+    assert.matches("nn.Dropout: option 'inplace'", err(nn.Dropout, 0.5, 1))
   end)
 end)

@@ -9,12 +9,12 @@ local A = require 'lunet.autograd'
 local options = require 'lunet.options'
 local C, is_table, typename = core.C, core.is_table, core.typename
 local Tensor, check, is_tensor = T.Tensor, T.check, T.is_tensor
-local recorder = A.recorder
+local recorder, records = A.recorder, A.records
 local raise = options.raise
 local check_options, positional = options.check, options.positional
 
 return function(F, h)
-  local need, new, new_like, NO_OPTS = h.need, h.new, h.new_like, h.NO_OPTS
+  local need, new, new_like, NO_OPTS, in_place = h.need, h.new, h.new_like, h.NO_OPTS, h.in_place
 
   -- pad the last two dims of x (N,C,H,W) with zeros: {left, right, top, bottom}
   -- (each layer calls its recorder as a statement, then returns: a tail call
@@ -86,17 +86,56 @@ return function(F, h)
     return out
   end
 
-  -- dropout(x, p=0.5, training=true): zeroes with probability p, scales the rest by 1/(1-p)
-  function F.dropout(x, p, training)
-    need('dropout', x, 'input')
+  -- the p, training, inplace of dropout(x, p, training, inplace) or of its
+  -- options form (x[, p...], {p, training, inplace}); the plain positional
+  -- call builds no table
+  local DROPOUT_OPTS = { p = 'number', training = 'boolean', inplace = 'boolean' }
+  local DROPOUT_POSITIONAL = { 'p', 'training', 'inplace' }
+  local function dropout_positional(fn, p, training, inplace, more)
+    -- (positional takes its last argument for the options table: the trailing nils left out)
+    if more ~= nil then return positional(fn, DROPOUT_POSITIONAL, p, training, inplace, more) end
+    if inplace ~= nil then return positional(fn, DROPOUT_POSITIONAL, p, training, inplace) end
+    if training ~= nil then return positional(fn, DROPOUT_POSITIONAL, p, training) end
+    return positional(fn, DROPOUT_POSITIONAL, p)
+  end
+  local function dropout_args(fn, p, training, inplace, more)
+    if type(p) == 'table' or type(training) == 'table' or type(inplace) == 'table' or more ~= nil then
+      local o = check_options(fn, dropout_positional(fn, p, training, inplace, more), DROPOUT_OPTS) or NO_OPTS
+      p, training, inplace = o.p, o.training, o.inplace
+    end
     p = p or 0.5
-    if type(p) ~= 'number' or not (p >= 0 and p <= 1) then raise('dropout: p must be in [0, 1], got ' .. tostring(p)) end
-    if training == false or p == 0 then return x end
-    if p == 1 then return x * 0 end
+    if type(p) ~= 'number' or not (p >= 0 and p <= 1) then raise(fn .. ': p must be in [0, 1], got ' .. tostring(p)) end
+    if training ~= nil and type(training) ~= 'boolean' then
+      raise(('%s: training must be a boolean, got %s'):format(fn, typename(training)))
+    end
+    if inplace ~= nil and type(inplace) ~= 'boolean' then
+      raise(('%s: inplace must be a boolean, got %s'):format(fn, typename(inplace)))
+    end
+    return p, training ~= false, inplace == true
+  end
+
+  -- x times the mask m (a number, or a tensor broadcast to x); in place, x
+  -- overwritten and returned as torch's dropout_ (mul_ when nothing is
+  -- recorded; else the shared helper, which refuses a leaf that requires grad)
+  local function times(x, m) return x * m end
+  local function apply_mask(fn, x, m, inplace)
+    if not inplace then return x * m end
+    if records(x) then return in_place(fn, x, times, m) end
+    return x:mul_(m)
+  end
+
+  -- dropout(x, p=0.5, training=true, inplace=false): zeroes with probability
+  -- p, scales the rest by 1/(1-p); x itself when not training or p = 0 (as
+  -- torch, in place or not)
+  function F.dropout(x, p, training, inplace, more)
+    need('dropout', x, 'input')
+    p, training, inplace = dropout_args('dropout', p, training, inplace, more)
+    if not training or p == 0 then return x end
+    if p == 1 then return apply_mask('dropout', x, 0, inplace) end
     local mask = new_like(x)
     check(C.ln_bernoulli_(mask.p, 1 - p))
     check(C.ln_binary_scalar_(C.LN_MUL, mask.p, 1 / (1 - p)))
-    return x * mask
+    return apply_mask('dropout', x, mask, inplace)
   end
 
   function F.flatten(x, s, e) return need('flatten', x, 'input'):flatten(s or 2, e or -1) end
@@ -169,21 +208,21 @@ return function(F, h)
     return x:reshape(n, c, h / r, r, w / r, r):permute({ 1, 2, 4, 6, 3, 5 }):reshape(s)
   end
 
-  -- dropout2d(x (N, C, H, W), p = 0.5, training = true): zeroes whole channels
-  -- with probability p, scales the kept ones by 1/(1-p); x itself when not training
-  function F.dropout2d(x, p, training)
+  -- dropout2d(x (N, C, H, W), p = 0.5, training = true, inplace = false):
+  -- zeroes whole channels with probability p, scales the kept ones by
+  -- 1/(1-p); x itself when not training or p = 0
+  function F.dropout2d(x, p, training, inplace, more)
     need('dropout2d', x, 'input')
     if x.p.ndim ~= 4 then
       raise(('dropout2d: input must be 4-d (N, C, H, W), got %d-d {%s}'):format(x.p.ndim, table.concat(x:size(), ',')))
     end
-    p = p or 0.5
-    if type(p) ~= 'number' or not (p >= 0 and p <= 1) then raise('dropout2d: p must be in [0, 1], got ' .. tostring(p)) end
-    if training == false or p == 0 then return x end
-    if p == 1 then return x * 0 end
+    p, training, inplace = dropout_args('dropout2d', p, training, inplace, more)
+    if not training or p == 0 then return x end
+    if p == 1 then return apply_mask('dropout2d', x, 0, inplace) end
     local mask = new(x, tonumber(x.p.shape[0]), tonumber(x.p.shape[1]), 1, 1)
     check(C.ln_bernoulli_(mask.p, 1 - p))
     check(C.ln_binary_scalar_(C.LN_MUL, mask.p, 1 / (1 - p)))
-    return x * mask
+    return apply_mask('dropout2d', x, mask, inplace)
   end
 
   -- embedding(input (int64 1-based indices, any shape), weight (num, dim)[, padding_idx]):
