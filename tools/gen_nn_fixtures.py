@@ -8,62 +8,22 @@ values; the output "<name>.out" and the gradients "<name>.dx", "<name>.dw",
 ... of sum(out * <name>.dout) are computed in float64 from those same values,
 so a float32 implementation is compared with the exact answer. The metadata
 entry "cases" is a JSON list of {name, op, opts}. Class targets are stored
-1-based (lunet's convention). The safetensors format is written by hand (no
-python3-safetensors on Debian).  Run:  /usr/bin/python3 tools/gen_nn_fixtures.py
+1-based (lunet's convention). The safetensors writer, add and f32 are
+tools/fixture_lib.py's.  Run:  /usr/bin/python3 tools/gen_nn_fixtures.py
+
+Its float64 conv results vary in the last bits with OMP_NUM_THREADS (the
+order PyTorch's CPU kernels sum in), so a rerun need not reproduce the
+committed file byte for byte; compare two runs under the same setting, e.g.
+OMP_NUM_THREADS=1.
 """
-import json
 import os
-import struct
+import sys
 
 import torch
 import torch.nn.functional as F
 
-DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
-
-
-def save(path, tensors, metadata):
-    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name in order:
-        b = tensors[name].contiguous().numpy().tobytes()
-        header[name] = {"dtype": DTYPES[tensors[name].dtype], "shape": list(tensors[name].shape),
-                        "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
-
-tensors, cases = {}, []
-
-
-def f32(*shape, scale=1.0):
-    return (torch.randn(tuple(shape)) * scale).float()
-
-
-def add(name, op, opts, fn, inputs, grads, extra=None):
-    """inputs: dict of float32 tensors (those in grads get gradients);
-    fn(**float64 inputs) -> output tensor."""
-    for k, v in inputs.items():
-        tensors[f"{name}.{k}"] = v
-    d = {k: (v.double().requires_grad_(k in grads) if v.dtype == torch.float32 else v)
-         for k, v in inputs.items()}
-    out = fn(**d)
-    dout = f32(*out.shape)
-    tensors[f"{name}.out"] = out.detach()
-    tensors[f"{name}.dout"] = dout
-    if grads:
-        gs = torch.autograd.grad(out, [d[k] for k in grads], dout.double(), allow_unused=True)
-        for k, g in zip(grads, gs):
-            tensors[f"{name}.d{k}"] = g if g is not None else torch.zeros_like(d[k])
-    for k, v in (extra or {}).items():
-        tensors[f"{name}.{k}"] = v
-    cases.append({"name": name, "op": op, "opts": opts})
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_lib import add, cases, f32, tensors, write  # noqa: E402
 
 
 def conv_cases():
@@ -245,10 +205,7 @@ def main():
     bn_cases()
     misc_cases()
     block_case()
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = os.path.join(here, "..", "spec", "fixtures", "nn_layers.safetensors")
-    save(out, tensors, {"cases": json.dumps(cases), "torch": torch.__version__})
-    print(f"wrote {out}: {len(cases)} cases, {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    write("nn_layers.safetensors", tensors, cases)
 
 
 if __name__ == "__main__":
