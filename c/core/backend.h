@@ -34,8 +34,14 @@ typedef struct {
 typedef struct {
   int dtype; int64_t n;
   char *param, *grad, *s0, *s1, *s2;   /* sgd: s0 momentum; adam: s0 exp_avg, s1 exp_avg_sq,
-                                          s2 max_exp_avg_sq; rmsprop: s0 square_avg, s1 buf, s2 grad_avg */
-  union { ln_sgd_params sgd; ln_adam_params adam; ln_rmsprop_params rmsprop; } hp;
+                                          s2 max_exp_avg_sq; rmsprop: s0 square_avg, s1 buf, s2 grad_avg;
+                                          adagrad: s0 sum; adamax: s0 exp_avg, s1 exp_inf;
+                                          nadam, radam: s0 exp_avg, s1 exp_avg_sq;
+                                          adadelta: s0 square_avg, s1 acc_delta */
+  union {
+    ln_sgd_params sgd; ln_adam_params adam; ln_rmsprop_params rmsprop; ln_adagrad_params adagrad;
+    ln_adamax_params adamax; ln_nadam_params nadam; ln_radam_params radam; ln_adadelta_params adadelta;
+  } hp;
 } ln_optim_args;
 typedef struct { double p; int64_t n; ln_kview in, out; } ln_norm_args;
 
@@ -118,6 +124,7 @@ typedef struct ln_runtime {
   X(reduce) X(index_select) X(gather) X(scatter_add)              /* c/ops/reduce.c, c/ops/index.c */ \
   X(sort) X(scan)                                                  /* c/ops/sort.c, c/ops/scan.c */   \
   X(sgd_step) X(adam_step) X(rmsprop_step) X(norm_pow_sum)         /* c/ops/optim.c */                \
+  X(adagrad_step) X(adamax_step) X(nadam_step) X(radam_step) X(adadelta_step)                      \
   X(conv2d_fwd) X(conv2d_bwd) X(maxpool2d_fwd) X(maxpool2d_bwd)    /* c/nn: argument blocks in nn.h */ \
   X(avgpool2d_fwd) X(avgpool2d_bwd) X(adaptive_avgpool2d_fwd) X(adaptive_avgpool2d_bwd)            \
   X(batchnorm_fwd) X(batchnorm_bwd) X(softmax_fwd) X(softmax_bwd) X(nll_loss_fwd) X(nll_loss_bwd)  \

@@ -15,6 +15,11 @@ int ln_cpu_gemm(void *args);
 int ln_cpu_sgd_step(void *args);      /* optim.c */
 int ln_cpu_adam_step(void *args);
 int ln_cpu_rmsprop_step(void *args);
+int ln_cpu_adagrad_step(void *args);
+int ln_cpu_adamax_step(void *args);
+int ln_cpu_nadam_step(void *args);
+int ln_cpu_radam_step(void *args);
+int ln_cpu_adadelta_step(void *args);
 int ln_cpu_norm_pow_sum(void *args);
 
 extern const ln_backend ln_cpu_backend;

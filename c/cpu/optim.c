@@ -180,6 +180,203 @@ int ln_cpu_rmsprop_step(void *args) {
   return 0;
 }
 
+/* ---- Adagrad: lr decay, weight decay, maximize ----------------------------------- */
+
+#define DEF_ADAGRAD(NAME, T, SQRT)                                                   \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int decay) { \
+    const ln_adagrad_params *h = &a->hp.adagrad;                                     \
+    T *restrict p = (T *)a->param, *restrict sum = (T *)a->s0;                       \
+    const T *restrict g = (const T *)a->grad;                                        \
+    const double clr = h->lr / (1 + (double)(h->step - 1) * h->lr_decay);            \
+    const T neg_clr = (T)(-clr), eps = (T)h->eps, wd = (T)h->weight_decay;           \
+    const T sign = h->maximize ? (T)-1 : (T)1;                                       \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T gi = sign * g[i];                                                            \
+      if (decay) gi = gi + wd * p[i];                                                \
+      T s = sum[i] + gi * gi;                                                        \
+      sum[i] = s;                                                                    \
+      T std = SQRT(s) + eps;                                                         \
+      p[i] = p[i] + neg_clr * gi / std;                                              \
+    }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    if (a->hp.adagrad.weight_decay != 0) NAME##_body(a, b, e, 1);                    \
+    else NAME##_body(a, b, e, 0);                                                    \
+  }
+DEF_ADAGRAD(adagrad_f32, float, sqrtf)
+DEF_ADAGRAD(adagrad_f64, double, sqrt)
+
+int ln_cpu_adagrad_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? adagrad_f64 : adagrad_f32);
+  return 0;
+}
+
+/* ---- Adamax: infinity norm (NaN propagates through the max, as torch.amax) ---- */
+
+#define DEF_ADAMAX(NAME, T, ABS)                                                     \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int decay) { \
+    const ln_adamax_params *h = &a->hp.adamax;                                       \
+    T *restrict p = (T *)a->param, *restrict m = (T *)a->s0, *restrict u = (T *)a->s1; \
+    const T *restrict g = (const T *)a->grad;                                        \
+    const double bc1 = 1.0 - pow(h->beta1, (double)h->step);                         \
+    const T neg_clr = (T)(-(h->lr / bc1)), b1 = (T)h->beta1, b2 = (T)h->beta2;       \
+    const T omb1 = (T)(1.0 - h->beta1), eps = (T)h->eps, wd = (T)h->weight_decay;    \
+    const T sign = h->maximize ? (T)-1 : (T)1;                                       \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T gi = sign * g[i];                                                            \
+      if (decay) gi = gi + wd * p[i];                                                \
+      T mi = m[i] * b1 + omb1 * gi;                                                  \
+      T x = u[i] * b2, y = ABS(gi) + eps;                                            \
+      T ui = x > y || x != x ? x : y;                                                \
+      m[i] = mi; u[i] = ui;                                                          \
+      p[i] = p[i] + neg_clr * mi / ui;                                               \
+    }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    if (a->hp.adamax.weight_decay != 0) NAME##_body(a, b, e, 1);                     \
+    else NAME##_body(a, b, e, 0);                                                    \
+  }
+DEF_ADAMAX(adamax_f32, float, fabsf)
+DEF_ADAMAX(adamax_f64, double, fabs)
+
+int ln_cpu_adamax_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? adamax_f64 : adamax_f32);
+  return 0;
+}
+
+/* ---- NAdam: momentum schedule mu_t; mu_product as PyTorch keeps it (float32) ---- */
+
+static double nadam_mu(const ln_nadam_params *h, int64_t t) {
+  return h->beta1 * (1. - 0.5 * pow(0.96, (double)t * h->momentum_decay));
+}
+
+#define DEF_NADAM(NAME, T, SQRT)                                                     \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int decay) { \
+    const ln_nadam_params *h = &a->hp.nadam;                                         \
+    T *restrict p = (T *)a->param, *restrict m = (T *)a->s0, *restrict v = (T *)a->s1; \
+    const T *restrict g = (const T *)a->grad;                                        \
+    const double mu = nadam_mu(h, h->step), mu_next = nadam_mu(h, h->step + 1);      \
+    const double mp_next = (float)((float)(h->mu_product * (float)mu) * (float)mu_next); \
+    const T c_grad = (T)(-h->lr * (1. - mu) / (1. - h->mu_product));                 \
+    const T c_avg = (T)(-h->lr * mu_next / (1. - mp_next));                          \
+    const T bc2 = (T)(1.0 - pow(h->beta2, (double)h->step));                         \
+    const T b1 = (T)h->beta1, b2 = (T)h->beta2, omb1 = (T)(1.0 - h->beta1);          \
+    const T omb2 = (T)(1.0 - h->beta2), eps = (T)h->eps, wd = (T)h->weight_decay;    \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T gi = g[i];                                                                   \
+      T pi = p[i];                                                                   \
+      if (decay) gi = gi + wd * pi;                                                  \
+      T mi = m[i] * b1 + omb1 * gi;                                                  \
+      T vi = v[i] * b2 + omb2 * gi * gi;                                             \
+      m[i] = mi; v[i] = vi;                                                          \
+      T denom = SQRT(vi / bc2) + eps;                                                \
+      pi = pi + c_grad * gi / denom;                                                 \
+      p[i] = pi + c_avg * mi / denom;                                                \
+    }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    if (a->hp.nadam.weight_decay != 0) NAME##_body(a, b, e, 1);                      \
+    else NAME##_body(a, b, e, 0);                                                    \
+  }
+DEF_NADAM(nadam_f32, float, sqrtf)
+DEF_NADAM(nadam_f64, double, sqrt)
+
+int ln_cpu_nadam_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? nadam_f64 : nadam_f32);
+  return 0;
+}
+
+/* ---- RAdam: plain momentum step until the variance's SMA length passes 5 ------ */
+
+#define DEF_RADAM(NAME, T, SQRT)                                                     \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int decay, \
+                          const int rectified) {                                     \
+    const ln_radam_params *h = &a->hp.radam;                                         \
+    T *restrict p = (T *)a->param, *restrict m = (T *)a->s0, *restrict v = (T *)a->s1; \
+    const T *restrict g = (const T *)a->grad;                                        \
+    const double t = (double)h->step;                                                \
+    const double bc1 = 1.0 - pow(h->beta1, t), bc2 = 1.0 - pow(h->beta2, t);         \
+    const double rho_inf = 2 / (1 - h->beta2) - 1;                                   \
+    const double rho_t = rho_inf - 2 * t * pow(h->beta2, t) / bc2;                   \
+    const double rect = rectified ? sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /       \
+                                         ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0; \
+    const T bc1t = (T)bc1, lr = (T)h->lr, sbc2 = (T)sqrt(bc2), rectt = (T)rect;      \
+    const T b1 = (T)h->beta1, b2 = (T)h->beta2, omb1 = (T)(1.0 - h->beta1);          \
+    const T omb2 = (T)(1.0 - h->beta2), eps = (T)h->eps, wd = (T)h->weight_decay;    \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T gi = g[i];                                                                   \
+      T pi = p[i];                                                                   \
+      if (decay) gi = gi + wd * pi;                                                  \
+      T mi = m[i] * b1 + omb1 * gi;                                                  \
+      T vi = v[i] * b2 + omb2 * gi * gi;                                             \
+      m[i] = mi; v[i] = vi;                                                          \
+      T bcm = mi / bc1t;                                                             \
+      if (rectified) {                                                               \
+        T adaptive = (T)1 / (SQRT(vi) + eps) * sbc2;                                 \
+        p[i] = pi - bcm * lr * adaptive * rectt;                                     \
+      } else {                                                                       \
+        p[i] = pi - bcm * lr;                                                        \
+      }                                                                              \
+    }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    const ln_radam_params *h = &a->hp.radam;                                         \
+    const double t = (double)h->step, bc2 = 1.0 - pow(h->beta2, t);                  \
+    const double rho_t = 2 / (1 - h->beta2) - 1 - 2 * t * pow(h->beta2, t) / bc2;    \
+    int d = h->weight_decay != 0, r = rho_t > 5.;                                    \
+    switch (d * 2 + r) {                                                             \
+      case 0: NAME##_body(a, b, e, 0, 0); break;                                     \
+      case 1: NAME##_body(a, b, e, 0, 1); break;                                     \
+      case 2: NAME##_body(a, b, e, 1, 0); break;                                     \
+      default: NAME##_body(a, b, e, 1, 1); break;                                    \
+    }                                                                                \
+  }
+DEF_RADAM(radam_f32, float, sqrtf)
+DEF_RADAM(radam_f64, double, sqrt)
+
+int ln_cpu_radam_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? radam_f64 : radam_f32);
+  return 0;
+}
+
+/* ---- Adadelta: rho, eps, weight decay, maximize ------------------------------ */
+
+#define DEF_ADADELTA(NAME, T, SQRT)                                                  \
+  INLINE void NAME##_body(const ln_optim_args *a, int64_t b, int64_t e, const int decay) { \
+    const ln_adadelta_params *h = &a->hp.adadelta;                                   \
+    T *restrict p = (T *)a->param, *restrict sq = (T *)a->s0, *restrict acc = (T *)a->s1; \
+    const T *restrict g = (const T *)a->grad;                                        \
+    const T neg_lr = (T)(-h->lr), rho = (T)h->rho, omr = (T)(1.0 - h->rho);          \
+    const T eps = (T)h->eps, wd = (T)h->weight_decay;                                \
+    const T sign = h->maximize ? (T)-1 : (T)1;                                       \
+    for (int64_t i = b; i < e; i++) {                                                \
+      T gi = sign * g[i];                                                            \
+      if (decay) gi = gi + wd * p[i];                                                \
+      T s = sq[i] * rho + omr * gi * gi;                                             \
+      sq[i] = s;                                                                     \
+      T std = SQRT(s + eps);                                                         \
+      T delta = SQRT(acc[i] + eps) / std * gi;                                       \
+      acc[i] = acc[i] * rho + omr * delta * delta;                                   \
+      p[i] = p[i] + neg_lr * delta;                                                  \
+    }                                                                                \
+  }                                                                                  \
+  LN_SIMD static void NAME(const ln_optim_args *a, int64_t b, int64_t e) {           \
+    if (a->hp.adadelta.weight_decay != 0) NAME##_body(a, b, e, 1);                   \
+    else NAME##_body(a, b, e, 0);                                                    \
+  }
+DEF_ADADELTA(adadelta_f32, float, sqrtf)
+DEF_ADADELTA(adadelta_f64, double, sqrt)
+
+int ln_cpu_adadelta_step(void *args) {
+  ln_optim_args *a = args;
+  opt_parallel(a, a->dtype == LN_FLOAT64 ? adadelta_f64 : adadelta_f32);
+  return 0;
+}
+
 /* ---- sum |x|^p (or max |x|) in fixed blocks, so the result does not depend on
  * the thread count ----------------------------------------------------------------- */
 

@@ -567,7 +567,7 @@ LN_API int ln_relu_backward(ln_tensor *din, const ln_tensor *dout, const ln_tens
  * cast to the param's dtype when it differs; state buffers must be contiguous
  * with the param's shape, dtype and device. The arithmetic follows PyTorch
  * 1.13's single-tensor optimizers step by step (torch/optim/{sgd,adam,adamw,
- * rmsprop}.py); the elementwise math runs in the param's dtype. */
+ * rmsprop,adagrad,adamax,nadam,radam,adadelta}.py); the elementwise math runs in the param's dtype. */
 
 typedef struct ln_sgd_params {
   double lr, momentum, dampening, weight_decay;
@@ -596,6 +596,62 @@ typedef struct ln_rmsprop_params {
 LN_API int ln_rmsprop_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *square_avg,
                             ln_tensor *momentum_buf, ln_tensor *grad_avg,
                             const ln_rmsprop_params *p);
+
+/* Adagrad: sum += g^2 (sum starts at initial_accumulator_value, the caller's
+ * fill), p -= lr / (1 + (step - 1) lr_decay) * g / (sqrt(sum) + eps) */
+typedef struct ln_adagrad_params {
+  double lr, lr_decay, eps, weight_decay;
+  int64_t step;       /* the step being taken, 1-based (the lr decay) */
+  int32_t maximize, pad_;
+} ln_adagrad_params;
+LN_API int ln_adagrad_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *sum,
+                            const ln_adagrad_params *p);
+
+/* Adamax: exp_avg as Adam's, exp_inf = max(beta2 exp_inf, |g| + eps),
+ * p -= lr / (1 - beta1^step) * exp_avg / exp_inf */
+typedef struct ln_adamax_params {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;       /* 1-based (bias correction) */
+  int32_t maximize, pad_;
+} ln_adamax_params;
+LN_API int ln_adamax_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *exp_avg,
+                           ln_tensor *exp_inf, const ln_adamax_params *p);
+
+/* NAdam (Dozat): Adam's moments with the momentum schedule
+ * mu_t = beta1 (1 - 0.5 * 0.96^(t momentum_decay)); denom = sqrt(exp_avg_sq /
+ * (1 - beta2^t)) + eps, p -= lr (1 - mu_t) / (1 - mu_product) * g / denom,
+ * then p -= lr mu_{t+1} / (1 - mu_product mu_t mu_{t+1}) * exp_avg / denom.
+ * mu_product is the caller's state: mu_1 ... mu_t, this step's included,
+ * rounded to float32 after each product as PyTorch 1.13 keeps it (a float32
+ * tensor), and the product with mu_t mu_{t+1} is rounded the same way.
+ * PyTorch 1.13's NAdam has no maximize. */
+typedef struct ln_nadam_params {
+  double lr, beta1, beta2, eps, weight_decay, momentum_decay, mu_product;
+  int64_t step;       /* 1-based */
+} ln_nadam_params;
+LN_API int ln_nadam_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *exp_avg,
+                          ln_tensor *exp_avg_sq, const ln_nadam_params *p);
+
+/* RAdam (Liu et al.): Adam's moments; while the variance's SMA length
+ * rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t) (rho_inf = 2 / (1 - beta2) - 1)
+ * is <= 5 the step is p -= lr exp_avg / (1 - beta1^t), after it the Adam step
+ * scaled by the rectification term. PyTorch 1.13's RAdam has no maximize. */
+typedef struct ln_radam_params {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;       /* 1-based */
+} ln_radam_params;
+LN_API int ln_radam_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *exp_avg,
+                          ln_tensor *exp_avg_sq, const ln_radam_params *p);
+
+/* Adadelta: square_avg = rho square_avg + (1 - rho) g^2, delta = sqrt(acc_delta
+ * + eps) / sqrt(square_avg + eps) * g, acc_delta = rho acc_delta + (1 - rho)
+ * delta^2, p -= lr delta */
+typedef struct ln_adadelta_params {
+  double lr, rho, eps, weight_decay;
+  int32_t maximize, pad_;
+} ln_adadelta_params;
+LN_API int ln_adadelta_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *square_avg,
+                             ln_tensor *acc_delta, const ln_adadelta_params *p);
 
 /* sum |t|^p over all elements (p > 0), or max |t| (p = +inf), accumulated in
  * float64 in a fixed order (the same for any thread count): a new 0-d float64

@@ -1,6 +1,7 @@
 /* optim.c -- front ends of the fused optimizer updates (SGD, Adam/AdamW,
- * RMSprop) and of the norm reduction used by clip_grad_norm: argument,
- * shape, dtype and device checks on the calling thread, then the device's
+ * RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta) and of the norm
+ * reduction used by clip_grad_norm: argument, shape, dtype and device checks
+ * on the calling thread, then the device's
  * kernel through ln_launch (kernels: cpu/optim.c).
  *
  * The kernels want contiguous buffers of one dtype. A grad of another dtype
@@ -149,6 +150,98 @@ int ln_rmsprop_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *square_
                          p->centered ? grad_avg : NULL};
   const char *names[3] = {"square_avg", "momentum_buffer", "grad_avg"};
   return launch_step(fn, ln_backend_of(param ? param->device_id : 0)->rmsprop_step, &a, param,
+                     grad, state, names);
+}
+
+/* the checks every Adam-like step shares */
+static int check_adam_like(const char *fn, double lr, double beta1, double beta2, double eps,
+                           double weight_decay, int64_t step) {
+  if (!(lr >= 0)) return bad(fn, "learning rate", lr, ">= 0");
+  if (!(eps >= 0)) return bad(fn, "epsilon", eps, ">= 0");
+  if (!(beta1 >= 0 && beta1 < 1)) return bad(fn, "beta1", beta1, "in [0, 1)");
+  if (!(beta2 >= 0 && beta2 < 1)) return bad(fn, "beta2", beta2, "in [0, 1)");
+  if (!(weight_decay >= 0)) return bad(fn, "weight_decay", weight_decay, ">= 0");
+  if (step < 1) return ln_error("%s: step %lld, expected >= 1", fn, (long long)step);
+  return 0;
+}
+
+int ln_adagrad_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *sum,
+                     const ln_adagrad_params *p) {
+  const char *fn = "adagrad_step_";
+  if (!p) return ln_error("%s: params are NULL", fn);
+  if (!(p->lr >= 0)) return bad(fn, "learning rate", p->lr, ">= 0");
+  if (!(p->lr_decay >= 0)) return bad(fn, "lr_decay", p->lr_decay, ">= 0");
+  if (!(p->eps >= 0)) return bad(fn, "epsilon", p->eps, ">= 0");
+  if (!(p->weight_decay >= 0)) return bad(fn, "weight_decay", p->weight_decay, ">= 0");
+  if (p->step < 1) return ln_error("%s: step %lld, expected >= 1", fn, (long long)p->step);
+  if (!sum) return ln_error("%s: sum is required", fn);
+  ln_optim_args a = {0};
+  a.hp.adagrad = *p;
+  ln_tensor *state[3] = {sum, NULL, NULL};
+  const char *names[3] = {"sum", "", ""};
+  return launch_step(fn, ln_backend_of(param ? param->device_id : 0)->adagrad_step, &a, param,
+                     grad, state, names);
+}
+
+int ln_adamax_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *exp_avg,
+                    ln_tensor *exp_inf, const ln_adamax_params *p) {
+  const char *fn = "adamax_step_";
+  if (!p) return ln_error("%s: params are NULL", fn);
+  if (check_adam_like(fn, p->lr, p->beta1, p->beta2, p->eps, p->weight_decay, p->step) != 0) return -1;
+  if (!exp_avg || !exp_inf) return ln_error("%s: exp_avg and exp_inf are required", fn);
+  ln_optim_args a = {0};
+  a.hp.adamax = *p;
+  ln_tensor *state[3] = {exp_avg, exp_inf, NULL};
+  const char *names[3] = {"exp_avg", "exp_inf", ""};
+  return launch_step(fn, ln_backend_of(param ? param->device_id : 0)->adamax_step, &a, param,
+                     grad, state, names);
+}
+
+int ln_nadam_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *exp_avg,
+                   ln_tensor *exp_avg_sq, const ln_nadam_params *p) {
+  const char *fn = "nadam_step_";
+  if (!p) return ln_error("%s: params are NULL", fn);
+  if (check_adam_like(fn, p->lr, p->beta1, p->beta2, p->eps, p->weight_decay, p->step) != 0) return -1;
+  if (!(p->momentum_decay >= 0)) return bad(fn, "momentum_decay", p->momentum_decay, ">= 0");
+  /* a product of factors in [0, beta1) */
+  if (!(p->mu_product >= 0 && p->mu_product < 1)) return bad(fn, "mu_product", p->mu_product, "in [0, 1)");
+  if (!exp_avg || !exp_avg_sq) return ln_error("%s: exp_avg and exp_avg_sq are required", fn);
+  ln_optim_args a = {0};
+  a.hp.nadam = *p;
+  ln_tensor *state[3] = {exp_avg, exp_avg_sq, NULL};
+  const char *names[3] = {"exp_avg", "exp_avg_sq", ""};
+  return launch_step(fn, ln_backend_of(param ? param->device_id : 0)->nadam_step, &a, param,
+                     grad, state, names);
+}
+
+int ln_radam_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *exp_avg,
+                   ln_tensor *exp_avg_sq, const ln_radam_params *p) {
+  const char *fn = "radam_step_";
+  if (!p) return ln_error("%s: params are NULL", fn);
+  if (check_adam_like(fn, p->lr, p->beta1, p->beta2, p->eps, p->weight_decay, p->step) != 0) return -1;
+  if (!exp_avg || !exp_avg_sq) return ln_error("%s: exp_avg and exp_avg_sq are required", fn);
+  ln_optim_args a = {0};
+  a.hp.radam = *p;
+  ln_tensor *state[3] = {exp_avg, exp_avg_sq, NULL};
+  const char *names[3] = {"exp_avg", "exp_avg_sq", ""};
+  return launch_step(fn, ln_backend_of(param ? param->device_id : 0)->radam_step, &a, param,
+                     grad, state, names);
+}
+
+int ln_adadelta_step_(ln_tensor *param, const ln_tensor *grad, ln_tensor *square_avg,
+                      ln_tensor *acc_delta, const ln_adadelta_params *p) {
+  const char *fn = "adadelta_step_";
+  if (!p) return ln_error("%s: params are NULL", fn);
+  if (!(p->lr >= 0)) return bad(fn, "learning rate", p->lr, ">= 0");
+  if (!(p->rho >= 0 && p->rho <= 1)) return bad(fn, "rho", p->rho, "in [0, 1]");
+  if (!(p->eps >= 0)) return bad(fn, "epsilon", p->eps, ">= 0");
+  if (!(p->weight_decay >= 0)) return bad(fn, "weight_decay", p->weight_decay, ">= 0");
+  if (!square_avg || !acc_delta) return ln_error("%s: square_avg and acc_delta are required", fn);
+  ln_optim_args a = {0};
+  a.hp.adadelta = *p;
+  ln_tensor *state[3] = {square_avg, acc_delta, NULL};
+  const char *names[3] = {"square_avg", "acc_delta", ""};
+  return launch_step(fn, ln_backend_of(param ? param->device_id : 0)->adadelta_step, &a, param,
                      grad, state, names);
 }
 

@@ -4,25 +4,18 @@
 -- (AdamW: p = p * (1 - lr * weight_decay)). One fused C kernel per param
 -- (ln_adam_step_). State: step, exp_avg, exp_avg_sq (, max_exp_avg_sq).
 local ffi = require 'ffi'
-local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local lunet = require 'lunet'
 local Optimizer = require 'lunet.optim.Optimizer'
 local C = lunet.C
 
 local function nonneg(v) return v >= 0 end
-local function unit(v) return v >= 0 and v < 1 end
 
 local function check(self, fn, g)
   local num = Optimizer.number
   num(fn, g, 'lr', 'learning rate', nonneg, '>= 0')
   num(fn, g, 'eps', 'epsilon value', nonneg, '>= 0')
   num(fn, g, 'weight_decay', 'weight_decay value', nonneg, '>= 0')
-  local b = g.betas
-  if not is_table(b) or type(b[1]) ~= 'number' or type(b[2]) ~= 'number' then
-    Optimizer.fail(fn, 'betas must be a table of two numbers {beta1, beta2}')
-  end
-  if not unit(b[1]) then Optimizer.fail(fn, ('invalid beta parameter at index 1: %s (expected in [0, 1))'):format(b[1])) end
-  if not unit(b[2]) then Optimizer.fail(fn, ('invalid beta parameter at index 2: %s (expected in [0, 1))'):format(b[2])) end
+  Optimizer.betas(fn, g)
 end
 
 local function update(self, group, p, g, st)

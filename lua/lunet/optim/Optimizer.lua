@@ -1,4 +1,5 @@
--- lunet.optim.Optimizer: the base of SGD, Adam, AdamW and RMSprop, as
+-- lunet.optim.Optimizer: the base of SGD, Adam, AdamW, RMSprop, Adagrad,
+-- Adamax, NAdam, RAdam and Adadelta, as
 -- torch.optim.Optimizer: param groups, per-param state, zero_grad, state_dict.
 --
 --   opt = optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
@@ -43,6 +44,21 @@ function Optimizer.number(fn, group, key, what, cond, expected)
     Optimizer.fail(fn, ('invalid %s: %s (expected %s)'):format(what, tostring(v), expected))
   end
   return v
+end
+
+-- The betas option: a table {beta1, beta2}, each in [0, 1) (torch's message,
+-- indices 1-based).
+function Optimizer.betas(fn, group)
+  local b = group.betas
+  if not is_table(b) or type(b[1]) ~= 'number' or type(b[2]) ~= 'number' then
+    Optimizer.fail(fn, 'betas must be a table of two numbers {beta1, beta2}')
+  end
+  for i = 1, 2 do
+    if not (b[i] >= 0 and b[i] < 1) then
+      Optimizer.fail(fn, ('invalid beta parameter at index %d: %s (expected in [0, 1))'):format(i, tostring(b[i])))
+    end
+  end
+  return b
 end
 
 -- Torch7's optim names for the same options

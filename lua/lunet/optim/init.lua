@@ -14,6 +14,11 @@ local optim = {
   Adam = Adam.Adam,
   AdamW = Adam.AdamW,
   RMSprop = require 'lunet.optim.RMSprop',
+  Adagrad = require 'lunet.optim.Adagrad',
+  Adamax = require 'lunet.optim.Adamax',
+  NAdam = require 'lunet.optim.NAdam',
+  RAdam = require 'lunet.optim.RAdam',
+  Adadelta = require 'lunet.optim.Adadelta',
   lr_scheduler = sched,
   clip_grad_norm = require 'lunet.optim.clip_grad',
 }
