@@ -148,7 +148,7 @@ describe('bad input: methods of modules, optimizers, schedulers, loaders, commun
     }
     if #lunet.devices() >= 2 then makers.comm = function() return lunet.comm.Communicator({ 'cpu:0', 'cpu:1' }) end end
     -- internal helpers (not API) and calls that would train
-    local skip = { c_fail = true, check = true, fail = true, new = true, number = true, update = true,
+    local skip = { c_fail = true, check = true, fail = true, new = true, number = true, betas = true, update = true,
       check_input = true, fit = true, train_epoch = true, fit_loop = true, barrier = true, close = true }
     local argsets = { {}, { 'x' }, { a }, { -1 }, { {} }, { a, 'x' }, { 1e30 }, { true } }
     local calls, raw = 0, {}
