@@ -348,6 +348,8 @@ require('lunet.nn.functional_more_acts')(F, h)
 -- soft_margin, multilabel_soft_margin, multi_margin, poisson_nll, gaussian_nll losses
 local distance = require('lunet.nn.functional_distance')(F, { need = need, sum_all = sum_all })
 local more_loss = require('lunet.nn.functional_more_loss')(F, distance)
+-- one_hot (1-based labels), bilinear
+require('lunet.nn.functional_bilinear')(F, h)
 
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)

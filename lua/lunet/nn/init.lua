@@ -20,7 +20,7 @@ for _, name in ipairs({
   'InstanceNorm2d', 'Hardtanh', 'SELU', 'CELU', 'LogSigmoid', 'Softsign', 'Tanhshrink', 'Threshold', 'GLU', 'Softmin',
   'Hardshrink', 'Softshrink', 'CosineSimilarity', 'PairwiseDistance', 'MarginRankingLoss', 'CosineEmbeddingLoss',
   'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'PoissonNLLLoss', 'GaussianNLLLoss',
-  'SoftMarginLoss', 'Conv1d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool1d', 'AdaptiveMaxPool1d',
+  'SoftMarginLoss', 'Conv1d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool1d', 'AdaptiveMaxPool1d', 'Bilinear',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
