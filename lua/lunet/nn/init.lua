@@ -7,6 +7,7 @@ nn.Module = require 'lunet.nn.Module'
 nn.functional = require 'lunet.nn.functional'
 nn.F = nn.functional
 nn.init = require 'lunet.nn.initializers'
+nn.utils = require 'lunet.nn.utils'   -- clip_grad_norm_, clip_grad_value_, parameters_to_vector, ...
 
 for _, name in ipairs({
   'Sequential', 'ModuleList', 'Linear', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'AdaptiveAvgPool2d',

@@ -21,8 +21,10 @@ local optim = {
   Adadelta = require 'lunet.optim.Adadelta',
   lr_scheduler = sched,
   clip_grad_norm = require 'lunet.optim.clip_grad',
+  clip_grad_value = require 'lunet.optim.clip_grad_value',
 }
 optim.clip_grad_norm_ = optim.clip_grad_norm
+optim.clip_grad_value_ = optim.clip_grad_value
 for k, v in pairs(sched) do optim[k] = v end
 
 return optim
