@@ -233,7 +233,7 @@ describe('API errors: no raw Lua error from any public function', function()
       return type(v) == 'function' or (type(v) == 'table' and getmetatable(v) and getmetatable(v).__call)
     end
     local skip = {}
-    for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms }) do
+    for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms, utils = nn.utils }) do
       for k, v in pairs(m) do
         if callable(v) and not skip[k] and k:sub(1, 1) ~= '_' and k ~= 'functional' then
           for _, args in ipairs(ARGS) do
@@ -253,6 +253,7 @@ describe('API errors: no raw Lua error from any public function', function()
       InstanceNorm2d = { 3 }, Threshold = { 0.1, 20 },
       Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
+      Bilinear = { 4, 4, 2 },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0
