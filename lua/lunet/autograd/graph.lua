@@ -131,6 +131,9 @@ G.sum_keep = sum_keep
 -- sum g down to `shape` (a table), undoing broadcasting
 function G.sum_to(g, shape)
   if not shape then return g end
+  -- (an empty gradient sums to zeros: the reshapes below cannot infer an
+  -- empty tensor's other sizes)
+  if g:numel() == 0 then return G.zeros_as(shape, g) end
   local nd, nt = g.p.ndim, #shape
   local lead = nd - nt
   if lead > 0 then
