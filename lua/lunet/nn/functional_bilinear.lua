@@ -86,11 +86,7 @@ return function(F, h)
     for i = 1, nd - 1 do n = n * s1[i] end
     local t = x1:reshape(n, in1):matmul(w:permute(2, 1, 3):reshape(in1, out * in2)):reshape(n, out, in2)
     local y = (t * x2:reshape(n, 1, in2)):sum(3)
-    if b ~= nil then
-      -- (an empty batch: the backward of a broadcast add to 0 rows fails, so the
-      -- bias goes through a matmul with a {0, 1} matrix, whose gradient is 0)
-      y = n > 0 and y + b or y + factory.zeros(0, 1, { dtype = b.dtype, device = b.device }):matmul(b:view(1, out))
-    end
+    if b ~= nil then y = y + b end
     s1[nd] = out
     return y:reshape(s1)
   end
