@@ -218,7 +218,12 @@ describe('recurrent layers', function()
       e(nn.GRU(3, 4, { bidirectional = true }), lunet.randn(5, 3), lunet.zeros(2, 1, 4)))
     assert.matches('nn.RNN: h0 must have shape {1, 2, 4}', e(nn.RNN(3, 4), x, lunet.zeros(1, 4)))
     assert.matches('nn.RNN: h0 must be a tensor, got number', e(nn.RNN(3, 4), x, 1))
+    assert.matches('nn.LSTM: input is float64 but the weights are float32; cast one first', e(m, x:double()))
+    assert.matches('nn.GRU: h0 is float64 but the input is float32', e(nn.GRU(3, 4), x, lunet.zeros(1, 2, 4):double()))
     -- cells
+    assert.matches('nn.GRUCell: input is int32 but the weights are float32', e(nn.GRUCell(3, 4), lunet.zeros(2, 3):int()))
+    assert.matches('nn.LSTMCell: c is float64 but the input is float32',
+      e(nn.LSTMCell(3, 4), lunet.zeros(2, 3), { lunet.zeros(2, 4), lunet.zeros(2, 4):double() }))
     local c = nn.GRUCell(3, 4)
     assert.matches('nn.GRUCell: expected input to be 1%-D or 2%-D but received 3%-D tensor', e(c, x))
     assert.matches('nn.GRUCell: input has 5 features, expected input_size 3', e(c, lunet.randn(2, 5)))

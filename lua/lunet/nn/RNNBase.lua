@@ -71,6 +71,9 @@ function RNNBase:_input(x)
   if x.ndim ~= 2 and x.ndim ~= 3 then
     options.fail(fn, ('expected input to be 2-D or 3-D but received %d-D tensor'):format(x.ndim))
   end
+  if x.dtype ~= self.weight_ih_l0.dtype then
+    options.fail(fn, ('input is %s but the weights are %s; cast one first'):format(x.dtype, self.weight_ih_l0.dtype))
+  end
   if x:size(-1) ~= self.input_size then
     options.fail(fn, ('input has %d features (its last dim), expected input_size %d'):format(x:size(-1), self.input_size))
   end
@@ -86,6 +89,7 @@ function RNNBase:_state(what, h, x, unbatched)
   local LD, N, H = self.num_layers * (self.bidirectional and 2 or 1), x:size(2), self.hidden_size
   if h == nil then return x:new_zeros(LD, N, H) end
   if not is_tensor(h) then options.fail(fn, what .. ' must be a tensor, got ' .. type(h)) end
+  if h.dtype ~= x.dtype then options.fail(fn, ('%s is %s but the input is %s'):format(what, h.dtype, x.dtype)) end
   local want = unbatched and { LD, H } or { LD, N, H }
   local ok = h.ndim == #want
   for i = 1, #want do ok = ok and h:size(i) == want[i] end

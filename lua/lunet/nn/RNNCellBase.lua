@@ -46,6 +46,9 @@ function RNNCellBase:_input(x)
   if x.ndim ~= 1 and x.ndim ~= 2 then
     options.fail(fn, ('expected input to be 1-D or 2-D but received %d-D tensor'):format(x.ndim))
   end
+  if x.dtype ~= self.weight_ih.dtype then
+    options.fail(fn, ('input is %s but the weights are %s; cast one first'):format(x.dtype, self.weight_ih.dtype))
+  end
   if x:size(-1) ~= self.input_size then
     options.fail(fn, ('input has %d features, expected input_size %d'):format(x:size(-1), self.input_size))
   end
@@ -58,6 +61,7 @@ function RNNCellBase:_state(what, h, x, x0, unbatched)
   local fn = self.__name
   if h == nil then return x:new_zeros(x:size(1), self.hidden_size) end
   if not is_tensor(h) then options.fail(fn, what .. ' must be a tensor, got ' .. type(h)) end
+  if h.dtype ~= x.dtype then options.fail(fn, ('%s is %s but the input is %s'):format(what, h.dtype, x.dtype)) end
   local want = unbatched and { self.hidden_size } or { x:size(1), self.hidden_size }
   if h.ndim ~= #want or h:size(1) ~= want[1] or h:size(-1) ~= self.hidden_size then
     options.fail(fn, ('%s must have shape {%s} for input of shape %s, got %s')
