@@ -2,15 +2,15 @@
 -- adaptive_avg_pool3d, as PyTorch 1.13's, composed from the 2-d ops and
 -- tensor ops (the same kernels, autograd and backends). Input (N, C, D, H, W)
 -- or unbatched (C, D, H, W).
---  conv3d: the depth windows are gathered (index_select) and folded, depth
---    into the batch and the kD taps into the channels, so one conv2d with
+--  conv3d: the depth taps are gathered (strided views, one stack) and folded,
+--    depth into the batch and the kD taps into the channels, so one conv2d with
 --    weight (O, C/groups * kD, kH, kW) computes every output plane.
 --  pooling: max, average (both count_include_pad modes: torch's divisor is a
 --    product of per-dim factors) and adaptive average are separable: a 2-d
 --    pool over (H, W) with depth in the channels, then one over depth.
 -- Installed into F by lunet.nn.functional, which hands over its helpers.
 local is_table = require('lunet.core').is_table
-local factory = require 'lunet.factory'
+local Tensor = require('lunet.tensor').Tensor
 local options = require 'lunet.options'
 local raise, check_options, positional = options.raise, options.check, options.positional
 local single, triple = options.single, options.triple
@@ -93,21 +93,23 @@ return function(F, h)
       out[i] = math.floor((x5:size(i + 2) + 2 * pi - d[i] * (k[i] - 1) - 1) / s[i]) + 1
     end
     too_small('conv3d', x, 'kernel', k, out)
-    local OD = out[1]
-    local xp = x5
-    if pd0 + pd1 > 0 then
-      xp = F.pad(x5:reshape(N, Cin, D, H * W), { 0, 0, pd0, pd1 }):view(N, Cin, D + pd0 + pd1, H, W)
+    local OD, HW = out[1], H * W
+    -- (N, C, D, H*W), zero planes around the depth: pd0 before, pd1 after, and past them
+    -- as many as the last tap's strided span reaches (never read: they keep narrow in range)
+    local xp = x5:reshape(N, Cin, D, HW)
+    local extra = math.max(0, (kD - 1) * d[1] + OD * s[1] - (D + pd0 + pd1))
+    if pd0 + pd1 + extra > 0 then xp = F.pad(xp, { 0, 0, pd0, pd1 + extra }) end
+    -- tap kd reads planes kd * dD + od * sD: a strided view per tap (narrow, split off the
+    -- stride, select), stacked as (N, OD, C, kD, H*W) and read as (N*OD, C*kD, H, W): each
+    -- group's channels stay together, in the order of the weight's (C/groups, kD). (Views and
+    -- one stack: index_select's backward, a scatter, took twice as long.)
+    local taps = {}
+    for kd = 0, kD - 1 do
+      local t = xp:narrow(3, kd * d[1] + 1, OD * s[1])
+      if s[1] > 1 then t = t:view(N, Cin, OD, s[1], HW):select(4, 1) end
+      taps[kd + 1] = t:permute(1, 3, 2, 4)
     end
-    -- plane od * sD + kd * dD of the padded input, for each output plane od and tap kd
-    if kD > 1 or s[1] > 1 or OD ~= xp:size(3) then
-      local dev = { device = x.device }
-      local idx = factory.arange(0, OD * s[1], s[1], dev):view(OD, 1)
-        + factory.arange(1, kD * d[1] + 1, d[1], dev):view(1, kD)
-      xp = xp:index_select(3, idx:view(OD * kD))
-    end
-    -- (N, C, OD, kD, H, W) -> (N*OD, C*kD, H, W): each group's channels stay together, in
-    -- the order of the weight's (C/groups, kD)
-    local cols = xp:view(N, Cin, OD, kD, H, W):permute(1, 3, 2, 4, 5, 6):reshape(N * OD, Cin * kD, H, W)
+    local cols = Tensor.stack(taps, 4):view(N * OD, Cin * kD, H, W)
     local y = F.conv2d(cols, w:reshape(O, Cg * kD, kH, kW), b,
       { stride = { s[2], s[3] }, padding = phw, dilation = { d[2], d[3] }, groups = g })
     y = y:view(N, OD, O, y:size(3), y:size(4)):permute(1, 3, 2, 4, 5):contiguous()
