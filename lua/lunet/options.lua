@@ -227,6 +227,24 @@ function M.pair(fname, what, v, min)
   return v
 end
 
+-- M.triple(fname, what, v, min): a 3-d layer's geometry argument, a number or
+-- {d, h, w} of integers >= min; returns the three numbers (nil for nil)
+function M.triple(fname, what, v, min)
+  if v == nil then return nil end
+  local t = is_table(v) and v or { v, v, v }
+  local function int(x) return type(x) == 'number' and x % 1 == 0 and x >= min and x < 2 ^ 53 end
+  if #t ~= 3 or not (int(t[1]) and int(t[2]) and int(t[3])) then
+    local shown = tostring(v)
+    if is_table(v) then
+      local s = {}
+      for i = 1, #v do s[i] = tostring(v[i]) end
+      shown = '{' .. table.concat(s, ', ') .. '}'
+    end
+    fail(fname, ('%s must be an integer >= %d or {d, h, w} of them, got %s'):format(what, min, shown))
+  end
+  return t[1], t[2], t[3]
+end
+
 -- M.single(fname, what, v, min): a 1-d layer's geometry argument, a number
 -- or {n} (PyTorch's int or 1-tuple); returns the number, or nil for nil
 function M.single(fname, what, v, min)

@@ -329,6 +329,7 @@ local h = { need = need, pair = pair, new = new, new_like = new_like, kernel = k
 local shape = require('lunet.nn.functional_shape')(F, h)             -- pad, dropout, dropout2d, flatten, embedding
 require('lunet.nn.functional_pool')(F, h)                            -- max/avg/adaptive pooling
 require('lunet.nn.functional_1d')(F, h)                              -- conv1d and the 1-d pooling
+require('lunet.nn.functional_3d')(F, h)                              -- conv3d and the 3-d pooling, over the 2-d ops
 local norm = require('lunet.nn.functional_norm')(F, h)               -- batch/layer/group norm
 local loss = require('lunet.nn.functional_loss')(F, h)               -- softmax, nll, cross entropy, mse, bce
 require('lunet.nn.functional_linear_act')(F, h)                      -- linear, relu, sigmoid, tanh, ...

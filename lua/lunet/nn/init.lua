@@ -23,6 +23,7 @@ for _, name in ipairs({
   'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'PoissonNLLLoss', 'GaussianNLLLoss',
   'SoftMarginLoss', 'Conv1d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool1d', 'AdaptiveMaxPool1d', 'Bilinear',
   'RNNCell', 'LSTMCell', 'GRUCell', 'RNN', 'LSTM', 'GRU',
+  'Conv3d', 'MaxPool3d', 'AvgPool3d', 'AdaptiveAvgPool3d', 'BatchNorm3d',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
