@@ -254,6 +254,9 @@ describe('API errors: no raw Lua error from any public function', function()
       Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
       Bilinear = { 4, 4, 2 },
+      Unfold = { 2 }, Fold = { 4, 2 }, ReflectionPad1d = { 1 }, ReflectionPad2d = { 1 }, ReplicationPad1d = { 1 },
+      ReplicationPad2d = { 1 }, ConstantPad1d = { 1, 0 }, ConstantPad2d = { 1, 0 }, LocalResponseNorm = { 2 },
+      ChannelShuffle = { 2 },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0
