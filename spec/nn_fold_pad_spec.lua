@@ -158,6 +158,11 @@ describe('the padding modules', function()
     assert.equal('nn.ReflectionPad1d({2, 2})\n0 parameters', tostring(nn.ReflectionPad1d(2)))
     assert.equal('nn.ReplicationPad2d({1, 2, 3, 4})\n0 parameters', tostring(nn.ReplicationPad2d({ 1, 2, 3, 4 })))
     assert.equal('nn.ConstantPad2d({1, 1, 1, 1}, value 1.5)\n0 parameters', tostring(nn.ConstantPad2d(1, 1.5)))
+    -- nn.ZeroPad2d is the family's constant pad with value 0, on any input of 2 or more dims, as torch's
+    assert.same({ { 0, 0, 0 }, { 0, 5, 0 } }, nn.ZeroPad2d({ 1, 1, 1, 0 })(lunet.tensor({ { 5 } })):totable())
+    assert.same({ 1, 2, 3, 4, 6 }, nn.ZeroPad2d(1)(lunet.zeros(1, 2, 3, 2, 4)):size())
+    assert.equal('nn.ZeroPad2d({1, 1, 1, 1})\n0 parameters', tostring(nn.ZeroPad2d(1)))
+    assert.matches('nn.ZeroPad2d: takes padding only', err(nn.ZeroPad2d, 1, 2))
   end)
   it('errors', function()
     assert.matches('nn.ReflectionPad1d: padding must be a number or {left, right}, got 4 values',

@@ -13,8 +13,9 @@ local T = require 'lunet.tensor'
 local SIDES = { '{left, right}', '{left, right, top, bottom}' }
 local VALUE_OPTS, VALUE_POS = { value = 'number' }, { 'value' }
 
--- padding(name, nd, mode): the class nn.<name>, padding the last nd dims in mode
-return function(name, nd, mode)
+-- padding(name, nd, mode[, value]): the class nn.<name>, padding the last nd
+-- dims in mode; a constant mode with value given takes padding only (ZeroPad2d)
+return function(name, nd, mode, fixed)
   local fname = 'nn.' .. name
   local Pad = Module:extend(fname)
 
@@ -34,7 +35,8 @@ return function(name, nd, mode)
       q[i] = v
     end
     self.padding = q
-    if mode == 'constant' then
+    if fixed ~= nil then self.value = fixed end
+    if mode == 'constant' and fixed == nil then
       -- torch's value is required: nn.ConstantPad1d(2, 3.5) or (2, {value = 3.5})
       local o = options.check(fname, options.positional(fname, VALUE_POS, ...), VALUE_OPTS) or {}
       if o.value == nil then options.fail(fname, 'expected value (a number) after padding') end
@@ -74,7 +76,7 @@ return function(name, nd, mode)
 
   function Pad:extra_repr()
     local r = '{' .. table.concat(self.padding, ', ') .. '}'
-    if self.value ~= nil then r = r .. ', value ' .. tostring(self.value) end
+    if self.value ~= nil and fixed == nil then r = r .. ', value ' .. tostring(self.value) end
     return r
   end
 
