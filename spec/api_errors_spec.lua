@@ -256,6 +256,9 @@ describe('API errors: no raw Lua error from any public function', function()
       Bilinear = { 4, 4, 2 },
       RNNCell = { 4, 3 }, LSTMCell = { 4, 3 }, GRUCell = { 4, 3 }, RNN = { 4, 3 }, LSTM = { 4, 3 }, GRU = { 4, 3 },
       Conv3d = { 3, 4, 3 }, MaxPool3d = { 2 }, AvgPool3d = { 2 }, AdaptiveAvgPool3d = { 2 }, BatchNorm3d = { 3 },
+      Unfold = { 2 }, Fold = { 4, 2 }, ReflectionPad1d = { 1 }, ReflectionPad2d = { 1 }, ReplicationPad1d = { 1 },
+      ReplicationPad2d = { 1 }, ConstantPad1d = { 1, 0 }, ConstantPad2d = { 1, 0 }, LocalResponseNorm = { 2 },
+      ChannelShuffle = { 2 },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0

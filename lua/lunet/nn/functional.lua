@@ -351,6 +351,8 @@ local distance = require('lunet.nn.functional_distance')(F, { need = need, sum_a
 local more_loss = require('lunet.nn.functional_more_loss')(F, distance)
 -- one_hot (1-based labels), bilinear
 require('lunet.nn.functional_bilinear')(F, h)
+-- unfold, fold, normalize, local_response_norm, channel_shuffle
+require('lunet.nn.functional_fold')(F, h)
 
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)

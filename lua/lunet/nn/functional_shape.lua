@@ -64,9 +64,10 @@ return function(F, h)
     if value ~= nil and mode ~= 'constant' then raise(("pad: value is for mode 'constant', not '%s'"):format(mode)) end
     local s = x:size()
     if mode ~= 'constant' then
-      local limit = mode == 'circular' and 0 or 1   -- (reflect: below the size; circular: at most it)
+      -- (reflect: below the size; circular: at most it; replicate: any, of a non-empty dim)
+      local limit = mode == 'circular' and 0 or 1
       for _, d in ipairs({ { 'left', l, 4 }, { 'right', r, 4 }, { 'top', t, 3 }, { 'bottom', b, 3 } }) do
-        if d[2] > s[d[3]] - limit or (mode == 'replicate' and d[2] > 0 and s[d[3]] == 0) then
+        if mode ~= 'replicate' and d[2] > s[d[3]] - limit or (mode == 'replicate' and d[2] > 0 and s[d[3]] == 0) then
           raise(("pad: %s padding %d is too large for mode '%s' on a dim of size %d"):format(d[1], d[2], mode, s[d[3]]))
         end
       end

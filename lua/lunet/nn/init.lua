@@ -24,6 +24,8 @@ for _, name in ipairs({
   'SoftMarginLoss', 'Conv1d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool1d', 'AdaptiveMaxPool1d', 'Bilinear',
   'RNNCell', 'LSTMCell', 'GRUCell', 'RNN', 'LSTM', 'GRU',
   'Conv3d', 'MaxPool3d', 'AvgPool3d', 'AdaptiveAvgPool3d', 'BatchNorm3d',
+  'Unfold', 'Fold', 'ReflectionPad1d', 'ReflectionPad2d', 'ReplicationPad1d', 'ReplicationPad2d',
+  'ConstantPad1d', 'ConstantPad2d', 'LocalResponseNorm', 'ChannelShuffle',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
