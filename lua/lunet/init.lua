@@ -14,6 +14,9 @@ require 'lunet.tensor_index'
 require 'lunet.tensor_print'
 require 'lunet.tensor_compose'
 require 'lunet.tensor_select'
+require 'lunet.tensor_scatter'
+local layout = require 'lunet.tensor_layout'
+local einsum = require 'lunet.tensor_einsum'
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
 require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
@@ -26,6 +29,9 @@ local lunet = {
 }
 
 for k, v in pairs(factory) do lunet[k] = v end
+-- einsum, tensordot, diag, meshgrid, cdist, linalg_cross: functions, not methods
+for k, v in pairs(layout) do lunet[k] = v end
+for k, v in pairs(einsum) do lunet[k] = v end
 
 function lunet.is_tensor(x) return T.is_tensor(x) end
 

@@ -30,7 +30,7 @@ local function def(name, kind, f)
 end
 local function unary(name, backward, save) def(name, 'unary', { backward = backward, save_in = save == 'in', save_out = save == 'out' }) end
 
-for _, family in ipairs({ 'pointwise', 'linalg', 'shape', 'reduce', 'scan', 'nn', 'act_loss' }) do
+for _, family in ipairs({ 'pointwise', 'linalg', 'shape', 'index', 'reduce', 'scan', 'nn', 'act_loss' }) do
   require('lunet.autograd.formulas.' .. family)(def, unary)
 end
 
