@@ -13,8 +13,9 @@
 --   t:take(index)                       the flattened t's elements at index, in
 --                                       index's shape
 -- index is 1-d (0-d) for the index_* ops. A slice (element) named twice:
--- index_add adds both; index_copy and scatter add the sources (PyTorch leaves
--- which one wins undefined; give each slice once). scatter's reduce =
+-- index_add adds both, index_fill and scatter of a number fill it once;
+-- index_copy and scatter of a tensor raise an error (PyTorch leaves which
+-- source wins undefined; what these compose to would add them). scatter's reduce =
 -- 'multiply' is not supported. All are composed of scatter_add (recorded: its
 -- formula is in lunet.autograd.formulas.index), masked_fill and gather, so they
 -- are differentiable in self and source (and a 0-d tensor value), in place too.
@@ -86,7 +87,16 @@ local function slices(fn, self, dim, index)
   for i = 1, x:dim() do shape[i] = i == d and n or 1 end
   local hit = factory.zeros({ n }, { dtype = 'int64', device = self.device })
   hit:scatter_add_(1, idx, factory.ones({ idx:numel() }, { dtype = 'int64', device = self.device }))
-  return x, d, idx, hit:gt(0):reshape(shape)
+  return x, d, idx, hit:gt(0):reshape(shape), hit
+end
+
+-- (index_copy and scatter of a tensor) an error where hits (per slot, how
+-- many sources name it) has a slot named twice
+local function once(fn, hits)
+  if hits:numel() > 0 and hits:max():item() > 1 then
+    raise(('%s: index names the same position more than once (which source would win is undefined; '
+      .. 'name each once, or use %s for a sum)'):format(fn, fn == 'index_copy' and 'index_add' or 'scatter_add'))
+  end
 end
 
 -- source for the slices of x named by idx: checked, and idx expanded to its shape
@@ -124,8 +134,9 @@ Tensor.index_add = named('index_add', index_add)
 
 local function index_copy(self, dim, index, source)
   local fn = 'index_copy'
-  local x, d, idx, hit = slices(fn, self, dim, index)
+  local x, d, idx, hit, hits = slices(fn, self, dim, index)
   local s, eidx = source_of(fn, x, d, idx, source)
+  once(fn, hits)
   return back(self, x:masked_fill(hit, 0):scatter_add(d, eidx, s))
 end
 Tensor.index_copy = named('index_copy', index_copy)
@@ -181,9 +192,9 @@ local function scatter(self, dim, index, src, opts)
   end
   local hit = factory.zeros(xs, { dtype = 'int64', device = x.device })
   hit:scatter_add_(d, idx, factory.ones(is, { dtype = 'int64', device = x.device }))
-  hit = hit:gt(0)
-  if not is_tensor(value) then return back(self, x:masked_fill(hit, value)) end
-  return back(self, x:masked_fill(hit, 0):scatter_add(d, idx, value))
+  if not is_tensor(value) then return back(self, x:masked_fill(hit:gt(0), value)) end
+  once(fn, hit)
+  return back(self, x:masked_fill(hit:gt(0), 0):scatter_add(d, idx, value))
 end
 Tensor.scatter = named('scatter', scatter)
 

@@ -101,6 +101,8 @@ end
 
 -- module(...) when it has hooks: the pre-hooks, forward, the hooks; with
 -- backward hooks (in grad mode) the inputs and output through their nodes
+local function pack(...) return select('#', ...), { ... } end
+
 function hooks.call(m, h, ...)
   local n = select('#', ...)
   local inputs = { ... }
@@ -114,14 +116,19 @@ function hooks.call(m, h, ...)
   end
   local bw
   if (h.bw[1] or h.bwpre[1]) and S.grad_enabled then bw, inputs = backward.inputs(m, h.bw, h.bwpre, inputs, n) end
-  local out = m:forward(unpack(inputs, 1, n))
+  -- (a forward may return more than its output, as pooling's indices or a
+  -- recurrent layer's state: the hooks see and may replace the first, the
+  -- rest go back to the caller as they are)
+  local nres, res = pack(m:forward(unpack(inputs, 1, n)))
+  local out = res[1]
   local post = h.post
   for i = 1, #post do
     local r = post[i].fn(m, inputs, out)
     if r ~= nil then out = r end
   end
   if bw then out = backward.output(bw, out) end
-  return out
+  if nres <= 1 then return out end
+  return out, unpack(res, 2, nres)
 end
 
 return hooks
