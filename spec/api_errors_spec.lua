@@ -110,7 +110,7 @@ local alias = {
   view_as = 'view', expand_as = 'expand', uniform_ = 'rand|uniform', normal_ = 'randn|normal', var = 'mean|var',
   std = 'mean|std', type = 'to|type', mm = 'matmul|mm', mv = 'matmul|mv', dot = 'matmul|dot', sub = 'add_scaled|sub|add',
   sub_ = 'add_scaled|sub|add', tolist = 'totable|tolist|read', totable = 'totable|read', zero_ = 'fill_|zero_',
-  cross_entropy = 'nll_loss|log_softmax', moveaxis = 'movedim', swapaxes = 'transpose', swapdims = 'transpose',
+  cross_entropy = 'nll_loss|log_softmax', swapaxes = 'transpose', swapdims = 'transpose',
 }
 local function names_of(k)
   local base = k:gsub('_$', '')

@@ -20,7 +20,7 @@ describe('bad input: every Tensor method', function()
   local alias = {
     concat = 'cat', nelement = 'numel', remainder = 'fmod', get_index = 'select', set_index = 'select|copy_',
     view_as = 'view', expand_as = 'expand', uniform_ = 'rand', normal_ = 'randn', var = 'mean', std = 'mean',
-    type = 'to', mm = 'matmul', mv = 'matmul', dot = 'matmul', sub = 'add_scaled', sub_ = 'add_scaled',
+    type = 'to', swapaxes = 'transpose', swapdims = 'transpose', mm = 'matmul', mv = 'matmul', dot = 'matmul', sub = 'add_scaled', sub_ = 'add_scaled',
   }
   local argsets = {
     {}, { 'x' }, { {} }, { true }, { -1 }, { 0 }, { 1e30 }, { 0 / 0 }, { 2 ^ 62 }, { -2 ^ 62 }, { 1.5 },

@@ -97,8 +97,7 @@ end
 
 -- ---- movedim, swapaxes ----------------------------------------------------------------
 
-function Tensor.movedim(self, src, dst)
-  local fn = 'movedim'
+local function movedim(fn, self, src, dst)
   need(fn, self)
   local nd = self:dim()
   local n = math.max(nd, 1)
@@ -124,7 +123,8 @@ function Tensor.movedim(self, src, dst)
   end
   return self:permute(perm)
 end
-Tensor.moveaxis = Tensor.movedim
+function Tensor.movedim(self, src, dst) return movedim('movedim', self, src, dst) end
+function Tensor.moveaxis(self, src, dst) return movedim('moveaxis', self, src, dst) end
 
 function Tensor.swapaxes(self, d1, d2)
   need('swapaxes', self)
