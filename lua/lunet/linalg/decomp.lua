@@ -30,9 +30,9 @@ return function(linalg)
     local _, count = L.batch(A)
     local buf = L.colmajor(A)
     local potrf, a = L.routine(fn, A.dtype, 'potrf'), L.ptr(buf)
-    local nn, info = L.int1(n), L.int1()
+    local nn, lda, info = L.int1(n), L.int1(math.max(1, n)), L.int1()
     for i = 0, count - 1 do
-      potrf('L', nn, a + i * n * n, nn, info, 1)
+      potrf('L', nn, a + i * n * n, lda, info, 1)
       if info[0] > 0 then
         raise(('%s: the input is not positive-definite (the leading minor of order %d)%s'):format(fn, info[0],
           L.where(count, i)))

@@ -15,9 +15,9 @@ return function(linalg)
     local getrf = L.routine(fn, lu.dtype, 'getrf')
     local a = L.ptr(lu)
     local piv = ffi.new('int[?]', math.max(1, count * n))
-    local nn, info = L.int1(n), L.int1()
+    local nn, lda, info = L.int1(n), L.int1(math.max(1, n)), L.int1()
     for i = 0, count - 1 do
-      getrf(nn, nn, a + i * n * n, nn, piv + i * n, info)
+      getrf(nn, nn, a + i * n * n, lda, piv + i * n, info)
       if info[0] < 0 then raise(('%s: LAPACK getrf failed (info %d)'):format(fn, info[0])) end
       if info[0] > 0 and on_zero then on_zero(i, info[0]) end
     end
@@ -104,9 +104,9 @@ return function(linalg)
     end)
     local getrs = L.routine(fn, A.dtype, 'getrs')
     local b = L.ptr(Bc)
-    local nn, kk, info = L.int1(n), L.int1(k), L.int1()
+    local nn, kk, lda, info = L.int1(n), L.int1(k), L.int1(math.max(1, n)), L.int1()
     for i = 0, count - 1 do
-      getrs('N', nn, kk, a + i * n * n, nn, piv + i * n, b + i * n * k, nn, info, 1)
+      getrs('N', nn, kk, a + i * n * n, lda, piv + i * n, b + i * n * k, lda, info, 1)
       if info[0] ~= 0 then raise(('%s: LAPACK getrs failed (info %d)'):format(fn, info[0])) end
     end
     return Bc

@@ -147,10 +147,10 @@ return function(linalg)
     return (mT(Vh) * Sinv:unsqueeze(-2)):matmul(mT(U))
   end
 
-  -- lstsq(A, B) -> solution, residuals, rank, singular_values (torch's CPU
-  -- driver gelsy: residuals when m > n and every A has full rank, else
-  -- empty; singular_values empty). The solution is pinv(A) B: the
-  -- minimum-norm least-squares one gelsy gives.
+  -- lstsq(A, B) -> solution, residuals, rank, singular_values, as torch's
+  -- CPU default driver gelsy gives them: residuals and singular_values
+  -- empty. The solution is pinv(A) B: the minimum-norm least-squares one
+  -- gelsy gives (rcond: pinv's rtol).
   local LSTSQ_OPTS = { rcond = 'number', driver = 'string' }
   function linalg.lstsq(A, B, opts)
     local fn = 'linalg.lstsq'
@@ -168,11 +168,6 @@ return function(linalg)
     local o = opts and opts.rcond and { rtol = opts.rcond } or { rtol = EPS[A.dtype] * math.max(m, n) }
     local X = linalg.pinv(A, o):matmul(B2)
     local rank = linalg.matrix_rank(A, o)
-    local res = L.empty({ 0 }, A.dtype)
-    if m > n and rank:eq(n):all():item() then
-      res = (A:matmul(X) - B2):pow(2):sum(-2)
-      if vec then res = res:squeeze(-1) end
-    end
-    return vec and X:squeeze(-1) or X, res, rank, L.empty({ 0 }, A.dtype)
+    return vec and X:squeeze(-1) or X, L.empty({ 0 }, A.dtype), rank, L.empty({ 0 }, A.dtype)
   end
 end
