@@ -17,6 +17,7 @@ require 'lunet.tensor_select'
 require 'lunet.tensor_scatter'
 local layout = require 'lunet.tensor_layout'
 local einsum = require 'lunet.tensor_einsum'
+require 'lunet.linalg.methods'   -- t:det(), t:inverse(), ... (lunet.linalg loads on first use)
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
 require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
