@@ -7,10 +7,11 @@
 static const char *unary_names[] = {
   "neg", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "sin", "cos", "rsqrt",
   "sign", "floor", "ceil", "round", "reciprocal", "log1p", "expm1", "square", "logical_not",
-  "isnan", "isinf", "erf", "clamp"};
+  "isnan", "isinf", "erf", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan",
+  "log2", "log10", "exp2", "trunc", "frac", "clamp"};
 static const char *binary_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-  "logical_and", "logical_or", "fmod", "atan2", "add_scaled"};
+  "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2", "add_scaled"};
 
 static bool is_predicate(int op) { return op >= LN_EQ && op <= LN_LOGICAL_OR; }
 
@@ -46,13 +47,23 @@ static bool category_narrower(int result, int target) {
 static bool int_ok(int op) {
   return op == LN_NEG || op == LN_ABS || op == LN_RELU || op == LN_SIGN || op == LN_SQUARE ||
          op == LN_FLOOR || op == LN_CEIL || op == LN_ROUND || op == LN_LOGICAL_NOT ||
-         op == LN_ISNAN || op == LN_ISINF || op == LN_CLAMP;
+         op == LN_ISNAN || op == LN_ISINF || op == LN_CLAMP || op == LN_TRUNC;
+}
+
+/* torch.frac has no integer kernel ("frac_cpu" not implemented for 'Long'):
+ * refused rather than promoted to a float of zeros */
+static int check_frac(const char *fn, const ln_tensor *a, bool inplace) {
+  if (!ln_is_float(a->dtype_id))
+    return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn,
+                    inplace ? "_" : "", ln_dtype_name(a->dtype_id));
+  return 0;
 }
 
 static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
   const char *fn = (op >= 0 && op <= LN_CLAMP) ? unary_names[op] : "unary";
   if (op < 0 || op > LN_CLAMP) return ln_error_null("unary: invalid op %d", op);
   if (ln_check_tensor(fn, a, "input") != 0) return NULL;
+  if (op == LN_FRAC && check_frac(fn, a, false) != 0) return NULL;
   int ct = a->dtype_id;
   if (ct == LN_FLOAT16 || ct == LN_BFLOAT16 || (!ln_is_float(ct) && !int_ok(op))) ct = LN_FLOAT32;
   if (op == LN_NEG && ct == LN_BOOL)
@@ -84,6 +95,7 @@ static int unary_inplace_p(int op, ln_tensor *a, double p0, double p1) {
   if (ln_check_tensor(fn, a, "input") != 0 || check_writable(fn, a) != 0) return -1;
   if (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF)
     return ln_error("%s_: has no in-place form", fn);
+  if (op == LN_FRAC && check_frac(fn, a, true) != 0) return -1;
   if (!ln_is_float(a->dtype_id) && !int_ok(op))
     return ln_error("%s_: result type float32 can't be stored in place into %s", fn,
                     ln_dtype_name(a->dtype_id));
@@ -119,6 +131,10 @@ int ln_clamp_(ln_tensor *a, double lo, double hi) {
 
 /* The dtype the kernel computes in, and the op after bool rewriting. */
 static int compute_dtype(const char *fn, int *op, int ct) {
+  /* hypot and logaddexp have no integer kernel in PyTorch (two integer
+   * tensors are refused there too; with a float operand they promote) */
+  if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2) && !ln_is_float(ct))
+    return ln_error("%s: not implemented for %s tensors (convert to a float dtype first)", fn, ln_dtype_name(ct));
   if ((*op == LN_DIV || *op == LN_ATAN2) && !ln_is_float(ct)) ct = LN_FLOAT32;
   if (ct == LN_FLOAT16 || ct == LN_BFLOAT16) ct = LN_FLOAT32;
   if (ct == LN_BOOL) {
