@@ -129,19 +129,21 @@ int ln_clamp_(ln_tensor *a, double lo, double hi) {
 
 /* ---- binary --------------------------------------------------------------------- */
 
-/* The dtype the kernel computes in, and the op after bool rewriting. */
-static int compute_dtype(const char *fn, int *op, int ct) {
+/* The dtype the kernel computes in, and the op after bool rewriting (us:
+ * "_" in the errors of an in-place form). */
+static int compute_dtype(const char *fn, const char *us, int *op, int ct) {
   /* hypot and logaddexp have no integer kernel in PyTorch (two integer
    * tensors are refused there too; with a float operand they promote) */
   if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2) && !ln_is_float(ct))
-    return ln_error("%s: not implemented for %s tensors (convert to a float dtype first)", fn, ln_dtype_name(ct));
+    return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn, us,
+                    ln_dtype_name(ct));
   if ((*op == LN_DIV || *op == LN_ATAN2) && !ln_is_float(ct)) ct = LN_FLOAT32;
   if (ct == LN_FLOAT16 || ct == LN_BFLOAT16) ct = LN_FLOAT32;
   if (ct == LN_BOOL) {
     if (*op == LN_ADD || *op == LN_MAXIMUM) *op = LN_LOGICAL_OR;
     else if (*op == LN_MUL || *op == LN_MINIMUM) *op = LN_LOGICAL_AND;
     else if (!is_predicate(*op))
-      return ln_error("%s: not supported for bool tensors; cast them first", fn);
+      return ln_error("%s%s: not supported for bool tensors; cast them first", fn, us);
   }
   return ct;
 }
@@ -155,7 +157,7 @@ static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, do
   int nd = 0; int64_t shape[LN_MAX_DIMS];
   if (ln_broadcast_shapes(fn, a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != 0) return NULL;
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_promote(a->dtype_id, b->dtype_id));
+  int ct = compute_dtype(fn, "", &kop, ln_promote(a->dtype_id, b->dtype_id));
   if (ct < 0) return NULL;
   ln_tensor *ta, *tb;
   const ln_tensor *x = as_dtype(a, ct, &ta), *y = x ? as_dtype(b, ct, &tb) : NULL;
@@ -199,7 +201,7 @@ static int binary_inplace_impl(int op, ln_tensor *a, const ln_tensor *b, double 
                     ln_shape_str(b1, sizeof b1, b->ndim, b->shape), ln_shape_str(b2, sizeof b2, a->ndim, a->shape));
   }
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_promote(a->dtype_id, b->dtype_id));
+  int ct = compute_dtype(fn, "_", &kop, ln_promote(a->dtype_id, b->dtype_id));
   if (ct < 0) return -1;
   if (category_narrower(ct, a->dtype_id) || a->dtype_id == LN_FLOAT16 || a->dtype_id == LN_BFLOAT16)
     return ln_error("%s_: result type %s can't be cast to the in-place target's type %s", fn,
@@ -236,7 +238,7 @@ ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed) 
   const char *fn = binary_names[op];
   if (ln_check_tensor(fn, a, "tensor argument") != 0) return NULL;
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_result_dtype_scalar(a, s));
+  int ct = compute_dtype(fn, "", &kop, ln_result_dtype_scalar(a, s));
   if (ct < 0 || (!reversed && check_int_divisor(kop, ct, s) != 0)) return NULL;
   ln_tensor *ta;
   const ln_tensor *x = as_dtype(a, ct, &ta);
@@ -262,7 +264,7 @@ int ln_binary_scalar_(int op, ln_tensor *a, double s) {
   if (ln_check_tensor(fn, a, "tensor argument") != 0 || check_writable(fn, a) != 0) return -1;
   if (is_predicate(op)) return ln_error("%s_: has no in-place form", fn);
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_result_dtype_scalar(a, s));
+  int ct = compute_dtype(fn, "_", &kop, ln_result_dtype_scalar(a, s));
   if (ct < 0 || check_int_divisor(kop, ct, s) != 0) return -1;
   if (category_narrower(ct, a->dtype_id) || a->dtype_id == LN_FLOAT16 || a->dtype_id == LN_BFLOAT16)
     return ln_error("%s_: result type %s can't be cast to the in-place target's type %s", fn,

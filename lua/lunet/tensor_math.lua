@@ -338,19 +338,30 @@ local function as_float(x)
 end
 
 -- t:logit([eps]) = log(z / (1 - z)), z = t with values below eps raised to
--- eps and above 1 - eps lowered to it (PyTorch's order of the two tests); no
+-- eps, then those above 1 - eps lowered to it (the order of PyTorch's
+-- vectorized kernel: an eps over 0.5 gives logit(1 - eps) everywhere); no
 -- eps, or a negative one, leaves t as it is
-function Tensor.logit(self, eps)
-  need('logit', self, 'input')
+local function logit(fn, self, eps)
+  need(fn, self, 'input')
   if eps ~= nil and (type(eps) ~= 'number' or eps ~= eps) then
-    raise('logit: eps must be a number or nil, got ' .. (type(eps) == 'number' and 'nan' or typename(eps)))
+    raise(fn .. ': eps must be a number or nil, got ' .. (type(eps) == 'number' and 'nan' or typename(eps)))
   end
   local z = as_float(self)
   if eps and eps >= 0 then
     local lo, hi = eps, 1 - eps
-    z = plain.where(lo, plain.lt(z, lo), plain.where(hi, plain.gt(z, hi), z))
+    z = plain.where(lo, plain.lt(z, lo), z)
+    z = plain.where(hi, plain.gt(z, hi), z)
   end
   return plain.log(plain.div(z, plain.sub(1, z)))
+end
+function Tensor.logit(self, eps) return logit('logit', self, eps) end
+function Tensor.logit_(self, eps)
+  local r = logit('logit_', self, eps)
+  if not Tensor.is_floating_point(self) then
+    raise(("logit_: result type %s can't be stored in place into %s"):format(r.dtype, self.dtype))
+  end
+  check(C.ln_copy_(self.p, r.p))
+  return self
 end
 
 -- lunet.isclose(a, b[, {rtol =, atol =, equal_nan =}]): |a - b| <= atol +
@@ -373,7 +384,8 @@ function Tensor.isclose(a, b, opts)
   if a.dtype ~= b.dtype then
     raise(('isclose: a and b must have the same dtype, got %s and %s'):format(a.dtype, b.dtype))
   end
-  local close = plain.eq(a, b)
+  local ok, close = pcall(plain.eq, a, b)   -- (shapes that do not broadcast, two devices: named as isclose)
+  if not ok then raise('isclose: ' .. tostring(close):gsub('^.-eq: ', '', 1)) end
   if equal_nan then close = plain.logical_or(close, plain.logical_and(plain.isnan(a), plain.isnan(b))) end
   if rtol == 0 and atol == 0 then return close end
   a, b = as_float(a), as_float(b)
