@@ -262,6 +262,11 @@ describe('more math: errors', function()
     assert.matches('hypot_: not implemented for int64', err_of(i.hypot_, i, i))
     assert.matches("sinh_: result type float32 can't be stored in place into int64", err_of(i.sinh_, i))
     assert.matches("hypot_: result type float32 can't be cast", err_of(i.hypot_, i, f))
+    -- (an alias names itself)
+    assert.matches("arcsin_: result type float32 can't be stored in place into int64", err_of(i.arcsin_, i))
+    assert.matches('arcsinh: input must be a tensor', err_of(lunet.arcsinh, 'x'))
+    assert.matches('arctanh_: a leaf tensor that requires grad',
+      err_of(function() local l = lunet.zeros({ 2 }):requires_grad_(); l:arctanh_() end))
     assert.matches('hypot_: shape .* cannot be broadcast', err_of(f.hypot_, f, lunet.zeros({ 2, 3 })))
   end)
 

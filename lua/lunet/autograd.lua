@@ -73,9 +73,7 @@ local function install(Tensor)
   end
   if Tensor.concat then Tensor.concat = Tensor.cat end
   -- (aliases such as arcsin: the recording method, before inplace wraps their _ forms)
-  for alias, name in pairs(T.method_aliases or {}) do
-    Tensor[alias], Tensor[alias .. '_'] = Tensor[name], Tensor[name .. '_']
-  end
+  if T.install_aliases then T.install_aliases(Tensor) end
   leaves.install(Tensor)
   hooks.install(Tensor)
   engine.install(Tensor, raw)

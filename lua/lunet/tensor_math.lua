@@ -395,12 +395,25 @@ function Tensor.isclose(a, b, opts)
   return plain.logical_or(close, plain.logical_and(finite, plain.le(err, allowed)))
 end
 
--- PyTorch's other names (NumPy's), with their in-place forms; lunet.autograd
--- points them at the recording methods again once it has wrapped those
-T.method_aliases = { arcsin = 'asin', arccos = 'acos', arctan = 'atan', arcsinh = 'asinh',
+-- PyTorch's other names (NumPy's), with their in-place forms; errors name
+-- the alias that was called. lunet.autograd installs them again once it has
+-- wrapped the methods they stand for (and before it wraps the _ forms).
+local ALIASES = { arcsin = 'asin', arccos = 'acos', arctan = 'atan', arcsinh = 'asinh',
   arccosh = 'acosh', arctanh = 'atanh', fix = 'trunc' }
-for alias, name in pairs(T.method_aliases) do
-  Tensor[alias], Tensor[alias .. '_'] = Tensor[name], Tensor[name .. '_']
+local function aliased(alias, name, f)
+  local pat, repl = name .. '(_?): ', alias .. '%1: '
+  return function(...)
+    local ok, r = pcall(f, ...)
+    if not ok then error(type(r) == 'string' and r:gsub(pat, repl, 1) or r, 0) end
+    return r
+  end
 end
+function T.install_aliases(Tensor)
+  for alias, name in pairs(ALIASES) do
+    Tensor[alias] = aliased(alias, name, Tensor[name])
+    Tensor[alias .. '_'] = aliased(alias, name, Tensor[name .. '_'])
+  end
+end
+T.install_aliases(Tensor)
 
 return Tensor
