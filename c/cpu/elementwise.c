@@ -78,7 +78,27 @@ static void stream_fence(void) {
   case LN_LOGICAL_AND: BIN_LOOP(T, uint8_t, (a_ != 0) & (b_ != 0)); break;         \
   case LN_LOGICAL_OR: BIN_LOOP(T, uint8_t, (a_ != 0) | (b_ != 0)); break;
 
-#define DEF_BIN_FLOAT(NAME, T, POW, FMOD, ATAN2)                                    \
+#define F32(name) name##f   /* the float32 or float64 libm function */
+#define F64(name) name
+
+/* log(e^a + e^b) as max + log1p(e^-|a-b|), PyTorch's formula: no overflow;
+ * equal infinities give themselves (inf - inf would be NaN). logaddexp2 the
+ * same in base 2. */
+#define DEF_LOGADDEXP(NAME, T, F)                                                  \
+  static inline T NAME(T a, T b) {                                                 \
+    if (isinf(a) && a == b) return a;                                           \
+    T m = a < b ? b : a;                                                           \
+    return m + F(log1p)(F(exp)(-F(fabs)(a - b)));                                  \
+  }                                                                                \
+  static inline T NAME##2(T a, T b) {                                              \
+    if (isinf(a) && a == b) return a;                                           \
+    T m = a < b ? b : a;                                                           \
+    return m + F(log1p)(F(exp2)(-F(fabs)(a - b))) * (T)1.4426950408889634;         \
+  }
+DEF_LOGADDEXP(logaddexp_f32, float, F32)
+DEF_LOGADDEXP(logaddexp_f64, double, F64)
+
+#define DEF_BIN_FLOAT(NAME, T, POW, FMOD, ATAN2, HYPOT, LAE)                        \
   LN_SIMD static void NAME(int op, double alpha, char *po, const char *pa,         \
                            const char *pb, int64_t n, int64_t so, int64_t sa,      \
                            int64_t sb) {                                           \
@@ -90,6 +110,9 @@ static void stream_fence(void) {
       case LN_MINIMUM: BIN_LOOP(T, T, FLOAT_MIN(a_, b_)); break;                   \
       case LN_FMOD: BIN_LOOP(T, T, FMOD(a_, b_)); break;                           \
       case LN_ATAN2: BIN_LOOP(T, T, ATAN2(a_, b_)); break;                         \
+      case LN_HYPOT: BIN_LOOP(T, T, HYPOT(a_, b_)); break;                         \
+      case LN_LOGADDEXP: BIN_LOOP(T, T, LAE(a_, b_)); break;                       \
+      case LN_LOGADDEXP2: BIN_LOOP(T, T, LAE##2(a_, b_)); break;                   \
     }                                                                              \
   }
 
@@ -133,8 +156,8 @@ static inline int64_t sat_i64(double x) {
     }                                                                              \
   }
 
-DEF_BIN_FLOAT(bin_f32, float, powf, fmodf, atan2f)
-DEF_BIN_FLOAT(bin_f64, double, pow, fmod, atan2)
+DEF_BIN_FLOAT(bin_f32, float, powf, fmodf, atan2f, hypotf, logaddexp_f32)
+DEF_BIN_FLOAT(bin_f64, double, pow, fmod, atan2, hypot, logaddexp_f64)
 DEF_BIN_INT(bin_i32, int32_t)
 DEF_BIN_INT(bin_i64, int64_t)
 DEF_BIN_INT(bin_u8, uint8_t)
@@ -252,12 +275,23 @@ int ln_cpu_binary(void *p) {
       case LN_ISNAN: UN_LOOP(T, uint8_t, x_ != x_); break;                         \
       case LN_ISINF: UN_LOOP(T, uint8_t, F(fabs)(x_) == (T)INFINITY); break;       \
       case LN_ERF: UN_LOOP(T, T, F(erf)(x_)); break;                               \
+      case LN_SINH: UN_LOOP(T, T, F(sinh)(x_)); break;                             \
+      case LN_COSH: UN_LOOP(T, T, F(cosh)(x_)); break;                             \
+      case LN_ASINH: UN_LOOP(T, T, F(asinh)(x_)); break;                           \
+      case LN_ACOSH: UN_LOOP(T, T, F(acosh)(x_)); break;                           \
+      case LN_ATANH: UN_LOOP(T, T, F(atanh)(x_)); break;                           \
+      case LN_ASIN: UN_LOOP(T, T, F(asin)(x_)); break;                             \
+      case LN_ACOS: UN_LOOP(T, T, F(acos)(x_)); break;                             \
+      case LN_ATAN: UN_LOOP(T, T, F(atan)(x_)); break;                             \
+      case LN_LOG2: UN_LOOP(T, T, F(log2)(x_)); break;                             \
+      case LN_LOG10: UN_LOOP(T, T, F(log10)(x_)); break;                           \
+      case LN_EXP2: UN_LOOP(T, T, F(exp2)(x_)); break;                             \
+      case LN_TRUNC: UN_LOOP(T, T, F(trunc)(x_)); break;                           \
+      case LN_FRAC: UN_LOOP(T, T, x_ - F(trunc)(x_)); break;  /* (as PyTorch: frac(inf) = NaN) */ \
       case LN_CLAMP: UN_LOOP(T, T, x_ < lo ? lo : (x_ > hi ? hi : x_)); break;     \
     }                                                                              \
   }
 
-#define F32(name) name##f
-#define F64(name) name
 DEF_UN_FLOAT(un_f32, float, F32)
 DEF_UN_FLOAT(un_f64, double, F64)
 
@@ -271,7 +305,7 @@ DEF_UN_FLOAT(un_f64, double, F64)
       case LN_RELU: UN_LOOP(T, T, x_ > 0 ? x_ : 0); break;                         \
       case LN_SIGN: UN_LOOP(T, T, (x_ > 0) - (x_ < 0)); break;                     \
       case LN_SQUARE: UN_LOOP(T, T, WRAP(T, mul, x_, x_)); break;                  \
-      case LN_FLOOR: case LN_CEIL: case LN_ROUND: UN_LOOP(T, T, x_); break;        \
+      case LN_FLOOR: case LN_CEIL: case LN_ROUND: case LN_TRUNC: UN_LOOP(T, T, x_); break; \
       case LN_LOGICAL_NOT: UN_LOOP(T, uint8_t, x_ == 0); break;                    \
       case LN_ISNAN: case LN_ISINF: UN_LOOP(T, uint8_t, 0 * x_); break;            \
       case LN_CLAMP: UN_LOOP(T, T, x_ < lo ? (T)lo : (x_ > hi ? (T)hi : x_)); break; \

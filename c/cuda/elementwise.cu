@@ -211,6 +211,15 @@ __device__ __forceinline__ uint8_t cmp_op(int op, T a, T b) {
   return 0;
 }
 
+// log(e^a + e^b) (base 2 with two): max + log1p(e^-|a-b|) as on the CPU
+// (c/cpu/elementwise.c); equal infinities give themselves
+template <typename T>
+__device__ __forceinline__ T logaddexp(T a, T b, bool two) {
+  if (isinf(a) && a == b) return a;
+  T m = a < b ? b : a, d = -fabs(a - b);
+  return two ? m + log1p(exp2(d)) * (T)1.4426950408889634 : m + log1p(exp(d));
+}
+
 template <typename T>
 __device__ __forceinline__ T float_op(int op, T a, T b, double alpha) {
   switch (op) {
@@ -224,6 +233,9 @@ __device__ __forceinline__ T float_op(int op, T a, T b, double alpha) {
     case LN_MINIMUM: return a < b || a != a ? a : b;
     case LN_FMOD: return fmod(a, b);
     case LN_ATAN2: return atan2(a, b);
+    case LN_HYPOT: return hypot(a, b);
+    case LN_LOGADDEXP: return logaddexp(a, b, false);
+    case LN_LOGADDEXP2: return logaddexp(a, b, true);
   }
   return 0;
 }
@@ -312,6 +324,19 @@ __device__ __forceinline__ T un_float(int op, T x, T lo, T hi) {
     case LN_EXPM1: return expm1(x);
     case LN_SQUARE: return x * x;
     case LN_ERF: return erf(x);
+    case LN_SINH: return sinh(x);
+    case LN_COSH: return cosh(x);
+    case LN_ASINH: return asinh(x);
+    case LN_ACOSH: return acosh(x);
+    case LN_ATANH: return atanh(x);
+    case LN_ASIN: return asin(x);
+    case LN_ACOS: return acos(x);
+    case LN_ATAN: return atan(x);
+    case LN_LOG2: return log2(x);
+    case LN_LOG10: return log10(x);
+    case LN_EXP2: return exp2(x);
+    case LN_TRUNC: return trunc(x);
+    case LN_FRAC: return x - trunc(x);
     case LN_CLAMP: return x < lo ? lo : (x > hi ? hi : x);
   }
   return 0;
@@ -326,7 +351,7 @@ __device__ __forceinline__ T un_int(int op, T x, double lo, double hi) {
     case LN_RELU: return x > 0 ? x : 0;
     case LN_SIGN: return (T)((x > 0) - (x < 0));
     case LN_SQUARE: return (T)((U)x * (U)x);
-    case LN_FLOOR: case LN_CEIL: case LN_ROUND: return x;
+    case LN_FLOOR: case LN_CEIL: case LN_ROUND: case LN_TRUNC: return x;
     case LN_CLAMP: return x < lo ? (T)lo : (x > hi ? (T)hi : x);
   }
   return 0;

@@ -7,10 +7,11 @@
 static const char *unary_names[] = {
   "neg", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "sin", "cos", "rsqrt",
   "sign", "floor", "ceil", "round", "reciprocal", "log1p", "expm1", "square", "logical_not",
-  "isnan", "isinf", "erf", "clamp"};
+  "isnan", "isinf", "erf", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan",
+  "log2", "log10", "exp2", "trunc", "frac", "clamp"};
 static const char *binary_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-  "logical_and", "logical_or", "fmod", "atan2", "add_scaled"};
+  "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2", "add_scaled"};
 
 static bool is_predicate(int op) { return op >= LN_EQ && op <= LN_LOGICAL_OR; }
 
@@ -46,13 +47,23 @@ static bool category_narrower(int result, int target) {
 static bool int_ok(int op) {
   return op == LN_NEG || op == LN_ABS || op == LN_RELU || op == LN_SIGN || op == LN_SQUARE ||
          op == LN_FLOOR || op == LN_CEIL || op == LN_ROUND || op == LN_LOGICAL_NOT ||
-         op == LN_ISNAN || op == LN_ISINF || op == LN_CLAMP;
+         op == LN_ISNAN || op == LN_ISINF || op == LN_CLAMP || op == LN_TRUNC;
+}
+
+/* torch.frac has no integer kernel ("frac_cpu" not implemented for 'Long'):
+ * refused rather than promoted to a float of zeros */
+static int check_frac(const char *fn, const ln_tensor *a, bool inplace) {
+  if (!ln_is_float(a->dtype_id))
+    return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn,
+                    inplace ? "_" : "", ln_dtype_name(a->dtype_id));
+  return 0;
 }
 
 static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
   const char *fn = (op >= 0 && op <= LN_CLAMP) ? unary_names[op] : "unary";
   if (op < 0 || op > LN_CLAMP) return ln_error_null("unary: invalid op %d", op);
   if (ln_check_tensor(fn, a, "input") != 0) return NULL;
+  if (op == LN_FRAC && check_frac(fn, a, false) != 0) return NULL;
   int ct = a->dtype_id;
   if (ct == LN_FLOAT16 || ct == LN_BFLOAT16 || (!ln_is_float(ct) && !int_ok(op))) ct = LN_FLOAT32;
   if (op == LN_NEG && ct == LN_BOOL)
@@ -84,6 +95,7 @@ static int unary_inplace_p(int op, ln_tensor *a, double p0, double p1) {
   if (ln_check_tensor(fn, a, "input") != 0 || check_writable(fn, a) != 0) return -1;
   if (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF)
     return ln_error("%s_: has no in-place form", fn);
+  if (op == LN_FRAC && check_frac(fn, a, true) != 0) return -1;
   if (!ln_is_float(a->dtype_id) && !int_ok(op))
     return ln_error("%s_: result type float32 can't be stored in place into %s", fn,
                     ln_dtype_name(a->dtype_id));
@@ -117,15 +129,21 @@ int ln_clamp_(ln_tensor *a, double lo, double hi) {
 
 /* ---- binary --------------------------------------------------------------------- */
 
-/* The dtype the kernel computes in, and the op after bool rewriting. */
-static int compute_dtype(const char *fn, int *op, int ct) {
+/* The dtype the kernel computes in, and the op after bool rewriting (us:
+ * "_" in the errors of an in-place form). */
+static int compute_dtype(const char *fn, const char *us, int *op, int ct) {
+  /* hypot and logaddexp have no integer kernel in PyTorch (two integer
+   * tensors are refused there too; with a float operand they promote) */
+  if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2) && !ln_is_float(ct))
+    return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn, us,
+                    ln_dtype_name(ct));
   if ((*op == LN_DIV || *op == LN_ATAN2) && !ln_is_float(ct)) ct = LN_FLOAT32;
   if (ct == LN_FLOAT16 || ct == LN_BFLOAT16) ct = LN_FLOAT32;
   if (ct == LN_BOOL) {
     if (*op == LN_ADD || *op == LN_MAXIMUM) *op = LN_LOGICAL_OR;
     else if (*op == LN_MUL || *op == LN_MINIMUM) *op = LN_LOGICAL_AND;
     else if (!is_predicate(*op))
-      return ln_error("%s: not supported for bool tensors; cast them first", fn);
+      return ln_error("%s%s: not supported for bool tensors; cast them first", fn, us);
   }
   return ct;
 }
@@ -139,7 +157,7 @@ static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, do
   int nd = 0; int64_t shape[LN_MAX_DIMS];
   if (ln_broadcast_shapes(fn, a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != 0) return NULL;
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_promote(a->dtype_id, b->dtype_id));
+  int ct = compute_dtype(fn, "", &kop, ln_promote(a->dtype_id, b->dtype_id));
   if (ct < 0) return NULL;
   ln_tensor *ta, *tb;
   const ln_tensor *x = as_dtype(a, ct, &ta), *y = x ? as_dtype(b, ct, &tb) : NULL;
@@ -183,7 +201,7 @@ static int binary_inplace_impl(int op, ln_tensor *a, const ln_tensor *b, double 
                     ln_shape_str(b1, sizeof b1, b->ndim, b->shape), ln_shape_str(b2, sizeof b2, a->ndim, a->shape));
   }
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_promote(a->dtype_id, b->dtype_id));
+  int ct = compute_dtype(fn, "_", &kop, ln_promote(a->dtype_id, b->dtype_id));
   if (ct < 0) return -1;
   if (category_narrower(ct, a->dtype_id) || a->dtype_id == LN_FLOAT16 || a->dtype_id == LN_BFLOAT16)
     return ln_error("%s_: result type %s can't be cast to the in-place target's type %s", fn,
@@ -220,7 +238,7 @@ ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed) 
   const char *fn = binary_names[op];
   if (ln_check_tensor(fn, a, "tensor argument") != 0) return NULL;
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_result_dtype_scalar(a, s));
+  int ct = compute_dtype(fn, "", &kop, ln_result_dtype_scalar(a, s));
   if (ct < 0 || (!reversed && check_int_divisor(kop, ct, s) != 0)) return NULL;
   ln_tensor *ta;
   const ln_tensor *x = as_dtype(a, ct, &ta);
@@ -246,7 +264,7 @@ int ln_binary_scalar_(int op, ln_tensor *a, double s) {
   if (ln_check_tensor(fn, a, "tensor argument") != 0 || check_writable(fn, a) != 0) return -1;
   if (is_predicate(op)) return ln_error("%s_: has no in-place form", fn);
   int kop = op;
-  int ct = compute_dtype(fn, &kop, ln_result_dtype_scalar(a, s));
+  int ct = compute_dtype(fn, "_", &kop, ln_result_dtype_scalar(a, s));
   if (ct < 0 || check_int_divisor(kop, ct, s) != 0) return -1;
   if (category_narrower(ct, a->dtype_id) || a->dtype_id == LN_FLOAT16 || a->dtype_id == LN_BFLOAT16)
     return ln_error("%s_: result type %s can't be cast to the in-place target's type %s", fn,

@@ -72,6 +72,8 @@ local function install(Tensor)
     return permute(a, ...)
   end
   if Tensor.concat then Tensor.concat = Tensor.cat end
+  -- (aliases such as arcsin: the recording method, before inplace wraps their _ forms)
+  if T.install_aliases then T.install_aliases(Tensor) end
   leaves.install(Tensor)
   hooks.install(Tensor)
   engine.install(Tensor, raw)

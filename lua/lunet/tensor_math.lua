@@ -29,11 +29,24 @@ local unary_ops = {
   rsqrt = C.LN_RSQRT, sign = C.LN_SIGN, floor = C.LN_FLOOR, ceil = C.LN_CEIL,
   round = C.LN_ROUND, reciprocal = C.LN_RECIPROCAL, log1p = C.LN_LOG1P, expm1 = C.LN_EXPM1,
   square = C.LN_SQUARE, logical_not = C.LN_LOGICAL_NOT, isnan = C.LN_ISNAN,
-  isinf = C.LN_ISINF, erf = C.LN_ERF,
+  isinf = C.LN_ISINF, erf = C.LN_ERF, sinh = C.LN_SINH, cosh = C.LN_COSH, asinh = C.LN_ASINH,
+  acosh = C.LN_ACOSH, atanh = C.LN_ATANH, asin = C.LN_ASIN, acos = C.LN_ACOS, atan = C.LN_ATAN,
+  log2 = C.LN_LOG2, log10 = C.LN_LOG10, exp2 = C.LN_EXP2, trunc = C.LN_TRUNC, frac = C.LN_FRAC,
 }
+-- the ops that keep an integer input's dtype (c/ops/elementwise.c's int_ok);
+-- the others compute in a float dtype
+local KEEPS_INT = { neg = true, abs = true, relu = true, sign = true, square = true, floor = true,
+  ceil = true, round = true, trunc = true, logical_not = true, isnan = true, isinf = true, frac = true }
 for name, op in pairs(unary_ops) do
+  local keeps_int = KEEPS_INT[name]
   Tensor[name] = function(self)
-    return wrap(C.ln_unary(op, need(name, self, 'input')))
+    local p = need(name, self, 'input')
+    -- an integer (or bool) input promotes to the default float dtype, as in
+    -- PyTorch (the kernel's own promotion is to float32)
+    if not keeps_int and core.default_dtype == 1 and p.dtype_id >= 2 and p.dtype_id <= 5 then
+      return wrap(C.ln_unary(op, wrap(C.ln_cast(p, 1)).p))
+    end
+    return wrap(C.ln_unary(op, p))
   end
   if name ~= 'logical_not' and name ~= 'isnan' and name ~= 'isinf' then
     Tensor[name .. '_'] = function(self)
@@ -70,7 +83,8 @@ local binary_ops = {
   add = C.LN_ADD, sub = C.LN_SUB, mul = C.LN_MUL, div = C.LN_DIV, pow = C.LN_POW,
   maximum = C.LN_MAXIMUM, minimum = C.LN_MINIMUM, eq = C.LN_EQ, ne = C.LN_NE, lt = C.LN_LT,
   le = C.LN_LE, gt = C.LN_GT, ge = C.LN_GE, logical_and = C.LN_LOGICAL_AND,
-  logical_or = C.LN_LOGICAL_OR, fmod = C.LN_FMOD, atan2 = C.LN_ATAN2,
+  logical_or = C.LN_LOGICAL_OR, fmod = C.LN_FMOD, atan2 = C.LN_ATAN2, hypot = C.LN_HYPOT,
+  logaddexp = C.LN_LOGADDEXP, logaddexp2 = C.LN_LOGADDEXP2,
 }
 
 local function binary(name, op)
@@ -99,9 +113,10 @@ local function binary_inplace(name, op)
   end
 end
 
+local NO_INPLACE = { logaddexp = true, logaddexp2 = true }   -- (torch has no logaddexp_)
 for name, op in pairs(binary_ops) do
   Tensor[name] = binary(name, op)
-  if op < C.LN_EQ or op > C.LN_LOGICAL_OR then
+  if (op < C.LN_EQ or op > C.LN_LOGICAL_OR) and not NO_INPLACE[name] then
     Tensor[name .. '_'] = binary_inplace(name .. '_', op)
   end
 end
@@ -304,5 +319,101 @@ function Tensor.addmm(c, a, b, opts)
   return wrap(C.ln_addmm(need('addmm', c, 'input'), need('addmm', a, 'mat1'),
     need('addmm', b, 'mat2'), beta, alpha))
 end
+
+-- ---- logit, isclose, aliases ---------------------------------------------------------
+
+-- the plain methods as defined here: logit and isclose compose them without
+-- recording each step (logit records as one op: autograd.formulas.pointwise)
+local plain = { lt = Tensor.lt, gt = Tensor.gt, where = Tensor.where, log = Tensor.log, div = Tensor.div,
+  sub = Tensor.sub, mul = Tensor.mul, add = Tensor.add, abs = Tensor.abs, eq = Tensor.eq, le = Tensor.le,
+  isnan = Tensor.isnan, isinf = Tensor.isinf, logical_or = Tensor.logical_or,
+  logical_and = Tensor.logical_and, logical_not = Tensor.logical_not }
+
+-- an integer or bool tensor as the default float dtype (PyTorch's promotion)
+local function as_float(x)
+  if x.p.dtype_id >= 2 and x.p.dtype_id <= 5 then
+    return wrap(C.ln_cast(x.p, core.default_dtype == 1 and 1 or 0))
+  end
+  return x
+end
+
+-- t:logit([eps]) = log(z / (1 - z)), z = t with values below eps raised to
+-- eps, then those above 1 - eps lowered to it (the order of PyTorch's
+-- vectorized kernel: an eps over 0.5 gives logit(1 - eps) everywhere); no
+-- eps, or a negative one, leaves t as it is
+local function logit(fn, self, eps)
+  need(fn, self, 'input')
+  if eps ~= nil and (type(eps) ~= 'number' or eps ~= eps) then
+    raise(fn .. ': eps must be a number or nil, got ' .. (type(eps) == 'number' and 'nan' or typename(eps)))
+  end
+  local z = as_float(self)
+  if eps and eps >= 0 then
+    local lo, hi = eps, 1 - eps
+    z = plain.where(lo, plain.lt(z, lo), z)
+    z = plain.where(hi, plain.gt(z, hi), z)
+  end
+  return plain.log(plain.div(z, plain.sub(1, z)))
+end
+function Tensor.logit(self, eps) return logit('logit', self, eps) end
+function Tensor.logit_(self, eps)
+  local r = logit('logit_', self, eps)
+  if not Tensor.is_floating_point(self) then
+    raise(("logit_: result type %s can't be stored in place into %s"):format(r.dtype, self.dtype))
+  end
+  check(C.ln_copy_(self.p, r.p))
+  return self
+end
+
+-- lunet.isclose(a, b[, {rtol =, atol =, equal_nan =}]): |a - b| <= atol +
+-- |rtol * b| elementwise (broadcasting), a bool tensor. As torch.isclose:
+-- equal values (infinities too) are close, NaNs only with equal_nan, and a
+-- and b must have one dtype.
+local ISCLOSE_OPTS = { rtol = 'number', atol = 'number', equal_nan = 'boolean' }
+function Tensor.isclose(a, b, opts)
+  need('isclose', a, 'first argument'); need('isclose', b, 'second argument')
+  local rtol, atol, equal_nan = 1e-5, 1e-8, false
+  if opts ~= nil then
+    if not is_table(opts) then raise('isclose: options must be a table, got ' .. typename(opts)) end
+    check_options('isclose', opts, ISCLOSE_OPTS)
+    if opts.rtol ~= nil then rtol = opts.rtol end
+    if opts.atol ~= nil then atol = opts.atol end
+    if opts.equal_nan ~= nil then equal_nan = opts.equal_nan end
+  end
+  if not (rtol >= 0) then raise(('isclose: rtol must be a number >= 0, got %s'):format(tostring(rtol))) end
+  if not (atol >= 0) then raise(('isclose: atol must be a number >= 0, got %s'):format(tostring(atol))) end
+  if a.dtype ~= b.dtype then
+    raise(('isclose: a and b must have the same dtype, got %s and %s'):format(a.dtype, b.dtype))
+  end
+  local ok, close = pcall(plain.eq, a, b)   -- (shapes that do not broadcast, two devices: named as isclose)
+  if not ok then raise('isclose: ' .. tostring(close):gsub('^.-eq: ', '', 1)) end
+  if equal_nan then close = plain.logical_or(close, plain.logical_and(plain.isnan(a), plain.isnan(b))) end
+  if rtol == 0 and atol == 0 then return close end
+  a, b = as_float(a), as_float(b)
+  local err = plain.abs(plain.sub(a, b))
+  local finite = plain.logical_not(plain.logical_or(plain.isnan(err), plain.isinf(err)))
+  local allowed = plain.add(plain.abs(plain.mul(b, rtol)), atol)
+  return plain.logical_or(close, plain.logical_and(finite, plain.le(err, allowed)))
+end
+
+-- PyTorch's other names (NumPy's), with their in-place forms; errors name
+-- the alias that was called. lunet.autograd installs them again once it has
+-- wrapped the methods they stand for (and before it wraps the _ forms).
+local ALIASES = { arcsin = 'asin', arccos = 'acos', arctan = 'atan', arcsinh = 'asinh',
+  arccosh = 'acosh', arctanh = 'atanh', fix = 'trunc' }
+local function aliased(alias, name, f)
+  local pat, repl = name .. '(_?): ', alias .. '%1: '
+  return function(...)
+    local ok, r = pcall(f, ...)
+    if not ok then error(type(r) == 'string' and r:gsub(pat, repl, 1) or r, 0) end
+    return r
+  end
+end
+function T.install_aliases(Tensor)
+  for alias, name in pairs(ALIASES) do
+    Tensor[alias] = aliased(alias, name, Tensor[name])
+    Tensor[alias .. '_'] = aliased(alias, name, Tensor[name .. '_'])
+  end
+end
+T.install_aliases(Tensor)
 
 return Tensor

@@ -37,6 +37,32 @@ return function(def, unary)
   unary('expm1', function(n, g) return g * (n.r + 1) end, 'out')
   unary('square', function(n, g) return g * n.a * 2 end, 'in')
   unary('erf', function(n, g) local a = n.a; return g * (a * a):neg():exp() * (2 / math.sqrt(math.pi)) end, 'in')
+  -- (torch's derivatives.yaml: the inverse functions' derivatives are
+  -- infinite or NaN at and past their domain's edges, as there)
+  unary('sinh', function(n, g) return g * n.a:cosh() end, 'in')
+  unary('cosh', function(n, g) return g * n.a:sinh() end, 'in')
+  unary('asinh', function(n, g) local a = n.a; return g * (a * a + 1):rsqrt() end, 'in')
+  unary('acosh', function(n, g) local a = n.a; return g * (a * a - 1):rsqrt() end, 'in')
+  unary('atanh', function(n, g) local a = n.a; return g / (1 - a * a) end, 'in')
+  unary('asin', function(n, g) local a = n.a; return g * (1 - a * a):rsqrt() end, 'in')
+  unary('acos', function(n, g) local a = n.a; return -g * (1 - a * a):rsqrt() end, 'in')
+  unary('atan', function(n, g) local a = n.a; return g / (a * a + 1) end, 'in')
+  unary('log2', function(n, g) return g / (n.a * math.log(2)) end, 'in')
+  unary('log10', function(n, g) return g / (n.a * math.log(10)) end, 'in')
+  unary('exp2', function(n, g) return g * n.r * math.log(2) end, 'out')
+  unary('trunc', function(n, g) return require('lunet.factory').zeros_like(g) end)   -- (zeros, even where g is inf or NaN)
+  unary('frac', function(n, g) return g end)
+
+  -- logit(eps): 1 / (a (1 - a)); with eps >= 0 zero outside [eps, 1 - eps],
+  -- without NaN outside [0, 1] (as torch's logit_backward)
+  def('logit', 'unary', { save_in = true, args = true, backward = function(n, g)
+    local a, eps = n.a, n.x1
+    local d = g / (a * (1 - a))
+    if eps and eps >= 0 then
+      return S.raw.where(0, a:lt(eps):logical_or(a:gt(1 - eps)), d)
+    end
+    return S.raw.where(0 / 0, a:lt(0):logical_or(a:gt(1)), d)
+  end })
 
   -- clamp(lo, hi): the gradient passes where lo <= a <= hi
   def('clamp', 'unary', { save_in = true, args = true, backward = function(n, g)
@@ -90,6 +116,27 @@ return function(def, unary)
     end
     return ga, gb
   end })
+
+  -- hypot: a / r and b / r (NaN at a = b = 0, as in torch)
+  def('hypot', 'binary', { save = 'out', backward = function(n, g)
+    local a, b, ga, gb = n.a, n.b, nil, nil
+    if n[1] then ga = sum_to(g * a / n.r, n.sa) end
+    if n[2] then gb = sum_to(g * b / n.r, n.sb) end
+    return ga, gb
+  end })
+
+  -- logaddexp(2): each operand's share, 1 / (1 + e^(other - it)) (base 2
+  -- for logaddexp2)
+  local function logaddexp_bw(pow)
+    return function(n, g)
+      local a, b, ga, gb = n.a, n.b, nil, nil
+      if n[1] then ga = sum_to(g / (pow(b - a) + 1), n.sa) end
+      if n[2] then gb = sum_to(g / (pow(a - b) + 1), n.sb) end
+      return ga, gb
+    end
+  end
+  def('logaddexp', 'binary', { save = true, backward = logaddexp_bw(function(t) return t:exp() end) })
+  def('logaddexp2', 'binary', { save = true, backward = logaddexp_bw(function(t) return t:exp2() end) })
 
   -- maximum/minimum: ties share the gradient evenly
   local function minmax(name, cmp)
