@@ -30,8 +30,8 @@ local lunet = {
 }
 
 for k, v in pairs(factory) do lunet[k] = v end
--- einsum, tensordot, diag, meshgrid, cdist, linalg_cross: functions, not methods
-for k, v in pairs(layout) do lunet[k] = v end
+-- einsum, tensordot, diag, meshgrid, cdist: functions, not methods
+for k, v in pairs(layout) do if not k:match('^_') then lunet[k] = v end end
 for k, v in pairs(einsum) do lunet[k] = v end
 
 function lunet.is_tensor(x) return T.is_tensor(x) end

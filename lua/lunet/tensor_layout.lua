@@ -16,7 +16,7 @@
 --   lunet.meshgrid(t1, t2, ...[, {indexing = 'ij'|'xy'}])   (or a list of tensors)
 --   lunet.cross(a, b[, dim])              the cross product along dim (default: the
 --                                         first of size 3, as torch.cross), broadcasting;
---                                         lunet.linalg_cross(a, b[, dim]) defaults to -1
+--                                         lunet.linalg.cross(a, b[, dim]) defaults to -1
 --   lunet.cdist(x1, x2[, p])              p-norm distances of the rows: {.., P, M} and
 --                                         {.., R, M} -> {.., P, R}
 -- All are composed of recorded ops (diagonal has its own formula), so they are
@@ -255,7 +255,8 @@ local function cross(fn, a, b, dim, default_last)
   return Tensor.cat({ a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1 }, d)
 end
 function Tensor.cross(a, b, dim) return cross('cross', a, b, dim, false) end
-function M.linalg_cross(a, b, dim) return cross('linalg_cross', a, b, dim, true) end
+-- (lunet.linalg.cross: the last dim by default)
+function M._linalg_cross(a, b, dim) return cross('linalg.cross', a, b, dim, true) end
 
 -- the p-th root of s where s > 0, 0 (and a 0 gradient) where s is 0
 local function root(s, p)

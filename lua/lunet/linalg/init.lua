@@ -11,4 +11,5 @@ local linalg = {}
 for _, part in ipairs({ 'lu', 'decomp', 'svd', 'norms', 'products' }) do
   require('lunet.linalg.' .. part)(linalg)
 end
+linalg.cross = require('lunet.tensor_layout')._linalg_cross   -- (beside torch.cross, whose default dim differs)
 return linalg
