@@ -254,6 +254,9 @@ describe('API errors: no raw Lua error from any public function', function()
       Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
       Bilinear = { 4, 4, 2 },
+      MultiheadAttention = { 4, 2 }, TransformerEncoderLayer = { 4, 2, 8 }, TransformerDecoderLayer = { 4, 2, 8 },
+      TransformerEncoder = { nn.TransformerEncoderLayer(4, 2, 8), 2 }, TransformerDecoder = { nn.TransformerDecoderLayer(4, 2, 8), 2 },
+      Transformer = { { d_model = 4, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8 } },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0

@@ -33,7 +33,14 @@ function M.build(fn, self, d_model, nhead, nnorm, ...)
       options.fail(fn, ('%s must be an integer >= 1, got %s'):format(c[1], tostring(v)))
     end
   end
-  local opts = options.check(fn, options.positional(fn, M.POSITIONAL, ...), M.OPTS) or {}
+  -- (a module given by position as the activation is a table too, which positional would
+  -- take for the options: it goes in by name)
+  local args, act_module = { ... }, nil
+  local a3 = args[3]
+  if core.is_table(a3) and rawget(a3, '_params') then act_module, args[3] = a3, 'relu' end
+  local opts = options.positional(fn, M.POSITIONAL, unpack(args, 1, select('#', ...)))
+  opts = options.check(fn, opts, M.OPTS) or {}
+  if act_module then opts.activation = act_module end
   local ff, p = opts.dim_feedforward or 2048, opts.dropout or 0.1
   if not (ff % 1 == 0 and ff >= 1) then options.fail(fn, 'dim_feedforward must be an integer >= 1, got ' .. ff) end
   if not (p >= 0 and p <= 1) then options.fail(fn, 'dropout must be a number in [0, 1], got ' .. tostring(p)) end
