@@ -259,6 +259,9 @@ describe('API errors: no raw Lua error from any public function', function()
       Unfold = { 2 }, Fold = { 4, 2 }, ReflectionPad1d = { 1 }, ReflectionPad2d = { 1 }, ReplicationPad1d = { 1 },
       ReplicationPad2d = { 1 }, ConstantPad1d = { 1, 0 }, ConstantPad2d = { 1, 0 }, LocalResponseNorm = { 2 },
       ChannelShuffle = { 2 },
+      MultiheadAttention = { 4, 2 }, TransformerEncoderLayer = { 4, 2, 8 }, TransformerDecoderLayer = { 4, 2, 8 },
+      TransformerEncoder = { nn.TransformerEncoderLayer(4, 2, 8), 2 }, TransformerDecoder = { nn.TransformerDecoderLayer(4, 2, 8), 2 },
+      Transformer = { { d_model = 4, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8 } },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0

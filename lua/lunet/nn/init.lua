@@ -26,6 +26,8 @@ for _, name in ipairs({
   'Conv3d', 'MaxPool3d', 'AvgPool3d', 'AdaptiveAvgPool3d', 'BatchNorm3d',
   'Unfold', 'Fold', 'ReflectionPad1d', 'ReflectionPad2d', 'ReplicationPad1d', 'ReplicationPad2d',
   'ConstantPad1d', 'ConstantPad2d', 'LocalResponseNorm', 'ChannelShuffle',
+  'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer', 'TransformerEncoder',
+  'TransformerDecoder', 'Transformer',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
