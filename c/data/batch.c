@@ -364,7 +364,10 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
     const ln_transform_op *o = &tf->ops[k];
     int64_t h = p->op_h[k], w = p->op_w[k];
     uint32_t r[4] = {0, 0, 0, 0};
-    if (o->kind != LN_OP_NORMALIZE && o->kind != LN_OP_RESIZE) op_rng(seed, epoch, key, k, 0, r);
+    /* the crop and the horizontal flip draw as the fixed path does: adding an
+       op to a Compose leaves their choices as they were */
+    if (o->kind == LN_OP_CROP || o->kind == LN_OP_HFLIP) ln_data_philox(seed, epoch, key, LN_RNG_TRANSFORM, r);
+    else if (o->kind != LN_OP_NORMALIZE && o->kind != LN_OP_RESIZE) op_rng(seed, epoch, key, k, 0, r);
     int swap = 0;
     int64_t oh = h, ow = w;
     switch (o->kind) {

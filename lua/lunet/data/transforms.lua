@@ -239,9 +239,15 @@ OPS = { RandomVerticalFlip = true, Resize = true, RandomResizedCrop = true, Colo
 
 function compile_ops(tf, list)
   if #list > C.LN_TF_MAX_OPS then error(('transform: at most %d transforms in a Compose'):format(C.LN_TF_MAX_OPS), 4) end
-  local normalized = false
+  local seen = {}
   for k, u in ipairs(list) do
     local o = tf.ops[k - 1]
+    -- (one crop, flip and Normalize: the crop and flip share the fixed path's draws)
+    local one = u.kind == 'CenterCrop' and 'RandomCrop' or u.kind
+    if (one == 'RandomCrop' or one == 'RandomHorizontalFlip' or one == 'Normalize') and seen[one] then
+      error(('transform: more than one %s is not supported'):format(u.kind), 4)
+    end
+    seen[one] = true
     if u.kind == 'RandomCrop' or u.kind == 'CenterCrop' then
       o.kind = C.LN_OP_CROP
       o.mode = u.kind == 'RandomCrop' and C.LN_CROP_RANDOM or C.LN_CROP_CENTER
@@ -250,8 +256,6 @@ function compile_ops(tf, list)
       o.kind = u.kind == 'RandomHorizontalFlip' and C.LN_OP_HFLIP or C.LN_OP_VFLIP
       o.p = u.p
     elseif u.kind == 'Normalize' then
-      if normalized then error('transform: more than one Normalize is not supported', 4) end
-      normalized = true
       o.kind = C.LN_OP_NORMALIZE
       tf.nchannels = #u.mean
       for c = 1, #u.mean do tf.mean[c - 1], tf.std[c - 1] = u.mean[c], u.std[c] end
