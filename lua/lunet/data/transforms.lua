@@ -6,6 +6,10 @@
 --                         T.Normalize({0.4914, 0.4822, 0.4465}, {0.247, 0.243, 0.261}) }
 --   data.DataLoader(ds, {batch_size = 128, transform = tf})
 --
+-- Also RandomVerticalFlip, Resize, RandomResizedCrop, ColorJitter (no hue)
+-- and RandomErasing, and their fixed-parameter forms in M.functional; a
+-- Compose with any of them runs as an ordered list of C ops (tf.ops), its
+-- crop and horizontal flip drawing as the fixed path does.
 -- uint8 images are turned into float32 in [0,1] first (torchvision's
 -- ToTensor, implicit here). Padding pixels are zero in the raw image, so a
 -- Normalize after the crop maps them to -mean/std, as in torchvision. Random
