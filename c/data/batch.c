@@ -4,6 +4,7 @@
  * choice is Philox keyed by (seed, epoch, sample key), so a batch is the same
  * whichever thread assembles it. */
 #include "data.h"
+#include "../core/checked.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -26,6 +27,99 @@ static int check_host(const char *fn, const ln_tensor *t, const char *what) {
   if (t->device_id >= LN_CUDA_BASE)
     return ln_error("%s: %s must be on a CPU device, got cuda:%d", fn, what, t->device_id - LN_CUDA_BASE);
   if (!ln_is_contiguous(t)) return ln_error("%s: %s must be contiguous", fn, what);
+  return 0;
+}
+
+/* torchvision's Resize(int): the shorter side becomes `size`, the longer
+ * int(size * long / short) (truncated). */
+static void resize_shape(int64_t H, int64_t W, const ln_transform_op *o, int64_t *oh, int64_t *ow) {
+  if (o->w > 0) { *oh = o->h; *ow = o->w; return; }
+  int64_t s = LN_MIN(H, W), l = LN_MAX(H, W), nl = (int64_t)((double)o->h * (double)l / (double)s);
+  if (W <= H) { *ow = o->h; *oh = nl; }
+  else { *oh = o->h; *ow = nl; }
+}
+
+static int box_fits(const ln_transform_op *o, int64_t h, int64_t w) {
+  return o->i >= 0 && o->j >= 0 && o->bh >= 1 && o->bw >= 1 && o->i + (int64_t)o->bh <= h &&
+         o->j + (int64_t)o->bw <= w;
+}
+
+/* Checks tf->ops against the image geometry, fills op_h/op_w, OH/OW and the
+ * scratch floats (two buffers of the largest stage). */
+static int plan_ops(const char *fn, ln_gather_plan *p) {
+  static const char *const names[] = {"?", "crop", "horizontal flip", "vertical flip", "normalize",
+                                      "resize", "resized crop", "color jitter", "erasing"};
+  const ln_transform *tf = &p->tf;
+  int64_t h = p->H, w = p->W, C = p->C, most;
+  if (ln_mul_ovf(h, w, &most)) return ln_error("%s: image size overflows", fn);
+  for (int k = 0; k < tf->nops; k++) {
+    const ln_transform_op *o = &tf->ops[k];
+    if (o->kind < LN_OP_CROP || o->kind > LN_OP_ERASE) return ln_error("%s: op %d: unknown kind %d", fn, k + 1, o->kind);
+    const char *nm = names[o->kind];
+    p->op_h[k] = h; p->op_w[k] = w;
+    switch (o->kind) {
+    case LN_OP_CROP: {
+      if (o->mode != LN_CROP_RANDOM && o->mode != LN_CROP_CENTER) return ln_error("%s: %s: unknown mode %d", fn, nm, o->mode);
+      if (o->pad < 0 || (o->mode == LN_CROP_CENTER && o->pad)) return ln_error("%s: %s: bad padding %d", fn, nm, o->pad);
+      int64_t ph = h + 2 * (int64_t)o->pad, pw = w + 2 * (int64_t)o->pad;
+      if (o->h < 1 || o->w < 1 || o->h > ph || o->w > pw)
+        return ln_error("%s: crop %dx%d does not fit the %sinput %lldx%lld", fn, o->h, o->w, o->pad ? "padded " : "",
+                        (long long)ph, (long long)pw);
+      h = o->h; w = o->w;
+      break;
+    }
+    case LN_OP_HFLIP: case LN_OP_VFLIP: case LN_OP_ERASE:
+      if (!(o->p >= 0 && o->p <= 1)) return ln_error("%s: %s probability must be in [0, 1], got %g", fn, nm, o->p);
+      if (o->kind != LN_OP_ERASE) break;
+      if (o->nv != 1 && o->nv != C)
+        return ln_error("%s: erasing has %d values for %lld channels", fn, o->nv, (long long)C);
+      if (o->mode == 1 && !box_fits(o, h, w))
+        return ln_error("%s: erasing box %dx%d at (%d, %d) does not fit the %lldx%lld image", fn, o->bh, o->bw,
+                        o->i, o->j, (long long)h, (long long)w);
+      if (o->mode == 0 && !(o->a[0] >= 0 && o->a[0] <= o->a[1] && o->a[1] <= 1 && o->a[2] > 0 && o->a[2] <= o->a[3]))
+        return ln_error("%s: erasing needs 0 <= scale[1] <= scale[2] <= 1 and 0 < ratio[1] <= ratio[2]", fn);
+      break;
+    case LN_OP_NORMALIZE:
+      break;   /* mean/std checked with the fixed path's */
+    case LN_OP_RESIZE: {
+      if (o->h < 1 || o->w < 0) return ln_error("%s: resize to %dx%d", fn, o->h, o->w);
+      int64_t oh, ow;
+      resize_shape(h, w, o, &oh, &ow);
+      if (oh < 1 || ow < 1 || oh > INT32_MAX || ow > INT32_MAX)
+        return ln_error("%s: resize of %lldx%lld gives %lldx%lld", fn, (long long)h, (long long)w, (long long)oh,
+                        (long long)ow);
+      h = oh; w = ow;
+      break;
+    }
+    case LN_OP_RESIZED_CROP:
+      if (o->h < 1 || o->w < 1) return ln_error("%s: resized crop to %dx%d", fn, o->h, o->w);
+      if (o->mode == 1 && !box_fits(o, h, w))
+        return ln_error("%s: crop box %dx%d at (%d, %d) does not fit the %lldx%lld image", fn, o->bh, o->bw, o->i,
+                        o->j, (long long)h, (long long)w);
+      if (o->mode == 0 && !(o->a[0] > 0 && o->a[0] <= o->a[1] && o->a[2] > 0 && o->a[2] <= o->a[3]))
+        return ln_error("%s: resized crop needs 0 < scale[1] <= scale[2] and 0 < ratio[1] <= ratio[2]", fn);
+      h = o->h; w = o->w;
+      break;
+    case LN_OP_JITTER:
+      for (int f = 0; f < 3; f++) {
+        double lo = o->a[2 * f], hi = o->a[2 * f + 1];
+        if (o->mode == 0 && lo < 0) continue;   /* off */
+        if (!(lo >= 0 && (o->mode == 1 || lo <= hi) && isfinite(o->mode == 1 ? lo : hi)))
+          return ln_error("%s: color jitter factor range %d is [%g, %g]", fn, f + 1, lo, hi);
+        if (f > 0 && C != 1 && C != 3)
+          return ln_error("%s: color jitter's contrast and saturation need 1 or 3 channels, got %lld", fn, (long long)C);
+      }
+      break;
+    }
+    int64_t e;
+    if (ln_mul_ovf(h, w, &e)) return ln_error("%s: image size overflows after the %s", fn, nm);
+    most = LN_MAX(most, e);
+  }
+  p->OH = h; p->OW = w;
+  int64_t s;
+  if (ln_mul_ovf(most, C, &s) || ln_mul_ovf(s, 2, &s) || s > LN_MAX_BYTES / (int64_t)sizeof(float))
+    return ln_error("%s: the transforms' buffers overflow", fn);
+  p->scratch = s;
   return 0;
 }
 
@@ -72,6 +166,10 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
   if (tf->crop != LN_CROP_NONE && tf->crop != LN_CROP_RANDOM && tf->crop != LN_CROP_CENTER)
     return ln_error("%s: unknown crop mode %d", fn, tf->crop);
   if (tf->pad < 0) return ln_error("%s: padding must be >= 0, got %d", fn, tf->pad);
+  if (tf->nops < 0 || tf->nops > LN_TF_MAX_OPS)
+    return ln_error("%s: %d transform ops, at most %d", fn, tf->nops, LN_TF_MAX_OPS);
+  if (tf->nops > 0 && (tf->crop != LN_CROP_NONE || tf->pad || tf->flip_p != 0 || tf->normalize))
+    return ln_error("%s: transform ops cannot be mixed with the fixed crop/flip/normalize fields", fn);
   if (tf->crop == LN_CROP_NONE) {
     if (tf->pad != 0) return ln_error("%s: padding %d needs a crop", fn, tf->pad);
     p->OH = p->H; p->OW = p->W;
@@ -87,7 +185,9 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
     return ln_error("%s: flip probability must be in [0, 1], got %g", fn, tf->flip_p);
   if (tf->nchannels < 0 || tf->nchannels > LN_DATA_MAX_CHANNELS)
     return ln_error("%s: %d channel entries, at most %d", fn, tf->nchannels, LN_DATA_MAX_CHANNELS);
-  if (tf->normalize) {
+  int has_norm = tf->normalize;
+  for (int k = 0; k < tf->nops; k++) has_norm |= tf->ops[k].kind == LN_OP_NORMALIZE;
+  if (has_norm) {
     if (tf->nchannels != 1 && tf->nchannels != p->C)
       return ln_error("%s: normalize has %d mean/std values for %lld channels", fn, tf->nchannels,
                       (long long)p->C);
@@ -96,6 +196,7 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
   }
   if (tf->nchannels > 1 && tf->nchannels != p->C)
     return ln_error("%s: %d fill values for %lld channels", fn, tf->nchannels, (long long)p->C);
+  if (tf->nops > 0 && plan_ops(fn, p) != 0) return -1;
   *ndim = 4;
   shape[0] = b; shape[1] = p->C; shape[2] = p->OH; shape[3] = p->OW;
   *dtype = LN_FLOAT32;
@@ -158,33 +259,250 @@ static void image_sample(const ln_gather_plan *p, float *out, int64_t row, uint6
   }
 }
 
+/* Op k's stream: the 4 words of block `blk` (< 8) of (seed, epoch, key). */
+static void op_rng(uint64_t seed, uint64_t epoch, uint64_t key, int k, int blk, uint32_t r[4]) {
+  ln_data_philox(seed, epoch, key, 0x80u | (uint32_t)k << 3 | (uint32_t)blk, r);
+}
+static double u01(uint32_t r) { return (double)r * 0x1.0p-32; }
+
+/* torchvision's box search (RandomResizedCrop, RandomErasing): 10 tries of
+ * an area share in [a0, a1] and a log-uniform ratio in [a2, a3]; the box is
+ * round(sqrt(area * r)) by round(sqrt(area / r)) as (w, h) for a crop
+ * (r = w/h) and (h, w) for erasing (r = h/w). Returns whether one fitted
+ * (crop: 0 < h <= H, 0 < w <= W; erasing: h < H, w < W), with i, j drawn in it. */
+static int box_search(const ln_transform_op *o, int erase, int64_t H, int64_t W, uint64_t seed, uint64_t epoch,
+                      uint64_t key, int k, int64_t *bi, int64_t *bj, int64_t *bh, int64_t *bw) {
+  double area = (double)H * (double)W, l0 = log(o->a[2]), l1 = log(o->a[3]);
+  uint32_t r[4];
+  for (int t = 0; t < 10; t++) {
+    if (t % 2 == 0) op_rng(seed, epoch, key, k, 1 + t / 2, r);
+    double target = area * (o->a[0] + u01(r[(t % 2) * 2]) * (o->a[1] - o->a[0]));
+    double ar = exp(l0 + u01(r[(t % 2) * 2 + 1]) * (l1 - l0));
+    int64_t x = (int64_t)rint(sqrt(target * ar)), y = (int64_t)rint(sqrt(target / ar));
+    int64_t h = erase ? x : y, w = erase ? y : x;
+    int ok = erase ? (h < H && w < W) : (h > 0 && h <= H && w > 0 && w <= W);
+    if (!ok) continue;
+    op_rng(seed, epoch, key, k, 0, r);
+    *bi = (int64_t)(r[1] % (uint64_t)(H - h + 1));
+    *bj = (int64_t)(r[2] % (uint64_t)(W - w + 1));
+    *bh = h; *bw = w;
+    return 1;
+  }
+  return 0;
+}
+
+/* Bilinear resize of the box (top, left, bh, bw) of src (C, H, W) to dst
+ * (C, oh, ow) as PyTorch's upsample_bilinear2d (align_corners false): source
+ * (d + 0.5) * scale - 0.5 clamped at 0, in float. */
+static void resize_box(const float *src, int64_t C, int64_t H, int64_t W, int64_t top, int64_t left, int64_t bh,
+                       int64_t bw, float *dst, int64_t oh, int64_t ow) {
+  (void)H;
+  float sy = (float)bh / (float)oh, sx = (float)bw / (float)ow;
+  for (int64_t c = 0; c < C; c++) {
+    const float *s = src + c * H * W + top * W + left;
+    float *d = dst + c * oh * ow;
+    for (int64_t y = 0; y < oh; y++) {
+      float fy = sy * ((float)y + 0.5f) - 0.5f;
+      if (fy < 0) fy = 0;
+      int64_t y0 = (int64_t)fy, y1 = y0 + (y0 < bh - 1);
+      float ly1 = fy - (float)y0, ly0 = 1 - ly1;
+      const float *r0 = s + y0 * W, *r1 = s + y1 * W;
+      for (int64_t x = 0; x < ow; x++) {
+        float fx = sx * ((float)x + 0.5f) - 0.5f;
+        if (fx < 0) fx = 0;
+        int64_t x0 = (int64_t)fx, x1 = x0 + (x0 < bw - 1);
+        float lx1 = fx - (float)x0, lx0 = 1 - lx1;
+        d[y * ow + x] = (r0[x0] * lx0 + r0[x1] * lx1) * ly0 + (r1[x0] * lx0 + r1[x1] * lx1) * ly1;
+      }
+    }
+  }
+}
+
+static float clamp01(float v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
+static float gray(const float *im, int64_t n, int64_t q) {   /* torchvision's rgb_to_grayscale weights */
+  return 0.2989f * im[q] + 0.587f * im[n + q] + 0.114f * im[2 * n + q];
+}
+
+/* torchvision's adjust_brightness/contrast/saturation (float images, bound 1):
+ * blend(img, other, f) = clamp(f * img + (1 - f) * other, 0, 1) with other
+ * zero, the grayscale mean (the mean when 1 channel) or the grayscale pixel;
+ * saturation leaves 1 channel as it is. */
+static void jitter(float *im, int64_t C, int64_t n, int which, float f) {
+  float g = 1 - f;
+  if (which == 0) {
+    for (int64_t q = 0; q < C * n; q++) im[q] = clamp01(f * im[q]);
+  } else if (which == 1) {
+    double sum = 0;
+    if (C == 3) for (int64_t q = 0; q < n; q++) sum += gray(im, n, q);
+    else for (int64_t q = 0; q < n; q++) sum += im[q];
+    float m = (float)(sum / (double)n);
+    for (int64_t q = 0; q < C * n; q++) im[q] = clamp01(f * im[q] + g * m);
+  } else if (C == 3) {
+    for (int64_t q = 0; q < n; q++) {
+      float m = gray(im, n, q);
+      for (int64_t c = 0; c < 3; c++) im[c * n + q] = clamp01(f * im[c * n + q] + g * m);
+    }
+  }
+}
+
+/* One sample through tf->ops: (C,H,W) -> (C,OH,OW) float32, on scratch (two
+ * buffers of p->scratch / 2 floats). */
+static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t key, uint64_t seed, uint64_t epoch,
+                      float *scratch) {
+  const ln_transform *tf = &p->tf;
+  int64_t C = p->C, H = p->H, W = p->W, half = p->scratch / 2;
+  float *cur = scratch, *nxt = scratch + half;
+  int64_t n = H * W, base = row * C * n;
+  if (p->xdtype == LN_UINT8) {
+    const uint8_t *s = (const uint8_t *)p->x + base;
+    for (int64_t q = 0; q < C * n; q++) cur[q] = (float)s[q] * tf->scale;
+  } else {
+    const float *s = (const float *)p->x + base;
+    for (int64_t q = 0; q < C * n; q++) cur[q] = s[q] * tf->scale;
+  }
+  for (int k = 0; k < tf->nops; k++) {
+    const ln_transform_op *o = &tf->ops[k];
+    int64_t h = p->op_h[k], w = p->op_w[k];
+    uint32_t r[4] = {0, 0, 0, 0};
+    /* the crop and the horizontal flip draw as the fixed path does: adding an
+       op to a Compose leaves their choices as they were */
+    if (o->kind == LN_OP_CROP || o->kind == LN_OP_HFLIP) ln_data_philox(seed, epoch, key, LN_RNG_TRANSFORM, r);
+    else if (o->kind != LN_OP_NORMALIZE && o->kind != LN_OP_RESIZE) op_rng(seed, epoch, key, k, 0, r);
+    int swap = 0;
+    int64_t oh = h, ow = w;
+    switch (o->kind) {
+    case LN_OP_CROP: {   /* zero padding, as the fixed path (center: torchvision's half-to-even offset) */
+      oh = o->h; ow = o->w;
+      int64_t oy, ox;
+      if (o->mode == LN_CROP_RANDOM) {
+        oy = (int64_t)(r[1] % (uint32_t)(h + 2 * o->pad - oh + 1)) - o->pad;
+        ox = (int64_t)(r[2] % (uint32_t)(w + 2 * o->pad - ow + 1)) - o->pad;
+      } else {
+        oy = (int64_t)rint((h - oh) / 2.0);
+        ox = (int64_t)rint((w - ow) / 2.0);
+      }
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t y = 0; y < oh; y++)
+          for (int64_t x = 0; x < ow; x++) {
+            int64_t sy = oy + y, sx = ox + x;
+            nxt[(c * oh + y) * ow + x] = sy < 0 || sy >= h || sx < 0 || sx >= w ? 0 : cur[(c * h + sy) * w + sx];
+          }
+      swap = 1;
+      break;
+    }
+    case LN_OP_HFLIP:
+      if (u01(r[0]) < o->p)
+        for (int64_t y = 0; y < C * h; y++)
+          for (int64_t a = 0, b = w - 1; a < b; a++, b--) {
+            float t = cur[y * w + a]; cur[y * w + a] = cur[y * w + b]; cur[y * w + b] = t;
+          }
+      break;
+    case LN_OP_VFLIP:
+      if (u01(r[0]) < o->p)
+        for (int64_t c = 0; c < C; c++)
+          for (int64_t a = 0, b = h - 1; a < b; a++, b--)
+            for (int64_t x = 0; x < w; x++) {
+              float *pa = cur + (c * h + a) * w + x, *pb = cur + (c * h + b) * w + x, t = *pa;
+              *pa = *pb; *pb = t;
+            }
+      break;
+    case LN_OP_NORMALIZE:
+      for (int64_t c = 0; c < C; c++) {
+        int ci = tf->nchannels > 1 ? (int)c : 0;
+        float sc = 1 / tf->std[ci], sh = -tf->mean[ci] / tf->std[ci];   /* as the fixed path */
+        for (int64_t q = c * h * w; q < (c + 1) * h * w; q++) cur[q] = cur[q] * sc + sh;
+      }
+      break;
+    case LN_OP_RESIZE:
+      resize_shape(h, w, o, &oh, &ow);
+      resize_box(cur, C, h, w, 0, 0, h, w, nxt, oh, ow);
+      swap = 1;
+      break;
+    case LN_OP_RESIZED_CROP: {
+      int64_t bi = o->i, bj = o->j, bh = o->bh, bw = o->bw;
+      if (o->mode == 0 && !box_search(o, 0, h, w, seed, epoch, key, k, &bi, &bj, &bh, &bw)) {
+        double in_ratio = (double)w / (double)h;   /* torchvision's fallback: the central crop */
+        if (in_ratio < o->a[2]) { bw = w; bh = (int64_t)rint((double)bw / o->a[2]); }
+        else if (in_ratio > o->a[3]) { bh = h; bw = (int64_t)rint((double)bh * o->a[3]); }
+        else { bw = w; bh = h; }
+        bi = (h - bh) / 2; bj = (w - bw) / 2;
+      }
+      oh = o->h; ow = o->w;
+      resize_box(cur, C, h, w, bi, bj, bh, bw, nxt, oh, ow);
+      swap = 1;
+      break;
+    }
+    case LN_OP_JITTER: {
+      static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+      const int *order = perms[o->mode == 1 ? 0 : r[3] % 6];
+      for (int t = 0; t < 3; t++) {
+        int f = order[t];
+        double lo = o->a[2 * f], hi = o->a[2 * f + 1];
+        if (o->mode == 0 && lo < 0) continue;
+        float fac = (float)(o->mode == 1 ? lo : lo + u01(r[f]) * (hi - lo));
+        jitter(cur, C, h * w, f, fac);
+      }
+      break;
+    }
+    case LN_OP_ERASE: {
+      int64_t bi = o->i, bj = o->j, bh = o->bh, bw = o->bw;
+      if (o->mode == 0 && !(u01(r[0]) < o->p && box_search(o, 1, h, w, seed, epoch, key, k, &bi, &bj, &bh, &bw)))
+        break;
+      for (int64_t c = 0; c < C; c++) {
+        float v = o->v[o->nv > 1 ? c : 0];
+        for (int64_t y = bi; y < bi + bh; y++)
+          for (int64_t x = bj; x < bj + bw; x++) cur[(c * h + y) * w + x] = v;
+      }
+      break;
+    }
+    }
+    if (swap) { float *t = cur; cur = nxt; nxt = t; }
+  }
+  memcpy(out, cur, sizeof(float) * (size_t)(C * p->OH * p->OW));
+}
+
 typedef struct {
   const ln_gather_plan *p; char *out, *out_y; const int64_t *idx, *keys; uint64_t seed, epoch;
+  float *scratch;   /* given (one thread), or NULL: each range allocates */
+  atomic_int failed;
 } gather_ctx;
 
 static void gather_range(void *v, int64_t begin, int64_t end) {
-  const gather_ctx *g = v;
+  gather_ctx *g = v;
   const ln_gather_plan *p = g->p;
+  float *scratch = g->scratch;
+  if (p->scratch > 0 && !scratch && begin < end) {
+    scratch = malloc(sizeof(float) * (size_t)p->scratch);
+    if (!scratch) { atomic_store(&g->failed, 1); return; }
+  }
   for (int64_t k = begin; k < end; k++) {
     int64_t row = g->idx[k];
     if (p->image) {
-      image_sample(p, (float *)g->out + k * p->C * p->OH * p->OW, row,
-                   (uint64_t)(g->keys ? g->keys[k] : row), g->seed, g->epoch);
+      float *o = (float *)g->out + k * p->C * p->OH * p->OW;
+      uint64_t key = (uint64_t)(g->keys ? g->keys[k] : row);
+      if (p->tf.nops > 0) image_ops(p, o, row, key, g->seed, g->epoch, scratch);
+      else image_sample(p, o, row, key, g->seed, g->epoch);
     } else {
       memcpy(g->out + k * p->xrow, p->x + row * p->xrow, (size_t)p->xrow);
     }
     if (p->y && g->out_y) memcpy(g->out_y + k * p->yrow, p->y + row * p->yrow, (size_t)p->yrow);
   }
+  if (scratch != g->scratch) free(scratch);
 }
 
-void ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t *idx,
-                   const int64_t *keys, int64_t b, uint64_t seed, uint64_t epoch, int threaded) {
-  gather_ctx g = {p, out, out_y, idx, keys, seed, epoch};
-  /* threads only pay off for large batches: at least ~1 MB of output each */
+int ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t *idx,
+                  const int64_t *keys, int64_t b, uint64_t seed, uint64_t epoch, int threaded,
+                  float *scratch) {
+  gather_ctx g = {p, out, out_y, idx, keys, seed, epoch, scratch, 0};
+  /* threads only pay off for large batches: at least ~1 MB of output each;
+     a given scratch is one thread's */
   int64_t per_row = p->image ? p->C * p->OH * p->OW * 4 : p->xrow;
   int64_t grain = LN_MAX(1, ((int64_t)1 << 20) / LN_MAX(per_row, 1));
-  if (threaded && b > grain) ln_host_parallel_for(b, grain, gather_range, &g);
+  if (threaded && !scratch && b > grain) ln_host_parallel_for(b, grain, gather_range, &g);
   else gather_range(&g, 0, b);
+  if (atomic_load(&g.failed))
+    return ln_error("batch_gather: out of memory for the transforms' buffers (%lld floats)", (long long)p->scratch);
+  return 0;
 }
 
 int ln_batch_shape(const ln_tensor *x, const ln_transform *tf, int64_t b, int64_t *shape, int *dtype) {
@@ -230,6 +548,6 @@ int ln_batch_gather(ln_tensor *out, ln_tensor *out_y, const ln_tensor *x, const 
   if (ln_tensor_sync(x) != 0 || (y && ln_tensor_sync(y) != 0) || ln_tensor_sync(out) != 0 ||
       (out_y && ln_tensor_sync(out_y) != 0))
     return -1;
-  ln_gather_run(&p, ln_data_ptr(out), out_y ? ln_data_ptr(out_y) : NULL, idx, keys, b, seed, epoch, 1);
-  return 0;
+  return ln_gather_run(&p, ln_data_ptr(out), out_y ? ln_data_ptr(out_y) : NULL, idx, keys, b, seed, epoch, 1,
+                       NULL);
 }

@@ -34,12 +34,19 @@ typedef struct ln_gather_plan {
   int64_t xrow, yrow;        /* bytes per row (raw path) */
   int64_t C, H, W, OH, OW;   /* image geometry */
   ln_transform tf;
+  /* tf.ops: each op's input height and width, and the floats one sample's
+   * two ping-pong buffers need (0: the fixed path, no scratch) */
+  int64_t op_h[LN_TF_MAX_OPS], op_w[LN_TF_MAX_OPS], scratch;
 } ln_gather_plan;
 
 int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, const ln_tensor *y,
                         const ln_transform *tf, int64_t b, int *ndim, int64_t *shape, int *dtype,
                         int *yndim, int64_t *yshape);
-void ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t *idx,
-                   const int64_t *keys, int64_t b, uint64_t seed, uint64_t epoch, int threaded);
+/* scratch: p->scratch floats for the rows run on one thread (the loader's
+ * per-slot buffer), or NULL: each run allocates its own, and a failed
+ * allocation returns -1 with the error set (else 0). */
+int ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t *idx,
+                  const int64_t *keys, int64_t b, uint64_t seed, uint64_t epoch, int threaded,
+                  float *scratch);
 
 #endif

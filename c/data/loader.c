@@ -17,6 +17,7 @@
  * (with `closed` set) until ln_loader_free: a call after close is a named
  * error, not a use after free (the Lua object frees the struct when collected). */
 #include "data.h"
+#include "../core/checked.h"
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -26,6 +27,8 @@ struct ln_loader {
   int64_t batch;
   int nslots, nworkers, depth;
   ln_tensor **sx, **sy;        /* slot tensors (batch rows each) */
+  float *scratch;              /* nslots x plan.scratch floats: a batch's transform buffers,
+                                  so no worker allocates while it runs */
   int64_t *order, cap, n, nbatches;
   uint64_t seed, epoch;
   pthread_mutex_t mu;
@@ -54,8 +57,10 @@ static void assemble(ln_loader *l, int64_t b, int threaded) {
   int s = (int)(b % l->nslots);
   for (int d = 0; d < l->ndev; d++) ln_event_synchronize(&l->ev[s * l->ndev + d]);
   const int64_t *idx = l->order + b * l->batch;
-  ln_gather_run(&l->plan, ln_data_ptr(l->sx[s]), l->sy ? ln_data_ptr(l->sy[s]) : NULL, idx, idx,
-                batch_rows(l, b), l->seed, l->epoch, threaded);
+  /* (cannot fail: the slot's scratch is given, so nothing is allocated) */
+  (void)ln_gather_run(&l->plan, ln_data_ptr(l->sx[s]), l->sy ? ln_data_ptr(l->sy[s]) : NULL, idx, idx,
+                      batch_rows(l, b), l->seed, l->epoch, threaded,
+                      l->scratch ? l->scratch + (size_t)s * (size_t)l->plan.scratch : NULL);
 }
 
 static void *worker_main(void *arg) {
@@ -112,7 +117,16 @@ ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_s
   l->ndev = ln_cpu_device_count();
   l->ev = calloc((size_t)(l->nslots * LN_MAX(l->ndev, 1)), sizeof *l->ev);
   l->threads = calloc((size_t)LN_MAX(workers, 1), sizeof *l->threads);
-  if (!l->x || (y && !l->y) || !l->sx || (y && !l->sy) || !l->slot_batch || !l->threads || !l->ev) {
+  if (l->plan.scratch > 0) {
+    int64_t n;
+    if (ln_mul_ovf(l->plan.scratch, (int64_t)l->nslots * (int64_t)sizeof(float), &n) || n > LN_MAX_BYTES) {
+      ln_error("%s: the transforms' buffers for %d slots overflow", fn, l->nslots);
+      goto fail;
+    }
+    l->scratch = malloc((size_t)n);
+  }
+  if (!l->x || (y && !l->y) || !l->sx || (y && !l->sy) || !l->slot_batch || !l->threads || !l->ev ||
+      (l->plan.scratch > 0 && !l->scratch)) {
     ln_error("%s: out of memory", fn);
     goto fail;
   }
@@ -169,7 +183,7 @@ void ln_loader_close(ln_loader *l) {
 void ln_loader_free(ln_loader *l) {
   if (!l) return;
   ln_loader_close(l);
-  free(l->sx); free(l->sy); free(l->slot_batch); free(l->threads); free(l->order); free(l->ev);
+  free(l->sx); free(l->sy); free(l->scratch); free(l->slot_batch); free(l->threads); free(l->order); free(l->ev);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work);
   pthread_cond_destroy(&l->done);

@@ -691,11 +691,48 @@ enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
  * used; 1 means the same for every channel. Random choices come from
  * Philox keyed by (seed, epoch, sample key), so a batch does not depend on
  * the number of worker threads. */
+/* When nops > 0 the fixed fields crop/pad/flip_p/normalize must be unset
+ * and ops[0..nops) run instead, in order, on the float image (uint8 pixels
+ * times scale first); padding is zero in the value space the crop sees. The
+ * kinds and what their fields mean:
+ *   CROP           mode (LN_CROP_RANDOM/_CENTER), h x w, pad (zeros each side)
+ *   HFLIP / VFLIP  p: the probability
+ *   NORMALIZE      mean/std/nchannels above
+ *   RESIZE         h x w, or w == 0: the shorter side becomes h (aspect kept,
+ *                  the longer truncated as torchvision); bilinear,
+ *                  align_corners false, no antialias
+ *   RESIZED_CROP   h x w output; a box of area share in [a[0], a[1]] and
+ *                  aspect ratio w/h in [a[2], a[3]] (log-uniform), 10 tries,
+ *                  then the central fallback (torchvision's RandomResizedCrop);
+ *                  mode 1: the box is fixed: top i, left j, size bh x bw
+ *   JITTER         factors uniform in [a[0],a[1]] (brightness), [a[2],a[3]]
+ *                  (contrast), [a[4],a[5]] (saturation), a range of a[k] < 0 is
+ *                  off; applied in a random order; mode 1: the factors are
+ *                  a[0], a[2], a[4] and run in that order (brightness,
+ *                  contrast, saturation)
+ *   ERASE          with probability p, a box of area share in [a[0], a[1]],
+ *                  aspect h/w in [a[2], a[3]] (10 tries, else nothing) set to
+ *                  value v[c] (nv entries: 1 or C); mode 1: the box is fixed
+ *                  (i, j, bh, bw)
+ * Each op draws its random numbers from its own Philox stream of the key. */
+enum { LN_TF_MAX_OPS = 12 };
+enum { LN_OP_CROP = 1, LN_OP_HFLIP, LN_OP_VFLIP, LN_OP_NORMALIZE, LN_OP_RESIZE, LN_OP_RESIZED_CROP,
+       LN_OP_JITTER, LN_OP_ERASE };
+typedef struct ln_transform_op {
+  int32_t kind, mode, h, w, pad;
+  int32_t i, j, bh, bw, nv;
+  float p;
+  double a[6];
+  float v[LN_DATA_MAX_CHANNELS];
+} ln_transform_op;
+
 typedef struct ln_transform {
   int32_t crop, out_h, out_w, pad;
   float flip_p, scale;
   int32_t normalize, nchannels;
   float mean[LN_DATA_MAX_CHANNELS], std[LN_DATA_MAX_CHANNELS], fill[LN_DATA_MAX_CHANNELS];
+  int32_t nops;
+  ln_transform_op ops[LN_TF_MAX_OPS];
 } ln_transform;
 
 /* Shape (returns ndim, -1 on error) and dtype of a batch of b rows of x:
