@@ -1,6 +1,7 @@
 -- lunet.nn.utils, as torch.nn.utils: gradient clipping (clip_grad_norm_,
--- clip_grad_value_: lunet.optim's) and the flat-vector views of a parameter
--- list, parameters_to_vector and vector_to_parameters.
+-- clip_grad_value_: lunet.optim's), the flat-vector views of a parameter
+-- list, parameters_to_vector and vector_to_parameters, weight_norm and
+-- spectral_norm (nn/weight_norm.lua, nn/spectral_norm.lua), rnn.pad_sequence.
 local lunet = require 'lunet'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
@@ -13,6 +14,10 @@ utils.clip_grad_norm_ = require 'lunet.optim.clip_grad'
 utils.clip_grad_norm = utils.clip_grad_norm_
 utils.clip_grad_value_ = require 'lunet.optim.clip_grad_value'
 utils.clip_grad_value = utils.clip_grad_value_
+local wn, sn = require 'lunet.nn.weight_norm', require 'lunet.nn.spectral_norm'
+utils.weight_norm, utils.remove_weight_norm = wn.weight_norm, wn.remove_weight_norm
+utils.spectral_norm, utils.remove_spectral_norm = sn.spectral_norm, sn.remove_spectral_norm
+utils.rnn = require 'lunet.nn.rnn_utils'
 
 -- params (a tensor, or a list of them as model:parameters() gives), checked:
 -- all tensors, all on one device (torch's _check_param_device)
