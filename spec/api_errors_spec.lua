@@ -254,6 +254,8 @@ describe('API errors: no raw Lua error from any public function', function()
       Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
       Bilinear = { 4, 4, 2 },
+      CTCLoss = { { blank = 2, zero_infinity = true } }, HingeEmbeddingLoss = { { margin = 2 } },
+      TripletMarginWithDistanceLoss = { { swap = true } },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0

@@ -421,6 +421,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'AvgPool1d', function(...) return nn.AvgPool1d(2, ...) end },
       { 'AdaptiveAvgPool1d', nn.AdaptiveAvgPool1d }, { 'AdaptiveMaxPool1d', nn.AdaptiveMaxPool1d },
       { 'Bilinear', function(...) return nn.Bilinear(2, 3, 4, ...) end },
+      { 'CTCLoss', nn.CTCLoss }, { 'HingeEmbeddingLoss', nn.HingeEmbeddingLoss },
+      { 'MultiLabelMarginLoss', nn.MultiLabelMarginLoss }, { 'TripletMarginWithDistanceLoss', nn.TripletMarginWithDistanceLoss },
       { 'DataLoader', function(...) return data.DataLoader(ds, ...) end }, { 'Synthetic', data.Synthetic },
       { 'TensorDataset', function(...) return data.TensorDataset(lunet.zeros(2, 2), ...) end },
       { 'RandomCrop', function(...) return data.transforms.RandomCrop(4, ...) end },

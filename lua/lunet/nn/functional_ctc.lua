@@ -106,8 +106,11 @@ return function(F, h)
       local ext = Tensor.stack({ lab:new_full({ N, S }, o.blank), lab }, 3):reshape(N, 2 * S)
       ext = Tensor.cat({ ext, lab:new_full({ N, 1 }, o.blank) }, 2)
       -- the skip s-2 -> s: onto a label that differs from the one before it
-      local prev2 = Tensor.cat({ ext:new_full({ N, 2 }, 0), ext:narrow(2, 1, L - 2) }, 2)
-      local allow2 = ext:ne(o.blank):logical_and(ext:ne(prev2))
+      local allow2
+      if L > 2 then
+        local prev2 = Tensor.cat({ ext:new_full({ N, 2 }, 0), ext:narrow(2, 1, L - 2) }, 2)
+        allow2 = ext:ne(o.blank):logical_and(ext:ne(prev2))
+      end
       -- the last two positions of each extended target (1-based): 2 S_n + 1 and 2 S_n
       local last = Tensor.stack({ 2 * tlt + 1, (2 * tlt):clamp_min(1) }, 2):reshape(N, 2)
       return ext, allow2, last

@@ -22,6 +22,7 @@ for _, name in ipairs({
   'Hardshrink', 'Softshrink', 'CosineSimilarity', 'PairwiseDistance', 'MarginRankingLoss', 'CosineEmbeddingLoss',
   'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'MultiMarginLoss', 'PoissonNLLLoss', 'GaussianNLLLoss',
   'SoftMarginLoss', 'Conv1d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool1d', 'AdaptiveMaxPool1d', 'Bilinear',
+  'CTCLoss', 'HingeEmbeddingLoss', 'MultiLabelMarginLoss', 'TripletMarginWithDistanceLoss',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
