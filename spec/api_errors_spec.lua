@@ -263,6 +263,8 @@ describe('API errors: no raw Lua error from any public function', function()
       MultiheadAttention = { 4, 2 }, TransformerEncoderLayer = { 4, 2, 8 }, TransformerDecoderLayer = { 4, 2, 8 },
       TransformerEncoder = { nn.TransformerEncoderLayer(4, 2, 8), 2 }, TransformerDecoder = { nn.TransformerDecoderLayer(4, 2, 8), 2 },
       Transformer = { { d_model = 4, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8 } },
+      CTCLoss = { { blank = 2, zero_infinity = true } }, HingeEmbeddingLoss = { { margin = 2 } },
+      TripletMarginWithDistanceLoss = { { swap = true } },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0

@@ -444,6 +444,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'TransformerEncoder', function(...) return nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8), 1, ...) end },
       { 'TransformerDecoder', function(...) return nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 8), 1, ...) end },
       { 'Transformer', function(...) return nn.Transformer(4, 2, 1, 1, 8, ...) end },
+      { 'CTCLoss', nn.CTCLoss }, { 'HingeEmbeddingLoss', nn.HingeEmbeddingLoss },
+      { 'MultiLabelMarginLoss', nn.MultiLabelMarginLoss }, { 'TripletMarginWithDistanceLoss', nn.TripletMarginWithDistanceLoss },
       { 'DataLoader', function(...) return data.DataLoader(ds, ...) end }, { 'Synthetic', data.Synthetic },
       { 'TensorDataset', function(...) return data.TensorDataset(lunet.zeros(2, 2), ...) end },
       { 'RandomCrop', function(...) return data.transforms.RandomCrop(4, ...) end },

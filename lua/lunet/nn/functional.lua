@@ -349,6 +349,9 @@ require('lunet.nn.functional_more_acts')(F, h)
 -- soft_margin, multilabel_soft_margin, multi_margin, poisson_nll, gaussian_nll losses
 local distance = require('lunet.nn.functional_distance')(F, { need = need, sum_all = sum_all })
 local more_loss = require('lunet.nn.functional_more_loss')(F, distance)
+-- hinge_embedding, multilabel_margin, triplet_margin_with_distance losses; ctc_loss
+local margin_more = require('lunet.nn.functional_margin_more')(F, distance, distance)
+local ctc = require('lunet.nn.functional_ctc')(F, distance)
 -- one_hot (1-based labels), bilinear
 require('lunet.nn.functional_bilinear')(F, h)
 -- unfold, fold, normalize, local_response_norm, channel_shuffle
@@ -358,6 +361,6 @@ require('lunet.nn.functional_fold')(F, h)
 -- (a table, so the API checks that call every function of F pass it over)
 F._internal = { norm_shape = norm.norm_shape, need_eps = norm.need_eps, embedding = shape.embedding,
   interp_geometry = interp.interp_geometry, interpolate = interp.interpolate,
-  distance = distance, more_loss = more_loss }
+  distance = distance, more_loss = more_loss, ctc = ctc, margin_more = margin_more }
 
 return F

@@ -28,6 +28,7 @@ for _, name in ipairs({
   'ConstantPad1d', 'ConstantPad2d', 'LocalResponseNorm', 'ChannelShuffle',
   'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer', 'TransformerEncoder',
   'TransformerDecoder', 'Transformer',
+  'CTCLoss', 'HingeEmbeddingLoss', 'MultiLabelMarginLoss', 'TripletMarginWithDistanceLoss',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
