@@ -26,6 +26,8 @@ for _, name in ipairs({
   'Conv3d', 'MaxPool3d', 'AvgPool3d', 'AdaptiveAvgPool3d', 'BatchNorm3d',
   'Unfold', 'Fold', 'ReflectionPad1d', 'ReflectionPad2d', 'ReplicationPad1d', 'ReplicationPad2d',
   'ConstantPad1d', 'ConstantPad2d', 'LocalResponseNorm', 'ChannelShuffle',
+  'ConvTranspose1d', 'ConvTranspose3d', 'AdaptiveMaxPool3d', 'Dropout1d', 'Dropout3d', 'AlphaDropout',
+  'FeatureAlphaDropout', 'LPPool1d', 'LPPool2d',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
