@@ -4,8 +4,10 @@ spec/nn_layers3_spec.lua: conv_transpose1d and conv_transpose3d (stride,
 padding, output_padding, groups, dilation, no bias, unbatched, output_padding
 past the padding and at or above the stride), adaptive_max_pool3d (uneven,
 even and growing bins, None entries, unbatched, with indices), lp_pool1d and
-lp_pool2d (norm types 1, 2, 3 and 1.5, stride, ceil_mode, unbatched), and a
-torch nn.ConvTranspose1d's state_dict with its output.
+lp_pool2d (norm types 1, 2, 3 and 1.5, stride, ceil_mode, unbatched), a
+torch nn.ConvTranspose1d's state_dict with its output, and the two values
+(kept, dropped) alpha_dropout and feature_alpha_dropout give ones, for p = 0.2
+and 0.7 ("alpha_2.values", "feature_alpha_7.values", ...).
 
 For every case "<name>": the float32 inputs "<name>.x" (and "<name>.weight",
 "<name>.bias"); the output "<name>.out" and the gradients "<name>.dx"
@@ -122,8 +124,19 @@ def state_dict_case():
     tensors["sd.x"], tensors["sd.out"] = x, m.double()(x.double()).detach()
 
 
+def dropout_values():
+    """the two values alpha_dropout takes on ones (kept, dropped), for p = 0.2 and 0.7"""
+    for p in (0.2, 0.7):
+        for fn, x in (("alpha", torch.ones(4000, dtype=torch.float64)),
+                      ("feature_alpha", torch.ones(400, 10, 2, dtype=torch.float64))):
+            y = getattr(F, fn + "_dropout")(x, p, True)
+            v = torch.unique(y)
+            tensors[f"{fn}_{int(p * 10)}.values"] = v.flip(0)   # (kept first: it is the larger)
+
+
 def main():
     torch.manual_seed(0)
+    dropout_values()
     conv_cases()
     pool_cases()
     state_dict_case()

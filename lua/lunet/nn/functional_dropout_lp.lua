@@ -80,7 +80,8 @@ return function(F, h, shape)
   -- mean 0 and variance 1). Its training defaults to false, as torch's.
   function F.alpha_dropout(x, p, training, inplace, more)
     need('alpha_dropout', x, 'input')
-    p, training, inplace = dropout_args('alpha_dropout', p, training == nil and false or training, inplace, more)
+    if training == nil then training = false end
+    p, training, inplace = dropout_args('alpha_dropout', p, training, inplace, more)
     return drop('alpha_dropout', x, p, training, inplace, nil, true)
   end
 
@@ -88,7 +89,8 @@ return function(F, h, shape)
   -- alpha_dropout of whole channels
   function F.feature_alpha_dropout(x, p, training, inplace, more)
     need('feature_alpha_dropout', x, 'input')
-    p, training, inplace = dropout_args('feature_alpha_dropout', p, training == nil and false or training, inplace, more)
+    if training == nil then training = false end
+    p, training, inplace = dropout_args('feature_alpha_dropout', p, training, inplace, more)
     return drop('feature_alpha_dropout', x, p, training, inplace, 2, true)
   end
 
