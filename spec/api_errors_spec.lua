@@ -259,6 +259,8 @@ describe('API errors: no raw Lua error from any public function', function()
       Unfold = { 2 }, Fold = { 4, 2 }, ReflectionPad1d = { 1 }, ReflectionPad2d = { 1 }, ReplicationPad1d = { 1 },
       ReplicationPad2d = { 1 }, ConstantPad1d = { 1, 0 }, ConstantPad2d = { 1, 0 }, LocalResponseNorm = { 2 },
       ChannelShuffle = { 2 },
+      ConvTranspose1d = { 3, 4, 3 }, ConvTranspose3d = { 3, 4, 2 }, AdaptiveMaxPool3d = { 2 }, LPPool1d = { 2, 2 },
+      LPPool2d = { 2, 2 },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0
