@@ -8,6 +8,7 @@
 --    summed) then adds each tap's planes at their output depth.
 -- Installed into F by lunet.nn.functional, which hands over its helpers.
 local is_table = require('lunet.core').is_table
+local factory = require 'lunet.factory'
 local options = require 'lunet.options'
 local raise, check_options, positional = options.raise, options.check, options.positional
 local single, triple = options.single, options.triple
@@ -103,15 +104,18 @@ return function(F, h)
     local N, Cin, D, H, W = x5:size(1), x5:size(2), x5:size(3), x5:size(4), x5:size(5)
     local kD = w:size(3)
     local OD = out_len(fn, x, D, s[1], p[1], d[1], kD, op[1])
-    out_len(fn, x, H, s[2], p[2], d[2], w:size(4), op[2])
-    out_len(fn, x, W, s[3], p[3], d[3], w:size(5), op[3])
-    if N * D * H * W == 0 then raise(('%s: input %s is empty'):format(fn, size_of(x))) end
+    local OH = out_len(fn, x, H, s[2], p[2], d[2], w:size(4), op[2])
+    local OW = out_len(fn, x, W, s[3], p[3], d[3], w:size(5), op[3])
+    if D * H * W == 0 then raise(('%s: input %s has an empty depth, height or width'):format(fn, size_of(x))) end
+    if N == 0 then   -- (an empty batch, as torch's)
+      local z = factory.zeros({ 0, Cout, OD, OH, OW }, { dtype = x.dtype, device = x.device })
+      return batched and z or z:select(1, 1)
+    end
     -- every plane through every tap: (N*D, Cout*kD, OH, OW), channels in (group, out, tap) order
     local planes = x5:permute(1, 3, 2, 4, 5):reshape(N * D, Cin, H, W)
     local y = F.conv_transpose2d(planes, w:reshape(Cin, w:size(2) * kD, w:size(4), w:size(5)), nil,
       { stride = { s[2], s[3] }, padding = { p[2], p[3] }, output_padding = { op[2], op[3] },
         groups = g, dilation = { d[2], d[3] } })
-    local OH, OW = y:size(3), y:size(4)
     -- tap kd of plane i lands at depth i*sD + kd*dD of the unpadded output: fold's
     -- columns, one block per input plane, (H, W) carried in fold's channels
     local full = (D - 1) * s[1] + d[1] * (kD - 1) + 1
