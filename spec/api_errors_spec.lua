@@ -265,6 +265,8 @@ describe('API errors: no raw Lua error from any public function', function()
       Transformer = { { d_model = 4, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8 } },
       CTCLoss = { { blank = 2, zero_infinity = true } }, HingeEmbeddingLoss = { { margin = 2 } },
       TripletMarginWithDistanceLoss = { { swap = true } },
+      ConvTranspose1d = { 3, 4, 3 }, ConvTranspose3d = { 3, 4, 2 }, AdaptiveMaxPool3d = { 2 }, LPPool1d = { 2, 2 },
+      LPPool2d = { 2, 2 },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0

@@ -330,6 +330,7 @@ local shape = require('lunet.nn.functional_shape')(F, h)             -- pad, dro
 require('lunet.nn.functional_pool')(F, h)                            -- max/avg/adaptive pooling
 require('lunet.nn.functional_1d')(F, h)                              -- conv1d and the 1-d pooling
 require('lunet.nn.functional_3d')(F, h)                              -- conv3d and the 3-d pooling, over the 2-d ops
+require('lunet.nn.functional_conv_transpose_nd')(F, h)               -- conv_transpose1d/3d, over conv_transpose2d
 local norm = require('lunet.nn.functional_norm')(F, h)               -- batch/layer/group norm
 local loss = require('lunet.nn.functional_loss')(F, h)               -- softmax, nll, cross entropy, mse, bce
 require('lunet.nn.functional_linear_act')(F, h)                      -- linear, relu, sigmoid, tanh, ...
@@ -356,6 +357,8 @@ local ctc = require('lunet.nn.functional_ctc')(F, distance)
 require('lunet.nn.functional_bilinear')(F, h)
 -- unfold, fold, normalize, local_response_norm, channel_shuffle
 require('lunet.nn.functional_fold')(F, h)
+-- dropout1d/3d, alpha_dropout, feature_alpha_dropout, lp_pool1d/2d, adaptive_max_pool3d
+require('lunet.nn.functional_dropout_lp')(F, h, shape)
 
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)

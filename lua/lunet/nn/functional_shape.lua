@@ -2,7 +2,8 @@
 -- reflect, replicate, circular), dropout, dropout2d, flatten, unflatten,
 -- pixel_shuffle, pixel_unshuffle, embedding.
 -- Installed into F by lunet.nn.functional, which hands over its helpers;
--- returns embedding(fn, ...), the form nn.Embedding calls.
+-- returns embedding(fn, ...), the form nn.Embedding calls, and the dropout
+-- helpers (functional_dropout_lp's).
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 local A = require 'lunet.autograd'
@@ -262,5 +263,5 @@ return function(F, h)
     return embedding('embedding', input, weight, padding_idx)
   end
 
-  return { embedding = embedding }
+  return { embedding = embedding, dropout_args = dropout_args, apply_mask = apply_mask }
 end

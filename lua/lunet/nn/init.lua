@@ -29,6 +29,8 @@ for _, name in ipairs({
   'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer', 'TransformerEncoder',
   'TransformerDecoder', 'Transformer',
   'CTCLoss', 'HingeEmbeddingLoss', 'MultiLabelMarginLoss', 'TripletMarginWithDistanceLoss',
+  'ConvTranspose1d', 'ConvTranspose3d', 'AdaptiveMaxPool3d', 'Dropout1d', 'Dropout3d', 'AlphaDropout',
+  'FeatureAlphaDropout', 'LPPool1d', 'LPPool2d',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
