@@ -153,6 +153,10 @@ describe('every options table rejects an unknown key', function()
     -- data
     { function() return data.DataLoader(ds, { batch_sz = 4 }) end, "DataLoader: unknown option 'batch_sz' (did you mean 'batch_size'?)" },
     { function() return data.TensorDataset(lunet.zeros(2, 2), { images = true }) end, "TensorDataset: unknown option 'images' (did you mean 'image'?)" },
+    { function() return data.RandomSampler(ds, { replace = true }) end, "RandomSampler: unknown option 'replace' (did you mean 'replacement'?)" },
+    { function() return data.WeightedRandomSampler({ 1, 2 }, 2, { replacment = false }) end, "WeightedRandomSampler: unknown option 'replacment' (did you mean 'replacement'?)" },
+    { function() return data.SubsetRandomSampler({ 1 }, { seeds = 1 }) end, "SubsetRandomSampler: unknown option 'seeds' (did you mean 'seed'?)" },
+    { function() return data.DataLoader(ds, { collate = print }) end, "DataLoader: unknown option 'collate' (did you mean 'collate_fn'?)" },
     { function() return data.Synthetic { clases = 3 } end, "Synthetic: unknown option 'clases' (did you mean 'classes'?)" },
     { function() return data.FashionMNIST { roots = '/x' } end, "FashionMNIST: unknown option 'roots' (did you mean 'root'?)" },
     { function() return data.MNIST { target_transform = 1 } end, "MNIST: unknown option 'target_transform' (did you mean 'transform'?)" },

@@ -22,6 +22,99 @@ int ln_data_permutation(int64_t *out, int64_t n, uint64_t seed, uint64_t epoch) 
   return 0;
 }
 
+/* A uniform double in [0, 1) from the draw for counter i. */
+static double draw_unit(uint64_t seed, uint64_t epoch, uint64_t i) {
+  uint32_t r[4];
+  ln_data_philox(seed, epoch, i, LN_RNG_SAMPLE, r);
+  return (double)(((uint64_t)r[0] << 21) ^ (r[1] >> 11)) * 0x1p-53;
+}
+
+typedef struct { double key; int64_t i; } sample_key;
+static int key_desc(const void *a, const void *b) {
+  const sample_key *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? 1 : -1;
+  return x->i < y->i ? -1 : x->i > y->i;   /* (ties: a total order, the same on every machine) */
+}
+
+int ln_data_sample(int64_t *out, int64_t n, int64_t m, const double *weights, int replacement,
+                   uint64_t seed, uint64_t epoch) {
+  const char *fn = "sample";
+  if (n < 0) return ln_error("%s: n must be >= 0, got %lld", fn, (long long)n);
+  if (n == 0) return 0;
+  if (!out) return ln_error("%s: output is NULL", fn);
+  if (m < 1) return ln_error("%s: cannot draw %lld samples from 0 items", fn, (long long)n);
+  if (m >= ((int64_t)1 << 40) || n >= ((int64_t)1 << 40))
+    return ln_error("%s: at most 2^40 items and draws, got %lld from %lld", fn, (long long)n, (long long)m);
+  if (!weights) {
+    if (replacement) {
+      for (int64_t i = 0; i < n; i++) {
+        uint32_t r[4];
+        ln_data_philox(seed, epoch, (uint64_t)i, LN_RNG_SAMPLE, r);
+        out[i] = (int64_t)((((uint64_t)r[0] << 32) | r[1]) % (uint64_t)m);
+      }
+      return 0;
+    }
+    /* as torch's RandomSampler: whole permutations of 0..m-1 one after the
+     * other, the last one cut; permutation p keyed by counters p * 2^40 + i */
+    for (int64_t start = 0, p = 0; start < n; start += m, p++) {
+      int64_t *o = out + start, k = LN_MIN(m, n - start);
+      int64_t *perm = k == m ? o : malloc(sizeof(int64_t) * (size_t)m);
+      if (!perm) return ln_error("%s: out of memory", fn);
+      for (int64_t i = 0; i < m; i++) perm[i] = i;
+      for (int64_t i = m - 1; i > 0; i--) {
+        uint32_t r[4];
+        ln_data_philox(seed, epoch, ((uint64_t)p << 40) | (uint64_t)i, LN_RNG_SAMPLE, r);
+        int64_t j = (int64_t)(((((uint64_t)r[0] << 32) | r[1])) % (uint64_t)(i + 1));
+        int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+      }
+      if (perm != o) { memcpy(o, perm, sizeof(int64_t) * (size_t)k); free(perm); }
+    }
+    return 0;
+  }
+  double total = 0;
+  int64_t positive = 0;
+  for (int64_t i = 0; i < m; i++) {
+    double w = weights[i];
+    if (!(w >= 0) || isinf(w)) return ln_error("%s: weight %lld is %g, weights must be finite and >= 0", fn, (long long)i + 1, w);
+    total += w;
+    positive += w > 0;
+  }
+  if (!(total > 0) || isinf(total)) return ln_error("%s: the weights must have a finite, positive sum", fn);
+  if (!replacement && n > positive)
+    return ln_error("%s: cannot draw %lld samples without replacement from %lld non-zero weights", fn,
+                    (long long)n, (long long)positive);
+  if (replacement) {   /* inverse CDF: the first cumulative weight past u * total */
+    double *cum = malloc(sizeof(double) * (size_t)m);
+    if (!cum) return ln_error("%s: out of memory", fn);
+    double c = 0;
+    for (int64_t i = 0; i < m; i++) cum[i] = c += weights[i];
+    for (int64_t k = 0; k < n; k++) {
+      double u = draw_unit(seed, epoch, (uint64_t)k) * c;
+      int64_t lo = 0, hi = m - 1;
+      while (lo < hi) { int64_t mid = lo + (hi - lo) / 2; if (cum[mid] > u) hi = mid; else lo = mid + 1; }
+      while (weights[lo] == 0 && lo > 0) lo--;   /* (u past the float sum: the last positive one) */
+      out[k] = lo;
+    }
+    free(cum);
+    return 0;
+  }
+  /* without replacement: Efraimidis-Spirakis keys log(u) / w, the n largest in
+   * order, the same law as drawing one at a time and removing it */
+  sample_key *keys = malloc(sizeof *keys * (size_t)positive);
+  if (!keys) return ln_error("%s: out of memory", fn);
+  int64_t q = 0;
+  for (int64_t i = 0; i < m; i++) {
+    if (weights[i] == 0) continue;
+    double u = draw_unit(seed, epoch, (uint64_t)i);
+    keys[q].key = log(u > 0 ? u : 0x1p-60) / weights[i];
+    keys[q++].i = i;
+  }
+  qsort(keys, (size_t)positive, sizeof *keys, key_desc);
+  for (int64_t k = 0; k < n; k++) out[k] = keys[k].i;
+  free(keys);
+  return 0;
+}
+
 static int check_host(const char *fn, const ln_tensor *t, const char *what) {
   if (ln_check_tensor(fn, t, what) != 0) return -1;
   if (t->device_id >= LN_CUDA_BASE)

@@ -7,7 +7,7 @@
 #include "../core/internal.h"
 
 /* What a random draw is for: separate streams of the same (seed, epoch, i). */
-enum { LN_RNG_TRANSFORM = 1, LN_RNG_SHUFFLE = 2, LN_RNG_SPLIT = 3 };
+enum { LN_RNG_TRANSFORM = 1, LN_RNG_SHUFFLE = 2, LN_RNG_SPLIT = 3, LN_RNG_SAMPLE = 4 };
 
 /* Philox 4x32-10 (Salmon et al. 2011) on counter (i, epoch, purpose), key
  * seed: four independent 32-bit words. */

@@ -30,6 +30,7 @@ struct ln_loader {
   float *scratch;              /* nslots x plan.scratch floats: a batch's transform buffers,
                                   so no worker allocates while it runs */
   int64_t *order, cap, n, nbatches;
+  int64_t *offs, offs_cap;     /* batch b is order[offs[b] .. offs[b+1]) (a batch_sampler's); NULL: batch rows each */
   uint64_t seed, epoch;
   pthread_mutex_t mu;
   pthread_cond_t work, done;
@@ -44,8 +45,12 @@ struct ln_loader {
   int nthreads;
 };
 
+static int64_t batch_first(const ln_loader *l, int64_t b) {
+  return l->offs ? l->offs[b] : b * l->batch;
+}
+
 static int64_t batch_rows(const ln_loader *l, int64_t b) {
-  return LN_MIN(l->batch, l->n - b * l->batch);
+  return l->offs ? l->offs[b + 1] - l->offs[b] : LN_MIN(l->batch, l->n - b * l->batch);
 }
 
 /* The slot's batch is no longer the consumer's: mark the streams' work so far. */
@@ -56,7 +61,7 @@ static void release_slot(ln_loader *l, int s) {
 static void assemble(ln_loader *l, int64_t b, int threaded) {
   int s = (int)(b % l->nslots);
   for (int d = 0; d < l->ndev; d++) ln_event_synchronize(&l->ev[s * l->ndev + d]);
-  const int64_t *idx = l->order + b * l->batch;
+  const int64_t *idx = l->order + batch_first(l, b);
   /* (cannot fail: the slot's scratch is given, so nothing is allocated) */
   (void)ln_gather_run(&l->plan, ln_data_ptr(l->sx[s]), l->sy ? ln_data_ptr(l->sy[s]) : NULL, idx, idx,
                       batch_rows(l, b), l->seed, l->epoch, threaded,
@@ -183,7 +188,8 @@ void ln_loader_close(ln_loader *l) {
 void ln_loader_free(ln_loader *l) {
   if (!l) return;
   ln_loader_close(l);
-  free(l->sx); free(l->sy); free(l->scratch); free(l->slot_batch); free(l->threads); free(l->order); free(l->ev);
+  free(l->sx); free(l->sy); free(l->scratch); free(l->slot_batch); free(l->threads); free(l->order); free(l->offs);
+  free(l->ev);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work);
   pthread_cond_destroy(&l->done);
@@ -205,11 +211,11 @@ ln_tensor *ln_loader_slot(const ln_loader *l, int s, int which) {
   return ln_error_null("loader_slot: which must be 0 (inputs) or 1 (targets), got %d", which);
 }
 
-static int64_t loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch,
-                            int drop_last, uint64_t seed, uint64_t epoch);
+static int64_t loader_start(ln_loader *l, const int64_t *order, int64_t n, const int64_t *offs, int64_t nb,
+                            int64_t first_batch, int drop_last, uint64_t seed, uint64_t epoch);
 
-int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch, int drop_last,
-                        uint64_t seed, uint64_t epoch) {
+static int64_t start_checked(ln_loader *l, const int64_t *order, int64_t n, const int64_t *offs, int64_t nb,
+                             int64_t first_batch, int drop_last, uint64_t seed, uint64_t epoch) {
   const char *fn = "loader_start";
   if (!l) return ln_error("%s: loader is NULL", fn);
   if (n < 0 || (n > 0 && !order)) return ln_error("%s: no sample order given", fn);
@@ -218,7 +224,7 @@ int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t f
   if (!closed) l->users++;
   pthread_mutex_unlock(&l->mu);
   if (closed) return ln_error("%s", closed_msg);
-  int64_t rc = loader_start(l, order, n, first_batch, drop_last, seed, epoch);
+  int64_t rc = loader_start(l, order, n, offs, nb, first_batch, drop_last, seed, epoch);
   pthread_mutex_lock(&l->mu);
   l->users--;
   pthread_cond_broadcast(&l->done);
@@ -226,15 +232,35 @@ int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t f
   return rc;
 }
 
-static int64_t loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch,
-                            int drop_last, uint64_t seed, uint64_t epoch) {
+int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch, int drop_last,
+                        uint64_t seed, uint64_t epoch) {
+  return start_checked(l, order, n, NULL, -1, first_batch, drop_last, seed, epoch);
+}
+
+int64_t ln_loader_start_batches(ln_loader *l, const int64_t *order, const int64_t *offsets, int64_t nb,
+                                int64_t first_batch, uint64_t seed, uint64_t epoch) {
+  const char *fn = "loader_start";
+  if (!l) return ln_error("%s: loader is NULL", fn);
+  if (nb < 0 || !offsets) return ln_error("%s: no batch offsets given", fn);
+  if (offsets[0] != 0) return ln_error("%s: the first batch must start at 0, got %lld", fn, (long long)offsets[0]);
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t rows = offsets[b + 1] - offsets[b];
+    if (rows < 1 || rows > l->batch)
+      return ln_error("%s: batch %lld has %lld samples, must be 1..%lld", fn, (long long)b + 1, (long long)rows,
+                      (long long)l->batch);
+  }
+  return start_checked(l, order, offsets[nb], offsets, nb, first_batch, 0, seed, epoch);
+}
+
+static int64_t loader_start(ln_loader *l, const int64_t *order, int64_t n, const int64_t *offs, int64_t nb,
+                            int64_t first_batch, int drop_last, uint64_t seed, uint64_t epoch) {
   const char *fn = "loader_start";
   int64_t N = l->x->shape[0];
   for (int64_t i = 0; i < n; i++)
     if (order[i] < 0 || order[i] >= N)
       return ln_error("%s: sample %lld of the order is %lld, out of range for %lld samples", fn,
                       (long long)i, (long long)order[i], (long long)N);
-  int64_t nb = drop_last ? n / l->batch : (n + l->batch - 1) / l->batch;
+  if (!offs) nb = drop_last ? n / l->batch : (n + l->batch - 1) / l->batch;
   if (first_batch < 0 || first_batch > nb)
     return ln_error("%s: cannot resume at batch %lld of an epoch of %lld batches", fn,
                     (long long)first_batch + 1, (long long)nb);
@@ -246,7 +272,15 @@ static int64_t loader_start(ln_loader *l, const int64_t *order, int64_t n, int64
     l->order = o;
     l->cap = n;
   }
+  if (offs && nb + 1 > l->offs_cap) {
+    int64_t *o = realloc(l->offs, sizeof(int64_t) * (size_t)(nb + 1));
+    if (!o) { pthread_mutex_unlock(&l->mu); return ln_error("%s: out of memory", fn); }
+    l->offs = o;
+    l->offs_cap = nb + 1;
+  }
   if (n) memcpy(l->order, order, sizeof(int64_t) * (size_t)n);
+  if (offs) memcpy(l->offs, offs, sizeof(int64_t) * (size_t)(nb + 1));
+  else { free(l->offs); l->offs = NULL; l->offs_cap = 0; }
   l->n = n;
   l->nbatches = nb;
   l->seed = seed;

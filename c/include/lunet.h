@@ -678,6 +678,13 @@ LN_API int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **ima
 
 /* Random permutation of 0..n-1 into out, a function of (seed, epoch) only. */
 LN_API int ln_data_permutation(int64_t *out, int64_t n, uint64_t seed, uint64_t epoch);
+/* n draws from 0..m-1 into out, a function of (seed, epoch) only. weights
+ * NULL: uniform; replacement 0 then gives whole permutations of 0..m-1 one
+ * after another, the last cut (as torch's RandomSampler; n may exceed m).
+ * weights (m finite values >= 0, positive sum): draws proportional to them;
+ * replacement 0 needs n <= the non-zero weights (as torch.multinomial). */
+LN_API int ln_data_sample(int64_t *out, int64_t n, int64_t m, const double *weights, int replacement,
+                          uint64_t seed, uint64_t epoch);
 
 enum { LN_DATA_MAX_CHANNELS = 16 };
 enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
@@ -772,6 +779,11 @@ LN_API ln_tensor *ln_loader_slot(const ln_loader *l, int s, int which);
  * Returns the number of batches in the epoch, or -1. */
 LN_API int64_t ln_loader_start(ln_loader *l, const int64_t *order, int64_t n, int64_t first_batch,
                                int drop_last, uint64_t seed, uint64_t epoch);
+/* The same with batches of their own sizes (a batch sampler's): batch b is
+ * rows order[offsets[b] .. offsets[b+1]), nb batches, offsets[0] = 0, each
+ * 1..batch_size rows. */
+LN_API int64_t ln_loader_start_batches(ln_loader *l, const int64_t *order, const int64_t *offsets, int64_t nb,
+                                       int64_t first_batch, uint64_t seed, uint64_t epoch);
 /* The next batch of the epoch: returns its slot (>= 0) and its row count in
  * *rows, or -1 (past the end of the epoch, or an error in a worker). */
 LN_API int ln_loader_next(ln_loader *l, int64_t *rows);

@@ -17,6 +17,15 @@
 -- processes (see below), group (a lunet.comm Communicator holding one rank
 -- here: its size and this process's rank). PyTorch's num_workers is accepted for workers; an unknown
 -- option is an error.
+-- sampler (a data.RandomSampler, SequentialSampler, SubsetRandomSampler,
+-- WeightedRandomSampler, a list of indices, or your own: see Sampler.lua) picks
+-- each epoch's indices instead of shuffle (not with shuffle = true); it draws
+-- them from the loader's (seed, epoch) unless it has its own seed, and
+-- num_replicas shards its indices. batch_sampler (a data.BatchSampler or your
+-- own) gives whole batches (not with batch_size, shuffle, sampler, drop_last
+-- nor num_replicas > 1). collate_fn(samples) makes a batch of a dataset
+-- batched in Lua from the list of its samples ({x, y} each); the loop gets
+-- what it returns (data.default_collate is the stacking done without it).
 --
 -- Tensor datasets (TensorDataset, FashionMNIST, MNIST, CIFAR10, Synthetic and
 -- Subsets of them) are batched in C: `workers` threads assemble batches ahead
@@ -53,6 +62,8 @@ local subset = require 'lunet.data.Subset'
 local transforms = require 'lunet.data.transforms'
 local collate = require 'lunet.data.collate'
 local options = require 'lunet.options'
+local Sampler = require 'lunet.data.Sampler'
+local BatchSampler = require 'lunet.data.BatchSampler'
 local C = core.C
 
 local Subset, len = subset.Subset, subset.len
@@ -86,7 +97,19 @@ end
 
 local OPTS = { batch_size = 'number', shuffle = 'boolean', seed = 'number', drop_last = 'boolean',
   workers = 'number', prefetch = 'number', transform = 'table|function', copy = 'boolean',
-  num_replicas = 'number', rank = 'number', group = 'table' }
+  num_replicas = 'number', rank = 'number', group = 'table', sampler = true, batch_sampler = true,
+  collate_fn = 'function' }
+
+-- torch's exclusions between sampler, batch_sampler and the batching options
+local function check_samplers(opts)
+  if opts.batch_sampler ~= nil then
+    if (opts.batch_size ~= nil and opts.batch_size ~= 1) or opts.shuffle or opts.sampler ~= nil or opts.drop_last then
+      error('DataLoader: batch_sampler is mutually exclusive with batch_size, shuffle, sampler and drop_last', 4)
+    end
+  elseif opts.sampler ~= nil and opts.shuffle then
+    error('DataLoader: sampler is mutually exclusive with shuffle', 4)
+  end
+end
 
 -- num_replicas and rank by default: the group's, else lunet.distributed's
 -- world when it is initialised (package.loaded: a loader never starts MPI)
@@ -112,8 +135,16 @@ function DataLoader:__init(ds, ...)
     error('DataLoader: expected a dataset, got ' .. typename(ds), 3)
   end
   local opts = options.check('DataLoader', options.positional('DataLoader', POSITIONAL, ...), OPTS, ALIASES) or {}
+  check_samplers(opts)
   self.dataset = ds
-  self.total = len(ds)
+  self.size = len(ds)   -- the dataset's samples; total: those of an epoch
+  self.total = self.size
+  if opts.sampler ~= nil then
+    self.sampler = Sampler.wrap('DataLoader', opts.sampler)
+    self.total = len(self.sampler)
+  elseif opts.batch_sampler ~= nil then
+    self.batch_sampler = BatchSampler.wrap('DataLoader', opts.batch_sampler)
+  end
   getmetatable(self).__call = DataLoader.__call
   -- sharding for multi-process data parallel (as torch's DistributedSampler):
   -- rank r of W takes samples r, r+W, r+2W, ... of each epoch's order, padded
@@ -123,6 +154,9 @@ function DataLoader:__init(ds, ...)
   self.rank = int_opt('rank', opts.rank, self.num_replicas == 1 and 0 or R or 0, 0)
   if self.rank >= self.num_replicas then
     error(('DataLoader: rank %d must be below num_replicas %d'):format(self.rank, self.num_replicas), 3)
+  end
+  if self.batch_sampler and self.num_replicas > 1 then
+    error('DataLoader: batch_sampler cannot be sharded (num_replicas > 1): shard in the batch sampler', 3)
   end
   self.n = self.num_replicas == 1 and self.total or math.ceil(self.total / self.num_replicas)
   self.batch_size = int_opt('batch_size', opts.batch_size, 1, 1)
@@ -136,7 +170,7 @@ function DataLoader:__init(ds, ...)
   self.order = ffi.new('int64_t[?]', math.max(self.n, 1))
   if self.num_replicas > 1 then self.full = ffi.new('int64_t[?]', math.max(self.total, 1)) end
   self.rows = ffi.new('int64_t[1]')
-  local base, map = resolve(ds, self.total)
+  local base, map = resolve(ds, self.size)
   self.map, self.source = map, base   -- samples are rows `order` of `source`
   -- the C path serves tensor datasets whose samples are their rows (a
   -- subclass that overrides get goes through get)
@@ -144,6 +178,15 @@ function DataLoader:__init(ds, ...)
   local transform = opts.transform
   if transform == nil and fast then transform = base.transform end
   self.transform = transform
+  self.collate_fn = opts.collate_fn
+  if self.collate_fn and fast then
+    error(('DataLoader: collate_fn needs a dataset batched in Lua; %s is batched in C (its batches are ' ..
+      'tensors already: change them in the loop, or wrap the dataset in a Lua class)'):format(tostring(base.__name)), 3)
+  end
+  if self.collate_fn and transform ~= nil and type(transform) ~= 'function' then
+    error('DataLoader: with collate_fn, transform must be a Lua function of one sample', 3)
+  end
+  local bs = self.batch_sampler
   if fast then
     local tf = nil
     if base.image or transform ~= nil then tf = transforms.compile(transform, base.x.dtype) end
@@ -151,7 +194,15 @@ function DataLoader:__init(ds, ...)
     local prefetch = int_opt('prefetch', opts.prefetch, 0, 0, 1024)
     -- (the slots hold a batch's rows: no batch has more than the samples, so
     -- a batch_size past them does not allocate slots of batch_size rows)
-    local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, math.min(self.batch_size, math.max(self.n, 1)), tf, self.workers,
+    local rows = math.min(self.batch_size, math.max(self.n, 1))
+    if bs then
+      if type(bs.batch_size) ~= 'number' or bs.batch_size % 1 ~= 0 or bs.batch_size < 1 then
+        error('DataLoader: a batch_sampler for a dataset batched in C needs a batch_size field (its largest batch)', 3)
+      end
+      rows = math.min(bs.batch_size, bs.num_samples or bs.batch_size)
+    end
+    self.slot_rows = math.max(rows, 1)
+    local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, self.slot_rows, tf, self.workers,
       prefetch)
     if h == nil then core.raise() end
     self.handle = ffi.gc(h, C.ln_loader_free)
@@ -167,20 +218,56 @@ function DataLoader:__init(ds, ...)
 end
 
 function DataLoader:__len()
+  if self.batch_sampler then return len(self.batch_sampler) end
   local n, b = self.n, self.batch_size
   return self.drop_last and math.floor(n / b) or math.ceil(n / b)
 end
 
 function DataLoader:__tostring()
+  if self.batch_sampler then
+    return ('DataLoader(%d batches from %s, workers %d, epoch %d)'):format(self:__len(), tostring(self.batch_sampler),
+      self.workers, self.epoch)
+  end
   local shard = self.num_replicas > 1 and (', rank %d of %d'):format(self.rank, self.num_replicas) or ''
   return ('DataLoader(%d samples, batch_size %d, %d batches, shuffle %s, workers %d, epoch %d%s)'):format(
     self.n, self.batch_size, self:__len(), tostring(self.shuffle), self.workers, self.epoch, shard)
 end
 
+-- indices a sampler gave are in range (a Subset's map is read at them)
+local function check_range(self, order, n)
+  local size = self.size
+  for k = 0, n - 1 do
+    local i = order[k]
+    if i < 0 or i >= size then
+      options.raise(('DataLoader: the sampler gave index %d, out of range 1..%d'):format(tonumber(i) + 1, size))
+    end
+  end
+end
+
+-- This epoch's batches of a batch_sampler: self.order (rows of the base
+-- dataset) and self.offs, batch b being self.order[offs[b] .. offs[b+1]).
+local function fill_batches(self)
+  local src, soffs, nb = self.batch_sampler:plan(self.seed, self.epoch)
+  local n, map = tonumber(soffs[nb]), self.map
+  check_range(self, src, n)
+  -- (copies: a batch sampler shared by two loaders refills its buffers)
+  if (self.bcap or 0) < n then self.border, self.bcap = ffi.new('int64_t[?]', math.max(n, 1)), n end
+  if not self.offs then self.offs = ffi.new('int64_t[?]', nb + 1) end
+  local order = self.border
+  ffi.copy(self.offs, soffs, (nb + 1) * 8)
+  if map then for k = 0, n - 1 do order[k] = map[src[k]] end else ffi.copy(order, src, n * 8) end
+  self.order = order
+  return nb
+end
+
 -- This epoch's order (0-based rows of the base dataset) into self.order.
 local function fill_order(self)
   local n, order, map = self.total, self.full or self.order, self.map
-  if self.shuffle then
+  if self.sampler then
+    self.sampler:fill(order, self.seed, self.epoch)
+    check_range(self, order, n)
+    if map then for k = 0, n - 1 do order[k] = map[order[k]] end end
+  elseif self.shuffle then
     if C.ln_data_permutation(order, n, self.seed, self.epoch) ~= 0 then core.raise() end
     if map then for k = 0, n - 1 do order[k] = map[order[k]] end end
   elseif map then
@@ -204,7 +291,7 @@ local function slot_views(self, s, rows)
   local x, y = self.slots_x[s], self.slots_y[s]
   C.ln_storage_bump_unrecorded(x.p)
   if y then C.ln_storage_bump_unrecorded(y.p) end
-  if rows < self.batch_size then
+  if rows < self.slot_rows then
     local c = self.short[s]
     if not c or c.rows ~= rows then
       c = { rows = rows, x = x:narrow(1, 1, rows), y = y and y:narrow(1, 1, rows) }
@@ -224,9 +311,18 @@ function DataLoader:iter()
     self.epoch, self.position = self.epoch + 1, 0
   end
   self.resume = false
-  fill_order(self)
   local h = self.handle
-  if h and nb > 0 then   -- (drop_last with fewer samples than batch_size: no batch to assemble)
+  if self.batch_sampler then
+    fill_batches(self)
+    if h and nb > 0 then
+      if C.ln_loader_start_batches(h, self.order, self.offs, nb, self.position, self.seed, self.epoch) < 0 then
+        core.raise()
+      end
+    end
+  else
+    fill_order(self)
+  end
+  if h and nb > 0 and not self.batch_sampler then   -- (drop_last with fewer samples than batch_size: no batch to assemble)
     local got = C.ln_loader_start(h, self.order, self.n, self.position, self.drop_last and 1 or 0,
       self.seed, self.epoch)
     if got < 0 then core.raise() end

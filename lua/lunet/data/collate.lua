@@ -52,11 +52,44 @@ function M.stack(items, m, what)
   return out
 end
 
--- Batch b (0-based) of loader `self`: rows self.order[b*B ...] of self.source.
+-- torch's default_collate for a list of samples {x, y} (or {x}): the inputs
+-- stacked, then the targets stacked.
+function M.default_collate(samples)
+  if type(samples) ~= 'table' or #samples == 0 then
+    raise('default_collate: expected a non-empty list of samples, got ' .. typename(samples))
+  end
+  local m, xs, ys = #samples, {}, {}
+  for k = 1, m do
+    local s = samples[k]
+    if type(s) ~= 'table' or T.is_tensor(s) then raise(('default_collate: sample %d is %s, not a list {x, y}'):format(k, typename(s))) end
+    xs[k], ys[k] = s[1], s[2]
+  end
+  if ys[1] == nil then return M.stack(xs, m, 'input') end
+  return M.stack(xs, m, 'input'), M.stack(ys, m, 'target')
+end
+
+-- samples order[first ..] as a list of {x, y} (a table each: only with collate_fn), through collate_fn
+local function with_collate_fn(self, first, m)
+  local ds, samples = self.source, {}
+  for k = 1, m do
+    local s = { ds:get(tonumber(self.order[first + k - 1]) + 1) }
+    if self.sample_transform then s[1] = self.sample_transform(s[1]) end
+    samples[k] = s
+  end
+  return self.collate_fn(samples)
+end
+
+-- Batch b (0-based) of loader `self`: rows self.order[b*B ...] of self.source
+-- (a batch_sampler's: self.order[offs[b] .. offs[b+1])).
 function M.batch(self, b)
   local B, ds = self.batch_size, self.source
-  local first = b * B
-  local m = math.min(B, self.n - first)
+  local first, m
+  if self.offs then
+    first = tonumber(self.offs[b]); m = tonumber(self.offs[b + 1]) - first
+  else
+    first = b * B; m = math.min(B, self.n - first)
+  end
+  if self.collate_fn then return with_collate_fn(self, first, m) end
   local xs, ys, has_y = {}, {}, false
   for k = 1, m do
     local i = tonumber(self.order[first + k - 1]) + 1
