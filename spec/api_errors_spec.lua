@@ -233,7 +233,8 @@ describe('API errors: no raw Lua error from any public function', function()
       return type(v) == 'function' or (type(v) == 'table' and getmetatable(v) and getmetatable(v).__call)
     end
     local skip = {}
-    for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms, utils = nn.utils }) do
+    for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms, utils = nn.utils,
+        swa_utils = optim.swa_utils }) do
       for k, v in pairs(m) do
         if callable(v) and not skip[k] and k:sub(1, 1) ~= '_' and k ~= 'functional' then
           for _, args in ipairs(ARGS) do
