@@ -1,5 +1,5 @@
 -- lunet.optim.Optimizer: the base of SGD, Adam, AdamW, RMSprop, Adagrad,
--- Adamax, NAdam, RAdam and Adadelta, as
+-- Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD and LBFGS, as
 -- torch.optim.Optimizer: param groups, per-param state, zero_grad, state_dict.
 --
 --   opt = optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
@@ -64,15 +64,17 @@ end
 -- Torch7's optim names for the same options
 local TORCH7 = {learningRate = 'lr', weightDecay = 'weight_decay', epsilon = 'eps'}
 -- keys schedulers keep in param groups (a group copied from another optimizer may hold them)
-local SCHEDULER_KEYS = {'initial_lr', 'max_lr', 'min_lr', 'max_momentum', 'base_momentum'}
+local SCHEDULER_KEYS = {'initial_lr', 'max_lr', 'min_lr', 'max_momentum', 'base_momentum', 'swa_lr'}
 
 -- the options a class takes (its defaults and lr, typed by the default's
--- type), those a param group may hold, and the aliases that apply
+-- type, and class.optional: {name = type} of those whose default is nil),
+-- those a param group may hold, and the aliases that apply
 local function known_of(class)
   local k = rawget(class, '_known')
   if k then return k, class._known_group, class._aliases end
   k = {lr = 'number'}
   for name, v in pairs(class.defaults) do k[name] = type(v) end
+  for name, t in pairs(class.optional or {}) do k[name] = t end
   local g, a = {params = true}, {}
   for name, t in pairs(k) do g[name] = t end
   for _, name in ipairs(SCHEDULER_KEYS) do g[name] = true end

@@ -2,7 +2,7 @@
 -- ExponentialLR, LambdaLR, OneCycleLR (one_cycle.lua), ReduceLROnPlateau
 -- (plateau.lua), SequentialLR and ChainedScheduler (lr_compose.lua),
 -- CosineAnnealingWarmRestarts (warm_restarts.lua), ConstantLR, PolynomialLR,
--- MultiplicativeLR (lr_more.lua), CyclicLR (cyclic.lua), as torch.optim.lr_scheduler (1.13),
+-- MultiplicativeLR (lr_more.lua), CyclicLR (cyclic.lua), SWALR (swa_lr.lua), as torch.optim.lr_scheduler (1.13),
 -- chainable forms included, so the lr sequences match PyTorch's. Construction takes the first step
 -- (last_epoch 0); call sched:step() after each opt:step().
 --   local sched = optim.StepLR(opt, {step_size = 30, gamma = 0.1})
@@ -257,7 +257,7 @@ function internal.define(name, known, positional, no_last_epoch)
   KNOWN[name], POSITIONAL[name] = known, positional
   if not no_last_epoch then known.last_epoch = 'number'; table.insert(positional, 'last_epoch') end
 end
-for _, file in ipairs({'plateau', 'lr_compose', 'warm_restarts', 'lr_more', 'cyclic'}) do
+for _, file in ipairs({'plateau', 'lr_compose', 'warm_restarts', 'lr_more', 'cyclic', 'swa_lr'}) do
   require('lunet.optim.' .. file)(M, internal)
 end
 
