@@ -102,6 +102,23 @@ def main():
           {"a": f32(5, 3), "b": f32(2, 3, 4), "c": f32(2, 4, 5)}, ["a", "b", "c"])
     g.add("addbmm_empty_batch", "addbmm", {}, lambda a, b, c: torch.addbmm(a, b, c),
           {"a": f32(3, 2), "b": f32(0, 3, 4), "c": f32(0, 4, 2)}, ["a", "b", "c"])
+    # ---- special functions (C kernels) and xlogy, copysign
+    spread = f32(3, 5) * 3
+    for nm in ("lgamma", "digamma", "erfc", "sgn", "signbit"):
+        g.add("special_" + nm, nm, {}, lambda a, nm=nm: getattr(torch, nm)(a), {"a": spread},
+              [] if nm == "signbit" else ["a"])
+    g.add("special_erfinv", "erfinv", {}, lambda a: torch.erfinv(a), {"a": torch.rand(4, 5) * 1.98 - 0.99}, ["a"])
+    g.add("special_erfinv_view", "erfinv", {"view": "t"}, lambda a: torch.erfinv(a.t()), {"a": torch.rand(3, 2) - 0.5},
+          ["a"])
+    g.add("special_trigamma", "polygamma", {"n": 1}, lambda a: torch.polygamma(1, a), {"a": spread}, [])
+    g.add("special_polygamma0", "polygamma", {"n": 0}, lambda a: torch.polygamma(0, a), {"a": spread.abs() + 0.1}, ["a"])
+    xz = f32(3, 4)
+    xz[0, :2] = 0
+    yz = f32(3, 4).abs() + 0.1
+    g.add("xlogy", "xlogy", {}, lambda a, b: torch.xlogy(a, b), {"a": xz, "b": yz}, ["a", "b"])
+    g.add("xlogy_bcast", "xlogy", {}, lambda a, b: torch.xlogy(a, b), {"a": f32(3, 1), "b": f32(4).abs()}, ["a", "b"])
+    g.add("copysign", "copysign", {}, lambda a, b: torch.copysign(a, b), {"a": f32(3, 4), "b": f32(3, 4)}, ["a", "b"])
+    g.add("copysign_bcast", "copysign", {}, lambda a, b: torch.copysign(a, b), {"a": f32(2, 3), "b": f32(3)}, ["a", "b"])
     g.write("tensor_more_ops2.safetensors", g.tensors, g.cases)
 
 

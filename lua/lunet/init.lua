@@ -20,6 +20,7 @@ local einsum = require 'lunet.tensor_einsum'
 local bins = require 'lunet.tensor_bins'     -- searchsorted, bucketize, t:histc()
 local build = require 'lunet.tensor_build'   -- t:unfold(), logspace, block_diag, combinations, trapezoid, ...
 require 'lunet.tensor_fused'                 -- t:baddbmm(), addbmm, addmv, addr
+require 'lunet.tensor_special'               -- t:polygamma(n), xlogy, copysign
 require 'lunet.linalg.methods'   -- t:det(), t:inverse(), ... (lunet.linalg loads on first use)
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
