@@ -28,15 +28,22 @@ local function operands(fn, a, b)
   if not ta and not tb then
     raise(('%s: expected a tensor and a tensor or number, got %s and %s'):format(fn, typename(a), typename(b)))
   end
-  for _, v in ipairs({ a, b }) do
-    if not is_tensor(v) and type(v) ~= 'number' then
-      raise(('%s: arguments must be tensors or numbers, got %s'):format(fn, typename(v)))
+  for _, v in ipairs({ { a }, { b } }) do
+    if not is_tensor(v[1]) and type(v[1]) ~= 'number' then
+      raise(('%s: arguments must be tensors or numbers, got %s'):format(fn, typename(v[1])))
     end
   end
   local ref = as_float(ta and a or b)
   if not ta then a = factory.tensor(a, { dtype = ref.dtype, device = ref.device }) end
   if not tb then b = factory.tensor(b, { dtype = ref.dtype, device = ref.device }) end
   if a.device ~= b.device then raise(('%s: tensors are on different devices (%s and %s)'):format(fn, a.device, b.device)) end
+  local sa, sb = a:size(), b:size()
+  for i = 1, math.min(#sa, #sb) do
+    local x, y = sa[#sa - i + 1], sb[#sb - i + 1]
+    if x ~= y and x ~= 1 and y ~= 1 then
+      raise(('%s: shapes {%s} and {%s} cannot broadcast'):format(fn, table.concat(sa, ','), table.concat(sb, ',')))
+    end
+  end
   return as_float(a), as_float(b)
 end
 
