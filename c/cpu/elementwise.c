@@ -4,6 +4,7 @@
 #include "cpu.h"
 #include "iter.h"
 #include <math.h>
+#include "../core/special.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -288,6 +289,12 @@ int ln_cpu_binary(void *p) {
       case LN_EXP2: UN_LOOP(T, T, F(exp2)(x_)); break;                             \
       case LN_TRUNC: UN_LOOP(T, T, F(trunc)(x_)); break;                           \
       case LN_FRAC: UN_LOOP(T, T, x_ - F(trunc)(x_)); break;  /* (as PyTorch: frac(inf) = NaN) */ \
+      case LN_LGAMMA: UN_LOOP(T, T, F(lgamma)(x_)); break;                         \
+      case LN_DIGAMMA: UN_LOOP(T, T, (T)ln_digamma(x_)); break;                    \
+      case LN_TRIGAMMA: UN_LOOP(T, T, (T)ln_trigamma(x_)); break;                  \
+      case LN_ERFC: UN_LOOP(T, T, F(erfc)(x_)); break;                             \
+      case LN_ERFINV: UN_LOOP(T, T, (T)ln_erfinv(x_)); break;                      \
+      case LN_SIGNBIT: UN_LOOP(T, uint8_t, signbit(x_) != 0); break;               \
       case LN_CLAMP: UN_LOOP(T, T, x_ < lo ? lo : (x_ > hi ? hi : x_)); break;     \
     }                                                                              \
   }

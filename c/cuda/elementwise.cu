@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math.h>
+#include "../core/special.h"
 #include <type_traits>
 
 enum { LN_AXPY = LN_NBINARY, LN_CLAMP = LN_NUNARY };   // (c/core/backend.h)
@@ -299,7 +300,7 @@ __global__ void binary_dense(int64_t n, int op, double alpha, char *o, const T *
 
 // ---- unary ----------------------------------------------------------------------------
 
-__device__ __forceinline__ bool un_bool(int op) { return op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF; }
+__device__ __forceinline__ bool un_bool(int op) { return op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF || op == LN_SIGNBIT; }
 
 template <typename T>
 __device__ __forceinline__ T un_float(int op, T x, T lo, T hi) {
@@ -337,6 +338,11 @@ __device__ __forceinline__ T un_float(int op, T x, T lo, T hi) {
     case LN_EXP2: return exp2(x);
     case LN_TRUNC: return trunc(x);
     case LN_FRAC: return x - trunc(x);
+    case LN_LGAMMA: return lgamma(x);
+    case LN_DIGAMMA: return (T)ln_digamma((double)x);
+    case LN_TRIGAMMA: return (T)ln_trigamma((double)x);
+    case LN_ERFC: return erfc(x);
+    case LN_ERFINV: return (T)ln_erfinv((double)x);
     case LN_CLAMP: return x < lo ? lo : (x > hi ? hi : x);
   }
   return 0;
@@ -367,6 +373,7 @@ template <> __device__ __forceinline__ uint8_t un_val(int op, uint8_t x, double 
 template <typename T> __device__ __forceinline__ uint8_t un_flag(int op, T x) {
   if (op == LN_LOGICAL_NOT) return x == 0;
   if (op == LN_ISNAN) return x != x;
+  if (op == LN_SIGNBIT) return signbit((double)x) != 0;
   return fabs((double)x) == (double)INFINITY;   // LN_ISINF (never for integers)
 }
 

@@ -8,7 +8,8 @@ static const char *unary_names[] = {
   "neg", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "sin", "cos", "rsqrt",
   "sign", "floor", "ceil", "round", "reciprocal", "log1p", "expm1", "square", "logical_not",
   "isnan", "isinf", "erf", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan",
-  "log2", "log10", "exp2", "trunc", "frac", "clamp"};
+  "log2", "log10", "exp2", "trunc", "frac", "lgamma", "digamma", "trigamma", "erfc", "erfinv", "signbit",
+  "clamp"};
 static const char *binary_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
   "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2", "add_scaled"};
@@ -71,7 +72,7 @@ static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
   ln_tensor *tmp;
   const ln_tensor *x = as_dtype(a, ct, &tmp);
   if (!x) return NULL;
-  int odt = (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF) ? LN_BOOL : ct;
+  int odt = (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF || op == LN_SIGNBIT) ? LN_BOOL : ct;
   ln_tensor *out = ln_tensor_new_named(fn, a->ndim, a->shape, odt, a->device_id);
   if (out) {
     ln_unary_args args = {op, p0, p1, ln_kview_of(out), ln_kview_of(x)};
@@ -93,7 +94,7 @@ static int unary_inplace_p(int op, ln_tensor *a, double p0, double p1) {
   const char *fn = (op >= 0 && op <= LN_CLAMP) ? unary_names[op] : "unary";
   if (op < 0 || op > LN_CLAMP) return ln_error("unary_: invalid op %d", op);
   if (ln_check_tensor(fn, a, "input") != 0 || check_writable(fn, a) != 0) return -1;
-  if (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF)
+  if (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF || op == LN_SIGNBIT)
     return ln_error("%s_: has no in-place form", fn);
   if (op == LN_FRAC && check_frac(fn, a, true) != 0) return -1;
   if (!ln_is_float(a->dtype_id) && !int_ok(op))

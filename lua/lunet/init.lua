@@ -17,6 +17,10 @@ require 'lunet.tensor_select'
 require 'lunet.tensor_scatter'
 local layout = require 'lunet.tensor_layout'
 local einsum = require 'lunet.tensor_einsum'
+local bins = require 'lunet.tensor_bins'     -- searchsorted, bucketize, t:histc()
+local build = require 'lunet.tensor_build'   -- t:unfold(), logspace, block_diag, combinations, trapezoid, ...
+require 'lunet.tensor_fused'                 -- t:baddbmm(), addbmm, addmv, addr
+require 'lunet.tensor_special'               -- t:polygamma(n), xlogy, copysign
 require 'lunet.linalg.methods'   -- t:det(), t:inverse(), ... (lunet.linalg loads on first use)
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
@@ -33,6 +37,8 @@ for k, v in pairs(factory) do lunet[k] = v end
 -- einsum, tensordot, diag, meshgrid, cdist: functions, not methods
 for k, v in pairs(layout) do if not k:match('^_') then lunet[k] = v end end
 for k, v in pairs(einsum) do lunet[k] = v end
+lunet.searchsorted, lunet.bucketize = bins.searchsorted, bins.bucketize
+for k, v in pairs(build) do lunet[k] = v end
 
 function lunet.is_tensor(x) return T.is_tensor(x) end
 

@@ -13,7 +13,7 @@ local M = {}
 -- a list of tensors (cat, stack): they check their arguments themselves
 M.free_self = {
   add = true, sub = true, mul = true, div = true, pow = true, fmod = true, remainder = true, atan2 = true,
-  hypot = true, logaddexp = true, logaddexp2 = true,
+  hypot = true, logaddexp = true, logaddexp2 = true, xlogy = true, copysign = true,
   eq = true, ne = true, lt = true, le = true, gt = true, ge = true, maximum = true, minimum = true,
   logical_and = true, logical_or = true, where = true, cat = true, concat = true, stack = true,
 }

@@ -32,6 +32,7 @@ local unary_ops = {
   isinf = C.LN_ISINF, erf = C.LN_ERF, sinh = C.LN_SINH, cosh = C.LN_COSH, asinh = C.LN_ASINH,
   acosh = C.LN_ACOSH, atanh = C.LN_ATANH, asin = C.LN_ASIN, acos = C.LN_ACOS, atan = C.LN_ATAN,
   log2 = C.LN_LOG2, log10 = C.LN_LOG10, exp2 = C.LN_EXP2, trunc = C.LN_TRUNC, frac = C.LN_FRAC,
+  lgamma = C.LN_LGAMMA, digamma = C.LN_DIGAMMA, erfc = C.LN_ERFC, erfinv = C.LN_ERFINV, signbit = C.LN_SIGNBIT,
 }
 -- the ops that keep an integer input's dtype (c/ops/elementwise.c's int_ok);
 -- the others compute in a float dtype
@@ -48,7 +49,7 @@ for name, op in pairs(unary_ops) do
     end
     return wrap(C.ln_unary(op, p))
   end
-  if name ~= 'logical_not' and name ~= 'isnan' and name ~= 'isinf' then
+  if name ~= 'logical_not' and name ~= 'isnan' and name ~= 'isinf' and name ~= 'signbit' then
     Tensor[name .. '_'] = function(self)
       check(C.ln_unary_(op, need(name .. '_', self, 'input')))
       return self
@@ -399,7 +400,7 @@ end
 -- the alias that was called. lunet.autograd installs them again once it has
 -- wrapped the methods they stand for (and before it wraps the _ forms).
 local ALIASES = { arcsin = 'asin', arccos = 'acos', arctan = 'atan', arcsinh = 'asinh',
-  arccosh = 'acosh', arctanh = 'atanh', fix = 'trunc' }
+  arccosh = 'acosh', arctanh = 'atanh', fix = 'trunc', sgn = 'sign' }   -- (sgn: sign for real tensors)
 local function aliased(alias, name, f)
   local pat, repl = name .. '(_?): ', alias .. '%1: '
   return function(...)

@@ -34,6 +34,18 @@ return function(def)
     return z
   end })
 
+  -- t:unfold(dim, size, step), a view whose windows may overlap: g summed
+  -- into zeros at the flat positions each element came from
+  def('unfold', 'view', { view = true, args = true, backward = function(n, g)
+    local numel = 1
+    for _, d in ipairs(n.shape) do numel = numel * d end
+    local z = zeros_as({ numel }, g)
+    if g:numel() == 0 then return z:reshape(n.shape) end
+    local pos = require('lunet.factory').arange(numel, { dtype = 'int64', device = g.device }):reshape(n.shape)
+    pos = S.raw.unfold(pos, n.x1, n.x2, n.x3):reshape({ g:numel() }):add(1)
+    return z:index_add(1, pos, g:reshape({ g:numel() })):reshape(n.shape)
+  end })
+
   -- composed of recorded ops: recorded as they are
   for _, name in ipairs({ 'index_add', 'index_copy', 'index_fill', 'scatter' }) do
     def(name, 'custom', { make = function(orig) return orig end })

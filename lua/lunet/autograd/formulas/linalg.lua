@@ -61,4 +61,9 @@ return function(def, unary)
       return attach(r, n)
     end
   end })
+
+  -- lunet.tensor_fused (composed of recorded ops): entries that make their in-place forms differentiable
+  for _, name in ipairs({ 'baddbmm', 'addbmm', 'addmv', 'addr' }) do
+    def(name, 'custom', { make = function(orig) return orig end })
+  end
 end

@@ -52,6 +52,17 @@ return function(def, unary)
   unary('exp2', function(n, g) return g * n.r * math.log(2) end, 'out')
   unary('trunc', function(n, g) return require('lunet.factory').zeros_like(g) end)   -- (zeros, even where g is inf or NaN)
   unary('frac', function(n, g) return g end)
+  -- the special functions (lunet.tensor_special): d lgamma = digamma, d digamma = trigamma
+  unary('lgamma', function(n, g) return g * n.a:digamma() end, 'in')
+  unary('digamma', function(n, g) return g * n.a:polygamma(1) end, 'in')
+  unary('erfc', function(n, g) local a = n.a; return g * (a * a):neg():exp() * (-2 / math.sqrt(math.pi)) end, 'in')
+  unary('erfinv', function(n, g) local r = n.r; return g * (r * r):exp() * (math.sqrt(math.pi) / 2) end, 'out')
+  def('polygamma', 'unary', { save_in = true, args = true, backward = function(n, g)
+    if n.x1 == 0 then return g * n.a:polygamma(1) end
+    error(('polygamma: the gradient of polygamma(%d) needs polygamma(%d), which is not implemented'):format(n.x1, n.x1 + 1), 0)
+  end })
+  -- composed of recorded ops: entries that make xlogy_ and copysign_ differentiable
+  for _, name in ipairs({ 'xlogy', 'copysign' }) do def(name, 'custom', { make = function(orig) return orig end }) end
 
   -- logit(eps): 1 / (a (1 - a)); with eps >= 0 zero outside [eps, 1 - eps],
   -- without NaN outside [0, 1] (as torch's logit_backward)
