@@ -435,6 +435,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'AvgPool1d', function(...) return nn.AvgPool1d(2, ...) end },
       { 'AdaptiveAvgPool1d', nn.AdaptiveAvgPool1d }, { 'AdaptiveMaxPool1d', nn.AdaptiveMaxPool1d },
       { 'Bilinear', function(...) return nn.Bilinear(2, 3, 4, ...) end },
+      { 'EmbeddingBag', function(...) return nn.EmbeddingBag(10, 3, ...) end },
+      { 'Embedding.from_pretrained', function(...) return nn.Embedding.from_pretrained(lunet.ones(4, 2), ...) end },
       { 'RNNCell', function(...) return nn.RNNCell(2, 3, ...) end }, { 'LSTM', function(...) return nn.LSTM(2, 3, ...) end },
       { 'LSTMCell', function(...) return nn.LSTMCell(2, 3, ...) end }, { 'GRU', function(...) return nn.GRU(2, 3, ...) end },
       { 'GRUCell', function(...) return nn.GRUCell(2, 3, ...) end }, { 'RNN', function(...) return nn.RNN(2, 3, ...) end },

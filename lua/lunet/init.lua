@@ -192,6 +192,8 @@ end
 lunet.clock = require('lunet.util').clock
 lunet.reset_jit = require('lunet.util').reset_jit
 
+-- a torchinfo-like table of a model's layers: lunet.summary
+function lunet.summary(model, input, opts) return require('lunet.summary').summary(model, input, opts) end
 function lunet.fit(model, loader, opts) return require('lunet.fit').fit(model, loader, opts) end
 function lunet.Trainer(model, opts) return require('lunet.fit').Trainer(model, opts) end
 

@@ -359,10 +359,12 @@ require('lunet.nn.functional_bilinear')(F, h)
 require('lunet.nn.functional_fold')(F, h)
 -- dropout1d/3d, alpha_dropout, feature_alpha_dropout, lp_pool1d/2d, adaptive_max_pool3d
 require('lunet.nn.functional_dropout_lp')(F, h, shape)
+-- embedding (max_norm, scale_grad_by_freq), embedding_bag
+local emb = require('lunet.nn.functional_embedding')(F, h, shape)
 
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)
-F._internal = { norm_shape = norm.norm_shape, need_eps = norm.need_eps, embedding = shape.embedding,
+F._internal = { norm_shape = norm.norm_shape, need_eps = norm.need_eps, embedding = emb.embedding, emb = emb,
   interp_geometry = interp.interp_geometry, interpolate = interp.interpolate,
   distance = distance, more_loss = more_loss, ctc = ctc, margin_more = margin_more }
 

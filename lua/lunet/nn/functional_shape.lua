@@ -230,6 +230,7 @@ return function(F, h)
   -- embedding(input (int64 1-based indices, any shape), weight (num, dim)[, padding_idx]):
   -- the rows of weight, shaped input's shape .. {dim}; padding_idx's row (1-based,
   -- negative from the end) passes no gradient to weight. fn names the caller in errors.
+  -- (F.embedding, with its options, is functional_embedding's, over this one)
   local function embedding(fn, input, weight, padding_idx)
     need(fn, input, 'input')
     need(fn, weight, 'weight', 2)
@@ -251,17 +252,5 @@ return function(F, h)
     s[#s + 1] = dim
     return out:view(s)
   end
-  function F.embedding(input, weight, padding_idx)
-    if padding_idx ~= nil then
-      local num = is_tensor(weight) and weight.p.ndim == 2 and tonumber(weight.p.shape[0])
-      if type(padding_idx) ~= 'number' or padding_idx % 1 ~= 0 or padding_idx == 0
-          or num and (padding_idx > num or padding_idx < -num) then
-        raise(('embedding: padding_idx must be an integer in 1..%s or negative from the end, got %s'):format(
-          tostring(num or 'num_embeddings'), tostring(padding_idx)))
-      end
-    end
-    return embedding('embedding', input, weight, padding_idx)
-  end
-
   return { embedding = embedding, dropout_args = dropout_args, apply_mask = apply_mask }
 end

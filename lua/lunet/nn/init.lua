@@ -31,6 +31,7 @@ for _, name in ipairs({
   'CTCLoss', 'HingeEmbeddingLoss', 'MultiLabelMarginLoss', 'TripletMarginWithDistanceLoss',
   'ConvTranspose1d', 'ConvTranspose3d', 'AdaptiveMaxPool3d', 'Dropout1d', 'Dropout3d', 'AlphaDropout',
   'FeatureAlphaDropout', 'LPPool1d', 'LPPool2d',
+  'EmbeddingBag',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
