@@ -234,7 +234,7 @@ describe('API errors: no raw Lua error from any public function', function()
     end
     local skip = {}
     for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms, utils = nn.utils,
-                            rnn = nn.utils.rnn, ['lunet.utils'] = lunet.utils }) do
+                            rnn = nn.utils.rnn, ['lunet.utils'] = lunet.utils, distributions = lunet.distributions }) do
       for k, v in pairs(m) do
         if callable(v) and not skip[k] and k:sub(1, 1) ~= '_' and k ~= 'functional' then
           for _, args in ipairs(ARGS) do
