@@ -234,7 +234,8 @@ describe('API errors: no raw Lua error from any public function', function()
     end
     local skip = {}
     for mname, m in pairs({ nn = nn, optim = optim, data = data, transforms = data.transforms, utils = nn.utils,
-                            rnn = nn.utils.rnn, ['lunet.utils'] = lunet.utils, swa_utils = optim.swa_utils }) do
+                            rnn = nn.utils.rnn, ['lunet.utils'] = lunet.utils, swa_utils = optim.swa_utils,
+                            distributions = lunet.distributions }) do
       for k, v in pairs(m) do
         if callable(v) and not skip[k] and k:sub(1, 1) ~= '_' and k ~= 'functional' then
           for _, args in ipairs(ARGS) do

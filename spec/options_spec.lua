@@ -192,6 +192,11 @@ describe('every options table rejects an unknown key', function()
       "spectral_norm: unknown option 'n_power_iteration' (did you mean 'n_power_iterations'?)" },
     { function() return nn.utils.rnn.pad_sequence({ lunet.ones(2) }, { padding = 1 }) end,
       "pad_sequence: unknown option 'padding' (did you mean 'padding_value'?)" },
+    -- distributions
+    { function() return lunet.distributions.Normal(0, 1, { validate = false }) end, "Normal: unknown option 'validate' (did you mean 'validate_args'?)" },
+    { function() return lunet.distributions.Bernoulli({ logit = lunet.zeros(2) }) end, "Bernoulli: unknown option 'logit' (did you mean 'logits'?)" },
+    { function() return lunet.distributions.MultivariateNormal(lunet.zeros(2), { scale_trill = lunet.eye(2) }) end,
+      "MultivariateNormal: unknown option 'scale_trill' (did you mean 'scale_tril'?)" },
     -- training, parallel, files
     { function() return lunet.fit(nn.Linear(2, 2), data.DataLoader(ds), { epoch = 1 }) end, "fit: unknown option 'epoch' (did you mean 'epochs'?)" },
     { function() return lunet.Trainer(nn.Linear(2, 2), { val = 1 }) end, "fit: unknown option 'val' (did you mean 'val_loader'?)" },
