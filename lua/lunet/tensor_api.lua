@@ -19,8 +19,9 @@
 --   (-> values, 1-based indices), logcumsumexp(dim), flipud, fliplr, rot90,
 --   tensor_split, hsplit, vsplit, dsplit, logical_xor, bitwise_and/or/xor/not
 --   (bool tensors), tan, deg2rad, rad2deg, isposinf, isneginf, fmax, fmin,
---   heaviside, inner, is_nonzero, isreal, is_signed, is_complex, is_same_size;
---   fields t.nbytes, t.itemsize; functions lunet.hstack, vstack, row_stack,
+--   heaviside, inner, floor_divide(_), sinc(_), float_power, vdot, unflatten,
+--   split_with_sizes, is_nonzero, isreal, is_signed, is_complex, is_same_size;
+--   fields t.nbytes, t.itemsize, t.mT, t.mH, t.H; functions lunet.hstack, vstack, row_stack,
 --   dstack, column_stack, atleast_1d, atleast_2d, atleast_3d.
 -- Split points (tensor_split, hsplit, ...) are cut positions, the count of
 -- elements before each cut: the same numbers as PyTorch's (they name no element).
@@ -149,6 +150,50 @@ def('inner', function(self, other)
   return L().tensordot(self, other, { { self:dim() }, { other:dim() } })
 end)
 
+-- floor_divide: floor(a / b) (PyTorch 1.13 floors; integers stay integers)
+def('floor_divide', function(self, other)
+  if type(other) ~= 'number' then need('floor_divide', other, 'other') end
+  local q = (self / other):floor()
+  if not self:is_floating_point() and (type(other) == 'number' and other % 1 == 0 or is_tensor(other) and not other:is_floating_point()) then
+    q = q:to(self.dtype)
+  end
+  return q
+end)
+-- sinc: sin(pi x) / (pi x), 1 at 0 (x kept off 0 there so the gradient stays finite)
+def('sinc', function(self)
+  local zero = self:eq(0)
+  local px = self:where(zero:logical_not(), 1) * math.pi
+  return (px:sin() / px):where(zero:logical_not(), 1)
+end)
+def('float_power', function(self, e)
+  if is_tensor(e) then return self:double():pow(e:double()) end
+  if type(e) ~= 'number' then raise('float_power: exponent must be a number or a tensor, got ' .. typename(e)) end
+  return self:double():pow(e)
+end)
+def('vdot', function(self, other)
+  need('vdot', other, 'other')
+  if self:dim() ~= 1 or other:dim() ~= 1 then raise(('vdot: needs two 1-d tensors, got %d-d and %d-d'):format(self:dim(), other:dim())) end
+  return self:dot(other)
+end)
+-- unflatten(dim, sizes): dim split into sizes (one may be -1)
+def('unflatten', function(self, dim, sizes)
+  local fn = 'unflatten'
+  if not is_table(sizes) or is_tensor(sizes) or #sizes == 0 then raise(fn .. ': sizes must be a non-empty list, got ' .. typename(sizes)) end
+  local d = dim_of(fn, self, int(fn, dim, 'dim'))
+  local s, shape = self:size(), {}
+  for i = 1, d - 1 do shape[#shape + 1] = s[i] end
+  for i = 1, #sizes do shape[#shape + 1] = int(fn, sizes[i], 'each size', -1) end
+  for i = d + 1, #s do shape[#shape + 1] = s[i] end
+  return self:view(shape)
+end)
+def('split_with_sizes', function(self, sizes, dim)
+  if not is_table(sizes) then raise('split_with_sizes: sizes must be a list, got ' .. typename(sizes)) end
+  return self:split(sizes, dim)
+end)
+getters.mT = function(self) return self:transpose(-2, -1) end
+getters.mH = getters.mT   -- (no complex dtypes: the conjugate is the tensor)
+getters.H = function(self) return self:t() end
+
 -- logical_xor and the bitwise ops of bool tensors
 def('logical_xor', function(self, other)
   need('logical_xor', other, 'other')
@@ -203,7 +248,8 @@ end
 -- ---- in-place forms of out-of-place ops: the result copied in ----------------------------------
 for _, name in ipairs({ 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'greater', 'greater_equal', 'less', 'less_equal',
   'not_equal', 'tril', 'triu', 'cumsum', 'cumprod', 'remainder', 'clamp_min', 'clamp_max', 'tan', 'deg2rad',
-  'rad2deg', 'logical_and', 'logical_or', 'logical_not', 'logical_xor', 'fmax', 'fmin', 'heaviside' }) do
+  'rad2deg', 'logical_and', 'logical_or', 'logical_not', 'logical_xor', 'fmax', 'fmin', 'heaviside', 'floor_divide',
+  'sinc', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not' }) do
   if not rawget(Tensor, name .. '_') then
     local f = Tensor[name]
     def(name .. '_', function(self, ...)
