@@ -24,6 +24,7 @@ require 'lunet.tensor_special'               -- t:polygamma(n), xlogy, copysign
 require 'lunet.linalg.methods'   -- t:det(), t:inverse(), ... (lunet.linalg loads on first use)
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
+local api = require 'lunet.tensor_api'      -- type_as, index_put_, cummax, rot90, hstack, ...: after autograd (composed)
 require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
 local C = core.C
 
@@ -39,6 +40,7 @@ for k, v in pairs(layout) do if not k:match('^_') then lunet[k] = v end end
 for k, v in pairs(einsum) do lunet[k] = v end
 lunet.searchsorted, lunet.bucketize = bins.searchsorted, bins.bucketize
 for k, v in pairs(build) do lunet[k] = v end
+for k, v in pairs(api) do lunet[k] = v end   -- hstack, vstack, dstack, column_stack, atleast_1d, ...
 
 function lunet.is_tensor(x) return T.is_tensor(x) end
 
