@@ -303,7 +303,7 @@ describe('API errors: no raw Lua error from any public function', function()
       { function() return lunet.ones(-1) end, 'ones: negative size -1' },
       { function() return lunet.linspace('a', 1, 3) end, 'linspace: start and end must be numbers, got string and number' },
       { function() return lunet.ones(3):clamp() end, 'clamp: at least one of min and max must be given' },
-      { function() return lunet.ones(3):clamp_('x') end, 'clamp_: min and max must be numbers or nil, got string and nil' },
+      { function() return lunet.ones(3):clamp_('x') end, 'clamp_: min must be a number, a tensor or nil, got string' },
       { function() return lunet.Tensor.add(5, 3) end, 'add: ' },
       { function() return lunet.Tensor.add(5, lunet.ones(2), 2) end, 'add: first argument must be a tensor, got number' },
       { function() return lunet.ones(2):sub({}, 2) end, 'sub: second argument must be a tensor, got table' },

@@ -227,20 +227,31 @@ do
     if hi ~= nil then r = is_tensor(hi) and r:minimum(hi) or r:clamp(nil, hi) end
     return r
   end
-  def('clamp', function(self, lo, hi) return tclamp('clamp', self, lo, hi) end)
-  def('clamp_min', function(self, v)
-    if is_tensor(v) then return self:maximum(v) end
-    return clamp_min(self, v)
-  end)
-  def('clamp_max', function(self, v)
-    if is_tensor(v) then return self:minimum(v) end
-    return clamp_max(self, v)
-  end)
+  -- (number bounds go straight to the kernels' clamp: the renaming wrapper,
+  -- a pcall, only where a bound is a tensor)
+  local tensor_clamp = named('clamp', function(self, lo, hi) return tclamp('clamp', self, lo, hi) end)
+  local tensor_clamp_ = named('clamp_', function(self, lo, hi) return self:copy_(tclamp('clamp_', self, lo, hi)) end)
+  local tensor_min = named('clamp_min', function(self, v) bound('clamp_min', v, 'min'); return self:maximum(v) end)
+  local tensor_max = named('clamp_max', function(self, v) bound('clamp_max', v, 'max'); return self:minimum(v) end)
   local clamp_ = Tensor.clamp_
-  def('clamp_', function(self, lo, hi)
-    if is_tensor(lo) or is_tensor(hi) then return self:copy_(tclamp('clamp_', self, lo, hi)) end
+  -- (a bound neither a number nor nil: the tensor path, whose error names both kinds)
+  local function plain(lo, hi) return (lo == nil or type(lo) == 'number') and (hi == nil or type(hi) == 'number') end
+  function Tensor.clamp(self, lo, hi)
+    if not plain(lo, hi) then return tensor_clamp(self, lo, hi) end
+    return clamp(self, lo, hi)
+  end
+  function Tensor.clamp_(self, lo, hi)
+    if not plain(lo, hi) then return tensor_clamp_(self, lo, hi) end
     return clamp_(self, lo, hi)
-  end)
+  end
+  function Tensor.clamp_min(self, v)
+    if not plain(v) then return tensor_min(self, v) end
+    return clamp_min(self, v)
+  end
+  function Tensor.clamp_max(self, v)
+    if not plain(v) then return tensor_max(self, v) end
+    return clamp_max(self, v)
+  end
   def('clip', function(self, lo, hi) return Tensor.clamp(self, lo, hi) end)
   def('clip_', function(self, lo, hi) return Tensor.clamp_(self, lo, hi) end)
 end
