@@ -4,7 +4,6 @@
 local lunet = require 'lunet'
 local S = {}
 
-
 function S.lgamma(x) return x:lgamma() end
 function S.digamma(x) return x:digamma() end
 function S.erfinv(x) return x:erfinv() end
