@@ -181,7 +181,8 @@ local NAMED_MODULES_OPTS = { prefix = 'string', remove_duplicate = 'boolean' }
 function Module:named_modules(prefix, out, memo)
   if is_table(prefix) then
     local o = options.check('named_modules', prefix, NAMED_MODULES_OPTS)
-    prefix, memo = o.prefix, o.remove_duplicate == false and false or nil
+    prefix = o.prefix
+    if o.remove_duplicate == false then memo = false end
   elseif prefix ~= nil and type(prefix) ~= 'string' then
     error('named_modules: prefix must be a string, got ' .. typename(prefix), 2)
   end
