@@ -245,4 +245,22 @@ describe('nn.Module API (torch 1.13)', function()
     function C:extra_repr() return 'k=3' end
     assert.matches('^C%(k=3%)', tostring(C()))
   end)
+  it('hostile arguments to each method: a string error naming the method, or success', function()
+    local hostile = { 1, -1, 0.5, true, false, 'x', '', '.', {}, { 1 }, { bogus = 1 }, function() end }
+    local methods = { 'get_submodule', 'get_parameter', 'get_buffer', 'register_buffer', 'register_parameter',
+      'add_module', 'register_module', 'named_modules', 'named_children', 'named_parameters', 'named_buffers',
+      'parameters', 'buffers', 'children', 'modules', 'state_dict', 'load_state_dict', 'zero_grad', 'requires_grad_',
+      'train', 'eval', 'type', 'half', 'bfloat16', 'float', 'double', 'cpu', 'apply', 'register_load_state_dict_post_hook' }
+    for _, name in ipairs(methods) do
+      for _, a in ipairs(hostile) do
+        local m = lin_bn()
+        local ok, err = pcall(m[name], m, a, a)
+        if not ok then
+          assert.equal('string', type(err), name)
+          local shown = name == 'register_module' and 'add_module' or name
+          assert.is_truthy(err:find(shown, 1, true), name .. ' with ' .. tostring(a) .. ': ' .. err)
+        end
+      end
+    end
+  end)
 end)

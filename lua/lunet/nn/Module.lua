@@ -186,6 +186,9 @@ function Module:named_modules(prefix, out, memo)
   elseif prefix ~= nil and type(prefix) ~= 'string' then
     error('named_modules: prefix must be a string, got ' .. typename(prefix), 2)
   end
+  if out ~= nil and not is_table(out) or memo ~= nil and memo ~= false and not is_table(memo) then
+    raise('named_modules: expected named_modules([prefix]) or named_modules{prefix =, remove_duplicate =}')
+  end
   out = out or {}
   if memo == nil then memo = {} end
   if memo then

@@ -94,7 +94,7 @@ end
 -- values in place. Mis-shaped keys always raise, before anything is copied;
 -- with strict, so do missing and unexpected keys (one error naming them all).
 -- Returns {missing_keys = {...}, unexpected_keys = {...}} (also .missing,
--- .unexpected): missing in the module's order, unexpected sorted.
+-- .unexpected): missing in the module's order (torch's), unexpected sorted.
 function Module:load_state_dict(sd, strict)
   if not is_table(sd) then raise('load_state_dict: expected a table of tensors, got ' .. typename(sd)) end
   if strict ~= nil and type(strict) ~= 'boolean' then   -- PyTorch's keyword: {strict = false}
@@ -119,7 +119,11 @@ function Module:load_state_dict(sd, strict)
   local res = { missing = missing, unexpected = unexpected, missing_keys = missing, unexpected_keys = unexpected }
   local function check(keys)
     local msgs = {}
-    if keys and #missing > 0 then msgs[#msgs + 1] = 'missing keys: ' .. table.concat(missing, ', ') end
+    if keys and #missing > 0 then   -- (sorted here, as the other lists)
+      local sorted = { unpack(missing) }
+      table.sort(sorted)
+      msgs[#msgs + 1] = 'missing keys: ' .. table.concat(sorted, ', ')
+    end
     if keys and #unexpected > 0 then msgs[#msgs + 1] = 'unexpected keys: ' .. table.concat(unexpected, ', ') end
     if #bad > 0 then msgs[#msgs + 1] = 'size mismatch: ' .. table.concat(bad, '; ') end
     if #msgs > 0 then raise('load_state_dict: ' .. table.concat(msgs, '; ')) end
