@@ -29,7 +29,7 @@ describe('nn.Module API (torch 1.13)', function()
     local m = lin_bn()
     -- torch: ['0.weight', '0.bias', '1.weight', '1.bias', '1.running_mean', '1.running_var', '1.num_batches_tracked']
         local order = {}
-    for i, e in ipairs(m:_state_entries('', {})) do order[i] = e[1] end
+    for i, e in ipairs(m:_state_entries('')) do order[i] = e[1] end
     assert.same({ '0.weight', '0.bias', '1.weight', '1.bias', '1.running_mean', '1.running_var', '1.num_batches_tracked' }, order)
     local sd = m:state_dict()
     assert.is_nil(sd['1.np'])
@@ -229,6 +229,11 @@ describe('nn.Module API (torch 1.13)', function()
     assert.equal(m, m:type('float64'))
     assert.equal('float64', m['1'].num_batches_tracked.dtype)
     assert.equal('float64', m['0'].weight.dtype)
+    -- torch: m.to(tensor) takes its device and dtype
+    m:to(lunet.zeros(1, { dtype = 'float32' }))
+    assert.equal('float32', m['0'].weight.dtype)
+    assert.equal('float32', m['1'].num_batches_tracked.dtype)   -- (a float since type('float64'))
+    assert.matches('to: a module moves to a floating-point dtype', fx.err_of(m.to, m, lunet.zeros(1, { dtype = 'int64' })), 1, true)
     assert.matches('type: a module casts to a floating-point dtype', fx.err_of(m.type, m, 'int32'), 1, true)
     assert.matches('type: expected a dtype name', fx.err_of(m.type, m, nil), 1, true)
     assert.matches('cuda: device index must be an integer', fx.err_of(m.cuda, m, 'x'), 1, true)

@@ -23,20 +23,21 @@ end
 -- {{key, tensor or nil, module, kind}, ...} in torch's order: each module's
 -- parameters, persistent buffers and extra state, then its children's. A
 -- shared module or tensor is listed under every name, as torch's state_dict.
-local function entries(m, prefix, out)
-  for _, n in ipairs(m._params) do
-    local t = m[n]
-    if t ~= nil then out[#out + 1] = { prefix .. n, t } end
-  end
-  local np = rawget(m, '_non_persistent')
-  for _, n in ipairs(m._buffers) do
-    local t = m[n]
-    if t ~= nil and not (np and np[n]) then out[#out + 1] = { prefix .. n, t } end
-  end
-  if m.get_extra_state ~= Module.get_extra_state then out[#out + 1] = { prefix .. '_extra_state', nil, m, 'extra' } end
-  for _, n in ipairs(m._children) do
-    local c = m[n]
-    if c ~= nil then entries(c, prefix .. n .. '.', out) end
+-- (The walk is named_modules', which pipelines override to show their stages.)
+local function entries(self, prefix)
+  local out = {}
+  for _, e in ipairs(self:named_modules('', nil, false)) do
+    local p, m = e[1] == '' and prefix or prefix .. e[1] .. '.', e[2]
+    for _, n in ipairs(m._params) do
+      local t = m[n]
+      if t ~= nil then out[#out + 1] = { p .. n, t } end
+    end
+    local np = rawget(m, '_non_persistent')
+    for _, n in ipairs(m._buffers) do
+      local t = m[n]
+      if t ~= nil and not (np and np[n]) then out[#out + 1] = { p .. n, t } end
+    end
+    if m.get_extra_state ~= Module.get_extra_state then out[#out + 1] = { p .. '_extra_state', nil, m, 'extra' } end
   end
   return out
 end
@@ -49,7 +50,7 @@ local STATE_DICT_OPTS = { prefix = 'string', keep_vars = 'boolean', destination 
 function Module:state_dict(opts)
   opts = options.check('state_dict', opts, STATE_DICT_OPTS) or {}
   local sd = opts.destination or {}
-  for _, e in ipairs(entries(self, opts.prefix or '', {})) do
+  for _, e in ipairs(entries(self, opts.prefix or '')) do
     if e[4] == 'extra' then sd[e[1]] = e[3]:get_extra_state()
     else sd[e[1]] = opts.keep_vars and e[2] or e[2]:detach() end
   end
@@ -101,7 +102,7 @@ function Module:load_state_dict(sd, strict)
     strict = options.check('load_state_dict', strict, { strict = 'boolean' }).strict
   end
   if strict == nil then strict = true end
-  local own, list = {}, entries(self, '', {})
+  local own, list = {}, entries(self, '')
   local missing, unexpected, bad = {}, {}, {}
   for _, e in ipairs(list) do
     local k, t = e[1], e[2]

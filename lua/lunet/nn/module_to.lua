@@ -4,6 +4,7 @@
 -- other holders of a parameter see the move. Installed by lunet.nn.Module.
 local core = require 'lunet.core'
 local is_table, typename = core.is_table, core.typename
+local T = require 'lunet.tensor'
 local autograd = require 'lunet.autograd'
 local options = require 'lunet.options'
 local raise = options.raise
@@ -38,14 +39,17 @@ local function apply_cast(self, cast)
   return self
 end
 
--- m:to('cpu:1'), m:to('float64'), m:to{device=..., dtype=...}: moves parameters
--- (floating ones for dtype), their gradients and buffers, in place
+-- m:to('cpu:1'), m:to('float64'), m:to{device=..., dtype=...}, m:to(tensor)
+-- (its device and dtype, as torch's): moves parameters (floating ones for
+-- dtype), their gradients and buffers, in place
 local FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
 function Module:to(what, more)
   local opts = what
   if type(what) == 'string' then
     if core.dtype_ids[what] then opts = { dtype = what }
     else opts = { device = what, dtype = more } end
+  elseif T.is_tensor(what) then
+    opts = { device = what.device, dtype = what.dtype }
   elseif not is_table(what) then
     error('to: expected a device, a dtype or {device=, dtype=}, got ' .. typename(what), 2)
   else
