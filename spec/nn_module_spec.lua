@@ -145,7 +145,7 @@ describe('nn.Module', function()
     refused('int dtype', 'to: a module moves to a floating-point dtype (float32, float64, float16, bfloat16), got int32',
       function() nn.Linear(2, 2):to('int32') end)
     refused('train mode', 'train: mode must be true or false, got string', function() nn.Linear(2, 2):train('no') end)
-    -- zero_grad: drops the grads by default; false zeroes them in place (as the optimizers' zero_grad)
+    -- zero_grad: zeroes the grads in place by default (PyTorch 1.13's, as the optimizers'); true drops them
     local m = nn.Linear(2, 2)
     m(lunet.ones(1, 2)):sum():backward()
     local g = m.weight.grad
@@ -168,6 +168,8 @@ describe('nn.Module', function()
     m(lunet.randn(2, 3, 4, 4)):sum():backward()
     assert.is_not_nil(m['0'].weight.grad)
     m:zero_grad()
+    for _, p in ipairs(m:parameters()) do assert.equal(0, p.grad:abs():sum():item()) end
+    m:zero_grad(true)
     for _, p in ipairs(m:parameters()) do assert.is_nil(p.grad) end
     local n = 0
     m:apply(function() n = n + 1 end)

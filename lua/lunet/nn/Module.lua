@@ -3,7 +3,6 @@
 -- and remembers their names in order, so parameters(), state_dict() and
 -- printing walk them as PyTorch does. Keys of state_dict are PyTorch's
 -- ("0.weight", "layer1.bn.running_var").
-local ffi = require 'ffi'
 local core = require 'lunet.core'
 local is_table, typename = core.is_table, core.typename   -- (tensors are tables)
 local T = require 'lunet.tensor'
@@ -66,7 +65,19 @@ function Module.__init(self)
   self.training = true
 end
 
+-- A name torch would refuse: not a string, empty, with a '.' (it would
+-- split state_dict keys), or already another kind of member.
+local function check_name(fn, kind, self, name, others)
+  if type(name) ~= 'string' then raise(('%s: %s name must be a string, got %s'):format(fn, kind, typename(name))) end
+  if name == '' then raise(("%s: %s name can't be empty"):format(fn, kind)) end
+  if name:find('.', 1, true) then raise(('%s: %s name can\'t contain ".", got \'%s\''):format(fn, kind, name)) end
+  for _, list in ipairs(others) do
+    if self:_has(list, name) then raise(("%s: attribute '%s' already exists"):format(fn, name)) end
+  end
+end
+
 function Module:register_parameter(name, t)
+  check_name('register_parameter', 'parameter', self, name, { '_buffers', '_children' })
   if t ~= nil and not is_tensor(t) then error(('register_parameter: %s must be a tensor or nil'):format(name), 2) end
   if t ~= nil and not t.requires_grad then t.requires_grad = true end
   if not self:_has('_params', name) then table.insert(self._params, name) end
@@ -74,15 +85,29 @@ function Module:register_parameter(name, t)
   return t
 end
 
-function Module:register_buffer(name, t)
+-- register_buffer(name, t[, persistent]) or (name, t, {persistent = false}):
+-- a non-persistent buffer moves with the module but stays out of state_dict
+function Module:register_buffer(name, t, persistent)
+  check_name('register_buffer', 'buffer', self, name, { '_params', '_children' })
   if t ~= nil and not is_tensor(t) then error(('register_buffer: %s must be a tensor or nil'):format(name), 2) end
+  if persistent ~= nil and type(persistent) ~= 'boolean' then
+    persistent = options.check('register_buffer', persistent, { persistent = 'boolean' }).persistent
+  end
   if not self:_has('_buffers', name) then table.insert(self._buffers, name) end
+  local np = rawget(self, '_non_persistent')
+  if persistent == false then
+    if not np then np = {}; rawset(self, '_non_persistent', np) end
+    np[name] = true
+  elseif np then
+    np[name] = nil
+  end
   rawset(self, name, t)
   return t
 end
 
 function Module:add_module(name, m)
-  name = tostring(name)
+  if type(name) == 'number' then name = tostring(name) end   -- (a container's index)
+  check_name('add_module', 'module', self, name, { '_params', '_buffers' })
   if not is_table(m) or not m._params then error(('add_module: %s must be an nn.Module'):format(name), 2) end
   -- (a module inside itself made every walk of the tree a stack overflow)
   for _, d in ipairs(m:modules()) do
@@ -95,6 +120,7 @@ function Module:add_module(name, m)
   rawset(self, name, m)
   return m
 end
+Module.register_module = Module.add_module   -- (torch's alias)
 
 function Module:_has(list, name)
   for _, n in ipairs(self[list]) do if n == name then return true end end
@@ -129,27 +155,51 @@ function Module:register_full_backward_pre_hook(fn, opts)
 end
 
 -- ---- walking the tree ----------------------------------------------------------------
+-- As torch, a module or tensor reached twice (shared) is listed once, under
+-- its first name; state_dict alone lists every name (module_state.lua).
+
+-- {{name, module}, ...} of the direct children
+function Module:named_children()
+  local out, seen = {}, {}
+  for _, n in ipairs(self._children) do
+    local m = self[n]
+    if m ~= nil and not seen[m] then seen[m] = true; out[#out + 1] = { n, m } end
+  end
+  return out
+end
 
 function Module:children()
   local out = {}
-  for _, n in ipairs(self._children) do out[#out + 1] = self[n] end
+  for i, e in ipairs(self:named_children()) do out[i] = e[2] end
   return out
 end
 
-function Module:named_children()
-  local out = {}
-  for _, n in ipairs(self._children) do out[#out + 1] = { n, self[n] } end
-  return out
-end
-
--- {{name, module}, ...} depth first, self first (name '')
-function Module:named_modules(prefix, out)
-  if prefix ~= nil and type(prefix) ~= 'string' then error('named_modules: prefix must be a string, got ' .. typename(prefix), 2) end
+-- {{name, module}, ...} depth first, self first (name ''): named_modules(prefix)
+-- or named_modules{prefix =, remove_duplicate = false}. (out and memo are the
+-- walk's own: containers that override this pass them on.)
+local NAMED_MODULES_OPTS = { prefix = 'string', remove_duplicate = 'boolean' }
+function Module:named_modules(prefix, out, memo)
+  if is_table(prefix) then
+    local o = options.check('named_modules', prefix, NAMED_MODULES_OPTS)
+    prefix = o.prefix
+    if o.remove_duplicate == false then memo = false end
+  elseif prefix ~= nil and type(prefix) ~= 'string' then
+    error('named_modules: prefix must be a string, got ' .. typename(prefix), 2)
+  end
+  if out ~= nil and not is_table(out) or memo ~= nil and memo ~= false and not is_table(memo) then
+    raise('named_modules: expected named_modules([prefix]) or named_modules{prefix =, remove_duplicate =}')
+  end
   out = out or {}
+  if memo == nil then memo = {} end
+  if memo then
+    if memo[self] then return out end
+    memo[self] = true
+  end
   prefix = prefix or ''
   out[#out + 1] = { prefix, self }
   for _, n in ipairs(self._children) do
-    self[n]:named_modules(prefix == '' and n or prefix .. '.' .. n, out)
+    local m = self[n]
+    if m ~= nil then m:named_modules(prefix == '' and n or prefix .. '.' .. n, out, memo) end
   end
   return out
 end
@@ -160,8 +210,11 @@ function Module:modules()
   return out
 end
 
-local function named(self, list, prefix, out, seen)
-  for _, e in ipairs(self:named_modules(prefix)) do
+-- the tensors of list ('_params' or '_buffers') under their names, each once
+local function named(self, list, prefix, recurse)
+  local out, seen = {}, {}
+  local mods = recurse == false and { { prefix or '', self } } or self:named_modules(prefix)
+  for _, e in ipairs(mods) do
     local m, p = e[2], e[1]
     for _, n in ipairs(m[list]) do
       local t = m[n]
@@ -174,24 +227,33 @@ local function named(self, list, prefix, out, seen)
   return out
 end
 
--- {{name, tensor}, ...}; a tensor shared by two modules appears once
-local function need_prefix(fn, prefix)
-  if prefix ~= nil and type(prefix) ~= 'string' then error(fn .. ': prefix must be a string, got ' .. typename(prefix), 3) end
+-- named_parameters(prefix) or named_parameters{prefix =, recurse = false}; the same for buffers
+local NAMED_OPTS = { prefix = 'string', recurse = 'boolean' }
+local function named_args(fn, list, self, prefix)
+  local recurse
+  if is_table(prefix) then
+    local o = options.check(fn, prefix, NAMED_OPTS)
+    prefix, recurse = o.prefix, o.recurse
+  elseif prefix ~= nil and type(prefix) ~= 'string' then
+    raise(fn .. ': prefix must be a string, got ' .. typename(prefix))
+  end
+  return named(self, list, prefix, recurse)
 end
-function Module:named_parameters(prefix) need_prefix('named_parameters', prefix); return named(self, '_params', prefix, {}, {}) end
-function Module:named_buffers(prefix) need_prefix('named_buffers', prefix); return named(self, '_buffers', prefix, {}, {}) end
+function Module:named_parameters(prefix) return named_args('named_parameters', '_params', self, prefix) end
+function Module:named_buffers(prefix) return named_args('named_buffers', '_buffers', self, prefix) end
 
-function Module:parameters()
+-- parameters(), parameters(false) or parameters{recurse = false}: only self's own
+local function values(fn, list, self, recurse)
+  if is_table(recurse) then recurse = options.check(fn, recurse, { recurse = 'boolean' }).recurse
+  elseif recurse ~= nil and type(recurse) ~= 'boolean' then
+    raise(fn .. ': recurse must be true or false, got ' .. typename(recurse))
+  end
   local out = {}
-  for i, e in ipairs(self:named_parameters()) do out[i] = e[2] end
+  for i, e in ipairs(named(self, list, '', recurse)) do out[i] = e[2] end
   return out
 end
-
-function Module:buffers()
-  local out = {}
-  for i, e in ipairs(self:named_buffers()) do out[i] = e[2] end
-  return out
-end
+function Module:parameters(recurse) return values('parameters', '_params', self, recurse) end
+function Module:buffers(recurse) return values('buffers', '_buffers', self, recurse) end
 
 function Module:num_parameters()
   local n = 0
@@ -214,174 +276,29 @@ function Module:train(mode)
 end
 function Module:eval() return self:train(false) end
 
--- set_to_none (default true) drops the grads; false zeroes each in place
--- (PyTorch's default before 2.0), keeping its memory
+-- zero_grad() zeroes each grad in place, keeping its memory (PyTorch 1.13's
+-- default, as the optimizers'); zero_grad(true) or {set_to_none = true} drops them
 function Module:zero_grad(set_to_none)
   if set_to_none ~= nil and type(set_to_none) ~= 'boolean' then
     set_to_none = (options.check('zero_grad', set_to_none, { set_to_none = 'boolean' }) or {}).set_to_none
   end
   for _, p in ipairs(self:parameters()) do
     local g = p.grad
-    if set_to_none == false and g ~= nil then autograd.no_grad(g.zero_, g) else p.grad = nil end
+    if not set_to_none and g ~= nil then autograd.no_grad(g.zero_, g) else p.grad = nil end
   end
 end
 
 function Module:requires_grad_(on)
   if on == nil then on = true end
+  if type(on) ~= 'boolean' then raise('requires_grad_: expected true or false, got ' .. typename(on)) end
   for _, p in ipairs(self:parameters()) do p.requires_grad = on end
   return self
 end
 
--- ---- devices and dtypes ----------------------------------------------------------------
-
--- Replace t's contents by u's (another device or dtype) while keeping the
--- Lua object, so optimizers and other holders of t see the move.
-local function swap_into(t, u)
-  local old, new = t.p, u.p
-  if old == new then return end
-  new.grad_flag, old.grad_flag = old.grad_flag, 0
-  t.p, u.p = new, old
-end
-Module._swap_into = swap_into
-
--- m:to('cpu:1'), m:to('float64'), m:to{device=..., dtype=...}: moves parameters
--- (floating ones for dtype), their gradients and buffers, in place
-local FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
-function Module:to(what, more)
-  local opts = what
-  if type(what) == 'string' then
-    if core.dtype_ids[what] then opts = { dtype = what }
-    else opts = { device = what, dtype = more } end
-  elseif not is_table(what) then
-    error('to: expected a device, a dtype or {device=, dtype=}, got ' .. typename(what), 2)
-  else
-    require('lunet.options').check('to', what, { device = true, dtype = true })
-  end
-  -- (an integer dtype left the float parameters as they were, silently)
-  local dt = opts.dtype and core.dtype_ids[opts.dtype]
-  if dt and not FLOAT_DTYPES[core.dtypes[dt]] then
-    raise(('to: a module moves to a floating-point dtype (float32, float64, float16, bfloat16), got %s'):format(opts.dtype))
-  end
-  local function move(t)
-    local u = t
-    if opts.device then u = u:to({ device = opts.device }) end
-    if opts.dtype and t:is_floating_point() then u = u:to({ dtype = opts.dtype }) end
-    if u ~= t then
-      local g = t.grad
-      swap_into(t, u)
-      if g then t.grad = autograd.no_grad(move, g) end
-    end
-    return t
-  end
-  autograd.no_grad(function()
-    for _, p in ipairs(self:parameters()) do move(p) end
-    for _, b in ipairs(self:buffers()) do move(b) end
-  end)
-  return self
-end
-function Module:float() return self:to('float32') end
-function Module:double() return self:to('float64') end
-function Module:cpu(k)
-  if k ~= nil and (type(k) ~= 'number' or k % 1 ~= 0) then error('cpu: device index must be an integer, got ' .. tostring(k), 2) end
-  return self:to('cpu:' .. (k or 0))
-end
-
--- ---- state dicts ------------------------------------------------------------------------
-
--- flat {name = tensor}: parameters and buffers (detached, sharing storage)
-function Module:state_dict()
-  local sd = {}
-  for _, e in ipairs(named(self, '_params', '', {}, {})) do sd[e[1]] = e[2]:detach() end
-  for _, e in ipairs(named(self, '_buffers', '', {}, {})) do sd[e[1]] = e[2]:detach() end
-  return sd
-end
-
-local function shape_str(t) return '{' .. table.concat(t:size(), ',') .. '}' end
-
--- load_state_dict(sd[, strict = true]): copies values in place. Raises one
--- error naming every missing, unexpected and mis-shaped key; with strict =
--- false only shape mismatches raise. Returns {missing = {...}, unexpected = {...}}.
-function Module:load_state_dict(sd, strict)
-  if not is_table(sd) then error('load_state_dict: expected a table of tensors, got ' .. typename(sd), 2) end
-  if strict ~= nil and type(strict) ~= 'boolean' then   -- PyTorch's keyword: {strict = false}
-    strict = require('lunet.options').check('load_state_dict', strict, { strict = 'boolean' }).strict
-  end
-  if strict == nil then strict = true end
-  local own = {}
-  for _, e in ipairs(named(self, '_params', '', {}, {})) do own[e[1]] = e[2] end
-  for _, e in ipairs(named(self, '_buffers', '', {}, {})) do own[e[1]] = e[2] end
-  local missing, unexpected, bad = {}, {}, {}
-  for k, t in pairs(own) do
-    local v = sd[k]
-    if v == nil then missing[#missing + 1] = k
-    elseif not is_tensor(v) then bad[#bad + 1] = ('%s is a %s, not a tensor'):format(k, typename(v))
-    elseif shape_str(v) ~= shape_str(t) then
-      bad[#bad + 1] = ('%s: checkpoint has shape %s, model has %s'):format(k, shape_str(v), shape_str(t))
-    end
-  end
-  for k in pairs(sd) do if own[k] == nil then unexpected[#unexpected + 1] = tostring(k) end end
-  table.sort(missing); table.sort(unexpected); table.sort(bad)
-  local msgs = {}
-  if strict and #missing > 0 then msgs[#msgs + 1] = 'missing keys: ' .. table.concat(missing, ', ') end
-  if strict and #unexpected > 0 then msgs[#msgs + 1] = 'unexpected keys: ' .. table.concat(unexpected, ', ') end
-  if #bad > 0 then msgs[#msgs + 1] = 'size mismatch: ' .. table.concat(bad, '; ') end
-  if #msgs > 0 then error('load_state_dict: ' .. table.concat(msgs, '; '), 2) end
-  autograd.no_grad(function()
-    for k, t in pairs(own) do
-      local v = sd[k]
-      if v ~= nil then t:copy_(v) end
-    end
-  end)
-  return { missing = missing, unexpected = unexpected, missing_keys = missing, unexpected_keys = unexpected }   -- (PyTorch's names too)
-end
-
--- ---- copying and printing --------------------------------------------------------------
-
-local function deep_copy(v, memo)
-  if is_tensor(v) then
-    if memo[v] then return memo[v] end
-    local c = autograd.no_grad(function() return v:clone() end)
-    if v.requires_grad then c.requires_grad = true end
-    memo[v] = c
-    return c
-  end
-  if not is_table(v) then return v end
-  if memo[v] then return memo[v] end
-  local c = {}
-  memo[v] = c
-  for k, x in pairs(v) do c[deep_copy(k, memo)] = deep_copy(x, memo) end
-  return setmetatable(c, getmetatable(v))
-end
-
--- a deep copy: new parameters and buffers with the same values, no gradients
-function Module:clone() return deep_copy(self, {}) end
-
--- the one-line description inside the parentheses (layers override)
-function Module:extra_repr() return nil end
-
--- 41418 -> "41,418": every parameter count lunet prints is grouped so
-local function group(n)
-  local s = tostring(n)
-  return (s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', ''))
-end
-Module.format_count = group
-
-function Module:repr(indent)
-  indent = indent or ''
-  local extra = self:extra_repr()
-  local head = self.__name .. (extra and '(' .. extra .. ')' or '')
-  if #self._children == 0 then return head end
-  local lines = { head .. ' {' }
-  for _, n in ipairs(self._children) do
-    lines[#lines + 1] = indent .. '  (' .. n .. '): ' .. self[n]:repr(indent .. '  ')
-  end
-  lines[#lines + 1] = indent .. '}'
-  return table.concat(lines, '\n')
-end
-
-Module.__tostring = function(self)
-  local n = self:num_parameters()
-  return self:repr() .. ('\n%s parameter%s'):format(group(n), n == 1 and '' or 's')
-end
+-- (the rest of the interface, in its own files)
+require('lunet.nn.module_members')(Module)
+require('lunet.nn.module_print')(Module)
+require('lunet.nn.module_to')(Module)
+require('lunet.nn.module_state')(Module)
 
 return Module

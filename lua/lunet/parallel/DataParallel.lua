@@ -336,7 +336,7 @@ function DataParallel:observe(times, sizes) self.balance:observe(times, sizes) e
 
 -- ---- Module interface ------------------------------------------------------------------------
 
-function DataParallel:state_dict() return self.module:state_dict() end
+function DataParallel:state_dict(opts) return self.module:state_dict(opts) end
 
 function DataParallel:load_state_dict(sd, strict)
   local ok, r = pcall(self.module.load_state_dict, self.module, sd, strict)

@@ -434,7 +434,7 @@ function Pipeline:apply(fn)
   return self
 end
 
-function Pipeline:state_dict() return self.module:state_dict() end
+function Pipeline:state_dict(opts) return self.module:state_dict(opts) end
 
 function Pipeline:load_state_dict(sd, strict)
   local ok, res = pcall(self.module.load_state_dict, self.module, sd, strict)
