@@ -84,7 +84,7 @@ local function summary(model, input, opts)
   local args = inputs_of(input, o)
   -- each module's names in the tree (a module held twice has two) and depth
   local names, mods = {}, {}
-  for _, e in ipairs(model:named_modules()) do
+  for _, e in ipairs(model:named_modules({ remove_duplicate = false })) do
     local m = e[2]
     if not names[m] then names[m] = {}; mods[#mods + 1] = m end
     table.insert(names[m], e[1])
