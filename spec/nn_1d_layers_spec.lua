@@ -136,7 +136,7 @@ describe('nn.Conv1d', function()
     assert.matches('nn.Conv1d: in_channels 3 and out_channels 4 must be divisible by groups 2',
       err(nn.Conv1d, 3, 4, 3, { groups = 2 }))
     assert.matches("nn.Conv1d: padding='same' is not supported for strided", err(nn.Conv1d, 3, 4, 3, { stride = 2, padding = 'same' }))
-    assert.matches("padding_mode 'reflect' is not supported", err(nn.Conv1d, 3, 4, 3, { padding_mode = 'reflect' }))
+    assert.matches("padding_mode 'mirror' is not supported", err(nn.Conv1d, 3, 4, 3, { padding_mode = 'mirror' }))
     assert.matches("unknown option 'strides'", err(nn.Conv1d, 3, 4, 3, { strides = 2 }))
     assert.matches('conv1d: input must be 2%-d %(C, L%) or 3%-d %(N, C, L%), got 4%-d', err(nn.Conv1d(3, 4, 3), lunet.randn(1, 3, 5, 5)))
     assert.matches('conv1d: input has 5 channels, weight {4,3,3} with groups 1 expects 3', err(nn.Conv1d(3, 4, 3), lunet.randn(2, 5, 8)))

@@ -127,7 +127,7 @@ describe('nn.Conv3d', function()
     assert.matches('nn.Conv3d: in_channels 3 and out_channels 4 must be divisible by groups 2',
       err(nn.Conv3d, 3, 4, 3, { groups = 2 }))
     assert.matches("nn.Conv3d: padding='same' is not supported for strided", err(nn.Conv3d, 3, 4, 3, { stride = 2, padding = 'same' }))
-    assert.matches("padding_mode 'reflect' is not supported", err(nn.Conv3d, 3, 4, 3, { padding_mode = 'reflect' }))
+    assert.matches("padding_mode 'mirror' is not supported", err(nn.Conv3d, 3, 4, 3, { padding_mode = 'mirror' }))
     assert.matches("unknown option 'strides'", err(nn.Conv3d, 3, 4, 3, { strides = 2 }))
     assert.matches('conv3d: input must be 4%-d %(C, D, H, W%) or 5%-d %(N, C, D, H, W%), got 3%-d', err(nn.Conv3d(3, 4, 3), lunet.randn(3, 5, 5)))
     assert.matches('conv3d: input has 5 channels, weight {4,3,3,3,3} with groups 1 expects 3', err(F.conv3d, lunet.randn(2, 5, 4, 4, 4), w))

@@ -145,7 +145,7 @@ describe('nn.ConvTranspose3d', function()
     local xt = lunet.randn(1, 2, 3, 3, 2):transpose(3, 5)
     local wt = lunet.randn(2, 2, 2, 2, 2)
     assert.is_true(sfx.maxdiff(F.conv_transpose3d(xt, wt, nil, 2), F.conv_transpose3d(xt:contiguous(), wt, nil, 2)) < 1e-6)
-    assert.equal('nn.ConvTranspose3d(2 -> 4, 3x3x3, stride 2x2x2, pad 1x1x1)\n' .. (2 * 4 * 27 + 4) .. ' parameters',
+    assert.equal('nn.ConvTranspose3d(2 -> 4, 3x3x3, stride 2, pad 1)\n' .. (2 * 4 * 27 + 4) .. ' parameters',
       tostring(nn.ConvTranspose3d(2, 4, 3, 2, 1)))
     assert.matches('^nn.ConvTranspose3d%(4 %-> 2, 1x2x3, output_padding 0x1x0, dilation 1x2x1, groups 2, no bias%)',
       tostring(nn.ConvTranspose3d(4, 2, { 1, 2, 3 }, { output_padding = { 0, 1, 0 }, dilation = { 1, 2, 1 }, groups = 2, bias = false })))
@@ -153,7 +153,7 @@ describe('nn.ConvTranspose3d', function()
   it('errors', function()
     local x = lunet.randn(1, 2, 3, 3, 3)
     assert.matches('nn.ConvTranspose3d: kernel_size must be an integer >= 1 or {d, h, w}', err(nn.ConvTranspose3d, 2, 2, { 2, 2 }))
-    assert.matches('nn.ConvTranspose3d: output_padding 1x1x1 must be smaller than stride 1x1x1 or dilation 1x1x1',
+    assert.matches('nn.ConvTranspose3d: output_padding 1 must be smaller than stride 1 or dilation 1',
       err(nn.ConvTranspose3d, 2, 2, 2, { output_padding = 1 }))
     assert.matches('conv_transpose3d: input must be 4%-d %(C, D, H, W%) or 5%-d', err(F.conv_transpose3d, lunet.randn(2, 3, 3), lunet.randn(2, 1, 1, 1, 1)))
     assert.matches('conv_transpose3d: weight must be 5%-d', err(F.conv_transpose3d, x, lunet.randn(2, 1, 1, 1)))

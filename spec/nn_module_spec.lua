@@ -237,7 +237,7 @@ describe('nn.functional.pad', function()
     assert.same({ 0, 0, 1, 2, 3, 4, 0 }, rows(F.pad(x, { 2, 1, 1, 2 }))[2])
     -- (the mode was ignored before: 'reflect' padded with zeros; 3 values took the bottom as 0)
     local bad = {
-      { { { 1, 1, 1 } }, 'pad: padding must be a list {left, right} or {left, right, top, bottom} of integers, got 3 values' },
+      { { { 1, 1, 1 } }, 'pad: padding must be a list {left, right[, top, bottom[, front, back, ...]]} of integers, a pair per padded dim of the 4-d input, got 3 values' },
       { { { 4, 0 }, 'reflect' }, "pad: left padding 4 is too large for mode 'reflect' on a dim of size 4" },
       { { { 0, 0, 0, 4 }, 'circular' }, "pad: bottom padding 4 is too large for mode 'circular' on a dim of size 3" },
       { { { 1, 1 }, 'mirror' }, "pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got 'mirror'" },

@@ -138,11 +138,14 @@ local function conv_setup(fn, x, w, b, opts)
   return x, ffi.new('ln_conv2d_params', sh, sw, ph, pw, dh, dw, groups), N, O, OH, OW
 end
 
--- conv2d(x (N,C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
+-- conv2d(x (N,C,H,W) or (C,H,W), w (O,C/groups,KH,KW), b (O) or nil,
 --        {stride=1, padding=0 | {h,w} | 'same' | 'valid', dilation=1, groups=1}),
 -- or PyTorch's positional conv2d(x, w, b, stride, padding, dilation, groups)
 local record_conv2d = recorder('conv2d')
 function F.conv2d(x, w, b, opts, padding, dilation, groups)
+  if is_tensor(x) and x.p.ndim == 3 then   -- (an unbatched (C, H, W), as torch's)
+    return F.conv2d(x:unsqueeze(1), w, b, opts, padding, dilation, groups):squeeze(1)
+  end
   if opts ~= nil and (not is_table(opts) or opts[1] ~= nil) or padding ~= nil then
     opts = positional('conv2d', CONV_POSITIONAL, opts, padding, dilation, groups)
   end

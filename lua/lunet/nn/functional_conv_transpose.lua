@@ -113,6 +113,9 @@ return function(F, h)
   -- -> (N, Cout, (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1, likewise W)
   local record = recorder('conv_transpose2d')
   function F.conv_transpose2d(x, w, b, opts, ...)
+    if T.is_tensor(x) and x.p.ndim == 3 then   -- (an unbatched (C, H, W), as torch's)
+      return F.conv_transpose2d(x:unsqueeze(1), w, b, opts, ...):squeeze(1)
+    end
     if opts ~= nil and (not is_table(opts) or opts[1] ~= nil) or select('#', ...) > 0 then
       opts = options.positional(FN, POSITIONAL, opts, ...)
     end

@@ -21,7 +21,7 @@ return function(F, h)
   -- (each layer calls its recorder as a statement, then returns: a tail call
   -- into the recorder made LuaJIT's traces keep fewer allocations sunk)
   local record_pad = recorder('pad')
-  -- F.pad(x (N,C,H,W), {left, right[, top, bottom]}[, mode = 'constant'[, value = 0]])
+  -- F.pad(x, {left, right[, top, bottom[, front, back, ...]]}[, mode = 'constant'[, value = 0]])
   -- or F.pad(x, pad, {mode = ..., value = ...}): mode 'constant' fills with
   -- value, 'reflect' mirrors without repeating the edge (each pad below the
   -- dim's size), 'replicate' repeats the edge, 'circular' wraps around (each
@@ -43,18 +43,46 @@ return function(F, h)
     return require('lunet.factory').tensor(idx, { dtype = 'int64' })
   end
 
-  function F.pad(x, p, ...)
-    need('pad', x, 'input', 4)
-    if not is_table(p) or (#p ~= 2 and #p ~= 4) then
-      raise('pad: padding must be a list {left, right} or {left, right, top, bottom} of integers, got ' ..
-        (is_table(p) and #p .. ' values' or typename(p)))
+  -- x (A, B, H, W) padded by l, r (W) and t, b (H), the arguments checked
+  local function pad4(x, l, r, t, b, mode, value)
+    local s = x:size()
+    if mode ~= 'constant' then
+      local out = x
+      if l + r > 0 then out = out:index_select(4, pad_index(mode, s[4], l, r)) end
+      if t + b > 0 then out = out:index_select(3, pad_index(mode, s[3], t, b)) end
+      return out == x and x:clone() or out
     end
-    local l, r, t, b = p[1], p[2], p[3] or 0, p[4] or 0
-    for k = 1, #p do   -- (not ipairs over {l, r, t, b}: it stopped at a nil, unchecked)
+    local out = new(x, s[1], s[2], s[3] + t + b, s[4] + l + r)
+    C.ln_fill_(out.p, value or 0)
+    local inner = A.raw.narrow(A.raw.narrow(out, 3, t + 1, s[3]), 4, l + 1, s[4])
+    check(C.ln_copy_(inner.p, x.p))
+    record_pad(out, x, t, l, s[3], s[4])
+    return out
+  end
+
+  local SIDES = { 'left', 'right', 'top', 'bottom', 'front', 'back' }
+  local function product(s, from, to)
+    local n = 1
+    for i = from, to do n = n * s[i] end
+    return n
+  end
+
+  -- F.pad(x, {left, right[, top, bottom[, front, back, ...]]}[, mode[, value]]):
+  -- a pair per padded dim from the last one back, any rank; a 4-d input
+  -- padded in its last two dims at once, others through 4-d views.
+  function F.pad(x, p, ...)
+    need('pad', x, 'input')
+    local nd = x.p.ndim
+    if not is_table(p) or #p == 0 or #p % 2 ~= 0 or #p / 2 > nd then
+      raise(('pad: padding must be a list {left, right[, top, bottom[, front, back, ...]]} of integers, a pair ' ..
+        'per padded dim of the %d-d input, got %s'):format(nd, is_table(p) and #p .. ' values' or typename(p)))
+    end
+    for k = 1, #p do   -- (not ipairs: it stopped at a nil, unchecked)
       local v = p[k]
       if type(v) ~= 'number' or v % 1 ~= 0 or v < 0 or v > 2 ^ 31 then
-        raise(('pad: padding must be integers in 0..2^31, got {%s, %s, %s, %s}'):format(
-          tostring(l), tostring(r), tostring(t), tostring(b)))
+        local shown = {}
+        for i = 1, #p do shown[i] = tostring(p[i]) end
+        raise(('pad: padding must be integers in 0..2^31, got {%s}'):format(table.concat(shown, ', ')))
       end
     end
     local opts = check_options('pad', positional('pad', PAD_POSITIONAL, ...), PAD_OPTS) or NO_OPTS
@@ -67,24 +95,33 @@ return function(F, h)
     if mode ~= 'constant' then
       -- (reflect: below the size; circular: at most it; replicate: any, of a non-empty dim)
       local limit = mode == 'circular' and 0 or 1
-      for _, d in ipairs({ { 'left', l, 4 }, { 'right', r, 4 }, { 'top', t, 3 }, { 'bottom', b, 3 } }) do
-        if mode ~= 'replicate' and d[2] > s[d[3]] - limit or (mode == 'replicate' and d[2] > 0 and s[d[3]] == 0) then
-          raise(("pad: %s padding %d is too large for mode '%s' on a dim of size %d"):format(d[1], d[2], mode, s[d[3]]))
+      for k = 1, #p do
+        local n = s[nd - math.floor((k - 1) / 2)]
+        if mode ~= 'replicate' and p[k] > n - limit or (mode == 'replicate' and p[k] > 0 and n == 0) then
+          raise(("pad: %s padding %d is too large for mode '%s' on a dim of size %d"):format(
+            SIDES[k] or ('dim ' .. (nd - math.floor((k - 1) / 2)) .. (k % 2 == 1 and ' start' or ' end')), p[k], mode, n))
         end
       end
-      local out = x
-      if l + r > 0 then out = out:index_select(4, pad_index(mode, s[4], l, r)) end
-      if t + b > 0 then out = out:index_select(3, pad_index(mode, s[3], t, b)) end
-      return out == x and x:clone() or out
-    end
-    if value ~= nil and value % 1 ~= 0 and not x:is_floating_point() then   -- (NaN and inf too)
+    elseif value ~= nil and value % 1 ~= 0 and not x:is_floating_point() then   -- (NaN and inf too)
       raise(('pad: value %s does not fit a %s input'):format(tostring(value), x.dtype))
     end
-    local out = new(x, s[1], s[2], s[3] + t + b, s[4] + l + r)
-    C.ln_fill_(out.p, value or 0)
-    local inner = A.raw.narrow(A.raw.narrow(out, 3, t + 1, s[3]), 4, l + 1, s[4])
-    check(C.ln_copy_(inner.p, x.p))
-    record_pad(out, x, t, l, s[3], s[4])
+    if nd == 4 and #p <= 4 then return pad4(x, p[1], p[2], p[3] or 0, p[4] or 0, mode, value) end
+    local out, k = x, 1
+    while k <= #p / 2 do
+      local d = nd - k + 1
+      local size = out:size()
+      if k == 1 and #p >= 4 then   -- (the last two dims at once)
+        out = pad4(out:reshape(product(size, 1, d - 2), 1, size[d - 1], size[d]), p[1], p[2], p[3], p[4], mode, value)
+        size[d - 1], size[d] = size[d - 1] + p[3] + p[4], size[d] + p[1] + p[2]
+        k = k + 2
+      else
+        out = pad4(out:reshape(product(size, 1, d - 1), 1, size[d], product(size, d + 1, nd)), 0, 0,
+          p[2 * k - 1], p[2 * k], mode, value)
+        size[d] = size[d] + p[2 * k - 1] + p[2 * k]
+        k = k + 1
+      end
+      out = out:view(size)
+    end
     return out
   end
 
