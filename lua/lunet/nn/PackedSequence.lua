@@ -43,7 +43,20 @@ function PackedSequence.new(data, batch_sizes, sorted_indices, unsorted_indices)
   if sorted_indices and not unsorted_indices then unsorted_indices = invert(sorted_indices) end
   local self = setmetatable({ data = data, batch_sizes = batch_sizes, sorted_indices = sorted_indices,
     unsorted_indices = unsorted_indices }, PackedSequence)
-  self._bs = batch_sizes:tolist()   -- (a list per time step, for the loops over steps)
+  local bs, total = batch_sizes:tolist(), 0   -- (a list per time step, for the loops over steps)
+  for t, b in ipairs(bs) do
+    if b < 1 or (t > 1 and b > bs[t - 1]) then
+      options.fail(fn, 'batch_sizes must be positive and non-increasing, got {' .. table.concat(bs, ', ') .. '}')
+    end
+    total = total + b
+  end
+  if #bs == 0 or total ~= data:size(1) then
+    options.fail(fn, ('batch_sizes sum to %d but data has %d rows'):format(total, data:size(1)))
+  end
+  if sorted_indices and sorted_indices:size(1) ~= bs[1] then
+    options.fail(fn, ('sorted_indices has %d entries for a batch of %d'):format(sorted_indices:size(1), bs[1]))
+  end
+  self._bs = bs
   return self
 end
 

@@ -47,6 +47,7 @@ function M.pack_padded_sequence(input, lengths, ...)
   end
   if o.batch_first then input = input:transpose(1, 2) end
   local T, B = input:size(1), input:size(2)
+  if input:numel() == 0 then fail(fn, 'cannot pack empty tensors') end
   lengths = lengths_of(fn, lengths, B)
   local sorted_indices
   if o.enforce_sorted == false then
@@ -129,6 +130,9 @@ end
 function M.pack_sequence(sequences, ...)
   local fn = 'pack_sequence'
   local o = options.check(fn, options.positional(fn, { 'enforce_sorted' }, ...), { enforce_sorted = 'boolean' }) or {}
+  if not core.is_table(sequences) or getmetatable(sequences) ~= nil or #sequences == 0 then
+    fail(fn, 'sequences must be a non-empty list of tensors, got ' .. typename(sequences))
+  end
   local padded = require('lunet.nn.rnn_utils').pad_sequence(sequences)
   local lengths = {}
   for i = 1, #sequences do lengths[i] = sequences[i]:size(1) end
