@@ -14,9 +14,8 @@ function GRU:__init(input_size, hidden_size, ...)
 end
 
 function GRU:forward(x0, h0)
-  local x, unbatched = self:_input(x0)
-  local out, hn = self:_layers(x, self:_state('h0', h0, x, unbatched))
-  return self:_output(out, unbatched), unbatched and hn:squeeze(2) or hn
+  local out, hn = self:_forward(x0, h0)
+  return out, hn
 end
 
 return GRU

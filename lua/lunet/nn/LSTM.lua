@@ -1,8 +1,9 @@
 -- nn.LSTM(input_size, hidden_size[, {num_layers = 1, bias = true, batch_first = false,
--- dropout = 0, bidirectional = false, dtype, device}]), or PyTorch's positional
--- (num_layers, bias, batch_first, dropout, bidirectional): per layer and step
--- torch's LSTM cell (lunet.nn.LSTMCell). out, {h_n, c_n} = lstm(x[, {h0, c0}])
--- (a list where torch has a tuple; shapes: lunet.nn.RNNBase). No proj_size.
+-- dropout = 0, bidirectional = false, proj_size = 0, dtype, device}]), or PyTorch's
+-- positional (num_layers, bias, batch_first, dropout, bidirectional, proj_size): per
+-- layer and step torch's LSTM cell (lunet.nn.LSTMCell), h projected by weight_hr
+-- when proj_size > 0. out, {h_n, c_n} = lstm(x[, {h0, c0}]) (a list where torch
+-- has a tuple; shapes: lunet.nn.RNNBase; x may be a PackedSequence).
 local RNNBase = require 'lunet.nn.RNNBase'
 local options = require 'lunet.options'
 local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
@@ -16,7 +17,6 @@ function LSTM:__init(input_size, hidden_size, ...)
 end
 
 function LSTM:forward(x0, hx)
-  local x, unbatched = self:_input(x0)
   local h0, c0
   if hx ~= nil then
     if not is_table(hx) or #hx ~= 2 then
@@ -25,9 +25,8 @@ function LSTM:forward(x0, hx)
     end
     h0, c0 = hx[1], hx[2]
   end
-  local out, hn, cn = self:_layers(x, self:_state('h0', h0, x, unbatched), self:_state('c0', c0, x, unbatched))
-  if unbatched then hn, cn = hn:squeeze(2), cn:squeeze(2) end
-  return self:_output(out, unbatched), { hn, cn }
+  local out, hn, cn = self:_forward(x0, h0, c0)
+  return out, { hn, cn }
 end
 
 return LSTM

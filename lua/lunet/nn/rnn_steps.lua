@@ -14,15 +14,18 @@ M.GATES = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
 function M.RNN_TANH(gi, h, w_hh, b_hh) return (gi + F.linear(h, w_hh, b_hh)):tanh() end
 function M.RNN_RELU(gi, h, w_hh, b_hh) return (gi + F.linear(h, w_hh, b_hh)):relu() end
 
--- gates i, f, g, o (torch's order): c' = f c + i g, h' = o tanh(c'); returns h', c'
-function M.LSTM(gi, h, w_hh, b_hh, c)
-  local H = h:size(-1)
+-- gates i, f, g, o (torch's order): c' = f c + i g, h' = o tanh(c'); returns h', c'.
+-- With a projection w_hr (proj_size, H), h' = (o tanh(c')) w_hr^T.
+function M.LSTM(gi, h, w_hh, b_hh, c, w_hr)
+  local H = c:size(-1)
   local gates = gi + F.linear(h, w_hh, b_hh)
   local i_f = gates:narrow(-1, 1, 2 * H):sigmoid()   -- (i and f in one sigmoid)
   local g = gates:narrow(-1, 2 * H + 1, H):tanh()
   local o = gates:narrow(-1, 3 * H + 1, H):sigmoid()
   local c2 = i_f:narrow(-1, H + 1, H) * c + i_f:narrow(-1, 1, H) * g
-  return o * c2:tanh(), c2
+  local h2 = o * c2:tanh()
+  if w_hr then h2 = F.linear(h2, w_hr) end
+  return h2, c2
 end
 
 -- gates r, z, n (torch's order): n = tanh(gi_n + r (h W_hn^T + b_hn)),

@@ -1,4 +1,5 @@
--- nn.utils.rnn, as torch.nn.utils.rnn: pad_sequence.
+-- nn.utils.rnn, as torch.nn.utils.rnn: pad_sequence; PackedSequence,
+-- pack_padded_sequence, pad_packed_sequence, pack_sequence (nn/rnn_pack.lua).
 --   nn.utils.rnn.pad_sequence({a, b, c}, {batch_first = true, padding_value = -1})
 local lunet = require 'lunet'
 local core = require 'lunet.core'
@@ -54,5 +55,10 @@ function rnn.pad_sequence(sequences, batch_first, padding_value)
   end
   return lunet.stack(padded, batch_first and 1 or 2)
 end
+
+rnn.PackedSequence = require 'lunet.nn.PackedSequence'
+local pack = require 'lunet.nn.rnn_pack'
+rnn.pack_padded_sequence, rnn.pad_packed_sequence = pack.pack_padded_sequence, pack.pad_packed_sequence
+rnn.pack_sequence = pack.pack_sequence
 
 return rnn
