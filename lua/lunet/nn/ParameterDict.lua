@@ -41,7 +41,8 @@ local function put(self, name, t, level)
   rawset(self, name, p)
 end
 
-function ParameterDict:__init(dict)
+function ParameterDict:__init(dict, more)
+  if more ~= nil then options.fail('nn.ParameterDict', 'takes one table {name = tensor, ...}, got a second argument') end
   if dict ~= nil and (not is_table(dict) or T.is_tensor(dict)) then
     options.fail('nn.ParameterDict', 'expected a table {name = tensor, ...}, got ' .. typename(dict))
   end

@@ -32,8 +32,9 @@ function ParameterList.as_parameter(fn, t, what, level)
 end
 local as_parameter = ParameterList.as_parameter
 
-function ParameterList:__init(list)
-  if list ~= nil and not is_table(list) then options.fail('nn.ParameterList', 'expected a list of tensors, got ' .. typename(list)) end
+function ParameterList:__init(list, more)
+  if more ~= nil then options.fail('nn.ParameterList', 'takes one list of tensors, got a second argument') end
+  if list ~= nil and (not is_table(list) or T.is_tensor(list)) then options.fail('nn.ParameterList', 'expected a list of tensors, got ' .. typename(list)) end
   self:extend(list or {})
 end
 
@@ -47,6 +48,11 @@ end
 
 function ParameterList:extend(list)
   if not is_table(list) or T.is_tensor(list) then error('nn.ParameterList: extend expects a list of tensors, got ' .. typename(list), 2) end
+  for k in pairs(list) do
+    if type(k) ~= 'number' or k % 1 ~= 0 or k < 1 then
+      error(('nn.ParameterList: extend expects a list of tensors, got the key %s'):format(tostring(k)), 2)
+    end
+  end
   for i = 1, table.maxn(list) do
     if list[i] == nil then error(('nn.ParameterList: parameter %d is nil'):format(i), 2) end
     self:append(list[i])

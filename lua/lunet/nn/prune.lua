@@ -42,9 +42,9 @@ end
 -- the unstructured methods: mask with k of the still-unpruned entries zeroed,
 -- those with the lowest score (dead entries scored +inf, never chosen)
 local function unstructured(fn, score)
-  return function(imp, mask, amount)
+  return function(imp, mask, amount, who)   -- (who: the caller's name, for global_unstructured)
     local alive = mask:eq(1)
-    local k = nparams(fn, amount, alive:sum():item())
+    local k = nparams(who or fn, amount, alive:sum():item())
     local s = score(imp):masked_fill(alive:logical_not(), math.huge):reshape(-1)
     local _, idx = s:topk(k, 1, false)
     return mask:clone():reshape(-1):index_fill(1, idx, 0):reshape(mask:size())
@@ -182,7 +182,7 @@ function M.global_unstructured(parameters, method, amount)
     local m = rawget(e[1], e[2] .. '_mask')
     ws[i], ms[i] = w:detach():reshape(-1), (m or lunet.ones_like(w)):reshape(-1)
   end
-  local all = no_grad(function() return method.compute(lunet.cat(ws), lunet.cat(ms), amount) end)
+  local all = no_grad(function() return method.compute(lunet.cat(ws), lunet.cat(ms), amount, fn) end)
   local at = 1
   for i, e in ipairs(parameters) do
     local n = ws[i]:numel()
