@@ -38,10 +38,11 @@ function ParameterList:__init(list, more)
   self:extend(list or {})
 end
 
+-- (#self, the array part: a parameter registered by name is not in the list)
 function ParameterList:append(p)
-  local n = #self._params
+  local n = #self
   p = as_parameter('nn.ParameterList', p, ('parameter %d'):format(n + 1), 2)
-  self._params[n + 1] = tostring(n)
+  table.insert(self._params, tostring(n))
   rawset(self, n + 1, p)
   return self
 end
@@ -62,14 +63,14 @@ end
 
 -- insert(i, p): p becomes the i-th (1..#pl+1), the ones after it move up (and are renamed)
 function ParameterList:insert(i, p)
-  local n = #self._params
+  local n = #self
   if type(i) ~= 'number' or i % 1 ~= 0 or i < 1 or i > n + 1 then
     error(('nn.ParameterList: insert index must be an integer in 1..%d, got %s'):format(n + 1, tostring(i)), 2)
   end
   p = as_parameter('nn.ParameterList', p, 'parameter', 2)
   for j = n, i, -1 do rawset(self, j + 1, rawget(self, j)) end
   rawset(self, i, p)
-  self._params[n + 1] = tostring(n)
+  table.insert(self._params, tostring(n))
   return self
 end
 
@@ -77,7 +78,7 @@ end
 ParameterList.__newindex = function(self, k, v)
   local i = type(k) == 'number' and k or type(k) == 'string' and k:match('^%d+$') and tonumber(k) + 1
   if i then
-    local n = #self._params
+    local n = #self
     if i % 1 ~= 0 or i < 1 or i > n then
       error(('nn.ParameterList: index %s out of range 1..%d (append adds one)'):format(tostring(k), n), 2)
     end
@@ -86,7 +87,7 @@ ParameterList.__newindex = function(self, k, v)
   return Module.__newindex(self, k, v)
 end
 
-function ParameterList:size() return #self._params end
+function ParameterList:size() return #self end
 
 -- for i, p in pl:ipairs() do ... end (as ipairs(pl))
 function ParameterList:ipairs() return ipairs(self) end
@@ -101,8 +102,8 @@ end
 function ParameterList:repr(indent)
   indent = indent or ''
   local lines = { self.__name .. ' {' }
-  for i, n in ipairs(self._params) do
-    lines[#lines + 1] = indent .. '  (' .. n .. '): ' .. ParameterList.describe(rawget(self, i))
+  for _, n in ipairs(self._params) do
+    lines[#lines + 1] = indent .. '  (' .. n .. '): ' .. ParameterList.describe(self[n])
   end
   lines[#lines + 1] = indent .. '}'
   return table.concat(lines, '\n')
