@@ -252,7 +252,7 @@ describe('API errors: no raw Lua error from any public function', function()
       AvgPool2d = { 2 }, AdaptiveAvgPool2d = { 1 }, BasicBlock = { 3, 3 }, Sequential = { nn.ReLU() },
       ModuleList = { { nn.ReLU() } }, Dropout = { 0.5 }, Softmax = { 2 }, LogSoftmax = { 2 },
       AdaptiveMaxPool2d = { 2 }, PixelShuffle = { 2 }, PixelUnshuffle = { 2 }, Unflatten = { 2, { 2, 2 } },
-      InstanceNorm2d = { 3 }, Threshold = { 0.1, 20 },
+      InstanceNorm2d = { 3 }, InstanceNorm1d = { 3 }, InstanceNorm3d = { 3 }, ParameterList = { {} }, Threshold = { 0.1, 20 },
       Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
       Bilinear = { 4, 4, 2 }, Embedding = { 10, 3 }, EmbeddingBag = { 10, 3 },

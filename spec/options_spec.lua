@@ -444,6 +444,14 @@ describe('constructors given any two values after their required arguments', fun
       { 'AvgPool1d', function(...) return nn.AvgPool1d(2, ...) end },
       { 'AdaptiveAvgPool1d', nn.AdaptiveAvgPool1d }, { 'AdaptiveMaxPool1d', nn.AdaptiveMaxPool1d },
       { 'Bilinear', function(...) return nn.Bilinear(2, 3, 4, ...) end },
+      { 'InstanceNorm1d', function(...) return nn.InstanceNorm1d(2, ...) end },
+      { 'InstanceNorm3d', function(...) return nn.InstanceNorm3d(2, ...) end },
+      { 'ParameterList', nn.ParameterList }, { 'ParameterDict', nn.ParameterDict },
+      { 'prune.l1_unstructured', function(...) return nn.utils.prune.l1_unstructured(nn.Linear(2, 2), 'weight', ...) end },
+      { 'prune.ln_structured', function(...) return nn.utils.prune.ln_structured(nn.Linear(2, 2), 'weight', 1, ...) end },
+      { 'prune.global_unstructured', function(a, b)
+        return nn.utils.prune.global_unstructured({ { nn.Linear(2, 2), 'weight' } }, a or nn.utils.prune.L1Unstructured, b)
+      end },
       { 'EmbeddingBag', function(...) return nn.EmbeddingBag(10, 3, ...) end },
       { 'Embedding.from_pretrained', function(...) return nn.Embedding.from_pretrained(lunet.ones(4, 2), ...) end },
       { 'RNNCell', function(...) return nn.RNNCell(2, 3, ...) end }, { 'LSTM', function(...) return nn.LSTM(2, 3, ...) end },

@@ -32,6 +32,7 @@ for _, name in ipairs({
   'ConvTranspose1d', 'ConvTranspose3d', 'AdaptiveMaxPool3d', 'Dropout1d', 'Dropout3d', 'AlphaDropout',
   'FeatureAlphaDropout', 'LPPool1d', 'LPPool2d',
   'EmbeddingBag',
+  'InstanceNorm1d', 'InstanceNorm3d', 'ParameterList', 'ParameterDict',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end

@@ -17,6 +17,7 @@ utils.clip_grad_value = utils.clip_grad_value_
 local wn, sn = require 'lunet.nn.weight_norm', require 'lunet.nn.spectral_norm'
 utils.weight_norm, utils.remove_weight_norm = wn.weight_norm, wn.remove_weight_norm
 utils.spectral_norm, utils.remove_spectral_norm = sn.spectral_norm, sn.remove_spectral_norm
+utils.prune = require 'lunet.nn.prune'   -- l1_unstructured, ln_structured, global_unstructured, remove, ...
 utils.rnn = require 'lunet.nn.rnn_utils'
 
 -- params (a tensor, or a list of them as model:parameters() gives), checked:
