@@ -214,7 +214,8 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
   end)
 
   local BINARY = {'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
-                  'logical_and', 'logical_or', 'fmod', 'atan2', 'hypot', 'logaddexp', 'logaddexp2'}
+                  'logical_and', 'logical_or', 'fmod', 'atan2', 'hypot', 'logaddexp', 'logaddexp2',
+                  'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_left_shift', 'bitwise_right_shift', 'gcd', 'lcm'}
   it_dev('binary ops: every op and dtype, broadcast, non-contiguous, scalars, in place', function()
     for _, dt in ipairs(DTYPES) do
       for _, op in ipairs(BINARY) do
@@ -241,7 +242,7 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
   local UNARY = {'neg', 'abs', 'exp', 'log', 'sqrt', 'tanh', 'sigmoid', 'relu', 'sin', 'cos', 'rsqrt', 'sign',
                  'floor', 'ceil', 'round', 'reciprocal', 'log1p', 'expm1', 'square', 'logical_not', 'isnan',
                  'isinf', 'erf', 'sinh', 'cosh', 'asinh', 'acosh', 'atanh', 'asin', 'acos', 'atan', 'log2',
-                 'log10', 'exp2', 'trunc', 'frac'}
+                 'log10', 'exp2', 'trunc', 'frac', 'bitwise_not'}
   it_dev('unary ops and clamp: every op and dtype, non-contiguous, in place', function()
     for _, dt in ipairs(DTYPES) do
       for _, op in ipairs(UNARY) do

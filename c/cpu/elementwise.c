@@ -145,7 +145,36 @@ static inline int64_t sat_i64(double x) {
   case LN_LOGICAL_AND: BIN_LOOP(T, uint8_t, (a_ != 0) & (b_ != 0)); break;         \
   case LN_LOGICAL_OR: BIN_LOOP(T, uint8_t, (a_ != 0) | (b_ != 0)); break;
 
-#define DEF_BIN_INT(NAME, T)                                                       \
+/* Shift counts modulo the width (32 for uint8, which C shifts as an int):
+ * what torch 1.13's CPU kernels give (there a count out of range is C's
+ * undefined behaviour, which x86 resolves so); defined here so that CPU and
+ * CUDA agree. Left shifts through uint64 (no signed overflow), right shifts
+ * arithmetic for signed types. */
+#define SHIFT_MASK(T) ((int)(sizeof(T) < 4 ? 31 : sizeof(T) * 8 - 1))
+#define LSHIFT(T, a, b) ((T)((uint64_t)(int64_t)(a) << ((b) & SHIFT_MASK(T))))
+#define RSHIFT(T, a, b) ((T)((a) >> ((b) & SHIFT_MASK(T))))
+/* torch's calc_gcd and lcm (Euclid on |a|, |b|; |a / g * b|), with their
+ * wraparound at the type's limits made explicit */
+#define DEF_GCD(NAME, T, ABS)                                                      \
+  static inline T NAME(T a, T b) {                                                 \
+    a = ABS(a); b = ABS(b);                                                        \
+    while (a != 0) { T c = a; a = b % a; b = c; }                                  \
+    return b;                                                                      \
+  }                                                                                \
+  static inline T NAME##_lcm(T a, T b) {                                           \
+    T g = NAME(a, b);                                                              \
+    if (g == 0) return 0;                                                          \
+    T q = (T)-1 < 0 && g == (T)-1 ? WRAP(T, sub, (T)0, a) : (T)(a / g);            \
+    return ABS(WRAP(T, mul, q, b));                                                \
+  }
+#define IABS32(x) ((x) < 0 ? WRAP(int32_t, sub, 0, (x)) : (x))
+#define IABS64(x) ((x) < 0 ? WRAP(int64_t, sub, 0, (x)) : (x))
+#define UABS8(x) (x)
+DEF_GCD(gcd_i32, int32_t, IABS32)
+DEF_GCD(gcd_i64, int64_t, IABS64)
+DEF_GCD(gcd_u8, uint8_t, UABS8)
+
+#define DEF_BIN_INT(NAME, T, GCD)                                                  \
   static void NAME(int op, double alpha, char *po, const char *pa, const char *pb, \
                    int64_t n, int64_t so, int64_t sa, int64_t sb) {                \
     switch (op) {                                                                  \
@@ -154,14 +183,21 @@ static inline int64_t sat_i64(double x) {
       case LN_MAXIMUM: BIN_LOOP(T, T, a_ > b_ ? a_ : b_); break;                   \
       case LN_MINIMUM: BIN_LOOP(T, T, a_ < b_ ? a_ : b_); break;                   \
       case LN_FMOD: BIN_LOOP(T, T, b_ == 0 || ((T)-1 < 0 && b_ == (T)-1) ? 0 : a_ % b_); break; \
+      case LN_BITWISE_AND: BIN_LOOP(T, T, a_ & b_); break;                         \
+      case LN_BITWISE_OR: BIN_LOOP(T, T, a_ | b_); break;                          \
+      case LN_BITWISE_XOR: BIN_LOOP(T, T, a_ ^ b_); break;                         \
+      case LN_BITWISE_LSHIFT: BIN_LOOP(T, T, LSHIFT(T, a_, b_)); break;            \
+      case LN_BITWISE_RSHIFT: BIN_LOOP(T, T, RSHIFT(T, a_, b_)); break;            \
+      case LN_GCD: BIN_LOOP(T, T, GCD(a_, b_)); break;                             \
+      case LN_LCM: BIN_LOOP(T, T, GCD##_lcm(a_, b_)); break;                       \
     }                                                                              \
   }
 
 DEF_BIN_FLOAT(bin_f32, float, powf, fmodf, atan2f, hypotf, logaddexp_f32)
 DEF_BIN_FLOAT(bin_f64, double, pow, fmod, atan2, hypot, logaddexp_f64)
-DEF_BIN_INT(bin_i32, int32_t)
-DEF_BIN_INT(bin_i64, int64_t)
-DEF_BIN_INT(bin_u8, uint8_t)
+DEF_BIN_INT(bin_i32, int32_t, gcd_i32)
+DEF_BIN_INT(bin_i64, int64_t, gcd_i64)
+DEF_BIN_INT(bin_u8, uint8_t, gcd_u8)
 
 typedef void (*bin_fn)(int, double, char *, const char *, const char *, int64_t, int64_t,
                        int64_t, int64_t);
@@ -314,6 +350,7 @@ DEF_UN_FLOAT(un_f64, double, F64)
       case LN_SQUARE: UN_LOOP(T, T, WRAP(T, mul, x_, x_)); break;                  \
       case LN_FLOOR: case LN_CEIL: case LN_ROUND: case LN_TRUNC: UN_LOOP(T, T, x_); break; \
       case LN_LOGICAL_NOT: UN_LOOP(T, uint8_t, x_ == 0); break;                    \
+      case LN_BITWISE_NOT: UN_LOOP(T, T, ~x_); break;                              \
       case LN_ISNAN: case LN_ISINF: UN_LOOP(T, uint8_t, 0 * x_); break;            \
       case LN_CLAMP: UN_LOOP(T, T, x_ < lo ? (T)lo : (x_ > hi ? (T)hi : x_)); break; \
     }                                                                              \

@@ -251,6 +251,32 @@ __device__ __forceinline__ int64_t ipow(int64_t a, int64_t b) {
   return (int64_t)r;
 }
 
+// |x| wrapping at the minimum, torch's calc_gcd and lcm as on the CPU
+// (c/cpu/elementwise.c)
+template <typename T>
+__device__ __forceinline__ T wabs(T x) {
+  typedef typename std::make_unsigned<T>::type U;
+  return x < (T)0 ? (T)((U)0 - (U)x) : x;
+}
+template <typename T>
+__device__ __forceinline__ T igcd(T a, T b) {
+  a = wabs(a); b = wabs(b);
+  while (a != 0) { T c = a; a = b % a; b = c; }
+  return b;
+}
+template <typename T>
+__device__ __forceinline__ T ilcm(T a, T b) {
+  typedef typename std::make_unsigned<T>::type U;
+  T g = igcd(a, b);
+  if (g == 0) return 0;
+  T q = (T)-1 < (T)0 && g == (T)-1 ? (T)((U)0 - (U)a) : (T)(a / g);
+  return wabs((T)((U)q * (U)b));
+}
+// shift counts modulo the width (32 for uint8), as the CPU kernels (torch
+// 1.13's CPU results; its CUDA ones differ past the width)
+template <typename T>
+__device__ __forceinline__ int shift_count(T b) { return (int)(b & (T)(sizeof(T) < 4 ? 31 : sizeof(T) * 8 - 1)); }
+
 template <typename T>   // wrapping two's complement arithmetic through the unsigned type
 __device__ __forceinline__ T int_op(int op, T a, T b, double alpha) {
   typedef typename std::make_unsigned<T>::type U;
@@ -263,6 +289,13 @@ __device__ __forceinline__ T int_op(int op, T a, T b, double alpha) {
     case LN_MAXIMUM: return a > b ? a : b;
     case LN_MINIMUM: return a < b ? a : b;
     case LN_DIV: return b == 0 ? 0 : (T)(a / b);   // (the front end sends integer division as float)
+    case LN_BITWISE_AND: return a & b;
+    case LN_BITWISE_OR: return a | b;
+    case LN_BITWISE_XOR: return a ^ b;
+    case LN_BITWISE_LSHIFT: return (T)((unsigned long long)(long long)a << shift_count(b));
+    case LN_BITWISE_RSHIFT: return (T)(a >> shift_count(b));
+    case LN_GCD: return igcd(a, b);
+    case LN_LCM: return ilcm(a, b);
   }
   return 0;
 }
@@ -358,6 +391,7 @@ __device__ __forceinline__ T un_int(int op, T x, double lo, double hi) {
     case LN_SIGN: return (T)((x > 0) - (x < 0));
     case LN_SQUARE: return (T)((U)x * (U)x);
     case LN_FLOOR: case LN_CEIL: case LN_ROUND: case LN_TRUNC: return x;
+    case LN_BITWISE_NOT: return (T)~x;
     case LN_CLAMP: return x < lo ? (T)lo : (x > hi ? (T)hi : x);
   }
   return 0;

@@ -282,13 +282,18 @@ typedef enum ln_unary_op {
   LN_SINH, LN_COSH, LN_ASINH, LN_ACOSH, LN_ATANH, LN_ASIN, LN_ACOS, LN_ATAN,
   LN_LOG2, LN_LOG10, LN_EXP2, LN_TRUNC, LN_FRAC,
   LN_LGAMMA, LN_DIGAMMA, LN_TRIGAMMA, LN_ERFC, LN_ERFINV, LN_SIGNBIT,
+  LN_BITWISE_NOT,
   LN_NUNARY
 } ln_unary_op;
 
 typedef enum ln_binary_op {
   LN_ADD = 0, LN_SUB, LN_MUL, LN_DIV, LN_POW, LN_MAXIMUM, LN_MINIMUM,
   LN_EQ, LN_NE, LN_LT, LN_LE, LN_GT, LN_GE, LN_LOGICAL_AND, LN_LOGICAL_OR,
-  LN_FMOD, LN_ATAN2, LN_HYPOT, LN_LOGADDEXP, LN_LOGADDEXP2, LN_NBINARY
+  LN_FMOD, LN_ATAN2, LN_HYPOT, LN_LOGADDEXP, LN_LOGADDEXP2,
+  /* integer and bool only (shifts, gcd, lcm: integer only); shift counts
+   * are taken modulo the bit width (32 for uint8), as torch 1.13's CPU gives */
+  LN_BITWISE_AND, LN_BITWISE_OR, LN_BITWISE_XOR, LN_BITWISE_LSHIFT, LN_BITWISE_RSHIFT,
+  LN_GCD, LN_LCM, LN_NBINARY
 } ln_binary_op;
 
 LN_API ln_tensor *ln_unary(int op, const ln_tensor *a);

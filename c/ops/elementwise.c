@@ -9,12 +9,17 @@ static const char *unary_names[] = {
   "sign", "floor", "ceil", "round", "reciprocal", "log1p", "expm1", "square", "logical_not",
   "isnan", "isinf", "erf", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan",
   "log2", "log10", "exp2", "trunc", "frac", "lgamma", "digamma", "trigamma", "erfc", "erfinv", "signbit",
-  "clamp"};
+  "bitwise_not", "clamp"};
 static const char *binary_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-  "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2", "add_scaled"};
+  "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2",
+  "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm",
+  "add_scaled"};
 
 static bool is_predicate(int op) { return op >= LN_EQ && op <= LN_LOGICAL_OR; }
+/* the integer-only ops (and, or, xor take bool too) */
+static bool is_bitop(int op) { return op >= LN_BITWISE_AND && op <= LN_LCM; }
+static bool bool_bitop(int op) { return op >= LN_BITWISE_AND && op <= LN_BITWISE_XOR; }
 
 /* ---- shared helpers ------------------------------------------------------------- */
 
@@ -48,7 +53,16 @@ static bool category_narrower(int result, int target) {
 static bool int_ok(int op) {
   return op == LN_NEG || op == LN_ABS || op == LN_RELU || op == LN_SIGN || op == LN_SQUARE ||
          op == LN_FLOOR || op == LN_CEIL || op == LN_ROUND || op == LN_LOGICAL_NOT ||
-         op == LN_ISNAN || op == LN_ISINF || op == LN_CLAMP || op == LN_TRUNC;
+         op == LN_ISNAN || op == LN_ISINF || op == LN_CLAMP || op == LN_TRUNC || op == LN_BITWISE_NOT;
+}
+
+/* bitwise_not has no float kernel in torch ("bitwise_not_cpu" not
+ * implemented for 'Float'): refused rather than promoted */
+static int check_bitwise_not(const char *fn, const ln_tensor *a, bool inplace) {
+  if (ln_is_float(a->dtype_id))
+    return ln_error("%s%s: only integer and bool tensors are supported, got %s", fn, inplace ? "_" : "",
+                    ln_dtype_name(a->dtype_id));
+  return 0;
 }
 
 /* torch.frac has no integer kernel ("frac_cpu" not implemented for 'Long'):
@@ -65,6 +79,8 @@ static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
   if (op < 0 || op > LN_CLAMP) return ln_error_null("unary: invalid op %d", op);
   if (ln_check_tensor(fn, a, "input") != 0) return NULL;
   if (op == LN_FRAC && check_frac(fn, a, false) != 0) return NULL;
+  if (op == LN_BITWISE_NOT && check_bitwise_not(fn, a, false) != 0) return NULL;
+  if (op == LN_BITWISE_NOT && a->dtype_id == LN_BOOL) op = LN_LOGICAL_NOT;   /* (~ of a bool is not) */
   int ct = a->dtype_id;
   if (ct == LN_FLOAT16 || ct == LN_BFLOAT16 || (!ln_is_float(ct) && !int_ok(op))) ct = LN_FLOAT32;
   if (op == LN_NEG && ct == LN_BOOL)
@@ -97,6 +113,8 @@ static int unary_inplace_p(int op, ln_tensor *a, double p0, double p1) {
   if (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF || op == LN_SIGNBIT)
     return ln_error("%s_: has no in-place form", fn);
   if (op == LN_FRAC && check_frac(fn, a, true) != 0) return -1;
+  if (op == LN_BITWISE_NOT && check_bitwise_not(fn, a, true) != 0) return -1;
+  if (op == LN_BITWISE_NOT && a->dtype_id == LN_BOOL) op = LN_LOGICAL_NOT;   /* (writes 0/1 bytes in place) */
   if (!ln_is_float(a->dtype_id) && !int_ok(op))
     return ln_error("%s_: result type float32 can't be stored in place into %s", fn,
                     ln_dtype_name(a->dtype_id));
@@ -138,12 +156,19 @@ static int compute_dtype(const char *fn, const char *us, int *op, int ct) {
   if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2) && !ln_is_float(ct))
     return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn, us,
                     ln_dtype_name(ct));
+  /* bitwise ops, gcd and lcm have no float kernel in torch either; shifts,
+   * gcd and lcm none for bool */
+  if (is_bitop(*op) && ln_is_float(ct))
+    return ln_error("%s%s: only integer%s tensors are supported, got %s", fn, us,
+                    bool_bitop(*op) ? " and bool" : "", ln_dtype_name(ct));
+  if (is_bitop(*op) && !bool_bitop(*op) && ct == LN_BOOL)
+    return ln_error("%s%s: not implemented for bool tensors (only integer ones)", fn, us);
   if ((*op == LN_DIV || *op == LN_ATAN2) && !ln_is_float(ct)) ct = LN_FLOAT32;
   if (ct == LN_FLOAT16 || ct == LN_BFLOAT16) ct = LN_FLOAT32;
   if (ct == LN_BOOL) {
     if (*op == LN_ADD || *op == LN_MAXIMUM) *op = LN_LOGICAL_OR;
     else if (*op == LN_MUL || *op == LN_MINIMUM) *op = LN_LOGICAL_AND;
-    else if (!is_predicate(*op))
+    else if (!is_predicate(*op) && !bool_bitop(*op))
       return ln_error("%s%s: not supported for bool tensors; cast them first", fn, us);
   }
   return ct;
@@ -207,6 +232,14 @@ static int binary_inplace_impl(int op, ln_tensor *a, const ln_tensor *b, double 
   if (category_narrower(ct, a->dtype_id) || a->dtype_id == LN_FLOAT16 || a->dtype_id == LN_BFLOAT16)
     return ln_error("%s_: result type %s can't be cast to the in-place target's type %s", fn,
                     ln_dtype_name(ct), ln_dtype_name(a->dtype_id));
+  if (ct != a->dtype_id && is_bitop(kop) && !bool_bitop(kop)) {
+    /* shifts, gcd, lcm in the wider dtype, then cast into a (as torch):
+     * b's values cast down first would change the counts and divisors */
+    ln_tensor *r = binary_impl(op, a, b, alpha);
+    int rc = r ? ln_copy_(a, r) : -1;
+    ln_tensor_free(r);
+    return rc;
+  }
   ct = a->dtype_id;
   ln_tensor *tb;
   const ln_tensor *y = as_dtype(b, ct, &tb);

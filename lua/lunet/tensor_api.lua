@@ -17,8 +17,7 @@
 --   renorm(p, dim, maxnorm), aminmax([dim[, keepdim]]) -> min, max,
 --   nansum, nanmean, std_mean, var_mean (-> std|var, mean), cummax, cummin
 --   (-> values, 1-based indices), logcumsumexp(dim), flipud, fliplr, rot90,
---   tensor_split, hsplit, vsplit, dsplit, logical_xor, bitwise_and/or/xor/not
---   (bool tensors), tan, deg2rad, rad2deg, isposinf, isneginf, fmax, fmin,
+--   tensor_split, hsplit, vsplit, dsplit, logical_xor, tan, deg2rad, rad2deg, isposinf, isneginf, fmax, fmin,
 --   heaviside, inner, floor_divide(_), sinc(_), float_power, vdot, unflatten,
 --   split_with_sizes, is_nonzero, isreal, is_signed, is_complex, is_same_size;
 --   fields t.nbytes, t.itemsize, t.mT, t.mH, t.H; functions lunet.hstack, vstack, row_stack,
@@ -194,21 +193,11 @@ getters.mT = function(self) return self:transpose(-2, -1) end
 getters.mH = getters.mT   -- (no complex dtypes: the conjugate is the tensor)
 getters.H = function(self) return self:t() end
 
--- logical_xor and the bitwise ops of bool tensors
+-- logical_xor (the bitwise ops are C kernels: lunet.tensor_math)
 def('logical_xor', function(self, other)
   need('logical_xor', other, 'other')
   return self:ne(0):ne(other:ne(0))
 end)
-local function bool_only(name, self, other)
-  if self.dtype ~= 'bool' or (other ~= nil and (not is_tensor(other) or other.dtype ~= 'bool')) then
-    raise(('%s: only bool tensors are supported (integer bitwise ops are not), got %s%s'):format(name, self.dtype,
-      other ~= nil and (' and ' .. (is_tensor(other) and other.dtype or typename(other))) or ''))
-  end
-end
-def('bitwise_and', function(self, o) bool_only('bitwise_and', self, o); return self:logical_and(o) end)
-def('bitwise_or', function(self, o) bool_only('bitwise_or', self, o); return self:logical_or(o) end)
-def('bitwise_xor', function(self, o) bool_only('bitwise_xor', self, o); return self:ne(o) end)
-def('bitwise_not', function(self) bool_only('bitwise_not', self); return self:logical_not() end)
 
 -- ---- clamp with tensor bounds ----------------------------------------------------------------
 do

@@ -14,6 +14,8 @@ local M = {}
 M.free_self = {
   add = true, sub = true, mul = true, div = true, pow = true, fmod = true, remainder = true, atan2 = true,
   hypot = true, logaddexp = true, logaddexp2 = true, xlogy = true, copysign = true,
+  bitwise_and = true, bitwise_or = true, bitwise_xor = true, bitwise_left_shift = true,
+  bitwise_right_shift = true, gcd = true, lcm = true,
   eq = true, ne = true, lt = true, le = true, gt = true, ge = true, maximum = true, minimum = true,
   logical_and = true, logical_or = true, where = true, cat = true, concat = true, stack = true,
 }

@@ -33,11 +33,13 @@ local unary_ops = {
   acosh = C.LN_ACOSH, atanh = C.LN_ATANH, asin = C.LN_ASIN, acos = C.LN_ACOS, atan = C.LN_ATAN,
   log2 = C.LN_LOG2, log10 = C.LN_LOG10, exp2 = C.LN_EXP2, trunc = C.LN_TRUNC, frac = C.LN_FRAC,
   lgamma = C.LN_LGAMMA, digamma = C.LN_DIGAMMA, erfc = C.LN_ERFC, erfinv = C.LN_ERFINV, signbit = C.LN_SIGNBIT,
+  bitwise_not = C.LN_BITWISE_NOT,
 }
 -- the ops that keep an integer input's dtype (c/ops/elementwise.c's int_ok);
 -- the others compute in a float dtype
 local KEEPS_INT = { neg = true, abs = true, relu = true, sign = true, square = true, floor = true,
-  ceil = true, round = true, trunc = true, logical_not = true, isnan = true, isinf = true, frac = true }
+  ceil = true, round = true, trunc = true, logical_not = true, isnan = true, isinf = true, frac = true,
+  bitwise_not = true }
 for name, op in pairs(unary_ops) do
   local keeps_int = KEEPS_INT[name]
   Tensor[name] = function(self)
@@ -86,6 +88,9 @@ local binary_ops = {
   le = C.LN_LE, gt = C.LN_GT, ge = C.LN_GE, logical_and = C.LN_LOGICAL_AND,
   logical_or = C.LN_LOGICAL_OR, fmod = C.LN_FMOD, atan2 = C.LN_ATAN2, hypot = C.LN_HYPOT,
   logaddexp = C.LN_LOGADDEXP, logaddexp2 = C.LN_LOGADDEXP2,
+  bitwise_and = C.LN_BITWISE_AND, bitwise_or = C.LN_BITWISE_OR, bitwise_xor = C.LN_BITWISE_XOR,
+  bitwise_left_shift = C.LN_BITWISE_LSHIFT, bitwise_right_shift = C.LN_BITWISE_RSHIFT,
+  gcd = C.LN_GCD, lcm = C.LN_LCM,
 }
 
 local function binary(name, op)
@@ -119,6 +124,27 @@ for name, op in pairs(binary_ops) do
   Tensor[name] = binary(name, op)
   if (op < C.LN_EQ or op > C.LN_LOGICAL_OR) and not NO_INPLACE[name] then
     Tensor[name .. '_'] = binary_inplace(name .. '_', op)
+  end
+end
+
+-- the bitwise ops, gcd and lcm take a Lua boolean as a bool scalar (a bool
+-- tensor and true stay bool, as torch's bool_t & True); a number operand
+-- goes to the kernel as is (it takes the tensor's integer dtype)
+local BOOL_SCALAR = { 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_left_shift', 'bitwise_right_shift',
+  'gcd', 'lcm' }
+local function bool_scalar(v, ref)   -- a 0-d bool tensor on ref's device
+  local t = wrap(C.ln_empty(0, nil, core.dtype_ids.bool, ref.p.device_id))
+  check(C.ln_fill_(t.p, v and 1 or 0))
+  return t
+end
+for _, name in ipairs(BOOL_SCALAR) do
+  for _, nm in ipairs({ name, name .. '_' }) do
+    local plain = Tensor[nm]
+    Tensor[nm] = function(a, b)
+      if type(b) == 'boolean' and is_tensor(a) then b = bool_scalar(b, a) end
+      if type(a) == 'boolean' and is_tensor(b) and nm == name then a = bool_scalar(a, b) end
+      return plain(a, b)
+    end
   end
 end
 
