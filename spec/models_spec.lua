@@ -39,8 +39,10 @@ end
 
 describe('lunet.models against torchvision', function()
   for _, c in ipairs(cases) do
-    it(c.name, function()
-      local model = models[c.name] { num_classes = 10 }
+    if c.size then it(c.name, function()
+      local opts = { num_classes = 10 }
+      for k, v in pairs(c.opts or {}) do opts[k] = v end
+      local model = models[c.name](opts)
       assert.are.same(c.keys, keys_of(model))
       assert.equal(c.params, model:num_parameters())
       model:load_state_dict(formula_state(model, c.keys))
@@ -78,8 +80,40 @@ describe('lunet.models against torchvision', function()
           end
         end
       end
-    end)
+    end) end
   end
+
+  -- the big VGGs (100M parameters in their classifiers, slow to build): their
+  -- features against torchvision's keys, the classifier is vgg11's
+  it('vgg13, vgg16, vgg19 and their _bn: features keys and parameter counts', function()
+    local vgg = models.vgg
+    local classifier
+    for _, c in ipairs(cases) do if c.name == 'vgg11' then classifier = c end end
+    local n = 0
+    for _, c in ipairs(cases) do
+      if not c.size then
+        local arch = ({ vgg13 = 'B', vgg16 = 'D', vgg19 = 'E' })[c.name:match('^vgg%d+')]
+        local f = vgg.make_layers(vgg.cfgs[arch], c.name:match('_bn$') ~= nil)
+        local want, tail, count = {}, 0, 0
+        for _, e in ipairs(c.keys) do
+          local k = e[1]:match('^features%.(.*)')
+          if k then want[#want + 1] = { k, e[2] } end
+        end
+        assert.are.same(want, keys_of(f))
+        for _, e in ipairs(classifier.keys) do
+          if e[1]:match('^classifier') then
+            local m = 1
+            for _, s in ipairs(e[2]) do m = m * s end
+            tail = tail + m
+          end
+        end
+        count = f:num_parameters() + tail
+        assert.equal(c.params, count, c.name)
+        n = n + 1
+      end
+    end
+    assert.equal(6, n)
+  end)
 
   it('resnet18 at the default 1000 classes has torchvision\'s parameter count', function()
     for _, c in ipairs(cases) do

@@ -15,12 +15,15 @@ For each case "<name>": "<name>.eval" (output in eval mode), "<name>.train"
 model.features instead, "<name>.train_features"); with grads: after the train
 forward, "<name>.running_mean" (of the first batch norm), and the gradients of
 sum(train output) for the parameters listed in the case ("<name>.d.<key>").
+Models built with options (mobilenet_v2{dropout = 0}, for its train mode)
+list them in "opts". The VGGs past vgg11 store only keys and counts (their
+classifiers hold 100M parameters: slow to fill and run).
 The metadata "cases" lists {name, size, train, grads, keys ([key, shape] in
 state_dict order), params (count at num_classes=10), params_1000 (at the
 default), grad_sq ({key: sum of squares of its gradient})}.
 Run:  /usr/bin/python3 tools/gen_models_fixtures.py
 """
-import math
+import copy
 import os
 import sys
 
@@ -42,7 +45,14 @@ MODELS = [
     ("resnet152", 32, None, None),
     ("resnext50_32x4d", 32, "model", None),
     ("wide_resnet50_2", 32, None, None),
-]
+    ("vgg11", 32, "features", None),
+    ("vgg11_bn", 32, "features", None),
+    ("alexnet", 64, None, None),
+    ("squeezenet1_0", 64, None, None),
+    ("squeezenet1_1", 64, None, None),
+    ("mobilenet_v2", 64, "model", ["features.0.0.weight", "features.1.conv.0.1.weight", "features.17.conv.1.1.weight",
+                                   "classifier.1.bias"], {"dropout": 0.0}),
+] + [(n, None, None, None) for n in ["vgg13", "vgg16", "vgg19", "vgg13_bn", "vgg16_bn", "vgg19_bn"]]
 
 
 def fill(model):
@@ -65,17 +75,22 @@ def make_input(size):
 
 def main():
     tensors, cases = {}, []
-    for name, size, train, grads in MODELS:
+    for name, size, train, grads, *kw in MODELS:
         ctor = getattr(torchvision.models, name)
+        opts = kw[0] if kw else {}
         params_1000 = sum(p.numel() for p in ctor().parameters())
-        model = ctor(num_classes=10).double()
+        model = ctor(num_classes=10, **opts).double()
         keys = [[k, list(t.shape)] for k, t in model.state_dict().items()]
+        if size is None:   # (the big VGGs: keys and counts only)
+            cases.append({"name": name, "keys": keys, "params_1000": params_1000,
+                          "params": sum(p.numel() for p in model.parameters())})
+            continue
         fill(model)
         x = make_input(size)
         model.eval()
         with torch.no_grad():
             tensors[name + ".eval"] = model(x)
-        case = {"name": name, "size": size, "train": train, "keys": keys,
+        case = {"name": name, "size": size, "train": train, "keys": keys, "opts": opts,
                 "params": sum(p.numel() for p in model.parameters()), "params_1000": params_1000}
         model.train()
         if train == "features":
@@ -84,6 +99,9 @@ def main():
         elif train == "model":
             out = model(x)
             tensors[name + ".train"] = out.detach()
+            with torch.no_grad():   # (how much an input change of 1e-12 moves it: conditioning)
+                m2 = copy.deepcopy(model)
+                print(name, "train sensitivity", float((m2(x * (1 + 1e-12)) - out).abs().max() / out.abs().max()))
             if grads:
                 first_bn = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d))
                 tensors[name + ".running_mean"] = first_bn.running_mean.clone()

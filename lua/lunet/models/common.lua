@@ -4,6 +4,7 @@ local options = require 'lunet.options'
 local core = require 'lunet.core'
 
 local M = {}
+M.fail = options.fail
 
 -- the family's options plus torchvision's weights / pretrained / progress
 function M.opts(t)

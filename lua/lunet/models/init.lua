@@ -10,6 +10,10 @@ local FAMILY = {}
 local FAMILIES = {
   resnet = { 'resnet18', 'resnet34', 'resnet50', 'resnet101', 'resnet152', 'resnext50_32x4d',
     'resnext101_32x8d', 'resnext101_64x4d', 'wide_resnet50_2', 'wide_resnet101_2' },
+  vgg = { 'vgg11', 'vgg13', 'vgg16', 'vgg19', 'vgg11_bn', 'vgg13_bn', 'vgg16_bn', 'vgg19_bn' },
+  alexnet = { 'alexnet' },
+  squeezenet = { 'squeezenet1_0', 'squeezenet1_1' },
+  mobilenetv2 = { 'mobilenet_v2' },
 }
 for family, names in pairs(FAMILIES) do
   for _, n in ipairs(names) do FAMILY[n] = family end
