@@ -121,3 +121,111 @@ describe('lunet.models against torchvision', function()
     end
   end)
 end)
+
+describe('lunet.models options and errors', function()
+  it('lists the models, torchvision names', function()
+    local list = models.list_models()
+    assert.equal(22, #list)
+    for _, n in ipairs(list) do assert.equal('function', type(models[n]), n) end
+    assert.is_nil(models.resnet9)
+  end)
+
+  it('refuses weights and pretrained with how to load a converted state_dict', function()
+    for _, o in ipairs({ { weights = 'IMAGENET1K_V1' }, { pretrained = true }, { weights = 'DEFAULT' } }) do
+      local e = fx.err_of(models.resnet18, o)
+      assert.matches('models.resnet18: pretrained weights are not downloaded', e, 1, true)
+      assert.matches('load_state_dict', e, 1, true)
+    end
+    assert.matches('models.squeezenet1_1: pretrained', fx.err_of(models.squeezenet1_1, { pretrained = true }), 1, true)
+    -- (torchvision's defaults: no weights)
+    assert.equal(10, models.squeezenet1_1 { weights = false, pretrained = false, progress = true, num_classes = 10 }
+      .classifier[2].out_channels)
+  end)
+
+  it('raises on unknown options, bad values and extra arguments, naming the constructor', function()
+    local cases = {
+      { models.resnet18, { num_class = 10 }, "models.resnet18: unknown option 'num_class' (did you mean 'num_classes'?)" },
+      { models.vgg11, { batch_norm = true }, "models.vgg11: unknown option 'batch_norm'" },
+      { models.mobilenet_v2, { width = 1 }, "models.mobilenet_v2: unknown option 'width'" },
+      { models.alexnet, { num_classes = 0 }, 'models.alexnet: num_classes must be an integer >= 1, got 0' },
+      { models.resnet50, { num_classes = 2.5 }, 'models.resnet50: num_classes must be an integer >= 1, got 2.5' },
+      { models.vgg11_bn, { dropout = 1.5 }, 'models.vgg11_bn: dropout must be a number in [0, 1], got 1.5' },
+      { models.squeezenet1_0, { dropout = 0 / 0 }, 'models.squeezenet1_0: dropout must be a number in [0, 1]' },
+      { models.resnet18, { zero_init_residual = 1 }, "models.resnet18: option 'zero_init_residual' must be a boolean" },
+      { models.resnet18, 10, 'models.resnet18: expected an options table (e.g. {num_classes = 10}), got number' },
+      { models.resnet18, { 10 }, 'models.resnet18: options are named' },
+      { models.resnet18, { groups = 2 }, 'BasicBlock only supports groups = 1 and width_per_group = 64' },
+      { models.resnet34, { replace_stride_with_dilation = { false, false, true } }, 'dilation > 1 not supported in BasicBlock' },
+      { models.resnet50, { replace_stride_with_dilation = { true } }, 'replace_stride_with_dilation should be nil or a list of 3 booleans' },
+      { models.resnext50_32x4d, { groups = 8 }, 'models.resnext50_32x4d: groups is fixed to 32 for this model, got 8' },
+      { models.wide_resnet50_2, { width_per_group = 64 }, 'width_per_group is fixed to 128' },
+      { models.mobilenet_v2, { inverted_residual_setting = {} }, 'inverted_residual_setting should be non-empty' },
+      { models.mobilenet_v2, { inverted_residual_setting = { { 1, 2, 3 } } }, 'a list of {t, c, n, s} lists' },
+    }
+    for _, c in ipairs(cases) do assert.matches(c[3], fx.err_of(c[1], c[2]), 1, true) end
+    assert.matches('models.vgg16: expected one options table', fx.err_of(models.vgg16, {}, 3), 1, true)
+  end)
+
+  it('zero_init_residual, dilation, width_mult and init as torchvision', function()
+    local m = models.resnet18 { num_classes = 3, zero_init_residual = true }
+    assert.equal(0, m.layer1[1].bn2.weight:abs():sum():item())
+    assert.equal(64, m.layer1[1].bn1.weight:sum():item())
+    assert.equal(0, m.fc.bias:abs():max():item() > 1 and 1 or 0)
+    -- conv: kaiming_normal_ fan_out relu: std sqrt(2 / (64 * 9))
+    local std = m.layer1[1].conv1.weight:std():item()
+    assert.is_true(math.abs(std - math.sqrt(2 / 576)) < 0.01 * 2, tostring(std))
+    local b = models.resnet50 { num_classes = 3, zero_init_residual = true }
+    assert.equal(0, b.layer2[1].bn3.weight:abs():sum():item())
+    -- dilation in layer4: stride 1, dilation 2, so 32x32 stays 2x2 there
+    local d = models.resnet50 { num_classes = 3, replace_stride_with_dilation = { false, false, true } }
+    assert.equal(2, d.layer4[2].conv2.dilation)
+    d:eval()
+    local y = lunet.no_grad(function() return d.layer4(d.layer3(d.layer2(d.layer1(d.maxpool(d.relu(d.bn1(d.conv1(lunet.randn(1, 3, 64, 64))))))))) end)
+    assert.are.same({ 1, 2048, 4, 4 }, y:size())
+    local mb = models.mobilenet_v2 { num_classes = 3, width_mult = 0.5 }
+    assert.equal(16, mb.features[1][1].out_channels)
+    assert.equal(1280, mb.classifier[2].in_features)
+    local v = models.vgg11 { num_classes = 3 }
+    assert.equal(0, v.classifier[1].bias:abs():sum():item())
+    assert.is_true(math.abs(v.classifier[7].weight:std():item() - 0.01) < 0.002)
+  end)
+
+  it('prints, and the resnet as a Sequential cuts into blocks for pipelines', function()
+    local m = models.resnet18 { num_classes = 4 }
+    local s = tostring(m)
+    assert.matches('models.ResNet', s, 1, true)
+    assert.matches('(downsample): nn.Sequential', s, 1, true)
+    local seq = m:sequential()
+    assert.are.same(keys_of(m), keys_of(seq))
+    local names = {}
+    for _, a in ipairs(require('lunet.parallel.atoms').of(seq)) do names[#names + 1] = a.name end
+    assert.are.same({ 'conv1', 'bn1', 'relu', 'maxpool', 'layer1.0', 'layer1.1', 'layer2.0', 'layer2.1', 'layer3.0',
+      'layer3.1', 'layer4.0', 'layer4.1', 'avgpool', 'flatten', 'fc' }, names)
+    m:eval()
+    local x = lunet.randn(2, 3, 32, 32)
+    local y1 = lunet.no_grad(function() return m(x) end)
+    assert.is_true(fx.maxdiff(y1, lunet.no_grad(function() return seq(x) end)) < 1e-5)
+    -- (the pipeline moves the second stage's modules to cpu:1: a clone goes there)
+    lunet.set_cpu_devices(2)
+    local ok, err = pcall(function()
+      local pipe = lunet.parallel.Pipeline(seq:clone(), { devices = { 'cpu:0', 'cpu:1' }, chunks = 2 })
+      pipe:eval()
+      assert.is_true(fx.maxdiff(y1, lunet.no_grad(function() return pipe(x) end)) < 1e-4)
+    end)
+    collectgarbage(); collectgarbage()
+    lunet.synchronize()
+    lunet.set_cpu_devices(1)
+    assert(ok, err)
+  end)
+
+  it('runs on empty batches and non-contiguous input', function()
+    local m = models.squeezenet1_1 { num_classes = 5 }
+    m:eval()
+    local x = lunet.randn(2, 3, 48, 48)
+    local y = lunet.no_grad(function() return m(x) end)
+    local xt = x:transpose(3, 4):contiguous():transpose(3, 4)
+    assert.is_true(fx.maxdiff(y, lunet.no_grad(function() return m(xt) end)) < 1e-5)
+    local e = lunet.no_grad(function() return m(lunet.randn(0, 3, 48, 48)) end)
+    assert.are.same({ 0, 5 }, e:size())
+  end)
+end)
