@@ -16,8 +16,8 @@ model.features instead, "<name>.train_features"); with grads: after the train
 forward, "<name>.running_mean" (of the first batch norm), and the gradients of
 sum(train output) for the parameters listed in the case ("<name>.d.<key>").
 Models built with options (mobilenet_v2{dropout = 0}, for its train mode)
-list them in "opts". The VGGs past vgg11 store only keys and counts (their
-classifiers hold 100M parameters: slow to fill and run).
+list them in "opts". The VGGs past vgg11 (their classifiers hold 100M parameters: slow
+to fill and run), densenet161 and densenet201 store only keys and counts.
 The metadata "cases" lists {name, size, train, grads, keys ([key, shape] in
 state_dict order), params (count at num_classes=10), params_1000 (at the
 default), grad_sq ({key: sum of squares of its gradient})}.
@@ -52,7 +52,11 @@ MODELS = [
     ("squeezenet1_1", 64, None, None),
     ("mobilenet_v2", 64, "model", ["features.0.0.weight", "features.1.conv.0.1.weight", "features.17.conv.1.1.weight",
                                    "classifier.1.bias"], {"dropout": 0.0}),
-] + [(n, None, None, None) for n in ["vgg13", "vgg16", "vgg19", "vgg13_bn", "vgg16_bn", "vgg19_bn"]]
+    ("densenet121", 64, "model", ["features.conv0.weight", "features.denseblock1.denselayer2.norm1.weight",
+                                  "features.norm5.bias", "classifier.weight"]),
+    ("densenet169", 32, None, None),
+] + [(n, None, None, None) for n in ["vgg13", "vgg16", "vgg19", "vgg13_bn", "vgg16_bn", "vgg19_bn",
+                                     "densenet161", "densenet201"]]
 
 
 def fill(model):
@@ -81,7 +85,7 @@ def main():
         params_1000 = sum(p.numel() for p in ctor().parameters())
         model = ctor(num_classes=10, **opts).double()
         keys = [[k, list(t.shape)] for k, t in model.state_dict().items()]
-        if size is None:   # (the big VGGs: keys and counts only)
+        if size is None:   # (keys and counts only)
             cases.append({"name": name, "keys": keys, "params_1000": params_1000,
                           "params": sum(p.numel() for p in model.parameters())})
             continue

@@ -14,6 +14,7 @@ local FAMILIES = {
   alexnet = { 'alexnet' },
   squeezenet = { 'squeezenet1_0', 'squeezenet1_1' },
   mobilenetv2 = { 'mobilenet_v2' },
+  densenet = { 'densenet121', 'densenet161', 'densenet169', 'densenet201' },
 }
 for family, names in pairs(FAMILIES) do
   for _, n in ipairs(names) do FAMILY[n] = family end
