@@ -143,6 +143,17 @@ describe('lunet.models options and errors', function()
     assert.equal(26, #list)
     for _, n in ipairs(list) do assert.equal('function', type(models[n]), n) end
     assert.is_nil(models.resnet9)
+    -- the family files, as torchvision.models.resnet
+    assert.equal(models.resnet18, models.resnet.resnet18)
+    assert.is_table(models.resnet.Bottleneck)
+    assert.is_table(models.densenet.DenseLayer)
+    -- every constructor checks its options before building anything
+    for _, n in ipairs(list) do
+      assert.matches("models." .. n .. ": unknown option 'zzz'", fx.err_of(models[n], { zzz = 1 }), 1, true)
+      assert.matches('models.' .. n .. ': expected an options table', fx.err_of(models[n], 'x'), 1, true)
+      assert.matches('models.' .. n .. ': pretrained weights are not downloaded', fx.err_of(models[n], { weights = 'DEFAULT' }), 1, true)
+      assert.matches('models.' .. n .. ': num_classes must be an integer >= 1', fx.err_of(models[n], { num_classes = -1 }), 1, true)
+    end
   end)
 
   it('refuses weights and pretrained with how to load a converted state_dict', function()
@@ -175,6 +186,9 @@ describe('lunet.models options and errors', function()
       { models.resnext50_32x4d, { groups = 8 }, 'models.resnext50_32x4d: groups is fixed to 32 for this model, got 8' },
       { models.wide_resnet50_2, { width_per_group = 64 }, 'width_per_group is fixed to 128' },
       { models.mobilenet_v2, { inverted_residual_setting = {} }, 'inverted_residual_setting should be non-empty' },
+      { models.densenet121, { drop_rate = -0.1 }, 'models.densenet121: drop_rate must be a number in [0, 1], got -0.1' },
+      { models.densenet121, { bn_size = 0 }, 'models.densenet121: bn_size must be an integer >= 1, got 0' },
+      { models.densenet121, { growth_rate = 16 }, "models.densenet121: unknown option 'growth_rate'" },
       { models.mobilenet_v2, { inverted_residual_setting = { { 1, 2, 3 } } }, 'a list of {t, c, n, s} lists' },
     }
     for _, c in ipairs(cases) do assert.matches(c[3], fx.err_of(c[1], c[2]), 1, true) end
