@@ -245,6 +245,8 @@ describe('every options table rejects an unknown key', function()
     { function() return lunet.comm.Communicator({ 'cpu:0' }):allreduce({ lunet.zeros(2) }, { opp = 'sum' }) end, "allreduce: unknown option 'opp' (did you mean 'op'?)" },
     { function() return lunet.comm.Communicator({ 'cpu:0' }):broadcast({ lunet.zeros(2) }, { roots = 1 }) end, "broadcast: unknown option 'roots' (did you mean 'root'?)" },
     { function() return lunet.comm.Communicator({ 'cpu:0' }):reduce_scatter({ lunet.zeros(2) }, { compres = 'bf16' }) end, "reduce_scatter: unknown option 'compres' (did you mean 'compress'?)" },
+    -- lunet.models
+    { function() return lunet.models.resnet18({ num_class = 10 }) end, "models.resnet18: unknown option 'num_class' (did you mean 'num_classes'?)" },
   }
 
   for i, c in ipairs(cases) do
@@ -508,6 +510,7 @@ describe('constructors given any two values after their required arguments', fun
       { 'zeros', function(...) return lunet.zeros(2, ...) end },
       { 'FashionMNIST', function(a, b) return data.FashionMNIST(a or '/nonexistent', b) end },
       { 'CIFAR10', function(a, b) return data.CIFAR10(a or '/nonexistent', b) end },
+      { 'models.squeezenet1_1', function(...) return lunet.models.squeezenet1_1(...) end },
     }
     local raw, n = raw_errors(ctors, vals, true)
     assert.is_true(n > 9000, tostring(n))

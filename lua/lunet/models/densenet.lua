@@ -1,0 +1,106 @@
+-- lunet.models' DenseNets as torchvision 0.14's: densenet121, densenet161,
+-- densenet169, densenet201 (features with denseblockN / transitionN, norm5;
+-- classifier; same state_dict keys). Options: num_classes = 1000,
+-- bn_size = 4, drop_rate = 0, memory_efficient = false (accepted: it only
+-- trades memory for recomputation in torchvision, the results are the same).
+local nn = require 'lunet.nn'
+local A = require 'lunet.autograd'
+local F = require 'lunet.nn.functional'
+local common = require 'lunet.models.common'
+local function cat(list, dim) return require('lunet').cat(list, dim) end
+
+local M = {}
+
+local DenseLayer = nn.Module:extend('models.DenseLayer')
+M.DenseLayer = DenseLayer
+
+function DenseLayer:__init(nin, growth_rate, bn_size, drop_rate)
+  self:add_module('norm1', nn.BatchNorm2d(nin))
+  self:add_module('relu1', nn.ReLU(true))
+  self:add_module('conv1', nn.Conv2d(nin, bn_size * growth_rate, 1, { bias = false }))
+  self:add_module('norm2', nn.BatchNorm2d(bn_size * growth_rate))
+  self:add_module('relu2', nn.ReLU(true))
+  self:add_module('conv2', nn.Conv2d(bn_size * growth_rate, growth_rate, 3, { padding = 1, bias = false }))
+  self.drop_rate = drop_rate
+end
+
+-- inputs: the block's feature maps so far (a list), concatenated on channels
+function DenseLayer:forward(inputs)
+  local x = #inputs == 1 and inputs[1] or cat(inputs, 2)
+  local out = self.conv2(self.relu2(self.norm2(self.conv1(self.relu1(self.norm1(x))))))
+  if self.drop_rate > 0 then out = F.dropout(out, self.drop_rate, self.training) end
+  return out
+end
+
+local DenseBlock = nn.Module:extend('models.DenseBlock')
+M.DenseBlock = DenseBlock
+
+function DenseBlock:__init(num_layers, nin, bn_size, growth_rate, drop_rate)
+  for i = 1, num_layers do
+    self:add_module('denselayer' .. i, DenseLayer(nin + (i - 1) * growth_rate, growth_rate, bn_size, drop_rate))
+  end
+end
+
+function DenseBlock:forward(x)
+  local features = { x }
+  for _, name in ipairs(self._children) do features[#features + 1] = self[name](features) end
+  return cat(features, 2)
+end
+
+local function transition(nin, nout)
+  return nn.Sequential():add(nn.BatchNorm2d(nin), 'norm'):add(nn.ReLU(true), 'relu')
+    :add(nn.Conv2d(nin, nout, 1, { bias = false }), 'conv'):add(nn.AvgPool2d(2, { stride = 2 }), 'pool')
+end
+
+local DenseNet = nn.Module:extend('models.DenseNet')
+M.DenseNet = DenseNet
+
+local OPTS = common.opts { num_classes = 'number', bn_size = 'number', drop_rate = 'number',
+  memory_efficient = 'boolean' }
+
+-- DenseNet(growth_rate, block_config, num_init_features, opts, fname)
+function DenseNet:__init(growth_rate, block_config, num_init_features, opts, fname)
+  fname = fname or 'models.DenseNet'
+  opts = common.check(fname, opts, OPTS)
+  local num_classes = common.positive_int(fname, 'num_classes', opts.num_classes, 1000)
+  local bn_size = common.positive_int(fname, 'bn_size', opts.bn_size, 4)
+  local drop_rate = common.number_in(fname, 'drop_rate', opts.drop_rate, 0, 0, 1)
+  local features = nn.Sequential()
+    :add(nn.Conv2d(3, num_init_features, 7, { stride = 2, padding = 3, bias = false }), 'conv0')
+    :add(nn.BatchNorm2d(num_init_features), 'norm0'):add(nn.ReLU(true), 'relu0')
+    :add(nn.MaxPool2d(3, { stride = 2, padding = 1 }), 'pool0')
+  local n = num_init_features
+  for i, num_layers in ipairs(block_config) do
+    features:add(DenseBlock(num_layers, n, bn_size, growth_rate, drop_rate), 'denseblock' .. i)
+    n = n + num_layers * growth_rate
+    if i ~= #block_config then
+      features:add(transition(n, math.floor(n / 2)), 'transition' .. i)
+      n = math.floor(n / 2)
+    end
+  end
+  features:add(nn.BatchNorm2d(n), 'norm5')
+  self:add_module('features', features)
+  self:add_module('classifier', nn.Linear(n, num_classes))
+  A.no_grad(function()
+    for _, m in ipairs(self:modules()) do
+      if getmetatable(m) == nn.Conv2d then nn.init.kaiming_normal_(m.weight) end
+    end
+    self.classifier.bias:zero_()
+  end)
+end
+
+function DenseNet:forward(x)
+  local out = F.relu(self.features(x))
+  return self.classifier(F.adaptive_avg_pool2d(out, 1):flatten(2))
+end
+
+for name, a in pairs({ densenet121 = { 32, { 6, 12, 24, 16 }, 64 }, densenet161 = { 48, { 6, 12, 36, 24 }, 96 },
+                       densenet169 = { 32, { 6, 12, 32, 32 }, 64 }, densenet201 = { 32, { 6, 12, 48, 32 }, 64 } }) do
+  M[name] = function(opts, ...)
+    local fname = 'models.' .. name
+    common.check(fname, opts, OPTS, select('#', ...))
+    return DenseNet(a[1], a[2], a[3], opts, fname)
+  end
+end
+
+return M
