@@ -76,6 +76,28 @@ describe('nn.Module', function()
     end
   end)
 
+  it('load_state_dict(lunet.load(path)): the metadata handed on is no options', function()
+    local a, b, c = small_cnn(), small_cnn(), small_cnn()
+    local path = os.tmpname()
+    lunet.save(path, a:state_dict(), { epoch = '3', strict = 'no' })   -- (keys that would be options)
+    b:load_state_dict(lunet.load(path))
+    local _, meta = lunet.load(path)
+    assert.equal('3', meta.epoch)
+    for _, e in ipairs(a:named_parameters()) do
+      assert.tensor_near(b:state_dict()[e[1]], e[2], 0)
+    end
+    -- strict still applies: a metadata table is not {strict = false}
+    local sd, m2 = lunet.load(path)
+    sd['0.weight'] = nil
+    local ok, err = pcall(c.load_state_dict, c, sd, m2)
+    os.remove(path)
+    assert.is_false(ok)
+    assert.matches('missing', tostring(err))
+    -- a plain table with those keys is still an options table, checked
+    assert.matches("load_state_dict: unknown option 'epoch'",
+      tostring(select(2, pcall(c.load_state_dict, c, a:state_dict(), { epoch = '3' }))))
+  end)
+
   it('load_state_dict names missing, unexpected and mis-shaped keys', function()
     local m = small_cnn()
     local sd = m:state_dict()

@@ -12,6 +12,11 @@ local C = core.C
 
 local M = {}
 
+-- lunet.load's metadata table carries this metatable, so that
+-- model:load_state_dict(lunet.load(path)) (the metadata passed on as a
+-- second argument) reads it as no options, as torch.load returns one value
+M.Metadata = { __name = 'lunet.Metadata' }
+
 pcall(ffi.cdef, 'int access(const char *path, int mode);')
 pcall(ffi.cdef, 'char *strerror(int errnum);')
 
@@ -186,7 +191,7 @@ function M.load(path, opts)
   local f = C.ln_st_open(path)
   if f == nil then core.raise() end
   f = ffi.gc(f, C.ln_st_close)
-  local out, meta = {}, {}
+  local out, meta = {}, setmetatable({}, M.Metadata)
   for i = 0, C.ln_st_count(f) - 1 do
     local p = C.ln_st_tensor(f, i, device)
     if p == nil then core.raise() end

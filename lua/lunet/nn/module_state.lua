@@ -9,6 +9,7 @@ local T = require 'lunet.tensor'
 local autograd = require 'lunet.autograd'
 local options = require 'lunet.options'
 local raise, is_tensor = options.raise, T.is_tensor
+local Metadata = require('lunet.serialize').Metadata
 
 return function(Module)
 
@@ -98,6 +99,7 @@ end
 -- .unexpected): missing in the module's order (torch's), unexpected sorted.
 function Module:load_state_dict(sd, strict)
   if not is_table(sd) then raise('load_state_dict: expected a table of tensors, got ' .. typename(sd)) end
+  if getmetatable(strict) == Metadata then strict = nil end   -- (load_state_dict(lunet.load(path)))
   if strict ~= nil and type(strict) ~= 'boolean' then   -- PyTorch's keyword: {strict = false}
     strict = options.check('load_state_dict', strict, { strict = 'boolean' }).strict
   end
