@@ -89,6 +89,39 @@ DOUBLE.conv2d = function(n, g)
   if n[3] then gb = g:sum({ 1, 3, 4 }) end
   return gx, gw, gb
 end
+-- in-place writes to views (autograd.views): the region {shape, stride, off}
+-- of a base of shape bshape (geo), taken out (region) or put into zeros
+-- (place), each the other's backward, recorded while grad mode is on
+local region, place
+local function region_bw(n, g) return place(g, n.geo) end
+local function place_bw(n, g) return region(g, n.geo) end
+function region(g, geo)
+  local r = S.no_grad(function() return g:contiguous():as_strided(geo.shape, geo.stride, geo.off):clone() end)
+  if not S.grad_enabled or not G.needs(g) then return r end
+  local n = G.node(region_bw, 'as_strided', G.edge(g))
+  n.geo = geo
+  return G.attach(r, n)
+end
+function place(g, geo)
+  local z = S.no_grad(function()
+    local z = G.zeros_as(geo.bshape, g)
+    T.check(C.ln_copy_(z:as_strided(geo.shape, geo.stride, geo.off).p, g.p))
+    return z
+  end)
+  if not S.grad_enabled or not G.needs(g) then return z end
+  local n = G.node(place_bw, 'as_strided_backward', G.edge(g))
+  n.geo = geo
+  return G.attach(z, n)
+end
+-- (no formula: these nodes are known by name)
+local NODES = {
+  copy_slices = function(n, g)
+    local gr = region(g, n.geo)
+    return g - place(gr, n.geo), n[2] and gr or nil
+  end,
+  as_strided = function(n, g) return place(g, n.geo) end,
+  as_strided_backward = place_bw,
+}
 D.DOUBLE = DOUBLE
 
 -- the error node hung on an unsupported node's gradients
@@ -106,7 +139,8 @@ end
 
 -- n's backward with grad g, recorded (grad mode is on)
 function D.run(n, g)
-  if n.grads then return n.fn(n, g) end   -- (the roots of autograd.grad, autograd.backward)
+  if n.grads or n.name == 'copy_' then return n.fn(n, g) end   -- (the roots of autograd.grad, autograd.backward; copy_'s tensor ops)
+  if n.geo and NODES[n.name] then return NODES[n.name](n, g) end
   local f = formulas[n.name]
   if not supported(n, f) then
     -- run as usual, then the gradients carry an error node (when anything
