@@ -153,6 +153,26 @@ describe('autograd.grad semantics', function()
     close(A.grad(x, x, { grad_outputs = v })[1], v)
   end)
 
+  it('0-d, empty and non-contiguous inputs; a leaf\'s hooks see its gradient', function()
+    local s = lunet.tensor(2, { dtype = 'float64' }):requires_grad_()
+    local g = A.grad(s:pow(3), s, { create_graph = true })[1]
+    assert.equal(0, g:dim()); assert.equal(12, g:item())
+    assert.equal(12, A.grad(g, s)[1]:item())
+    local e = lunet.zeros(0, 3, { dtype = 'float64' }):requires_grad_()
+    local ge = A.grad((e * e):sum(), e, { create_graph = true })[1]
+    assert.are.same({ 0, 3 }, ge:size())
+    local x = lunet.randn(2, 3, { dtype = 'float64' }):requires_grad_()
+    local xt = x:t()
+    local gt = A.grad((xt:exp() * lunet.arange(1, 3, 1, { dtype = 'float64' })):sum(), xt)[1]
+    assert.are.same({ 3, 2 }, gt:size())
+    close(gt, (xt:exp() * lunet.arange(1, 3, 1, { dtype = 'float64' })):detach())
+    local seen = 0
+    x:register_hook(function(h) seen = seen + 1; return h * 2 end)
+    close(A.grad(x:sum(), x)[1], lunet.full({ 2, 3 }, 2, { dtype = 'float64' }))
+    assert.equal(1, seen)
+    assert.is_nil(x.grad)
+  end)
+
   it('backward(create_graph = true): .grad has a graph', function()
     local x = x3()
     x:pow(3):sum():backward({ create_graph = true })

@@ -241,7 +241,11 @@ function E.install(Tensor, raw)
             if d == 0 then rp = rp + 1; ready[rp] = e end
           elseif gi and capture then
             local ci = capture.leaves[e]
-            if ci then captured(capture, ci, gi) end
+            if ci then
+              local rec = record(e)   -- (the leaf's hooks see its gradient, as torch's)
+              if rec and rec.hooks then gi = run_hooks(rec.hooks, gi) end
+              captured(capture, ci, gi)
+            end
           elseif gi then
             -- fresh unless it shares the incoming gradient's storage (a
             -- pass-through or a view of it) or was returned for another input too
