@@ -66,11 +66,16 @@ DOUBLE.nll_loss = function(n, g)
   return m * g
 end
 DOUBLE.pad = function(n, g) return g:narrow(3, n.x1 + 1, n.x3):narrow(4, n.x2 + 1, n.x4) end
--- conv2d: the input gradient a transposed convolution of g, the weight's a
--- convolution of x by g (batch as channels), as torch's
+-- the weight gradient of a convolution (params p, kernel KH x KW) of input x
+-- with output gradient g: a convolution of x by g, batch as channels (as torch's)
+local function conv_wgrad(x, g, p, KH, KW)
+  local k = F().conv2d(x:transpose(1, 2), g:transpose(1, 2), nil, { stride = { p.dil_h, p.dil_w },
+    padding = { p.pad_h, p.pad_w }, dilation = { p.stride_h, p.stride_w } })
+  return k:narrow(3, 1, KH):narrow(4, 1, KW):transpose(1, 2)
+end
+-- conv2d: the input gradient a transposed convolution of g, the weight's conv_wgrad
 DOUBLE.conv2d = function(n, g)
   local x, w, p = n.a, n.b, n.x1
-  if p.groups ~= 1 then return nil end
   local gx, gw, gb
   local sh, sw, ph, pw, dh, dw = p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w
   local KH, KW = w:size(3), w:size(4)
@@ -81,14 +86,80 @@ DOUBLE.conv2d = function(n, g)
     gx = F().conv_transpose2d(g, w, nil, { stride = { sh, sw }, padding = { ph, pw }, output_padding = { oph, opw },
       dilation = { dh, dw } })
   end
-  if n[2] then
-    local k = F().conv2d(x:transpose(1, 2), g:transpose(1, 2), nil, { stride = { dh, dw }, padding = { ph, pw },
-      dilation = { sh, sw } })
-    gw = k:narrow(3, 1, KH):narrow(4, 1, KW):transpose(1, 2)
-  end
+  if n[2] then gw = conv_wgrad(x, g, p, KH, KW) end
   if n[3] then gb = g:sum({ 1, 3, 4 }) end
   return gx, gw, gb
 end
+-- conv_transpose2d: x1 the params of the convolution from the output (its
+-- first x2 x x3 rows and columns) back to x, whose input gradient is that
+-- convolution of g and whose weight gradient is conv_wgrad with g as input
+DOUBLE.conv_transpose2d = function(n, g)
+  local x, w, p = n.a, n.b, n.x1
+  local gk = g
+  if n.x2 ~= g:size(3) or n.x3 ~= g:size(4) then gk = g:narrow(3, 1, n.x2):narrow(4, 1, n.x3) end
+  local gx, gw, gb
+  if n[1] then
+    gx = F().conv2d(gk, w, nil, { stride = { p.stride_h, p.stride_w }, padding = { p.pad_h, p.pad_w },
+      dilation = { p.dil_h, p.dil_w } })
+  end
+  if n[2] then gw = conv_wgrad(gk, x, p, w:size(3), w:size(4)) end
+  if n[3] then gb = g:sum({ 1, 3, 4 }) end
+  return gx, gw, gb
+end
+
+-- a linear map of g made by a C kernel, recorded: its backward is the
+-- adjoint map (itself recorded the same way): pooling's gradients
+local function linear_pair(name_a, ka, name_b, kb)
+  local fa, fb
+  local function bwa(n, g) return fb(g, n.ctx) end
+  local function bwb(n, g) return fa(g, n.ctx) end
+  local function make(name, k, bw)
+    return function(g, ctx)
+      local r = S.no_grad(k, g, ctx)
+      if not S.grad_enabled or not G.needs(g) then return r end
+      local n = G.node(bw, name, G.edge(g))
+      n.ctx = ctx
+      return G.attach(r, n)
+    end
+  end
+  fa, fb = make(name_a, ka, bwa), make(name_b, kb, bwb)
+  return fa, fb
+end
+local shape4 = require('ffi').new('int64_t[4]')
+local function new4(like, N, Cc, H, W)
+  shape4[0], shape4[1], shape4[2], shape4[3] = N, Cc, H, W
+  return wrap(C.ln_empty(4, shape4, like.p.dtype_id, like.p.device_id))
+end
+-- avg_pool2d (ctx: params, H, W, OH, OW) and adaptive_avg_pool2d (ctx: H, W, OH, OW)
+local avg_bw, avg_fw = linear_pair('avg_pool2d_backward', function(g, c)
+  local d = new4(g, g:size(1), g:size(2), c[2], c[3])
+  T.check(C.ln_avgpool2d_backward(d.p, g.p, c[1]))
+  return d
+end, 'avg_pool2d', function(g, c)
+  local o = new4(g, g:size(1), g:size(2), c[4], c[5])
+  T.check(C.ln_avgpool2d_forward(o.p, g.p, c[1]))
+  return o
+end)
+DOUBLE.avg_pool2d = function(n, g) return avg_bw(g, { n.x1, n.x2, n.x3, g:size(3), g:size(4) }) end
+local aavg_bw, aavg_fw = linear_pair('adaptive_avg_pool2d_backward', function(g, c)
+  local d = new4(g, g:size(1), g:size(2), c[1], c[2])
+  T.check(C.ln_adaptive_avgpool2d_backward(d.p, g.p))
+  return d
+end, 'adaptive_avg_pool2d', function(g, c)
+  local o = new4(g, g:size(1), g:size(2), c[3], c[4])
+  T.check(C.ln_adaptive_avgpool2d_forward(o.p, g.p))
+  return o
+end)
+DOUBLE.adaptive_avg_pool2d = function(n, g) return aavg_bw(g, { n.x1, n.x2, g:size(3), g:size(4) }) end
+-- max_pool2d: g put at the argmax positions (x1: 0-based within each plane),
+-- a scatter_add (zero second derivative in x, as torch's)
+DOUBLE.max_pool2d = function(n, g)
+  local N, Cc, H, W = n.a:size(1), n.a:size(2), n.a:size(3), n.a:size(4)
+  local m = g:size(3) * g:size(4)
+  local idx = (n.x1 + 1):reshape(N, Cc, m)
+  return G.zeros_as({ N, Cc, H * W }, g):scatter_add(3, idx, g:reshape(N, Cc, m)):reshape(N, Cc, H, W)
+end
+
 -- in-place writes to views (autograd.views): the region {shape, stride, off}
 -- of a base of shape bshape (geo), taken out (region) or put into zeros
 -- (place), each the other's backward, recorded while grad mode is on
@@ -132,7 +203,7 @@ end
 -- whether node n (of formula f) records its own backward
 local function supported(n, f)
   if not f or n.fn ~= f.backward then return false end
-  if n.name == 'conv2d' then return n.x1.groups == 1 end
+  if n.name == 'conv2d' or n.name == 'conv_transpose2d' then return n.x1.groups == 1 end
   if DOUBLE[n.name] or TENSOR_LAYERS[n.name] then return true end
   return (KINDS[f.kind] or f.kind == 'custom' and f.backward) and not NOT[n.name] and true or false
 end
