@@ -195,6 +195,15 @@ describe('autograd.grad semantics', function()
     close(x.grad, (x * 6):detach())
   end)
 
+  it('autograd.backward(create_graph = true)', function()
+    local x = x3()
+    A.backward({ x:pow(3):sum() }, nil, { create_graph = true })
+    local g = x.grad
+    assert.is_true(g.requires_grad)
+    close(A.grad(g:sum(), x)[1], (x * 6):detach())
+    assert.matches('cannot be combined', fx.err_of(A.backward, { x:sum() }, nil, { create_graph = true, defer = { x } }))
+  end)
+
   it('errors: bad arguments, unknown options', function()
     local x = x3()
     assert.matches('autograd.grad: outputs must be a tensor', fx.err_of(A.grad, 3, x))

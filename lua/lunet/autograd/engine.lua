@@ -429,7 +429,7 @@ function E.install(Tensor, raw)
   end
 
   local function roots_fn(n) return n.grads end
-  local ROOTS_OPTS = { retain_graph = 'boolean', defer = 'table' }
+  local ROOTS_OPTS = { retain_graph = 'boolean', defer = 'table', create_graph = 'boolean' }
   S.backward = function(tensors, grads, opts)
     if opts ~= nil then require('lunet.options').check('autograd.backward', opts, ROOTS_OPTS) end
     local defer = opts and opts.defer and defer_set(opts.defer)
@@ -469,8 +469,12 @@ function E.install(Tensor, raw)
       end
     end
     local later = defer and {} or nil
-    if root.ni > 0 then run_backward(root, root.grads[1], opts and opts.retain_graph, defer, later) end
-    if defer then return setmetatable({ later = later, retain = opts.retain_graph }, Deferred) end
+    local create = opts and opts.create_graph or false
+    if create and defer then error('autograd.backward: create_graph and defer cannot be combined', 2) end
+    local retain = opts and opts.retain_graph
+    if retain == nil then retain = create end
+    if root.ni > 0 then run_backward(root, root.grads[1], retain, defer, later, create) end
+    if defer then return setmetatable({ later = later, retain = retain }, Deferred) end
   end
 
   -- lunet.autograd.grad(outputs, inputs[, {grad_outputs, retain_graph,
