@@ -236,6 +236,12 @@ describe('every options table rejects an unknown key', function()
       local a = lunet.ones(2, { requires_grad = true })
       return lunet.autograd.backward({ a:sum() }, nil, { retain = true })
     end, "autograd.backward: unknown option 'retain' (did you mean 'retain_graph'?)" },
+    { function()
+      local a = lunet.ones(2, { requires_grad = true })
+      return lunet.autograd.grad(a:sum(), a, { create = true })
+    end, "autograd.grad: unknown option 'create' (did you mean 'create_graph'?)" },
+    { function() return lunet.autograd.functional.hessian(function(t) return t:sum() end, lunet.ones(2), { vectorise = true }) end,
+      "autograd.functional.hessian: unknown option 'vectorise' (did you mean 'vectorize'?)" },
     { function() return lunet.randn(3, 4):var(2, { keep_dim = true }) end, "var: unknown option 'keep_dim' (did you mean 'keepdim'?)" },
     { function() return lunet.randn(3, 4):std({ correct = 0 }) end, "std: unknown option 'correct' (did you mean 'correction'?)" },
     { function() return lunet.parallel.Reducer.new({ { lunet.zeros(2, { requires_grad = true }) } }, nil, { bucket = 1 }) end,
@@ -608,6 +614,9 @@ describe('functional calls and factories given any two values in their options p
       { 'to', function(a, b) return lg:to(a, b) end },
       { 'var', function(a, b) return lg:var(a, b) end },
       { 'backward', function(a, b) local t = lunet.ones(2, { requires_grad = true }); return (t * 2):sum():backward(a, b) end },
+      { 'autograd.grad', function(a, b) local t = lunet.ones(2, { requires_grad = true }); return lunet.autograd.grad((t * 2):sum(), a, b) end },
+      { 'autograd.functional.jacobian', function(a, b) return lunet.autograd.functional.jacobian(function(t) return t * 2 end, a, b) end },
+      { 'autograd.functional.vjp', function(a, b) return lunet.autograd.functional.vjp(function(t) return t * 2 end, a, b) end },
       { 'load', function(a) return lunet.load('/nonexistent', a) end },
       { 'clip', function(a, b) local q = lunet.zeros(2); q.grad = lunet.ones(2); return lunet.optim.clip_grad_norm({ q }, 1, a, b) end },
       { 'kaiming', function(a, b) return nn.init.kaiming_normal_(lunet.empty(2, 2), a, b) end },

@@ -82,15 +82,9 @@ end
 A._install = install
 install(T.Tensor)
 
--- lunet.autograd.grad-like helper for specs: the gradients of out wrt inputs
-function A.grad(out, inputs, grad_out)
-  local saved = {}
-  for i, x in ipairs(inputs) do saved[i] = x.grad; x.grad = nil end
-  out:backward(grad_out, { retain_graph = true })
-  local res = {}
-  for i, x in ipairs(inputs) do res[i] = x.grad; x.grad = saved[i] end
-  return res
-end
+-- (lunet.autograd.grad, as torch's, is the engine's: autograd/engine.lua;
+-- lunet.autograd.functional its vjp, jvp, jacobian, hessian, hvp, vhp)
+A.functional = require 'lunet.autograd.functional'
 
 -- recorder(name): the recording function of the layer `name` of the
 -- formulas (nn.functional's forwards hand it their results); one per name

@@ -32,7 +32,10 @@ function E.install(Tensor, raw)
     if rec.hooks then g = run_hooks(rec.hooks, g); fresh = false; given = false end   -- a hook saw g
     local old = rec.grad
     local added = false
-    if old then
+    if S.creating then
+      -- (create_graph: .grad keeps the gradient's graph, summed out of place as torch does)
+      if old then rec.grad = old + g elseif fresh then rec.grad = g else rec.grad = g:clone() end
+    elseif old then
       raw.add_(old, g)   -- the leaf owns its .grad
       added = rawequal(g, given) and not g._record
     elseif fresh and C.ln_is_contiguous(g.p) == 1 then
@@ -113,7 +116,43 @@ function E.install(Tensor, raw)
     return false
   end
 
-  local function run_graph(root, grad, retain, defer, later)
+  -- autograd.grad (capture = { leaves = {t = i}, nodes = {node = i}, out = {} }):
+  -- the gradients reaching its inputs go to capture.out, none into .grad; a
+  -- node runs only when it leads to one of them (below[n])
+  local function capture_below(root, deps, capture)
+    local d2, order = {}, { root }
+    for k, v in pairs(deps) do d2[k] = v end
+    local i = 1
+    while i <= #order do
+      local n = order[i]; i = i + 1
+      for j = 1, n.ni or 3 do
+        local e = n[j]
+        if e and is_table(e) then d2[e] = d2[e] - 1; if d2[e] == 0 then order[#order + 1] = e end end
+      end
+    end
+    local below, leaves, cnodes = {}, capture.leaves, capture.nodes
+    for k = #order, 1, -1 do
+      local n, b = order[k], false
+      for j = 1, n.ni or 3 do
+        local e = n[j]
+        if e then
+          if is_table(e) then b = b or below[e] or cnodes[e] ~= nil elseif leaves[e] then b = true end
+        end
+      end
+      below[n] = b
+    end
+    return below
+  end
+
+  local function captured(capture, i, g)
+    local x, out = capture.inputs[i], capture.out
+    if not same_shape(g, x) then g = g:reshape(x:size()) end
+    out[i] = out[i] and out[i] + g or g
+  end
+
+  local D   -- (lunet.autograd.double, loaded on the first create_graph)
+
+  local function run_graph(root, grad, retain, defer, later, create, capture)
     -- count consumers of each node reachable from root
     -- (the tables are presized from the node count: grown key by key they
     -- rehashed ~15 times a backward; sized for the largest graph, they made
@@ -144,7 +183,9 @@ function E.install(Tensor, raw)
     handed[grad] = 2
     local held = root.grads   -- (autograd.backward: every caller's gradient counts 2 too)
     if held then for i = 1, root.ni do handed[held[i]] = 2 end end
-    local free_early = C.ln_cuda_device_count() == 0 and not S.anomaly_hook
+    local free_early = C.ln_cuda_device_count() == 0 and not S.anomaly_hook and not create and not capture
+    local below = capture and capture_below(root, deps, capture)
+    local run = create and D.run or nil
     -- ready nodes run first in, first out: independent branches (the
     -- replicas of DataParallel) advance together, so each one's gradients
     -- (and the all-reduces they start) reach its device's stream early
@@ -161,10 +202,20 @@ function E.install(Tensor, raw)
       if g then
         current = n.name
         if n.hooks then g = run_hooks(n.hooks, g) end
-        if n.retain and n.retain[1] then accumulate_leaf(n.retain[1], g) end
-        if defer then mask = take_deferred(n, g, defer, later) end
-        -- (a node whose edges all lead to deferred leaves has nothing to do now)
-        if not mask or has_edges(n) then gs1, gs2, gs3 = n.fn(n, g) end
+        if capture then
+          local ci = capture.nodes[n]
+          if ci then captured(capture, ci, g) end
+          if below[n] then
+            if run then gs1, gs2, gs3 = run(n, g) else gs1, gs2, gs3 = n.fn(n, g) end
+          end
+        else
+          if n.retain and n.retain[1] then accumulate_leaf(n.retain[1], g) end
+          if defer then mask = take_deferred(n, g, defer, later) end
+          -- (a node whose edges all lead to deferred leaves has nothing to do now)
+          if not mask or has_edges(n) then
+            if run then gs1, gs2, gs3 = run(n, g) else gs1, gs2, gs3 = n.fn(n, g) end
+          end
+        end
         if S.anomaly_hook then S.anomaly_hook('backward', n, gs1, gs2, gs3) end
       end
       for i = 1, ni or 3 do
@@ -188,6 +239,13 @@ function E.install(Tensor, raw)
             local d = deps[e] - 1
             deps[e] = d
             if d == 0 then rp = rp + 1; ready[rp] = e end
+          elseif gi and capture then
+            local ci = capture.leaves[e]
+            if ci then
+              local rec = record(e)   -- (the leaf's hooks see its gradient, as torch's)
+              if rec and rec.hooks then gi = run_hooks(rec.hooks, gi) end
+              captured(capture, ci, gi)
+            end
           elseif gi then
             -- fresh unless it shares the incoming gradient's storage (a
             -- pass-through or a view of it) or was returned for another input too
@@ -261,15 +319,22 @@ function E.install(Tensor, raw)
 
   -- runs the graph from root (its gradient grad), then the callbacks queued
   -- meanwhile; raises the first error at the caller's caller
-  local function run_backward(root, grad, retain, defer, later)
-    local old_enabled = S.grad_enabled
-    S.grad_enabled = false
+  -- (create: create_graph, the backward recorded: grad mode on, S.raw the
+  -- recording methods, lunet.autograd.double running each node)
+  local function run_backward(root, grad, retain, defer, later, create, capture)
+    local old_enabled, old_creating, old_raw = S.grad_enabled, S.creating, S.raw
+    S.grad_enabled = create or false
+    S.creating = create or false
+    if create then
+      D = D or require 'lunet.autograd.double'
+      S.raw = Tensor
+    end
     local outer = current
     current = nil
     local ok, err
-    if root then ok, err = pcall(run_graph, root, grad, retain, defer, later)
+    if root then ok, err = pcall(run_graph, root, grad, retain, defer, later, create, capture)
     else ok, err = pcall(run_weights, later, retain) end
-    S.grad_enabled = old_enabled
+    S.grad_enabled, S.creating, S.raw = old_enabled, old_creating, old_raw
     if not ok and current then
       err = ('backward of %s: %s'):format(current, tostring(err):gsub('^[^:\n]*:%d+: ', '', 1))
     end
@@ -288,7 +353,7 @@ function E.install(Tensor, raw)
   end
 
   -- t:backward([grad], [opts]) with opts.retain_graph
-  local BACKWARD_OPTS = { retain_graph = 'boolean' }
+  local BACKWARD_OPTS = { retain_graph = 'boolean', create_graph = 'boolean' }
   function Tensor.backward(self, grad, opts)
     if is_table(grad) then opts, grad = grad, nil end
     if opts ~= nil then require('lunet.options').check('backward', opts, BACKWARD_OPTS) end
@@ -308,7 +373,9 @@ function E.install(Tensor, raw)
           table.concat(self:size(), ',')), 2)
       end
     end
+    local create = opts and opts.create_graph or false
     local retain = opts and opts.retain_graph
+    if retain == nil then retain = create end
     local rec = record(self)
     local root = rec and rec.grad_fn
     if root then root = G.check_current(self, rec, 'backward') end
@@ -320,7 +387,7 @@ function E.install(Tensor, raw)
     if root.freed then
       error('backward: trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
     end
-    run_backward(root, grad, retain)
+    run_backward(root, grad, retain, nil, nil, create)
   end
 
   -- autograd.queue_callback(fn): fn(ok) runs when the backward in progress ends (as
@@ -362,7 +429,7 @@ function E.install(Tensor, raw)
   end
 
   local function roots_fn(n) return n.grads end
-  local ROOTS_OPTS = { retain_graph = 'boolean', defer = 'table' }
+  local ROOTS_OPTS = { retain_graph = 'boolean', defer = 'table', create_graph = 'boolean' }
   S.backward = function(tensors, grads, opts)
     if opts ~= nil then require('lunet.options').check('autograd.backward', opts, ROOTS_OPTS) end
     local defer = opts and opts.defer and defer_set(opts.defer)
@@ -402,8 +469,76 @@ function E.install(Tensor, raw)
       end
     end
     local later = defer and {} or nil
-    if root.ni > 0 then run_backward(root, root.grads[1], opts and opts.retain_graph, defer, later) end
-    if defer then return setmetatable({ later = later, retain = opts.retain_graph }, Deferred) end
+    local create = opts and opts.create_graph or false
+    if create and defer then error('autograd.backward: create_graph and defer cannot be combined', 2) end
+    local retain = opts and opts.retain_graph
+    if retain == nil then retain = create end
+    if root.ni > 0 then run_backward(root, root.grads[1], retain, defer, later, create) end
+    if defer then return setmetatable({ later = later, retain = retain }, Deferred) end
+  end
+
+  -- lunet.autograd.grad(outputs, inputs[, {grad_outputs, retain_graph,
+  -- create_graph = false, allow_unused = false}]): the gradients of the
+  -- outputs (a tensor or a list) with respect to the inputs (a tensor or a
+  -- list, leaves or not), as a list in the inputs' order (torch's tuple); no
+  -- .grad is touched. retain_graph defaults to create_graph. An input the
+  -- outputs do not reach is an error, or nil in its slot with allow_unused.
+  local GRAD_OPTS = { grad_outputs = 'table|tensor', retain_graph = 'boolean', create_graph = 'boolean', allow_unused = 'boolean' }
+  local function list_of(fn, what, v)
+    if is_tensor(v) then return { v } end
+    if not is_table(v) then error(('%s: %s must be a tensor or a list of tensors, got %s'):format(fn, what, typename(v)), 3) end
+    for i = 1, table.maxn(v) do
+      if not is_tensor(v[i]) then error(('%s: %s[%d] is a %s, not a tensor'):format(fn, what, i, typename(v[i])), 3) end
+    end
+    return v
+  end
+  S.grad = function(outputs, inputs, opts)
+    local FN = 'autograd.grad'
+    if opts ~= nil then require('lunet.options').check(FN, opts, GRAD_OPTS) end
+    opts = opts or {}
+    outputs, inputs = list_of(FN, 'outputs', outputs), list_of(FN, 'inputs', inputs)
+    if #outputs == 0 then error(FN .. ': expected a non-empty list of outputs', 2) end
+    if #inputs == 0 then error(FN .. ': expected a non-empty list of inputs', 2) end
+    local grads = opts.grad_outputs
+    if is_tensor(grads) then grads = { grads } end
+    grads = grads or {}
+    local create = opts.create_graph or false
+    local retain = opts.retain_graph
+    if retain == nil then retain = create end
+    local capture = { leaves = {}, nodes = {}, out = {}, inputs = inputs }
+    for i, x in ipairs(inputs) do
+      if x.p.grad_flag == 0 then error(('%s: inputs[%d] does not require grad'):format(FN, i), 2) end
+      local e = G.edge(x)
+      if is_table(e) then capture.nodes[e] = i else capture.leaves[e] = i end
+    end
+    local root = { ni = 0, name = FN, fn = roots_fn, grads = {} }
+    for i, t in ipairs(outputs) do
+      local g = grads[i]
+      if t.p.grad_flag == 0 then error(('%s: outputs[%d] does not require grad and has no grad_fn'):format(FN, i), 2) end
+      if g == nil then
+        if t:numel() ~= 1 then
+          error(('%s: grad can be implicitly created only for a single-element output; pass grad_outputs[%d] for outputs[%d] of %d elements'):format(FN, i, i, t:numel()), 2)
+        end
+        g = wrap(C.ln_empty(t.p.ndim, t.p.shape, t.p.dtype_id, t.p.device_id))
+        C.ln_fill_(g.p, 1)
+      elseif not is_tensor(g) or not same_shape(g, t) then
+        error(('%s: grad_outputs[%d] must be a tensor of shape {%s}'):format(FN, i, table.concat(t:size(), ',')), 2)
+      end
+      local e = G.edge(t)
+      if is_table(e) and e.freed then
+        error(FN .. ': trying to backward through the graph a second time; pass {retain_graph = true} the first time', 2)
+      end
+      root.ni = root.ni + 1
+      root[root.ni], root.grads[root.ni] = e, g
+    end
+    run_backward(root, root.grads[1], retain, nil, nil, create, capture)
+    local out = capture.out
+    for i = 1, #inputs do
+      if out[i] == nil and not opts.allow_unused then
+        error(('%s: inputs[%d] was not used to compute the outputs (pass {allow_unused = true} for a nil gradient)'):format(FN, i), 2)
+      end
+    end
+    return out
   end
 
 end

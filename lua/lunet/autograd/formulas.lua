@@ -18,7 +18,9 @@
 -- The entries are in formulas/ by family (pointwise, linalg, shape,
 -- reduce, scan, nn, act_loss), each a function of def(name, kind, formula). Backward runs with
 -- grad mode off, so the tensor ops there are plain ones; S.raw holds the
--- methods as they were before recording was added.
+-- methods as they were before recording was added. With create_graph they
+-- run recorded instead (lunet.autograd.double: grad mode on, S.raw the
+-- recording methods): a formula that calls a C kernel needs a double there.
 
 local D = {}   -- D[i] the names in install order, D[name] the formula
 local function def(name, kind, f)

@@ -105,6 +105,7 @@ local ones_cache = setmetatable({}, { __mode = 'v' })
 
 -- sum over 0-based dim d keeping it (size 1)
 local function sum_keep(g, d)
+  if S.creating then return g:sum(d + 1, true) end   -- (create_graph: recorded)
   if reduce_ok then return wrap(C.ln_reduce(C.LN_RSUM, g.p, d, 1, 0, nil)) end
   -- fallback without reductions: move d last, (M, n) @ ones(n, 1)
   local nd = g.p.ndim

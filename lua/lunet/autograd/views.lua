@@ -34,7 +34,7 @@ end
 -- the base's gradient: the region's part to the op that wrote it, the rest to the old base
 local function copy_slices_bw(n, g)
   local gb = g:contiguous()
-  if gb == g then gb = g:clone() end   -- (the incoming gradient may be shared: zeroed below)
+  if C.ln_same_storage(gb.p, g.p) == 1 then gb = g:clone() end   -- (the incoming gradient may be shared: zeroed below)
   local geo = n.geo
   local region = gb:as_strided(geo.shape, geo.stride, geo.off)
   local gr = n[2] and region:clone() or nil
