@@ -2,7 +2,8 @@
 """Writes spec/fixtures/interp_more.safetensors with PyTorch 1.13, for
 spec/nn_interp_more_spec.lua and spec/nn_grid_sample_spec.lua:
 F.interpolate in every mode x input dims x align_corners, by size and by
-scale_factor (up, down, non-integer, per dim, recompute_scale_factor);
+scale_factor (up, down, non-integer, per dim, recompute_scale_factor),
+antialias for bilinear and bicubic;
 F.grid_sample in every mode x padding_mode x align_corners on 4-d (and 5-d)
 input, grids partly outside [-1, 1], gradients for input and grid;
 F.affine_grid (4-d and 5-d sizes, both align_corners), theta gradients.
@@ -65,6 +66,17 @@ def interp_cases():
                           {"x": g.f32(*SHAPES[nd])}, ["x"])
 
 
+def antialias_cases():
+    for mode in ["bilinear", "bicubic"]:
+        for gname, geo in [("down", {"size": [3, 2]}), ("downsf", {"scale_factor": [0.45, 0.3]}),
+                           ("up", {"scale_factor": [1.5, 2.0]}), ("mixed", {"size": [9, 3]}), ("size1", {"size": 1})]:
+            for ac in [False, True]:
+                opts = dict(geo, mode=mode, align_corners=ac, antialias=True)
+                kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in opts.items()}
+                g.add(f"interp_aa_{mode}_{gname}_{'t' if ac else 'f'}", "interpolate", opts,
+                      lambda x, kw=kw: F.interpolate(x, **kw), {"x": g.f32(2, 2, 7, 8)}, ["x"])
+
+
 def grid_cases():
     for nd, xs, gs in [(4, (2, 3, 4, 5), (2, 3, 6, 2)), (5, (1, 2, 3, 4, 5), (1, 2, 3, 4, 3))]:
         for mode in ["bilinear", "nearest", "bicubic"]:
@@ -88,5 +100,6 @@ def grid_cases():
 
 
 interp_cases()
+antialias_cases()
 grid_cases()
 g.write("interp_more.safetensors", g.tensors, g.cases)

@@ -9,11 +9,15 @@ local is_table = require('lunet.core').is_table
 
 local Upsample = Module:extend('nn.Upsample')
 
+local OPTS = { size = 'number|table', scale_factor = 'number|table', mode = 'string',
+  align_corners = 'boolean', recompute_scale_factor = 'boolean' }
+
 function Upsample:__init(opts)
   if not is_table(opts) then
     options.fail(self.__name, 'expected {size = {H, W}} or {scale_factor = s[, mode = \'nearest\']}, got ' ..
       require('lunet.core').typename(opts))
   end
+  options.check(self.__name, opts, OPTS)   -- (F.interpolate's, less antialias, as torch's nn.Upsample)
   self.geometry = F._internal.interp_geometry(self.__name, opts)
   self.mode, self.align_corners = self.geometry.mode, self.geometry.align_corners
   self.size, self.scale_factor = opts.size, opts.scale_factor

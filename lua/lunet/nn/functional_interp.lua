@@ -4,8 +4,9 @@
 -- are separable: dim by dim (last first, as PyTorch sums), each output row
 -- blends its 2 (cubic: 4, clamped at the borders) source rows (index_select)
 -- with per-row weights, so autograd differentiates it as it does those ops.
--- 'area' is adaptive_avg_pool to the output size. The per-size index and
--- weight tensors are cached.
+-- 'area' is adaptive_avg_pool to the output size; antialias (bilinear,
+-- bicubic) a matmul per dim with a dense weight matrix. The per-size index
+-- and weight tensors are cached.
 -- Installed into F by lunet.nn.functional, which hands over its helpers;
 -- returns interp_geometry and interpolate, the forms nn.Upsample calls.
 local ffi = require 'ffi'
@@ -102,6 +103,43 @@ return function(F, h)
     end)
   end
 
+  -- antialias (torch 1.13's _compute_weights_aa, Pillow's filters): the (insz, outsz)
+  -- matrix whose column j holds output row j's normalized weights over the input
+  -- rows; its support widens with the downscaling factor, so it is dense here
+  local function aa_filter(t, cubic)
+    t = math.abs(t)
+    if not cubic then return math.max(0, 1 - t) end
+    local a = -0.5   -- (Pillow's bicubic, not interpolate's -0.75)
+    if t < 1 then return ((a + 2) * t - (a + 3)) * t * t + 1 end
+    if t < 2 then return (((t - 5) * t + 8) * t - 4) * a end
+    return 0
+  end
+  local function aa_matrix(x, insz, outsz, scale, align, cubic)
+    local key = table.concat({ 'aa', insz, outsz, tostring(scale), tostring(align), tostring(cubic), x.dtype, x.device }, ':')
+    return cached(key, function()
+      local ratio
+      if align then ratio = outsz > 1 and (insz - 1) / (outsz - 1) or 0
+      else ratio = (scale and scale > 0) and 1 / scale or insz / outsz end
+      local half = cubic and 2 or 1
+      local support = ratio >= 1 and half * ratio or half
+      local inv = ratio >= 1 and 1 / ratio or 1
+      local m = {}
+      for r = 1, insz do m[r] = {} for j = 1, outsz do m[r][j] = 0 end end
+      for i = 0, outsz - 1 do
+        local center = ratio * (i + 0.5)
+        local lo = math.max(math.floor(center - support + 0.5), 0)   -- (torch truncates, then takes >= 0)
+        local hi = math.min(math.floor(center + support + 0.5), insz)
+        local total = 0
+        for r = lo, hi - 1 do
+          local w = aa_filter((r - center + 0.5) * inv, cubic)
+          m[r + 1][i + 1], total = w, total + w
+        end
+        if total ~= 0 then for r = lo, hi - 1 do m[r + 1][i + 1] = m[r + 1][i + 1] / total end end
+      end
+      return on(require('lunet.factory').tensor(m, { dtype = x.dtype }), x.device)
+    end)
+  end
+
   local function blend(y, dim, c)
     local r = y:index_select(dim, c[1]) * c[2]
     for m = 3, #c, 2 do r = r + y:index_select(dim, c[m]) * c[m + 1] end
@@ -127,8 +165,8 @@ return function(F, h)
     if opts.align_corners ~= nil and not MODE_DIMS[mode] then   -- (as PyTorch, which refuses even false)
       raise(("%s: align_corners is for the modes linear, bilinear, bicubic and trilinear, not '%s'"):format(fn, mode))
     end
-    if opts.antialias then   -- (PyTorch 1.13 has it for bilinear and bicubic only; lunet not yet)
-      raise(fn .. ': antialias = true is not supported')
+    if opts.antialias and mode ~= 'bilinear' and mode ~= 'bicubic' then   -- (as PyTorch 1.13)
+      raise(("%s: antialias is for the modes bilinear and bicubic, not '%s'"):format(fn, mode))
     end
     if (opts.size == nil) == (opts.scale_factor == nil) then
       raise(fn .. ': give either size or scale_factor (one of them)')
@@ -150,7 +188,7 @@ return function(F, h)
       end
       return type(v) == 'number' and v or { unpack(t) }
     end
-    local g = { mode = mode, align_corners = opts.align_corners or false,
+    local g = { mode = mode, align_corners = opts.align_corners or false, antialias = opts.antialias or false,
       recompute_scale_factor = opts.recompute_scale_factor or false }
     if opts.size ~= nil then g.size = values('size', opts.size, true)
     else g.scale_factor = values('scale_factor', opts.scale_factor, false) end
@@ -218,6 +256,16 @@ return function(F, h)
       return y
     end
     local changed = false
+    if g.antialias then   -- (4-d: along W, then H, each a matmul with the weights)
+      for i = 2, 1, -1 do
+        if out[i] ~= s[i + 2] then
+          local m = aa_matrix(x, s[i + 2], out[i], sc[i], g.align_corners, mode == 'bicubic')
+          y = i == 2 and y:matmul(m) or y:transpose(3, 4):matmul(m):transpose(3, 4)
+          changed = true
+        end
+      end
+      return changed and y or x:clone()
+    end
     for i = sd, 1, -1 do
       local c = blend_index(x, i + 2, s[i + 2], out[i], sc[i], g.align_corners, mode == 'bicubic')
       if c then y, changed = blend(y, i + 2, c), true end
