@@ -256,6 +256,7 @@ describe('API errors: no raw Lua error from any public function', function()
       Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
       Bilinear = { 4, 4, 2 }, Embedding = { 10, 3 }, EmbeddingBag = { 10, 3 },
+      Upsample = { { scale_factor = 2 } }, UpsamplingNearest2d = { { scale_factor = 2 } },
       RNNCell = { 4, 3 }, LSTMCell = { 4, 3 }, GRUCell = { 4, 3 }, RNN = { 4, 3 }, LSTM = { 4, 3 }, GRU = { 4, 3 },
       Conv3d = { 3, 4, 3 }, MaxPool3d = { 2 }, AvgPool3d = { 2 }, AdaptiveAvgPool3d = { 2 }, BatchNorm3d = { 3 },
       Unfold = { 2 }, Fold = { 4, 2 }, ReflectionPad1d = { 1 }, ReflectionPad2d = { 1 }, ReplicationPad1d = { 1 },

@@ -105,14 +105,14 @@ describe('interpolate and the upsampling modules: errors', function()
   end
 
   it('names the function and the problem, at the caller\'s line', function()
-    local e = err(function() return F.interpolate(x, { scale_factor = 2, mode = 'bicubic' }) end)
-    assert.matches("interpolate: mode must be 'nearest' or 'bilinear', got 'bicubic'", e, 1, true)
+    local e = err(function() return F.interpolate(x, { scale_factor = 2, mode = 'cubic' }) end)
+    assert.matches("interpolate: mode must be 'nearest', 'linear', 'bilinear', 'bicubic', 'trilinear', 'area' or 'nearest-exact', got 'cubic'", e, 1, true)
     assert.matches('nn_interp_spec.lua', e, 1, true)
     e = err(function() local m = nn.Upsample{ scale_factor = 2, align_corners = false }; return m end)
-    assert.matches("nn.Upsample: align_corners is for mode 'bilinear', not 'nearest'", e, 1, true)
+    assert.matches("nn.Upsample: align_corners is for the modes linear, bilinear, bicubic and trilinear, not 'nearest'", e, 1, true)
     assert.matches('nn_interp_spec.lua', e, 1, true)
     e = err(function() return nn.Upsample{ scale_factor = 2, mode = 'bilinear' }(lunet.zeros(2, 2, 2)) end)
-    assert.matches('nn.Upsample: input must be a 4-d tensor (N, C, H, W), got 3-d', e, 1, true)
+    assert.matches("nn.Upsample: mode 'bilinear' needs 4-d input, got 3-d", e, 1, true)
     assert.matches('nn_interp_spec.lua', e, 1, true)
   end)
 
@@ -130,15 +130,15 @@ describe('interpolate and the upsampling modules: errors', function()
   end)
 
   it('align_corners with nearest (even false), other modes, wrong types, non-4-d and integer input', function()
-    assert.matches("interpolate: align_corners is for mode 'bilinear', not 'nearest'",
+    assert.matches("interpolate: align_corners is for the modes linear, bilinear, bicubic and trilinear, not 'nearest'",
       err(F.interpolate, x, { scale_factor = 2, align_corners = false }))
-    assert.matches("mode must be 'nearest' or 'bilinear', got 'linear'",
-      err(F.interpolate, x, { scale_factor = 2, mode = 'linear' }))
+    assert.matches("mode 'linear' needs 3-d input, got 4-d",
+      err(F.interpolate, x, { scale_factor = 2, mode = 'linear' }), 1, true)
     assert.matches('align_corners', err(F.interpolate, x, { scale_factor = 2, mode = 'bilinear', align_corners = 1 }))
     assert.matches("unknown option 'mode'", err(nn.UpsamplingBilinear2d, { scale_factor = 2, mode = 'nearest' }))
     assert.matches('nn.UpsamplingBilinear2d: expected {size = {H, W}} or {scale_factor = s}',
       err(nn.UpsamplingBilinear2d, 2), 1, true)
-    assert.matches('interpolate: input must be 4-d, got 3-d',
+    assert.matches("interpolate: mode 'bilinear' needs 4-d input, got 3-d",
       err(F.interpolate, lunet.zeros(1, 2, 2), { scale_factor = 2, mode = 'bilinear' }), 1, true)
     assert.matches("mode 'bilinear' needs a floating-point input, got int64",
       err(F.interpolate, lunet.zeros(1, 1, 2, 2, { dtype = 'int64' }), { scale_factor = 2, mode = 'bilinear' }), 1, true)
@@ -147,11 +147,11 @@ end)
 
 describe('nn.Upsample and nn.UpsamplingBilinear2d', function()
   it('print their geometry, mode and align_corners', function()
-    assert.equal('nn.Upsample(scale_factor {2, 2}, nearest)', nn.Upsample{ scale_factor = 2 }:repr())
+    assert.equal('nn.Upsample(scale_factor 2, nearest)', nn.Upsample{ scale_factor = 2 }:repr())
     assert.equal('nn.Upsample(size {3, 4}, bilinear)', nn.Upsample{ size = { 3, 4 }, mode = 'bilinear' }:repr())
     assert.equal('nn.Upsample(scale_factor {1.5, 2}, bilinear, align_corners)',
       nn.Upsample{ scale_factor = { 1.5, 2 }, mode = 'bilinear', align_corners = true }:repr())
-    assert.equal('nn.UpsamplingBilinear2d(scale_factor {2, 2}, bilinear, align_corners)\n0 parameters',
+    assert.equal('nn.UpsamplingBilinear2d(scale_factor 2, bilinear, align_corners)\n0 parameters',
       tostring(nn.UpsamplingBilinear2d{ scale_factor = 2 }))
     local m = nn.UpsamplingBilinear2d{ size = { 5, 6 } }
     assert.equal('bilinear', m.mode)

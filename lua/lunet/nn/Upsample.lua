@@ -1,7 +1,7 @@
--- nn.Upsample{scale_factor = s (or {sh, sw})[, mode = 'nearest' | 'bilinear'][, align_corners = false]}
--- or nn.Upsample{size = {H, W}, ...}: resizing of (N, C, H, W) input, as
--- PyTorch's (the source of each output pixel computed as torch 1.13's
--- upsample_nearest2d and upsample_bilinear2d); see F.interpolate.
+-- nn.Upsample{scale_factor = s (or one per spatial dim)[, mode = 'nearest'][, align_corners = false]}
+-- or nn.Upsample{size = n or {...}, ...}: resizing of (N, C, L), (N, C, H, W)
+-- or (N, C, D, H, W) input as PyTorch's, in any of F.interpolate's modes
+-- ('nearest', 'linear', 'bilinear', 'bicubic', 'trilinear', 'area', 'nearest-exact').
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
@@ -9,28 +9,28 @@ local is_table = require('lunet.core').is_table
 
 local Upsample = Module:extend('nn.Upsample')
 
+local OPTS = { size = 'number|table', scale_factor = 'number|table', mode = 'string',
+  align_corners = 'boolean', recompute_scale_factor = 'boolean' }
+
 function Upsample:__init(opts)
   if not is_table(opts) then
     options.fail(self.__name, 'expected {size = {H, W}} or {scale_factor = s[, mode = \'nearest\']}, got ' ..
       require('lunet.core').typename(opts))
   end
+  options.check(self.__name, opts, OPTS)   -- (F.interpolate's, less antialias, as torch's nn.Upsample)
   self.geometry = F._internal.interp_geometry(self.__name, opts)
   self.mode, self.align_corners = self.geometry.mode, self.geometry.align_corners
   self.size, self.scale_factor = opts.size, opts.scale_factor
 end
 
 function Upsample:forward(x)
-  if not require('lunet.tensor').is_tensor(x) or x:dim() ~= 4 then
-    options.raise(self.__name .. ': input must be a 4-d tensor (N, C, H, W), got ' ..
-      (require('lunet.tensor').is_tensor(x) and x:dim() .. '-d' or require('lunet.core').typename(x)))
-  end
-  return F._internal.interpolate(x, self.geometry)
+  return F._internal.interpolate(x, self.geometry, self.__name)
 end
 
 function Upsample:extra_repr()
   local g = self.geometry
-  local s = g.size and ('size {%d, %d}'):format(g.size[1], g.size[2])
-    or ('scale_factor {%s, %s}'):format(tostring(g.scale_factor[1]), tostring(g.scale_factor[2]))
+  local function show(v) return type(v) == 'number' and tostring(v) or '{' .. table.concat(v, ', ') .. '}' end
+  local s = g.size and 'size ' .. show(g.size) or 'scale_factor ' .. show(g.scale_factor)
   return s .. ', ' .. g.mode .. (g.align_corners and ', align_corners' or '')
 end
 

@@ -345,6 +345,7 @@ require('lunet.nn.functional_act_loss')(F, { need = need, same_shape = same_shap
   reduction = reduction, in_place = in_place })
 
 local interp = require('lunet.nn.functional_interp')(F, h)           -- interpolate
+require('lunet.nn.functional_grid')(F, h)                            -- grid_sample, affine_grid
 
 -- hardtanh, selu, celu, threshold (and their in-place forms), logsigmoid, softsign,
 -- tanhshrink, glu, softmin, hardshrink, softshrink

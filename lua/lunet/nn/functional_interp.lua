@@ -1,7 +1,12 @@
--- lunet.nn.functional's interpolate, modes 'nearest' and 'bilinear', as
--- PyTorch 1.13's. Bilinear is separable: along W, then along H, each output
--- row blends its two source rows (index_select) with per-row weights, so
--- autograd differentiates it as it does those tensor ops.
+-- lunet.nn.functional's interpolate as PyTorch 1.13's: modes 'nearest',
+-- 'nearest-exact' and 'area' on 3-, 4- and 5-d input, 'linear' (3-d),
+-- 'bilinear' and 'bicubic' (4-d), 'trilinear' (5-d). The interpolating modes
+-- are separable: dim by dim (last first, as PyTorch sums), each output row
+-- blends its 2 (cubic: 4, clamped at the borders) source rows (index_select)
+-- with per-row weights, so autograd differentiates it as it does those ops.
+-- 'area' is adaptive_avg_pool to the output size; antialias (bilinear,
+-- bicubic) a matmul per dim with a dense weight matrix. The per-size index
+-- and weight tensors are cached.
 -- Installed into F by lunet.nn.functional, which hands over its helpers;
 -- returns interp_geometry and interpolate, the forms nn.Upsample calls.
 local ffi = require 'ffi'
@@ -11,107 +16,157 @@ local is_table, typename = core.is_table, core.typename
 local raise, check_options = options.raise, options.check
 
 return function(F, h)
-  local need, NO_OPTS = h.need, h.NO_OPTS
-
+  local NO_OPTS = h.NO_OPTS
   local f32 = ffi.new('float[1]')
-  local nearest_cache, nearest_count = {}, 0
+  local function float(v) f32[0] = v; return f32[0] end
 
-  -- the 1-based source rows of each of outsz output rows (torch 1.13's nearest_idx:
-  -- the scale in float, 1/scale_factor when one was given), as an int64 tensor
-  -- on device, and k when they are each row repeated k times (or nil)
-  local function nearest_index(insz, outsz, scale, device)
-    local key = insz .. ':' .. outsz .. ':' .. tostring(scale) .. ':' .. device
-    local c = nearest_cache[key]
-    if c then return c[1], c[2] end
-    local idx = {}
-    if outsz == insz then for j = 0, outsz - 1 do idx[j + 1] = j + 1 end
-    elseif outsz == 2 * insz then for j = 0, outsz - 1 do idx[j + 1] = math.floor(j / 2) + 1 end
-    else
-      f32[0] = (scale and scale > 0) and 1 / scale or insz / outsz
-      local sc = f32[0]
-      for j = 0, outsz - 1 do
-        f32[0] = j * sc
-        idx[j + 1] = math.min(math.floor(f32[0]), insz - 1) + 1
-      end
-    end
-    local k = insz > 0 and outsz % insz == 0 and outsz / insz or nil
-    if k then
-      for j = 1, outsz do if idx[j] ~= math.floor((j - 1) / k) + 1 then k = nil; break end end
-    end
-    local t = require('lunet.factory').tensor(idx, { dtype = 'int64' })
-    if device ~= 'cpu:0' then t = t:to(device) end
-    if nearest_count >= 256 then nearest_cache, nearest_count = {}, 0 end
-    nearest_cache[key], nearest_count = { t, k }, nearest_count + 1
-    return t, k
+  local cache, count = {}, 0
+  local function cached(key, make)
+    local c = cache[key]
+    if c then return c end
+    c = make()
+    if count >= 512 then cache, count = {}, 0 end
+    cache[key], count = c, count + 1
+    return c
+  end
+  local function on(t, dev) return dev ~= 'cpu:0' and t:to(dev) or t end
+  local function index(t, dev) return on(require('lunet.factory').tensor(t, { dtype = 'int64' }), dev) end
+  -- weights of the rows along dim of an nd-d x, shaped to broadcast there
+  local function weights(t, x, dim)
+    local shape = { #t }
+    for i = dim + 1, x:dim() do shape[#shape + 1] = 1 end
+    return on(require('lunet.factory').tensor(t, { dtype = x.dtype }):view(shape), x.device)
   end
 
-  local linear_cache, linear_count = {}, 0
+  -- the 1-based source rows of each of outsz output rows (torch 1.13's
+  -- nearest_idx and nearest_exact_idx: the scale in float, 1/scale_factor when
+  -- one was given) and k when they are each row repeated k times (or nil)
+  local function nearest_index(insz, outsz, scale, exact, dev)
+    return cached(table.concat({ 'n', insz, outsz, tostring(scale), tostring(exact), dev }, ':'), function()
+      local idx = {}
+      local sc = float((scale and scale > 0) and 1 / scale or insz / outsz)
+      for j = 0, outsz - 1 do
+        local s
+        if not exact and outsz == insz then s = j
+        elseif not exact and outsz == 2 * insz then s = math.floor(j / 2)
+        else s = math.min(math.floor(float((exact and j + 0.5 or j) * sc)), insz - 1) end
+        idx[j + 1] = s + 1
+      end
+      local k = insz > 0 and outsz % insz == 0 and outsz / insz or nil
+      if k then
+        for j = 1, outsz do if idx[j] ~= math.floor((j - 1) / k) + 1 then k = nil; break end end
+      end
+      return { index(idx, dev), k }
+    end)
+  end
 
-  -- along a dim (3 or 4) of x from insz to outsz rows: the 1-based source rows
-  -- i0, i1 of each output row and their weights w0, w1 (torch 1.13's
-  -- compute_source_index_and_lambda; nil when the sizes agree, which it
-  -- copies), the weights shaped to broadcast along dim, in x's dtype
-  local function linear_index(x, dim, insz, outsz, scale, align)
+  local A = -0.75   -- (PyTorch's bicubic coefficient)
+  local function cc1(t) return ((A + 2) * t - (A + 3)) * t * t + 1 end
+  local function cc2(t) return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A end
+
+  -- along dim of x from insz to outsz rows: the source rows of each output row
+  -- and their weights, {i1, w1, i2, w2, ...} (torch 1.13's area_pixel_compute_scale
+  -- and _source_index; cubic: 4 taps, clamped to the input); nil when the
+  -- sizes agree, which PyTorch copies
+  local function blend_index(x, dim, insz, outsz, scale, align, cubic)
     if outsz == insz then return nil end
-    local key = table.concat({ dim, insz, outsz, tostring(scale), tostring(align), x.dtype, x.device }, ':')
-    local c = linear_cache[key]
-    if c then return c end
-    local ratio
-    if align then ratio = outsz > 1 and (insz - 1) / (outsz - 1) or 0
-    else ratio = (scale and scale > 0) and 1 / scale or insz / outsz end
-    local i0, i1, w0, w1 = {}, {}, {}, {}
-    for j = 0, outsz - 1 do
-      local src = align and ratio * j or math.max(ratio * (j + 0.5) - 0.5, 0)
-      local k = math.min(math.floor(src), insz - 1)
-      local l = math.min(math.max(src - k, 0), 1)
-      i0[j + 1], i1[j + 1] = k + 1, k < insz - 1 and k + 2 or k + 1
-      w0[j + 1], w1[j + 1] = 1 - l, l
-    end
-    local factory = require 'lunet.factory'
-    local shape = dim == 3 and { outsz, 1 } or { outsz }
-    c = { factory.tensor(i0, { dtype = 'int64' }), factory.tensor(i1, { dtype = 'int64' }),
-      factory.tensor(w0, { dtype = x.dtype }):view(shape), factory.tensor(w1, { dtype = x.dtype }):view(shape) }
-    if x.device ~= 'cpu:0' then
-      for i = 1, 4 do c[i] = c[i]:to(x.device) end
-    end
-    if linear_count >= 256 then linear_cache, linear_count = {}, 0 end
-    linear_cache[key], linear_count = c, linear_count + 1
-    return c
+    local key = table.concat({ 'l', dim, x:dim(), insz, outsz, tostring(scale), tostring(align),
+      tostring(cubic), x.dtype, x.device }, ':')
+    return cached(key, function()
+      local ratio
+      if align then ratio = outsz > 1 and (insz - 1) / (outsz - 1) or 0
+      else ratio = (scale and scale > 0) and 1 / scale or insz / outsz end
+      local n = cubic and 4 or 2
+      local ii, ww = {}, {}
+      for m = 1, n do ii[m], ww[m] = {}, {} end
+      for j = 0, outsz - 1 do
+        local src = align and ratio * j or ratio * (j + 0.5) - 0.5
+        if cubic then
+          local k = math.floor(src)
+          local t = src - k
+          local w = { cc2(t + 1), cc1(t), cc1(1 - t), cc2(2 - t) }
+          for m = 1, 4 do
+            ii[m][j + 1] = math.min(math.max(k + m - 2, 0), insz - 1) + 1
+            ww[m][j + 1] = w[m]
+          end
+        else
+          src = math.max(src, 0)
+          local k = math.min(math.floor(src), insz - 1)
+          local l = math.min(math.max(src - k, 0), 1)
+          ii[1][j + 1], ii[2][j + 1] = k + 1, k < insz - 1 and k + 2 or k + 1
+          ww[1][j + 1], ww[2][j + 1] = 1 - l, l
+        end
+      end
+      local c = {}
+      for m = 1, n do c[2 * m - 1], c[2 * m] = index(ii[m], x.device), weights(ww[m], x, dim) end
+      return c
+    end)
+  end
+
+  -- antialias (torch 1.13's _compute_weights_aa, Pillow's filters): the (insz, outsz)
+  -- matrix whose column j holds output row j's normalized weights over the input
+  -- rows; its support widens with the downscaling factor, so it is dense here
+  local function aa_filter(t, cubic)
+    t = math.abs(t)
+    if not cubic then return math.max(0, 1 - t) end
+    local a = -0.5   -- (Pillow's bicubic, not interpolate's -0.75)
+    if t < 1 then return ((a + 2) * t - (a + 3)) * t * t + 1 end
+    if t < 2 then return (((t - 5) * t + 8) * t - 4) * a end
+    return 0
+  end
+  local function aa_matrix(x, insz, outsz, scale, align, cubic)
+    local key = table.concat({ 'aa', insz, outsz, tostring(scale), tostring(align), tostring(cubic), x.dtype, x.device }, ':')
+    return cached(key, function()
+      local ratio
+      if align then ratio = outsz > 1 and (insz - 1) / (outsz - 1) or 0
+      else ratio = (scale and scale > 0) and 1 / scale or insz / outsz end
+      local half = cubic and 2 or 1
+      local support = ratio >= 1 and half * ratio or half
+      local inv = ratio >= 1 and 1 / ratio or 1
+      local m = {}
+      for r = 1, insz do m[r] = {} for j = 1, outsz do m[r][j] = 0 end end
+      for i = 0, outsz - 1 do
+        local center = ratio * (i + 0.5)
+        local lo = math.max(math.floor(center - support + 0.5), 0)   -- (torch truncates, then takes >= 0)
+        local hi = math.min(math.floor(center + support + 0.5), insz)
+        local total = 0
+        for r = lo, hi - 1 do
+          local w = aa_filter((r - center + 0.5) * inv, cubic)
+          m[r + 1][i + 1], total = w, total + w
+        end
+        if total ~= 0 then for r = lo, hi - 1 do m[r + 1][i + 1] = m[r + 1][i + 1] / total end end
+      end
+      return on(require('lunet.factory').tensor(m, { dtype = x.dtype }), x.device)
+    end)
   end
 
   local function blend(y, dim, c)
-    return y:index_select(dim, c[1]) * c[3] + y:index_select(dim, c[2]) * c[4]
-  end
-
-  -- bilinear resizing of x (N, C, H, W) to out {H', W'}; sc: the scale factors
-  -- that give the source coordinates (nil: in/out)
-  local function bilinear(x, s, out, sc, align)
-    if not x:is_floating_point() then
-      raise(("interpolate: mode 'bilinear' needs a floating-point input, got %s"):format(x.dtype))
-    end
-    local cw = linear_index(x, 4, s[4], out[2], sc[2], align)
-    local ch = linear_index(x, 3, s[3], out[1], sc[1], align)
-    if not cw and not ch then return x:clone() end
-    local y = x
-    if cw then y = blend(y, 4, cw) end   -- (W first, then H: PyTorch's order of the sums)
-    if ch then y = blend(y, 3, ch) end
-    return y
+    local r = y:index_select(dim, c[1]) * c[2]
+    for m = 3, #c, 2 do r = r + y:index_select(dim, c[m]) * c[m + 1] end
+    return r
   end
 
   local INTERP_OPTS = { size = 'number|table', scale_factor = 'number|table', mode = 'string',
-    align_corners = 'boolean', recompute_scale_factor = 'boolean' }
-  local MODES = { nearest = true, bilinear = true }
+    align_corners = 'boolean', recompute_scale_factor = 'boolean', antialias = 'boolean' }
+  -- the input dims each mode takes (nil: 3, 4 or 5) and whether it interpolates
+  local MODE_DIMS = { nearest = false, ['nearest-exact'] = false, area = false,
+    linear = 3, bilinear = 4, bicubic = 4, trilinear = 5 }
 
-  -- the checked {size = {H, W}} or {scale_factor = {sh, sw}} of interpolate's
-  -- options, with mode, align_corners and recompute_scale_factor
+  -- the checked size or scale_factor of interpolate's options (a number, or a
+  -- table of one per spatial dim, matched to the input later), with mode,
+  -- align_corners and recompute_scale_factor
   local function interp_geometry(fn, opts)
     check_options(fn, opts, INTERP_OPTS)
     local mode = opts.mode or 'nearest'
-    if not MODES[mode] then
-      raise(("%s: mode must be 'nearest' or 'bilinear', got '%s'"):format(fn, tostring(mode)))
+    if MODE_DIMS[mode] == nil then
+      raise(("%s: mode must be 'nearest', 'linear', 'bilinear', 'bicubic', 'trilinear', 'area' or 'nearest-exact', got '%s'")
+        :format(fn, tostring(mode)))
     end
-    if opts.align_corners ~= nil and mode == 'nearest' then   -- (as PyTorch, which refuses even false)
-      raise(("%s: align_corners is for mode 'bilinear', not 'nearest'"):format(fn))
+    if opts.align_corners ~= nil and not MODE_DIMS[mode] then   -- (as PyTorch, which refuses even false)
+      raise(("%s: align_corners is for the modes linear, bilinear, bicubic and trilinear, not '%s'"):format(fn, mode))
+    end
+    if opts.antialias and mode ~= 'bilinear' and mode ~= 'bicubic' then   -- (as PyTorch 1.13)
+      raise(("%s: antialias is for the modes bilinear and bicubic, not '%s'"):format(fn, mode))
     end
     if (opts.size == nil) == (opts.scale_factor == nil) then
       raise(fn .. ': give either size or scale_factor (one of them)')
@@ -119,58 +174,105 @@ return function(F, h)
     if opts.recompute_scale_factor and opts.size ~= nil then
       raise(fn .. ': recompute_scale_factor is for scale_factor, not an explicit size')
     end
-    local function two(what, v, int)
-      if type(v) == 'number' then v = { v, v } end
-      if not is_table(v) or #v ~= 2 then
-        raise(('%s: %s must be a number or {h, w}, got %s'):format(fn, what, is_table(v) and #v .. ' values' or typename(v)))
+    local function values(what, v, int)
+      local t = type(v) == 'number' and { v } or v
+      if not is_table(t) or #t < 1 or #t > 3 then
+        raise(('%s: %s must be a number or a table of 1 to 3 numbers, got %s'):format(fn, what,
+          is_table(v) and #v .. ' values' or typename(v)))
       end
-      for i = 1, 2 do
-        local a = v[i]
+      for i = 1, #t do
+        local a = t[i]
         if type(a) ~= 'number' or not (a > 0 and a < math.huge) or int and a % 1 ~= 0 then
           raise(('%s: %s must be %s, got %s'):format(fn, what, int and 'integers >= 1' or 'finite numbers > 0', tostring(a)))
         end
       end
-      return { v[1], v[2] }
+      return type(v) == 'number' and v or { unpack(t) }
     end
-    local g = { mode = mode, align_corners = opts.align_corners or false,
+    local g = { mode = mode, align_corners = opts.align_corners or false, antialias = opts.antialias or false,
       recompute_scale_factor = opts.recompute_scale_factor or false }
-    if opts.size ~= nil then g.size = two('size', opts.size, true)
-    else g.scale_factor = two('scale_factor', opts.scale_factor, false) end
+    if opts.size ~= nil then g.size = values('size', opts.size, true)
+    else g.scale_factor = values('scale_factor', opts.scale_factor, false) end
     return g
   end
 
-  -- interpolate(x (N, C, H, W), {size = {H', W'} | scale_factor = s or {sh, sw}[, mode = 'nearest' |
-  -- 'bilinear'][, align_corners = false][, recompute_scale_factor = false]}): resizing as
-  -- torch.nn.functional.interpolate; the output size from a scale factor is floor(in * scale)
-  local function interpolate(x, g)
-    local s = x:size()
+  -- size or scale_factor given as one value per spatial dim of x
+  local function per_dim(fn, what, v, sd)
+    if type(v) == 'number' then
+      local t = {}
+      for i = 1, sd do t[i] = v end
+      return t
+    end
+    if #v ~= sd then
+      raise(('%s: %s must be a number or %d values for %d-d input, got %d values'):format(fn, what, sd, sd + 2, #v))
+    end
+    return v
+  end
+
+  -- interpolate(x, geometry[, fn]): resizing as torch.nn.functional.interpolate;
+  -- the output size from a scale factor is floor(in * scale)
+  local function interpolate(x, g, fn)
+    fn = fn or 'interpolate'
+    if not require('lunet.tensor').is_tensor(x) then raise(fn .. ': input must be a tensor, got ' .. typename(x)) end
+    local nd, mode = x:dim(), g.mode
+    if nd < 3 or nd > 5 then raise(('%s: input must be 3-d, 4-d or 5-d (N, C, ...), got %d-d'):format(fn, nd)) end
+    if MODE_DIMS[mode] and MODE_DIMS[mode] ~= nd then
+      raise(("%s: mode '%s' needs %d-d input, got %d-d"):format(fn, mode, MODE_DIMS[mode], nd))
+    end
+    if (MODE_DIMS[mode] or mode == 'area') and not x:is_floating_point() then
+      raise(("%s: mode '%s' needs a floating-point input, got %s"):format(fn, mode, x.dtype))
+    end
+    local s, sd = x:size(), nd - 2
     local out, sc = {}, {}
-    for i = 1, 2 do
-      if g.size then out[i] = g.size[i]
-      else
-        sc[i] = g.scale_factor[i]
-        out[i] = math.floor(s[i + 2] * sc[i])
+    if g.size then out = per_dim(fn, 'size', g.size, sd)
+    else
+      local f = per_dim(fn, 'scale_factor', g.scale_factor, sd)
+      for i = 1, sd do
+        sc[i], out[i] = f[i], math.floor(s[i + 2] * f[i])
         if out[i] < 1 then
-          raise(('interpolate: scale_factor %s gives an empty output for a dim of size %d'):format(tostring(sc[i]), s[i + 2]))
+          raise(('%s: scale_factor %s gives an empty output for a dim of size %d'):format(fn, tostring(f[i]), s[i + 2]))
         end
       end
     end
     if g.recompute_scale_factor then sc = {} end   -- (the source coordinates from in/out)
-    if g.mode == 'bilinear' then return bilinear(x, s, out, sc, g.align_corners) end
-    local dev = x.device
-    local ih, kh = nearest_index(s[3], out[1], sc[1], dev)
-    local iw, kw = nearest_index(s[4], out[2], sc[2], dev)
-    if kh and kw then   -- each row and column repeated: one copy of an expanded view
-      if kh == 1 and kw == 1 then return x:clone() end
-      return x:view(s[1], s[2], s[3], 1, s[4], 1):expand(s[1], s[2], s[3], kh, s[4], kw):reshape(s[1], s[2], out[1], out[2])
-    end
+    if mode == 'area' then return F['adaptive_avg_pool' .. sd .. 'd'](x, sd == 1 and out[1] or out) end
     local y = x
-    if kw ~= 1 then y = y:index_select(4, iw) end
-    if kh ~= 1 then y = y:index_select(3, ih) end
-    return y
+    if mode == 'nearest' or mode == 'nearest-exact' then
+      local idx, all_k, rep = {}, true, {}
+      for i = 1, sd do
+        local c = nearest_index(s[i + 2], out[i], sc[i], mode == 'nearest-exact', x.device)
+        idx[i], rep[i] = c[1], c[2]
+        all_k = all_k and c[2] ~= nil
+      end
+      if all_k then   -- each row repeated: one copy of an expanded view
+        local v, e = { s[1], s[2] }, { s[1], s[2] }
+        for i = 1, sd do
+          v[#v + 1], v[#v + 2], e[#e + 1], e[#e + 2] = s[i + 2], 1, s[i + 2], rep[i]
+        end
+        return x:view(v):expand(e):reshape(s[1], s[2], unpack(out))
+      end
+      for i = sd, 1, -1 do
+        if rep[i] ~= 1 then y = y:index_select(i + 2, idx[i]) end
+      end
+      return y
+    end
+    local changed = false
+    if g.antialias then   -- (4-d: along W, then H, each a matmul with the weights)
+      for i = 2, 1, -1 do
+        if out[i] ~= s[i + 2] then
+          local m = aa_matrix(x, s[i + 2], out[i], sc[i], g.align_corners, mode == 'bicubic')
+          y = i == 2 and y:matmul(m) or y:transpose(3, 4):matmul(m):transpose(3, 4)
+          changed = true
+        end
+      end
+      return changed and y or x:clone()
+    end
+    for i = sd, 1, -1 do
+      local c = blend_index(x, i + 2, s[i + 2], out[i], sc[i], g.align_corners, mode == 'bicubic')
+      if c then y, changed = blend(y, i + 2, c), true end
+    end
+    return changed and y or x:clone()
   end
   function F.interpolate(x, opts)
-    need('interpolate', x, 'input', 4)
     return interpolate(x, interp_geometry('interpolate', opts or NO_OPTS))
   end
 

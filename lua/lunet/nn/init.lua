@@ -31,7 +31,7 @@ for _, name in ipairs({
   'CTCLoss', 'HingeEmbeddingLoss', 'MultiLabelMarginLoss', 'TripletMarginWithDistanceLoss',
   'ConvTranspose1d', 'ConvTranspose3d', 'AdaptiveMaxPool3d', 'Dropout1d', 'Dropout3d', 'AlphaDropout',
   'FeatureAlphaDropout', 'LPPool1d', 'LPPool2d',
-  'EmbeddingBag',
+  'EmbeddingBag', 'UpsamplingNearest2d',
   'InstanceNorm1d', 'InstanceNorm3d', 'ParameterList', 'ParameterDict',
 }) do
   nn[name] = require('lunet.nn.' .. name)
