@@ -55,14 +55,11 @@ def check(logdir):
         for t in tags["tensors"]:
             ev = ea.Tensors(t)[-1]
             print(f"  tensor {t}: step {ev.step} {ev.tensor_proto.string_val or ev.tensor_proto.float_val}")
-        plugins = ea.PluginTagToContent("hparams") if "hparams" in ea.summary_metadata.get(
-            "_hparams_/experiment", type("", (), {"plugin_data": None})()).__class__.__name__ else None
         for tag, meta in ea.summary_metadata.items():
             if meta.plugin_data.plugin_name == "hparams":
                 from tensorboard.plugins.hparams import plugin_data_pb2
                 d = plugin_data_pb2.HParamsPluginData.FromString(meta.plugin_data.content)
                 print(f"  hparams {tag}: {str(d).strip()[:200]!r}")
-        del plugins
 
 
 def patch_numpy():

@@ -14,6 +14,7 @@ pcall(ffi.cdef, 'int getpid(void);')
 pcall(ffi.cdef, 'int mkdir(const char *path, unsigned int mode);')
 pcall(ffi.cdef, 'char *strerror(int errnum);')
 
+local raise = require('lunet.options').raise   -- (errors at the user's line)
 local M = {}
 
 local ts = ffi.new('struct ln_timespec')
@@ -36,7 +37,7 @@ function M.makedirs(fn, dir)
   for part in dir:gmatch('[^/]+') do
     path = (path == '' and dir:sub(1, 1) ~= '/') and part or path .. '/' .. part
     if ffi.C.mkdir(path, 511) ~= 0 and ffi.errno() ~= 17 then   -- (17: EEXIST)
-      error(('%s: cannot create the directory %s: %s'):format(fn, path, ffi.string(ffi.C.strerror(ffi.errno()))), 0)
+      raise(('%s: cannot create the directory %s: %s'):format(fn, path, ffi.string(ffi.C.strerror(ffi.errno()))))
     end
   end
 end
@@ -49,7 +50,7 @@ Writer.__index = Writer
 
 local function write(self, mode)
   local f, err = io.open(self.path, mode)
-  if not f then error(('SummaryWriter: cannot write %s: %s'):format(self.path, err), 0) end
+  if not f then raise(('SummaryWriter: cannot write %s: %s'):format(self.path, err)) end
   f:write(table.concat(self.queue))
   f:close()
   self.queue, self.last_write = {}, M.time()

@@ -5,6 +5,7 @@
 local ffi = require 'ffi'
 local P = require 'lunet.utils.tensorboard.proto'
 local lunet = function() return require 'lunet' end
+local raise = require('lunet.options').raise   -- (errors at the user's line)
 local M = {}
 
 -- Summary{value = {Value{tag = 1, simple_value = 2 | image = 4 | histo = 5 | tensor = 8, metadata = 9}}}
@@ -41,13 +42,13 @@ end
 function M.histogram(fn, tag, values, bins, max_bins)
   local L = lunet()
   local v = values:detach():to('float64'):reshape(-1)
-  if v:numel() == 0 then error(fn .. ': values has no element', 0) end
+  if v:numel() == 0 then raise(fn .. ': values has no element') end
   local lo, hi = v:min():item(), v:max():item()
   local edges = bins
   if bins == 'tensorflow' then edges = M.default_bins()
   elseif type(bins) == 'number' then
     if not (lo > -math.huge and hi < math.huge) then
-      error(('%s: the range of the values [%s, %s] is not finite (bins = %d needs one)'):format(fn, lo, hi, bins), 0)
+      raise(('%s: the range of the values [%s, %s] is not finite (bins = %d needs one)'):format(fn, lo, hi, bins))
     end
     if lo == hi then lo, hi = lo - 0.5, hi + 0.5 end
     edges = linspace(lo, hi, bins)
@@ -75,7 +76,7 @@ function M.histogram(fn, tag, values, bins, max_bins)
   end
   local s, e   -- the first and last non-empty bins
   for i = 1, #counts do if counts[i] > 0 then s = s or i; e = i end end
-  if not s then error(fn .. ': no value falls inside the bins (the histogram is empty)', 0) end
+  if not s then raise(fn .. ': no value falls inside the bins (the histogram is empty)') end
   local c, l = {}, {}
   if s == 1 then c[1] = 0 end
   for i = math.max(s - 1, 1), e do c[#c + 1] = counts[i] end
@@ -104,7 +105,7 @@ function M.zlib(fn)
     if not ok then ok, lib = pcall(ffi.load, 'libz.so.1') end
     zlib = ok and lib or false
   end
-  if not zlib then error(fn .. ': images need zlib (libz.so.1), which could not be loaded', 0) end
+  if not zlib then raise(fn .. ': images need zlib (libz.so.1), which could not be loaded') end
   return zlib
 end
 
@@ -124,7 +125,7 @@ function M.png(fn, hwc)
   for y = 0, h - 1 do ffi.copy(raw + y * (row + 1) + 1, src + y * row, row) end   -- (the filter bytes stay 0)
   local n = ffi.new('unsigned long[1]', z.compressBound(h * (row + 1)))
   local out = ffi.new('uint8_t[?]', n[0])
-  if z.compress2(out, n, raw, h * (row + 1), 6) ~= 0 then error(fn .. ': zlib could not compress the image', 0) end
+  if z.compress2(out, n, raw, h * (row + 1), 6) ~= 0 then raise(fn .. ': zlib could not compress the image') end
   local ihdr = be32(w) .. be32(h) .. string.char(8, c == 4 and 6 or 2, 0, 0, 0)
   return '\137PNG\r\n\26\n' .. chunk(z, 'IHDR', ihdr) .. chunk(z, 'IDAT', ffi.string(out, n[0])) .. chunk(z, 'IEND', '')
 end
