@@ -45,6 +45,9 @@ local function number_of(fn, what, v)   -- a number or a one-element tensor (NaN
   return v
 end
 
+-- the host copy of a tensor on a GPU (the PNG encoder reads its bytes, as torch's make_np copies)
+local function host(t) return tostring(t.device):match('^cuda') and t:to('cpu:0') or t end
+
 local function str_of(fn, what, v)
   if type(v) ~= 'string' then fail(fn, ('%s must be a string, got %s'):format(what, typename(v))) end
   return v
@@ -145,7 +148,7 @@ function SummaryWriter:add_histogram(tag, values, ...)
   end
   local mb = o.max_bins
   if mb ~= nil and not (type(mb) == 'number' and mb >= 1 and mb % 1 == 0) then fail(fn, 'max_bins must be an integer >= 1, got ' .. tostring(mb)) end
-  add(self:_file_writer(), S.histogram(fn, tag, values, bins, mb), step_of(fn, o.global_step), walltime_of(fn, o.walltime))
+  add(self:_file_writer(), S.histogram(fn, tag, host(values), bins, mb), step_of(fn, o.global_step), walltime_of(fn, o.walltime))
 end
 
 function SummaryWriter:add_text(tag, text_string, ...)
@@ -168,7 +171,7 @@ function SummaryWriter:add_image(tag, img, ...)
   if not FORMATS[df] then fail(fn, ("dataformats must be 'CHW', 'HWC' or 'HW', got '%s'"):format(o.dataformats)) end
   if not is_tensor(img) then fail(fn, 'img_tensor must be a tensor, got ' .. typename(img)) end
   if img:dim() ~= #df then fail(fn, ('img_tensor must have %d dims for dataformats %s, got %d'):format(#df, df, img:dim())) end
-  local x = img:detach()
+  local x = host(img:detach())
   if df == 'HW' then x = x:unsqueeze(3) else x = x:permute(unpack(FORMATS[df])) end
   local c = x:size(3)
   if c == 1 then x = x:expand(x:size(1), x:size(2), 3) end
