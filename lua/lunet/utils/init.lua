@@ -1,6 +1,7 @@
 -- lunet.utils, as torch.utils: activation checkpointing.
 --   local y = lunet.utils.checkpoint(block, x)                  -- (lunet/utils/checkpoint.lua)
 --   local y = lunet.utils.checkpoint_sequential(seq, 4, x)
+--   local w = lunet.utils.tensorboard.SummaryWriter{log_dir = 'runs/x'}  -- (lunet/utils/tensorboard/)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 local fail = options.fail
@@ -59,5 +60,10 @@ function utils.checkpoint_sequential(functions, segments, input)
   end
   return run(fs, last + 1, n)(input)
 end
+
+-- lunet.utils.tensorboard, loaded on first use
+setmetatable(utils, { __index = function(t, k)
+  if k == 'tensorboard' then rawset(t, k, require 'lunet.utils.tensorboard'); return t[k] end
+end })
 
 return utils
