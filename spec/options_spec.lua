@@ -606,6 +606,7 @@ describe('functional calls and factories given any two values in their options p
       { 'var', function(a, b) return lg:var(a, b) end },
       { 'backward', function(a, b) local t = lunet.ones(2, { requires_grad = true }); return (t * 2):sum():backward(a, b) end },
       { 'load', function(a) return lunet.load('/nonexistent', a) end },
+      { 'load torch', function(a) return lunet.load((debug.getinfo(1, 'S').source:match('^@(.*/)') or './') .. 'fixtures/torch_small.pt', a) end },
       { 'clip', function(a, b) local q = lunet.zeros(2); q.grad = lunet.ones(2); return lunet.optim.clip_grad_norm({ q }, 1, a, b) end },
       { 'kaiming', function(a, b) return nn.init.kaiming_normal_(lunet.empty(2, 2), a, b) end },
     }

@@ -86,7 +86,7 @@ end
 
 local LOAD_OPTS = { device = true }
 
--- load(path[, {device =}]) -> the object torch.save wrote (a state_dict: name -> tensor)
+-- load(path[, {device =}]) -> the object torch.save wrote (a state_dict: name -> tensor), only
 function M.load(path, opts)
   if type(path) ~= 'string' or path == '' then error('load: path must be a non-empty string, got ' .. typename(path), 2) end
   require('lunet.serialize').no_nul('load', 'the path', path, 2)
@@ -133,12 +133,12 @@ function M.load(path, opts)
       return st
     end
     local obj = pickle.load(r:entry_string(pkl), fail, globals_for(fail), persistent_load)
-    local v = entries[prefix .. 'version']
-    return { obj, { format = 'torch', version = v and r:entry_string(v):match('^%s*(.-)%s*$') or nil } }
+    return obj
   end)
   r:close()
   if not ok then error(res, 0) end
-  return res[1], res[2]
+  -- (one value: model:load_state_dict(lunet.load(p)) must not get a second as options)
+  return res
 end
 
 -- ---- writing ------------------------------------------------------------------
