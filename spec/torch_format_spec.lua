@@ -90,6 +90,10 @@ describe('lunet.load of torch.save files', function()
     assert.truthy(fx.err_of(lunet.load, pt('torch_small'), { devcie = 'cpu' }):find("unknown option 'devcie'", 1, true))
   end)
 
+  it('reads a ZIP64 central directory (as files over 4 GiB have)', function()
+    assert.are.equal(15, lunet.load(pt('torch_zip64')).w:sum():item())
+  end)
+
   it('refuses globals other than tensors and containers', function()
     local e = fx.err_of(lunet.load, pt('torch_evil'))
     assert.truthy(e:find('load: .*torch_evil.pt: refusing to unpickle global posix.system %(only tensors and containers are loaded%)'), e)

@@ -107,4 +107,30 @@ rezip(small, os.path.join(OUT, "torch_badsize.pt"),
       lambda i, d: (d[:-4] if i.filename.endswith("data/0") else d, zipfile.ZIP_STORED))
 assert torch.load(os.path.join(OUT, "torch_deflate.pt"))["w"].sum() == 15  # torch reads it
 
+
+def zip64ify(src, dst):
+    """dst: src with a ZIP64 central directory (every size and offset in the
+    zip64 extra field, a zip64 end record): as a file over 4 GiB has them"""
+    import struct
+    raw = open(src, "rb").read()
+    with zipfile.ZipFile(src) as z:
+        infos = z.infolist()
+    cd_off = min(raw.find(b"PK\1\2"), len(raw))
+    cd = b""
+    for i in infos:
+        name = i.filename.encode()
+        extra = struct.pack("<HHQQQ", 1, 24, i.file_size, i.compress_size, i.header_offset)
+        cd += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\1\2", 45, 45, 0, 0, 0, 0x21, i.CRC,
+                          0xFFFFFFFF, 0xFFFFFFFF, len(name), len(extra), 0, 0, 0, 0, 0xFFFFFFFF) + name + extra
+    z64 = cd_off + len(cd)
+    tail = struct.pack("<4sQHHIIQQQQ", b"PK\6\6", 44, 45, 45, 0, 0, len(infos), len(infos), len(cd), cd_off)
+    tail += struct.pack("<4sIQI", b"PK\6\7", 0, z64, 1)
+    tail += struct.pack("<4sHHHHIIH", b"PK\5\6", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    open(dst, "wb").write(raw[:cd_off] + cd + tail)
+    print(f"wrote {dst}: {os.path.getsize(dst)} bytes")
+
+
+zip64ify(small, os.path.join(OUT, "torch_zip64.pt"))
+assert torch.load(os.path.join(OUT, "torch_zip64.pt"))["w"].sum() == 15  # torch reads it
+
 fixture_lib.write("torch_format.safetensors", expect, cases)
