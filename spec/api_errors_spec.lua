@@ -126,6 +126,7 @@ describe('API errors: no raw Lua error from any public function', function()
       set_default_dtype = 'changes the default dtype', set_grad_enabled = 'changes grad mode',
       set_detect_anomaly = 'changes anomaly mode', no_grad = 'calls its argument', enable_grad = 'calls its argument',
       detect_anomaly = 'calls its argument', empty_cache = 'no arguments to check', save = 'writes files',
+      save_torch = 'writes files',
     }
     local names, had = {}, {}
     for k in pairs(lunet) do had[k] = true end

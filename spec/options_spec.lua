@@ -622,6 +622,7 @@ describe('functional calls and factories given any two values in their options p
       { 'autograd.functional.jacobian', function(a, b) return lunet.autograd.functional.jacobian(function(t) return t * 2 end, a, b) end },
       { 'autograd.functional.vjp', function(a, b) return lunet.autograd.functional.vjp(function(t) return t * 2 end, a, b) end },
       { 'load', function(a) return lunet.load('/nonexistent', a) end },
+      { 'load torch', function(a) return lunet.load((debug.getinfo(1, 'S').source:match('^@(.*/)') or './') .. 'fixtures/torch_small.pt', a) end },
       { 'clip', function(a, b) local q = lunet.zeros(2); q.grad = lunet.ones(2); return lunet.optim.clip_grad_norm({ q }, 1, a, b) end },
       { 'kaiming', function(a, b) return nn.init.kaiming_normal_(lunet.empty(2, 2), a, b) end },
     }

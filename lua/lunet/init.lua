@@ -47,6 +47,8 @@ function lunet.is_tensor(x) return T.is_tensor(x) end
 -- safetensors files: lunet.save(path, {name = t}, meta?), lunet.load(path[, {device=}])
 function lunet.save(path, tensors, metadata) return require('lunet.serialize').save(path, tensors, metadata) end
 function lunet.load(path, opts) return require('lunet.serialize').load(path, opts) end
+-- PyTorch's own files: lunet.load reads them too (lunet/torch_format.lua)
+function lunet.save_torch(path, obj) return require('lunet.torch_format').save(path, obj) end
 
 -- autograd: lunet.no_grad(fn, ...), lunet.enable_grad(fn, ...), lunet.set_grad_enabled(on)
 lunet.autograd = autograd

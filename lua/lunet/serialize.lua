@@ -187,6 +187,9 @@ function M.load(path, opts)
   end
   no_nul('load', 'the path', path, 2)
   check_options('load', opts, LOAD_OPTS)
+  -- torch.save's files (zip, or the legacy pickle) go to lunet.torch_format
+  local magic = require('lunet.torch_zip').sniff(path, 4)
+  if magic == 'PK\3\4' or magic == '\128\2\138\10' then return require('lunet.torch_format').load(path, opts) end
   local device = core.device_id('load', opts and opts.device)
   local f = C.ln_st_open(path)
   if f == nil then core.raise() end
