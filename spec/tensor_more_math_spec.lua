@@ -223,6 +223,29 @@ describe('more math: gradchecks (float64 finite differences)', function()
     end)
   end
 
+  it('atan2, fmod and remainder (they recorded nothing: a silent zero gradient)', function()
+    local ok, msg = gradcheck(function(a, b) return lunet.atan2(a, b) end, { rand(-2, 2, 2, 1, 3), rand(0.5, 2, 4, 3) })
+    assert(ok, msg)
+    for _, op in ipairs({ 'fmod', 'remainder' }) do
+      -- (a / b kept off the integers, where both jump)
+      local a = lunet.tensor({ 5.5, -3.2, 7.3, -0.7 }, { dtype = 'float64' }):requires_grad_()
+      local b = lunet.tensor({ 2.1, 2.5, -3.0, 0.9 }, { dtype = 'float64' }):requires_grad_()
+      ok, msg = gradcheck(function(x, y) return x[op](x, y) end, { a, b })
+      assert(ok, msg)
+      ok, msg = gradcheck(function(x) return x[op](x, 1.5) end, { a })
+      assert(ok, msg)
+    end
+    -- torch 1.13's values: d/db is -trunc(a / b) for fmod, -floor(a / b) for remainder
+    local a = lunet.tensor({ 5.5, -3.2, 7.0 }, { dtype = 'float64' }):requires_grad_()
+    local b = lunet.tensor({ 2.0, 2.5, -3.0 }, { dtype = 'float64' }):requires_grad_()
+    a:fmod(b):sum():backward()
+    assert.tensor_near(b.grad, { -2, 1, 2 }, 0)
+    assert.tensor_near(a.grad, { 1, 1, 1 }, 0)
+    b.grad = nil
+    a:remainder(b):sum():backward()
+    assert.tensor_near(b.grad, { -2, 2, 3 }, 0)
+  end)
+
   it('records the in-place forms', function()
     local a = rand(-0.9, 0.9, 3)
     local ok, msg = gradcheck(function(t) return (t * 1):asin_():sinh_() end, { a })

@@ -136,6 +136,24 @@ return function(def, unary)
     return ga, gb
   end })
 
+  -- fmod: a - trunc(a / b) * b, so 1 and -trunc(a / b) (remainder, made of
+  -- fmod and a where, gets -floor(a / b) from it, as torch's)
+  def('fmod', 'binary', { save = true, backward = function(n, g)
+    local a, b, ga, gb = n.a, n.b, nil, nil
+    if n[1] then ga = sum_to(g, n.sa) end
+    if n[2] then gb = sum_to(-g * (a / b):trunc(), n.sb) end
+    return ga, gb
+  end })
+
+  -- atan2(a, b): b / (a^2 + b^2) and -a / (a^2 + b^2)
+  def('atan2', 'binary', { save = true, backward = function(n, g)
+    local a, b, ga, gb = n.a, n.b, nil, nil
+    local r2 = a * a + b * b
+    if n[1] then ga = sum_to(g * b / r2, n.sa) end
+    if n[2] then gb = sum_to(-g * a / r2, n.sb) end
+    return ga, gb
+  end })
+
   -- logaddexp(2): each operand's share, 1 / (1 + e^(other - it)) (base 2
   -- for logaddexp2)
   local function logaddexp_bw(pow)
