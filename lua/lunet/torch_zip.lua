@@ -68,6 +68,9 @@ function Reader:read_into(ptr, off, n, what)
 end
 
 function Reader:read(off, n, what)
+  if off < 0 or n < 0 or off + n > self.size then   -- (before allocating: a corrupt n may be any size)
+    self:fail('truncated or corrupt: %s (bytes %d..%d) lies past the end of the file (%d bytes)', what, off, off + n, self.size)
+  end
   local buf = ffi.new('uint8_t[?]', math.max(n, 1))
   self:read_into(buf, off, n, what)
   return ffi.string(buf, n)
