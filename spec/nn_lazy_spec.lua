@@ -165,10 +165,12 @@ describe('lazy modules', function()
     assert.equal(nn.Linear, getmetatable(f))
   end)
 
-  it('must be materialized before DataParallel copies them', function()
+  it('must be materialized before DataParallel or DistributedDataParallel wraps them', function()
     local DP = lunet.parallel.DataParallel
     assert.matches('DataParallel: nn.LazyLinear has uninitialized parameters: run a forward',
       fx.err_of(DP, nn.Sequential { nn.LazyLinear(2) }, { devices = { 'cpu:0' } }))
+    assert.matches('DistributedDataParallel: nn.LazyConv2d has uninitialized parameters',
+      fx.err_of(lunet.parallel.DistributedDataParallel, nn.Sequential { nn.ReLU(), nn.LazyConv2d(2, 3) }))
     local m = nn.Sequential { nn.LazyLinear(2) }
     m(lunet.randn(2, 3))
     local dp = DP(m, { devices = { 'cpu:0' } })
