@@ -270,6 +270,8 @@ describe('API errors: no raw Lua error from any public function', function()
       TripletMarginWithDistanceLoss = { { swap = true } },
       ConvTranspose1d = { 3, 4, 3 }, ConvTranspose3d = { 3, 4, 2 }, AdaptiveMaxPool3d = { 2 }, LPPool1d = { 2, 2 },
       LPPool2d = { 2, 2 },
+      LazyLinear = { 3 }, LazyConv1d = { 4, 3 }, LazyConv2d = { 4, 3 }, LazyConv3d = { 4, 3 }, LazyConvTranspose1d = { 4, 3 },
+      LazyConvTranspose2d = { 4, 3 }, LazyConvTranspose3d = { 4, 2 },
       TripletMarginLoss = { { swap = true } }, MultiMarginLoss = { { p = 2, weight = lunet.ones(4) } },
     }
     local modules = 0

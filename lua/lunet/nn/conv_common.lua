@@ -18,6 +18,7 @@ local TRANSPOSED_OPTS = { stride = 'number|table', padding = 'number|table', out
   groups = 'number', bias = 'boolean', dilation = 'number|table', padding_mode = 'string', dtype = true, device = true }
 local POSITIONAL = { 'stride', 'padding', 'dilation', 'groups', 'bias' }
 local TRANSPOSED_POSITIONAL = { 'stride', 'padding', 'output_padding', 'groups', 'bias', 'dilation' }
+M.POSITIONAL, M.TRANSPOSED_POSITIONAL = POSITIONAL, TRANSPOSED_POSITIONAL   -- (the lazy ones read groups)
 local PADDING_MODES = { zeros = 'constant', reflect = 'reflect', replicate = 'replicate', circular = 'circular' }
 
 -- a size option read as an nd-d layer stores it (v nil: the default)

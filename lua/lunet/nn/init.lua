@@ -33,6 +33,9 @@ for _, name in ipairs({
   'FeatureAlphaDropout', 'LPPool1d', 'LPPool2d',
   'EmbeddingBag', 'UpsamplingNearest2d',
   'InstanceNorm1d', 'InstanceNorm3d', 'ParameterList', 'ParameterDict',
+  'LazyLinear', 'LazyConv1d', 'LazyConv2d', 'LazyConv3d', 'LazyConvTranspose1d', 'LazyConvTranspose2d',
+  'LazyConvTranspose3d', 'LazyBatchNorm1d', 'LazyBatchNorm2d', 'LazyBatchNorm3d', 'LazyInstanceNorm1d',
+  'LazyInstanceNorm2d', 'LazyInstanceNorm3d',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end

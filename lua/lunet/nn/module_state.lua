@@ -104,6 +104,10 @@ function Module:load_state_dict(sd, strict)
     strict = options.check('load_state_dict', strict, { strict = 'boolean' }).strict
   end
   if strict == nil then strict = true end
+  -- lazy modules take their sizes from sd's tensors first (torch's _lazy_load_hook)
+  for _, e in ipairs(self:named_modules('', nil, false)) do
+    if e[2]._lazy_load then e[2]:_lazy_load(sd, e[1] == '' and '' or e[1] .. '.') end
+  end
   local own, list = {}, entries(self, '')
   local missing, unexpected, bad = {}, {}, {}
   for _, e in ipairs(list) do

@@ -94,6 +94,12 @@ function DataParallel:__init(module, ...)
   self.sync_bn = opts.sync_bn and true or false
   self.broadcast_buffers = opts.broadcast_buffers ~= false
 
+  -- (a replica copies the parameters: a placeholder would stay one in each)
+  for _, m in ipairs(module:modules()) do
+    if m.has_uninitialized_params and m:has_uninitialized_params() then
+      fail(m.__name .. ' has uninitialized parameters: run a forward (or load_state_dict) before wrapping it', 3)
+    end
+  end
   module:to(names[1])
   local reps = { module }
   for k = 2, n do reps[k] = module:clone():to(names[k]) end

@@ -66,6 +66,12 @@ end
 
 function DDP:__init(module, opts)
   if not is_table(module) or not module._params then fail('expected an nn.Module, got ' .. typename(module), 3) end
+  -- (the reducer's buckets are sized by the parameters: placeholders would stay)
+  for _, m in ipairs(module:modules()) do
+    if m.has_uninitialized_params and m:has_uninitialized_params() then
+      fail(m.__name .. ' has uninitialized parameters: run a forward (or load_state_dict) before wrapping it', 3)
+    end
+  end
   opts = options.check('DistributedDataParallel', opts, OPTS, ALIASES) or {}
   local group = opts.group or world(3)
   if type(group.local_size) ~= 'function' or type(group.ranks) ~= 'function' then
