@@ -40,7 +40,12 @@ end
 local function unif(t)
   return L().empty(t:size(), { dtype = t:is_floating_point() and t.dtype or 'float64', device = t.device }):uniform_()
 end
-local function fill(self, r) return self:copy_(r) end
+-- the draws written into self (an error from copy_ names the fill)
+local function fill(fn, self, r)
+  local ok, e = pcall(self.copy_, self, r)
+  if ok then return self end
+  raise(fn .. ': ' .. tostring(e):gsub('^[^:\n]*:%d+: ', '', 1):gsub('^[%w_]+: ', '', 1))
+end
 
 -- ---- bernoulli -----------------------------------------------------------------------------------
 local bernoulli_num = Tensor.bernoulli_
@@ -55,7 +60,7 @@ function Tensor.bernoulli_(self, p)
   end
   if not is_tensor(self) then raise('bernoulli_: self must be a tensor, got ' .. typename(self)) end
   if p:numel() > 0 then probs_ok('bernoulli_', p) end
-  return fill(self, unif(self):lt(p:detach():to(self:is_floating_point() and self.dtype or 'float64')):to(self.dtype))
+  return fill('bernoulli_', self, unif(self):lt(p:detach():to(self:is_floating_point() and self.dtype or 'float64')):to(self.dtype))
 end
 function Tensor.bernoulli(self, p)
   float_self('bernoulli', self)
@@ -68,19 +73,19 @@ end
 function Tensor.exponential_(self, lambd)
   float_self('exponential_', self)
   lambd = num('exponential_', 'lambd', lambd, 1, function(v) return v > 0 end, '> 0')
-  return fill(self, (-unif(self)):log1p() / -lambd)
+  return fill('exponential_', self, (-unif(self)):log1p() / -lambd)
 end
 function Tensor.cauchy_(self, median, sigma)
   float_self('cauchy_', self)
   median = num('cauchy_', 'median', median, 0)
   sigma = num('cauchy_', 'sigma', sigma, 1, function(v) return v > 0 end, '> 0')
-  return fill(self, ((unif(self) - 0.5) * math.pi):tan() * sigma + median)
+  return fill('cauchy_', self, ((unif(self) - 0.5) * math.pi):tan() * sigma + median)
 end
 function Tensor.log_normal_(self, mean, std)
   float_self('log_normal_', self)
   mean = num('log_normal_', 'mean', mean, 1)
   std = num('log_normal_', 'std', std, 2, function(v) return v > 0 end, '> 0')
-  return fill(self, L().empty_like(self):normal_(mean, std):exp())
+  return fill('log_normal_', self, L().empty_like(self):normal_(mean, std):exp())
 end
 
 -- ---- integer-valued fills -------------------------------------------------------------------------------
@@ -90,7 +95,7 @@ function Tensor.geometric_(self, p)
   p = num('geometric_', 'p', p, nil, function(v) return v > 0 and v < 1 end, 'in (0, 1)')
   local u = unif(self):double()
   -- 1 - u lies in (0, 1]: log(1 - u) <= 0, at least one trial
-  return fill(self, ((-u):log1p() / math.log(1 - p)):ceil():clamp(1, nil))
+  return fill('geometric_', self, ((-u):log1p() / math.log(1 - p)):ceil():clamp(1, nil))
 end
 local MAX = { float32 = 2 ^ 24, float64 = 2 ^ 53, float16 = 2 ^ 11, bfloat16 = 2 ^ 8, int64 = 2 ^ 63 - 1,
   int32 = 2 ^ 31 - 1, uint8 = 255, bool = 1 }
@@ -108,12 +113,12 @@ function Tensor.random_(self, a, b)
   if self:numel() == 0 then return self end
   if self:is_floating_point() then
     local r = L().empty(self:size(), { dtype = 'float64', device = self.device }):uniform_()
-    return fill(self, (r * (hi - lo)):floor():clamp(nil, hi - lo - 1) + lo)
+    return fill('random_', self, (r * (hi - lo)):floor():clamp(nil, hi - lo - 1) + lo)
   end
   local r = L().empty(self:size(), { dtype = 'int64', device = self.device })
   if hi - lo >= 2 ^ 63 then hi = lo + 2 ^ 62 end   -- ((hi - lo) must fit int64: a smaller range still)
   if C.ln_randint_(r.p, lo, hi) ~= 0 then core.raise() end
-  return fill(self, r)
+  return fill('random_', self, r)
 end
 
 -- ---- multinomial --------------------------------------------------------------------------------------------
