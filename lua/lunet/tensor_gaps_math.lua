@@ -163,6 +163,7 @@ def('select_scatter', function(self, src, dim, index)
 end)
 def('slice_scatter', function(self, src, dim, first, last, step)
   local fn = 'slice_scatter'
+  need(fn, src, 'src')
   local d = dim_of(fn, self, dim or 1)
   local n = self:size(d)
   first, last, step = int(fn, first or 1, 'first'), int(fn, last or n, 'last'), int(fn, step or 1, 'step', 1)

@@ -60,6 +60,9 @@ function Tensor.bernoulli_(self, p)
   end
   if not is_tensor(self) then raise('bernoulli_: self must be a tensor, got ' .. typename(self)) end
   if p:numel() > 0 then probs_ok('bernoulli_', p) end
+  if not pcall(p.expand, p, self:size()) then
+    raise(('bernoulli_: p of shape %s does not broadcast to self\'s %s'):format(tostring(p:size()), tostring(self:size())))
+  end
   return fill('bernoulli_', self, unif(self):lt(p:detach():to(self:is_floating_point() and self.dtype or 'float64')):to(self.dtype))
 end
 function Tensor.bernoulli(self, p)
