@@ -25,6 +25,9 @@ require 'lunet.linalg.methods'   -- t:det(), t:inverse(), ... (lunet.linalg load
 local factory = require 'lunet.factory'
 local autograd = require 'lunet.autograd'   -- wraps the differentiable methods: keep after the tensor modules
 local api = require 'lunet.tensor_api'      -- type_as, index_put_, cummax, rot90, hstack, ...: after autograd (composed)
+require 'lunet.tensor_gaps'                  -- t.is_cpu, t:new(), resize_, t['repeat'], svd/qr/..., matrix_exp: after autograd
+require 'lunet.tensor_random'                -- bernoulli, exponential_, cauchy_, ..., multinomial
+require 'lunet.tensor_gaps_math'             -- kron, cov, diag_embed, *_scatter, frexp, i0, histogram, mode, ...
 require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
 local C = core.C
 
