@@ -72,14 +72,15 @@ DOUBLE.pad = function(n, g) return g:narrow(3, n.x1 + 1, n.x3):narrow(4, n.x2 + 
 -- (batch Cin/G) and g's of group i are the weights of group i: one grouped
 -- convolution, not one per group
 local function conv_wgrad(x, g, p, KH, KW)
-  local G, xt = p.groups, nil
-  if G == 1 then xt = x:transpose(1, 2)
+  local ng, xt = p.groups, nil
+  if x:size(1) == 0 then return G.zeros_as({ g:size(2), x:size(2) / ng, KH, KW }, g) end   -- (an empty batch)
+  if ng == 1 then xt = x:transpose(1, 2)
   else
     local N, Ci, H, W = x:size(1), x:size(2), x:size(3), x:size(4)
-    xt = x:reshape(N, G, Ci / G, H, W):permute(3, 2, 1, 4, 5):reshape(Ci / G, G * N, H, W)
+    xt = x:reshape(N, ng, Ci / ng, H, W):permute(3, 2, 1, 4, 5):reshape(Ci / ng, ng * N, H, W)
   end
   local k = F().conv2d(xt, g:transpose(1, 2), nil, { stride = { p.dil_h, p.dil_w },
-    padding = { p.pad_h, p.pad_w }, dilation = { p.stride_h, p.stride_w }, groups = G })
+    padding = { p.pad_h, p.pad_w }, dilation = { p.stride_h, p.stride_w }, groups = ng })
   return k:narrow(3, 1, KH):narrow(4, 1, KW):transpose(1, 2)
 end
 -- conv2d: the input gradient a transposed convolution of g, the weight's conv_wgrad
