@@ -175,6 +175,8 @@ describe('double backward of each layer (finite differences of the gradient)', f
     { 'dropout (the mask is kept)', function(a) lunet.manual_seed(3); return F.dropout(a * a, 0.5, true) end, { x3 } },
     { 'conv1d, conv_transpose1d', function(a, w, wt) return F.conv1d(a, w, nil, { padding = 1 }):sum(3) + F.conv_transpose1d(a, wt, nil, { stride = 2 }):sum(3) end, { x3, r(2, 3, 2), r(3, 2, 2) } },
     { 'conv3d stride, padding', function(a, w) return F.conv3d(a, w, nil, { padding = 1, stride = 2 }) end, { x5, r(2, 2, 2, 2, 2) } },
+    { 'conv_transpose3d (fold), conv1d groups', function(a, w, b, wb) return F.conv_transpose3d(a, w, nil, { stride = 2 }):pow(2):sum() + F.conv1d(b, wb, nil, { groups = 2, padding = 1 }):pow(2):sum() end, { r(1, 2, 2, 2, 2), r(2, 2, 2, 2, 2), r(2, 4, 5), r(4, 2, 2) } },
+    { 'fold, unfold', function(a, b) return F.fold(a * a, { 3, 4 }, 2):pow(2):sum() + F.unfold(b * b, 2):pow(2):sum() end, { r(1, 8, 6), r(1, 2, 3, 4) } },
     { 'conv2d groups 2, stride, dilation', function(a, w, b) return F.conv2d(a, w, b, { groups = 2, stride = { 1, 2 }, dilation = { 2, 1 }, padding = 1 }) end, { r(2, 4, 4, 5), r(4, 2, 2, 2), r(4) } },
     { 'depthwise conv2d', function(a, w) return F.conv2d(a, w, nil, { groups = 2, padding = 1 }):pow(2) end, { x4, r(2, 1, 3, 3) } },
     { 'conv_transpose2d groups 2, output_padding', function(a, w) return F.conv_transpose2d(a, w, nil, { groups = 2, stride = 2, padding = 1, output_padding = 1 }) end, { r(1, 4, 2, 3), r(4, 3, 2, 2) } },
@@ -185,11 +187,14 @@ describe('double backward of each layer (finite differences of the gradient)', f
         + F.adaptive_avg_pool3d(b * b, 2):pow(2):sum() + F.adaptive_max_pool3d(b:pow(3), 2):pow(2):sum()
         + F.adaptive_max_pool2d(c:pow(3), 2):pow(2):sum()
     end, { x3, x5, x4 } },
-    { 'interpolate nearest, bilinear', function(a)
-      return F.interpolate(a * a, { scale_factor = 2, mode = 'nearest' }):pow(2):sum()
+    { 'interpolate nearest, bilinear, bicubic, linear, trilinear', function(a, b, c)
+      return F.interpolate(b * b, { size = 5, mode = 'linear' }):pow(2):sum()
+        + F.interpolate(c * c, { size = { 3, 4, 5 }, mode = 'trilinear' }):pow(2):sum()
+        + F.interpolate(a * a, { size = { 4, 5 }, mode = 'bicubic' }):pow(2):sum()
+        + F.interpolate(a * a, { scale_factor = 2, mode = 'nearest' }):pow(2):sum()
         + F.interpolate(a * a, { size = { 5, 7 }, mode = 'bilinear' }):pow(2):sum()
         + F.interpolate(a * a, { size = { 5, 7 }, mode = 'bilinear', align_corners = true }):pow(2):sum()
-    end, { x4 } },
+    end, { x4, r(1, 2, 3), r(1, 1, 2, 3, 3) } },
     { 'binary_cross_entropy (with logits)', function(a) return F.binary_cross_entropy(a:sigmoid(), t01) + F.binary_cross_entropy_with_logits(a, t01, { reduction = 'none' }) end, { x3 } },
     { 'smooth_l1, huber, kl_div', function(a, b) return F.smooth_l1_loss(a * a, b, { reduction = 'none' }) + F.huber_loss(a * a, b, { reduction = 'none' }) + F.kl_div(a * a, b:sigmoid(), { reduction = 'batchmean' }) end, { x3, r(2, 3, 4) } },
     { 'cosine_similarity', function(a, b) return F.cosine_similarity(a, b) end, { x3, r(2, 3, 4) } },

@@ -26,6 +26,9 @@ local NOT = { polygamma = true }
 local TENSOR_LAYERS = {}
 for _, name in ipairs({ 'silu', 'hardswish', 'hardsigmoid', 'relu6', 'softplus', 'mish', 'prelu', 'l1_loss',
   'smooth_l1_loss', 'huber_loss', 'binary_cross_entropy', 'kl_div' }) do TENSOR_LAYERS[name] = true end
+-- nodes made outside the formulas whose backward is made of tensor ops and
+-- saves no input (fold: pad, index_select of g; conv_transpose3d's col2im)
+local TENSOR_NODES = { fold = true }
 -- saved field -> the edge it is the input of (0: the node's own output)
 local LIVE = { a = 1, b = 2, x = 1, r = 0 }
 local LIVE_BY_NAME = { addmm = { a = 2, b = 3 } }
@@ -222,6 +225,7 @@ end
 function D.run(n, g)
   if n.grads or n.name == 'copy_' then return n.fn(n, g) end   -- (the roots of autograd.grad, autograd.backward; copy_'s tensor ops)
   if n.geo and NODES[n.name] then return NODES[n.name](n, g) end
+  if TENSOR_NODES[n.name] and not formulas[n.name] then return n.fn(n, g) end
   local f = formulas[n.name]
   if not supported(n, f) then
     -- run as usual, then the gradients carry an error node (when anything
