@@ -216,11 +216,11 @@ describe('autograd.grad semantics', function()
   end)
 
   it('an unsupported double backward raises a named error at the second backward', function()
-    local x = lunet.randn(1, 1, 4, 4, { dtype = 'float64' }):requires_grad_()
-    local y = F.batch_norm(x * x, nil, nil, nil, nil, true):pow(2):sum()
+    local x = lunet.randn(3, 3, { dtype = 'float64' }):requires_grad_()
+    local y = lunet.linalg.det(x * x):pow(2)
     local g = A.grad(y, x, { create_graph = true })[1]   -- the first backward works
     assert.is_true(g.requires_grad)
-    assert.matches('double backward through batch_norm is not supported yet', fx.err_of(function() g:sum():backward() end))
+    assert.matches('double backward through linalg.det is not supported yet', fx.err_of(function() g:sum():backward() end), 1, true)
   end)
 
   it('the ordinary backward gives the same gradients as before', function()
@@ -302,10 +302,8 @@ describe('double backward of each op (finite differences of the gradient)', func
   end
 
   it('named errors for the ops without a double backward yet (at the second backward)', function()
-    local w2 = lunet.randn(2, 1, 2, 2, { dtype = 'float64' }):requires_grad_()
     for name, f in pairs({
-      batch_norm = function(a) return F.batch_norm((a * a):reshape(2, 2, 3), nil, nil, nil, nil, true) end,
-      ['conv2d with groups > 1'] = function(a) return F.conv2d(a:reshape(1, 2, 2, 3), w2, nil, { groups = 2 }) end,
+      ['linalg.det'] = function(a) return lunet.linalg.det((a * a):narrow(2, 1, 3)) end,
     }) do
       local gname = name:match('^%S+')
       local e = fx.err_of(function() local ok, m = gradcheck(gg(f), { x }); return ok, m end)

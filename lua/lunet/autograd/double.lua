@@ -26,6 +26,9 @@ local NOT = { polygamma = true }
 local TENSOR_LAYERS = {}
 for _, name in ipairs({ 'silu', 'hardswish', 'hardsigmoid', 'relu6', 'softplus', 'mish', 'prelu', 'l1_loss',
   'smooth_l1_loss', 'huber_loss', 'binary_cross_entropy', 'kl_div' }) do TENSOR_LAYERS[name] = true end
+-- nodes made outside the formulas whose backward is made of tensor ops and
+-- saves no input (fold: pad, index_select of g; conv_transpose3d's col2im)
+local TENSOR_NODES = { fold = true }
 -- saved field -> the edge it is the input of (0: the node's own output)
 local LIVE = { a = 1, b = 2, x = 1, r = 0 }
 local LIVE_BY_NAME = { addmm = { a = 2, b = 3 } }
@@ -67,10 +70,20 @@ DOUBLE.nll_loss = function(n, g)
 end
 DOUBLE.pad = function(n, g) return g:narrow(3, n.x1 + 1, n.x3):narrow(4, n.x2 + 1, n.x4) end
 -- the weight gradient of a convolution (params p, kernel KH x KW) of input x
--- with output gradient g: a convolution of x by g, batch as channels (as torch's)
+-- with output gradient g: a convolution of x by g, batch as channels (as
+-- torch's). With G groups x's channels of group i go to channels i*N..
+-- (batch Cin/G) and g's of group i are the weights of group i: one grouped
+-- convolution, not one per group
 local function conv_wgrad(x, g, p, KH, KW)
-  local k = F().conv2d(x:transpose(1, 2), g:transpose(1, 2), nil, { stride = { p.dil_h, p.dil_w },
-    padding = { p.pad_h, p.pad_w }, dilation = { p.stride_h, p.stride_w } })
+  local ng, xt = p.groups, nil
+  if x:size(1) == 0 then return G.zeros_as({ g:size(2), x:size(2) / ng, KH, KW }, g) end   -- (an empty batch)
+  if ng == 1 then xt = x:transpose(1, 2)
+  else
+    local N, Ci, H, W = x:size(1), x:size(2), x:size(3), x:size(4)
+    xt = x:reshape(N, ng, Ci / ng, H, W):permute(3, 2, 1, 4, 5):reshape(Ci / ng, ng * N, H, W)
+  end
+  local k = F().conv2d(xt, g:transpose(1, 2), nil, { stride = { p.dil_h, p.dil_w },
+    padding = { p.pad_h, p.pad_w }, dilation = { p.stride_h, p.stride_w }, groups = ng })
   return k:narrow(3, 1, KH):narrow(4, 1, KW):transpose(1, 2)
 end
 -- conv2d: the input gradient a transposed convolution of g, the weight's conv_wgrad
@@ -84,7 +97,7 @@ DOUBLE.conv2d = function(n, g)
     local oph = H - ((OH - 1) * sh - 2 * ph + dh * (KH - 1) + 1)
     local opw = W - ((OW - 1) * sw - 2 * pw + dw * (KW - 1) + 1)
     gx = F().conv_transpose2d(g, w, nil, { stride = { sh, sw }, padding = { ph, pw }, output_padding = { oph, opw },
-      dilation = { dh, dw } })
+      dilation = { dh, dw }, groups = p.groups })
   end
   if n[2] then gw = conv_wgrad(x, g, p, KH, KW) end
   if n[3] then gb = g:sum({ 1, 3, 4 }) end
@@ -100,7 +113,7 @@ DOUBLE.conv_transpose2d = function(n, g)
   local gx, gw, gb
   if n[1] then
     gx = F().conv2d(gk, w, nil, { stride = { p.stride_h, p.stride_w }, padding = { p.pad_h, p.pad_w },
-      dilation = { p.dil_h, p.dil_w } })
+      dilation = { p.dil_h, p.dil_w }, groups = p.groups })
   end
   if n[2] then gw = conv_wgrad(gk, x, p, w:size(3), w:size(4)) end
   if n[3] then gb = g:sum({ 1, 3, 4 }) end
@@ -193,6 +206,7 @@ local NODES = {
   as_strided = function(n, g) return place(g, n.geo) end,
   as_strided_backward = place_bw,
 }
+require('lunet.autograd.double_norm')(DOUBLE)
 D.DOUBLE = DOUBLE
 
 -- the error node hung on an unsupported node's gradients
@@ -203,7 +217,6 @@ end
 -- whether node n (of formula f) records its own backward
 local function supported(n, f)
   if not f or n.fn ~= f.backward then return false end
-  if n.name == 'conv2d' or n.name == 'conv_transpose2d' then return n.x1.groups == 1 end
   if DOUBLE[n.name] or TENSOR_LAYERS[n.name] then return true end
   return (KINDS[f.kind] or f.kind == 'custom' and f.backward) and not NOT[n.name] and true or false
 end
@@ -212,6 +225,7 @@ end
 function D.run(n, g)
   if n.grads or n.name == 'copy_' then return n.fn(n, g) end   -- (the roots of autograd.grad, autograd.backward; copy_'s tensor ops)
   if n.geo and NODES[n.name] then return NODES[n.name](n, g) end
+  if TENSOR_NODES[n.name] and not formulas[n.name] then return n.fn(n, g) end
   local f = formulas[n.name]
   if not supported(n, f) then
     -- run as usual, then the gradients carry an error node (when anything

@@ -49,6 +49,16 @@ function I.install(Tensor, raw)
     local function is_part_of_storage(t)
       return tonumber(C.ln_storage_nbytes(t.p)) > t:numel() * C.ln_dtype_size(t.p.dtype_id)
     end
+    -- whether a later argument requires grad (scatter_add_(dim, index, src),
+    -- index_add_: src; the backwards of gather and index_select write a
+    -- gradient that requires grad into zeros so, under create_graph)
+    local function later_needs(...)
+      for i = 1, select('#', ...) do
+        local t = select(i, ...)
+        if is_tensor(t) and t.p.grad_flag ~= 0 then return true end
+      end
+      return false
+    end
     local cutting = { fill_ = true, zero_ = true, uniform_ = true, normal_ = true, bernoulli_ = true }
     local raw_copy = Tensor.copy_
 
@@ -122,7 +132,8 @@ function I.install(Tensor, raw)
       -- one not recorded (under no_grad) leaves the histories of the tensors
       -- on that storage as they were, as in PyTorch (graph.check_current)
       Tensor[name] = function(self, a1, ...)
-        if S.grad_enabled and is_tensor(self) and (self.p.grad_flag ~= 0 or is_tensor(a1) and a1.p.grad_flag ~= 0) then
+        if S.grad_enabled and is_tensor(self) and (self.p.grad_flag ~= 0 or is_tensor(a1) and a1.p.grad_flag ~= 0
+            or later_needs(...)) then
           local r = recorded(self, a1, ...)
           return r
         end

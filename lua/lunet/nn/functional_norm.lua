@@ -59,8 +59,9 @@ return function(F, h)
       check((relu and C.ln_batchnorm_relu_forward or C.ln_batchnorm_forward)(out.p, mean.p, invstd.p, x.p, w, b, rm,
         rv, training and 1 or 0, momentum or 0.1, eps or 1e-5))
     end
-    if relu == 'add' then record_bn_add_relu(out, x, weight, bias, res, mean, invstd, training and 1 or 0)
-    else record_bn[relu](out, x, weight, bias, mean, invstd, training and 1 or 0) end
+    -- (eps: the double backward recomputes the batch's 1/std from x)
+    if relu == 'add' then record_bn_add_relu(out, x, weight, bias, res, mean, invstd, training and 1 or 0, eps or 1e-5)
+    else record_bn[relu](out, x, weight, bias, mean, invstd, training and 1 or 0, eps or 1e-5) end
     return out
   end
 

@@ -96,12 +96,13 @@ return function(def)
   end })
 
   -- batch norm (x, weight, bias): a = x, b = weight (or nil); x1, x2 the
-  -- batch's mean and 1/std (or the running ones in eval), x3 training (1/0)
+  -- batch's mean and 1/std (or the running ones in eval), x3 training (1/0),
+  -- x4 eps
   local function bn_grads(n)
     local x, w = n.a, n.b
     return n[1] and new_like(x) or nil, n[2] and new_like(w) or nil, n[3] and new_like(w) or nil
   end
-  def('batch_norm', 'layer', { inputs = 3, args = 3, save_in = 2, backward = function(n, g)
+  def('batch_norm', 'layer', { inputs = 3, args = 4, save_in = 2, backward = function(n, g)
     local din, dw, db = bn_grads(n)
     local w = n.b
     check(C.ln_batchnorm_backward(din and din.p, dw and dw.p, db and db.p, g.p, n.a.p, w and w.p,
@@ -109,7 +110,7 @@ return function(def)
     return din, dw, db
   end })
   -- relu(batch_norm(...)): the output r masks the gradient
-  def('batch_norm_relu', 'layer', { inputs = 3, args = 3, save_in = 2, save_out = true, backward = function(n, g)
+  def('batch_norm_relu', 'layer', { inputs = 3, args = 4, save_in = 2, save_out = true, backward = function(n, g)
     local din, dw, db = bn_grads(n)
     local w = n.b
     check(C.ln_batchnorm_relu_backward(din and din.p, dw and dw.p, db and db.p, g.p, n.r.p, n.a.p, w and w.p,
@@ -118,7 +119,7 @@ return function(def)
   end })
   -- relu(batch_norm(x, ...) + residual): the residual (input 4) gets the
   -- masked gradient too; four edges, so the gradients go back as a list
-  def('batch_norm_add_relu', 'layer', { inputs = 4, args = 3, save_in = 2, save_out = true, backward = function(n, g)
+  def('batch_norm_add_relu', 'layer', { inputs = 4, args = 4, save_in = 2, save_out = true, backward = function(n, g)
     local din, dw, db = bn_grads(n)
     local w = n.b
     local dr = n[4] and new_like(n.a) or nil
