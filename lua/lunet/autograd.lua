@@ -64,7 +64,6 @@ local function install(Tensor)
       Tensor[name] = kinds[f.kind](name, f, orig, Tensor)
     end
   end
-  T.getters.T = function(self) return Tensor.t(self) end
   -- the argument form of permute: keep its table even when given as varargs
   local permute = Tensor.permute
   Tensor.permute = function(a, ...)

@@ -390,7 +390,16 @@ function Tensor.t(self)  -- 2-d transpose
   if self.p.ndim ~= 2 then raise('T: needs a 2-d tensor, got ' .. self.p.ndim .. '-d') end
   return wrap(C.ln_transpose(self.p, 0, 1))
 end
-getters.T = Tensor.t
+-- t.T: the dims reversed, as torch's (a 2-d tensor's transpose; self:t() and
+-- self:permute resolve when called, so autograd's recording forms run)
+getters.T = function(self)
+  local n = self.p.ndim
+  if n == 2 then return self:t() end
+  if n < 2 then return self end
+  local perm = {}
+  for i = 1, n do perm[i] = n + 1 - i end
+  return self:permute(perm)
+end
 
 function Tensor.permute(self, ...)
   need_tensor('permute', self, 'self')

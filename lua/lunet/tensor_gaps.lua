@@ -39,15 +39,6 @@ local function need(fn, x, what)
 end
 
 -- ---- fields ---------------------------------------------------------------------------------
-local t2 = getters.T
-getters.T = function(self)
-  local n = self:dim()
-  if n == 2 then return t2(self) end
-  if n < 2 then return self end
-  local perm = {}
-  for i = 1, n do perm[i] = n + 1 - i end
-  return self:permute(perm)
-end
 getters.is_cuda = function(self) return self.device:sub(1, 5) == 'cuda:' end
 getters.is_cpu = function(self) return self.device:sub(1, 4) == 'cpu:' end
 getters.data = function(self) return self:detach() end

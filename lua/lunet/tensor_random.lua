@@ -27,7 +27,9 @@ local function L() return require 'lunet' end
 
 local function num(fn, what, v, default, ok, cond)
   if v == nil then return default end
-  if type(v) ~= 'number' or v ~= v then raise(('%s: %s must be a number, got %s'):format(fn, what, typename(v))) end
+  if type(v) ~= 'number' or v ~= v then
+    raise(('%s: %s must be a number, got %s'):format(fn, what, v ~= v and 'NaN' or typename(v)))
+  end
   if ok and not ok(v) then raise(('%s: %s must be %s, got %s'):format(fn, what, cond, tostring(v))) end
   return v
 end
@@ -54,9 +56,8 @@ local function probs_ok(fn, p)
   if not (lo >= 0 and hi <= 1) then raise(('%s: probabilities must lie in [0, 1], got values in [%s, %s]'):format(fn, lo, hi)) end
 end
 function Tensor.bernoulli_(self, p)
-  if not is_tensor(p) then
-    num('bernoulli_', 'p', p, 0.5, function(v) return v >= 0 and v <= 1 end, 'in [0, 1]')
-    return bernoulli_num(self, p)
+  if not is_tensor(p) then   -- (a number: the C fill checks it, NaN included)
+    return bernoulli_num(self, p == nil and 0.5 or p)
   end
   if not is_tensor(self) then raise('bernoulli_: self must be a tensor, got ' .. typename(self)) end
   if p:numel() > 0 then probs_ok('bernoulli_', p) end
