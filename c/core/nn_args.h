@@ -95,4 +95,14 @@ typedef struct {
   char *din, *dout, *out;
 } ln_relu_bwd_args;
 
+/* interpolate (c/nn/interp.c) over planes = N*C of sd (1 to 3) spatial dims
+ * isz -> osz; mode LN_INTERP_*; scale[d] the scale_factor of dim d (0: none);
+ * source indices and weights from interp_index.h */
+typedef struct {
+  int dtype, mode, sd, align_corners;
+  int64_t planes, isz[3], osz[3];
+  double scale[3];
+  char *out, *in, *din, *dout;
+} ln_interp_args;
+
 #endif

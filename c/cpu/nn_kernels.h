@@ -46,6 +46,8 @@ int ln_cpu_avgpool2d_fwd(void *args);
 int ln_cpu_avgpool2d_bwd(void *args);
 int ln_cpu_adaptive_avgpool2d_fwd(void *args);
 int ln_cpu_adaptive_avgpool2d_bwd(void *args);
+int ln_cpu_interp_fwd(void *args);   /* interp.c */
+int ln_cpu_interp_bwd(void *args);
 int ln_cpu_batchnorm_fwd(void *args);
 int ln_cpu_batchnorm_bwd(void *args);
 int ln_cpu_softmax_fwd(void *args);

@@ -296,6 +296,13 @@ static int adaptive(const char *fn, ln_pool2d_args *a, int bwd) {
 }
 static int k_adaptive_fwd(void *p) { return adaptive("adaptive_avg_pool2d", p, 0); }
 static int k_adaptive_bwd(void *p) { return adaptive("adaptive_avg_pool2d_backward", p, 1); }
+static int interp(const char *fn, ln_interp_args *a, int bwd) {
+  if (need_float(fn, a->dtype)) return -1;
+  return done(fn, lnc_interp(S(), bwd, a->dtype, a->mode, a->sd, a->align_corners, a->planes, a->isz, a->osz,
+                             a->scale, a->out, a->in, a->din, a->dout));
+}
+static int k_interp_fwd(void *p) { return interp("interpolate", p, 0); }
+static int k_interp_bwd(void *p) { return interp("interpolate_backward", p, 1); }
 
 _Static_assert(sizeof(lnc_bn) == sizeof(ln_batchnorm_args), "lnc_bn must have ln_batchnorm_args's layout");
 _Static_assert(offsetof(lnc_bn, dres) == offsetof(ln_batchnorm_args, dres), "lnc_bn must have ln_batchnorm_args's layout");
@@ -327,7 +334,7 @@ static bool supports(int k, int dt) {
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
     case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd:
     case LN_K_batchnorm_fwd: case LN_K_batchnorm_bwd: case LN_K_adaptive_avgpool2d_fwd:
-    case LN_K_adaptive_avgpool2d_bwd: return f;
+    case LN_K_adaptive_avgpool2d_bwd: case LN_K_interp_fwd: case LN_K_interp_bwd: return f;
     default: return false;
   }
 }
@@ -365,4 +372,6 @@ void lnc_fill_kernels(ln_backend *b) {
   b->batchnorm_bwd = k_bn_bwd;
   b->adaptive_avgpool2d_fwd = k_adaptive_fwd;
   b->adaptive_avgpool2d_bwd = k_adaptive_bwd;
+  b->interp_fwd = k_interp_fwd;
+  b->interp_bwd = k_interp_bwd;
 }

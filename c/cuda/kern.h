@@ -91,6 +91,10 @@ int lnc_pool(lnc_stream s, int kind, int bwd, int dtype, const struct ln_pool2d_
 /* adaptive average pooling (torch's bins), forward or backward */
 int lnc_adaptive_pool(lnc_stream s, int bwd, int dtype, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
                       char *out, const char *in, char *din, const char *dout);
+/* interpolate (interp.cu): mode LN_INTERP_*, sd spatial dims isz -> osz,
+ * forward (out from in) or backward (din from dout) */
+int lnc_interp(lnc_stream s, int bwd, int dtype, int mode, int sd, int align, int64_t planes, const int64_t *isz,
+               const int64_t *osz, const double *scale, char *out, const char *in, char *din, const char *dout);
 /* conv_ep.cu: around cuDNN's convolution (conv_cudnn.c). bn_fold: eval batch
  * norm folded into (O,K) weights wf and O biases bf (g, be, b NULL: 1, 0, 0;
  * m NULL: a plain copy); epilogue: out = relu?((zero ? 0 : out) + b + res)

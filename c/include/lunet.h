@@ -506,6 +506,21 @@ LN_API int ln_avgpool2d_backward(ln_tensor *din, const ln_tensor *dout, const ln
 LN_API int ln_adaptive_avgpool2d_forward(ln_tensor *out, const ln_tensor *in);
 LN_API int ln_adaptive_avgpool2d_backward(ln_tensor *din, const ln_tensor *dout);
 
+/* Interpolation as torch 1.13's F.interpolate (no antialias, no 'area'): in
+ * (N,C,*S) with 1 to 3 spatial dims S -> out (N,C,*OS), OS sized by the
+ * caller. scales (NULL: none) holds one scale_factor per spatial dim, 0 where
+ * none: the source index steps by 1/scale there, else by S/OS (torch's rule;
+ * recompute_scale_factor passes none). align_corners for LINEAR and CUBIC
+ * (LINEAR is linear, bilinear or trilinear; CUBIC needs 2 spatial dims). A
+ * dim whose size is kept is copied, as torch's, except by CUBIC with a scale
+ * other than 1. The backward (din (N,C,*S) from dout (N,C,*OS)) is the
+ * adjoint: each output's gradient added to its sources by their weights. */
+enum { LN_INTERP_NEAREST = 0, LN_INTERP_NEAREST_EXACT = 1, LN_INTERP_LINEAR = 2, LN_INTERP_CUBIC = 3 };
+LN_API int ln_interpolate_forward(ln_tensor *out, const ln_tensor *in, int mode, int align_corners,
+                                  const double *scales);
+LN_API int ln_interpolate_backward(ln_tensor *din, const ln_tensor *dout, int mode, int align_corners,
+                                   const double *scales);
+
 /* Batch norm over dim 1 of in (N,C) or (N,C,*). training: normalise with the
  * batch statistics, write save_mean/save_invstd (C), update running_mean/var
  * (unbiased var) with momentum when they are not NULL; eval: use the running

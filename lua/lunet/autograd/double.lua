@@ -164,6 +164,22 @@ end, 'adaptive_avg_pool2d', function(g, c)
   return o
 end)
 DOUBLE.adaptive_avg_pool2d = function(n, g) return aavg_bw(g, { n.x1, n.x2, g:size(3), g:size(4) }) end
+-- interpolate (ctx: mode, align_corners, scales, the input's size, the output's)
+local shape5 = require('ffi').new('int64_t[5]')
+local function new5(like, s)
+  for i = 1, #s do shape5[i - 1] = s[i] end
+  return wrap(C.ln_empty(#s, shape5, like.p.dtype_id, like.p.device_id))
+end
+local interp_bw = linear_pair('interpolate_backward', function(g, c)
+  local d = new5(g, c[4])
+  T.check(C.ln_interpolate_backward(d.p, g.p, c[1], c[2], c[3]))
+  return d
+end, 'interpolate', function(g, c)
+  local o = new5(g, c[5])
+  T.check(C.ln_interpolate_forward(o.p, g.p, c[1], c[2], c[3]))
+  return o
+end)
+DOUBLE.interpolate = function(n, g) return interp_bw(g, { n.x1, n.x2, n.x3, n.x4, g:size() }) end
 -- max_pool2d: g put at the argmax positions (x1: 0-based within each plane),
 -- a scatter_add (zero second derivative in x, as torch's)
 DOUBLE.max_pool2d = function(n, g)

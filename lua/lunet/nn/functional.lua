@@ -369,7 +369,7 @@ local emb = require('lunet.nn.functional_embedding')(F, h, shape)
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)
 F._internal = { norm_shape = norm.norm_shape, need_eps = norm.need_eps, embedding = emb.embedding, emb = emb,
-  interp_geometry = interp.interp_geometry, interpolate = interp.interpolate,
+  interp_geometry = interp.interp_geometry, interpolate = interp.interpolate, interp_kernels = interp.kernels,
   distance = distance, more_loss = more_loss, ctc = ctc, margin_more = margin_more }
 
 return F

@@ -6,7 +6,10 @@
 -- with per-row weights, so autograd differentiates it as it does those ops.
 -- 'area' is adaptive_avg_pool to the output size; antialias (bilinear,
 -- bicubic) a matmul per dim with a dense weight matrix. The per-size index
--- and weight tensors are cached.
+-- and weight tensors are cached. Float32/64 input in the other modes runs the
+-- C kernels instead (c/nn/interp.c; same sums, same order, and a recorded
+-- backward kernel): the composition stays for antialias, area, the other
+-- dtypes, and as the reference the kernels' spec compares with.
 -- Installed into F by lunet.nn.functional, which hands over its helpers;
 -- returns interp_geometry and interpolate, the forms nn.Upsample calls.
 local ffi = require 'ffi'
@@ -14,6 +17,8 @@ local core = require 'lunet.core'
 local options = require 'lunet.options'
 local is_table, typename = core.is_table, core.typename
 local raise, check_options = options.raise, options.check
+local C = core.C
+local T = require 'lunet.tensor'
 
 return function(F, h)
   local NO_OPTS = h.NO_OPTS
@@ -66,16 +71,16 @@ return function(F, h)
 
   -- along dim of x from insz to outsz rows: the source rows of each output row
   -- and their weights, {i1, w1, i2, w2, ...} (torch 1.13's area_pixel_compute_scale
-  -- and _source_index; cubic: 4 taps, clamped to the input); nil when the
-  -- sizes agree, which PyTorch copies
+  -- and _source_index; cubic: 4 taps, clamped to the input); nil for a copy
   local function blend_index(x, dim, insz, outsz, scale, align, cubic)
-    if outsz == insz then return nil end
+    local ratio
+    if align then ratio = outsz > 1 and (insz - 1) / (outsz - 1) or 0
+    else ratio = (scale and scale > 0) and 1 / scale or insz / outsz end
+    -- (torch 1.13 copies a kept size in the linear modes; bicubic blends unless the step is 1)
+    if outsz == insz and (not cubic or ratio == 1) then return nil end
     local key = table.concat({ 'l', dim, x:dim(), insz, outsz, tostring(scale), tostring(align),
       tostring(cubic), x.dtype, x.device }, ':')
     return cached(key, function()
-      local ratio
-      if align then ratio = outsz > 1 and (insz - 1) / (outsz - 1) or 0
-      else ratio = (scale and scale > 0) and 1 / scale or insz / outsz end
       local n = cubic and 4 or 2
       local ii, ww = {}, {}
       for m = 1, n do ii[m], ww[m] = {}, {} end
@@ -138,6 +143,22 @@ return function(F, h)
       end
       return on(require('lunet.factory').tensor(m, { dtype = x.dtype }), x.device)
     end)
+  end
+
+  -- the C kernels: mode ids (lunet.h's LN_INTERP_*) and the recorded call
+  local KERNEL_MODE = { nearest = 0, ['nearest-exact'] = 1, linear = 2, bilinear = 2, trilinear = 2, bicubic = 3 }
+  local use_kernels = true
+  local record_interpolate = require('lunet.autograd').recorder('interpolate')
+  local shape5 = ffi.new('int64_t[5]')
+  local function kernel_interp(x, mode, out, sc, align)
+    local s = x:size()
+    shape5[0], shape5[1] = s[1], s[2]
+    for i = 1, #out do shape5[i + 1] = out[i] end
+    local y = T.wrap(C.ln_empty(#s, shape5, x.p.dtype_id, x.p.device_id))
+    local scales = ffi.new('double[3]', sc[1] or 0, sc[2] or 0, sc[3] or 0)
+    local id, al = KERNEL_MODE[mode], align and 1 or 0
+    T.check(C.ln_interpolate_forward(y.p, x.p, id, al, scales))
+    return record_interpolate(y, x, id, al, scales, s)
   end
 
   local function blend(y, dim, c)
@@ -212,7 +233,7 @@ return function(F, h)
   -- the output size from a scale factor is floor(in * scale)
   local function interpolate(x, g, fn)
     fn = fn or 'interpolate'
-    if not require('lunet.tensor').is_tensor(x) then raise(fn .. ': input must be a tensor, got ' .. typename(x)) end
+    if not T.is_tensor(x) then raise(fn .. ': input must be a tensor, got ' .. typename(x)) end
     local nd, mode = x:dim(), g.mode
     if nd < 3 or nd > 5 then raise(('%s: input must be 3-d, 4-d or 5-d (N, C, ...), got %d-d'):format(fn, nd)) end
     if MODE_DIMS[mode] and MODE_DIMS[mode] ~= nd then
@@ -235,6 +256,9 @@ return function(F, h)
     end
     if g.recompute_scale_factor then sc = {} end   -- (the source coordinates from in/out)
     if mode == 'area' then return F['adaptive_avg_pool' .. sd .. 'd'](x, sd == 1 and out[1] or out) end
+    if use_kernels and not g.antialias and (x.p.dtype_id == C.LN_FLOAT32 or x.p.dtype_id == C.LN_FLOAT64) then
+      return kernel_interp(x, mode, out, sc, g.align_corners)
+    end
     local y = x
     if mode == 'nearest' or mode == 'nearest-exact' then
       local idx, all_k, rep = {}, true, {}
@@ -276,5 +300,7 @@ return function(F, h)
     return interpolate(x, interp_geometry('interpolate', opts or NO_OPTS))
   end
 
-  return { interp_geometry = interp_geometry, interpolate = interpolate }
+  -- kernels(false): the composed path for the float types too (the kernels' spec compares them)
+  local function kernels(on) use_kernels = on end
+  return { interp_geometry = interp_geometry, interpolate = interpolate, kernels = kernels }
 end

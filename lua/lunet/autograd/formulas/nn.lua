@@ -95,6 +95,17 @@ return function(def)
     return din
   end })
 
+  -- interpolate(x): x1 the mode (LN_INTERP_*), x2 align_corners (1/0), x3
+  -- the scales (double[3]), x4 x's size
+  local shape5 = ffi.new('int64_t[5]')
+  def('interpolate', 'layer', { inputs = 1, args = 4, backward = function(n, g)
+    local s = n.x4
+    for i = 1, #s do shape5[i - 1] = s[i] end
+    local din = wrap(C.ln_empty(#s, shape5, g.p.dtype_id, g.p.device_id))
+    check(C.ln_interpolate_backward(din.p, g.p, n.x1, n.x2, n.x3))
+    return din
+  end })
+
   -- batch norm (x, weight, bias): a = x, b = weight (or nil); x1, x2 the
   -- batch's mean and 1/std (or the running ones in eval), x3 training (1/0),
   -- x4 eps

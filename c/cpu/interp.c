@@ -1,0 +1,224 @@
+/* interp.c -- interpolation's CPU kernels (front ends: c/nn/interp.c; source
+ * indices and weights: core/interp_index.h). Every mode is separable: a
+ * plane is resized one dim at a time, the last first (as PyTorch sums, and
+ * as lunet's composed path does, so the rounding agrees), each output row of
+ * a dim a weighted sum of its 1, 2 or 4 source rows; a kept dim is skipped.
+ * The backward runs the adjoint passes in the reverse order, each adding an
+ * output row's gradient into its sources. Planes run in parallel, one per
+ * work item, so the scatter of the backward has no races; the intermediate
+ * planes live in per-thread scratch. */
+#include "nn_kernels.h"
+#include "../core/interp_index.h"
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* one dim's pass over a plane seen as (outer, n_in, inner) -> (outer, n_out, inner) */
+typedef struct {
+  int64_t n_in, n_out, outer, inner;
+  int taps, dbl;        /* dbl: nearest doubling (source j/2), a faster loop */
+  int64_t *idx;         /* n_out * taps sources */
+  double *w;            /* their weights (NULL: nearest) */
+} interp_pass;
+
+typedef struct {
+  int n;                /* active passes, in forward order (last dim first) */
+  interp_pass p[3];
+  int64_t scratch;      /* elements of the largest intermediate plane */
+  void *mem;
+} interp_plan;
+
+static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
+  int taps = ln_interp_taps(a->mode);
+  int64_t total = 0;
+  for (int d = 0; d < a->sd; d++) total += a->osz[d] * taps;
+  memset(pl, 0, sizeof *pl);
+  pl->mem = malloc((size_t)total * (sizeof(int64_t) + sizeof(double)) + 1);
+  if (!pl->mem) return ln_error("interpolate: out of memory for the index tables");
+  int64_t *ip = pl->mem;
+  double *wp = (double *)(ip + total);
+  int64_t cur[3];
+  for (int d = 0; d < a->sd; d++) cur[d] = a->isz[d];
+  for (int d = a->sd - 1; d >= 0; d--) {
+    int64_t in = a->isz[d], out = a->osz[d];
+    if (ln_interp_kept(a->mode, in, out, a->scale[d], a->align_corners)) continue;
+    interp_pass *p = &pl->p[pl->n];
+    p->n_in = in, p->n_out = out, p->taps = taps, p->idx = ip, p->w = taps > 1 ? wp : NULL;
+    p->outer = 1, p->inner = 1;
+    for (int e = 0; e < d; e++) p->outer *= cur[e];
+    for (int e = d + 1; e < a->sd; e++) p->inner *= cur[e];
+    if (taps == 1) {
+      float sc = ln_interp_nearest_scale(in, out, a->scale[d]);
+      bool same = in == out;
+      p->dbl = out == 2 * in;
+      for (int64_t j = 0; j < out; j++) {
+        ip[j] = ln_interp_nearest(j, in, out, sc, a->mode == LN_INTERP_NEAREST_EXACT);
+        same = same && ip[j] == j;
+        p->dbl = p->dbl && ip[j] == j / 2;
+      }
+      if (same) continue;   /* (nearest-exact with a scale near 1) */
+    } else {
+      double r = ln_interp_ratio(in, out, a->scale[d], a->align_corners);
+      for (int64_t j = 0; j < out; j++) {
+        if (taps == 2) ln_interp_linear(j, in, r, a->align_corners, ip + 2 * j, wp + 2 * j);
+        else ln_interp_cubic(j, in, r, a->align_corners, ip + 4 * j, wp + 4 * j);
+      }
+    }
+    ip += out * taps, wp += out * taps;
+    cur[d] = out;
+    pl->n++;
+    if (pl->n > 1) {   /* the previous pass's output is an intermediate */
+      interp_pass *q = &pl->p[pl->n - 2];
+      int64_t qs = q->outer * q->n_out * q->inner;
+      if (qs > pl->scratch) pl->scratch = qs;
+    }
+  }
+  return 0;
+}
+
+#define DEF_INTERP(T, SFX)                                                                       \
+  static void fwd_pass_##SFX(const interp_pass *p, const T *s, T *t) {                           \
+    const int64_t ni = p->n_in, no = p->n_out, inner = p->inner;                                 \
+    const int64_t *ix = p->idx;                                                                  \
+    for (int64_t o = 0; o < p->outer; o++) {                                                     \
+      const T *so = s + o * ni * inner;                                                          \
+      T *to = t + o * no * inner;                                                                \
+      if (inner == 1) {                                                                          \
+        if (p->dbl) {                                                                            \
+          for (int64_t k = 0; k < ni; k++) to[2 * k] = to[2 * k + 1] = so[k];                   \
+        } else if (p->taps == 1) {                                                               \
+          for (int64_t j = 0; j < no; j++) to[j] = so[ix[j]];                                    \
+        } else if (p->taps == 2) {                                                               \
+          for (int64_t j = 0; j < no; j++) {                                                     \
+            T v = so[ix[2 * j]] * (T)p->w[2 * j];                                                \
+            to[j] = v + so[ix[2 * j + 1]] * (T)p->w[2 * j + 1];                                  \
+          }                                                                                      \
+        } else {                                                                                 \
+          for (int64_t j = 0; j < no; j++) {                                                     \
+            const int64_t *i4 = ix + 4 * j;                                                      \
+            const double *w4 = p->w + 4 * j;                                                     \
+            T v = so[i4[0]] * (T)w4[0];                                                          \
+            v = v + so[i4[1]] * (T)w4[1];                                                        \
+            v = v + so[i4[2]] * (T)w4[2];                                                        \
+            to[j] = v + so[i4[3]] * (T)w4[3];                                                    \
+          }                                                                                      \
+        }                                                                                        \
+        continue;                                                                                \
+      }                                                                                          \
+      for (int64_t j = 0; j < no; j++) {                                                         \
+        T *tr = to + j * inner;                                                                  \
+        if (p->taps == 1) {                                                                      \
+          memcpy(tr, so + ix[j] * inner, (size_t)inner * sizeof(T));                             \
+        } else if (p->taps == 2) {                                                               \
+          const T *r0 = so + ix[2 * j] * inner, *r1 = so + ix[2 * j + 1] * inner;                \
+          const T w0 = (T)p->w[2 * j], w1 = (T)p->w[2 * j + 1];                                  \
+          _Pragma("omp simd")                                                                    \
+          for (int64_t i = 0; i < inner; i++) { T v = r0[i] * w0; tr[i] = v + r1[i] * w1; }      \
+        } else {                                                                                 \
+          const int64_t *i4 = ix + 4 * j;                                                        \
+          const T *r0 = so + i4[0] * inner, *r1 = so + i4[1] * inner;                            \
+          const T *r2 = so + i4[2] * inner, *r3 = so + i4[3] * inner;                            \
+          const T w0 = (T)p->w[4 * j], w1 = (T)p->w[4 * j + 1];                                  \
+          const T w2 = (T)p->w[4 * j + 2], w3 = (T)p->w[4 * j + 3];                              \
+          _Pragma("omp simd")                                                                    \
+          for (int64_t i = 0; i < inner; i++) {                                                  \
+            T v = r0[i] * w0;                                                                    \
+            v = v + r1[i] * w1;                                                                  \
+            v = v + r2[i] * w2;                                                                  \
+            tr[i] = v + r3[i] * w3;                                                              \
+          }                                                                                      \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+  }                                                                                              \
+  /* d (outer, n_in, inner) = the adjoint of the pass applied to g (outer, n_out, inner) */      \
+  static void bwd_pass_##SFX(const interp_pass *p, const T *g, T *d) {                           \
+    const int64_t ni = p->n_in, no = p->n_out, inner = p->inner, taps = p->taps;                 \
+    const int64_t *ix = p->idx;                                                                  \
+    for (int64_t o = 0; o < p->outer; o++) {                                                     \
+      T *dd = d + o * ni * inner;                                                                \
+      const T *go = g + o * no * inner;                                                          \
+      if (inner == 1 && p->dbl) {                                                                \
+        for (int64_t k = 0; k < ni; k++) dd[k] = go[2 * k] + go[2 * k + 1];                      \
+        continue;                                                                                \
+      }                                                                                          \
+      memset(dd, 0, (size_t)(ni * inner) * sizeof(T));                                           \
+      if (inner == 1) {                                                                          \
+        if (taps == 1) {                                                                         \
+          for (int64_t j = 0; j < no; j++) dd[ix[j]] += go[j];                                   \
+        } else {                                                                                 \
+          for (int64_t j = 0; j < no; j++)                                                       \
+            for (int64_t m = 0; m < taps; m++) dd[ix[j * taps + m]] += go[j] * (T)p->w[j * taps + m]; \
+        }                                                                                        \
+        continue;                                                                                \
+      }                                                                                          \
+      for (int64_t j = 0; j < no; j++) {                                                         \
+        const T *gr = go + j * inner;                                                            \
+        for (int64_t m = 0; m < taps; m++) {                                                     \
+          T *dr = dd + ix[j * taps + m] * inner;                                                 \
+          if (taps == 1) {                                                                       \
+            _Pragma("omp simd")                                                                  \
+            for (int64_t i = 0; i < inner; i++) dr[i] += gr[i];                                  \
+          } else {                                                                               \
+            const T wm = (T)p->w[j * taps + m];                                                  \
+            _Pragma("omp simd")                                                                  \
+            for (int64_t i = 0; i < inner; i++) dr[i] += gr[i] * wm;                             \
+          }                                                                                      \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+  }                                                                                              \
+  static void run_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *scratch,    \
+                        int nt) {                                                                \
+    int64_t isz = 1, osz = 1;                                                                    \
+    for (int d = 0; d < a->sd; d++) isz *= a->isz[d], osz *= a->osz[d];                          \
+    const T *src = (const T *)(bwd ? a->dout : a->in);                                           \
+    T *dst = (T *)(bwd ? a->din : a->out);                                                       \
+    const int64_t ss = bwd ? osz : isz, ds = bwd ? isz : osz;                                    \
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                     \
+    for (int64_t q = 0; q < a->planes; q++) {                                                    \
+      T *buf = scratch + (int64_t)omp_get_thread_num() * 2 * pl->scratch;                        \
+      const T *s = src + q * ss;                                                                 \
+      T *t = dst + q * ds;                                                                       \
+      if (pl->n == 0) { memcpy(t, s, (size_t)ds * sizeof(T)); continue; }                       \
+      for (int k = 0; k < pl->n; k++) {                                                          \
+        T *o = k == pl->n - 1 ? t : buf + (k & 1) * pl->scratch;                                 \
+        if (bwd) bwd_pass_##SFX(&pl->p[pl->n - 1 - k], s, o);                                    \
+        else fwd_pass_##SFX(&pl->p[k], s, o);                                                    \
+        s = o;                                                                                   \
+      }                                                                                          \
+    }                                                                                            \
+  }
+
+DEF_INTERP(float, f32)
+DEF_INTERP(double, f64)
+
+static int run(void *args, bool bwd) {
+  const ln_interp_args *a = args;
+  if (a->planes == 0) return 0;
+  interp_plan pl;
+  if (plan_interp(a, &pl) != 0) return -1;
+  int64_t isz = 1, osz = 1;
+  for (int d = 0; d < a->sd; d++) isz *= a->isz[d], osz *= a->osz[d];
+  int64_t work = a->planes * (isz + osz) * ln_interp_taps(a->mode);
+  int nt = ln_kernel_threads();
+  if (work < 32768) nt = 1;
+  if (nt > a->planes) nt = (int)a->planes;
+  size_t es = a->dtype == LN_FLOAT64 ? sizeof(double) : sizeof(float);
+  void *scratch = NULL;
+  if (pl.scratch > 0) {
+    scratch = malloc((size_t)nt * 2 * (size_t)pl.scratch * es);
+    if (!scratch) {
+      free(pl.mem);
+      return ln_error("interpolate: out of memory for %d x 2 x %lld scratch elements", nt, (long long)pl.scratch);
+    }
+  }
+  if (a->dtype == LN_FLOAT64) run_f64(a, &pl, bwd, scratch, nt);
+  else run_f32(a, &pl, bwd, scratch, nt);
+  free(scratch);
+  free(pl.mem);
+  return 0;
+}
+
+int ln_cpu_interp_fwd(void *args) { return run(args, false); }
+int ln_cpu_interp_bwd(void *args) { return run(args, true); }
