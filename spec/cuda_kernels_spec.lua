@@ -577,6 +577,19 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     end
   end)
 
+  it_dev('interpolate kernels (nearest, nearest-exact, linear, bilinear, bicubic, trilinear) with backward', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local tol = dt == 'float32' and 1e-5 or 1e-12
+      for _, c in ipairs({{{2, 3, 5, 7}, {scale_factor = 2, mode = 'nearest'}}, {{1, 2, 5, 4}, {size = {3, 9}, mode = 'nearest-exact'}},
+          {{2, 2, 9}, {scale_factor = 1.7, mode = 'linear', align_corners = true}}, {{2, 3, 5, 7}, {size = {8, 3}, mode = 'bilinear'}},
+          {{1, 2, 6, 6}, {scale_factor = {1.1, 2.5}, mode = 'bicubic'}}, {{1, 2, 3, 4, 5}, {size = {5, 2, 7}, mode = 'trilinear'}},
+          {{0, 2, 4, 4}, {scale_factor = 2, mode = 'bilinear'}}}) do
+        check_grad(('interpolate %s %s %s'):format(c[2].mode, dt, table.concat(c[1], 'x')),
+                   function(x) return F.interpolate(x, c[2]) end, rand(c[1], dt), nil, tol)
+      end
+    end
+  end)
+
   it_dev('ResNet-8 (batch norm, BasicBlocks, global pool) trains, then infers in eval mode, as on the CPU', function()
     local src = debug.getinfo(1, 'S').source:match('^@(.*)spec/cuda_kernels_spec%.lua$')
     local models = dofile(((src == nil or src == '') and './' or src) .. 'bench/models.lua')
