@@ -191,6 +191,8 @@ describe('every options table rejects an unknown key', function()
     { function() return lunet.randn(2, 3):histogram(3, { densty = true }) end, "histogram: unknown option 'densty' (did you mean 'density'?)" },
     { function() return lunet.rand(3):multinomial(1, { replacment = true }) end, "multinomial: unknown option 'replacment' (did you mean 'replacement'?)" },
     { function() return lunet.randn(2, 3):cov({ corection = 0 }) end, "cov: unknown option 'corection' (did you mean 'correction'?)" },
+    { function() return lunet.randn(3):index_reduce(1, { 1 }, lunet.randn(1), 'amax', { include = false }) end,
+      "index_reduce: unknown option 'include' (did you mean 'include_self'?)" },
     { function() return nn.utils.spectral_norm(nn.Linear(2, 2), { n_power_iteration = 2 }) end,
       "spectral_norm: unknown option 'n_power_iteration' (did you mean 'n_power_iterations'?)" },
     { function() return nn.utils.rnn.pad_sequence({ lunet.ones(2) }, { padding = 1 }) end,

@@ -60,8 +60,9 @@ typedef struct { int descending; int64_t r, k; ln_kview out, a; } ln_sort_args;
  * uint8) is viewed the same way. Floats accumulate in double, integers in
  * int64 wrapping around. */
 typedef struct { int op; int64_t r; ln_kview out, a; } ln_scan_args;
-/* index_select / gather (out, a, index) and scatter_add_ (out += src at index) */
-typedef struct { int dim; ln_kview out, a, index, src; } ln_index_args;
+/* index_select / gather (out, a, index), scatter_add_ (out += src at index)
+ * and scatter_reduce_ (op: ln_scatter_op; include_self as lunet.h says) */
+typedef struct { int dim, op, include_self; ln_kview out, a, index, src; } ln_index_args;
 
 /* ---- device types ----------------------------------------------------------
  * A device id is type * LN_CUDA_BASE + index: cpu:k is k, cuda:k is 256 + k.
@@ -121,7 +122,7 @@ typedef struct ln_runtime {
  * ("...has no kernel for ..."), so no NULL is ever called. */
 #define LN_KERNEL_SLOTS(X)                                                                          \
   X(binary) X(unary) X(copy) X(where) X(fill) X(arange) X(random) X(gemm)                           \
-  X(reduce) X(index_select) X(gather) X(scatter_add)              /* c/ops/reduce.c, c/ops/index.c */ \
+  X(reduce) X(index_select) X(gather) X(scatter_add) X(scatter_reduce) /* c/ops/reduce.c, index.c */ \
   X(sort) X(scan)                                                  /* c/ops/sort.c, c/ops/scan.c */   \
   X(sgd_step) X(adam_step) X(rmsprop_step) X(norm_pow_sum)         /* c/ops/optim.c */                \
   X(adagrad_step) X(adamax_step) X(nadam_step) X(radam_step) X(adadelta_step)                      \

@@ -8,6 +8,7 @@ int ln_cpu_reduce(void *args);        /* reduce.c */
 int ln_cpu_index_select(void *args);  /* index.c */
 int ln_cpu_gather(void *args);
 int ln_cpu_scatter_add(void *args);
+int ln_cpu_scatter_reduce(void *args);
 int ln_cpu_sort(void *args);          /* sort.c */
 int ln_cpu_scan(void *args);          /* scan.c */
 
@@ -36,6 +37,7 @@ const ln_backend ln_cpu_backend = {
   .index_select = ln_cpu_index_select,
   .gather = ln_cpu_gather,
   .scatter_add = ln_cpu_scatter_add,
+  .scatter_reduce = ln_cpu_scatter_reduce,
   .sort = ln_cpu_sort,
   .scan = ln_cpu_scan,
   .sgd_step = ln_cpu_sgd_step,

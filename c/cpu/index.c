@@ -1,15 +1,17 @@
-/* index.c -- CPU kernels of index_select, gather and scatter_add_.
+/* index.c -- CPU kernels of index_select, gather, scatter_add_ and scatter_reduce_.
  *
  * Index values are only known here, so each kernel first checks them all (in
  * order, so the first bad one is named) and fails before writing anything.
  * Messages show positions 1-based, as the rest of the API's messages do. */
 #include "../core/backend.h"
 #include "iter.h"
+#include <math.h>
 #include <stdio.h>
 
 int ln_cpu_index_select(void *args);
 int ln_cpu_gather(void *args);
 int ln_cpu_scatter_add(void *args);
+int ln_cpu_scatter_reduce(void *args);
 
 static inline int64_t idx_at(const ln_kview *ix, const char *p) {
   return ix->dtype == LN_INT32 ? (int64_t)*(const int32_t *)p : *(const int64_t *)p;
@@ -104,16 +106,46 @@ static int run_select(ln_index_args *a, int gather, const char *fn) {
 int ln_cpu_index_select(void *p) { return run_select(p, 0, "index_select"); }
 int ln_cpu_gather(void *p) { return run_select(p, 1, "gather"); }
 
-/* ---- scatter_add_: out[m with m[dim] = index[m]] += src[m] --------------------------- */
+/* ---- scatter_add_ / scatter_reduce_: out[m with m[dim] = index[m]] op= src[m] ---------- */
 /* Fibers (all coordinates of index but dim) write disjoint parts of out, so they
  * run in parallel without races, each in index order (deterministic). */
 
 typedef struct { const ln_index_args *a; int es, ies, nf; int64_t fshape[LN_MAX_DIMS], fd[LN_MAX_DIMS]; } sc_job;
 
-#define SC_LOOP(T)                                                                          \
-  for (int64_t k = 0; k < len; k++) {                                                       \
-    int64_t t = idx_at(ix, pi + k * ix->stride[dim] * ies);                                  \
-    *(T *)(po + t * o->stride[dim] * es) += *(const T *)(ps + k * s->stride[dim] * es);       \
+/* scatter_reduce_'s ops; amax/amin: a NaN on either side wins (torch's
+ * `isnan(s) ? s : max(o, s)`, its max keeping a NaN o) */
+#define RED_SUM(o, s) ((o) + (s))
+#define RED_PROD(o, s) ((o) * (s))
+#define RED_MAX(o, s) ((s) != (s) ? (s) : (o) < (s) ? (s) : (o))
+#define RED_MIN(o, s) ((s) != (s) ? (s) : (s) < (o) ? (s) : (o))
+/* integer sums and products wrap around, as the other integer ops */
+#define RED_WSUM(o, s) ({ __typeof__(o) r_; __builtin_add_overflow(o, s, &r_); r_; })
+#define RED_WPROD(o, s) ({ __typeof__(o) r_; __builtin_mul_overflow(o, s, &r_); r_; })
+
+#define SC_APPLY(T, RED, ID)                                                                \
+  do {                                                                                      \
+    if (!A->include_self)                                                                   \
+      for (int64_t k = 0; k < len; k++)                                                     \
+        *(T *)(po + idx_at(ix, pi + k * ix->stride[dim] * ies) * o->stride[dim] * es) = (ID); \
+    for (int64_t k = 0; k < len; k++) {                                                     \
+      T *d_ = (T *)(po + idx_at(ix, pi + k * ix->stride[dim] * ies) * o->stride[dim] * es);  \
+      T s_ = *(const T *)(ps + k * s->stride[dim] * es);                                    \
+      *d_ = RED(*d_, s_);                                                                   \
+    }                                                                                       \
+  } while (0)
+#define SC_FLOAT(T)                                                                         \
+  switch (A->op) {                                                                          \
+    case LN_SCATTER_PROD: SC_APPLY(T, RED_PROD, (T)1); break;                               \
+    case LN_SCATTER_AMAX: SC_APPLY(T, RED_MAX, (T)-INFINITY); break;                        \
+    case LN_SCATTER_AMIN: SC_APPLY(T, RED_MIN, (T)INFINITY); break;                         \
+    default: SC_APPLY(T, RED_SUM, (T)0); break;                                             \
+  }
+#define SC_INT(T, LO, HI)                                                                   \
+  switch (A->op) {                                                                          \
+    case LN_SCATTER_PROD: SC_APPLY(T, RED_WPROD, (T)1); break;                              \
+    case LN_SCATTER_AMAX: SC_APPLY(T, RED_MAX, (T)(LO)); break;                             \
+    case LN_SCATTER_AMIN: SC_APPLY(T, RED_MIN, (T)(HI)); break;                             \
+    default: SC_APPLY(T, RED_WSUM, (T)0); break;                                            \
   }
 
 static void sc_range(void *ctx, int64_t b, int64_t e) {
@@ -132,20 +164,19 @@ static void sc_range(void *ctx, int64_t b, int64_t e) {
     char *po = o->data + ooff * es;
     const char *pi = ix->data + ioff * ies, *ps = s->data + soff * es;
     switch (o->dtype) {
-      case LN_FLOAT32: SC_LOOP(float) break;
-      case LN_FLOAT64: SC_LOOP(double) break;
-      case LN_INT32: SC_LOOP(int32_t) break;
-      case LN_INT64: SC_LOOP(int64_t) break;
-      default: SC_LOOP(uint8_t) break;
+      case LN_FLOAT32: SC_FLOAT(float) break;
+      case LN_FLOAT64: SC_FLOAT(double) break;
+      case LN_INT32: SC_INT(int32_t, INT32_MIN, INT32_MAX) break;
+      case LN_INT64: SC_INT(int64_t, INT64_MIN, INT64_MAX) break;
+      default: SC_INT(uint8_t, 0, 255) break;
     }
   }
 }
 
-int ln_cpu_scatter_add(void *p) {
-  ln_index_args *a = p;
+static int run_scatter(ln_index_args *a, const char *fn) {
   int64_t bad, size = a->out.shape[a->dim];
   if (check_indices(&a->index, size, &bad) != 0)
-    return ln_error("scatter_add_: index %.0f is out of range for dim %d of size %lld (valid: 1..%lld)",
+    return ln_error("%s: index %.0f is out of range for dim %d of size %lld (valid: 1..%lld)", fn,
                     (double)bad + 1, a->dim + 1, (long long)size, (long long)size);  /* (bad may be INT64_MAX) */
   sc_job j = {a, ln_dtype_size(a->out.dtype), ln_dtype_size(a->index.dtype), 0, {0}, {0}};
   int64_t nfib = 1, n = 1;
@@ -160,3 +191,11 @@ int ln_cpu_scatter_add(void *p) {
   else sc_range(&j, 0, nfib);
   return 0;
 }
+
+int ln_cpu_scatter_add(void *p) {
+  ln_index_args *a = p;
+  a->op = LN_SCATTER_SUM;
+  a->include_self = 1;
+  return run_scatter(a, "scatter_add_");
+}
+int ln_cpu_scatter_reduce(void *p) { return run_scatter(p, "scatter_reduce_"); }

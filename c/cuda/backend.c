@@ -201,6 +201,11 @@ static int k_scatter_add(void *p) {
   if (check_index("scatter_add_", a, a->out.shape[a->dim]) != 0) return -1;
   return done("scatter_add_", lnc_scatter_add(S(), a->dim, V(a->out), V(a->index), V(a->src)));
 }
+static int k_scatter_reduce(void *p) {
+  ln_index_args *a = p;
+  if (check_index("scatter_reduce_", a, a->out.shape[a->dim]) != 0) return -1;
+  return done("scatter_reduce_", lnc_scatter_reduce(S(), a->op, a->include_self, a->dim, V(a->out), V(a->index), V(a->src)));
+}
 
 static int k_reduce(void *p) {
   ln_reduce_args *a = p;
@@ -328,6 +333,7 @@ static bool supports(int k, int dt) {
     case LN_K_copy: case LN_K_fill: case LN_K_where: case LN_K_random: case LN_K_index_select: case LN_K_gather:
       return true;
     case LN_K_scatter_add: return f || dt == LN_INT32 || dt == LN_INT64;
+    case LN_K_scatter_reduce: return f || dt == LN_INT32 || dt == LN_INT64 || dt == LN_UINT8;
     case LN_K_arange: return true;
     case LN_K_binary: case LN_K_unary: case LN_K_reduce: return f || i;
     case LN_K_gemm: case LN_K_sgd_step: case LN_K_adam_step: case LN_K_rmsprop_step: case LN_K_norm_pow_sum: case LN_K_relu_bwd: case LN_K_softmax_fwd: case LN_K_softmax_bwd:
@@ -351,6 +357,7 @@ void lnc_fill_kernels(ln_backend *b) {
   b->index_select = k_index_select;
   b->gather = k_gather;
   b->scatter_add = k_scatter_add;
+  b->scatter_reduce = k_scatter_reduce;
   b->reduce = k_reduce;
   b->gemm = lnc_gemm;
   b->sgd_step = k_sgd;

@@ -70,6 +70,9 @@ int lnc_index_check(lnc_stream s, const lnc_view *ix, int64_t size, int64_t *bad
 int lnc_index_select(lnc_stream s, int gather, int dim, const lnc_view *out, const lnc_view *a, const lnc_view *index,
                      int es);
 int lnc_scatter_add(lnc_stream s, int dim, const lnc_view *out, const lnc_view *index, const lnc_view *src);
+/* scatter_reduce_ (op: ln_scatter_op) as the CPU's, each fiber on one thread */
+int lnc_scatter_reduce(lnc_stream s, int op, int include_self, int dim, const lnc_view *out, const lnc_view *index,
+                       const lnc_view *src);
 
 /* nn.cu: float32/float64 over dense arrays (c/core/nn_args.h) */
 struct ln_pool2d_params;

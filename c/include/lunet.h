@@ -357,6 +357,16 @@ LN_API ln_tensor *ln_index_select(const ln_tensor *a, int dim, const ln_tensor *
 LN_API ln_tensor *ln_gather(const ln_tensor *a, int dim, const ln_tensor *index);
 LN_API int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index,
                            const ln_tensor *src);
+/* scatter_reduce_ (in place): for each position m of index (0-based values),
+ * a[m with m[dim] = index[m]] = op(that, src[m]); index and src have a's
+ * number of dims, index no larger than src, nor than a off dim (shapes as
+ * scatter_add_'s). op: sum, prod, amax, amin (NaN wins, as torch's). With
+ * include_self = 0 the positions index names start from op's identity, so
+ * a's old values there do not count. Deterministic: each fiber (all dims but
+ * dim) runs in index order on one thread. */
+typedef enum { LN_SCATTER_SUM = 0, LN_SCATTER_PROD, LN_SCATTER_AMAX, LN_SCATTER_AMIN } ln_scatter_op;
+LN_API int ln_scatter_reduce_(ln_tensor *a, int dim, const ln_tensor *index, const ln_tensor *src,
+                              int op, int include_self);
 /* The int64 0-based positions along dim (negative counts from the end) that
  * sort a: ascending, or descending when descending != 0; stable (equal
  * elements keep their order); NaN above every number; -0.0 equals 0.0.

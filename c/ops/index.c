@@ -1,4 +1,5 @@
-/* index.c -- front ends of index_select, gather, scatter_add_, cat and stack.
+/* index.c -- front ends of index_select, gather, scatter_add_, scatter_reduce_, cat
+ * and stack.
  *
  * Indices are 0-based int64 (or int32) tensors on the input's device. Their
  * values are checked by the kernel (the host does not read device memory):
@@ -110,6 +111,30 @@ int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index, const ln_tens
     return ln_error("scatter_add_: %s tensors are not supported", ln_dtype_name(dt));
   ln_index_args args = index_args(dim, a, NULL, index, src);
   return launch(fn, ln_backend_of(a->device_id)->scatter_add, &args, a, NULL, index, src);
+}
+
+int ln_scatter_reduce_(ln_tensor *a, int dim, const ln_tensor *index, const ln_tensor *src, int op,
+                       int include_self) {
+  const char *fn = "scatter_reduce_";
+  if (op < LN_SCATTER_SUM || op > LN_SCATTER_AMIN) return ln_error("scatter_reduce_: invalid op %d", op);
+  if (ln_check_tensor(fn, a, "input") != 0 || check_index(fn, a, index) != 0 ||
+      ln_check_tensor(fn, src, "src") != 0 || ln_check_same_device(fn, a, src) != 0 ||
+      ln_check_dim(fn, a, dim) != 0 || check_fits(fn, a, dim, index, src) != 0)
+    return -1;
+  if (ln_check_no_internal_overlap(fn, a) != 0 ||
+      ln_check_no_partial_overlap(fn, a, src, "src") != 0 ||
+      ln_check_no_partial_overlap(fn, a, index, "index") != 0)
+    return -1;
+  if (a->dtype_id != src->dtype_id)
+    return ln_error("scatter_reduce_: src dtype %s differs from the input's %s; cast it first",
+                    ln_dtype_name(src->dtype_id), ln_dtype_name(a->dtype_id));
+  int dt = a->dtype_id;
+  if (dt == LN_BOOL || dt == LN_FLOAT16 || dt == LN_BFLOAT16)
+    return ln_error("scatter_reduce_: %s tensors are not supported", ln_dtype_name(dt));
+  ln_index_args args = index_args(dim, a, NULL, index, src);
+  args.op = op;
+  args.include_self = include_self != 0;
+  return launch(fn, ln_kernel(fn, a->device_id, LN_K_scatter_reduce, dt), &args, a, NULL, index, src);
 }
 
 /* ---- cat, stack ---------------------------------------------------------------------- */

@@ -28,6 +28,7 @@ local api = require 'lunet.tensor_api'      -- type_as, index_put_, cummax, rot9
 require 'lunet.tensor_gaps'                  -- t.is_cpu, t:new(), resize_, t['repeat'], svd/qr/..., matrix_exp: after autograd
 require 'lunet.tensor_random'                -- bernoulli, exponential_, cauchy_, ..., multinomial
 require 'lunet.tensor_gaps_math'             -- kron, cov, diag_embed, *_scatter, frexp, i0, histogram, mode, ...
+require 'lunet.tensor_scatter_reduce'        -- scatter_reduce, index_reduce (sum, prod, mean, amax, amin)
 require('lunet.tensor_guard').install(T.Tensor)   -- names the method when self is no tensor: keep last
 local C = core.C
 

@@ -7,13 +7,10 @@
 --   diagonal_scatter(src[, offset[, dim1 = 1[, dim2 = 2]]]), select_scatter(src, dim, index),
 --   slice_scatter(src[, dim = 1[, first = 1[, last = size[, step = 1]]]]),
 --   as_strided_scatter(src, size, stride[, offset])   a copy of t with src written there
---   scatter_reduce(dim, index, src, reduce[, {include_self = true}])  reduce 'sum' or 'mean'
---   index_reduce(dim, index, source, 'mean'[, {include_self = true}])
 --   frexp() -> mantissa, exponent (int32); ldexp(e); nextafter(u)
 --   i0(), mvlgamma(p) (+ in place), histogram(bins[, {range =, weight =, density =}])
 --   -> hist, bin_edges; mode([dim = -1[, keepdim]]) -> values, 1-based indices
--- (scatter_reduce's 'prod', 'amax', 'amin' and index_reduce's other reductions
--- need a kernel lunet lacks: they raise.)
+-- (scatter_reduce and index_reduce: lunet.tensor_scatter_reduce, a C kernel.)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
 local T = require 'lunet.tensor'
@@ -184,36 +181,6 @@ def('as_strided_scatter', function(self, src, size, stride, offset)
   local pos = L().arange(1, self:numel() + 1, like(self, 'int64')):as_strided(size, stride, offset or 0)
   check_src('as_strided_scatter', pos, src)
   return self:reshape(-1):index_copy(1, pos:reshape(-1), src:reshape(-1)):view(self:size())
-end)
-
--- ---- reductions into positions ------------------------------------------------------------------------
-local SR_OPTS = { include_self = 'boolean' }
-local function reduce_into(fn, self, dim, index, src, reduce, opts, indexed)
-  if type(reduce) ~= 'string' then raise(fn .. ": reduce must be a string such as 'sum' or 'mean', got " .. typename(reduce)) end
-  local ok = indexed and { mean = true } or { sum = true, mean = true }
-  local known = indexed and { prod = true, amax = true, amin = true, mean = true }
-    or { sum = true, prod = true, amax = true, amin = true, mean = true }
-  if not known[reduce] then raise(("%s: unknown reduce '%s'"):format(fn, reduce)) end
-  if not ok[reduce] then raise(("%s: reduce = '%s' is not supported yet (lunet has no kernel for it)"):format(fn, reduce)) end
-  local incl = (options.check(fn, opts, SR_OPTS) or {}).include_self ~= false
-  need(fn, src, 'src')
-  local add = indexed and 'index_add' or 'scatter_add'
-  local base = self
-  local ones = L().ones(src:size(), like(self))
-  local hit = L().zeros(self:size(), like(self))[add](L().zeros(self:size(), like(self)), dim, index, ones)
-  if not incl then base = self:where(hit:eq(0), 0) end
-  local sum = base[add](base, dim, index, src)
-  if reduce == 'sum' then return sum end
-  local count = hit + (incl and 1 or 0)
-  local r = sum / count:clamp(1, nil)
-  if not self:is_floating_point() then r = r:floor():to(self.dtype) end
-  return r
-end
-def('scatter_reduce', function(self, dim, index, src, reduce, opts)
-  return reduce_into('scatter_reduce', self, dim, index, src, reduce, opts, false)
-end)
-def('index_reduce', function(self, dim, index, src, reduce, opts)
-  return reduce_into('index_reduce', self, dim, index, src, reduce, opts, true)
 end)
 
 -- ---- floating-point pieces ---------------------------------------------------------------------------
