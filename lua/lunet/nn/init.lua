@@ -33,6 +33,8 @@ for _, name in ipairs({
   'FeatureAlphaDropout', 'LPPool1d', 'LPPool2d',
   'EmbeddingBag', 'UpsamplingNearest2d',
   'InstanceNorm1d', 'InstanceNorm3d', 'ParameterList', 'ParameterDict',
+  'MaxUnpool1d', 'MaxUnpool2d', 'MaxUnpool3d', 'FractionalMaxPool2d', 'FractionalMaxPool3d', 'RReLU', 'Softmax2d',
+  'ConstantPad3d', 'ReflectionPad3d', 'ReplicationPad3d', 'CrossMapLRN2d', 'NLLLoss2d', 'AdaptiveLogSoftmaxWithLoss',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end
