@@ -92,7 +92,7 @@ return function(F, h, unpool, interp)
     local i = r:view(n, 1):expand(n, n):masked_select(mask)
     local j = r:view(1, n):expand(n, n):masked_select(mask)
     local d = (x:index_select(1, i) - x:index_select(1, j)):abs()
-    if p == 0 then return d:ne(0):to(x.dtype):sum(2) end
+    if p == 0 then return d:ne(0):to(x.dtype):sum(2) + (d * 0):sum(2) end   -- (a zero gradient, as torch's)
     if p == math.huge then return (d:max(2)) end
     if p == 1 then return d:sum(2) end
     if p < 1 then   -- (|d|^p has no finite gradient at 0: torch's is 0 there)
@@ -129,12 +129,12 @@ return function(F, h, unpool, interp)
   local FIXED_OPTS, FIXED_POS = { size = 'number|table', scale_factor = 'number|table' }, { 'size', 'scale_factor' }
   function F.upsample(x, ...)
     local o = args('upsample', UP_POS, UP_OPTS, ...)
-    return interp.interpolate(x, interp.interp_geometry('upsample', o))
+    return interp.interpolate(x, interp.interp_geometry('upsample', o), 'upsample')
   end
   local function fixed(fn, mode, align, x, ...)
     local o = args(fn, FIXED_POS, FIXED_OPTS, ...)
     return interp.interpolate(x, interp.interp_geometry(fn, { size = o.size, scale_factor = o.scale_factor,
-      mode = mode, align_corners = align }))
+      mode = mode, align_corners = align }), fn)
   end
   function F.upsample_nearest(x, ...) return fixed('upsample_nearest', 'nearest', nil, x, ...) end
   function F.upsample_bilinear(x, ...) return fixed('upsample_bilinear', 'bilinear', true, x, ...) end
