@@ -112,6 +112,8 @@ local alias = {
   sub_ = 'add_scaled|sub|add', tolist = 'totable|tolist|read', totable = 'totable|read', zero_ = 'fill_|zero_',
   cross_entropy = 'nll_loss|log_softmax', swapaxes = 'transpose', swapdims = 'transpose',
 }
+for _, k in ipairs({ 'max_pool1d', 'max_pool2d', 'max_pool3d', 'adaptive_max_pool1d', 'adaptive_max_pool2d',
+  'adaptive_max_pool3d', 'fractional_max_pool2d', 'fractional_max_pool3d' }) do alias[k .. '_with_indices'] = k end
 local function names_of(k)
   local base = k:gsub('_$', '')
   return base .. (alias[k] and ('|' .. alias[k]) or '')
@@ -257,6 +259,9 @@ describe('API errors: no raw Lua error from any public function', function()
       Conv1d = { 3, 4, 3 }, MaxPool1d = { 2 }, AvgPool1d = { 2 }, AdaptiveAvgPool1d = { 2 }, AdaptiveMaxPool1d = { 2 },
       CosineSimilarity = { 1 }, PairwiseDistance = { 1, 0.5, true },
       Bilinear = { 4, 4, 2 }, Embedding = { 10, 3 }, EmbeddingBag = { 10, 3 },
+      MaxUnpool1d = { 2 }, MaxUnpool2d = { 2 }, MaxUnpool3d = { 2 }, FractionalMaxPool2d = { 2, 1 },
+      FractionalMaxPool3d = { 2, 1 }, ConstantPad3d = { 1, 0 }, ReflectionPad3d = { 1 }, ReplicationPad3d = { 1 },
+      CrossMapLRN2d = { 3 }, AdaptiveLogSoftmaxWithLoss = { 4, 10, { 3 } },
       Upsample = { { scale_factor = 2 } }, UpsamplingNearest2d = { { scale_factor = 2 } },
       RNNCell = { 4, 3 }, LSTMCell = { 4, 3 }, GRUCell = { 4, 3 }, RNN = { 4, 3 }, LSTM = { 4, 3 }, GRU = { 4, 3 },
       Conv3d = { 3, 4, 3 }, MaxPool3d = { 2 }, AvgPool3d = { 2 }, AdaptiveAvgPool3d = { 2 }, BatchNorm3d = { 3 },

@@ -9,8 +9,8 @@ local NLLLoss = Module:extend('nn.NLLLoss')
 local OPTS = { weight = 'tensor', reduction = 'string', ignore_index = 'number' }
 
 function NLLLoss:__init(opts)
-  opts = options.check('nn.NLLLoss', opts, OPTS) or {}
-  options.one_of('nn.NLLLoss', 'reduction', opts.reduction, options.REDUCTIONS)
+  opts = options.check(self.__name, opts, OPTS) or {}   -- (nn.NLLLoss2d's too)
+  options.one_of(self.__name, 'reduction', opts.reduction, options.REDUCTIONS)
   self.opts = { weight = opts.weight, reduction = opts.reduction or 'mean', ignore_index = opts.ignore_index or -100 }
   if opts.weight then self:register_buffer('weight', opts.weight) end
 end

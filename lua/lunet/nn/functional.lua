@@ -366,10 +366,14 @@ require('lunet.nn.functional_dropout_lp')(F, h, shape)
 -- embedding (max_norm, scale_grad_by_freq), embedding_bag
 local emb = require('lunet.nn.functional_embedding')(F, h, shape)
 
+-- max_unpool1d/2d/3d, fractional_max_pool2d/3d; rrelu, gumbel_softmax, pdist, *_with_indices, upsample*
+local unpool = require('lunet.nn.functional_unpool')(F, h)
+require('lunet.nn.functional_gaps')(F, h, unpool, interp)
+
 -- for the layers (nn.LayerNorm, ...): their checks and forms that name them
 -- (a table, so the API checks that call every function of F pass it over)
 F._internal = { norm_shape = norm.norm_shape, need_eps = norm.need_eps, embedding = emb.embedding, emb = emb,
   interp_geometry = interp.interp_geometry, interpolate = interp.interpolate, interp_kernels = interp.kernels,
-  distance = distance, more_loss = more_loss, ctc = ctc, margin_more = margin_more }
+  distance = distance, more_loss = more_loss, ctc = ctc, margin_more = margin_more, unpool = unpool }
 
 return F

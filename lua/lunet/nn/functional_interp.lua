@@ -254,6 +254,9 @@ return function(F, h)
         end
       end
     end
+    for i = 1, sd do   -- (the index tables below are built per output row: 2^62 of them ran out of memory)
+      if out[i] >= 2 ^ 31 then raise(('%s: output size %.17g in dim %d is too large'):format(fn, out[i], i + 2)) end
+    end
     if g.recompute_scale_factor then sc = {} end   -- (the source coordinates from in/out)
     if mode == 'area' then return F['adaptive_avg_pool' .. sd .. 'd'](x, sd == 1 and out[1] or out) end
     if use_kernels and not g.antialias and (x.p.dtype_id == C.LN_FLOAT32 or x.p.dtype_id == C.LN_FLOAT64) then

@@ -36,6 +36,8 @@ for _, name in ipairs({
   'LazyLinear', 'LazyConv1d', 'LazyConv2d', 'LazyConv3d', 'LazyConvTranspose1d', 'LazyConvTranspose2d',
   'LazyConvTranspose3d', 'LazyBatchNorm1d', 'LazyBatchNorm2d', 'LazyBatchNorm3d', 'LazyInstanceNorm1d',
   'LazyInstanceNorm2d', 'LazyInstanceNorm3d',
+  'MaxUnpool1d', 'MaxUnpool2d', 'MaxUnpool3d', 'FractionalMaxPool2d', 'FractionalMaxPool3d', 'RReLU', 'Softmax2d',
+  'ConstantPad3d', 'ReflectionPad3d', 'ReplicationPad3d', 'CrossMapLRN2d', 'NLLLoss2d', 'AdaptiveLogSoftmaxWithLoss',
 }) do
   nn[name] = require('lunet.nn.' .. name)
 end

@@ -1,16 +1,18 @@
 -- The padding modules' shared body, over F.pad: nn.ReflectionPad1d/2d,
--- nn.ReplicationPad1d/2d, nn.ConstantPad1d/2d, as torch's. padding is a
--- number (every side), {left, right} (1-d) or {left, right, top, bottom}
--- (2-d), integers >= 0. Reflect and replicate pad (N, C, W) or (C, W) input
--- (1-d), (N, C, H, W) or (C, H, W) (2-d), as torch; constant pads any input
--- with at least 1 (2) dims, its leading dims folded into one for F.pad.
+-- nn.ReplicationPad1d/2d/3d, nn.ConstantPad1d/2d/3d, as torch's. padding is a
+-- number (every side), {left, right} (1-d), {left, right, top, bottom} (2-d)
+-- or {left, right, top, bottom, front, back} (3-d), integers >= 0. Reflect
+-- and replicate pad (N, C, W) or (C, W) input (1-d), (N, C, H, W) or (C, H, W)
+-- (2-d), (N, C, D, H, W) or (C, D, H, W) (3-d), as torch; constant pads any
+-- input with at least nd dims, its leading dims folded into one for F.pad.
 local Module = require 'lunet.nn.Module'
 local F = require 'lunet.nn.functional'
 local options = require 'lunet.options'
 local core = require 'lunet.core'
 local T = require 'lunet.tensor'
 
-local SIDES = { '{left, right}', '{left, right, top, bottom}' }
+local SIDES = { '{left, right}', '{left, right, top, bottom}', '{left, right, top, bottom, front, back}' }
+local SHAPES = { { '(N, C, W)', '(C, W)' }, { '(N, C, H, W)', '(C, H, W)' }, { '(N, C, D, H, W)', '(C, D, H, W)' } }
 local VALUE_OPTS, VALUE_POS = { value = 'number' }, { 'value' }
 
 -- padding(name, nd, mode[, value]): the class nn.<name>, padding the last nd
@@ -21,7 +23,7 @@ return function(name, nd, mode, fixed)
 
   function Pad:__init(padding, ...)
     local p = padding
-    if type(p) == 'number' then p = { p, p, p, p } end
+    if type(p) == 'number' then p = { p, p, p, p, p, p } end
     if not core.is_table(p) or (#p ~= 2 * nd and type(padding) ~= 'number') then
       options.fail(fname, ('padding must be a number or %s, got %s'):format(SIDES[nd],
         core.is_table(p) and #p .. ' values' or core.typename(p)))
@@ -55,6 +57,7 @@ return function(name, nd, mode, fixed)
       if d < nd then
         options.raise(('%s: input must have at least %d dim(s), got %d-d'):format(fname, nd, d))
       end
+      if nd == 3 then return F.pad(x, p, 'constant', self.value) end   -- (F.pad takes any rank)
       local s = x:size()
       local H, W, lead = nd == 2 and s[d - 1] or 1, s[d], 1
       for i = 1, d - nd do lead = lead * s[i] end
@@ -65,9 +68,13 @@ return function(name, nd, mode, fixed)
     end
     if d ~= nd + 1 and d ~= nd + 2 then
       options.raise(('%s: input must be %s or %s, got %d-d {%s}'):format(fname,
-        nd == 1 and '(N, C, W)' or '(N, C, H, W)', nd == 1 and '(C, W)' or '(C, H, W)', d, table.concat(x:size(), ',')))
+        SHAPES[nd][1], SHAPES[nd][2], d, table.concat(x:size(), ',')))
     end
     local x4 = d == nd + 1 and x:unsqueeze(1) or x
+    if nd == 3 then
+      local y = F.pad(x4, p, mode)
+      return d == nd + 1 and y:select(1, 1) or y
+    end
     if nd == 1 then x4 = x4:unsqueeze(3) end
     local y = F.pad(x4, p, mode)
     if nd == 1 then y = y:select(3, 1) end
