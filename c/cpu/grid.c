@@ -5,6 +5,7 @@
  * The forward splits (sample, block) among threads; the backward splits
  * (sample, channel chunk), so the input gradient's scatter never races. */
 #include "nn_kernels.h"
+#include "../core/simd.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,7 @@ enum { GB = 128 };   /* points per block */
 
 #define GT float
 #define GS_SFX f32
-#define GS_FN static inline
+#define GS_FN static inline __attribute__((always_inline))
 #include "../core/grid_taps.h"
 #undef GT
 #undef GS_SFX

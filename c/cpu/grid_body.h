@@ -4,11 +4,22 @@
 #define GK_CAT(a, b) GK_CAT2(a, b)
 #define GK(name) GK_CAT(name, SFX)
 
-/* the taps of points p0 .. p0+nb-1 of sample n */
-static void GK(fill)(const ln_grid_args *a, int64_t n, int64_t p0, int64_t nb, int64_t *off, T *w, T *dw) {
+/* the taps of points p0 .. p0+nb-1 of sample n (cloned: floor and
+ * nearbyint are instructions from SSE4.1 on, calls before) */
+LN_SIMD static void GK(fill)(const ln_grid_args *a, int64_t n, int64_t p0, int64_t nb, int64_t *off, T *w, T *dw) {
   const T *g = (const T *)a->grid + (n * a->P + p0) * a->sd;
-  for (int64_t j = 0; j < nb; j++)
-    GK(taps)(g + j * a->sd, a->sd, a->size, a->mode, a->padding, a->align, off, w, dw, GB, j);
+  const int pad = a->padding, al = a->align;
+  const int64_t *size = a->size;
+  /* (mode and sd constants in each loop: the taps' branches fold away) */
+#define GK_FILL(MODE, SD) for (int64_t j = 0; j < nb; j++) GK(taps)(g + j * SD, SD, size, MODE, pad, al, off, w, dw, GB, j)
+  switch (a->mode * 4 + a->sd) {
+    case GS_BILINEAR * 4 + 2: GK_FILL(GS_BILINEAR, 2); break;
+    case GS_BILINEAR * 4 + 3: GK_FILL(GS_BILINEAR, 3); break;
+    case GS_NEAREST * 4 + 2: GK_FILL(GS_NEAREST, 2); break;
+    case GS_NEAREST * 4 + 3: GK_FILL(GS_NEAREST, 3); break;
+    default: GK_FILL(GS_BICUBIC, 2); break;
+  }
+#undef GK_FILL
 }
 
 /* y[j] = sum_k w_k x[off_k] (K a constant after inlining) */
@@ -21,14 +32,10 @@ static inline __attribute__((always_inline)) void GK(combine)(int K, int64_t nb,
   }
 }
 
-static void GK(fwd)(const ln_grid_args *a, int nt) {
-  const int64_t nblk = (a->P + GB - 1) / GB, items = a->N * nblk;
-  const int K = taps_of(a);
-  _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")
-  for (int64_t it = 0; it < items; it++) {
+/* the block of nb points at p0 of sample n, every channel */
+LN_SIMD static void GK(fwd_block)(const ln_grid_args *a, int K, int64_t n, int64_t p0, int64_t nb) {
     int64_t off[16 * GB];
     T w[16 * GB];
-    int64_t n = it / nblk, p0 = (it % nblk) * GB, nb = LN_MIN(GB, a->P - p0);
     GK(fill)(a, n, p0, nb, off, w, NULL);
     for (int64_t c = 0; c < a->C; c++) {
       const T *x = (const T *)a->in + (n * a->C + c) * a->PI;
@@ -40,17 +47,26 @@ static void GK(fwd)(const ln_grid_args *a, int nt) {
         default: GK(combine)(16, nb, off, w, x, y); break;
       }
     }
+}
+
+static void GK(fwd)(const ln_grid_args *a, int nt) {
+  const int64_t nblk = (a->P + GB - 1) / GB, items = a->N * nblk;
+  const int K = taps_of(a);
+  _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")
+  for (int64_t it = 0; it < items; it++) {
+    int64_t n = it / nblk, p0 = (it % nblk) * GB;
+    GK(fwd_block)(a, K, n, p0, LN_MIN(GB, a->P - p0));
   }
 }
 
 /* The backward of sample n's channels [c0, c1) over points [pb, pe): din's
  * planes of those channels get their scatter (zeroed first when zero), and
  * dg (points pb.., sd per point) these channels' part of the grid gradient. */
-static inline __attribute__((always_inline)) void GK(bwd_part)(const ln_grid_args *a, int K, int64_t n, int64_t c0,
-                                                                int64_t c1, int64_t pb, int64_t pe, T *dg, int zero) {
+static inline __attribute__((always_inline)) void GK(bwd_part)(const ln_grid_args *a, int K, int SD, int64_t n,
+                                                                int64_t c0, int64_t c1, int64_t pb, int64_t pe, T *dg,
+                                                                int zero) {
   int64_t off[16 * GB];
   T w[16 * GB], dw[32 * GB], acc[3 * GB];
-  const int sd = a->sd;
   T *dwp = dg ? dw : NULL;
   if (a->din && zero) memset((T *)a->din + (n * a->C + c0) * a->PI, 0, (size_t)((c1 - c0) * a->PI) * sizeof(T));
   for (int64_t p0 = pb; p0 < pe; p0 += GB) {
@@ -58,40 +74,42 @@ static inline __attribute__((always_inline)) void GK(bwd_part)(const ln_grid_arg
     GK(fill)(a, n, p0, nb, off, w, dwp);
     if (dg) memset(acc, 0, sizeof acc);
     for (int64_t c = c0; c < c1; c++) {
-      const T *gy = (const T *)a->dout + (n * a->C + c) * a->P + p0;
-      if (a->din) {
-        T *dx = (T *)a->din + (n * a->C + c) * a->PI;
-        for (int64_t j = 0; j < nb; j++)
-          for (int k = 0; k < K; k++) dx[off[k * GB + j]] += w[k * GB + j] * gy[j];
-      }
-      if (dg) {
-        const T *x = (const T *)a->in + (n * a->C + c) * a->PI;
-        for (int e = 0; e < sd; e++)
-          for (int64_t j = 0; j < nb; j++) {
-            T s = 0;
-            for (int k = 0; k < K; k++) s += dw[(e * K + k) * GB + j] * x[off[k * GB + j]];
-            acc[e * GB + j] += gy[j] * s;
+      const T *restrict gy = (const T *)a->dout + (n * a->C + c) * a->P + p0;
+      const T *restrict x = (const T *)a->in + (n * a->C + c) * a->PI;
+      T *restrict dx = a->din ? (T *)a->din + (n * a->C + c) * a->PI : NULL;
+      for (int64_t j = 0; j < nb; j++) {   /* (each tap's value read once for every component) */
+        T gj = gy[j], s[3] = {0, 0, 0};
+        for (int k = 0; k < K; k++) {
+          int64_t o = off[k * GB + j];
+          if (dx) dx[o] += w[k * GB + j] * gj;
+          if (dg) {
+            T v = x[o];
+            for (int e = 0; e < SD; e++) s[e] += dw[(e * K + k) * GB + j] * v;
           }
+        }
+        if (dg)
+          for (int e = 0; e < SD; e++) acc[e * GB + j] += gj * s[e];
       }
     }
     if (dg)
       for (int64_t j = 0; j < nb; j++)
-        for (int e = 0; e < sd; e++) dg[(p0 - pb + j) * sd + e] = acc[e * GB + j];
+        for (int e = 0; e < SD; e++) dg[(p0 - pb + j) * SD + e] = acc[e * GB + j];
   }
 }
-static void GK(bwd_k)(const ln_grid_args *a, int K, int64_t n, int64_t c0, int64_t c1, int64_t pb, int64_t pe,
+LN_SIMD static void GK(bwd_k)(const ln_grid_args *a, int K, int64_t n, int64_t c0, int64_t c1, int64_t pb, int64_t pe,
                       T *dg, int zero) {
   switch (K) {   /* (K constant in each copy) */
-    case 1: GK(bwd_part)(a, 1, n, c0, c1, pb, pe, dg, zero); break;
-    case 4: GK(bwd_part)(a, 4, n, c0, c1, pb, pe, dg, zero); break;
-    case 8: GK(bwd_part)(a, 8, n, c0, c1, pb, pe, dg, zero); break;
-    default: GK(bwd_part)(a, 16, n, c0, c1, pb, pe, dg, zero); break;
+    case 1: GK(bwd_part)(a, 1, 1, n, c0, c1, pb, pe, NULL, zero); break;   /* (nearest: no grid gradient) */
+    case 4: GK(bwd_part)(a, 4, 2, n, c0, c1, pb, pe, dg, zero); break;
+    case 8: GK(bwd_part)(a, 8, 3, n, c0, c1, pb, pe, dg, zero); break;
+    default: GK(bwd_part)(a, 16, 2, n, c0, c1, pb, pe, dg, zero); break;
   }
 }
 
 static int GK(bwd)(const ln_grid_args *a, int nt) {
   const int K = taps_of(a), sd = a->sd;
   T *dgrid = (T *)a->dgrid;
+  if (a->N == 0) return 0;
   if (dgrid && a->mode == GS_NEAREST) {   /* (no gradient through rounding) */
     memset(dgrid, 0, (size_t)(a->N * a->P * sd) * sizeof(T));
     dgrid = NULL;

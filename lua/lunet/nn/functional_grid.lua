@@ -56,7 +56,8 @@ return function(F, h)
   -- padding_mode = 'zeros' | 'border' | 'reflection', align_corners = false}]), or 5-d x
   -- (N, C, D, H, W) with grid (N, Do, Ho, Wo, 3) ('bilinear' is then trilinear):
   -- grid[..., 1] is x (along W), [..., 2] y, [..., 3] z, in [-1, 1]
-  function F.grid_sample(x, grid, opts)
+  -- the checked arguments: mode, padding_mode, align_corners
+  local function grid_args(x, grid, opts)
     opts = opts or NO_OPTS
     check_options('grid_sample', opts, GRID_OPTS)
     need('grid_sample', x, 'input')
@@ -83,6 +84,12 @@ return function(F, h)
     for i = 3, nd do
       if x:size(i) < 1 then raise('grid_sample: input must have non-empty spatial dims') end
     end
+    return mode, padding, align
+  end
+
+  function F.grid_sample(x, grid, opts)
+    local mode, padding, align = grid_args(x, grid, opts)
+    local nd = x.p.ndim
     kernel('grid_sample', 'ln_grid_sample_forward')
     local n = 2
     shape_buf[0], shape_buf[1] = x.p.shape[0], x.p.shape[1]
@@ -93,10 +100,9 @@ return function(F, h)
     return record_grid_sample(out, x, grid, nil, m, p, ac)
   end
 
-  -- the same sampling from tensor ops (arguments checked by F.grid_sample)
+  -- the same sampling from tensor ops
   function F._grid_sample_composed(x, grid, opts)
-    local mode, padding = opts.mode or 'bilinear', opts.padding_mode or 'zeros'
-    local align = opts.align_corners or false
+    local mode, padding, align = grid_args(x, grid, opts)
     local nd = x:dim()
     local sd = nd - 2
     local N, Cc = x:size(1), x:size(2)
@@ -106,7 +112,7 @@ return function(F, h)
     for k = 1, sd do sizes[k] = x:size(nd + 1 - k) end
     local P = 1
     for k = 1, sd do P = P * sizes[k] end
-    local flat = x:reshape(N, C, P)
+    local flat = x:reshape(N, Cc, P)
 
     -- the value at integer corner coordinates cs (per component, (N, 1, M),
     -- no gradient), zero outside the input
