@@ -65,7 +65,7 @@ $(BUILD)/obj/c/cuda/%.o: c/cuda/%.c $(HDRS) $(wildcard c/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/c/cuda/%.cu.o: c/cuda/%.cu c/cuda/kern.h c/include/lunet.h
+$(BUILD)/obj/c/cuda/%.cu.o: c/cuda/%.cu c/cuda/kern.h c/include/lunet.h c/core/grid_taps.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -diag-suppress 186 -c $< -o $@
 

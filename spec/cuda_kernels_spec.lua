@@ -590,6 +590,30 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     end
   end)
 
+  it_dev('grid_sample (every mode x padding x align_corners, 4-d and 5-d) with both gradients', function()
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local tol = dt == 'float32' and 1e-4 or 1e-10
+      for _, sd in ipairs({2, 3}) do
+        for _, mode in ipairs({'bilinear', 'nearest', 'bicubic'}) do
+          for _, pad in ipairs({'zeros', 'border', 'reflection'}) do
+            for _, align in ipairs({false, true}) do
+              if not (mode == 'bicubic' and sd == 3) then
+                local what = ('grid_sample %s %d-d %s %s %s'):format(dt, sd + 2, mode, pad, tostring(align))
+                local o = {mode = mode, padding_mode = pad, align_corners = align}
+                local x = sd == 2 and rand({2, 3, 5, 6}, dt) or rand({2, 2, 3, 4, 5}, dt)
+                local g = ((sd == 2 and lunet.rand(2, 4, 3, 2) or lunet.rand(2, 2, 3, 2, 3)) * 2.6 - 1.3):to(dt)
+                check_grad(what, function(xx, gg) return F.grid_sample(xx, gg, o) end, x, {g}, tol)
+                if mode ~= 'nearest' then
+                  check_grad(what .. ' (grid)', function(gg, xx) return F.grid_sample(xx, gg, o) end, g, {x}, tol)
+                end
+              end
+            end
+          end
+        end
+      end
+    end
+  end)
+
   it_dev('ResNet-8 (batch norm, BasicBlocks, global pool) trains, then infers in eval mode, as on the CPU', function()
     local src = debug.getinfo(1, 'S').source:match('^@(.*)spec/cuda_kernels_spec%.lua$')
     local models = dofile(((src == nil or src == '') and './' or src) .. 'bench/models.lua')

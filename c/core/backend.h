@@ -129,7 +129,7 @@ typedef struct ln_runtime {
   X(conv2d_fwd) X(conv2d_bwd) X(maxpool2d_fwd) X(maxpool2d_bwd)    /* c/nn: argument blocks in nn.h */ \
   X(avgpool2d_fwd) X(avgpool2d_bwd) X(adaptive_avgpool2d_fwd) X(adaptive_avgpool2d_bwd)            \
   X(batchnorm_fwd) X(batchnorm_bwd) X(softmax_fwd) X(softmax_bwd) X(nll_loss_fwd) X(nll_loss_bwd)  \
-  X(relu_bwd) X(interp_fwd) X(interp_bwd)                          /* c/nn/interp.c */
+  X(relu_bwd) X(interp_fwd) X(interp_bwd) X(grid_sample_fwd) X(grid_sample_bwd)   /* c/nn/interp.c, grid.c */
 
 enum {
 #define LN_SLOT_ENUM(n) LN_K_##n,

@@ -61,6 +61,16 @@ typedef struct {
   int64_t *idx;
 } ln_pool2d_args;
 
+/* grid_sample over sd = 2 or 3 spatial dims: in (N,C,planes of PI =
+ * size[0]*size[1]*size[2] elements: W, H, D with D 1 for sd 2), grid
+ * (N,P,sd), out/dout (N,C,P); mode/padding as c/core/grid_taps.h's GS_* */
+typedef struct {
+  int dtype, mode, padding, align, sd;
+  int64_t N, C, P, PI;
+  int64_t size[3];
+  char *out, *in, *grid, *din, *dgrid, *dout;
+} ln_grid_args;
+
 /* batch norm over in (N,C,S); mean/invstd/running/weight/bias (C) */
 typedef struct {
   int dtype, training;

@@ -66,6 +66,8 @@ const ln_backend ln_cpu_backend = {
   .nll_loss_fwd = ln_cpu_nll_loss_fwd,
   .nll_loss_bwd = ln_cpu_nll_loss_bwd,
   .relu_bwd = ln_cpu_relu_bwd,
+  .grid_sample_fwd = ln_cpu_grid_sample_fwd,
+  .grid_sample_bwd = ln_cpu_grid_sample_bwd,
 };
 
 __attribute__((constructor)) static void register_cpu(void) {

@@ -55,6 +55,8 @@ int ln_cpu_softmax_bwd(void *args);
 int ln_cpu_nll_loss_fwd(void *args);
 int ln_cpu_nll_loss_bwd(void *args);
 int ln_cpu_relu_bwd(void *args);
+int ln_cpu_grid_sample_fwd(void *args);
+int ln_cpu_grid_sample_bwd(void *args);
 
 /* The planner: scratch sizes and thread tiles for the front ends (conv2d.c). */
 extern const ln_nn_planner ln_cpu_nn_planner;

@@ -324,6 +324,20 @@ static int k_bn_bwd(void *p) {
   return done("batch_norm_backward", lnc_batchnorm(S(), 1, (const lnc_bn *)a));
 }
 
+_Static_assert(sizeof(lnc_grid) == sizeof(ln_grid_args), "lnc_grid must have ln_grid_args's layout");
+_Static_assert(offsetof(lnc_grid, dout) == offsetof(ln_grid_args, dout), "lnc_grid must have ln_grid_args's layout");
+_Static_assert(offsetof(lnc_grid, size) == offsetof(ln_grid_args, size), "lnc_grid must have ln_grid_args's layout");
+static int k_grid_fwd(void *p) {
+  ln_grid_args *a = p;
+  if (need_float("grid_sample", a->dtype)) return -1;
+  return done("grid_sample", lnc_grid_sample(S(), 0, (const lnc_grid *)a));
+}
+static int k_grid_bwd(void *p) {
+  ln_grid_args *a = p;
+  if (need_float("grid_sample_backward", a->dtype)) return -1;
+  return done("grid_sample_backward", lnc_grid_sample(S(), 1, (const lnc_grid *)a));
+}
+
 /* what each slot runs: the float types everywhere, integers where the CPU
  * has them too; half types only in copies (casts) and fills */
 static bool supports(int k, int dt) {
@@ -340,7 +354,8 @@ static bool supports(int k, int dt) {
     case LN_K_nll_loss_fwd: case LN_K_nll_loss_bwd: case LN_K_maxpool2d_fwd: case LN_K_maxpool2d_bwd:
     case LN_K_avgpool2d_fwd: case LN_K_avgpool2d_bwd: case LN_K_conv2d_fwd: case LN_K_conv2d_bwd:
     case LN_K_batchnorm_fwd: case LN_K_batchnorm_bwd: case LN_K_adaptive_avgpool2d_fwd:
-    case LN_K_adaptive_avgpool2d_bwd: case LN_K_interp_fwd: case LN_K_interp_bwd: return f;
+    case LN_K_adaptive_avgpool2d_bwd: case LN_K_interp_fwd: case LN_K_interp_bwd:
+    case LN_K_grid_sample_fwd: case LN_K_grid_sample_bwd: return f;
     default: return false;
   }
 }
@@ -381,4 +396,6 @@ void lnc_fill_kernels(ln_backend *b) {
   b->adaptive_avgpool2d_bwd = k_adaptive_bwd;
   b->interp_fwd = k_interp_fwd;
   b->interp_bwd = k_interp_bwd;
+  b->grid_sample_fwd = k_grid_fwd;
+  b->grid_sample_bwd = k_grid_bwd;
 }

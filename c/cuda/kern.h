@@ -98,6 +98,16 @@ int lnc_adaptive_pool(lnc_stream s, int bwd, int dtype, int64_t planes, int64_t 
  * forward (out from in) or backward (din from dout) */
 int lnc_interp(lnc_stream s, int bwd, int dtype, int mode, int sd, int align, int64_t planes, const int64_t *isz,
                const int64_t *osz, const double *scale, char *out, const char *in, char *din, const char *dout);
+
+/* grid.cu: grid_sample forward (bwd 0) or backward (din, dgrid each NULL
+ * when not wanted); lnc_grid has c/core/nn_args.h's ln_grid_args layout */
+typedef struct lnc_grid {
+  int dtype, mode, padding, align, sd;
+  int64_t N, C, P, PI;
+  int64_t size[3];
+  char *out, *in, *grid, *din, *dgrid, *dout;
+} lnc_grid;
+int lnc_grid_sample(lnc_stream s, int bwd, const lnc_grid *a);
 /* conv_ep.cu: around cuDNN's convolution (conv_cudnn.c). bn_fold: eval batch
  * norm folded into (O,K) weights wf and O biases bf (g, be, b NULL: 1, 0, 0;
  * m NULL: a plain copy); epilogue: out = relu?((zero ? 0 : out) + b + res)

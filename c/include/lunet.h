@@ -531,6 +531,20 @@ LN_API int ln_interpolate_forward(ln_tensor *out, const ln_tensor *in, int mode,
 LN_API int ln_interpolate_backward(ln_tensor *din, const ln_tensor *dout, int mode, int align_corners,
                                    const double *scales);
 
+/* grid_sample as PyTorch 1.13's: in (N,C,H,W) with grid (N,OH,OW,2) ->
+ * out (N,C,OH,OW), or in (N,C,D,H,W) with grid (N,OD,OH,OW,3) -> out
+ * (N,C,OD,OH,OW); grid[...,0] is x (along W), [...,1] y, [...,2] z, in
+ * [-1, 1]. mode LN_GRID_BILINEAR (trilinear for 5-d), LN_GRID_NEAREST or
+ * LN_GRID_BICUBIC (4-d only); padding LN_GRID_ZEROS, LN_GRID_BORDER or
+ * LN_GRID_REFLECTION. The backward gives din (in's shape) and dgrid (grid's;
+ * zeros for nearest), each NULL when not wanted; in is read for dgrid. */
+enum { LN_GRID_BILINEAR = 0, LN_GRID_NEAREST = 1, LN_GRID_BICUBIC = 2 };
+enum { LN_GRID_ZEROS = 0, LN_GRID_BORDER = 1, LN_GRID_REFLECTION = 2 };
+LN_API int ln_grid_sample_forward(ln_tensor *out, const ln_tensor *in, const ln_tensor *grid, int mode,
+                                  int padding, int align_corners);
+LN_API int ln_grid_sample_backward(ln_tensor *din, ln_tensor *dgrid, const ln_tensor *dout, const ln_tensor *in,
+                                   const ln_tensor *grid, int mode, int padding, int align_corners);
+
 /* Batch norm over dim 1 of in (N,C) or (N,C,*). training: normalise with the
  * batch statistics, write save_mean/save_invstd (C), update running_mean/var
  * (unbiased var) with momentum when they are not NULL; eval: use the running

@@ -213,6 +213,20 @@ function place(g, geo)
   n.geo = geo
   return G.attach(z, n)
 end
+-- grid_sample: the gradient of its composition from tensor ops
+-- (lunet.nn.functional_grid), the kernel's own, taken with create_graph
+local GRID_MODES = { [0] = 'bilinear', 'nearest', 'bicubic' }
+local GRID_PADS = { [0] = 'zeros', 'border', 'reflection' }
+DOUBLE.grid_sample = function(n, g)
+  local ins, at = {}, {}
+  if n[1] then ins[#ins + 1] = n.a; at[1] = #ins end
+  if n[2] then ins[#ins + 1] = n.b; at[2] = #ins end
+  local out = F()._grid_sample_composed(n.a, n.b,
+    { mode = GRID_MODES[n.x1], padding_mode = GRID_PADS[n.x2], align_corners = n.x3 == 1 })
+  local gs = S.grad(out, ins, { grad_outputs = g, create_graph = true, allow_unused = true })
+  return at[1] and gs[at[1]] or nil, at[2] and gs[at[2]] or nil
+end
+
 -- (no formula: these nodes are known by name)
 local NODES = {
   copy_slices = function(n, g)

@@ -1,18 +1,23 @@
 -- lunet.nn.functional's grid_sample and affine_grid (spatial transformer
--- networks), as PyTorch 1.13's. grid_sample is composed from tensor ops: the
+-- networks), as PyTorch 1.13's. grid_sample runs the C kernels of lunet.h
+-- (ln_grid_sample_forward/backward: one pass computes each point's taps and
+-- reads every channel with them) with their autograd formula. The same
+-- sampling composed from tensor ops is kept as F._grid_sample_composed: the
 -- source coordinates (unnormalized, padded by clamping or reflecting), their
 -- integer corners (2 or 4 per dim) and weights, one gather per corner from the
--- input flattened to (N, C, D*H*W); autograd then gives the gradient for the
--- input (through gather) and for the grid (through the weights and the
--- padding), as torch's kernel does. (A fused kernel would save the 4 to 16
--- gathers and their temporaries.) affine_grid is a base grid times theta.
+-- input flattened to (N, C, D*H*W); autograd differentiates it, so it gives
+-- the kernel's backward its own backward (create_graph: lunet.autograd.double)
+-- and the specs a second opinion. affine_grid is a base grid times theta.
 local core = require 'lunet.core'
+local T = require 'lunet.tensor'
+local autograd = require 'lunet.autograd'
 local options = require 'lunet.options'
-local is_table, typename = core.is_table, core.typename
+local is_table, typename, C = core.is_table, core.typename, core.C
+local wrap, check = T.wrap, T.check
 local raise, check_options = options.raise, options.check
 
 return function(F, h)
-  local need, NO_OPTS = h.need, h.NO_OPTS
+  local need, kernel, shape_buf, NO_OPTS = h.need, h.kernel, h.shape_buf, h.NO_OPTS
   local lunet = function() return require 'lunet' end
 
   -- torch's grid_sampler_unnormalize: [-1, 1] to pixel coordinates
@@ -43,12 +48,16 @@ return function(F, h)
 
   local GRID_OPTS = { mode = 'string', padding_mode = 'string', align_corners = 'boolean' }
   local PADDINGS = { zeros = true, border = true, reflection = true }
+  local MODE_ID = { bilinear = C.LN_GRID_BILINEAR, nearest = C.LN_GRID_NEAREST, bicubic = C.LN_GRID_BICUBIC }
+  local PAD_ID = { zeros = C.LN_GRID_ZEROS, border = C.LN_GRID_BORDER, reflection = C.LN_GRID_REFLECTION }
+  local record_grid_sample = autograd.recorder('grid_sample')
 
   -- grid_sample(x (N, C, H, W), grid (N, Ho, Wo, 2)[, {mode = 'bilinear' | 'nearest' | 'bicubic',
   -- padding_mode = 'zeros' | 'border' | 'reflection', align_corners = false}]), or 5-d x
   -- (N, C, D, H, W) with grid (N, Do, Ho, Wo, 3) ('bilinear' is then trilinear):
   -- grid[..., 1] is x (along W), [..., 2] y, [..., 3] z, in [-1, 1]
-  function F.grid_sample(x, grid, opts)
+  -- the checked arguments: mode, padding_mode, align_corners
+  local function grid_args(x, grid, opts)
     opts = opts or NO_OPTS
     check_options('grid_sample', opts, GRID_OPTS)
     need('grid_sample', x, 'input')
@@ -75,14 +84,35 @@ return function(F, h)
     for i = 3, nd do
       if x:size(i) < 1 then raise('grid_sample: input must have non-empty spatial dims') end
     end
-    local N, C = x:size(1), x:size(2)
+    return mode, padding, align
+  end
+
+  function F.grid_sample(x, grid, opts)
+    local mode, padding, align = grid_args(x, grid, opts)
+    local nd = x.p.ndim
+    kernel('grid_sample', 'ln_grid_sample_forward')
+    local n = 2
+    shape_buf[0], shape_buf[1] = x.p.shape[0], x.p.shape[1]
+    for i = 1, nd - 2 do n = n + 1; shape_buf[n - 1] = grid.p.shape[i] end
+    local out = wrap(C.ln_empty(nd, shape_buf, x.p.dtype_id, x.p.device_id))
+    local m, p, ac = MODE_ID[mode], PAD_ID[padding], align and 1 or 0
+    check(C.ln_grid_sample_forward(out.p, x.p, grid.p, m, p, ac))
+    return record_grid_sample(out, x, grid, nil, m, p, ac)
+  end
+
+  -- the same sampling from tensor ops
+  function F._grid_sample_composed(x, grid, opts)
+    local mode, padding, align = grid_args(x, grid, opts)
+    local nd = x:dim()
+    local sd = nd - 2
+    local N, Cc = x:size(1), x:size(2)
     local outs, M = {}, 1
     for i = 2, nd - 1 do outs[#outs + 1] = grid:size(i); M = M * grid:size(i) end
     local sizes = {}   -- of grid component k: W, H[, D]
     for k = 1, sd do sizes[k] = x:size(nd + 1 - k) end
     local P = 1
     for k = 1, sd do P = P * sizes[k] end
-    local flat = x:reshape(N, C, P)
+    local flat = x:reshape(N, Cc, P)
 
     -- the value at integer corner coordinates cs (per component, (N, 1, M),
     -- no gradient), zero outside the input
@@ -97,7 +127,7 @@ return function(F, h)
         lin = lin and lin + term or term
         stride = stride * sizes[k]
       end
-      local v = flat:gather(3, (lin + 1):to('int64'):expand(N, C, M))
+      local v = flat:gather(3, (lin + 1):to('int64'):expand(N, Cc, M))
       return v, inside:to(x.dtype)
     end
 
@@ -148,7 +178,7 @@ return function(F, h)
         end
       end
     end
-    return out:view(N, C, unpack(outs))
+    return out:view(N, Cc, unpack(outs))
   end
 
   -- -1 to 1 in n steps, as torch's linspace_from_neg_one (0 for n = 1)

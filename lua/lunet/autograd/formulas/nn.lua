@@ -106,6 +106,15 @@ return function(def)
     return din
   end })
 
+  -- grid_sample(x, grid): a = x, b = grid; x1, x2 the mode and padding
+  -- (LN_GRID_*), x3 align_corners (1/0)
+  def('grid_sample', 'layer', { inputs = 3, args = 3, save_in = 2, backward = function(n, g)
+    local dx = n[1] and new_like(n.a) or nil
+    local dgrid = n[2] and new_like(n.b) or nil
+    check(C.ln_grid_sample_backward(dx and dx.p, dgrid and dgrid.p, g.p, n.a.p, n.b.p, n.x1, n.x2, n.x3))
+    return dx, dgrid
+  end })
+
   -- batch norm (x, weight, bias): a = x, b = weight (or nil); x1, x2 the
   -- batch's mean and 1/std (or the running ones in eval), x3 training (1/0),
   -- x4 eps

@@ -1,0 +1,159 @@
+/* grid_body.h -- the CPU grid_sample kernels for one element type, included
+ * by grid.c with T and SFX defined (taps_SFX from c/core/grid_taps.h). */
+#define GK_CAT2(a, b) a##_##b
+#define GK_CAT(a, b) GK_CAT2(a, b)
+#define GK(name) GK_CAT(name, SFX)
+
+/* the taps of points p0 .. p0+nb-1 of sample n (cloned: floor and
+ * nearbyint are instructions from SSE4.1 on, calls before) */
+LN_SIMD static void GK(fill)(const ln_grid_args *a, int64_t n, int64_t p0, int64_t nb, int64_t *off, T *w, T *dw) {
+  const T *g = (const T *)a->grid + (n * a->P + p0) * a->sd;
+  const int pad = a->padding, al = a->align;
+  const int64_t *size = a->size;
+  /* (mode and sd constants in each loop: the taps' branches fold away) */
+#define GK_FILL(MODE, SD) for (int64_t j = 0; j < nb; j++) GK(taps)(g + j * SD, SD, size, MODE, pad, al, off, w, dw, GB, j)
+  switch (a->mode * 4 + a->sd) {
+    case GS_BILINEAR * 4 + 2: GK_FILL(GS_BILINEAR, 2); break;
+    case GS_BILINEAR * 4 + 3: GK_FILL(GS_BILINEAR, 3); break;
+    case GS_NEAREST * 4 + 2: GK_FILL(GS_NEAREST, 2); break;
+    case GS_NEAREST * 4 + 3: GK_FILL(GS_NEAREST, 3); break;
+    default: GK_FILL(GS_BICUBIC, 2); break;
+  }
+#undef GK_FILL
+}
+
+/* y[j] = sum_k w_k x[off_k] (K a constant after inlining) */
+static inline __attribute__((always_inline)) void GK(combine)(int K, int64_t nb, const int64_t *off, const T *w,
+                                                               const T *restrict x, T *restrict y) {
+  for (int64_t j = 0; j < nb; j++) {
+    T acc = 0;
+    for (int k = 0; k < K; k++) acc += w[k * GB + j] * x[off[k * GB + j]];
+    y[j] = acc;
+  }
+}
+
+/* the block of nb points at p0 of sample n, every channel */
+LN_SIMD static void GK(fwd_block)(const ln_grid_args *a, int K, int64_t n, int64_t p0, int64_t nb) {
+    int64_t off[16 * GB];
+    T w[16 * GB];
+    GK(fill)(a, n, p0, nb, off, w, NULL);
+    for (int64_t c = 0; c < a->C; c++) {
+      const T *x = (const T *)a->in + (n * a->C + c) * a->PI;
+      T *y = (T *)a->out + (n * a->C + c) * a->P + p0;
+      switch (K) {
+        case 1: GK(combine)(1, nb, off, w, x, y); break;
+        case 4: GK(combine)(4, nb, off, w, x, y); break;
+        case 8: GK(combine)(8, nb, off, w, x, y); break;
+        default: GK(combine)(16, nb, off, w, x, y); break;
+      }
+    }
+}
+
+static void GK(fwd)(const ln_grid_args *a, int nt) {
+  const int64_t nblk = (a->P + GB - 1) / GB, items = a->N * nblk;
+  const int K = taps_of(a);
+  _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")
+  for (int64_t it = 0; it < items; it++) {
+    int64_t n = it / nblk, p0 = (it % nblk) * GB;
+    GK(fwd_block)(a, K, n, p0, LN_MIN(GB, a->P - p0));
+  }
+}
+
+/* The backward of sample n's channels [c0, c1) over points [pb, pe): din's
+ * planes of those channels get their scatter (zeroed first when zero), and
+ * dg (points pb.., sd per point) these channels' part of the grid gradient. */
+static inline __attribute__((always_inline)) void GK(bwd_part)(const ln_grid_args *a, int K, int SD, int64_t n,
+                                                                int64_t c0, int64_t c1, int64_t pb, int64_t pe, T *dg,
+                                                                int zero) {
+  int64_t off[16 * GB];
+  T w[16 * GB], dw[32 * GB], acc[3 * GB];
+  T *dwp = dg ? dw : NULL;
+  if (a->din && zero) memset((T *)a->din + (n * a->C + c0) * a->PI, 0, (size_t)((c1 - c0) * a->PI) * sizeof(T));
+  for (int64_t p0 = pb; p0 < pe; p0 += GB) {
+    int64_t nb = LN_MIN(GB, pe - p0);
+    GK(fill)(a, n, p0, nb, off, w, dwp);
+    if (dg) memset(acc, 0, sizeof acc);
+    for (int64_t c = c0; c < c1; c++) {
+      const T *restrict gy = (const T *)a->dout + (n * a->C + c) * a->P + p0;
+      const T *restrict x = (const T *)a->in + (n * a->C + c) * a->PI;
+      T *restrict dx = a->din ? (T *)a->din + (n * a->C + c) * a->PI : NULL;
+      for (int64_t j = 0; j < nb; j++) {   /* (each tap's value read once for every component) */
+        T gj = gy[j], s[3] = {0, 0, 0};
+        for (int k = 0; k < K; k++) {
+          int64_t o = off[k * GB + j];
+          if (dx) dx[o] += w[k * GB + j] * gj;
+          if (dg) {
+            T v = x[o];
+            for (int e = 0; e < SD; e++) s[e] += dw[(e * K + k) * GB + j] * v;
+          }
+        }
+        if (dg)
+          for (int e = 0; e < SD; e++) acc[e * GB + j] += gj * s[e];
+      }
+    }
+    if (dg)
+      for (int64_t j = 0; j < nb; j++)
+        for (int e = 0; e < SD; e++) dg[(p0 - pb + j) * SD + e] = acc[e * GB + j];
+  }
+}
+LN_SIMD static void GK(bwd_k)(const ln_grid_args *a, int K, int64_t n, int64_t c0, int64_t c1, int64_t pb, int64_t pe,
+                      T *dg, int zero) {
+  switch (K) {   /* (K constant in each copy) */
+    case 1: GK(bwd_part)(a, 1, 1, n, c0, c1, pb, pe, NULL, zero); break;   /* (nearest: no grid gradient) */
+    case 4: GK(bwd_part)(a, 4, 2, n, c0, c1, pb, pe, dg, zero); break;
+    case 8: GK(bwd_part)(a, 8, 3, n, c0, c1, pb, pe, dg, zero); break;
+    default: GK(bwd_part)(a, 16, 2, n, c0, c1, pb, pe, dg, zero); break;
+  }
+}
+
+static int GK(bwd)(const ln_grid_args *a, int nt) {
+  const int K = taps_of(a), sd = a->sd;
+  T *dgrid = (T *)a->dgrid;
+  if (a->N == 0) return 0;
+  if (dgrid && a->mode == GS_NEAREST) {   /* (no gradient through rounding) */
+    memset(dgrid, 0, (size_t)(a->N * a->P * sd) * sizeof(T));
+    dgrid = NULL;
+  }
+  if (!a->din) {   /* grid gradient only: any split of the points is race-free */
+    const int64_t nblk = (a->P + GB - 1) / GB, items = a->N * nblk;
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")
+    for (int64_t it = 0; it < items; it++) {
+      int64_t n = it / nblk, p0 = (it % nblk) * GB, pe = LN_MIN(p0 + GB, a->P);
+      GK(bwd_k)(a, K, n, 0, a->C, p0, pe, dgrid ? dgrid + (n * a->P + p0) * sd : NULL, 1);
+    }
+    return 0;
+  }
+  /* the input gradient scatters within its own planes: work items are
+   * (sample, channel chunk), so no two threads add into one plane; with
+   * several chunks each keeps its part of the grid gradient, summed after */
+  int64_t nch = a->N >= nt ? 1 : LN_MIN(a->C, (nt + a->N - 1) / a->N);
+  if (nch < 1) nch = 1;
+  T *part = NULL;
+  const int64_t ng = a->N * a->P * sd;
+  if (dgrid && nch > 1) {
+    part = malloc((size_t)(nch * ng) * sizeof(T));
+    if (!part) return ln_error("grid_sample_backward: out of memory for %lld partial grid gradients", (long long)nch);
+  }
+  const int64_t items = a->N * nch;
+  _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")
+  for (int64_t it = 0; it < items; it++) {
+    int64_t n = it / nch, ch = it % nch;
+    int64_t c0 = a->C * ch / nch, c1 = a->C * (ch + 1) / nch;
+    T *dg = !dgrid ? NULL : part ? part + ch * ng + n * a->P * sd : dgrid + n * a->P * sd;
+    GK(bwd_k)(a, K, n, c0, c1, 0, a->P, dg, 1);
+  }
+  if (part) {
+    _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")
+    for (int64_t i = 0; i < ng; i++) {
+      T s = 0;
+      for (int64_t ch = 0; ch < nch; ch++) s += part[ch * ng + i];
+      dgrid[i] = s;
+    }
+    free(part);
+  }
+  return 0;
+}
+
+#undef GK
+#undef GK_CAT
+#undef GK_CAT2
