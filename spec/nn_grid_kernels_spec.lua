@@ -81,6 +81,22 @@ describe('grid_sample kernels vs the composition (float64)', function()
     end
   end)
 
+  it('a point outside reads zeros, never element 0 (an inf there gave NaN; torch 1.13 gives 0)', function()
+    local x = lunet.ones(1, 1, 3, 3)
+    x[1][1][1][1] = math.huge
+    local g = lunet.tensor({ { { { 5, 5 }, { 0.9, 0.9 } } } })
+    -- (torch 1.13: bilinear {0, 0.4225}, nearest {0, 1}, bicubic {0, 0.4450})
+    for mode, want in pairs({ bilinear = 0.4225, nearest = 1, bicubic = 0.4450 }) do
+      local y = F.grid_sample(x, g, { mode = mode, padding_mode = 'zeros', align_corners = false })
+      assert.equal(0, y[1][1][1][1]:item(), mode)
+      assert.is_true(math.abs(y[1][1][1][2]:item() - want) < 1e-4, mode)
+      local xg, gg = x:clone():requires_grad_(), g:clone():requires_grad_()
+      F.grid_sample(xg, gg, { mode = mode, padding_mode = 'zeros', align_corners = false }):sum():backward()
+      assert.is_false(xg.grad:isnan():any():item(), mode)
+      if mode ~= 'nearest' then assert.equal(0, gg.grad[1][1][1]:abs():sum():item(), mode) end
+    end
+  end)
+
   it('an empty batch, channels or grid: empty outputs and gradients', function()
     for _, s in ipairs({ { { 0, 2, 3, 3 }, { 0, 2, 2, 2 } }, { { 2, 0, 3, 3 }, { 2, 2, 2, 2 } },
       { { 2, 2, 3, 3 }, { 2, 0, 2, 2 } }, { { 1, 2, 2, 3, 3 }, { 1, 2, 0, 2, 3 } } }) do

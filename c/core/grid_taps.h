@@ -8,8 +8,9 @@
  * A point's taps are the input positions it reads (1 nearest, 4 bilinear,
  * 8 trilinear, 16 bicubic): off (within one input plane), w the weight, and
  * dw[a] dw/dgrid[a] (the source coordinate's derivative folded in). A tap
- * outside the input (padding 'zeros') gets off 0 and weight 0, so the
- * callers read and add without branches. Arrays are strided by `bs`: tap k
+ * outside the input (padding 'zeros') gets off -1 and weight 0: the callers
+ * read 0 there, never element 0 (whose inf or NaN times 0 was NaN, where
+ * torch gives 0). Arrays are strided by `bs`: tap k
  * of point j is at [k*bs + j], derivative a at dw[(a*K + k)*bs + j]. */
 #define GS_CAT2(a, b) a##_##b
 #define GS_CAT(a, b) GS_CAT2(a, b)
@@ -89,7 +90,7 @@ GS_FN void GS(taps)(const GT *g, int sd, const int64_t *size, int mode, int padd
       if (ok) o += (int64_t)r * stride;
       stride *= size[a];
     }
-    off[j] = ok ? o : 0;
+    off[j] = ok ? o : -1;
     w[j] = ok ? (GT)1 : (GT)0;
     return;
   }
@@ -109,7 +110,7 @@ GS_FN void GS(taps)(const GT *g, int sd, const int64_t *size, int mode, int padd
     for (int jy = 0; jy < 4; jy++)
       for (int jx = 0; jx < 4; jx++) {
         int k = jy * 4 + jx, ok = in[0][jx] && in[1][jy];
-        off[k * bs + j] = ok ? ix[1][jy] * size[0] + ix[0][jx] : 0;
+        off[k * bs + j] = ok ? ix[1][jy] * size[0] + ix[0][jx] : -1;
         w[k * bs + j] = ok ? wc[0][jx] * wc[1][jy] : (GT)0;
         if (dw) {
           dw[k * bs + j] = ok ? dc[0][jx] * wc[1][jy] * m[0] : (GT)0;
@@ -145,7 +146,7 @@ GS_FN void GS(taps)(const GT *g, int sd, const int64_t *size, int mode, int padd
       wa[a] = bit ? t[a] : 1 - t[a];
     }
     GT wk = wa[0] * wa[1] * wa[2];
-    off[k * bs + j] = ok ? o : 0;
+    off[k * bs + j] = ok ? o : -1;
     w[k * bs + j] = ok ? wk : (GT)0;
     if (dw)
       for (int a = 0; a < sd; a++) {

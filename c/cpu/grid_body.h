@@ -27,7 +27,10 @@ static inline __attribute__((always_inline)) void GK(combine)(int K, int64_t nb,
                                                                const T *restrict x, T *restrict y) {
   for (int64_t j = 0; j < nb; j++) {
     T acc = 0;
-    for (int k = 0; k < K; k++) acc += w[k * GB + j] * x[off[k * GB + j]];
+    for (int k = 0; k < K; k++) {
+      int64_t o = off[k * GB + j];
+      acc += w[k * GB + j] * (o >= 0 ? x[o] : (T)0);
+    }
     y[j] = acc;
   }
 }
@@ -81,6 +84,7 @@ static inline __attribute__((always_inline)) void GK(bwd_part)(const ln_grid_arg
         T gj = gy[j], s[3] = {0, 0, 0};
         for (int k = 0; k < K; k++) {
           int64_t o = off[k * GB + j];
+          if (o < 0) continue;   /* (outside: no value, no gradient) */
           if (dx) dx[o] += w[k * GB + j] * gj;
           if (dg) {
             T v = x[o];

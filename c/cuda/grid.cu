@@ -48,7 +48,7 @@ template <typename T> __global__ void grid_fwd_k(lnc_grid a) {
     for (int64_t c = 0; c < a.C; c++) {
       const T *x = (const T *)a.in + (n * a.C + c) * a.PI;
       T acc = 0;
-      for (int k = 0; k < K; k++) acc += w[k] * x[off[k]];
+      for (int k = 0; k < K; k++) acc += off[k] >= 0 ? w[k] * x[off[k]] : (T)0;
       ((T *)a.out)[(n * a.C + c) * a.P + p] = acc;
     }
   }
@@ -64,13 +64,13 @@ template <typename T> __global__ void grid_bwd_k(lnc_grid a, int want_dgrid) {
       T g = ((const T *)a.dout)[(n * a.C + c) * a.P + p];
       if (a.din) {
         T *dx = (T *)a.din + (n * a.C + c) * a.PI;
-        for (int k = 0; k < K; k++) atomicAdd(dx + off[k], w[k] * g);
+        for (int k = 0; k < K; k++) if (off[k] >= 0) atomicAdd(dx + off[k], w[k] * g);
       }
       if (want_dgrid) {
         const T *x = (const T *)a.in + (n * a.C + c) * a.PI;
         for (int e = 0; e < sd; e++) {
           T s = 0;
-          for (int k = 0; k < K; k++) s += dw[e * K + k] * x[off[k]];
+          for (int k = 0; k < K; k++) if (off[k] >= 0) s += dw[e * K + k] * x[off[k]];
           acc[e] += g * s;
         }
       }
