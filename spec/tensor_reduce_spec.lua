@@ -263,6 +263,28 @@ end)
 describe('norm', function()
   local t = lunet.tensor{{3, -4}, {0, 12}}
 
+  it('a zero norm has a zero gradient, as torch 1.13 (the root and |a|^p, p < 1, gave NaN)', function()
+    for _, p in ipairs({ 2, 1, 3, 0.5, math.huge }) do
+      local x = lunet.zeros(3, { dtype = 'float64' }):requires_grad_()
+      x:norm(p):backward()
+      assert.tensor_near(x.grad, { 0, 0, 0 }, 0)
+    end
+    -- per row: a zero row beside others (torch 1.13's values)
+    local x = lunet.tensor({ { 0, 0 }, { 1, 2 } }, { dtype = 'float64' }):requires_grad_()
+    x:norm(2, 2):sum():backward()
+    assert.tensor_near(x.grad, { { 0, 0 }, { 1 / math.sqrt(5), 2 / math.sqrt(5) } }, 1e-15)
+    x = lunet.tensor({ { 0, 0.5 }, { 1, 2 } }, { dtype = 'float64' }):requires_grad_()
+    x:norm(0.5, 2):sum():backward()
+    assert.tensor_near(x.grad, { { 0, 1 }, { 1 + math.sqrt(2), 1 + 1 / math.sqrt(2) } }, 1e-12)
+    -- away from zero the gradient is unchanged (float64 finite differences)
+    local gradcheck = require 'gradcheck'
+    for _, p in ipairs({ 2, 1.5, 0.5, 3 }) do
+      local ok, msg = gradcheck(function(t) return t:norm(p, 2) end,
+        { (lunet.rand(3, 4, { dtype = 'float64' }) + 0.2):requires_grad_() })
+      assert(ok, msg)
+    end
+  end)
+
   it('2-norm by default, other orders and per dim', function()
     assert.near(13, t:norm():item(), 1e-6)
     assert.near(19, t:norm(1):item(), 1e-6)

@@ -142,9 +142,21 @@ return function(def, unary)
         if p == math.huge then return a:abs():amax(dim, keepdim) end
         return orig(a, p, dim, keepdim)
       end
-      local x = p == 2 and a * a or a:abs():pow(p)
+      -- (the root's derivative is infinite at a zero sum, and |a|^p's at a
+      -- zero entry when p < 1: both kept out of the root and the power by
+      -- masked fills, so a zero norm has the zero gradient torch gives)
+      local x
+      if p == 2 then x = a * a
+      elseif p >= 1 then x = a:abs():pow(p)
+      else
+        local absa = a:abs()
+        local z = absa:eq(0)
+        x = absa:masked_fill(z, 1):pow(p):masked_fill(z, 0)
+      end
       local s = dim == nil and x:sum() or x:sum(dim, keepdim)
-      return p == 2 and s:sqrt() or s:pow(1 / p)
+      local z = s:eq(0)
+      s = s:masked_fill(z, 1)
+      return (p == 2 and s:sqrt() or s:pow(1 / p)):masked_fill(z, 0)
     end
   end })
 end
