@@ -5,7 +5,7 @@ float64, well-conditioned matrices with distinct eigen/singular values:
 torch.autograd.functional.hessian of a scalar function of one or a few
 inputs (3x3 and batched 2x3x3, some rectangular):
 
-  logdet, det, inv, solve (a quadratic form, batched, broadcast), cholesky
+  logdet, det (also singular), inv, solve (a quadratic form, batched, broadcast), cholesky
   (a Gaussian log-likelihood, upper), MultivariateNormal.log_prob, qr
   (square, tall, wide), eigh / eigvalsh, svd / svdvals (square, tall),
   matrix norms (nuclear, spectral, -2, frobenius), vector_norm, pinv,
@@ -79,6 +79,8 @@ def gauss(mu, A, X):
 case("logdet", lambda A: LA.slogdet(A)[1], [wellcond(3, 3)])
 case("logdet_batched", lambda A: LA.slogdet(A)[1].sum(), [wellcond(2, 3, 3)])
 case("det", lambda A: LA.det(A), [wellcond(3, 3)])
+# rank 2: det's gradient is the cofactors (through the SVD), still differentiable
+case("det_singular", lambda A: LA.det(A), [torch.tensor([[1.0, 2, 3], [2, 4, 6], [1, 0, 1]], dtype=D)])
 case("det_batched", lambda A, c: (LA.det(A) * c).sum(), [wellcond(2, 3, 3)], [torch.tensor([1.0, -0.5], dtype=D)])
 case("inv", lambda A, C: (LA.inv(A) * C).sum(), [wellcond(3, 3)], [rnd(3, 3)])
 case("solve_quad", lambda A, b: (b * LA.solve(A, b)).sum(), [wellcond(3, 3), rnd(3)])
