@@ -217,10 +217,10 @@ describe('autograd.grad semantics', function()
 
   it('an unsupported double backward raises a named error at the second backward', function()
     local x = lunet.randn(3, 3, { dtype = 'float64' }):requires_grad_()
-    local y = lunet.linalg.det(x * x):pow(2)
+    local y = (x * x + 0.5):polygamma(0):sum():pow(2)   -- (linalg.det has one now: spec/autograd_linalg2_spec.lua)
     local g = A.grad(y, x, { create_graph = true })[1]   -- the first backward works
     assert.is_true(g.requires_grad)
-    assert.matches('double backward through linalg.det is not supported yet', fx.err_of(function() g:sum():backward() end), 1, true)
+    assert.matches('double backward through polygamma is not supported yet', fx.err_of(function() g:sum():backward() end), 1, true)
   end)
 
   it('the ordinary backward gives the same gradients as before', function()
@@ -303,7 +303,7 @@ describe('double backward of each op (finite differences of the gradient)', func
 
   it('named errors for the ops without a double backward yet (at the second backward)', function()
     for name, f in pairs({
-      ['linalg.det'] = function(a) return lunet.linalg.det((a * a):narrow(2, 1, 3)) end,
+      polygamma = function(a) return (a * a + 0.5):polygamma(0) end,
     }) do
       local gname = name:match('^%S+')
       local e = fx.err_of(function() local ok, m = gradcheck(gg(f), { x }); return ok, m end)

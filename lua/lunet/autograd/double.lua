@@ -251,9 +251,23 @@ local function supported(n, f)
   return (KINDS[f.kind] or f.kind == 'custom' and f.backward) and not NOT[n.name] and true or false
 end
 
+-- nodes that say where their saved tensors come from (n.live, field -> 1 or
+-- 2: that input's edge, 0: the node's own output, or a node: the output of
+-- a sibling, lunet.linalg's factorizations): their backwards are made of
+-- tensor ops and linalg calls, run on the live tensors
+local function run_live(n, g)
+  local proxy = setmetatable({}, { __index = n })
+  for field, e in pairs(n.live) do
+    local s = rawget(n, field)
+    if is_tensor(s) then proxy[field] = live(s, e == 0 and n or type(e) == 'number' and n[e] or e) end
+  end
+  return n.fn(proxy, g)
+end
+
 -- n's backward with grad g, recorded (grad mode is on)
 function D.run(n, g)
   if n.grads or n.name == 'copy_' then return n.fn(n, g) end   -- (the roots of autograd.grad, autograd.backward; copy_'s tensor ops)
+  if n.live then return run_live(n, g) end
   if n.geo and NODES[n.name] then return NODES[n.name](n, g) end
   if TENSOR_NODES[n.name] and not formulas[n.name] then return n.fn(n, g) end
   local f = formulas[n.name]

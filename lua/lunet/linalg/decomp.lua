@@ -22,6 +22,7 @@ return function(linalg)
   end
 
   local CHOL_OPTS = { upper = 'boolean' }
+  local LIVE_R = { r = 0 }   -- (the saved tensors' sources, for create_graph: lunet.autograd.double)
   function linalg.cholesky(A, opts)
     local fn = 'linalg.cholesky'
     L.check(fn, A, 'A', true)
@@ -40,7 +41,7 @@ return function(linalg)
     end
     local Lw = mT(buf):tril()
     local r = upper and mT(Lw) or Lw
-    return L.record(r, chol_bw, fn, { r = r, upper = upper }, A)
+    return L.record(r, chol_bw, fn, { r = r, upper = upper }, A, nil, LIVE_R)
   end
 
   -- ---- qr: for m >= n, gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q; for
@@ -126,7 +127,8 @@ return function(linalg)
     end
     local Q = mT(qbuf)
     local fields = { Q = Q, R = R, mode = mode, A = A:detach() }
-    return L.record(Q, qrQ_bw, fn, fields, A), L.record(R, qrR_bw, fn, fields, A)
+    local live = { A = 1 }   -- (and the nodes of Q and R)
+    return L.record(Q, qrQ_bw, fn, fields, A, nil, live, 'Q'), L.record(R, qrR_bw, fn, fields, A, nil, live, 'R')
   end
 
   -- ---- eigh: gA = V (diag(gL) + skew(V^T gV) / E) V^T, skew(X) = (X - X^T) / 2,
@@ -175,7 +177,8 @@ return function(linalg)
     end
     local V = mT(buf)
     local fields = { V = V, w = w }
-    return L.record(w, eigvals_bw, fn, fields, A), L.record(V, eigvecs_bw, fn, fields, A)
+    local live = {}   -- (the nodes of w and V)
+    return L.record(w, eigvals_bw, fn, fields, A, nil, live, 'w'), L.record(V, eigvecs_bw, fn, fields, A, nil, live, 'V')
   end
 
   -- eigvalsh(A[, UPLO]): the eigenvalues alone

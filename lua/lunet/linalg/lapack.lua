@@ -106,12 +106,18 @@ end
 
 -- autograd: r (a result) gets a node of backward bw over the inputs a[, b]
 -- when one needs a gradient; fields (a table) go into the node, tensors
--- among them saved (an in-place change to them is refused at backward)
+-- among them saved (an in-place change to them is refused at backward).
+-- live (field -> 1 or 2: that input, 0: r, or the node of another result
+-- of the same call) says what each saved tensor is, so that create_graph
+-- runs bw on them "live" and the gradient it gives is differentiable
+-- (lunet.autograd.double); `as` names r in a live table the results share.
 local AG = require 'lunet.autograd'
-function M.record(r, bw, name, fields, a, b)
+function M.record(r, bw, name, fields, a, b, live, as)
   if not (AG.is_grad_enabled() and (AG.needs(a) or AG.needs(b))) then return r end
   local n = AG.node(bw, name, AG.edge(a), AG.edge(b))
   for k, v in pairs(fields) do n[k] = AG.saved(v) end
+  n.live = live
+  if as then live[as] = n end
   return AG.attach(r, n)
 end
 M.sum_to = AG.sum_to

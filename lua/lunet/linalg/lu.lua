@@ -81,9 +81,12 @@ return function(linalg)
     return gd * L.mT(linalg.inv(A))
   end
 
+  -- (the saved tensors' sources, for create_graph: lunet.autograd.double)
+  local LIVE_A_R, LIVE_A, LIVE_R = { A = 1, r = 0 }, { A = 1 }, { r = 0 }
+
   function linalg.det(A)
     local d = dets('linalg.det', A, false)
-    return L.record(d, det_bw, 'linalg.det', { A = A:detach(), r = d }, A)
+    return L.record(d, det_bw, 'linalg.det', { A = A:detach(), r = d }, A, nil, LIVE_A_R)
   end
 
   local function slogdet_bw(nd, g)
@@ -93,7 +96,7 @@ return function(linalg)
   -- slogdet(A) -> sign, logabsdet (torch's named tuple, in its order)
   function linalg.slogdet(A)
     local s, la = dets('linalg.slogdet', A, true)
-    return s, L.record(la, slogdet_bw, 'linalg.slogdet', { A = A:detach() }, A)
+    return s, L.record(la, slogdet_bw, 'linalg.slogdet', { A = A:detach() }, A, nil, LIVE_A)
   end
 
   -- solve the col-major batch b (count x (n, k)) in place with the LU of a
@@ -125,7 +128,7 @@ return function(linalg)
     -- (I is its own col-major copy; the solution comes back transposed)
     local I = L.eye(n, A.dtype):expand(A:size()):clone()
     local X = L.mT(lu_solve(fn, A, I, count, n, n))
-    return L.record(X, inv_bw, fn, { r = X }, A)
+    return L.record(X, inv_bw, fn, { r = X }, A, nil, LIVE_R)
   end
 
   -- the batch shape both broadcast to (tables, without the matrix dims)
@@ -142,9 +145,10 @@ return function(linalg)
     return out
   end
 
+  -- (A saved as given, expanded here: a live A then sums its gradient back)
   local function solve_bw(nd, g)
-    local A, X, vec = nd.A, nd.X, nd.vec
-    if vec then g = g:unsqueeze(-1) end
+    local A, X, vec = nd.A:expand(nd.shA), nd.r, nd.vec
+    if vec then g, X = g:unsqueeze(-1), X:unsqueeze(-1) end
     local gB = linalg.solve(L.mT(A), g)
     local gA, gb
     if nd[1] then gA = L.sum_to(-(gB:matmul(L.mT(X))), nd.sa) end
@@ -187,6 +191,7 @@ return function(linalg)
     local Bc = L.colmajor(B2:expand(shB))
     local X = L.mT(lu_solve(fn, Ae, Bc, count, n, k))
     local out = vec and X:squeeze(-1) or X
-    return L.record(out, solve_bw, fn, { A = Ae, X = X, vec = vec, sa = A:size(), sb = B:size() }, A, B)
+    return L.record(out, solve_bw, fn, { A = A:detach(), shA = shA, r = out, vec = vec, sa = A:size(), sb = B:size() },
+      A, B, LIVE_A_R)
   end
 end

@@ -11,6 +11,7 @@ local raise, typename, is_tensor = options.raise, core.typename, T.is_tensor
 
 return function(linalg)
   local INF = math.huge
+  local LIVE_A_R = { a = 1, r = 0 }   -- (the saved tensors' sources, for create_graph: lunet.autograd.double)
 
   local function float_input(fn, x)
     if not is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(fn, typename(x))) end
@@ -80,7 +81,7 @@ return function(linalg)
     local keep = {}
     for i, v in ipairs(dims or {}) do keep[i] = v end
     return L.record(s, pnorm_bw, fn, { a = d, r = s, p = ord, dims = dims and keep or nil,
-      keepdim = keepdim or dims == nil }, x)
+      keepdim = keepdim or dims == nil }, x, nil, LIVE_A_R)
   end
 
   -- matrix_norm(A[, ord = 'fro'[, dim = {-2, -1}[, keepdim = false]]])

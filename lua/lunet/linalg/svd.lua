@@ -97,8 +97,9 @@ return function(linalg)
     opts = options.check(fn, opts, SVD_OPTS)
     local full = not (opts and opts.full_matrices == false)
     local U, S, Vh = gesdd(fn, A, full and 'A' or 'S')
-    local f = { U = U, S = S, Vh = Vh }
-    return L.record(U, U_bw, fn, f, A), L.record(S, S_bw, fn, f, A), L.record(Vh, Vh_bw, fn, f, A)
+    local f, live = { U = U, S = S, Vh = Vh }, {}   -- (live: the nodes of U, S and Vh)
+    return L.record(U, U_bw, fn, f, A, nil, live, 'U'), L.record(S, S_bw, fn, f, A, nil, live, 'S'),
+      L.record(Vh, Vh_bw, fn, f, A, nil, live, 'Vh')
   end
 
   function linalg.svdvals(A)
@@ -108,8 +109,9 @@ return function(linalg)
       local _, S = gesdd(fn, A, 'N')
       return S
     end
-    local U, S, Vh = gesdd(fn, A, 'S')
-    return L.record(S, S_bw, fn, { U = U, S = S, Vh = Vh }, A)
+    -- (U and Vh recorded too: S's gradient is differentiable through them)
+    local _, S = linalg.svd(A, { full_matrices = false })
+    return S
   end
 
   -- the cut-off below which singular values count as zero: max(atol, rtol smax),
