@@ -10,6 +10,7 @@ region: the spec holds lunet to 1e-12 of mpmath and to torch within torch's
 own error); "a32", "x32" with torch's float32 "igamma32", "igammac32"; the
 edge cases "ea", "ex" with "eigamma", "eigammac"; "ga", "gx" with the x
 gradients "gp", "gq" of sum(igamma(a, x)), sum(igammac(a, x)).
+linalg_lu: see lu_fixtures.
 Run:  /usr/bin/python3 tools/gen_igamma_lu_fixtures.py
 """
 import os
@@ -55,5 +56,48 @@ def igamma_fixtures():
     g.write("igamma.safetensors", t, [])
 
 
+def lu_fixtures():
+    """linalg_lu: for each matrix "<n>.A" (float64 unless named f32): torch's
+    "<n>.LU", "<n>.piv", "<n>.info" (lu_factor_ex), "<n>.P", "<n>.L", "<n>.U"
+    (lu), and the A gradients "<n>.dA_lu" of sum(L * wL) + sum(U * wU) and
+    "<n>.dA_factor" of sum(LU * wLU) (weights stored); the lu_solve case "s"
+    with B, its solutions (plain, adjoint, left = false on B^T) and the LU and
+    B gradients of sum(X * wX)."""
+    torch.manual_seed(7)
+    t = {}
+    mats = {"sq": torch.randn(3, 3), "wide": torch.randn(2, 4), "tall": torch.randn(4, 2),
+            "batch": torch.randn(2, 3, 3), "sing": torch.tensor([[1., 2, 3], [2, 4, 6], [1, 0, 1]]),
+            "f32": torch.randn(4, 4)}
+    for n, A in mats.items():
+        A = A.float() if n == "f32" else A.double()
+        t[f"{n}.A"] = A
+        LU, piv, info = torch.linalg.lu_factor_ex(A)
+        P, L, U = torch.linalg.lu(A)
+        t.update({f"{n}.LU": LU, f"{n}.piv": piv, f"{n}.info": info, f"{n}.P": P, f"{n}.L": L, f"{n}.U": U})
+        if n in ("sing", "f32"):
+            continue
+        wL, wU, wLU = torch.randn(L.shape).double(), torch.randn(U.shape).double(), torch.randn(LU.shape).double()
+        a = A.clone().requires_grad_(True)
+        _, L2, U2 = torch.linalg.lu(a)
+        ((L2 * wL).sum() + (U2 * wU).sum()).backward()
+        t.update({f"{n}.wL": wL, f"{n}.wU": wU, f"{n}.dA_lu": a.grad})
+        a = A.clone().requires_grad_(True)
+        (torch.linalg.lu_factor(a)[0] * wLU).sum().backward()
+        t.update({f"{n}.wLU": wLU, f"{n}.dA_factor": a.grad})
+    A = torch.randn(3, 3).double() + 2 * torch.eye(3).double()
+    B = torch.randn(3, 2).double()
+    LU, piv = torch.linalg.lu_factor(A)
+    wX = torch.randn(3, 2).double()
+    t.update({"s.A": A, "s.B": B, "s.LU": LU, "s.piv": piv, "s.wX": wX,
+              "s.X": torch.linalg.lu_solve(LU, piv, B), "s.Xadj": torch.linalg.lu_solve(LU, piv, B, adjoint=True),
+              "s.Xright": torch.linalg.lu_solve(LU, piv, B.T.contiguous(), left=False)})
+    for tag, kw in (("", {}), ("adj", {"adjoint": True})):
+        lu, b = LU.clone().requires_grad_(True), B.clone().requires_grad_(True)
+        (torch.linalg.lu_solve(lu, piv, b, **kw) * wX).sum().backward()
+        t[f"s.dLU{tag}"], t[f"s.dB{tag}"] = lu.grad, b.grad
+    g.write("linalg_lu.safetensors", t, [])
+
+
 if __name__ == "__main__":
     igamma_fixtures()
+    lu_fixtures()
