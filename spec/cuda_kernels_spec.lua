@@ -215,7 +215,7 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
 
   local BINARY = {'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
                   'logical_and', 'logical_or', 'fmod', 'atan2', 'hypot', 'logaddexp', 'logaddexp2',
-                  'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_left_shift', 'bitwise_right_shift', 'gcd', 'lcm'}
+                  'igamma', 'igammac', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_left_shift', 'bitwise_right_shift', 'gcd', 'lcm'}
   it_dev('binary ops: every op and dtype, broadcast, non-contiguous, scalars, in place', function()
     for _, dt in ipairs(DTYPES) do
       for _, op in ipairs(BINARY) do
@@ -233,6 +233,14 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
         if a[op .. '_'] then
           check(('%s_ %s in place'):format(op, dt), function(x, y) local z = x:clone(); z[op .. '_'](z, y); return z end, {a, b})
         end
+      end
+    end
+    -- (rand's values are half negative, NaN above: positive a and x here)
+    for _, dt in ipairs({'float32', 'float64'}) do
+      local a, x = rand({33, 17}, dt):abs() + 0.01, rand({33, 17}, dt):abs():t()
+      for _, op in ipairs({'igamma', 'igammac'}) do
+        check(('%s %s positive'):format(op, dt), function(p, q) return p[op](p, q) end, {a, x})
+        check(('%s %s near a = x'):format(op, dt), function(p) return p[op](p, p + 1) end, {a * 50})
       end
     end
     check('add_ with alpha (axpy)', function(x, y) local z = x:clone(); z:add_(y, 0.25); return z end,

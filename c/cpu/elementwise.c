@@ -114,6 +114,8 @@ DEF_LOGADDEXP(logaddexp_f64, double, F64)
       case LN_HYPOT: BIN_LOOP(T, T, HYPOT(a_, b_)); break;                         \
       case LN_LOGADDEXP: BIN_LOOP(T, T, LAE(a_, b_)); break;                       \
       case LN_LOGADDEXP2: BIN_LOOP(T, T, LAE##2(a_, b_)); break;                   \
+      case LN_IGAMMA: BIN_LOOP(T, T, (T)ln_igamma(a_, b_)); break;                 \
+      case LN_IGAMMAC: BIN_LOOP(T, T, (T)ln_igammac(a_, b_)); break;               \
     }                                                                              \
   }
 

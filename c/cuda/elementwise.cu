@@ -237,6 +237,8 @@ __device__ __forceinline__ T float_op(int op, T a, T b, double alpha) {
     case LN_HYPOT: return hypot(a, b);
     case LN_LOGADDEXP: return logaddexp(a, b, false);
     case LN_LOGADDEXP2: return logaddexp(a, b, true);
+    case LN_IGAMMA: return (T)ln_igamma((double)a, (double)b);
+    case LN_IGAMMAC: return (T)ln_igammac((double)a, (double)b);
   }
   return 0;
 }

@@ -290,6 +290,7 @@ typedef enum ln_binary_op {
   LN_ADD = 0, LN_SUB, LN_MUL, LN_DIV, LN_POW, LN_MAXIMUM, LN_MINIMUM,
   LN_EQ, LN_NE, LN_LT, LN_LE, LN_GT, LN_GE, LN_LOGICAL_AND, LN_LOGICAL_OR,
   LN_FMOD, LN_ATAN2, LN_HYPOT, LN_LOGADDEXP, LN_LOGADDEXP2,
+  LN_IGAMMA, LN_IGAMMAC,   /* regularized incomplete gamma P(a, x), Q(a, x): float only */
   /* integer and bool only (shifts, gcd, lcm: integer only); shift counts
    * are taken modulo the bit width (32 for uint8), as torch 1.13's CPU gives */
   LN_BITWISE_AND, LN_BITWISE_OR, LN_BITWISE_XOR, LN_BITWISE_LSHIFT, LN_BITWISE_RSHIFT,

@@ -12,7 +12,7 @@ static const char *unary_names[] = {
   "bitwise_not", "clamp"};
 static const char *binary_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-  "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2",
+  "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2", "igamma", "igammac",
   "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm",
   "add_scaled"};
 
@@ -153,7 +153,8 @@ int ln_clamp_(ln_tensor *a, double lo, double hi) {
 static int compute_dtype(const char *fn, const char *us, int *op, int ct) {
   /* hypot and logaddexp have no integer kernel in PyTorch (two integer
    * tensors are refused there too; with a float operand they promote) */
-  if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2) && !ln_is_float(ct))
+  if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2 || *op == LN_IGAMMA || *op == LN_IGAMMAC) &&
+      !ln_is_float(ct))
     return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn, us,
                     ln_dtype_name(ct));
   /* bitwise ops, gcd and lcm have no float kernel in torch either; shifts,

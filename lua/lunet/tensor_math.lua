@@ -87,7 +87,7 @@ local binary_ops = {
   maximum = C.LN_MAXIMUM, minimum = C.LN_MINIMUM, eq = C.LN_EQ, ne = C.LN_NE, lt = C.LN_LT,
   le = C.LN_LE, gt = C.LN_GT, ge = C.LN_GE, logical_and = C.LN_LOGICAL_AND,
   logical_or = C.LN_LOGICAL_OR, fmod = C.LN_FMOD, atan2 = C.LN_ATAN2, hypot = C.LN_HYPOT,
-  logaddexp = C.LN_LOGADDEXP, logaddexp2 = C.LN_LOGADDEXP2,
+  logaddexp = C.LN_LOGADDEXP, logaddexp2 = C.LN_LOGADDEXP2, igamma = C.LN_IGAMMA, igammac = C.LN_IGAMMAC,
   bitwise_and = C.LN_BITWISE_AND, bitwise_or = C.LN_BITWISE_OR, bitwise_xor = C.LN_BITWISE_XOR,
   bitwise_left_shift = C.LN_BITWISE_LSHIFT, bitwise_right_shift = C.LN_BITWISE_RSHIFT,
   gcd = C.LN_GCD, lcm = C.LN_LCM,

@@ -5,10 +5,11 @@
 -- t:sort() gives values, indices:
 --   local Q, R = linalg.qr(A)          local L, V = linalg.eigh(A)
 --   local U, S, Vh = linalg.svd(A)     local sign, logabsdet = linalg.slogdet(A)
--- Parts: lu (det, slogdet, inv, solve), decomp (cholesky, qr, eigh),
+-- Parts: lu (det, slogdet, inv, solve), lu_factor (lu_factor[_ex], lu,
+-- lu_unpack, lu_solve), decomp (cholesky, qr, eigh),
 -- svd (svd, svdvals, matrix_rank, pinv, lstsq), norms, products.
 local linalg = {}
-for _, part in ipairs({ 'lu', 'decomp', 'svd', 'norms', 'products' }) do
+for _, part in ipairs({ 'lu', 'lu_factor', 'decomp', 'svd', 'norms', 'products' }) do
   require('lunet.linalg.' .. part)(linalg)
 end
 linalg.cross = require('lunet.tensor_layout')._linalg_cross   -- (beside torch.cross, whose default dim differs)

@@ -1,6 +1,8 @@
 -- The Tensor methods (and so the lunet.* functional forms) torch 1.13 has
 -- for linalg: t:det(), t:slogdet(), t:logdet(), t:inverse(),
--- t:matrix_power(n), t:pinverse([rcond = 1e-15]). (torch.cholesky, qr and
+-- t:matrix_power(n), t:pinverse([rcond = 1e-15]), t:lu([{pivot, get_infos}])
+-- (torch.lu: LU, pivots[, info]; a singular input is factored, no error),
+-- lunet.lu_unpack(LU, pivots) (P, L, U). (torch.cholesky, qr and
 -- svd are deprecated there with other conventions: use lunet.linalg's.)
 -- lunet.linalg loads on the first call.
 local Tensor = require('lunet.tensor').Tensor
@@ -35,5 +37,15 @@ function Tensor.pinverse(self, rcond)
   end
   return as('pinverse', L().pinv, self, { rtol = rcond or 1e-15 })
 end
+
+local LU_OPTS = { pivot = 'boolean', get_infos = 'boolean' }
+function Tensor.lu(self, opts)
+  opts = require('lunet.options').check('lu', opts, LU_OPTS) or {}
+  local ok, LU, piv, info = pcall(L().lu_factor_ex, self, { pivot = opts.pivot })
+  if not ok then raise((tostring(LU):gsub('^.-linalg%.lu_factor_ex: ', 'lu: '))) end
+  if opts.get_infos then return LU, piv, info end
+  return LU, piv
+end
+function Tensor.lu_unpack(LU, pivots) return L().lu_unpack(LU, pivots) end
 
 return Tensor

@@ -167,6 +167,21 @@ return function(def, unary)
   def('logaddexp', 'binary', { save = true, backward = logaddexp_bw(function(t) return t:exp() end) })
   def('logaddexp2', 'binary', { save = true, backward = logaddexp_bw(function(t) return t:exp2() end) })
 
+  -- igamma(a, x) (igammac: negated): d/dx = x^(a-1) e^-x / Gamma(a), torch's
+  -- formula; d/da has no closed form and torch 1.13 has none either
+  local function igamma_bw(name, sign)
+    return function(n, g)
+      local a, x = n.a, n.b
+      if n[1] then error(("%s: the derivative for 'input' (a) is not implemented (only for x, as in torch)"):format(name), 0) end
+      if type(x) == 'number' then return nil, nil end
+      if type(a) == 'number' then a = require('lunet.factory').tensor(a, { dtype = x.dtype, device = x.device }) end
+      local d = (x:log() * (a - 1) - x - a:lgamma()):exp()
+      return nil, sum_to(g * d * sign, n.sb)
+    end
+  end
+  def('igamma', 'binary', { save = true, backward = igamma_bw('igamma', 1) })
+  def('igammac', 'binary', { save = true, backward = igamma_bw('igammac', -1) })
+
   -- maximum/minimum: ties share the gradient evenly
   local function minmax(name, cmp)
     def(name, 'binary', { save = true, backward = function(n, g)
