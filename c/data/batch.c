@@ -137,17 +137,65 @@ static int box_fits(const ln_transform_op *o, int64_t h, int64_t w) {
          o->j + (int64_t)o->bw <= w;
 }
 
+static double u01(uint32_t r) { return (double)r * 0x1.0p-32; }
+
+/* torchvision's _get_inverse_affine_matrix (output pixel -> input pixel,
+ * both relative to the centre) of an AFFINE op on an h x w image; r: the
+ * op's draws (blocks 0 and 1), NULL for the fixed parameters. */
+static void affine_params(const ln_transform_op *o, const uint32_t *r, int64_t h, int64_t w, double m[6]) {
+  const double *a = o->a, deg = 0.017453292519943295;   /* (math.radians) */
+  double angle = a[0], tx = a[2], ty = a[3], scale = a[4], shx = a[6], shy = a[8];
+  if (r) {
+    double mx = a[2] * (double)w, my = a[3] * (double)h;
+    angle = a[0] + u01(r[0]) * (a[1] - a[0]);
+    tx = rint(-mx + u01(r[1]) * 2 * mx);   /* int(round(uniform(-max_dx, max_dx))) */
+    ty = rint(-my + u01(r[2]) * 2 * my);
+    scale = a[4] + u01(r[3]) * (a[5] - a[4]);
+    shx = a[6] + u01(r[4]) * (a[7] - a[6]);
+    shy = a[8] + u01(r[5]) * (a[9] - a[8]);
+  }
+  double cx = 0, cy = 0;
+  if (o->flags & LN_TF_CENTER) { cx = a[10] - (double)w * 0.5; cy = a[11] - (double)h * 0.5; }
+  double rot = angle * deg, sx = shx * deg, sy = shy * deg;
+  double A = cos(rot - sy) / cos(sy), B = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
+  double Cc = sin(rot - sy) / cos(sy), D = -sin(rot - sy) * tan(sx) / cos(sy) + cos(rot);
+  m[0] = D / scale; m[1] = -B / scale; m[2] = 0.0 / scale;
+  m[3] = -Cc / scale; m[4] = A / scale; m[5] = 0.0 / scale;
+  m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
+  m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
+  m[2] += cx; m[5] += cy;
+}
+
+/* torchvision's _compute_affine_output_size (float32, as its tensors): the
+ * box of the turned corners, its edges cut to 1e-4 before ceil/floor. */
+static void expand_size(const double m[6], int64_t h, int64_t w, int64_t *oh, int64_t *ow) {
+  float t[6], hw = (float)w * 0.5f, hh = (float)h * 0.5f, tol = (float)1e-4;
+  for (int q = 0; q < 6; q++) t[q] = (float)m[q];
+  float px[4] = {-hw, -hw, hw, hw}, py[4] = {-hh, hh, hh, -hh}, lo[2] = {0, 0}, hi[2] = {0, 0};
+  for (int k = 0; k < 4; k++)
+    for (int d = 0; d < 2; d++) {
+      float v = px[k] * t[3 * d] + py[k] * t[3 * d + 1] + t[3 * d + 2];
+      if (k == 0 || v < lo[d]) lo[d] = v;
+      if (k == 0 || v > hi[d]) hi[d] = v;
+    }
+  lo[0] += hw; hi[0] += hw; lo[1] += hh; hi[1] += hh;
+  float sw = ceilf(truncf(hi[0] / tol) * tol) - floorf(truncf(lo[0] / tol) * tol);
+  float sh = ceilf(truncf(hi[1] / tol) * tol) - floorf(truncf(lo[1] / tol) * tol);
+  *ow = (int64_t)sw; *oh = (int64_t)sh;
+}
+
 /* Checks tf->ops against the image geometry, fills op_h/op_w, OH/OW and the
  * scratch floats (two buffers of the largest stage). */
 static int plan_ops(const char *fn, ln_gather_plan *p) {
   static const char *const names[] = {"?", "crop", "horizontal flip", "vertical flip", "normalize",
-                                      "resize", "resized crop", "color jitter", "erasing"};
+                                      "resize", "resized crop", "color jitter", "erasing", "grayscale",
+                                      "affine", "gaussian blur", "pad"};
   const ln_transform *tf = &p->tf;
-  int64_t h = p->H, w = p->W, C = p->C, most;
+  int64_t h = p->H, w = p->W, C = p->C, most, extra = 0;
   if (ln_mul_ovf(h, w, &most)) return ln_error("%s: image size overflows", fn);
   for (int k = 0; k < tf->nops; k++) {
     const ln_transform_op *o = &tf->ops[k];
-    if (o->kind < LN_OP_CROP || o->kind > LN_OP_ERASE) return ln_error("%s: op %d: unknown kind %d", fn, k + 1, o->kind);
+    if (o->kind < LN_OP_CROP || o->kind > LN_OP_PAD) return ln_error("%s: op %d: unknown kind %d", fn, k + 1, o->kind);
     const char *nm = names[o->kind];
     p->op_h[k] = h; p->op_w[k] = w;
     switch (o->kind) {
@@ -173,7 +221,11 @@ static int plan_ops(const char *fn, ln_gather_plan *p) {
         return ln_error("%s: erasing needs 0 <= scale[1] <= scale[2] <= 1 and 0 < ratio[1] <= ratio[2]", fn);
       break;
     case LN_OP_NORMALIZE:
-      break;   /* mean/std checked with the fixed path's */
+      if (tf->nchannels != 1 && tf->nchannels != C)
+        return ln_error("%s: normalize has %d mean/std values for %lld channels", fn, tf->nchannels, (long long)C);
+      for (int c = 0; c < tf->nchannels; c++)
+        if (!(tf->std[c] != 0)) return ln_error("%s: normalize std[%d] is zero", fn, c + 1);
+      break;
     case LN_OP_RESIZE: {
       if (o->h < 1 || o->w < 0) return ln_error("%s: resize to %dx%d", fn, o->h, o->w);
       int64_t oh, ow;
@@ -196,21 +248,80 @@ static int plan_ops(const char *fn, ln_gather_plan *p) {
     case LN_OP_JITTER:
       for (int f = 0; f < 3; f++) {
         double lo = o->a[2 * f], hi = o->a[2 * f + 1];
-        if (o->mode == 0 && lo < 0) continue;   /* off */
+        if (lo < 0) continue;   /* off */
         if (!(lo >= 0 && (o->mode == 1 || lo <= hi) && isfinite(o->mode == 1 ? lo : hi)))
           return ln_error("%s: color jitter factor range %d is [%g, %g]", fn, f + 1, lo, hi);
         if (f > 0 && C != 1 && C != 3)
           return ln_error("%s: color jitter's contrast and saturation need 1 or 3 channels, got %lld", fn, (long long)C);
       }
+      if (o->flags & LN_TF_HUE) {
+        double lo = o->a[6], hi = o->a[7];
+        if (!(lo >= -0.5 && hi <= 0.5 && (o->mode == 1 || lo <= hi)))
+          return ln_error("%s: color jitter's hue range is [%g, %g], must be within [-0.5, 0.5]", fn, lo, hi);
+        if (C != 1 && C != 3) return ln_error("%s: color jitter's hue needs 1 or 3 channels, got %lld", fn, (long long)C);
+      }
       break;
+    case LN_OP_GRAY:
+      if (!(o->p >= 0 && o->p <= 1)) return ln_error("%s: grayscale probability must be in [0, 1], got %g", fn, o->p);
+      if (C != 1 && C != 3) return ln_error("%s: grayscale needs 1 or 3 channels, got %lld", fn, (long long)C);
+      if (o->mode != 0 && o->mode != 1) return ln_error("%s: grayscale: unknown mode %d", fn, o->mode);
+      if (o->mode == 1 && o->p != 1) return ln_error("%s: grayscale to 1 channel needs p = 1, got %g", fn, o->p);
+      if (o->mode == 1) C = 1;
+      break;
+    case LN_OP_AFFINE: {
+      if (o->mode != 0 && o->mode != 1) return ln_error("%s: affine: unknown mode %d", fn, o->mode);
+      if (o->interp != 0 && o->interp != 1) return ln_error("%s: affine: unknown interpolation %d", fn, o->interp);
+      for (int q = 0; q < 12; q++)
+        if (!isfinite(o->a[q])) return ln_error("%s: affine parameter %d is %g", fn, q + 1, o->a[q]);
+      if ((o->flags & LN_TF_FILL) && o->nv != 1 && o->nv != C)
+        return ln_error("%s: affine fill has %d values for %lld channels", fn, o->nv, (long long)C);
+      if (o->mode == 0 && !(o->a[2] >= 0 && o->a[2] <= 1 && o->a[3] >= 0 && o->a[3] <= 1))
+        return ln_error("%s: affine translate fractions must be in [0, 1], got (%g, %g)", fn, o->a[2], o->a[3]);
+      if (!(o->a[4] > 0 && (o->mode == 1 || o->a[4] <= o->a[5])))
+        return ln_error("%s: affine scale must be > 0 (a range: min <= max), got [%g, %g]", fn, o->a[4], o->a[5]);
+      if (o->flags & LN_TF_EXPAND) {
+        if (o->mode != 1) return ln_error("%s: affine expand needs fixed parameters (mode 1)", fn);
+        double m[6];
+        affine_params(o, NULL, h, w, m);
+        expand_size(m, h, w, &h, &w);
+        if (h < 1 || w < 1 || h > INT32_MAX || w > INT32_MAX)
+          return ln_error("%s: affine expand gives %lldx%lld", fn, (long long)h, (long long)w);
+      }
+      break;
+    }
+    case LN_OP_BLUR:
+      if (o->w < 1 || o->h < 1 || o->w % 2 == 0 || o->h % 2 == 0)
+        return ln_error("%s: gaussian blur kernel must be odd and positive, got %dx%d", fn, o->w, o->h);
+      if (o->w / 2 >= w || o->h / 2 >= h)   /* (reflect padding: less than the size) */
+        return ln_error("%s: gaussian blur kernel %dx%d (x by y) is too large for the %lldx%lld image", fn, o->w,
+                        o->h, (long long)h, (long long)w);
+      if (!(o->a[0] > 0 && o->a[1] > 0 && isfinite(o->a[1]) && (o->mode == 1 || o->a[0] <= o->a[1])))
+        return ln_error("%s: gaussian blur sigma must be > 0 (a range: min <= max), got [%g, %g]", fn, o->a[0], o->a[1]);
+      extra = LN_MAX(extra, (int64_t)o->w + o->h);
+      break;
+    case LN_OP_PAD: {
+      if (o->mode < 0 || o->mode > 3) return ln_error("%s: pad: unknown mode %d", fn, o->mode);
+      if (o->i < 0 || o->j < 0 || o->bw < 0 || o->bh < 0)
+        return ln_error("%s: pad: padding must be >= 0, got (%d, %d, %d, %d)", fn, o->i, o->j, o->bw, o->bh);
+      int64_t lim_w = o->mode == 2 ? w - 1 : o->mode == 3 ? w : INT32_MAX, lim_h = o->mode == 2 ? h - 1 : o->mode == 3 ? h : INT32_MAX;
+      if (o->i > lim_w || o->bw > lim_w || o->j > lim_h || o->bh > lim_h)
+        return ln_error("%s: pad: %s padding (%d, %d, %d, %d) must be %s the %lldx%lld image's size", fn,
+                        o->mode == 2 ? "reflect" : "symmetric", o->i, o->j, o->bw, o->bh,
+                        o->mode == 2 ? "less than" : "at most", (long long)h, (long long)w);
+      if (o->mode == 0 && o->nv != 1) return ln_error("%s: pad fill must be one value, got %d", fn, o->nv);
+      h += (int64_t)o->j + o->bh; w += (int64_t)o->i + o->bw;
+      if (h > INT32_MAX || w > INT32_MAX) return ln_error("%s: pad gives %lldx%lld", fn, (long long)h, (long long)w);
+      break;
+    }
     }
     int64_t e;
     if (ln_mul_ovf(h, w, &e)) return ln_error("%s: image size overflows after the %s", fn, nm);
     most = LN_MAX(most, e);
   }
-  p->OH = h; p->OW = w;
-  int64_t s;
-  if (ln_mul_ovf(most, C, &s) || ln_mul_ovf(s, 2, &s) || s > LN_MAX_BYTES / (int64_t)sizeof(float))
+  p->OH = h; p->OW = w; p->OC = C;
+  int64_t s;   /* (channels never grow: the input's bound every stage) */
+  if (ln_mul_ovf(most, p->C, &p->half) || ln_mul_ovf(p->half, 2, &s) || ln_add_ovf(s, extra, &s) ||
+      s > LN_MAX_BYTES / (int64_t)sizeof(float))
     return ln_error("%s: the transforms' buffers overflow", fn);
   p->scratch = s;
   return 0;
@@ -278,20 +389,19 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
     return ln_error("%s: flip probability must be in [0, 1], got %g", fn, tf->flip_p);
   if (tf->nchannels < 0 || tf->nchannels > LN_DATA_MAX_CHANNELS)
     return ln_error("%s: %d channel entries, at most %d", fn, tf->nchannels, LN_DATA_MAX_CHANNELS);
-  int has_norm = tf->normalize;
-  for (int k = 0; k < tf->nops; k++) has_norm |= tf->ops[k].kind == LN_OP_NORMALIZE;
-  if (has_norm) {
+  p->OC = p->C;
+  if (tf->normalize) {   /* (the ops' Normalize: in plan_ops, against the channels it sees) */
     if (tf->nchannels != 1 && tf->nchannels != p->C)
       return ln_error("%s: normalize has %d mean/std values for %lld channels", fn, tf->nchannels,
                       (long long)p->C);
     for (int c = 0; c < tf->nchannels; c++)
       if (!(tf->std[c] != 0)) return ln_error("%s: normalize std[%d] is zero", fn, c + 1);
   }
-  if (tf->nchannels > 1 && tf->nchannels != p->C)
+  if (tf->nops == 0 && tf->nchannels > 1 && tf->nchannels != p->C)
     return ln_error("%s: %d fill values for %lld channels", fn, tf->nchannels, (long long)p->C);
   if (tf->nops > 0 && plan_ops(fn, p) != 0) return -1;
   *ndim = 4;
-  shape[0] = b; shape[1] = p->C; shape[2] = p->OH; shape[3] = p->OW;
+  shape[0] = b; shape[1] = p->OC; shape[2] = p->OH; shape[3] = p->OW;
   *dtype = LN_FLOAT32;
   return 0;
 }
@@ -356,8 +466,6 @@ static void image_sample(const ln_gather_plan *p, float *out, int64_t row, uint6
 static void op_rng(uint64_t seed, uint64_t epoch, uint64_t key, int k, int blk, uint32_t r[4]) {
   ln_data_philox(seed, epoch, key, 0x80u | (uint32_t)k << 3 | (uint32_t)blk, r);
 }
-static double u01(uint32_t r) { return (double)r * 0x1.0p-32; }
-
 /* torchvision's box search (RandomResizedCrop, RandomErasing): 10 tries of
  * an area share in [a0, a1] and a log-uniform ratio in [a2, a3]; the box is
  * round(sqrt(area * r)) by round(sqrt(area / r)) as (w, h) for a crop
@@ -438,12 +546,132 @@ static void jitter(float *im, int64_t C, int64_t n, int which, float f) {
   }
 }
 
+/* torchvision's adjust_hue on 3 channels, float32 as its tensor code:
+ * _rgb2hsv, h = (h + f) mod 1 (torch.remainder), _hsv2rgb. */
+static void hue(float *im, int64_t n, float f) {
+  for (int64_t q = 0; q < n; q++) {
+    float r = im[q], g = im[n + q], b = im[2 * n + q];
+    float maxc = fmaxf(fmaxf(r, g), b), minc = fminf(fminf(r, g), b);
+    int eqc = maxc == minc;
+    float cr = maxc - minc, s = cr / (eqc ? 1.0f : maxc), crd = eqc ? 1.0f : cr;
+    float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
+    float hr = maxc == r ? bc - gc : 0.0f;
+    float hg = maxc == g && maxc != r ? 2.0f + rc - bc : 0.0f;
+    float hb = maxc != g && maxc != r ? 4.0f + gc - rc : 0.0f;
+    float h = fmodf((hr + hg + hb) / 6.0f + 1.0f, 1.0f), v = maxc;
+    h = fmodf(h + f, 1.0f);
+    if (h != 0 && h < 0) h += 1.0f;
+    float i = floorf(h * 6.0f), fr = h * 6.0f - i;
+    int ii = ((int)i % 6 + 6) % 6;
+    float pp = clamp01(v * (1.0f - s)), qq = clamp01(v * (1.0f - s * fr)), tt = clamp01(v * (1.0f - s * (1.0f - fr)));
+    float R[6] = {v, qq, pp, pp, tt, v}, G[6] = {tt, v, v, qq, pp, pp}, B[6] = {pp, pp, tt, v, v, qq};
+    im[q] = R[ii]; im[n + q] = G[ii]; im[2 * n + q] = B[ii];
+  }
+}
+
+/* torchvision's _gen_affine_grid + grid_sample (zeros, align_corners false)
+ * + the fill mask of _apply_grid_transform, in float32: output (C, oh, ow)
+ * from src (C, h, w) through the inverse matrix m. */
+static void affine_sample(const ln_transform_op *o, const double m[6], const float *src, int64_t C, int64_t h,
+                          int64_t w, float *dst, int64_t oh, int64_t ow) {
+  float hw = 0.5f * (float)w, hh = 0.5f * (float)h;
+  float r00 = (float)m[0] / hw, r10 = (float)m[1] / hw, r20 = (float)m[2] / hw;
+  float r01 = (float)m[3] / hh, r11 = (float)m[4] / hh, r21 = (float)m[5] / hh;
+  float sw = (float)w / 2, sh = (float)h / 2;
+  int fill = (o->flags & LN_TF_FILL) != 0;
+  for (int64_t y = 0; y < oh; y++) {
+    float by = -(float)oh * 0.5f + 0.5f + (float)y;
+    for (int64_t x = 0; x < ow; x++) {
+      float bx = -(float)ow * 0.5f + 0.5f + (float)x;
+      float gx = bx * r00 + by * r10 + r20, gy = bx * r01 + by * r11 + r21;
+      float ix = (gx + 1) * sw - 0.5f, iy = (gy + 1) * sh - 0.5f;
+      int64_t at = y * ow + x;
+      if (o->interp == 0) {   /* nearest: round half to even */
+        float nx = nearbyintf(ix), ny = nearbyintf(iy);
+        int in = nx >= 0 && nx < (float)w && ny >= 0 && ny < (float)h;
+        int64_t off = in ? (int64_t)ny * w + (int64_t)nx : 0;
+        for (int64_t c = 0; c < C; c++)
+          dst[c * oh * ow + at] = in ? src[c * h * w + off] : fill ? o->v[o->nv > 1 ? c : 0] : 0.0f;
+        continue;
+      }
+      float x0 = floorf(ix), y0 = floorf(iy), wx = ix - x0, wy = iy - y0, ex = 1 - wx, ey = 1 - wy;
+      float tw[4] = {ey * ex, ey * wx, wy * ex, wy * wx}, mask = 0;
+      int64_t toff[4];
+      for (int k = 0; k < 4; k++) {
+        float tx = x0 + (float)(k & 1), ty = y0 + (float)(k >> 1);
+        int in = tx >= 0 && tx < (float)w && ty >= 0 && ty < (float)h;
+        toff[k] = in ? (int64_t)ty * w + (int64_t)tx : -1;
+        if (in) mask += tw[k];
+      }
+      for (int64_t c = 0; c < C; c++) {
+        const float *sp = src + c * h * w;
+        float v = 0;
+        for (int k = 0; k < 4; k++) v += toff[k] >= 0 ? sp[toff[k]] * tw[k] : 0.0f;
+        if (fill) v = v * mask + (1.0f - mask) * o->v[o->nv > 1 ? c : 0];
+        dst[c * oh * ow + at] = v;
+      }
+    }
+  }
+}
+
+/* torchvision's _get_gaussian_kernel1d in float32: exp(-x^2/(2 sigma^2)) at
+ * x = -(k-1)/2 .. (k-1)/2, normalised to sum 1. */
+static void gauss1d(float *kern, int k, double sigma) {
+  float sum = 0, s = (float)sigma;
+  for (int q = 0; q < k; q++) {
+    float x = (float)q - (float)(k - 1) * 0.5f, t = x / s;
+    kern[q] = expf(-0.5f * (t * t));
+    sum += kern[q];
+  }
+  for (int q = 0; q < k; q++) kern[q] /= sum;
+}
+static int64_t reflect_at(int64_t i, int64_t n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; }
+
+/* separable blur with reflect padding: cur -> tmp along x, back along y */
+static void blur(float *cur, float *tmp, int64_t C, int64_t h, int64_t w, const float *kx, int nkx, const float *ky,
+                 int nky) {
+  int64_t rx = nkx / 2, ry = nky / 2;
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t y = 0; y < h; y++) {
+      const float *s = cur + (c * h + y) * w;
+      float *d = tmp + (c * h + y) * w;
+      for (int64_t x = 0; x < w; x++) {
+        float v = 0;
+        if (x >= rx && x + rx < w) for (int q = 0; q < nkx; q++) v += kx[q] * s[x - rx + q];
+        else for (int q = 0; q < nkx; q++) v += kx[q] * s[reflect_at(x - rx + q, w)];
+        d[x] = v;
+      }
+    }
+  for (int64_t c = 0; c < C; c++) {
+    const float *s = tmp + c * h * w;
+    float *d = cur + c * h * w;
+    for (int64_t y = 0; y < h; y++) {
+      for (int64_t x = 0; x < w; x++) d[y * w + x] = 0;
+      for (int q = 0; q < nky; q++) {
+        const float *sr = s + reflect_at(y - ry + q, h) * w;
+        for (int64_t x = 0; x < w; x++) d[y * w + x] += ky[q] * sr[x];
+      }
+    }
+  }
+}
+
+/* torchvision's pad modes: the source index of padded index i (-1: fill) */
+static int64_t pad_at(int64_t i, int64_t n, int mode) {
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+  case 1: return i < 0 ? 0 : n - 1;
+  case 2: return i < 0 ? -i : 2 * (n - 1) - i;
+  case 3: return i < 0 ? -i - 1 : 2 * n - 1 - i;
+  default: return -1;
+  }
+}
+
 /* One sample through tf->ops: (C,H,W) -> (C,OH,OW) float32, on scratch (two
  * buffers of p->scratch / 2 floats). */
 static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t key, uint64_t seed, uint64_t epoch,
                       float *scratch) {
   const ln_transform *tf = &p->tf;
-  int64_t C = p->C, H = p->H, W = p->W, half = p->scratch / 2;
+  int64_t C = p->C, H = p->H, W = p->W, half = p->half;
   float *cur = scratch, *nxt = scratch + half;
   int64_t n = H * W, base = row * C * n;
   if (p->xdtype == LN_UINT8) {
@@ -527,14 +755,73 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
     }
     case LN_OP_JITTER: {
       static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-      const int *order = perms[o->mode == 1 ? 0 : r[3] % 6];
-      for (int t = 0; t < 3; t++) {
+      int hueon = (o->flags & LN_TF_HUE) != 0, order[4] = {0, 1, 2, 3};
+      if (o->mode == 0 && !hueon) memcpy(order, perms[r[3] % 6], sizeof(int) * 3);   /* (as before hue) */
+      else if (o->mode == 0) {   /* one of the 24 orders of the four */
+        uint32_t u = r[3];
+        for (int t = 3; t > 0; t--) { int q = (int)(u % (uint32_t)(t + 1)); u /= (uint32_t)(t + 1);
+          int sw = order[t]; order[t] = order[q]; order[q] = sw; }
+      }
+      for (int t = 0; t < 3 + hueon; t++) {
         int f = order[t];
+        if (f == 3) {
+          uint32_t r1[4];
+          op_rng(seed, epoch, key, k, 1, r1);
+          double lo = o->a[6], hi = o->a[7];
+          if (C == 3) hue(cur, h * w, (float)(o->mode == 1 ? lo : lo + u01(r1[0]) * (hi - lo)));
+          continue;
+        }
         double lo = o->a[2 * f], hi = o->a[2 * f + 1];
-        if (o->mode == 0 && lo < 0) continue;
+        if (lo < 0) continue;
         float fac = (float)(o->mode == 1 ? lo : lo + u01(r[f]) * (hi - lo));
         jitter(cur, C, h * w, f, fac);
       }
+      break;
+    }
+    case LN_OP_GRAY:
+      if (C == 3 && u01(r[0]) < o->p) {
+        int64_t n = h * w;
+        for (int64_t q = 0; q < n; q++) {
+          float g = gray(cur, n, q);
+          cur[q] = g;
+          if (o->mode == 0) cur[n + q] = cur[2 * n + q] = g;
+        }
+      }
+      if (o->mode == 1) C = 1;
+      break;
+    case LN_OP_AFFINE: {
+      double m[6];
+      uint32_t rr[8];
+      memcpy(rr, r, sizeof r);
+      if (o->mode == 0) op_rng(seed, epoch, key, k, 1, rr + 4);
+      affine_params(o, o->mode == 0 ? rr : NULL, h, w, m);
+      oh = k + 1 < tf->nops ? p->op_h[k + 1] : p->OH;   /* (expand: the planned size) */
+      ow = k + 1 < tf->nops ? p->op_w[k + 1] : p->OW;
+      affine_sample(o, m, cur, C, h, w, nxt, oh, ow);
+      swap = 1;
+      break;
+    }
+    case LN_OP_BLUR: {
+      float *kx = scratch + 2 * half, *ky = kx + o->w;
+      double sx = o->a[0], sy = o->a[1];
+      if (o->mode == 0) sx = sy = o->a[0] + u01(r[0]) * (o->a[1] - o->a[0]);
+      gauss1d(kx, o->w, sx);
+      gauss1d(ky, o->h, sy);
+      blur(cur, nxt, C, h, w, kx, o->w, ky, o->h);
+      break;
+    }
+    case LN_OP_PAD: {
+      oh = h + o->j + o->bh; ow = w + o->i + o->bw;
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t y = 0; y < oh; y++) {
+          int64_t sy = pad_at(y - o->j, h, o->mode);
+          float *d = nxt + (c * oh + y) * ow;
+          for (int64_t x = 0; x < ow; x++) {
+            int64_t sx = pad_at(x - o->i, w, o->mode);
+            d[x] = sy < 0 || sx < 0 ? o->v[0] : cur[(c * h + sy) * w + sx];
+          }
+        }
+      swap = 1;
       break;
     }
     case LN_OP_ERASE: {
@@ -551,7 +838,7 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
     }
     if (swap) { float *t = cur; cur = nxt; nxt = t; }
   }
-  memcpy(out, cur, sizeof(float) * (size_t)(C * p->OH * p->OW));
+  memcpy(out, cur, sizeof(float) * (size_t)(p->OC * p->OH * p->OW));
 }
 
 typedef struct {
@@ -571,7 +858,7 @@ static void gather_range(void *v, int64_t begin, int64_t end) {
   for (int64_t k = begin; k < end; k++) {
     int64_t row = g->idx[k];
     if (p->image) {
-      float *o = (float *)g->out + k * p->C * p->OH * p->OW;
+      float *o = (float *)g->out + k * p->OC * p->OH * p->OW;
       uint64_t key = (uint64_t)(g->keys ? g->keys[k] : row);
       if (p->tf.nops > 0) image_ops(p, o, row, key, g->seed, g->epoch, scratch);
       else image_sample(p, o, row, key, g->seed, g->epoch);
@@ -589,7 +876,7 @@ int ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t
   gather_ctx g = {p, out, out_y, idx, keys, seed, epoch, scratch, 0};
   /* threads only pay off for large batches: at least ~1 MB of output each;
      a given scratch is one thread's */
-  int64_t per_row = p->image ? p->C * p->OH * p->OW * 4 : p->xrow;
+  int64_t per_row = p->image ? p->OC * p->OH * p->OW * 4 : p->xrow;
   int64_t grain = LN_MAX(1, ((int64_t)1 << 20) / LN_MAX(per_row, 1));
   if (threaded && !scratch && b > grain) ln_host_parallel_for(b, grain, gather_range, &g);
   else gather_range(&g, 0, b);

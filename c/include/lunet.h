@@ -761,21 +761,46 @@ enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
  *   JITTER         factors uniform in [a[0],a[1]] (brightness), [a[2],a[3]]
  *                  (contrast), [a[4],a[5]] (saturation), a range of a[k] < 0 is
  *                  off; applied in a random order; mode 1: the factors are
- *                  a[0], a[2], a[4] and run in that order (brightness,
- *                  contrast, saturation)
+ *                  a[0], a[2], a[4] (< 0: off) and run in that order
+ *                  (brightness, contrast, saturation)
  *   ERASE          with probability p, a box of area share in [a[0], a[1]],
  *                  aspect h/w in [a[2], a[3]] (10 tries, else nothing) set to
  *                  value v[c] (nv entries: 1 or C); mode 1: the box is fixed
  *                  (i, j, bh, bw)
+ *   JITTER hue     flags & LN_TF_HUE: also a hue shift uniform in [a[6], a[7]]
+ *                  (within [-0.5, 0.5]; torchvision's RGB->HSV->RGB on 3
+ *                  channels, 1 channel unchanged), the four in a random
+ *                  order; mode 1: the shift a[6], applied last
+ *   GRAY           with probability p, rgb_to_grayscale (1 or 3 channels in);
+ *                  mode 1: one channel out (p must be 1), else as many as in
+ *   AFFINE         torchvision's affine on the inverse matrix and
+ *                  grid_sample (align_corners false, zeros): angle uniform in
+ *                  [a[0], a[1]] degrees, translation round(uniform(+-a[2]*W)),
+ *                  round(uniform(+-a[3]*H)) pixels, scale in [a[4], a[5]],
+ *                  shear x in [a[6], a[7]], y in [a[8], a[9]] degrees;
+ *                  mode 1: fixed angle a[0], translation a[2], a[3], scale
+ *                  a[4], shears a[6], a[8]. interp 0 nearest, 1 bilinear;
+ *                  flags & LN_TF_CENTER: centre (a[10], a[11]) in pixels (else
+ *                  the image centre); LN_TF_FILL: outside pixels are v[c]
+ *                  (nv: 1 or C; torchvision's mask blend), else zero;
+ *                  LN_TF_EXPAND (mode 1 only): the output grows to hold the
+ *                  whole turned image, as torchvision's rotate(expand=True)
+ *   BLUR           Gaussian blur, kernel w (x) by h (y), both odd, reflect
+ *                  padding; sigma uniform in [a[0], a[1]] for both axes;
+ *                  mode 1: sigma a[0] along x, a[1] along y
+ *   PAD            left i, top j, right bw, bottom bh pixels; mode 0 constant
+ *                  (v[0]), 1 edge, 2 reflect, 3 symmetric (torchvision's)
  * Each op draws its random numbers from its own Philox stream of the key. */
 enum { LN_TF_MAX_OPS = 12 };
 enum { LN_OP_CROP = 1, LN_OP_HFLIP, LN_OP_VFLIP, LN_OP_NORMALIZE, LN_OP_RESIZE, LN_OP_RESIZED_CROP,
-       LN_OP_JITTER, LN_OP_ERASE };
+       LN_OP_JITTER, LN_OP_ERASE, LN_OP_GRAY, LN_OP_AFFINE, LN_OP_BLUR, LN_OP_PAD };
+enum { LN_TF_HUE = 1, LN_TF_CENTER = 2, LN_TF_FILL = 4, LN_TF_EXPAND = 8 };
 typedef struct ln_transform_op {
   int32_t kind, mode, h, w, pad;
   int32_t i, j, bh, bw, nv;
+  int32_t interp, flags;
   float p;
-  double a[6];
+  double a[12];
   float v[LN_DATA_MAX_CHANNELS];
 } ln_transform_op;
 

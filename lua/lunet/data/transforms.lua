@@ -6,8 +6,10 @@
 --                         T.Normalize({0.4914, 0.4822, 0.4465}, {0.247, 0.243, 0.261}) }
 --   data.DataLoader(ds, {batch_size = 128, transform = tf})
 --
--- Also RandomVerticalFlip, Resize, RandomResizedCrop, ColorJitter (no hue)
--- and RandomErasing, and their fixed-parameter forms in M.functional; a
+-- Also RandomVerticalFlip, Resize, RandomResizedCrop, ColorJitter,
+-- RandomErasing (and, in transforms_more.lua, Grayscale, RandomGrayscale,
+-- RandomRotation, RandomAffine, GaussianBlur, Pad), and their fixed-parameter
+-- forms in M.functional; a
 -- Compose with any of them runs as an ordered list of C ops (tf.ops), its
 -- crop and horizontal flip drawing as the fixed path does.
 -- uint8 images are turned into float32 in [0,1] first (torchvision's
@@ -164,11 +166,17 @@ end
 function M.ColorJitter(...)
   local opts = options.check('ColorJitter', options.positional('ColorJitter',
     { 'brightness', 'contrast', 'saturation', 'hue' }, ...), CJ_OPTS) or {}
-  if opts.hue ~= nil and opts.hue ~= 0 then
-    error('ColorJitter: hue is not supported (brightness, contrast and saturation are)', 2)
+  -- hue: h gives shifts uniform in [-h, h] (0 <= h <= 0.5), {min, max} within [-0.5, 0.5]
+  local hue = opts.hue
+  if type(hue) == 'number' then
+    if not (hue >= 0 and hue <= 0.5) then error('ColorJitter: hue must be in [0, 0.5] or {min, max}, got ' .. hue, 2) end
+    hue = hue > 0 and { -hue, hue } or nil
+  elseif hue ~= nil then
+    hue = range('ColorJitter', 'hue', hue, -0.5, 0.5)
   end
   return new('ColorJitter', { brightness = jitter_range('brightness', opts.brightness),
-    contrast = jitter_range('contrast', opts.contrast), saturation = jitter_range('saturation', opts.saturation) })
+    contrast = jitter_range('contrast', opts.contrast), saturation = jitter_range('saturation', opts.saturation),
+    hue = hue })
 end
 
 -- RandomErasing([{p = 0.5, scale = {0.02, 0.33}, ratio = {0.3, 3.3}, value = 0}]):
@@ -240,6 +248,7 @@ end
 -- Compose with any of them runs as tf.ops, in the order given.
 OPS = { RandomVerticalFlip = true, Resize = true, RandomResizedCrop = true, ColorJitter = true,
   RandomErasing = true, ResizedCropBox = true, JitterFactors = true, EraseBox = true }
+local COMPILE = {}   -- kind -> function(o, u): the ops transforms_more.lua adds
 
 function compile_ops(tf, list)
   if #list > C.LN_TF_MAX_OPS then error(('transform: at most %d transforms in a Compose'):format(C.LN_TF_MAX_OPS), 4) end
@@ -282,9 +291,13 @@ function compile_ops(tf, list)
         if u.kind == 'JitterFactors' then v = v and { v, v } end
         o.a[2 * f - 2], o.a[2 * f - 1] = v and v[1] or -1, v and v[2] or -1
       end
-      if u.kind == 'JitterFactors' and not u.brightness then o.a[0] = 1 end   -- (mode 1: every factor applies)
-      if u.kind == 'JitterFactors' and not u.contrast then o.a[2] = 1 end
-      if u.kind == 'JitterFactors' and not u.saturation then o.a[4] = 1 end
+      -- (mode 1: every factor applies, as torchvision's blends all clamp; adjust_hue alone does not)
+      if u.kind == 'JitterFactors' and not u.hue then
+        if not u.brightness then o.a[0] = 1 end
+        if not u.contrast then o.a[2] = 1 end
+        if not u.saturation then o.a[4] = 1 end
+      end
+      if u.hue then o.flags, o.a[6], o.a[7] = C.LN_TF_HUE, u.hue[1], u.hue[2] end
     elseif u.kind == 'RandomErasing' or u.kind == 'EraseBox' then
       o.kind = C.LN_OP_ERASE
       o.nv = #u.value
@@ -295,6 +308,8 @@ function compile_ops(tf, list)
       else
         o.p, o.mode, o.i, o.j, o.bh, o.bw = 1, 1, u.i, u.j, u.bh, u.bw
       end
+    else
+      COMPILE[u.kind](o, u)
     end
   end
   tf.nops = #list
@@ -361,6 +376,7 @@ local tostr = {
     for _, what in ipairs { 'brightness', 'contrast', 'saturation' } do
       if t[what] then parts[#parts + 1] = ('%s = {%g, %g}'):format(what, t[what][1], t[what][2]) end
     end
+    if t.hue then parts[#parts + 1] = ('hue = {%g, %g}'):format(t.hue[1], t.hue[2]) end
     return 'ColorJitter{' .. table.concat(parts, ', ') .. '}'
   end,
   RandomErasing = function(t)
@@ -403,4 +419,6 @@ function Transform:__call(x, opts)
   return single and out:select(1, 1) or out
 end
 
+require('lunet.data.transforms_more')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr,
+  values = values, range = range, size2 = size2 })
 return M
