@@ -343,6 +343,12 @@ describe('random numbers', function()
     local a = lunet.rand(4)
     lunet.manual_seed(0)
     assert.is_false(lunet.rand(4):equal(a))
+    -- float32 and half draws compute in float: bounds and their span must fit it
+    assert.matches('rand: bounds %[%-3e%+38, 3e%+38%) do not fit float32',
+      fx.err_of(function() lunet.empty(3):uniform_(-3e38, 3e38) end))
+    assert.matches('rand: bounds %[0, 70000%) do not fit float16',
+      fx.err_of(function() lunet.empty(3, { dtype = 'float16' }):uniform_(0, 7e4) end))
+    assert.is_true(lunet.empty(3, { dtype = 'float64' }):uniform_(-3e38, 3e38):abs():max():item() < 3e38)
     ok, e = pcall(lunet.randint, 0, 5, 3)
     assert.is_false(ok)
     assert.matches('randint: size must be a table of sizes', e)

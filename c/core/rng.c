@@ -112,6 +112,11 @@ int ln_uniform_(ln_tensor *t, double lo, double hi) {
   if (!isfinite(lo) || !isfinite(hi) || !isfinite(hi - lo))
     return ln_error("rand: bounds must be finite numbers (and hi - lo too), got [%g, %g)", lo, hi);
   if (!(lo <= hi)) return ln_error("rand: low %g must not exceed high %g", lo, hi);
+  int dt = t->dtype_id;   /* (the narrow dtypes' draws compute in float) */
+  if (dt != LN_FLOAT64 && (!isfinite(round_to(dt, (float)lo)) || !isfinite(round_to(dt, (float)hi)) ||
+                           !isfinite((float)(hi - lo))))
+    return ln_error("rand: bounds [%g, %g) do not fit %s (nor may hi - lo exceed float32's largest)", lo, hi,
+                    ln_dtype_name(dt));
   return draw("rand", t, LN_RNG_UNIFORM, lo, hi, 0, 0);
 }
 
