@@ -65,7 +65,7 @@ $(BUILD)/obj/c/cuda/%.o: c/cuda/%.c $(HDRS) $(wildcard c/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/c/cuda/%.cu.o: c/cuda/%.cu c/cuda/kern.h c/include/lunet.h c/core/grid_taps.h
+$(BUILD)/obj/c/cuda/%.cu.o: c/cuda/%.cu c/cuda/kern.h c/include/lunet.h c/core/grid_taps.h c/core/philox.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -diag-suppress 186 -c $< -o $@
 
@@ -74,6 +74,10 @@ $(CUDA_LIB): $(CUDA_OBJ)
 	$(NVCC) -shared $(CUDA_ARCH) -cudart static -o $@ $(CUDA_OBJ) -ldl -lpthread -Xlinker -z,defs \
 	  -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib:$(CUDA_HOME)/targets/x86_64-linux/lib
 
+# random fills: no FMA contraction (the AVX-512/AVX2/baseline clones and the
+# GPU must round alike: c/core/philox.h); sqrt without errno and compares
+# that do not trap, so they vectorize
+$(BUILD)/obj/c/cpu/random.o: ALL_CFLAGS += -ffp-contract=off -fno-math-errno -fno-trapping-math
 # optimizer kernels: sqrt without errno, so their loops vectorize
 $(BUILD)/obj/c/cpu/optim.o: ALL_CFLAGS += -fno-math-errno
 # batch norm + relu backward: a masked gradient summed in double vectorizes

@@ -164,10 +164,16 @@ describe('the ' .. tostring(dev or 'cuda') .. ' kernels against the CPU', functi
     end
   end)
 
+  -- (bit for bit: both run c/core/philox.h; float64 normal up to libm's last bit)
   it_dev('random draws give the CPU numbers for the same seed (uniform, normal, integers, bernoulli)', function()
     for _, case in ipairs({
       {'rand', function(o) return lunet.rand({1000, 3}, o) end, 0},
-      {'randn', function(o) return lunet.randn({1001}, o) end, 1e-6},
+      {'randn', function(o) return lunet.randn({1001}, o) end, 0},
+      {'normal_ float32', function(o) return lunet.empty({1, 4099}, o):normal_(-1, 3) end, 0},
+      {'uniform_ float32', function(o) return lunet.empty({4099}, o):uniform_(-2, 0.1) end, 0},
+      {'randn float16', function(o) o.dtype = 'float16'; return lunet.randn({1003}, o) end, 0},
+      {'rand bfloat16', function(o) o.dtype = 'bfloat16'; return lunet.empty({1003}, o):uniform_(0.5, 3) end, 0},
+      {'bernoulli_ uint8', function(o) o.dtype = 'uint8'; return lunet.empty({1003}, o):bernoulli_(0.7) end, 0},
       {'randint', function(o) o.dtype = 'int64'; return lunet.randint(-5, 1000, {77, 3}, o) end, 0},
       {'randint int32', function(o) o.dtype = 'int32'; return lunet.randint(0, 7, {513}, o) end, 0},
       {'uniform_ float64', function(o) o.dtype = 'float64'; return lunet.empty({333}, o):uniform_(-2, 3) end, 0},

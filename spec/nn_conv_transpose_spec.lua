@@ -148,7 +148,7 @@ describe('nn.ConvTranspose2d', function()
     local target = x * 0.5
     local opt = lunet.optim.SGD(net:parameters(), { lr = 0.05, momentum = 0.9 })
     local losses = {}
-    for i = 1, 8 do
+    for i = 1, 16 do   -- (8 steps gave 0.65-0.83 of the first loss, by seed)
       opt:zero_grad()
       local y = net(x)
       assert.same({ 4, 1, 8, 8 }, y:size())
@@ -158,7 +158,7 @@ describe('nn.ConvTranspose2d', function()
       opt:step()
       losses[i] = loss:item()
     end
-    assert.is_true(losses[8] < 0.7 * losses[1], losses[1] .. ' -> ' .. losses[8])
+    assert.is_true(losses[16] < 0.7 * losses[1], losses[1] .. ' -> ' .. losses[16])
     local sd = net:state_dict()
     assert.same({ 4, 1, 3, 3 }, sd['2.weight']:size())
     local copy = nn.Sequential(nn.Conv2d(1, 4, 3, { stride = 2, padding = 1 }), nn.ReLU(),

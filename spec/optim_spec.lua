@@ -481,7 +481,7 @@ describe('optim in training', function()
     local y = x:matmul(lunet.randn(5, 1)) + 0.5
     local setups = {
       {'SGD', {lr = 0.1, momentum = 0.9}}, {'Adam', {lr = 0.05}}, {'AdamW', {lr = 0.05}},
-      {'RMSprop', {lr = 0.01, centered = true}},
+      {'RMSprop', {lr = 0.03, centered = true}},   -- (0.01 moved the weights too little for some seeds)
     }
     for _, s in ipairs(setups) do
       local w = lunet.zeros(5, 1, {requires_grad = true})

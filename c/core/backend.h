@@ -12,6 +12,7 @@
 #define LN_BACKEND_H
 #include "internal.h"
 #include "nn_args.h"
+#include "philox.h"
 
 enum { LN_AXPY = LN_NBINARY };     /* internal binary op: a + alpha*b */
 enum { LN_CLAMP = LN_NUNARY };     /* internal unary op with p0, p1 bounds */
@@ -22,7 +23,11 @@ typedef struct { ln_kview dst, src; } ln_copy_args;
 typedef struct { ln_kview out, cond, a, b; } ln_where_args;
 typedef struct { double value, step; ln_kview out; } ln_fill_args;
 /* randint: ilo + (bits mod irange), in uint64 (irange = hi - lo, wrapped) */
-typedef struct { uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange; ln_kview out; } ln_random_args;
+typedef struct {
+  uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange;
+  ln_rng_params prm;   /* (philox.h: the stream) */
+  ln_kview out;
+} ln_random_args;
 typedef struct {
   int trans_a, trans_b; int64_t batch, m, n, k;
   int64_t batch_stride_a, batch_stride_b, batch_stride_c;

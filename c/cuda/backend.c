@@ -175,7 +175,7 @@ static int k_arange(void *p) {
 
 static int k_random(void *p) {
   ln_random_args *a = p;
-  lnc_random_args r = {a->seed, a->offset, a->dist, a->p0, a->p1, a->ilo, a->irange};
+  lnc_random_args r = {a->seed, a->offset, a->dist, a->p0, a->p1, a->ilo, a->irange, a->prm};
   return done("random", lnc_random(S(), &r, a->out.data, a->out.dtype, numel(&a->out)));
 }
 

@@ -6,6 +6,7 @@
 #ifndef LNC_KERN_H
 #define LNC_KERN_H
 #include <stdint.h>
+#include "../core/philox.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,8 +60,9 @@ int lnc_rmsprop_step(lnc_stream s, int dtype, int64_t n, char *param, const char
 int lnc_norm_pow_sum(lnc_stream s, double p, int64_t n, const lnc_view *in, const lnc_view *out);
 
 /* random.cu: c/cpu/random.c's Philox draws into n contiguous elements of dtype
- * (dist 0 uniform [p0,p1), 1 normal (p0, p1), 2 integers ilo + bits % irange, 3 bernoulli p0) */
-typedef struct { uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange; } lnc_random_args;
+ * (dist 0 uniform [p0,p1), 1 normal (p0, p1), 2 integers ilo + bits % irange, 3 bernoulli p0;
+ * the stream and prm: c/core/philox.h) */
+typedef struct { uint64_t seed, offset; int dist; double p0, p1; int64_t ilo; uint64_t irange; ln_rng_params prm; } lnc_random_args;
 int lnc_random(lnc_stream s, const lnc_random_args *a, char *out, int dtype, int64_t n);
 
 /* index.cu: the index check (synchronous: *bad_pos -1, or the first bad
