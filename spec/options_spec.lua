@@ -714,3 +714,18 @@ describe('fit checkpoint_every', function()
     assert.is_not_nil(ds)
   end)
 end)
+
+describe('options.named (the composed tensor methods name themselves)', function()
+  local options = require 'lunet.options'
+  it('passes every return value, renames an inner error, keeps one that names the method', function()
+    local f = options.named('unfold', function(a, b) return a, b, 3 end)
+    assert.same({ 1, 2, 3 }, { f(1, 2) })
+    local g = options.named('unfold', function() error('narrow: size 5 is too large', 0) end)
+    assert.equal('unfold: size 5 is too large', select(2, pcall(g)):gsub('^[^:]*:%d+: ', ''))
+    local h = options.named('index_add_', function() error('index_add: dim 3 out of range') end)
+    assert.equal('index_add: dim 3 out of range', select(2, pcall(h)):gsub('^[^:]*:%d+: ', ''))
+    local t = {}
+    local k = options.named('x', function() error(t) end)
+    assert.equal(t, select(2, pcall(k)))
+  end)
+end)

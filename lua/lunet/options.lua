@@ -48,6 +48,24 @@ function M.fail(fname, msg) error(fname .. ': ' .. msg, user_level()) end
 function M.raise(msg) error(msg, user_level()) end
 local fail = M.fail
 
+-- named(name, f): f with its errors raised as name's: an op composed of
+-- others ("narrow: ...") reads as the method the user called ("unfold:
+-- ..."), unless the message names it already (or its out-of-place form:
+-- name without its trailing '_'). Every return value passes through.
+function M.named(name, f)
+  local short = name:gsub('_$', '')
+  local function pass(ok, r, ...)
+    if ok then return r, ... end
+    if type(r) ~= 'string' then error(r, 0) end
+    r = r:gsub('^[^:\n]*:%d+: ', '', 1)
+    if r:sub(1, #short + 1) ~= short .. ':' and r:sub(1, #name + 1) ~= name .. ':' then
+      r = name .. ': ' .. r:gsub('^[%w_.]+: ', '', 1)
+    end
+    M.raise(r)
+  end
+  return function(...) return pass(pcall(f, ...)) end
+end
+
 -- allowed[spec] = {type name = true}, built once per spec string
 local allowed = {}
 local function allow(spec)

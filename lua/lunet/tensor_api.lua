@@ -36,21 +36,7 @@ local function L() return require('lunet') end
 
 local M = {}   -- the lunet.* functions
 
--- an error from an op inside names the method called, at the caller's line;
--- every result passes through
-local function named(name, f)
-  local short = name:gsub('_$', '')
-  local function pass(ok, r, ...)
-    if ok then return r, ... end
-    if type(r) ~= 'string' then error(r, 0) end
-    r = r:gsub('^[^:\n]*:%d+: ', '', 1)
-    if r:sub(1, #short + 1) ~= short .. ':' and r:sub(1, #name + 1) ~= name .. ':' then
-      r = name .. ': ' .. r:gsub('^[%w_.]+: ', '', 1)
-    end
-    raise(r)
-  end
-  return function(...) return pass(pcall(f, ...)) end
-end
+local named = options.named   -- (an error inside names the method called)
 local function def(name, f) Tensor[name] = named(name, f) end
 
 local function need(fn, x, what)

@@ -261,17 +261,5 @@ local COMPOSED = { 'softmax', 'log_softmax', 'lerp', 'lerp_', 'addcmul', 'addcmu
   'masked_fill', 'masked_fill_', 'flip', 'roll', 'tril', 'triu', 'tile', 'logsumexp', 'count_nonzero', 'dist',
   'outer', 'clamp_min', 'clamp_max', 'isfinite', 'nan_to_num', 'nan_to_num_', 'new_zeros', 'new_ones',
   'new_empty', 'new_full' }
-local function named(name, f)
-  local short = name:gsub('_$', '')
-  return function(...)
-    local ok, r = pcall(f, ...)
-    if ok then return r end
-    if type(r) ~= 'string' then error(r, 0) end
-    r = r:gsub('^[^:\n]*:%d+: ', '', 1)
-    if r:sub(1, #short + 1) ~= short .. ':' and r:sub(1, #name + 1) ~= name .. ':' then
-      r = name .. ': ' .. r:gsub('^[%w_.]+: ', '', 1)
-    end
-    raise(r)
-  end
-end
+local named = options.named   -- (an error inside names the method called)
 for _, name in ipairs(COMPOSED) do Tensor[name] = named(name, Tensor[name]) end

@@ -21,17 +21,7 @@ local raise = options.raise
 local function L() return require 'lunet' end
 local function LA() return require 'lunet.linalg' end
 
--- an error inside a composed op names the method called
-local function named(name, f)
-  local function pass(ok, r, ...)
-    if ok then return r, ... end
-    if type(r) ~= 'string' then error(r, 0) end
-    r = r:gsub('^[^:\n]*:%d+: ', '', 1)
-    if r:sub(1, #name + 1) ~= name .. ':' then r = name .. ': ' .. r:gsub('^[%w_.]+: ', '', 1) end
-    raise(r)
-  end
-  return function(...) return pass(pcall(f, ...)) end
-end
+local named = options.named   -- (an error inside names the method called)
 local function def(name, f) Tensor[name] = named(name, f) end
 local function need(fn, x, what)
   if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end

@@ -87,17 +87,7 @@ local function unravel(pos, shape)
   return cols
 end
 
--- an error inside one of the composed ops names the method first
-local function named(name, f)
-  local function pass(ok, r, ...)
-    if ok then return r, ... end
-    if type(r) ~= 'string' then error(r, 0) end
-    r = r:gsub('^[^:\n]*:%d+: ', '', 1)
-    if r:sub(1, #name + 1) ~= name .. ':' then r = name .. ': ' .. r end
-    raise(r)
-  end
-  return function(...) return pass(pcall(f, ...)) end
-end
+local named = options.named   -- (an error inside names the method called)
 
 -- ---- nonzero, argwhere --------------------------------------------------------------
 
