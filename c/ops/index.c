@@ -93,8 +93,9 @@ ln_tensor *ln_gather(const ln_tensor *a, int dim, const ln_tensor *index) {
   return out;
 }
 
-int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index, const ln_tensor *src) {
-  const char *fn = "scatter_add_";
+/* the argument checks scatter_add_ and scatter_reduce_ share; fn names the caller in errors */
+static int check_scatter(const char *fn, const ln_tensor *a, int dim, const ln_tensor *index,
+                         const ln_tensor *src) {
   if (ln_check_tensor(fn, a, "input") != 0 || check_index(fn, a, index) != 0 ||
       ln_check_tensor(fn, src, "src") != 0 || ln_check_same_device(fn, a, src) != 0 ||
       ln_check_dim(fn, a, dim) != 0 || check_fits(fn, a, dim, index, src) != 0)
@@ -104,11 +105,17 @@ int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index, const ln_tens
       ln_check_no_partial_overlap(fn, a, index, "index") != 0)
     return -1;
   if (a->dtype_id != src->dtype_id)
-    return ln_error("scatter_add_: src dtype %s differs from the input's %s; cast it first",
+    return ln_error("%s: src dtype %s differs from the input's %s; cast it first", fn,
                     ln_dtype_name(src->dtype_id), ln_dtype_name(a->dtype_id));
   int dt = a->dtype_id;
   if (dt == LN_BOOL || dt == LN_FLOAT16 || dt == LN_BFLOAT16)
-    return ln_error("scatter_add_: %s tensors are not supported", ln_dtype_name(dt));
+    return ln_error("%s: %s tensors are not supported", fn, ln_dtype_name(dt));
+  return 0;
+}
+
+int ln_scatter_add_(ln_tensor *a, int dim, const ln_tensor *index, const ln_tensor *src) {
+  const char *fn = "scatter_add_";
+  if (check_scatter(fn, a, dim, index, src) != 0) return -1;
   ln_index_args args = index_args(dim, a, NULL, index, src);
   return launch(fn, ln_backend_of(a->device_id)->scatter_add, &args, a, NULL, index, src);
 }
@@ -117,24 +124,12 @@ int ln_scatter_reduce_(ln_tensor *a, int dim, const ln_tensor *index, const ln_t
                        int include_self) {
   const char *fn = "scatter_reduce_";
   if (op < LN_SCATTER_SUM || op > LN_SCATTER_AMIN) return ln_error("scatter_reduce_: invalid op %d", op);
-  if (ln_check_tensor(fn, a, "input") != 0 || check_index(fn, a, index) != 0 ||
-      ln_check_tensor(fn, src, "src") != 0 || ln_check_same_device(fn, a, src) != 0 ||
-      ln_check_dim(fn, a, dim) != 0 || check_fits(fn, a, dim, index, src) != 0)
-    return -1;
-  if (ln_check_no_internal_overlap(fn, a) != 0 ||
-      ln_check_no_partial_overlap(fn, a, src, "src") != 0 ||
-      ln_check_no_partial_overlap(fn, a, index, "index") != 0)
-    return -1;
-  if (a->dtype_id != src->dtype_id)
-    return ln_error("scatter_reduce_: src dtype %s differs from the input's %s; cast it first",
-                    ln_dtype_name(src->dtype_id), ln_dtype_name(a->dtype_id));
-  int dt = a->dtype_id;
-  if (dt == LN_BOOL || dt == LN_FLOAT16 || dt == LN_BFLOAT16)
-    return ln_error("scatter_reduce_: %s tensors are not supported", ln_dtype_name(dt));
+  if (check_scatter(fn, a, dim, index, src) != 0) return -1;
   ln_index_args args = index_args(dim, a, NULL, index, src);
   args.op = op;
   args.include_self = include_self != 0;
-  return launch(fn, ln_kernel(fn, a->device_id, LN_K_scatter_reduce, dt), &args, a, NULL, index, src);
+  return launch(fn, ln_kernel(fn, a->device_id, LN_K_scatter_reduce, a->dtype_id), &args, a, NULL,
+                index, src);
 }
 
 /* ---- cat, stack ---------------------------------------------------------------------- */
