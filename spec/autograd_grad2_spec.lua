@@ -10,7 +10,7 @@
 -- left as it was.
 local lunet = require 'lunet'
 local fx = require 'support.fixtures'
-local gradcheck = require 'gradcheck'
+local gradgrad = require 'support.gradgrad'
 local A = lunet.autograd
 local AF = A.functional
 local nn = lunet.nn
@@ -137,19 +137,6 @@ end)
 -- second derivatives against finite differences of the first: gradcheck of
 -- x -> d sum(f(x) * w) / d(inputs) (create_graph), as torch's gradgradcheck
 describe('double backward of each layer (finite differences of the gradient)', function()
-  local function gg(f)
-    return function(...)
-      return A.enable_grad(function(...)
-        local ins = { ... }
-        local y = f(unpack(ins))
-        local w = lunet.linspace(0.5, 1.5, y:numel(), { dtype = 'float64' }):reshape(y:size())
-        local g = A.grad(y, ins, { grad_outputs = w, create_graph = true, allow_unused = true })
-        local parts = {}
-        for i = 1, #ins do if g[i] then parts[#parts + 1] = g[i]:reshape(-1) end end
-        return lunet.cat(parts)
-      end, ...)
-    end
-  end
   lunet.manual_seed(11)
   local function r(...) return lunet.randn({ ... }, { dtype = 'float64' }):requires_grad_() end
   local function const(...) return lunet.randn({ ... }, { dtype = 'float64' }) end
@@ -199,12 +186,7 @@ describe('double backward of each layer (finite differences of the gradient)', f
     { 'smooth_l1, huber, kl_div', function(a, b) return F.smooth_l1_loss(a * a, b, { reduction = 'none' }) + F.huber_loss(a * a, b, { reduction = 'none' }) + F.kl_div(a * a, b:sigmoid(), { reduction = 'batchmean' }) end, { x3, r(2, 3, 4) } },
     { 'cosine_similarity', function(a, b) return F.cosine_similarity(a, b) end, { x3, r(2, 3, 4) } },
   }
-  for _, c in ipairs(cases) do
-    it(c[1], function()
-      local ok, msg = gradcheck(gg(c[2]), c[3])
-      assert.is_true(ok, msg)
-    end)
-  end
+  gradgrad.each(it, cases)
 
   it('an empty batch through the grouped conv2d double backward', function()
     local x = lunet.zeros({ 0, 4, 3, 3 }, { dtype = 'float64' }):requires_grad_()

@@ -8,6 +8,7 @@
 -- that the ordinary backward is unchanged.
 local lunet = require 'lunet'
 local fx = require 'support.fixtures'
+local gradgrad = require 'support.gradgrad'
 local A = lunet.autograd
 local AF = A.functional
 local F = lunet.nn.functional
@@ -237,20 +238,7 @@ end)
 -- x -> d sum(f(x) * w) / dx (create_graph), through the ops' double backwards
 describe('double backward of each op (finite differences of the gradient)', function()
   local gradcheck = require 'gradcheck'
-  local function gg(f)
-    return function(...)
-      return A.enable_grad(function(...)
-        local ins = {}
-        for i, a in ipairs({ ... }) do ins[i] = a.requires_grad and a or a:detach():requires_grad_() end
-        local y = f(unpack(ins))
-        local w = lunet.linspace(0.5, 1.5, y:numel(), { dtype = 'float64' }):reshape(y:size())
-        local g = A.grad(y, ins, { grad_outputs = w, create_graph = true, allow_unused = true })
-        local parts = {}
-        for i = 1, #ins do if g[i] then parts[#parts + 1] = g[i]:reshape(-1) end end
-        return lunet.cat(parts)
-      end, ...)
-    end
-  end
+  local gg = gradgrad.gg
   lunet.manual_seed(7)
   local x = lunet.randn(3, 4, { dtype = 'float64' }):requires_grad_()
   local y = lunet.randn(4, 2, { dtype = 'float64' }):requires_grad_()
@@ -294,12 +282,7 @@ describe('double backward of each op (finite differences of the gradient)', func
     { 'adaptive_avg_pool2d', function(a) return F.adaptive_avg_pool2d((a * a):reshape(1, 1, 3, 4), { 2, 3 }):pow(2) end, { x } },
     { 'conv2d, weight a view of the input', function(a) return F.conv2d(a:reshape(1, 1, 3, 4), a:narrow(1, 1, 2):narrow(2, 1, 2):reshape(1, 1, 2, 2)) end, { x } },
   }
-  for _, c in ipairs(cases) do
-    it(c[1], function()
-      local ok, msg = gradcheck(gg(c[2]), c[3])
-      assert.is_true(ok, msg)
-    end)
-  end
+  gradgrad.each(it, cases)
 
   it('named errors for the ops without a double backward yet (at the second backward)', function()
     for name, f in pairs({

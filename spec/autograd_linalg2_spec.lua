@@ -9,7 +9,7 @@
 -- and the plain backward left as it was.
 local lunet = require 'lunet'
 local fx = require 'support.fixtures'
-local gradcheck = require 'gradcheck'
+local gradgrad = require 'support.gradgrad'
 local A = lunet.autograd
 local AF = A.functional
 local LA = lunet.linalg
@@ -99,19 +99,6 @@ end)
 -- second derivatives against finite differences of the first: gradcheck of
 -- inputs -> d sum(f(inputs) * w) / d(inputs) (create_graph), as torch's gradgradcheck
 describe('linalg double backward (finite differences of the gradient)', function()
-  local function gg(f)
-    return function(...)
-      return A.enable_grad(function(...)
-        local ins = { ... }
-        local y = f(unpack(ins))
-        local w = lunet.linspace(0.5, 1.5, y:numel(), { dtype = 'float64' }):reshape(y:size())
-        local g = A.grad(y, ins, { grad_outputs = w, create_graph = true, allow_unused = true })
-        local parts = {}
-        for i = 1, #ins do if g[i] then parts[#parts + 1] = g[i]:reshape(-1) end end
-        return lunet.cat(parts)
-      end, ...)
-    end
-  end
   lunet.manual_seed(5)
   local function r(...) return lunet.randn({ ... }, { dtype = 'float64' }):requires_grad_() end
   local function wc(...)   -- (well-conditioned: + 3 I)
@@ -170,12 +157,7 @@ describe('linalg double backward (finite differences of the gradient)', function
     end, { r(4, 3), r(4, 2), r(2, 2), r(3, 2) } },
     { 'cross', function(a, b) return LA.cross(a * a, b):pow(2) end, { r(2, 3), r(2, 3) } },
   }
-  for _, c in ipairs(cases) do
-    it(c[1], function()
-      local ok, msg = gradcheck(gg(c[2]), c[3])
-      assert.is_true(ok, msg)
-    end)
-  end
+  gradgrad.each(it, cases)
 
   it('non-contiguous inputs (a transpose, a strided batch)', function()
     local base = (lunet.randn({ 3, 3 }, { dtype = 'float64' }) + lunet.eye(3, { dtype = 'float64' }) * 3)
