@@ -48,6 +48,15 @@ function M.fail(fname, msg) error(fname .. ': ' .. msg, user_level()) end
 function M.raise(msg) error(msg, user_level()) end
 local fail = M.fail
 
+-- need_tensor(fname, x, what): x, or the error "fname: what must be a tensor,
+-- got <type>" at the user's line (what: 'input' when nil). The tensor
+-- methods' one check of a tensor argument (lunet.tensor and the tensor_*
+-- files): here, beside raise, as the other argument checks.
+function M.need_tensor(fname, x, what)
+  if not tensor_check(x) then M.raise(('%s: %s must be a tensor, got %s'):format(fname, what or 'input', type(x))) end
+  return x
+end
+
 -- named(name, f): f with its errors raised as name's: an op composed of
 -- others ("narrow: ...") reads as the method the user called ("unfold:
 -- ..."), unless the message names it already (or its out-of-place form:

@@ -161,12 +161,7 @@ end
 -- NULL or nil, which equals nil).
 local is_tensor = core.is_tensor
 
-local function need_tensor(fn, x, what)
-  if not is_tensor(x) then
-    raise(('%s: %s must be a tensor, got %s'):format(fn, what or 'argument', typename(x)))
-  end
-  return x
-end
+local need_tensor = require('lunet.options').need_tensor
 
 -- An integer argument that fits int64 (a fraction, NaN, inf or 2^63 is an
 -- error naming fn, never truncated on its way to C).

@@ -39,10 +39,7 @@ local M = {}   -- the lunet.* functions
 local named = options.named   -- (an error inside names the method called)
 local function def(name, f) Tensor[name] = named(name, f) end
 
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
-  return x
-end
+local need = options.need_tensor
 local function int(fn, v, what, lo)
   if type(v) ~= 'number' or v % 1 ~= 0 or v ~= v or (lo and v < lo) or math.abs(v) > 2 ^ 53 then
     raise(('%s: %s must be an integer%s, got %s'):format(fn, what, lo and (' >= ' .. lo) or '',

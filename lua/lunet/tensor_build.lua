@@ -18,7 +18,7 @@ local is_table, typename = core.is_table, core.typename
 local T = require 'lunet.tensor'
 local factory = require 'lunet.factory'
 local promote = require('lunet.tensor_bins').promote
-local Tensor, is_tensor = T.Tensor, T.is_tensor
+local Tensor = T.Tensor
 
 local M = {}
 
@@ -29,10 +29,7 @@ local function integer(fn, what, v)
   return v
 end
 
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what or 'input', typename(x))) end
-  return x
-end
+local need = options.need_tensor
 
 -- ---- unfold ---------------------------------------------------------------------------
 

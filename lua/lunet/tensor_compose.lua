@@ -22,10 +22,7 @@ local raise = options.raise
 local function F() return require('lunet.nn.functional') end
 local function L() return require('lunet') end
 
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
-  return x
-end
+local need = options.need_tensor
 local function number_or_tensor(fn, v, what)
   if type(v) ~= 'number' and not is_tensor(v) then
     raise(('%s: %s must be a number or a tensor, got %s'):format(fn, what, typename(v)))

@@ -3,19 +3,17 @@
 -- naming the method at the user's line (options.raise), and the sort
 -- kernel's positions.
 local core = require 'lunet.core'
-local raise = require('lunet.options').raise
+local options = require 'lunet.options'
+local raise = options.raise
 local typename = core.typename
 local T = require 'lunet.tensor'
-local is_tensor, wrap = T.is_tensor, T.wrap
+local wrap = T.wrap
 local C = core.C
 
 local M = {}
 
 -- x's C tensor, or an error when x is not a tensor
-function M.need(fn, x)
-  if not is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(fn, typename(x))) end
-  return x.p
-end
+function M.need(fn, x) return options.need_tensor(fn, x).p end
 
 -- a boolean option (default when nil)
 function M.flag(fn, what, v, default)

@@ -15,7 +15,6 @@ local core = require 'lunet.core'
 local options = require 'lunet.options'
 local T = require 'lunet.tensor'
 local Tensor, is_tensor, getters = T.Tensor, T.is_tensor, T.getters
-local typename = core.typename
 local raise = options.raise
 
 local function L() return require 'lunet' end
@@ -23,10 +22,7 @@ local function LA() return require 'lunet.linalg' end
 
 local named = options.named   -- (an error inside names the method called)
 local function def(name, f) Tensor[name] = named(name, f) end
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
-  return x
-end
+local need = options.need_tensor
 
 -- ---- fields ---------------------------------------------------------------------------------
 getters.is_cuda = function(self) return self.device:sub(1, 5) == 'cuda:' end

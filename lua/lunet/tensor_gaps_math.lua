@@ -11,21 +11,16 @@
 --   i0(), mvlgamma(p) (+ in place), histogram(bins[, {range =, weight =, density =}])
 --   -> hist, bin_edges; mode([dim = -1[, keepdim]]) -> values, 1-based indices
 -- (scatter_reduce and index_reduce: lunet.tensor_scatter_reduce, a C kernel.)
-local core = require 'lunet.core'
 local options = require 'lunet.options'
 local T = require 'lunet.tensor'
 local Tensor, is_tensor = T.Tensor, T.is_tensor
-local typename = core.typename
 local raise = options.raise
 
 local function L() return require 'lunet' end
 
 local named = options.named   -- (an error inside names the method called)
 local function def(name, f) Tensor[name] = named(name, f) end
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
-  return x
-end
+local need = options.need_tensor
 local function int(fn, v, what, lo)
   if type(v) ~= 'number' or v % 1 ~= 0 or (lo and v < lo) then
     raise(('%s: %s must be an integer%s, got %s'):format(fn, what, lo and (' >= ' .. lo) or '', tostring(v)))

@@ -43,10 +43,9 @@ local function to_index(fn, self, idx)
   return idx - 1
 end
 
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
-  return x.p
-end
+local need_tensor = require('lunet.options').need_tensor
+-- (the C tensor of x)
+local function need(fn, x, what) return need_tensor(fn, x, what).p end
 
 function Tensor.index_select(self, dim, idx)
   local p = need('index_select', self, 'input')

@@ -9,12 +9,9 @@ local check_options = require('lunet.options').check
 local C = core.C
 local Tensor, mt, wrap, check, is_tensor = T.Tensor, T.mt, T.wrap, T.check, T.is_tensor
 
-local function need(fn, x, what)
-  if not is_tensor(x) then
-    raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x)))
-  end
-  return x.p
-end
+local need_tensor = require('lunet.options').need_tensor
+-- (the C tensor of x)
+local function need(fn, x, what) return need_tensor(fn, x, what).p end
 
 local function num(x)
   if type(x) == 'boolean' then return x and 1 or 0 end

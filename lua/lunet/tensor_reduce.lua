@@ -15,10 +15,9 @@ local Tensor, wrap, is_tensor = T.Tensor, T.wrap, T.is_tensor
 
 local idx_box = ffi.new('ln_tensor*[1]')
 
-local function need(fn, x)
-  if not is_tensor(x) then raise(('%s: input must be a tensor, got %s'):format(fn, typename(x))) end
-  return x.p
-end
+local need_tensor = require('lunet.options').need_tensor
+-- (the C tensor of the input x)
+local function need(fn, x) return need_tensor(fn, x).p end
 
 local function keepdim_flag(fn, k)
   if k == nil or k == false then return 0 end

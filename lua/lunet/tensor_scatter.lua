@@ -34,9 +34,7 @@ local function shape_str(s) return '{' .. table.concat(s, ',') .. '}' end
 
 local named = options.named   -- (an error inside names the method called)
 
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
-end
+local need = options.need_tensor
 
 -- 1-based dim of an n-d tensor (a 0-d one takes 1 or -1) -> 1-based positive dim
 local function dim_of(fn, d, nd)

@@ -23,10 +23,7 @@ local OPTS = { include_self = 'boolean' }
 
 local named = options.named   -- (an error inside names the method called)
 
-local function need(fn, x, what)
-  if not is_tensor(x) then raise(('%s: %s must be a tensor, got %s'):format(fn, what, typename(x))) end
-  return x
-end
+local need = options.need_tensor
 
 -- index: an int64/int32 tensor, or a (nested) Lua table of 1-based indices
 local function index_of(fn, self, index)
