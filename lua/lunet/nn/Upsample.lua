@@ -23,6 +23,18 @@ function Upsample:__init(opts)
   self.size, self.scale_factor = opts.size, opts.scale_factor
 end
 
+-- the constructor of the subclasses that fix the mode, as PyTorch's
+-- (nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d): opts take size or
+-- scale_factor only
+local FIXED_OPTS = { size = 'number|table', scale_factor = 'number|table' }
+function Upsample._fixed(self, opts, mode, align_corners)
+  if not is_table(opts) then
+    options.fail(self.__name, 'expected {size = {H, W}} or {scale_factor = s}, got ' .. require('lunet.core').typename(opts))
+  end
+  options.check(self.__name, opts, FIXED_OPTS)
+  Upsample.__init(self, { size = opts.size, scale_factor = opts.scale_factor, mode = mode, align_corners = align_corners })
+end
+
 function Upsample:forward(x)
   return F._internal.interpolate(x, self.geometry, self.__name)
 end
