@@ -12,18 +12,12 @@ local options = require 'lunet.options'
 local factory = require 'lunet.factory'
 local T = require 'lunet.tensor'
 local typename = require('lunet.core').typename
+local LocalResponseNorm = require 'lunet.nn.LocalResponseNorm'
 
 local CrossMapLRN2d = Module:extend('nn.CrossMapLRN2d')
 
-local OPTS, POSITIONAL = { alpha = 'number', beta = 'number', k = 'number' }, { 'alpha', 'beta', 'k' }
-
-function CrossMapLRN2d:__init(size, ...)
-  if type(size) ~= 'number' or size % 1 ~= 0 or size < 1 or size >= 2 ^ 31 then
-    options.fail('nn.CrossMapLRN2d', 'size must be an integer >= 1, got ' .. tostring(size))
-  end
-  local o = options.check('nn.CrossMapLRN2d', options.positional('nn.CrossMapLRN2d', POSITIONAL, ...), OPTS) or {}
-  self.size, self.alpha, self.beta, self.k = size, o.alpha or 1e-4, o.beta or 0.75, o.k or 1
-end
+-- (nn.LocalResponseNorm's arguments, checked as there)
+function CrossMapLRN2d:__init(size, ...) LocalResponseNorm._setup(self, 'nn.CrossMapLRN2d', size, ...) end
 
 function CrossMapLRN2d:forward(x)
   if not T.is_tensor(x) then options.raise('nn.CrossMapLRN2d: input must be a tensor, got ' .. typename(x)) end
@@ -45,8 +39,6 @@ function CrossMapLRN2d:forward(x)
   return x * (sum * (self.alpha / self.size) + self.k):pow(-self.beta)
 end
 
-function CrossMapLRN2d:extra_repr()
-  return ('%d, alpha %g, beta %g, k %g'):format(self.size, self.alpha, self.beta, self.k)
-end
+CrossMapLRN2d.extra_repr = LocalResponseNorm.extra_repr
 
 return CrossMapLRN2d

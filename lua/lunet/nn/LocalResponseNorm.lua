@@ -10,12 +10,18 @@ local LocalResponseNorm = Module:extend('nn.LocalResponseNorm')
 
 local OPTS, POSITIONAL = { alpha = 'number', beta = 'number', k = 'number' }, { 'alpha', 'beta', 'k' }
 
-function LocalResponseNorm:__init(size, ...)
+-- size, alpha, beta, k checked (errors naming name) and set on self; the
+-- constructor nn.CrossMapLRN2d shares
+function LocalResponseNorm._setup(self, name, size, ...)
   if type(size) ~= 'number' or size % 1 ~= 0 or size < 1 or size >= 2 ^ 31 then
-    options.fail('nn.LocalResponseNorm', 'size must be an integer >= 1, got ' .. tostring(size))
+    options.fail(name, 'size must be an integer >= 1, got ' .. tostring(size))
   end
-  local o = options.check('nn.LocalResponseNorm', options.positional('nn.LocalResponseNorm', POSITIONAL, ...), OPTS) or {}
+  local o = options.check(name, options.positional(name, POSITIONAL, ...), OPTS) or {}
   self.size, self.alpha, self.beta, self.k = size, o.alpha or 1e-4, o.beta or 0.75, o.k or 1
+end
+
+function LocalResponseNorm:__init(size, ...)
+  LocalResponseNorm._setup(self, 'nn.LocalResponseNorm', size, ...)
   self.opts = { alpha = self.alpha, beta = self.beta, k = self.k }
 end
 
