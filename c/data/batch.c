@@ -189,13 +189,14 @@ static void expand_size(const double m[6], int64_t h, int64_t w, int64_t *oh, in
 static int plan_ops(const char *fn, ln_gather_plan *p) {
   static const char *const names[] = {"?", "crop", "horizontal flip", "vertical flip", "normalize",
                                       "resize", "resized crop", "color jitter", "erasing", "grayscale",
-                                      "affine", "gaussian blur", "pad"};
+                                      "affine", "gaussian blur", "pad", "posterize", "solarize",
+                                      "autocontrast", "equalize", "sharpness", "invert", "autoaugment"};
   const ln_transform *tf = &p->tf;
   int64_t h = p->H, w = p->W, C = p->C, most, extra = 0;
   if (ln_mul_ovf(h, w, &most)) return ln_error("%s: image size overflows", fn);
   for (int k = 0; k < tf->nops; k++) {
     const ln_transform_op *o = &tf->ops[k];
-    if (o->kind < LN_OP_CROP || o->kind > LN_OP_PAD) return ln_error("%s: op %d: unknown kind %d", fn, k + 1, o->kind);
+    if (o->kind < LN_OP_CROP || o->kind > LN_OP_AUTOAUG) return ln_error("%s: op %d: unknown kind %d", fn, k + 1, o->kind);
     const char *nm = names[o->kind];
     p->op_h[k] = h; p->op_w[k] = w;
     switch (o->kind) {
@@ -313,6 +314,27 @@ static int plan_ops(const char *fn, ln_gather_plan *p) {
       if (h > INT32_MAX || w > INT32_MAX) return ln_error("%s: pad gives %lldx%lld", fn, (long long)h, (long long)w);
       break;
     }
+    case LN_OP_POSTERIZE: case LN_OP_SOLARIZE: case LN_OP_AUTOCONTRAST: case LN_OP_EQUALIZE:
+    case LN_OP_SHARPNESS: case LN_OP_INVERT: case LN_OP_AUTOAUG:
+      if (C != 1 && C != 3) return ln_error("%s: %s needs 1 or 3 channels, got %lld", fn, nm, (long long)C);
+      if (o->kind != LN_OP_AUTOAUG && !(o->p >= 0 && o->p <= 1))
+        return ln_error("%s: %s probability must be in [0, 1], got %g", fn, nm, o->p);
+      if (o->kind == LN_OP_POSTERIZE && (o->i < 0 || o->i > 8))
+        return ln_error("%s: posterize bits must be in [0, 8], got %d", fn, o->i);
+      if (o->kind == LN_OP_SOLARIZE && (isnan(o->a[0]) || o->mode < 0 || o->mode > 1))
+        return ln_error("%s: solarize threshold %g (mode %d)", fn, o->a[0], o->mode);
+      if (o->kind == LN_OP_SHARPNESS && !(o->a[0] >= 0 && isfinite(o->a[0])))
+        return ln_error("%s: sharpness factor must be >= 0 and finite, got %g", fn, o->a[0]);
+      if (o->kind == LN_OP_AUTOAUG) {
+        if (o->interp != 0 && o->interp != 1) return ln_error("%s: %s: unknown interpolation %d", fn, nm, o->interp);
+        if ((o->flags & LN_TF_FILL) && o->nv != 1 && o->nv != C)
+          return ln_error("%s: %s fill has %d values for %lld channels", fn, nm, o->nv, (long long)C);
+        int bad = o->mode < 0 || o->mode > 3 || (o->mode == 0 && (o->i < 0 || o->i > 2)) ||
+                  (o->mode == 1 && (o->i < 0 || o->i > LN_AUG_MAX_NUM_OPS || o->j < 0 || o->j >= o->bh)) || ((o->mode == 1 || o->mode == 2) && o->bh < 2) ||
+                  (o->mode == 3 && (o->j < 0 || o->j >= LN_AUG_NOPS || !isfinite(o->a[0])));
+        if (bad) return ln_error("%s: %s: bad parameters (mode %d, %d, %d, %d bins)", fn, nm, o->mode, o->i, o->j, o->bh);
+      }
+      break;
     }
     int64_t e;
     if (ln_mul_ovf(h, w, &e)) return ln_error("%s: image size overflows after the %s", fn, nm);
@@ -666,6 +688,48 @@ static int64_t pad_at(int64_t i, int64_t n, int mode) {
   }
 }
 
+/* torchvision's _apply_op(op, magnitude) on the float image *cur (C, h, w):
+ * geometric ops sample into *nxt and swap the two. Posterize, Solarize and
+ * Equalize see the uint8 pixels (as torchvision's policies on uint8 images). */
+static void apply_aug(const ln_transform_op *o, int op, double mag, float **cur, float **nxt, int64_t C, int64_t h,
+                      int64_t w) {
+  int64_t n = h * w;
+  if (op >= LN_AUG_SHEAR_X && op <= LN_AUG_ROTATE) {
+    ln_transform_op t;
+    memset(&t, 0, sizeof t);
+    t.kind = LN_OP_AFFINE; t.mode = 1; t.interp = o->interp; t.a[4] = 1;
+    t.flags = o->flags & LN_TF_FILL; t.nv = o->nv;
+    memcpy(t.v, o->v, sizeof t.v);
+    if (op == LN_AUG_SHEAR_X || op == LN_AUG_SHEAR_Y) {   /* sheared about the top-left pixel */
+      t.a[op == LN_AUG_SHEAR_X ? 6 : 8] = atan(mag) * 57.29577951308232;   /* (math.degrees) */
+      t.flags |= LN_TF_CENTER;
+    } else if (op == LN_AUG_ROTATE) {
+      t.a[0] = -mag;   /* (rotate's matrix turns by -angle) */
+    } else {
+      t.a[op == LN_AUG_TRANSLATE_X ? 2 : 3] = trunc(mag);   /* int(magnitude) */
+    }
+    double m[6];
+    affine_params(&t, NULL, h, w, m);
+    affine_sample(&t, m, *cur, C, h, w, *nxt, h, w);
+    float *s = *cur; *cur = *nxt; *nxt = s;
+    return;
+  }
+  switch (op) {
+  case LN_AUG_BRIGHTNESS: jitter(*cur, C, n, 0, (float)(1.0 + mag)); break;
+  case LN_AUG_COLOR: jitter(*cur, C, n, 2, (float)(1.0 + mag)); break;
+  case LN_AUG_CONTRAST: jitter(*cur, C, n, 1, (float)(1.0 + mag)); break;
+  case LN_AUG_SHARPNESS:
+    if (ln_aug_sharpness(*cur, *nxt, C, h, w, (float)(1.0 + mag))) { float *s = *cur; *cur = *nxt; *nxt = s; }
+    break;
+  case LN_AUG_POSTERIZE: ln_aug_posterize(*cur, C * n, (int)mag); break;
+  case LN_AUG_SOLARIZE: ln_aug_solarize(*cur, C * n, mag, 1); break;
+  case LN_AUG_AUTOCONTRAST: ln_aug_autocontrast(*cur, C, n); break;
+  case LN_AUG_EQUALIZE: ln_aug_equalize(*cur, C, n); break;
+  case LN_AUG_INVERT: ln_aug_invert(*cur, C * n); break;
+  default: break;   /* Identity */
+  }
+}
+
 /* One sample through tf->ops: (C,H,W) -> (C,OH,OW) float32, on scratch (two
  * buffers of p->scratch / 2 floats). */
 static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t key, uint64_t seed, uint64_t epoch,
@@ -822,6 +886,23 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
           }
         }
       swap = 1;
+      break;
+    }
+    case LN_OP_POSTERIZE: case LN_OP_SOLARIZE: case LN_OP_AUTOCONTRAST: case LN_OP_EQUALIZE:
+    case LN_OP_SHARPNESS: case LN_OP_INVERT:
+      if (!(u01(r[0]) < o->p)) break;
+      if (o->kind == LN_OP_POSTERIZE) ln_aug_posterize(cur, C * h * w, o->i);
+      else if (o->kind == LN_OP_SOLARIZE) ln_aug_solarize(cur, C * h * w, o->a[0], o->mode);
+      else if (o->kind == LN_OP_AUTOCONTRAST) ln_aug_autocontrast(cur, C, h * w);
+      else if (o->kind == LN_OP_EQUALIZE) ln_aug_equalize(cur, C, h * w);
+      else if (o->kind == LN_OP_INVERT) ln_aug_invert(cur, C * h * w);
+      else swap = ln_aug_sharpness(cur, nxt, C, h, w, (float)o->a[0]);
+      break;
+    case LN_OP_AUTOAUG: {
+      int32_t ops[LN_AUG_MAX_NUM_OPS];
+      double mags[LN_AUG_MAX_NUM_OPS];
+      int cnt = ln_autoaug_choices(o, k, h, w, seed, epoch, key, ops, mags, LN_AUG_MAX_NUM_OPS);
+      for (int t = 0; t < cnt; t++) apply_aug(o, ops[t], mags[t], &cur, &nxt, C, h, w);
       break;
     }
     case LN_OP_ERASE: {

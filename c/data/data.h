@@ -51,4 +51,13 @@ int ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t
                   const int64_t *keys, int64_t b, uint64_t seed, uint64_t epoch, int threaded,
                   float *scratch);
 
+/* augment.c: the AutoAugment family's pixel ops on float images (n: all the
+ * floats, or one channel's with C channels) */
+void ln_aug_posterize(float *im, int64_t n, int bits);
+void ln_aug_solarize(float *im, int64_t n, double threshold, int u8);
+void ln_aug_invert(float *im, int64_t n);
+void ln_aug_autocontrast(float *im, int64_t C, int64_t n);
+void ln_aug_equalize(float *im, int64_t C, int64_t n);
+int ln_aug_sharpness(const float *src, float *dst, int64_t C, int64_t h, int64_t w, float f);
+
 #endif

@@ -790,10 +790,33 @@ enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
  *                  mode 1: sigma a[0] along x, a[1] along y
  *   PAD            left i, top j, right bw, bottom bh pixels; mode 0 constant
  *                  (v[0]), 1 edge, 2 reflect, 3 symmetric (torchvision's)
+ * The AutoAugment family (1 or 3 channels; "uint8 pixel": round(255 v),
+ * torchvision's uint8 result coming back as pixel / 255):
+ *   POSTERIZE      with probability p, keep the high i (0..8) bits of the
+ *                  uint8 pixel
+ *   SOLARIZE       with probability p, v >= a[0] becomes 1 - v; mode 1: the
+ *                  uint8 pixel >= a[0] (a 0..255 threshold)
+ *   AUTOCONTRAST   with probability p, per channel (v - min) / (max - min)
+ *   EQUALIZE       with probability p, torchvision's uint8 histogram
+ *                  equalisation per channel
+ *   SHARPNESS      with probability p, blend factor a[0] (>= 0) with the 3x3
+ *                  smoothed image (torchvision's adjust_sharpness)
+ *   INVERT         with probability p, 1 - v
+ *   AUTOAUG        mode 0 AutoAugment (policy i: 0 imagenet, 1 cifar10,
+ *                  2 svhn), 1 RandAugment (i ops at magnitude bin j of bh),
+ *                  i <= LN_AUG_MAX_NUM_OPS, 2 TrivialAugmentWide (bh bins), 3 one op j (LN_AUG_*) at
+ *                  magnitude a[0] (torchvision's _apply_op); interp, fill
+ *                  (flags & LN_TF_FILL, v, nv) as AFFINE
  * Each op draws its random numbers from its own Philox stream of the key. */
 enum { LN_TF_MAX_OPS = 12 };
 enum { LN_OP_CROP = 1, LN_OP_HFLIP, LN_OP_VFLIP, LN_OP_NORMALIZE, LN_OP_RESIZE, LN_OP_RESIZED_CROP,
-       LN_OP_JITTER, LN_OP_ERASE, LN_OP_GRAY, LN_OP_AFFINE, LN_OP_BLUR, LN_OP_PAD };
+       LN_OP_JITTER, LN_OP_ERASE, LN_OP_GRAY, LN_OP_AFFINE, LN_OP_BLUR, LN_OP_PAD, LN_OP_POSTERIZE,
+       LN_OP_SOLARIZE, LN_OP_AUTOCONTRAST, LN_OP_EQUALIZE, LN_OP_SHARPNESS, LN_OP_INVERT, LN_OP_AUTOAUG };
+/* the AUTOAUG ops, in torchvision's order of RandAugment's space (Invert last) */
+enum { LN_AUG_IDENTITY = 0, LN_AUG_SHEAR_X, LN_AUG_SHEAR_Y, LN_AUG_TRANSLATE_X, LN_AUG_TRANSLATE_Y,
+       LN_AUG_ROTATE, LN_AUG_BRIGHTNESS, LN_AUG_COLOR, LN_AUG_CONTRAST, LN_AUG_SHARPNESS, LN_AUG_POSTERIZE,
+       LN_AUG_SOLARIZE, LN_AUG_AUTOCONTRAST, LN_AUG_EQUALIZE, LN_AUG_INVERT, LN_AUG_NOPS };
+enum { LN_AUG_MAX_NUM_OPS = 64 };   /* RandAugment's num_ops at most */
 enum { LN_TF_HUE = 1, LN_TF_CENTER = 2, LN_TF_FILL = 4, LN_TF_EXPAND = 8 };
 typedef struct ln_transform_op {
   int32_t kind, mode, h, w, pad;
@@ -812,6 +835,13 @@ typedef struct ln_transform {
   int32_t nops;
   ln_transform_op ops[LN_TF_MAX_OPS];
 } ln_transform;
+
+/* The ops (LN_AUG_*) and signed magnitudes an AUTOAUG op o (the k-th of its
+ * transform, 0-based) applies to the h x w sample keyed (seed, epoch, key),
+ * in order: at most cap into ops/mags; returns how many it applies (-1 on
+ * a bad op). */
+LN_API int ln_autoaug_choices(const ln_transform_op *o, int k, int64_t h, int64_t w, uint64_t seed,
+                              uint64_t epoch, uint64_t key, int32_t *ops, double *mags, int cap);
 
 /* Shape (returns ndim, -1 on error) and dtype of a batch of b rows of x:
  * with tf, x is 4-D uint8 or float32 (N,C,H,W) and the batch is float32

@@ -8,7 +8,8 @@
 --
 -- Also RandomVerticalFlip, Resize, RandomResizedCrop, ColorJitter,
 -- RandomErasing (and, in transforms_more.lua, Grayscale, RandomGrayscale,
--- RandomRotation, RandomAffine, GaussianBlur, Pad), and their fixed-parameter
+-- RandomRotation, RandomAffine, GaussianBlur, Pad; in transforms_augment.lua
+-- the AutoAugment family and policies), and their fixed-parameter
 -- forms in M.functional; a
 -- Compose with any of them runs as an ordered list of C ops (tf.ops), its
 -- crop and horizontal flip drawing as the fixed path does.
@@ -421,4 +422,5 @@ end
 
 require('lunet.data.transforms_more')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr,
   values = values, range = range, size2 = size2 })
+require('lunet.data.transforms_augment')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values })
 return M
