@@ -410,7 +410,15 @@ static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res, b
     if (!s->out && s->reorder) {
       ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->user};
       ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->inner};
-      CHK(dnnl_primitive_execute(s->reorder, st->stream, 2, ra));
+      /* bfloat16 passes convert their weights each call: a few thousand
+       * elements, where a parallel region's wake-up costs more (up to ms
+       * on a loaded machine) than converting them on this thread */
+      int nt = omp_get_max_threads();
+      bool one = e->key.fpm && nt > 1 && s->ubytes < (64 << 10);
+      if (one) omp_set_num_threads(1);
+      dnnl_status_t r = dnnl_primitive_execute(s->reorder, st->stream, 2, ra);
+      if (one) omp_set_num_threads(nt);
+      CHK(r);
     }
     args[i] = (dnnl_exec_arg_t){s->arg, s->inner};
   }
