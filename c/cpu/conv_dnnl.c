@@ -43,7 +43,7 @@ enum { POST_SUM = 1, POST_RELU = 2 };
 
 typedef struct {
   int op, nt, bias, post;   /* post: POST_* of a fused forward; OP_REORDER: bias = 1 blocked -> NCHW */
-  int raw, pad_;
+  int raw, fpm;             /* fpm: bfloat16 inputs (float32 matmul precision "medium") */
   int64_t N, C, H, W, O, KH, KW, OH, OW;
   int64_t sh, sw, ph, pw, dh, dw;
 } dkey;
@@ -161,6 +161,7 @@ static dnnl_status_t slot_init(dstate *st, dentry *e, int arg, bool out, const d
 static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) {
   memset(k, 0, sizeof *k);
   k->raw = a->raw;
+  k->fpm = ln_cpu_bf16_math();
   k->op = op; k->nt = nt; k->bias = bias;
   if (op == OP_FWD) k->post = (a->res ? POST_SUM : 0) | (a->relu ? POST_RELU : 0);
   k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
@@ -224,16 +225,27 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
   CHK(dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
   CHK(dnnl_memory_desc_init_by_tag(&b_u, 1, bd, dnnl_f32, dnnl_x));
   CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, dnnl_nchw));
-  CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, dnnl_f32, k->raw & RAW_SRC ? BLK : dnnl_format_tag_any));
-  CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, dnnl_f32, dnnl_format_tag_any));
+  /* fpm: the pass's two inputs in bfloat16 (the slots' reorders convert
+   * them), its output float32: oneDNN 2.6 ignores fpmath_mode on float32
+   * primitives (gemm_bf16.c). The forward descriptor (a backward pass's
+   * hint) takes bfloat16 src and weights and the pass's dst type. */
+  const bool fpm = k->fpm;
+  const dnnl_data_type_t sdt = fpm && k->op != OP_BWD_DATA ? dnnl_bf16 : dnnl_f32;
+  const dnnl_data_type_t wdt = fpm && k->op != OP_BWD_W ? dnnl_bf16 : dnnl_f32;
+  const dnnl_data_type_t ddt = fpm && k->op != OP_FWD ? dnnl_bf16 : dnnl_f32;
+  dnnl_memory_desc_t src_h, w_h;
+  CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, sdt, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, wdt, dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
-  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, k->raw & RAW_DST ? BLK : dnnl_format_tag_any));
-  if (k->raw & RAW_SRC) src_u = src_a;
-  if (k->raw & RAW_DST) dst_u = dst_a;
+  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, ddt, k->raw & RAW_DST && !(fpm && k->op != OP_FWD) ? BLK : dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&src_h, 4, sd, fpm ? dnnl_bf16 : dnnl_f32, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&w_h, 4, wd, fpm ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any));
+  if (k->raw & RAW_SRC) CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, BLK));
+  if (k->raw & RAW_DST) CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, BLK));
   /* a fused forward records no gradient: inference kernels, with the
    * residual add (sum) and relu run on the output tile while it is hot */
   CHK(dnnl_dilated_convolution_forward_desc_init(&fd, k->post ? dnnl_forward_inference : dnnl_forward_training,
-                                                 alg, &src_a, &w_a,
+                                                 alg, &src_h, &w_h,
                                                  k->op == OP_FWD && k->bias ? &b_a : NULL, &dst_a,
                                                  strides, dil, pl, pr));
   if (k->post) {
@@ -314,10 +326,22 @@ static bool winograd_wanted(const ln_conv2d_args *a, int op) {
 
 /* Creates the entry: Winograd where wanted and oneDNN offers it (its JIT
  * kernel exists only for some CPUs, layouts and post-ops), else direct. */
-static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
+static int entry_init_any(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
   if (k->op != OP_REORDER && winograd_wanted(a, k->op) && entry_init_alg(st, e, a, k, dnnl_convolution_winograd) == 0)
     return 0;
   return entry_init_alg(st, e, a, k, dnnl_convolution_direct);
+}
+
+/* A bfloat16 pass oneDNN cannot run (no JIT kernel for the shape) runs in
+ * float32 instead, cached under the key that asked for bfloat16. */
+static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
+  int rc = entry_init_any(st, e, a, k);
+  if (rc == 0 || !k->fpm) return rc;
+  dkey f = *k;
+  f.fpm = 0;
+  rc = entry_init_any(st, e, a, &f);
+  e->key = *k;   /* a rejected key is remembered as asked */
+  return rc;
 }
 
 /* Inference runs the same (folded) weights step after step, and oneDNN's
@@ -386,7 +410,15 @@ static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res, b
     if (!s->out && s->reorder) {
       ra[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, s->user};
       ra[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, s->inner};
-      CHK(dnnl_primitive_execute(s->reorder, st->stream, 2, ra));
+      /* bfloat16 passes convert their weights each call: a few thousand
+       * elements, where a parallel region's wake-up costs more (up to ms
+       * on a loaded machine) than converting them on this thread */
+      int nt = omp_get_max_threads();
+      bool one = e->key.fpm && nt > 1 && s->ubytes < (64 << 10);
+      if (one) omp_set_num_threads(1);
+      dnnl_status_t r = dnnl_primitive_execute(s->reorder, st->stream, 2, ra);
+      if (one) omp_set_num_threads(nt);
+      CHK(r);
     }
     args[i] = (dnnl_exec_arg_t){s->arg, s->inner};
   }

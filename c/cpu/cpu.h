@@ -38,4 +38,10 @@ int ln_kernel_threads(void);
  * ln_host_parallel_for, through the runtime's parallel_for). */
 void ln_parallel_for(int64_t n, int64_t grain, ln_range_fn fn, void *ctx);
 
+/* precision.c: float32 products in bfloat16 now ("medium" on AVX512_BF16) */
+bool ln_cpu_bf16_math(void);
+/* gemm_bf16.c: a float32 product with bfloat16 inputs on oneDNN; 0, or -1
+ * (the caller runs sgemm) */
+int ln_cpu_gemm_bf16(const ln_gemm_args *g, int nt);
+
 #endif

@@ -52,6 +52,10 @@ int ln_cpu_gemm(void *p) {
   /* under 1M multiply-adds one thread, as conv2d's plan (SMALL_MACS): the
    * second thread saves a few us on an idle machine and a barrier costs
    * milliseconds on a loaded one (LeNet-5's 120->84 and 84->10 layers) */
+  /* float32 matmul precision "medium": bfloat16 operands on oneDNN */
+  if (g->dtype == LN_FLOAT32 && ln_cpu_bf16_math() &&
+      ln_cpu_gemm_bf16(g, nt <= 1 || flops < 2.0 * (1 << 20) ? 1 : nt) == 0)
+    return 0;
   if (nt <= 1 || flops < 2.0 * (1 << 20)) {
     for (int64_t b = 0; b < g->batch; b++) gemm_block(g, b, 0, g->m, 0, g->n);
     return 0;

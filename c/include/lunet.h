@@ -164,6 +164,15 @@ LN_API int ln_set_device_threads(int device, int nthreads);
  * (x86), else 0 and nothing changes. ln_flush_denormal: the mode now. */
 LN_API int ln_set_flush_denormal(int on);
 LN_API int ln_flush_denormal(void);
+/* Float32 matmul precision, as torch.set_float32_matmul_precision: "highest"
+ * (default), "high" (= highest on CPUs) or "medium" (float32 convolutions on
+ * oneDNN and matrix products take bfloat16 inputs, float32 accumulation,
+ * where the CPU has AVX512_BF16). Waits for queued work first; -1 with an
+ * error for other strings. ln_cpu_bf16_supported: 1 where medium takes the
+ * bfloat16 path. */
+LN_API int ln_set_float32_matmul_precision(const char *precision);
+LN_API const char *ln_float32_matmul_precision(void);
+LN_API int ln_cpu_bf16_supported(void);
 LN_API int ln_device_valid(int device);        /* 1 if the id names a device */
 /* Devices by type name: the id of type:index ("cpu", 1 -> 1), or -1 with an
  * error; the type name of a device id (NULL if no backend has that type). */

@@ -179,6 +179,21 @@ function lunet.set_flush_denormal(on)
 end
 function lunet.flush_denormal() return C.ln_flush_denormal() == 1 end
 
+-- Float32 matmul precision, as torch.set_float32_matmul_precision: 'highest'
+-- (default), 'high' (the same on CPUs, as torch's) or 'medium': float32
+-- convolutions on oneDNN and matmul/linear/bmm round their inputs to bfloat16
+-- and accumulate in float32 where the CPU has AVX512_BF16 (elsewhere as
+-- highest). The CPU backend owns it (one process-wide setting, device worker
+-- threads included); queued work finishes under the old one. Float64 is
+-- never affected.
+function lunet.set_float32_matmul_precision(p)
+  if type(p) ~= 'string' then
+    error("set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got " .. typename(p), 2)
+  end
+  if C.ln_set_float32_matmul_precision(p) ~= 0 then core.raise() end
+end
+function lunet.get_float32_matmul_precision() return ffi.string(C.ln_float32_matmul_precision()) end
+
 function lunet.set_default_dtype(dt) core.default_dtype = core.dtype_id('set_default_dtype', dt) end
 function lunet.get_default_dtype() return core.dtypes[core.default_dtype] end
 
