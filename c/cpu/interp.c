@@ -138,8 +138,17 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
     for (int64_t o = 0; o < p->outer; o++) {                                                     \
       T *dd = d + o * ni * inner;                                                                \
       const T *go = g + o * no * inner;                                                          \
-      if (inner == 1 && p->dbl) {                                                                \
-        for (int64_t k = 0; k < ni; k++) dd[k] = go[2 * k] + go[2 * k + 1];                      \
+      if (p->dbl) {   /* (row k the sum of rows 2k and 2k+1: no zeroing, one pass) */           \
+        if (inner == 1) {                                                                        \
+          for (int64_t k = 0; k < ni; k++) dd[k] = go[2 * k] + go[2 * k + 1];                    \
+        } else {                                                                                 \
+          for (int64_t k = 0; k < ni; k++) {                                                     \
+            const T *g0 = go + 2 * k * inner, *g1 = g0 + inner;                                  \
+            T *dr = dd + k * inner;                                                              \
+            _Pragma("omp simd")                                                                  \
+            for (int64_t i = 0; i < inner; i++) dr[i] = g0[i] + g1[i];                           \
+          }                                                                                      \
+        }                                                                                        \
         continue;                                                                                \
       }                                                                                          \
       memset(dd, 0, (size_t)(ni * inner) * sizeof(T));                                           \
@@ -168,25 +177,53 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
       }                                                                                          \
     }                                                                                            \
   }                                                                                              \
+  /* plane q of a strided dout gathered into buf (dense, the output's sizes) */                   \
+  static void gather_##SFX(const ln_interp_args *a, int64_t q, T *buf) {                         \
+    int64_t sz[3] = {1, 1, 1}, st[3] = {0, 0, 0};                                                \
+    for (int d = 0; d < a->sd; d++) sz[3 - a->sd + d] = a->osz[d], st[3 - a->sd + d] = a->gst[2 + d]; \
+    const T *g = (const T *)a->dout + (q / a->C) * a->gst[0] + (q % a->C) * a->gst[1];           \
+    for (int64_t i0 = 0; i0 < sz[0]; i0++)                                                       \
+      for (int64_t i1 = 0; i1 < sz[1]; i1++, buf += sz[2]) {                                     \
+        const T *r = g + i0 * st[0] + i1 * st[1];                                                \
+        if (st[2] == 1) memcpy(buf, r, (size_t)sz[2] * sizeof(T));                               \
+        else if (st[2] == 0) { const T v = r[0]; for (int64_t i = 0; i < sz[2]; i++) buf[i] = v; } \
+        else for (int64_t i = 0; i < sz[2]; i++) buf[i] = r[i * st[2]];                          \
+      }                                                                                          \
+  }                                                                                              \
+  /* plane q: src (ss elements) -> dst through the passes (scratch: this thread's) */            \
+  static void plane_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *buf,      \
+                          const T *s, T *t, int64_t ds) {                                        \
+    if (pl->n == 0) { memcpy(t, s, (size_t)ds * sizeof(T)); return; }                            \
+    for (int k = 0; k < pl->n; k++) {                                                            \
+      T *o = k == pl->n - 1 ? t : buf + (k & 1) * pl->scratch;                                   \
+      if (bwd) bwd_pass_##SFX(&pl->p[pl->n - 1 - k], s, o);                                      \
+      else fwd_pass_##SFX(&pl->p[k], s, o);                                                      \
+      s = o;                                                                                     \
+    }                                                                                            \
+  }                                                                                              \
   static void run_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *scratch,    \
-                        int nt) {                                                                \
+                        int64_t per, int nt) {                                                   \
     int64_t isz = 1, osz = 1;                                                                    \
     for (int d = 0; d < a->sd; d++) isz *= a->isz[d], osz *= a->osz[d];                          \
     const T *src = (const T *)(bwd ? a->dout : a->in);                                           \
     T *dst = (T *)(bwd ? a->din : a->out);                                                       \
     const int64_t ss = bwd ? osz : isz, ds = bwd ? isz : osz;                                    \
+    const bool strided = bwd && a->gstrided;                                                     \
+    /* every plane of dout the same one (sum's gradient): one plane's backward, copied */        \
+    if (strided && (a->gst[0] == 0 || a->planes == a->C) && (a->gst[1] == 0 || a->C == 1)) {     \
+      T *g = scratch + 2 * pl->scratch;                                                          \
+      gather_##SFX(a, 0, g);                                                                     \
+      plane_##SFX(a, pl, true, scratch, g, dst, ds);                                             \
+      _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                   \
+      for (int64_t q = 1; q < a->planes; q++) memcpy(dst + q * ds, dst, (size_t)ds * sizeof(T)); \
+      return;                                                                                    \
+    }                                                                                            \
     _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                     \
     for (int64_t q = 0; q < a->planes; q++) {                                                    \
-      T *buf = scratch + (int64_t)omp_get_thread_num() * 2 * pl->scratch;                        \
+      T *buf = scratch + (int64_t)omp_get_thread_num() * per;                                    \
       const T *s = src + q * ss;                                                                 \
-      T *t = dst + q * ds;                                                                       \
-      if (pl->n == 0) { memcpy(t, s, (size_t)ds * sizeof(T)); continue; }                       \
-      for (int k = 0; k < pl->n; k++) {                                                          \
-        T *o = k == pl->n - 1 ? t : buf + (k & 1) * pl->scratch;                                 \
-        if (bwd) bwd_pass_##SFX(&pl->p[pl->n - 1 - k], s, o);                                    \
-        else fwd_pass_##SFX(&pl->p[k], s, o);                                                    \
-        s = o;                                                                                   \
-      }                                                                                          \
+      if (strided) { gather_##SFX(a, q, buf + 2 * pl->scratch); s = buf + 2 * pl->scratch; }     \
+      plane_##SFX(a, pl, bwd, buf, s, dst + q * ds, ds);                                         \
     }                                                                                            \
   }
 
@@ -205,16 +242,18 @@ static int run(void *args, bool bwd) {
   if (work < 32768) nt = 1;
   if (nt > a->planes) nt = (int)a->planes;
   size_t es = a->dtype == LN_FLOAT64 ? sizeof(double) : sizeof(float);
+  /* per thread: two intermediate planes, and a strided dout's gathered plane */
+  int64_t per = 2 * pl.scratch + (bwd && a->gstrided ? osz : 0);
   void *scratch = NULL;
-  if (pl.scratch > 0) {
-    scratch = malloc((size_t)nt * 2 * (size_t)pl.scratch * es);
+  if (per > 0) {
+    scratch = malloc((size_t)nt * (size_t)per * es);
     if (!scratch) {
       free(pl.mem);
-      return ln_error("interpolate: out of memory for %d x 2 x %lld scratch elements", nt, (long long)pl.scratch);
+      return ln_error("interpolate: out of memory for %d x %lld scratch elements", nt, (long long)per);
     }
   }
-  if (a->dtype == LN_FLOAT64) run_f64(a, &pl, bwd, scratch, nt);
-  else run_f32(a, &pl, bwd, scratch, nt);
+  if (a->dtype == LN_FLOAT64) run_f64(a, &pl, bwd, scratch, per, nt);
+  else run_f32(a, &pl, bwd, scratch, per, nt);
   free(scratch);
   free(pl.mem);
   return 0;
