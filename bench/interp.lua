@@ -3,8 +3,10 @@
 -- scale_factor 2, forward alone and forward + backward of sum(out), on 1 and
 -- 2 threads; medians of several runs, in rounds that alternate lunet and
 -- torch (the machine may be shared). Prints ms and lunet/torch ratios.
---   luajit bench/interp.lua [--runs R] [--rounds K] [--composed]
+--   luajit bench/interp.lua [--runs R] [--rounds K] [--composed] [--dense]
 -- --composed: lunet's composed path (the one before the C kernels) instead.
+-- --dense: the backward of a random dense gradient (out:backward(g)) instead
+-- of sum's (ones expanded, which lunet's backward reads as one plane).
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 local ffi = require 'ffi'
 local lunet = require 'lunet'
@@ -58,10 +60,11 @@ local function lunet_round(threads)
     if INTERP[mode] then o.align_corners = false end
     local x = lunet.randn(shape)
     local xg = x:clone():requires_grad_()
+    local gd = args.dense and lunet.randn(F.interpolate(x, o):size())
     r[mode .. ' fwd'] = time(function() lunet.no_grad(function() return F.interpolate(x, o) end) end)
     r[mode .. ' fwd+bwd'] = time(function()
       xg.grad = nil
-      F.interpolate(xg, o):sum():backward()
+      if gd then F.interpolate(xg, o):backward(gd) else F.interpolate(xg, o):sum():backward() end
     end)
   end
   return r
@@ -69,7 +72,7 @@ end
 
 local PY = [[
 import sys, time, json, torch, torch.nn.functional as F
-threads, runs = int(sys.argv[1]), int(sys.argv[2])
+threads, runs, dense = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4] == '1'
 torch.set_num_threads(threads)
 cases = json.loads(sys.argv[3])
 def med(f):
@@ -83,10 +86,13 @@ for mode, shape in cases:
     kw = dict(scale_factor=2, mode=mode)
     if mode in ('linear', 'bilinear', 'bicubic', 'trilinear'): kw['align_corners'] = False
     x = torch.randn(shape); xg = x.clone().requires_grad_()
+    gd = torch.randn(F.interpolate(x, **kw).shape) if dense else None
     def fwd():
         with torch.no_grad(): F.interpolate(x, **kw)
     def both():
-        xg.grad = None; F.interpolate(xg, **kw).sum().backward()
+        xg.grad = None
+        if dense: F.interpolate(xg, **kw).backward(gd)
+        else: F.interpolate(xg, **kw).sum().backward()
     r[mode + ' fwd'] = med(fwd); r[mode + ' fwd+bwd'] = med(both)
 print(json.dumps(r))
 ]]
@@ -97,8 +103,8 @@ local function torch_round(threads)
   f:close()
   local cases = {}
   for i, c in ipairs(CASES) do cases[i] = { c[1], c[2] } end
-  local cmd = ("OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d /usr/bin/python3 /tmp/lunet_bench_interp.py %d %d '%s'")
-    :format(threads, threads, RUNS, json.encode(cases))
+  local cmd = ("OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d /usr/bin/python3 /tmp/lunet_bench_interp.py %d %d '%s' %d")
+    :format(threads, threads, RUNS, json.encode(cases), args.dense and 1 or 0)
   local p = assert(io.popen(cmd))
   local out = p:read('*a')
   p:close()
@@ -129,8 +135,8 @@ for _, threads in ipairs({ 1, 2 }) do
     end
   end
 end
-print(('lunet %s%s vs torch %s; medians of %d rounds x %d runs; load average at the end %s')
-  :format(lunet.version, args.composed and ' (composed path)' or '', 'via /usr/bin/python3', ROUNDS, RUNS, loadavg()))
+print(('lunet %s%s%s vs torch %s; medians of %d rounds x %d runs; load average at the end %s')
+  :format(lunet.version, args.composed and ' (composed path)' or '', args.dense and ' (dense gradient)' or '', 'via /usr/bin/python3', ROUNDS, RUNS, loadavg()))
 print('| threads | mode, input | pass | lunet ms | torch ms | lunet/torch |')
 print('|---|---|---|---|---|---|')
 for _, r in ipairs(rows) do print(r) end

@@ -113,6 +113,10 @@ typedef struct {
   int64_t planes, isz[3], osz[3];
   double scale[3];
   char *out, *in, *din, *dout;
+  /* backward on host kernels: dout read through its strides (elements; N, C,
+   * then the spatial dims) when gstrided, C its channels (else dense) */
+  int gstrided;
+  int64_t C, gst[5];
 } ln_interp_args;
 
 #endif

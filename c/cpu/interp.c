@@ -19,6 +19,19 @@ typedef struct {
   int taps, dbl;        /* dbl: nearest doubling (source j/2), a faster loop */
   int64_t *idx;         /* n_out * taps sources */
   double *w;            /* their weights (NULL: nearest) */
+  float *wf;            /* the same as floats (the float32 kernels' factors) */
+  /* the backward's adjoint as gathers (not dbl): source k sums the outputs
+   * tj[e] times tw[e] for e in tofs[k] .. tofs[k+1]-1, in the order (output,
+   * tap) that a scatter would add them (so the sums round alike) */
+  int64_t *tofs, *tj;
+  double *tw;
+  float *twf;
+  /* lin2: linear doubling (out = 2 in): outputs 2k and 2k+1 of every inner k
+   * read k + lo[0..3] (weights those of j = 2, 3), and (tm > 0) source k of
+   * every inner k (from 2) sums outputs 2k + to[r] (weights those of source 2): loops
+   * without index tables, the same sums */
+  int lin2, tm;
+  int64_t lo[4], to[4];
 } interp_pass;
 
 typedef struct {
@@ -28,15 +41,40 @@ typedef struct {
   void *mem;
 } interp_plan;
 
-static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
+/* p's lin2 structure (see interp_pass), checked over every inner output and source */
+static void lin2_detect(interp_pass *p) {
+  const int64_t in = p->n_in, out = p->n_out, *ix = p->idx;
+  const double *w = p->w;
+  bool ok = true;
+  for (int t = 0; t < 4; t++) p->lo[t] = ix[4 + t] - 1;
+  for (int64_t j = 4; j < out - 2 && ok; j++)
+    for (int t = 0; t < 2; t++) ok = ok && ix[2 * j + t] == ix[2 * j - 4 + t] + 1 && w[2 * j + t] == w[2 * j - 4 + t];
+  p->lin2 = ok;
+  if (!p->tofs) return;
+  const int64_t *of = p->tofs, *tj = p->tj;
+  int64_t m = of[3] - of[2];   /* (source 1 may have a weight-0 extra: j = 0's second tap) */
+  ok = m >= 1 && m <= 4;
+  for (int64_t r = 0; r < m && ok; r++) p->to[r] = tj[of[2] + r] - 4;
+  for (int64_t k = 3; k < in - 1 && ok; k++) {
+    ok = of[k + 1] - of[k] == m;
+    for (int64_t r = 0; r < m && ok; r++)
+      ok = tj[of[k] + r] == 2 * k + p->to[r] && p->tw[of[k] + r] == p->tw[of[2] + r];
+  }
+  p->tm = ok ? (int)m : 0;
+}
+
+static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
   int taps = ln_interp_taps(a->mode);
-  int64_t total = 0;
-  for (int d = 0; d < a->sd; d++) total += a->osz[d] * taps;
+  int64_t total = 0, nin = 0;
+  for (int d = 0; d < a->sd; d++) total += a->osz[d] * taps, nin += a->isz[d] + 1;
   memset(pl, 0, sizeof *pl);
-  pl->mem = malloc((size_t)total * (sizeof(int64_t) + sizeof(double)) + 1);
+  /* idx, w, wf; for a backward tofs, tj, tw, twf too */
+  size_t each = sizeof(int64_t) + sizeof(double) + sizeof(float);
+  pl->mem = malloc((size_t)total * each * (bwd ? 2 : 1) + (bwd ? (size_t)nin * sizeof(int64_t) : 0) + 16);
   if (!pl->mem) return ln_error("interpolate: out of memory for the index tables");
-  int64_t *ip = pl->mem;
-  double *wp = (double *)(ip + total);
+  int64_t *ip = pl->mem, *tp = ip + total, *op = tp + (bwd ? total : 0);
+  double *wp = (double *)(op + (bwd ? nin : 0)), *twp = wp + total;
+  float *fp = (float *)(twp + (bwd ? total : 0)), *tfp = fp + total;
   int64_t cur[3];
   for (int d = 0; d < a->sd; d++) cur[d] = a->isz[d];
   for (int d = a->sd - 1; d >= 0; d--) {
@@ -64,7 +102,26 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
         else ln_interp_cubic(j, in, r, a->align_corners, ip + 4 * j, wp + 4 * j);
       }
     }
-    ip += out * taps, wp += out * taps;
+    if (p->w)
+      for (int64_t e = 0; e < out * taps; e++) fp[e] = (float)wp[e];
+    p->wf = fp;
+    if (bwd && !p->dbl) {   /* the transpose: count per source, then fill in (output, tap) order */
+      p->tofs = op, p->tj = tp, p->tw = twp, p->twf = tfp;
+      memset(op, 0, (size_t)(in + 1) * sizeof(int64_t));
+      for (int64_t e = 0; e < out * taps; e++) op[ip[e] + 1]++;
+      for (int64_t k = 0; k < in; k++) op[k + 1] += op[k];
+      for (int64_t e = 0; e < out * taps; e++) {
+        int64_t at = op[ip[e]]++;
+        tp[at] = e / taps;
+        twp[at] = p->w ? wp[e] : 1;
+        tfp[at] = (float)twp[at];
+      }
+      for (int64_t k = in; k > 0; k--) op[k] = op[k - 1];   /* (back to the starts) */
+      op[0] = 0;
+      op += in + 1, tp += out * taps, twp += out * taps, tfp += out * taps;
+    }
+    if (taps == 2 && out == 2 * in && in >= 4) lin2_detect(p);
+    ip += out * taps, wp += out * taps, fp += out * taps;
     cur[d] = out;
     pl->n++;
     if (pl->n > 1) {   /* the previous pass's output is an intermediate */
@@ -76,7 +133,7 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
   return 0;
 }
 
-#define DEF_INTERP(T, SFX)                                                                       \
+#define DEF_INTERP(T, SFX, WF, TWF)                                                                       \
   static void fwd_pass_##SFX(const interp_pass *p, const T *s, T *t) {                           \
     const int64_t ni = p->n_in, no = p->n_out, inner = p->inner;                                 \
     const int64_t *ix = p->idx;                                                                  \
@@ -89,18 +146,29 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
         } else if (p->taps == 1) {                                                               \
           for (int64_t j = 0; j < no; j++) to[j] = so[ix[j]];                                    \
         } else if (p->taps == 2) {                                                               \
-          for (int64_t j = 0; j < no; j++) {                                                     \
-            T v = so[ix[2 * j]] * (T)p->w[2 * j];                                                \
-            to[j] = v + so[ix[2 * j + 1]] * (T)p->w[2 * j + 1];                                  \
+          const int64_t lo = p->lin2 ? 1 : no, hi = p->lin2 ? no - 2 : no;                       \
+          for (int64_t j = 0; j < no; j = j == lo ? hi : j + 1) {                                \
+            T v = so[ix[2 * j]] * p->WF[2 * j];                                                  \
+            to[j] = v + so[ix[2 * j + 1]] * p->WF[2 * j + 1];                                    \
+          }                                                                                      \
+          if (p->lin2) {   /* (the inner outputs in pairs: no index tables) */                   \
+            const T A0 = p->WF[4], A1 = p->WF[5], B0 = p->WF[6], B1 = p->WF[7];                  \
+            const T *s0 = so + p->lo[0], *s1 = so + p->lo[1], *s2 = so + p->lo[2], *s3 = so + p->lo[3]; \
+            for (int64_t k = 1; k < ni - 1; k++) {                                               \
+              T v = s0[k] * A0;                                                                  \
+              to[2 * k] = v + s1[k] * A1;                                                        \
+              T u = s2[k] * B0;                                                                  \
+              to[2 * k + 1] = u + s3[k] * B1;                                                    \
+            }                                                                                    \
           }                                                                                      \
         } else {                                                                                 \
           for (int64_t j = 0; j < no; j++) {                                                     \
             const int64_t *i4 = ix + 4 * j;                                                      \
-            const double *w4 = p->w + 4 * j;                                                     \
-            T v = so[i4[0]] * (T)w4[0];                                                          \
-            v = v + so[i4[1]] * (T)w4[1];                                                        \
-            v = v + so[i4[2]] * (T)w4[2];                                                        \
-            to[j] = v + so[i4[3]] * (T)w4[3];                                                    \
+            const T *w4 = p->WF + 4 * j;                                                     \
+            T v = so[i4[0]] * w4[0];                                                          \
+            v = v + so[i4[1]] * w4[1];                                                        \
+            v = v + so[i4[2]] * w4[2];                                                        \
+            to[j] = v + so[i4[3]] * w4[3];                                                    \
           }                                                                                      \
         }                                                                                        \
         continue;                                                                                \
@@ -111,15 +179,15 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
           memcpy(tr, so + ix[j] * inner, (size_t)inner * sizeof(T));                             \
         } else if (p->taps == 2) {                                                               \
           const T *r0 = so + ix[2 * j] * inner, *r1 = so + ix[2 * j + 1] * inner;                \
-          const T w0 = (T)p->w[2 * j], w1 = (T)p->w[2 * j + 1];                                  \
+          const T w0 = p->WF[2 * j], w1 = p->WF[2 * j + 1];                                  \
           _Pragma("omp simd")                                                                    \
           for (int64_t i = 0; i < inner; i++) { T v = r0[i] * w0; tr[i] = v + r1[i] * w1; }      \
         } else {                                                                                 \
           const int64_t *i4 = ix + 4 * j;                                                        \
           const T *r0 = so + i4[0] * inner, *r1 = so + i4[1] * inner;                            \
           const T *r2 = so + i4[2] * inner, *r3 = so + i4[3] * inner;                            \
-          const T w0 = (T)p->w[4 * j], w1 = (T)p->w[4 * j + 1];                                  \
-          const T w2 = (T)p->w[4 * j + 2], w3 = (T)p->w[4 * j + 3];                              \
+          const T w0 = p->WF[4 * j], w1 = p->WF[4 * j + 1];                                  \
+          const T w2 = p->WF[4 * j + 2], w3 = p->WF[4 * j + 3];                              \
           _Pragma("omp simd")                                                                    \
           for (int64_t i = 0; i < inner; i++) {                                                  \
             T v = r0[i] * w0;                                                                    \
@@ -134,33 +202,79 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
   /* d (outer, n_in, inner) = the adjoint of the pass applied to g (outer, n_out, inner) */      \
   static void bwd_pass_##SFX(const interp_pass *p, const T *g, T *d) {                           \
     const int64_t ni = p->n_in, no = p->n_out, inner = p->inner, taps = p->taps;                 \
-    const int64_t *ix = p->idx;                                                                  \
     for (int64_t o = 0; o < p->outer; o++) {                                                     \
       T *dd = d + o * ni * inner;                                                                \
       const T *go = g + o * no * inner;                                                          \
-      if (inner == 1 && p->dbl) {                                                                \
-        for (int64_t k = 0; k < ni; k++) dd[k] = go[2 * k] + go[2 * k + 1];                      \
-        continue;                                                                                \
-      }                                                                                          \
-      memset(dd, 0, (size_t)(ni * inner) * sizeof(T));                                           \
-      if (inner == 1) {                                                                          \
-        if (taps == 1) {                                                                         \
-          for (int64_t j = 0; j < no; j++) dd[ix[j]] += go[j];                                   \
+      if (p->dbl) {   /* (row k the sum of rows 2k and 2k+1: no zeroing, one pass) */           \
+        if (inner == 1) {                                                                        \
+          for (int64_t k = 0; k < ni; k++) dd[k] = go[2 * k] + go[2 * k + 1];                    \
         } else {                                                                                 \
-          for (int64_t j = 0; j < no; j++)                                                       \
-            for (int64_t m = 0; m < taps; m++) dd[ix[j * taps + m]] += go[j] * (T)p->w[j * taps + m]; \
+          for (int64_t k = 0; k < ni; k++) {                                                     \
+            const T *g0 = go + 2 * k * inner, *g1 = g0 + inner;                                  \
+            T *dr = dd + k * inner;                                                              \
+            _Pragma("omp simd")                                                                  \
+            for (int64_t i = 0; i < inner; i++) dr[i] = g0[i] + g1[i];                           \
+          }                                                                                      \
         }                                                                                        \
         continue;                                                                                \
       }                                                                                          \
-      for (int64_t j = 0; j < no; j++) {                                                         \
-        const T *gr = go + j * inner;                                                            \
-        for (int64_t m = 0; m < taps; m++) {                                                     \
-          T *dr = dd + ix[j * taps + m] * inner;                                                 \
-          if (taps == 1) {                                                                       \
+      /* each source the sum of its outputs, in the scatter's order (from 0, as the scatter's  \
+       * zeroed start: the same rounding and the same zeros' signs) */                           \
+      const int64_t *of = p->tofs, *tj = p->tj;                                                  \
+      const T *tw = p->TWF;                                                                      \
+      if (inner == 1) {                                                                          \
+        if (taps == 1) {                                                                         \
+          for (int64_t k = 0; k < ni; k++) {                                                     \
+            T acc = 0;                                                                           \
+            for (int64_t e = of[k]; e < of[k + 1]; e++) acc += go[tj[e]];                        \
+            dd[k] = acc;                                                                         \
+          }                                                                                      \
+        } else {                                                                                 \
+          const int64_t lo = p->tm ? 1 : ni, hi = p->tm ? ni - 1 : ni;                           \
+          for (int64_t k = 0; k < ni; k = k == lo ? hi : k + 1) {                                \
+            T acc = 0;                                                                           \
+            for (int64_t e = of[k]; e < of[k + 1]; e++) acc += go[tj[e]] * tw[e];                \
+            dd[k] = acc;                                                                         \
+          }                                                                                      \
+          if (p->tm == 4) {   /* (linear doubling's inner sources: no index tables) */           \
+            const T *W = tw + of[2];                                                             \
+            const T *g0 = go + p->to[0], *g1 = go + p->to[1], *g2 = go + p->to[2], *g3 = go + p->to[3]; \
+            for (int64_t k = 2; k < ni - 1; k++) {                                               \
+              T acc = 0;                                                                         \
+              acc += g0[2 * k] * W[0];                                                           \
+              acc += g1[2 * k] * W[1];                                                           \
+              acc += g2[2 * k] * W[2];                                                           \
+              dd[k] = acc + g3[2 * k] * W[3];                                                    \
+            }                                                                                    \
+          } else if (p->tm) {                                                                    \
+            const T *W = tw + of[2];                                                             \
+            for (int64_t k = 2; k < ni - 1; k++) {                                               \
+              T acc = 0;                                                                         \
+              for (int r = 0; r < p->tm; r++) acc += go[2 * k + p->to[r]] * W[r];                \
+              dd[k] = acc;                                                                       \
+            }                                                                                    \
+          }                                                                                      \
+        }                                                                                        \
+        continue;                                                                                \
+      }                                                                                          \
+      for (int64_t k = 0; k < ni; k++) {                                                         \
+        T *restrict dr = dd + k * inner;                                                         \
+        if (of[k] == of[k + 1]) { memset(dr, 0, (size_t)inner * sizeof(T)); continue; }         \
+        for (int64_t e = of[k]; e < of[k + 1]; e++) {                                            \
+          const T *restrict gr = go + tj[e] * inner;                                             \
+          const T wm = tw[e];                                                                    \
+          if (e == of[k]) {                                                                      \
+            if (taps == 1) {                                                                     \
+              _Pragma("omp simd")                                                                \
+              for (int64_t i = 0; i < inner; i++) dr[i] = (T)0 + gr[i];                          \
+            } else {                                                                             \
+              _Pragma("omp simd")                                                                \
+              for (int64_t i = 0; i < inner; i++) dr[i] = (T)0 + gr[i] * wm;                     \
+            }                                                                                    \
+          } else if (taps == 1) {                                                                \
             _Pragma("omp simd")                                                                  \
             for (int64_t i = 0; i < inner; i++) dr[i] += gr[i];                                  \
           } else {                                                                               \
-            const T wm = (T)p->w[j * taps + m];                                                  \
             _Pragma("omp simd")                                                                  \
             for (int64_t i = 0; i < inner; i++) dr[i] += gr[i] * wm;                             \
           }                                                                                      \
@@ -168,36 +282,64 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl) {
       }                                                                                          \
     }                                                                                            \
   }                                                                                              \
+  /* plane q of a strided dout gathered into buf (dense, the output's sizes) */                   \
+  static void gather_##SFX(const ln_interp_args *a, int64_t q, T *buf) {                         \
+    int64_t sz[3] = {1, 1, 1}, st[3] = {0, 0, 0};                                                \
+    for (int d = 0; d < a->sd; d++) sz[3 - a->sd + d] = a->osz[d], st[3 - a->sd + d] = a->gst[2 + d]; \
+    const T *g = (const T *)a->dout + (q / a->C) * a->gst[0] + (q % a->C) * a->gst[1];           \
+    for (int64_t i0 = 0; i0 < sz[0]; i0++)                                                       \
+      for (int64_t i1 = 0; i1 < sz[1]; i1++, buf += sz[2]) {                                     \
+        const T *r = g + i0 * st[0] + i1 * st[1];                                                \
+        if (st[2] == 1) memcpy(buf, r, (size_t)sz[2] * sizeof(T));                               \
+        else if (st[2] == 0) { const T v = r[0]; for (int64_t i = 0; i < sz[2]; i++) buf[i] = v; } \
+        else for (int64_t i = 0; i < sz[2]; i++) buf[i] = r[i * st[2]];                          \
+      }                                                                                          \
+  }                                                                                              \
+  /* plane q: src (ss elements) -> dst through the passes (scratch: this thread's) */            \
+  static void plane_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *buf,      \
+                          const T *s, T *t, int64_t ds) {                                        \
+    if (pl->n == 0) { memcpy(t, s, (size_t)ds * sizeof(T)); return; }                            \
+    for (int k = 0; k < pl->n; k++) {                                                            \
+      T *o = k == pl->n - 1 ? t : buf + (k & 1) * pl->scratch;                                   \
+      if (bwd) bwd_pass_##SFX(&pl->p[pl->n - 1 - k], s, o);                                      \
+      else fwd_pass_##SFX(&pl->p[k], s, o);                                                      \
+      s = o;                                                                                     \
+    }                                                                                            \
+  }                                                                                              \
   static void run_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *scratch,    \
-                        int nt) {                                                                \
+                        int64_t per, int nt) {                                                   \
     int64_t isz = 1, osz = 1;                                                                    \
     for (int d = 0; d < a->sd; d++) isz *= a->isz[d], osz *= a->osz[d];                          \
     const T *src = (const T *)(bwd ? a->dout : a->in);                                           \
     T *dst = (T *)(bwd ? a->din : a->out);                                                       \
     const int64_t ss = bwd ? osz : isz, ds = bwd ? isz : osz;                                    \
+    const bool strided = bwd && a->gstrided;                                                     \
+    /* every plane of dout the same one (sum's gradient): one plane's backward, copied */        \
+    if (strided && (a->gst[0] == 0 || a->planes == a->C) && (a->gst[1] == 0 || a->C == 1)) {     \
+      T *g = scratch + 2 * pl->scratch;                                                          \
+      gather_##SFX(a, 0, g);                                                                     \
+      plane_##SFX(a, pl, true, scratch, g, dst, ds);                                             \
+      _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                   \
+      for (int64_t q = 1; q < a->planes; q++) memcpy(dst + q * ds, dst, (size_t)ds * sizeof(T)); \
+      return;                                                                                    \
+    }                                                                                            \
     _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                     \
     for (int64_t q = 0; q < a->planes; q++) {                                                    \
-      T *buf = scratch + (int64_t)omp_get_thread_num() * 2 * pl->scratch;                        \
+      T *buf = scratch + (int64_t)omp_get_thread_num() * per;                                    \
       const T *s = src + q * ss;                                                                 \
-      T *t = dst + q * ds;                                                                       \
-      if (pl->n == 0) { memcpy(t, s, (size_t)ds * sizeof(T)); continue; }                       \
-      for (int k = 0; k < pl->n; k++) {                                                          \
-        T *o = k == pl->n - 1 ? t : buf + (k & 1) * pl->scratch;                                 \
-        if (bwd) bwd_pass_##SFX(&pl->p[pl->n - 1 - k], s, o);                                    \
-        else fwd_pass_##SFX(&pl->p[k], s, o);                                                    \
-        s = o;                                                                                   \
-      }                                                                                          \
+      if (strided) { gather_##SFX(a, q, buf + 2 * pl->scratch); s = buf + 2 * pl->scratch; }     \
+      plane_##SFX(a, pl, bwd, buf, s, dst + q * ds, ds);                                         \
     }                                                                                            \
   }
 
-DEF_INTERP(float, f32)
-DEF_INTERP(double, f64)
+DEF_INTERP(float, f32, wf, twf)
+DEF_INTERP(double, f64, w, tw)
 
 static int run(void *args, bool bwd) {
   const ln_interp_args *a = args;
   if (a->planes == 0) return 0;
   interp_plan pl;
-  if (plan_interp(a, &pl) != 0) return -1;
+  if (plan_interp(a, &pl, bwd) != 0) return -1;
   int64_t isz = 1, osz = 1;
   for (int d = 0; d < a->sd; d++) isz *= a->isz[d], osz *= a->osz[d];
   int64_t work = a->planes * (isz + osz) * ln_interp_taps(a->mode);
@@ -205,16 +347,18 @@ static int run(void *args, bool bwd) {
   if (work < 32768) nt = 1;
   if (nt > a->planes) nt = (int)a->planes;
   size_t es = a->dtype == LN_FLOAT64 ? sizeof(double) : sizeof(float);
+  /* per thread: two intermediate planes, and a strided dout's gathered plane */
+  int64_t per = 2 * pl.scratch + (bwd && a->gstrided ? osz : 0);
   void *scratch = NULL;
-  if (pl.scratch > 0) {
-    scratch = malloc((size_t)nt * 2 * (size_t)pl.scratch * es);
+  if (per > 0) {
+    scratch = malloc((size_t)nt * (size_t)per * es);
     if (!scratch) {
       free(pl.mem);
-      return ln_error("interpolate: out of memory for %d x 2 x %lld scratch elements", nt, (long long)pl.scratch);
+      return ln_error("interpolate: out of memory for %d x %lld scratch elements", nt, (long long)per);
     }
   }
-  if (a->dtype == LN_FLOAT64) run_f64(a, &pl, bwd, scratch, nt);
-  else run_f32(a, &pl, bwd, scratch, nt);
+  if (a->dtype == LN_FLOAT64) run_f64(a, &pl, bwd, scratch, per, nt);
+  else run_f32(a, &pl, bwd, scratch, per, nt);
   free(scratch);
   free(pl.mem);
   return 0;

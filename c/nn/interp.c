@@ -62,7 +62,14 @@ int ln_interpolate_backward(ln_tensor *din, const ln_tensor *dout, int mode, int
   nn_in gi = {0};
   nn_out o = {0};
   int rc = -1;
-  if (nn_input(fn, "grad_output", dout, &gi) != 0 || nn_output(fn, "grad_input", din, &o) != 0) goto done;
+  /* the host kernels read a strided or expanded dout (sum's gradient) as it
+   * is, a plane at a time; the CUDA kernel reads it dense */
+  if (ln_device_type(din->device_id) != LN_TYPE_CUDA && !ln_is_contiguous(dout)) {
+    a.gstrided = 1, a.C = dout->shape[1];
+    for (int d = 0; d < dout->ndim; d++) a.gst[d] = dout->stride[d];
+    gi.t = dout;
+  } else if (nn_input(fn, "grad_output", dout, &gi) != 0) goto done;
+  if (nn_output(fn, "grad_input", din, &o) != 0) goto done;
   a.dout = nn_ptr(gi.t);
   a.din = nn_ptr(o.t);
   const ln_tensor *keep[2] = {o.t, gi.t};

@@ -37,9 +37,9 @@ return function(def, unary)
         elseif is_table(dim) then for i = 1, #dim do cnt = cnt * shape[dim[i]] end
         else local d = dim; if d < 0 then d = #shape + d + 1 end; cnt = shape[d] end
         r = r / cnt
-      else
-        r = r:contiguous()
       end
+      -- (sum: the expanded view, as torch's; a kernel that wants it dense
+      -- copies it, and interpolate's backward reads it as it is)
       return r
     end })
   end
