@@ -12,7 +12,7 @@ BINDIR   ?= $(PREFIX)/bin
 
 ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC -fopenmp -fvisibility=hidden -Wall -Wextra \
              -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Ic/include $(EXTRA_CFLAGS)
-LDLIBS     = -lopenblas -ldnnl -lz -lm -lpthread -ldl
+LDLIBS     = -lopenblas -ldnnl -ljpeg -lpng -lz -lm -lpthread -ldl
 
 SRC  := $(wildcard c/core/*.c c/ops/*.c c/cpu/*.c c/comm/*.c c/data/*.c c/nn/*.c)
 OBJ  := $(SRC:%.c=$(BUILD)/obj/%.o)

@@ -2,6 +2,7 @@
 -- it (LuaJIT counts as Lua 5.1); tools/ci-extra.sh packs a .src.rock from the
 -- committed tree and installs it offline. Debian packages needed to build:
 -- gcc make libluajit-5.1-dev libopenblas-dev libdnnl-dev (oneDNN) zlib1g-dev
+-- libjpeg62-turbo-dev libpng-dev (lunet.data.read_image's JPEG and PNG decoding)
 -- (tools/install-deps.sh); libreadline8 for the REPL's line editing;
 -- openmpi-bin libopenmpi-dev for lunet.distributed across processes (the mpi
 -- backend's liblunet_mpi.so, built when mpicc is there; optional).
@@ -27,6 +28,11 @@ Includes safetensors I/O and the `lunet` interactive shell.]],
 supported_platforms = { "linux" }
 dependencies = {
   "lua == 5.1",   -- LuaJIT
+}
+-- (checked by luarocks before the build; the Makefile links -ljpeg -lpng)
+external_dependencies = {
+  JPEG = { header = "jpeglib.h", library = "jpeg" },
+  PNG = { header = "png.h", library = "png" },
 }
 build = {
   type = "make",

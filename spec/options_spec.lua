@@ -161,6 +161,8 @@ describe('every options table rejects an unknown key', function()
     { function() return data.FashionMNIST { roots = '/x' } end, "FashionMNIST: unknown option 'roots' (did you mean 'root'?)" },
     { function() return data.MNIST { target_transform = 1 } end, "MNIST: unknown option 'target_transform' (did you mean 'transform'?)" },
     { function() return data.CIFAR10 { transfrom = 1 } end, "CIFAR10: unknown option 'transfrom' (did you mean 'transform'?)" },
+    { function() return data.ImageFolder('spec/fixtures', { transfrom = 1 }) end, "ImageFolder: unknown option 'transfrom' (did you mean 'transform'?)" },
+    { function() return data.read_image('x.png', { mod = 'RGB' }) end, "read_image: unknown option 'mod' (did you mean 'mode'?)" },
     { function() return data.transforms.RandomCrop(8, { pad = 2 }) end, "RandomCrop: unknown option 'pad' (did you mean 'padding'?)" },
     { function() return data.transforms.RandomHorizontalFlip(0.5)(x4, { epochs = 1 }) end, "transform: unknown option 'epochs' (did you mean 'epoch'?)" },
     -- optim

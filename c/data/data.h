@@ -60,4 +60,10 @@ void ln_aug_autocontrast(float *im, int64_t C, int64_t n);
 void ln_aug_equalize(float *im, int64_t C, int64_t n);
 int ln_aug_sharpness(const float *src, float *dst, int64_t C, int64_t h, int64_t w, float f);
 
+/* image.c: decode a JPEG/PNG (data or the file at path) into a malloc'd
+ * HWC uint8 buffer *px of *c channels; errors name fn and the file (name). */
+int ln_image_decode_hwc(const char *fn, const char *name, const unsigned char *data, size_t n, int mode,
+                        unsigned char **px, int *c, int *h, int *w);
+int ln_image_file_hwc(const char *fn, const char *path, int mode, unsigned char **px, int *c, int *h, int *w);
+
 #endif

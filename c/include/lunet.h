@@ -730,6 +730,18 @@ LN_API ln_tensor *ln_idx_read(const char *path);
  * and labels int64 (N) holding 0..9, N summed over the files. 0 ok. */
 LN_API int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **images,
                            ln_tensor **labels);
+/* JPEG or PNG images (by their signature) as uint8 (C, H, W) tensors, as
+ * torchvision 0.14's io.read_image(path, mode): modes are its ImageReadMode
+ * values. Errors name the file (missing, not an image, truncated, corrupt,
+ * over 65535 per side or 178956970 pixels). decode: a 1-D uint8 tensor of a
+ * file's bytes. */
+enum { LN_IMAGE_UNCHANGED = 0, LN_IMAGE_GRAY = 1, LN_IMAGE_GRAY_ALPHA = 2, LN_IMAGE_RGB = 3, LN_IMAGE_RGB_ALPHA = 4 };
+LN_API ln_tensor *ln_image_read(const char *path, int mode);
+LN_API ln_tensor *ln_image_decode(const ln_tensor *bytes, int mode);
+/* The entries of folder path (not . and ..) as "<k><name>\0" records, k 'd'
+ * for a directory (symlinks followed) else 'f', into buf when they fit in
+ * cap bytes; returns the bytes they take (call again when more than cap), -1. */
+LN_API int64_t ln_dir_list(const char *path, char *buf, int64_t cap);
 
 /* Random permutation of 0..n-1 into out, a function of (seed, epoch) only. */
 LN_API int ln_data_permutation(int64_t *out, int64_t n, uint64_t seed, uint64_t epoch);

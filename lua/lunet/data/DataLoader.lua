@@ -211,6 +211,13 @@ function DataLoader:__init(ds, ...)
       self.slots_x[s] = T.wrap(C.ln_loader_slot(h, s, 0))
       if base.y then self.slots_y[s] = T.wrap(C.ln_loader_slot(h, s, 1)) end
     end
+  elseif base.get_transformed then
+    -- (ImageFolder: each sample decoded and transformed alone, keyed by this
+    -- loader's seed and epoch, so images of different sizes batch)
+    local tf = transform == nil and base.transform or transform
+    if is_table(tf) and not transforms.is_transform(tf) then tf = transforms.Compose(tf) end
+    if tf ~= nil and type(tf) ~= 'function' then transforms.compile(tf, 'uint8') end
+    self.folder_tf, self.transform = tf, nil
   else
     if type(transform) == 'function' then self.sample_transform = transform
     elseif transform ~= nil then transforms.compile(transform, 'float32') end   -- checks it

@@ -93,7 +93,9 @@ function M.batch(self, b)
   local xs, ys, has_y = {}, {}, false
   for k = 1, m do
     local i = tonumber(self.order[first + k - 1]) + 1
-    local x, y = ds:get(i)
+    local x, y
+    if self.folder_tf ~= nil or ds.get_transformed then x, y = ds:get_transformed(i, self.folder_tf, self.seed, self.epoch)
+    else x, y = ds:get(i) end
     if self.sample_transform then x = self.sample_transform(x) end
     xs[k], ys[k] = x, y
     if y ~= nil then has_y = true end

@@ -6,6 +6,8 @@
 local subset = require 'lunet.data.Subset'
 local mnist = require 'lunet.data.FashionMNIST'
 local cifar = require 'lunet.data.CIFAR10'
+local image = require 'lunet.data.image'
+local folder = require 'lunet.data.ImageFolder'
 
 return {
   Dataset = require 'lunet.data.Dataset',
@@ -29,4 +31,10 @@ return {
   transforms = require 'lunet.data.transforms',
   read_idx = mnist.read_idx,
   read_cifar10 = cifar.read_cifar10,
+  read_image = image.read_image,
+  decode_image = image.decode_image,
+  ImageReadMode = image.ImageReadMode,
+  ImageFolder = folder.ImageFolder,
+  DatasetFolder = folder.DatasetFolder,
+  IMG_EXTENSIONS = folder.IMG_EXTENSIONS,
 }
