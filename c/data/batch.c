@@ -231,6 +231,10 @@ static int plan_group(const char *fn, ln_gather_plan *p, int k, int64_t *ph, int
     for (int t = 0; t < n; t++) {
       int64_t th = h0, tw = w0, tc = C0;
       if (plan_seq(fn, p, items[t], items[t + 1], &th, &tw, &tc, most, extra) != 0) return -1;
+      if (o->mode == 2 && n > 1 && (th != h0 || tw != w0 || tc != C0))
+        return ln_error("%s: %s: its transforms change the size (item %d: %lldx%lldx%lld to %lldx%lldx%lld; a batch "
+                        "needs one size)", fn, nm, t + 1, (long long)C0, (long long)h0, (long long)w0, (long long)tc,
+                        (long long)th, (long long)tw);
       if (t == 0) { h = th; w = tw; C = tc; }
       else if (th != h || tw != w || tc != C)
         return ln_error("%s: %s: item %d gives %lldx%lldx%lld, item 1 %lldx%lldx%lld (a batch needs one size)", fn, nm,

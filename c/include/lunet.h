@@ -748,7 +748,9 @@ enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
  * and ops[0..nops) run instead, in order, on the float image (uint8 pixels
  * times scale first); padding is zero in the value space the crop sees. The
  * kinds and what their fields mean:
- *   CROP           mode (LN_CROP_RANDOM/_CENTER), h x w, pad (zeros each side)
+ *   CROP           mode (LN_CROP_RANDOM/_CENTER), h x w, pad (zeros each side);
+ *                  a center crop larger than the image zero-pads it first
+ *                  (torchvision's center_crop)
  *   HFLIP / VFLIP  p: the probability
  *   NORMALIZE      mean/std/nchannels above
  *   RESIZE         h x w, or w == 0: the shorter side becomes h (aspect kept,

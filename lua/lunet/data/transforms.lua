@@ -9,7 +9,8 @@
 -- Also RandomVerticalFlip, Resize, RandomResizedCrop, ColorJitter,
 -- RandomErasing (and, in transforms_more.lua, Grayscale, RandomGrayscale,
 -- RandomRotation, RandomAffine, GaussianBlur, Pad; in transforms_augment.lua
--- the AutoAugment family and policies), and their fixed-parameter
+-- the AutoAugment family and policies; in transforms_random.lua RandomApply,
+-- RandomChoice, RandomOrder, RandomPerspective, ElasticTransform), and their fixed-parameter
 -- forms in M.functional; a
 -- Compose with any of them runs as an ordered list of C ops (tf.ops), its
 -- crop and horizontal flip drawing as the fixed path does.

@@ -162,7 +162,6 @@ return function(M, h)
   end
   function M.ElasticTransform(alpha, sigma, ...)
     local fn = 'ElasticTransform'
-    if is_table(alpha) and not alpha[1] and sigma == nil then alpha, sigma = nil, nil end   -- (options only)
     local a, s = pair(fn, 'alpha', alpha, 50), pair(fn, 'sigma', sigma, 5)
     if (s[1] > 0) ~= (s[2] > 0) then error('ElasticTransform: sigma must be both 0 or both > 0 (torchvision blurs with both)', 2) end
     local opts = options.check(fn, options.positional(fn, { 'interpolation', 'fill' }, ...),
