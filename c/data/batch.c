@@ -184,26 +184,94 @@ static void expand_size(const double m[6], int64_t h, int64_t w, int64_t *oh, in
   *ow = (int64_t)sw; *oh = (int64_t)sh;
 }
 
-/* Checks tf->ops against the image geometry, fills op_h/op_w, OH/OW and the
- * scratch floats (two buffers of the largest stage). */
-static int plan_ops(const char *fn, ln_gather_plan *p) {
+/* ElasticTransform's blur kernel: int(8 sigma + 1), made odd (capped: the
+ * plan refuses kernels past the image anyway) */
+static int64_t elastic_ksize(double sigma) {
+  double k = floor(8 * sigma + 1);
+  int64_t kk = k > 1e9 ? 1000000001 : (int64_t)k;
+  return kk % 2 == 0 ? kk + 1 : kk;
+}
+
+static int plan_seq(const char *fn, ln_gather_plan *p, int k, int end, int64_t *ph, int64_t *pw, int64_t *pC,
+                    int64_t *most, int64_t *extra);
+/* the index past op k and, for a GROUP, its w ops */
+static int node_end(const ln_transform *tf, int k) {
+  return k + 1 + (tf->ops[k].kind == LN_OP_GROUP ? LN_MAX(tf->ops[k].w, 0) : 0);
+}
+
+/* A GROUP at k: its items planned from the same input size (h, w, C). */
+static int plan_group(const char *fn, ln_gather_plan *p, int k, int64_t *ph, int64_t *pw, int64_t *pC, int64_t *most,
+                      int64_t *extra) {
+  static const char *const gn[] = {"random apply", "random choice", "random order", "sequence"};
+  const ln_transform *tf = &p->tf;
+  const ln_transform_op *o = &tf->ops[k];
+  if (o->mode < 0 || o->mode > 3) return ln_error("%s: group: unknown mode %d", fn, o->mode);
+  const char *nm = gn[o->mode];
+  int end = k + 1 + o->w, items[LN_TF_MAX_OPS + 1], n = 0;
+  if (o->w < 1 || end > tf->nops) return ln_error("%s: %s: %d ops do not fit the transform", fn, nm, o->w);
+  for (int q = k + 1; q < end; q = node_end(tf, q)) {
+    if (node_end(tf, q) > end) return ln_error("%s: %s: a nested group runs past its end", fn, nm);
+    items[n++] = q;
+  }
+  items[n] = end;
+  if (n != o->i) return ln_error("%s: %s has %d items, says %d", fn, nm, n, o->i);
+  if (o->mode == 0 && !(o->p >= 0 && o->p <= 1)) return ln_error("%s: %s probability must be in [0, 1], got %g", fn, nm, o->p);
+  if (o->mode == 1) {
+    double sum = 0;
+    for (int t = 0; t < n; t++) {
+      if (!(o->a[t] >= 0 && isfinite(o->a[t]))) return ln_error("%s: %s weight %d is %g", fn, nm, t + 1, o->a[t]);
+      sum += o->a[t];
+    }
+    if (!(sum > 0)) return ln_error("%s: %s weights must have a positive sum", fn, nm);
+  }
+  int64_t h0 = *ph, w0 = *pw, C0 = *pC, h = h0, w = w0, C = C0;
+  if (o->mode == 0 || o->mode == 3) {
+    if (plan_seq(fn, p, k + 1, end, &h, &w, &C, most, extra) != 0) return -1;
+  } else {
+    for (int t = 0; t < n; t++) {
+      int64_t th = h0, tw = w0, tc = C0;
+      if (plan_seq(fn, p, items[t], items[t + 1], &th, &tw, &tc, most, extra) != 0) return -1;
+      if (o->mode == 2 && n > 1 && (th != h0 || tw != w0 || tc != C0))
+        return ln_error("%s: %s: its transforms change the size (item %d: %lldx%lldx%lld to %lldx%lldx%lld; a batch "
+                        "needs one size)", fn, nm, t + 1, (long long)C0, (long long)h0, (long long)w0, (long long)tc,
+                        (long long)th, (long long)tw);
+      if (t == 0) { h = th; w = tw; C = tc; }
+      else if (th != h || tw != w || tc != C)
+        return ln_error("%s: %s: item %d gives %lldx%lldx%lld, item 1 %lldx%lldx%lld (a batch needs one size)", fn, nm,
+                        t + 1, (long long)tc, (long long)th, (long long)tw, (long long)C, (long long)h, (long long)w);
+    }
+  }
+  if ((o->mode == 2 && n > 1) || (o->mode == 0 && o->p < 1)) {
+    if (h != h0 || w != w0 || C != C0)
+      return ln_error("%s: %s: its transforms change the size %lldx%lldx%lld to %lldx%lldx%lld (a batch needs one size)",
+                      fn, nm, (long long)C0, (long long)h0, (long long)w0, (long long)C, (long long)h, (long long)w);
+  }
+  *ph = h; *pw = w; *pC = C;
+  return 0;
+}
+
+/* Checks op k against the image geometry (h, w, C: its input, updated to
+ * its output), fills op_h/op_w/op_c/out_h/out_w. */
+static int plan_one(const char *fn, ln_gather_plan *p, int k, int64_t *ph, int64_t *pw, int64_t *pC, int64_t *pmost,
+                    int64_t *pextra) {
   static const char *const names[] = {"?", "crop", "horizontal flip", "vertical flip", "normalize",
                                       "resize", "resized crop", "color jitter", "erasing", "grayscale",
                                       "affine", "gaussian blur", "pad", "posterize", "solarize",
-                                      "autocontrast", "equalize", "sharpness", "invert", "autoaugment"};
+                                      "autocontrast", "equalize", "sharpness", "invert", "autoaugment",
+                                      "group", "perspective", "elastic"};
   const ln_transform *tf = &p->tf;
-  int64_t h = p->H, w = p->W, C = p->C, most, extra = 0;
-  if (ln_mul_ovf(h, w, &most)) return ln_error("%s: image size overflows", fn);
-  for (int k = 0; k < tf->nops; k++) {
+  int64_t h = *ph, w = *pw, C = *pC, most = *pmost, extra = *pextra;
+  {
     const ln_transform_op *o = &tf->ops[k];
-    if (o->kind < LN_OP_CROP || o->kind > LN_OP_AUTOAUG) return ln_error("%s: op %d: unknown kind %d", fn, k + 1, o->kind);
+    if (o->kind < LN_OP_CROP || o->kind > LN_OP_ELASTIC) return ln_error("%s: op %d: unknown kind %d", fn, k + 1, o->kind);
     const char *nm = names[o->kind];
-    p->op_h[k] = h; p->op_w[k] = w;
+    p->op_h[k] = h; p->op_w[k] = w; p->op_c[k] = C;
     switch (o->kind) {
     case LN_OP_CROP: {
       if (o->mode != LN_CROP_RANDOM && o->mode != LN_CROP_CENTER) return ln_error("%s: %s: unknown mode %d", fn, nm, o->mode);
       if (o->pad < 0 || (o->mode == LN_CROP_CENTER && o->pad)) return ln_error("%s: %s: bad padding %d", fn, nm, o->pad);
       int64_t ph = h + 2 * (int64_t)o->pad, pw = w + 2 * (int64_t)o->pad;
+      if (o->mode == LN_CROP_CENTER) ph = pw = INT32_MAX;   /* (torchvision pads with zeros first) */
       if (o->h < 1 || o->w < 1 || o->h > ph || o->w > pw)
         return ln_error("%s: crop %dx%d does not fit the %sinput %lldx%lld", fn, o->h, o->w, o->pad ? "padded " : "",
                         (long long)ph, (long long)pw);
@@ -314,6 +382,39 @@ static int plan_ops(const char *fn, ln_gather_plan *p) {
       if (h > INT32_MAX || w > INT32_MAX) return ln_error("%s: pad gives %lldx%lld", fn, (long long)h, (long long)w);
       break;
     }
+    case LN_OP_GROUP:
+      if (plan_group(fn, p, k, &h, &w, &C, &most, &extra) != 0) return -1;
+      break;
+    case LN_OP_PERSPECTIVE: case LN_OP_ELASTIC:
+      if (o->mode != 0 && (o->kind == LN_OP_ELASTIC || o->mode != 1)) return ln_error("%s: %s: unknown mode %d", fn, nm, o->mode);
+      if (o->interp != 0 && o->interp != 1) return ln_error("%s: %s: unknown interpolation %d", fn, nm, o->interp);
+      if ((o->flags & LN_TF_FILL) && o->nv != 1 && o->nv != C)
+        return ln_error("%s: %s fill has %d values for %lld channels", fn, nm, o->nv, (long long)C);
+      for (int q = 0; q < 8; q++)
+        if (!isfinite(o->a[q])) return ln_error("%s: %s parameter %d is %g", fn, nm, q + 1, o->a[q]);
+      if (o->kind == LN_OP_PERSPECTIVE) {
+        if (!(o->p >= 0 && o->p <= 1)) return ln_error("%s: %s probability must be in [0, 1], got %g", fn, nm, o->p);
+        if (o->mode == 0 && !(o->a[0] >= 0 && o->a[0] <= 1))
+          return ln_error("%s: perspective distortion_scale must be in [0, 1], got %g", fn, o->a[0]);
+        break;
+      }
+      if (!(o->a[0] >= 0 && o->a[1] >= 0 && o->a[2] >= 0 && o->a[3] >= 0 && (o->a[2] > 0) == (o->a[3] > 0)))
+        return ln_error("%s: elastic alpha and sigma must be >= 0 (sigma both 0 or both > 0), got alpha (%g, %g), "
+                        "sigma (%g, %g)", fn, o->a[0], o->a[1], o->a[2], o->a[3]);
+      if (o->a[2] > 0) {
+        int64_t kx = elastic_ksize(o->a[2]), ky = elastic_ksize(o->a[3]), kk = LN_MAX(kx, ky);
+        if (kk / 2 >= h || kk / 2 >= w)
+          return ln_error("%s: elastic sigma (%g, %g) needs a blur kernel of %lld, too large for the %lldx%lld image",
+                          fn, o->a[2], o->a[3], (long long)kk, (long long)h, (long long)w);
+        int64_t e3;
+        if (ln_mul_ovf(h, w, &e3) || ln_mul_ovf(e3, 3, &e3)) return ln_error("%s: image size overflows", fn);
+        extra = LN_MAX(extra, e3 + 2 * kk);
+      } else {
+        int64_t e3;
+        if (ln_mul_ovf(h, w, &e3) || ln_mul_ovf(e3, 3, &e3)) return ln_error("%s: image size overflows", fn);
+        extra = LN_MAX(extra, e3);
+      }
+      break;
     case LN_OP_POSTERIZE: case LN_OP_SOLARIZE: case LN_OP_AUTOCONTRAST: case LN_OP_EQUALIZE:
     case LN_OP_SHARPNESS: case LN_OP_INVERT: case LN_OP_AUTOAUG:
       if (C != 1 && C != 3) return ln_error("%s: %s needs 1 or 3 channels, got %lld", fn, nm, (long long)C);
@@ -339,7 +440,27 @@ static int plan_ops(const char *fn, ln_gather_plan *p) {
     int64_t e;
     if (ln_mul_ovf(h, w, &e)) return ln_error("%s: image size overflows after the %s", fn, nm);
     most = LN_MAX(most, e);
+    p->out_h[k] = h; p->out_w[k] = w;
   }
+  *ph = h; *pw = w; *pC = C; *pmost = most; *pextra = extra;
+  return 0;
+}
+
+static int plan_seq(const char *fn, ln_gather_plan *p, int k, int end, int64_t *ph, int64_t *pw, int64_t *pC,
+                    int64_t *most, int64_t *extra) {
+  while (k < end) {
+    if (plan_one(fn, p, k, ph, pw, pC, most, extra) != 0) return -1;
+    k = node_end(&p->tf, k);
+  }
+  return 0;
+}
+
+/* Checks tf->ops against the image geometry, fills op_h/op_w, OH/OW and the
+ * scratch floats (two buffers of the largest stage). */
+static int plan_ops(const char *fn, ln_gather_plan *p) {
+  int64_t h = p->H, w = p->W, C = p->C, most, extra = 0;
+  if (ln_mul_ovf(h, w, &most)) return ln_error("%s: image size overflows", fn);
+  if (plan_seq(fn, p, 0, p->tf.nops, &h, &w, &C, &most, &extra) != 0) return -1;
   p->OH = h; p->OW = w; p->OC = C;
   int64_t s;   /* (channels never grow: the input's bound every stage) */
   if (ln_mul_ovf(most, p->C, &p->half) || ln_mul_ovf(p->half, 2, &s) || ln_add_ovf(s, extra, &s) ||
@@ -401,8 +522,8 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
     p->OH = p->H; p->OW = p->W;
   } else {
     p->OH = tf->out_h; p->OW = tf->out_w;
-    int64_t ph = p->H + (tf->crop == LN_CROP_RANDOM ? 2 * tf->pad : 0);
-    int64_t pw = p->W + (tf->crop == LN_CROP_RANDOM ? 2 * tf->pad : 0);
+    int64_t ph = tf->crop == LN_CROP_RANDOM ? p->H + 2 * tf->pad : INT32_MAX;   /* (center: zero-padded first) */
+    int64_t pw = tf->crop == LN_CROP_RANDOM ? p->W + 2 * tf->pad : INT32_MAX;
     if (p->OH < 1 || p->OW < 1 || p->OH > ph || p->OW > pw)
       return ln_error("%s: crop %lldx%lld does not fit the %sinput %lldx%lld", fn, (long long)p->OH,
                       (long long)p->OW, tf->pad ? "padded " : "", (long long)ph, (long long)pw);
@@ -428,6 +549,13 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
   return 0;
 }
 
+/* torchvision's center_crop: round((H - OH) / 2), half to even; a side
+ * the crop is larger than is zero-padded first, (OH - H) // 2 before. */
+static void center_offsets(int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t *oy, int64_t *ox) {
+  *oy = OH > H ? -((OH - H) / 2) : (int64_t)rint((double)(H - OH) / 2.0);
+  *ox = OW > W ? -((OW - W) / 2) : (int64_t)rint((double)(W - OW) / 2.0);
+}
+
 /* One sample: (C,H,W) -> (C,OH,OW) float32. */
 static void image_sample(const ln_gather_plan *p, float *out, int64_t row, uint64_t key, uint64_t seed,
                          uint64_t epoch) {
@@ -444,10 +572,7 @@ static void image_sample(const ln_gather_plan *p, float *out, int64_t row, uint6
       ox = (int64_t)(r[2] % (uint32_t)(W + 2 * tf->pad - OW + 1)) - tf->pad;
     }
   }
-  if (tf->crop == LN_CROP_CENTER) {   /* torchvision: round((H - OH) / 2), half to even */
-    oy = (int64_t)rint((H - OH) / 2.0);
-    ox = (int64_t)rint((W - OW) / 2.0);
-  }
+  if (tf->crop == LN_CROP_CENTER) center_offsets(H, W, OH, OW, &oy, &ox);
   /* source x of output column j: ox + j, or ox + OW-1-j when flipped */
   int64_t x0 = flip ? ox + OW - 1 : ox, dx = flip ? -1 : 1;
   for (int64_t c = 0; c < C; c++) {
@@ -591,47 +716,104 @@ static void hue(float *im, int64_t n, float f) {
   }
 }
 
-/* torchvision's _gen_affine_grid + grid_sample (zeros, align_corners false)
- * + the fill mask of _apply_grid_transform, in float32: output (C, oh, ow)
+/* grid_sample (zeros, align_corners false) of src (C, h, w) at the
+ * normalised point (gx, gy) into dst[c * plane + at], with the fill mask of
+ * torchvision's _apply_grid_transform (o: interp, flags & LN_TF_FILL, v). */
+static inline void grid_px(const ln_transform_op *o, const float *src, int64_t C, int64_t h, int64_t w, float *dst,
+                           int64_t plane, int64_t at, float gx, float gy) {
+  float ix = (gx + 1) * ((float)w / 2) - 0.5f, iy = (gy + 1) * ((float)h / 2) - 0.5f;
+  int fill = (o->flags & LN_TF_FILL) != 0;
+  if (o->interp == 0) {   /* nearest: round half to even */
+    float nx = nearbyintf(ix), ny = nearbyintf(iy);
+    int in = nx >= 0 && nx < (float)w && ny >= 0 && ny < (float)h;
+    int64_t off = in ? (int64_t)ny * w + (int64_t)nx : 0;
+    for (int64_t c = 0; c < C; c++)
+      dst[c * plane + at] = in ? src[c * h * w + off] : fill ? o->v[o->nv > 1 ? c : 0] : 0.0f;
+    return;
+  }
+  float x0 = floorf(ix), y0 = floorf(iy), wx = ix - x0, wy = iy - y0, ex = 1 - wx, ey = 1 - wy;
+  float tw[4] = {ey * ex, ey * wx, wy * ex, wy * wx}, mask = 0;
+  int64_t toff[4];
+  for (int k = 0; k < 4; k++) {
+    float tx = x0 + (float)(k & 1), ty = y0 + (float)(k >> 1);
+    int in = tx >= 0 && tx < (float)w && ty >= 0 && ty < (float)h;
+    toff[k] = in ? (int64_t)ty * w + (int64_t)tx : -1;
+    if (in) mask += tw[k];
+  }
+  for (int64_t c = 0; c < C; c++) {
+    const float *sp = src + c * h * w;
+    float v = 0;
+    for (int k = 0; k < 4; k++) v += toff[k] >= 0 ? sp[toff[k]] * tw[k] : 0.0f;
+    if (fill) v = v * mask + (1.0f - mask) * o->v[o->nv > 1 ? c : 0];
+    dst[c * plane + at] = v;
+  }
+}
+
+/* torchvision's _gen_affine_grid + grid_px, in float32: output (C, oh, ow)
  * from src (C, h, w) through the inverse matrix m. */
 static void affine_sample(const ln_transform_op *o, const double m[6], const float *src, int64_t C, int64_t h,
                           int64_t w, float *dst, int64_t oh, int64_t ow) {
   float hw = 0.5f * (float)w, hh = 0.5f * (float)h;
   float r00 = (float)m[0] / hw, r10 = (float)m[1] / hw, r20 = (float)m[2] / hw;
   float r01 = (float)m[3] / hh, r11 = (float)m[4] / hh, r21 = (float)m[5] / hh;
-  float sw = (float)w / 2, sh = (float)h / 2;
-  int fill = (o->flags & LN_TF_FILL) != 0;
   for (int64_t y = 0; y < oh; y++) {
     float by = -(float)oh * 0.5f + 0.5f + (float)y;
     for (int64_t x = 0; x < ow; x++) {
       float bx = -(float)ow * 0.5f + 0.5f + (float)x;
-      float gx = bx * r00 + by * r10 + r20, gy = bx * r01 + by * r11 + r21;
-      float ix = (gx + 1) * sw - 0.5f, iy = (gy + 1) * sh - 0.5f;
-      int64_t at = y * ow + x;
-      if (o->interp == 0) {   /* nearest: round half to even */
-        float nx = nearbyintf(ix), ny = nearbyintf(iy);
-        int in = nx >= 0 && nx < (float)w && ny >= 0 && ny < (float)h;
-        int64_t off = in ? (int64_t)ny * w + (int64_t)nx : 0;
-        for (int64_t c = 0; c < C; c++)
-          dst[c * oh * ow + at] = in ? src[c * h * w + off] : fill ? o->v[o->nv > 1 ? c : 0] : 0.0f;
-        continue;
-      }
-      float x0 = floorf(ix), y0 = floorf(iy), wx = ix - x0, wy = iy - y0, ex = 1 - wx, ey = 1 - wy;
-      float tw[4] = {ey * ex, ey * wx, wy * ex, wy * wx}, mask = 0;
-      int64_t toff[4];
-      for (int k = 0; k < 4; k++) {
-        float tx = x0 + (float)(k & 1), ty = y0 + (float)(k >> 1);
-        int in = tx >= 0 && tx < (float)w && ty >= 0 && ty < (float)h;
-        toff[k] = in ? (int64_t)ty * w + (int64_t)tx : -1;
-        if (in) mask += tw[k];
-      }
-      for (int64_t c = 0; c < C; c++) {
-        const float *sp = src + c * h * w;
-        float v = 0;
-        for (int k = 0; k < 4; k++) v += toff[k] >= 0 ? sp[toff[k]] * tw[k] : 0.0f;
-        if (fill) v = v * mask + (1.0f - mask) * o->v[o->nv > 1 ? c : 0];
-        dst[c * oh * ow + at] = v;
-      }
+      grid_px(o, src, C, h, w, dst, oh * ow, y * ow + x, bx * r00 + by * r10 + r20, bx * r01 + by * r11 + r21);
+    }
+  }
+}
+
+int ln_perspective_coeffs(const double *sp, const double *ep, double *coeffs) {
+  if (!sp || !ep || !coeffs) return ln_error("perspective_coeffs: NULL points");
+  double A[8][9];   /* rows of torchvision's a_matrix | b (start points) */
+  for (int i = 0; i < 4; i++) {
+    double x = ep[2 * i], y = ep[2 * i + 1], u = sp[2 * i], v = sp[2 * i + 1];
+    double r0[9] = {x, y, 1, 0, 0, 0, -u * x, -u * y, u}, r1[9] = {0, 0, 0, x, y, 1, -v * x, -v * y, v};
+    memcpy(A[2 * i], r0, sizeof r0); memcpy(A[2 * i + 1], r1, sizeof r1);
+  }
+  for (int c = 0; c < 8; c++) {   /* Gaussian elimination, partial pivoting */
+    int piv = c;
+    for (int r = c + 1; r < 8; r++) if (fabs(A[r][c]) > fabs(A[piv][c])) piv = r;
+    if (!(fabs(A[piv][c]) > 1e-12)) return ln_error("perspective_coeffs: the points are degenerate (three in a line?)");
+    if (piv != c) for (int q = 0; q < 9; q++) { double t = A[c][q]; A[c][q] = A[piv][q]; A[piv][q] = t; }
+    for (int r = c + 1; r < 8; r++) {
+      double f = A[r][c] / A[c][c];
+      for (int q = c; q < 9; q++) A[r][q] -= f * A[c][q];
+    }
+  }
+  for (int c = 7; c >= 0; c--) {
+    double v = A[c][8];
+    for (int q = c + 1; q < 8; q++) v -= A[c][q] * coeffs[q];
+    coeffs[c] = v / A[c][c];
+  }
+  for (int c = 0; c < 8; c++)
+    if (!isfinite(coeffs[c])) return ln_error("perspective_coeffs: the points are degenerate");
+  return 0;
+}
+
+/* RandomPerspective.get_params's end points (x, y each) from r (8 words) */
+static void perspective_points(double d, int64_t h, int64_t w, const uint32_t *r, double *ep) {
+  int64_t dw = (int64_t)(d * (double)(w / 2)), dh = (int64_t)(d * (double)(h / 2));
+  int64_t lo[8] = {0, 0, w - dw - 1, 0, w - dw - 1, h - dh - 1, 0, h - dh - 1};
+  int64_t n[8] = {dw + 1, dh + 1, dw + 1, dh + 1, dw + 1, dh + 1, dw + 1, dh + 1};
+  for (int q = 0; q < 8; q++) ep[q] = (double)(lo[q] + (int64_t)(r[q] % (uint64_t)n[q]));
+}
+
+/* torchvision's _perspective_grid (float32) + grid_px, same size out */
+static void perspective_sample(const ln_transform_op *o, const double cf[8], const float *src, int64_t C, int64_t h,
+                               int64_t w, float *dst) {
+  float hw = (float)(0.5 * (double)w), hh = (float)(0.5 * (double)h);
+  float t0 = (float)cf[0] / hw, t1 = (float)cf[1] / hw, t2 = (float)cf[2] / hw;
+  float t3 = (float)cf[3] / hh, t4 = (float)cf[4] / hh, t5 = (float)cf[5] / hh;
+  float g6 = (float)cf[6], g7 = (float)cf[7];
+  for (int64_t y = 0; y < h; y++) {
+    float by = (float)y + 0.5f;
+    for (int64_t x = 0; x < w; x++) {
+      float bx = (float)x + 0.5f, den = bx * g6 + by * g7 + 1.0f;
+      grid_px(o, src, C, h, w, dst, h * w, y * w + x, (bx * t0 + by * t1 + t2) / den - 1.0f,
+              (bx * t3 + by * t4 + t5) / den - 1.0f);
     }
   }
 }
@@ -675,6 +857,73 @@ static void blur(float *cur, float *tmp, int64_t C, int64_t h, int64_t w, const 
       }
     }
   }
+}
+
+/* ElasticTransform.get_params into dxy (2, h, w: dx then dy) for op k of
+ * the sample keyed (seed, epoch, key): uniform [-1, 1) noise (splitmix64
+ * seeded by the op's Philox words), blurred unless blur_it is 0 (kernel
+ * int(8 sigma + 1) made odd, sigmas a[2] along x, a[3] along y) and scaled
+ * by a[0] / h, a[1] / w; tmp: h * w floats, kern: 2 * the larger kernel. */
+static void elastic_field(const ln_transform_op *o, int k, int64_t h, int64_t w, uint64_t seed, uint64_t epoch,
+                          uint64_t key, float *dxy, float *tmp, float *kern, int blur_it) {
+  uint32_t r[4];
+  op_rng(seed, epoch, key, k, 0, r);
+  uint64_t st = ((uint64_t)r[0] << 32 | r[1]) ^ ((uint64_t)r[2] << 32 | r[3]) * 0xD1B54A32D192ED03ull;
+  int64_t n = h * w;
+  for (int64_t q = 0; q < 2 * n; q++) {
+    uint64_t z = (st += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    dxy[q] = (float)(z >> 40) * 0x1p-24f * 2.0f - 1.0f;   /* (torch.rand's 24-bit floats) */
+  }
+  if (!blur_it) return;
+  for (int d = 0; d < 2; d++) {
+    float *f = dxy + d * n;
+    if (o->a[2] > 0) {
+      int kk = (int)elastic_ksize(o->a[2 + d]);
+      gauss1d(kern, kk, o->a[2]);
+      gauss1d(kern + kk, kk, o->a[3]);
+      blur(f, tmp, 1, h, w, kern, kk, kern + kk, kk);
+    }
+    float a = (float)o->a[d], sz = (float)(d == 0 ? h : w);
+    for (int64_t q = 0; q < n; q++) f[q] = f[q] * a / sz;
+  }
+}
+
+/* F.elastic_transform: identity grid (linspace((1 - s) / s, (s - 1) / s, s))
+ * plus the displacement, grid_px */
+static void elastic_sample(const ln_transform_op *o, const float *dxy, const float *src, int64_t C, int64_t h,
+                           int64_t w, float *dst) {
+  int64_t n = h * w;
+  for (int64_t y = 0; y < h; y++) {
+    float iy = (float)(2 * y + 1 - h) / (float)h;
+    for (int64_t x = 0; x < w; x++) {
+      float ix = (float)(2 * x + 1 - w) / (float)w;
+      grid_px(o, src, C, h, w, dst, n, y * w + x, ix + dxy[y * w + x], iy + dxy[n + y * w + x]);
+    }
+  }
+}
+
+int ln_elastic_displacement(const ln_transform_op *o, int k, int64_t h, int64_t w, uint64_t seed, uint64_t epoch,
+                            uint64_t key, float *disp, float *noise) {
+  const char *fn = "elastic_displacement";
+  if (!o || o->kind != LN_OP_ELASTIC || k < 0 || k >= LN_TF_MAX_OPS || !disp)
+    return ln_error("%s: not an ELASTIC op (or op index %d out of range)", fn, k);
+  int64_t kk = o->a[2] > 0 ? LN_MAX(elastic_ksize(o->a[2]), elastic_ksize(o->a[3])) : 1;
+  if (h < 1 || w < 1 || h > INT32_MAX || w > INT32_MAX || (o->a[2] > 0 && (kk / 2 >= h || kk / 2 >= w)))
+    return ln_error("%s: a %lldx%lld image (blur kernel %lld)", fn, (long long)h, (long long)w, (long long)kk);
+  float *buf = malloc(sizeof(float) * (size_t)(3 * h * w + 2 * kk));
+  if (!buf) return ln_error("%s: out of memory", fn);
+  int64_t n = h * w;
+  if (noise) {
+    elastic_field(o, k, h, w, seed, epoch, key, buf, buf + 2 * n, buf + 3 * n, 0);
+    memcpy(noise, buf, sizeof(float) * (size_t)(2 * n));
+  }
+  elastic_field(o, k, h, w, seed, epoch, key, buf, buf + 2 * n, buf + 3 * n, 1);
+  for (int64_t q = 0; q < n; q++) { disp[2 * q] = buf[q]; disp[2 * q + 1] = buf[n + q]; }
+  free(buf);
+  return 0;
 }
 
 /* torchvision's pad modes: the source index of padded index i (-1: fill) */
@@ -730,6 +979,49 @@ static void apply_aug(const ln_transform_op *o, int op, double mag, float **cur,
   }
 }
 
+/* A sample on its way through tf->ops: the image in cur, scratch in nxt. */
+typedef struct {
+  const ln_gather_plan *p;
+  uint64_t key, seed, epoch;
+  float *scratch, *cur, *nxt;
+} op_run;
+static void run_op(op_run *s, int k);
+
+/* ops k..end-1 in order, GROUPs drawing which of their items run */
+static void run_seq(op_run *s, int k, int end) {
+  const ln_transform *tf = &s->p->tf;
+  while (k < end) {
+    const ln_transform_op *o = &tf->ops[k];
+    int e = node_end(tf, k);
+    if (o->kind != LN_OP_GROUP) { run_op(s, k); k = e; continue; }
+    int items[LN_TF_MAX_OPS + 1], n = 0;
+    for (int q = k + 1; q < e; q = node_end(tf, q)) items[n++] = q;
+    items[n] = e;
+    uint32_t r[12];
+    for (int b = 0; b < 3; b++) op_rng(s->seed, s->epoch, s->key, k, b, r + 4 * b);
+    if (o->mode == 3 || (o->mode == 0 && u01(r[0]) < o->p)) {
+      run_seq(s, k + 1, e);
+    } else if (o->mode == 1) {   /* random.choices: the first cumulative weight past u * total */
+      double total = 0, c = 0;
+      for (int t = 0; t < n; t++) total += o->a[t];
+      double u = u01(r[0]) * total;
+      int pick = n - 1;
+      for (int t = 0; t < n; t++) { c += o->a[t]; if (u < c) { pick = t; break; } }
+      while (o->a[pick] == 0 && pick > 0) pick--;   /* (rounding past the sum: a positive one) */
+      run_seq(s, items[pick], items[pick + 1]);
+    } else if (o->mode == 2) {   /* random.shuffle's Fisher-Yates */
+      int order[LN_TF_MAX_OPS];
+      for (int t = 0; t < n; t++) order[t] = t;
+      for (int t = n - 1; t > 0; t--) {
+        int j = (int)(r[n - 1 - t] % (uint32_t)(t + 1)), sw = order[t];
+        order[t] = order[j]; order[j] = sw;
+      }
+      for (int t = 0; t < n; t++) run_seq(s, items[order[t]], items[order[t] + 1]);
+    }
+    k = e;
+  }
+}
+
 /* One sample through tf->ops: (C,H,W) -> (C,OH,OW) float32, on scratch (two
  * buffers of p->scratch / 2 floats). */
 static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t key, uint64_t seed, uint64_t epoch,
@@ -745,7 +1037,19 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
     const float *s = (const float *)p->x + base;
     for (int64_t q = 0; q < C * n; q++) cur[q] = s[q] * tf->scale;
   }
-  for (int k = 0; k < tf->nops; k++) {
+  op_run st = {p, key, seed, epoch, scratch, cur, nxt};
+  run_seq(&st, 0, tf->nops);
+  memcpy(out, st.cur, sizeof(float) * (size_t)(p->OC * p->OH * p->OW));
+}
+
+/* Op k (not a GROUP) on s->cur. */
+static void run_op(op_run *s, int k) {
+  const ln_gather_plan *p = s->p;
+  const ln_transform *tf = &p->tf;
+  uint64_t key = s->key, seed = s->seed, epoch = s->epoch;
+  float *scratch = s->scratch, *cur = s->cur, *nxt = s->nxt;
+  int64_t half = p->half, C = p->op_c[k];
+  {
     const ln_transform_op *o = &tf->ops[k];
     int64_t h = p->op_h[k], w = p->op_w[k];
     uint32_t r[4] = {0, 0, 0, 0};
@@ -763,8 +1067,7 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
         oy = (int64_t)(r[1] % (uint32_t)(h + 2 * o->pad - oh + 1)) - o->pad;
         ox = (int64_t)(r[2] % (uint32_t)(w + 2 * o->pad - ow + 1)) - o->pad;
       } else {
-        oy = (int64_t)rint((h - oh) / 2.0);
-        ox = (int64_t)rint((w - ow) / 2.0);
+        center_offsets(h, w, oh, ow, &oy, &ox);
       }
       for (int64_t c = 0; c < C; c++)
         for (int64_t y = 0; y < oh; y++)
@@ -859,8 +1162,7 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
       memcpy(rr, r, sizeof r);
       if (o->mode == 0) op_rng(seed, epoch, key, k, 1, rr + 4);
       affine_params(o, o->mode == 0 ? rr : NULL, h, w, m);
-      oh = k + 1 < tf->nops ? p->op_h[k + 1] : p->OH;   /* (expand: the planned size) */
-      ow = k + 1 < tf->nops ? p->op_w[k + 1] : p->OW;
+      oh = p->out_h[k]; ow = p->out_w[k];   /* (expand: the planned size) */
       affine_sample(o, m, cur, C, h, w, nxt, oh, ow);
       swap = 1;
       break;
@@ -905,6 +1207,29 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
       for (int t = 0; t < cnt; t++) apply_aug(o, ops[t], mags[t], &cur, &nxt, C, h, w);
       break;
     }
+    case LN_OP_PERSPECTIVE: {
+      double cf[8];
+      if (o->mode == 1) memcpy(cf, o->a, sizeof cf);
+      else {
+        if (!(u01(r[0]) < o->p)) break;
+        uint32_t rr[8];
+        double sp[8] = {0, 0, (double)(w - 1), 0, (double)(w - 1), (double)(h - 1), 0, (double)(h - 1)}, ep[8];
+        op_rng(seed, epoch, key, k, 1, rr);
+        op_rng(seed, epoch, key, k, 2, rr + 4);
+        perspective_points(o->a[0], h, w, rr, ep);
+        if (ln_perspective_coeffs(sp, ep, cf) != 0) break;   /* (corners within the image: never degenerate) */
+      }
+      perspective_sample(o, cf, cur, C, h, w, nxt);
+      swap = 1;
+      break;
+    }
+    case LN_OP_ELASTIC: {
+      float *dxy = scratch + 2 * half, *tmp = dxy + 2 * h * w, *kern = tmp + h * w;
+      elastic_field(o, k, h, w, seed, epoch, key, dxy, tmp, kern, 1);
+      elastic_sample(o, dxy, cur, C, h, w, nxt);
+      swap = 1;
+      break;
+    }
     case LN_OP_ERASE: {
       int64_t bi = o->i, bj = o->j, bh = o->bh, bw = o->bw;
       if (o->mode == 0 && !(u01(r[0]) < o->p && box_search(o, 1, h, w, seed, epoch, key, k, &bi, &bj, &bh, &bw)))
@@ -919,7 +1244,7 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
     }
     if (swap) { float *t = cur; cur = nxt; nxt = t; }
   }
-  memcpy(out, cur, sizeof(float) * (size_t)(p->OC * p->OH * p->OW));
+  s->cur = cur; s->nxt = nxt;
 }
 
 typedef struct {

@@ -37,6 +37,7 @@ typedef struct ln_gather_plan {
   /* tf.ops: each op's input height and width, and the floats one sample's
    * two ping-pong buffers need (0: the fixed path, no scratch) */
   int64_t op_h[LN_TF_MAX_OPS], op_w[LN_TF_MAX_OPS], scratch;
+  int64_t op_c[LN_TF_MAX_OPS], out_h[LN_TF_MAX_OPS], out_w[LN_TF_MAX_OPS];   /* input channels, output size */
   int64_t OC, half;          /* output channels (GRAY may make 1); one buffer's floats
                                 (scratch also holds a blur's kernels after the two) */
 } ln_gather_plan;

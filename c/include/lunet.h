@@ -769,7 +769,9 @@ enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
  * and ops[0..nops) run instead, in order, on the float image (uint8 pixels
  * times scale first); padding is zero in the value space the crop sees. The
  * kinds and what their fields mean:
- *   CROP           mode (LN_CROP_RANDOM/_CENTER), h x w, pad (zeros each side)
+ *   CROP           mode (LN_CROP_RANDOM/_CENTER), h x w, pad (zeros each side);
+ *                  a center crop larger than the image zero-pads it first
+ *                  (torchvision's center_crop)
  *   HFLIP / VFLIP  p: the probability
  *   NORMALIZE      mean/std/nchannels above
  *   RESIZE         h x w, or w == 0: the shorter side becomes h (aspect kept,
@@ -828,11 +830,28 @@ enum { LN_CROP_NONE = 0, LN_CROP_RANDOM = 1, LN_CROP_CENTER = 2 };
  *                  i <= LN_AUG_MAX_NUM_OPS, 2 TrivialAugmentWide (bh bins), 3 one op j (LN_AUG_*) at
  *                  magnitude a[0] (torchvision's _apply_op); interp, fill
  *                  (flags & LN_TF_FILL, v, nv) as AFFINE
+ *   GROUP          the next w ops form i items (an item: one op, or a GROUP
+ *                  with its own w ops): mode 0 with probability p all the
+ *                  items in order (RandomApply), 1 one item drawn with
+ *                  weights a[0..i-1] (RandomChoice), 2 every item in a
+ *                  random order (RandomOrder), 3 all in order (a Compose in
+ *                  a group). Items that may be skipped or reordered must keep
+ *                  the size; RandomChoice's items must all give one size
+ *   PERSPECTIVE    torchvision's perspective (grid_sample, interp and fill as
+ *                  AFFINE): mode 0 RandomPerspective, with probability p,
+ *                  distortion_scale a[0]; mode 1 the fixed coefficients a[0..7]
+ *                  (ln_perspective_coeffs)
+ *   ELASTIC        torchvision's ElasticTransform: uniform [-1, 1) noise per
+ *                  pixel and axis, Gaussian-blurred (sigma a[2] (x), a[3] (y),
+ *                  kernel int(8 sigma + 1) made odd) and scaled by a[0] / H
+ *                  (x) and a[1] / W (y) as torchvision; interp and fill as
+ *                  AFFINE
  * Each op draws its random numbers from its own Philox stream of the key. */
 enum { LN_TF_MAX_OPS = 12 };
 enum { LN_OP_CROP = 1, LN_OP_HFLIP, LN_OP_VFLIP, LN_OP_NORMALIZE, LN_OP_RESIZE, LN_OP_RESIZED_CROP,
        LN_OP_JITTER, LN_OP_ERASE, LN_OP_GRAY, LN_OP_AFFINE, LN_OP_BLUR, LN_OP_PAD, LN_OP_POSTERIZE,
-       LN_OP_SOLARIZE, LN_OP_AUTOCONTRAST, LN_OP_EQUALIZE, LN_OP_SHARPNESS, LN_OP_INVERT, LN_OP_AUTOAUG };
+       LN_OP_SOLARIZE, LN_OP_AUTOCONTRAST, LN_OP_EQUALIZE, LN_OP_SHARPNESS, LN_OP_INVERT, LN_OP_AUTOAUG,
+       LN_OP_GROUP, LN_OP_PERSPECTIVE, LN_OP_ELASTIC };
 /* the AUTOAUG ops, in torchvision's order of RandAugment's space (Invert last) */
 enum { LN_AUG_IDENTITY = 0, LN_AUG_SHEAR_X, LN_AUG_SHEAR_Y, LN_AUG_TRANSLATE_X, LN_AUG_TRANSLATE_Y,
        LN_AUG_ROTATE, LN_AUG_BRIGHTNESS, LN_AUG_COLOR, LN_AUG_CONTRAST, LN_AUG_SHARPNESS, LN_AUG_POSTERIZE,
@@ -863,6 +882,15 @@ typedef struct ln_transform {
  * a bad op). */
 LN_API int ln_autoaug_choices(const ln_transform_op *o, int k, int64_t h, int64_t w, uint64_t seed,
                               uint64_t epoch, uint64_t key, int32_t *ops, double *mags, int cap);
+
+/* torchvision's _get_perspective_coeffs (in double): the 8 coefficients
+ * mapping output pixels to input pixels for 4 point pairs (x, y each). */
+LN_API int ln_perspective_coeffs(const double *startpoints, const double *endpoints, double *coeffs);
+/* The displacement (h, w, 2) an ELASTIC op o (the k-th of its transform)
+ * draws for the sample keyed (seed, epoch, key), and the uniform noise
+ * (2, h, w) it blurred (noise may be NULL). */
+LN_API int ln_elastic_displacement(const ln_transform_op *o, int k, int64_t h, int64_t w, uint64_t seed,
+                                   uint64_t epoch, uint64_t key, float *disp, float *noise);
 
 /* Shape (returns ndim, -1 on error) and dtype of a batch of b rows of x:
  * with tf, x is 4-D uint8 or float32 (N,C,H,W) and the batch is float32

@@ -9,7 +9,8 @@
 -- Also RandomVerticalFlip, Resize, RandomResizedCrop, ColorJitter,
 -- RandomErasing (and, in transforms_more.lua, Grayscale, RandomGrayscale,
 -- RandomRotation, RandomAffine, GaussianBlur, Pad; in transforms_augment.lua
--- the AutoAugment family and policies), and their fixed-parameter
+-- the AutoAugment family and policies; in transforms_random.lua RandomApply,
+-- RandomChoice, RandomOrder, RandomPerspective, ElasticTransform), and their fixed-parameter
 -- forms in M.functional; a
 -- Compose with any of them runs as an ordered list of C ops (tf.ops), its
 -- crop and horizontal flip drawing as the fixed path does.
@@ -236,9 +237,18 @@ function F.erase(x, i, j, h, w, v)
   return new('EraseBox', box)(x)
 end
 
-local function flatten(t, out)
-  if t.kind == 'Compose' then
+-- GROUP[kind]: the C group mode of RandomApply, RandomChoice, RandomOrder
+-- (transforms_random.lua); a Compose inside one is a group of mode 3
+local GROUP = { Compose = 3 }
+local function flatten(t, out, nested)
+  if t.kind == 'Compose' and not nested then
     for _, u in ipairs(t.list) do flatten(u, out) end
+  elseif GROUP[t.kind] then   -- a Group entry, then its items' ops (span of them)
+    local g = { kind = 'Group', mode = GROUP[t.kind], p = t.p, weights = t.weights, count = #t.list }
+    out[#out + 1] = g
+    local start = #out
+    for _, u in ipairs(t.list) do flatten(u, out, true) end
+    g.span = #out - start
   else
     out[#out + 1] = t
   end
@@ -423,4 +433,6 @@ end
 require('lunet.data.transforms_more')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr,
   values = values, range = range, size2 = size2 })
 require('lunet.data.transforms_augment')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values })
+require('lunet.data.transforms_random')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values,
+  range = range, GROUP = GROUP, is_transform = is_transform })
 return M
