@@ -262,6 +262,8 @@ describe('every options table rejects an unknown key', function()
     { function() return lunet.comm.Communicator({ 'cpu:0' }):reduce_scatter({ lunet.zeros(2) }, { compres = 'bf16' }) end, "reduce_scatter: unknown option 'compres' (did you mean 'compress'?)" },
     -- lunet.models
     { function() return lunet.models.resnet18({ num_class = 10 }) end, "models.resnet18: unknown option 'num_class' (did you mean 'num_classes'?)" },
+    -- lunet.onnx
+    { function() return lunet.onnx.export(nn.Linear(2, 2), lunet.randn(1, 2), st .. '.onnx', { opset = 13 }) end, "onnx.export: unknown option 'opset' (did you mean 'opset_version'?)" },
   }
 
   for i, c in ipairs(cases) do

@@ -9,7 +9,7 @@ pkgs="gcc make openmpi-bin libopenmpi-dev luajit libluajit-5.1-dev lua-busted lu
 case "${1:-}" in
   demo) pkgs="dataset-fashion-mnist" ;;
   bench) pkgs="python3-torch python3-numpy" ;;
-  fixtures) pkgs="python3-torch python3-numpy python3-pil python3-torchvision" ;;
+  fixtures) pkgs="python3-torch python3-numpy python3-pil python3-torchvision python3-onnx" ;;   # (python3-onnx: onnx_spec runs onnx.checker)
   reliability) pkgs="clang libfuzzer-14-dev valgrind" ;;   # tools/ci-reliability.sh
 esac
 missing=""

@@ -1,0 +1,134 @@
+-- lunet.onnx.export's emitters: E[class name](ctx, module, path, x_name, x)
+-- appends the module's ONNX nodes (the ones torch 1.13's exporter writes for
+-- the same torch module in eval mode) and returns the output's name and
+-- value. A module without an emitter is an error naming its class.
+local lunet = require 'lunet'
+local options = require 'lunet.options'
+
+local M = {}
+local E = {}
+M.emitters = E
+
+local function pair(v) if type(v) == 'table' then return { v[1], v[2] } end return { v, v } end
+local function float(v) return { float = v } end
+
+function M.context(opset) return { nodes = {}, inits = {}, used = {}, opset = opset } end
+
+local function unique(ctx, name)
+  local n, k = name, 0
+  while ctx.used[n] do k = k + 1; n = name:gsub('_output_0$', '') .. '_' .. k .. '_output_0' end
+  ctx.used[n] = true
+  return n
+end
+
+-- node(ctx, op, path, inputs, attrs[, attr_order]) -> its output's name
+function M.node(ctx, op, path, inputs, attrs)
+  local order = {}
+  for k in pairs(attrs) do order[#order + 1] = k end
+  table.sort(order)   -- (torch writes them sorted by name)
+  local out = unique(ctx, ('%s/%s_output_0'):format(path, op))
+  ctx.nodes[#ctx.nodes + 1] = { op = op, name = path .. '/' .. op, input = inputs, output = { out }, attrs = attrs,
+    attr_order = order }
+  return out
+end
+
+-- an initializer named name holding t (float32 or int64)
+local function init(ctx, name, t)
+  name = unique(ctx, name)
+  ctx.inits[#ctx.inits + 1] = { name, t }
+  return name
+end
+
+local function constant(ctx, path, t) return M.node(ctx, 'Constant', path, {}, { value = t }) end
+
+local function key(path, k) return (path == '' and '' or path:sub(2) .. '.') .. k end
+
+-- dispatch on the module's class (its own or an ancestor's emitter)
+function M.module(ctx, m, path, xn, x)
+  local cls = getmetatable(m)
+  while cls do
+    local e = E[rawget(cls, '__name') or '']
+    if e then return e(ctx, m, path, xn, x) end
+    local mt = getmetatable(cls)
+    cls = mt and type(mt.__index) == 'table' and mt.__index or nil
+  end
+  options.fail('onnx.export', ('unsupported module %s at %s (supported: %s)'):format(tostring(m.__name),
+    path == '' and 'the top' or path:sub(2), M.supported()))
+end
+
+function M.supported()
+  local list = {}
+  for k in pairs(E) do list[#list + 1] = k end
+  table.sort(list)
+  return table.concat(list, ', ')
+end
+
+-- ---- convolutions, with a following batch norm folded in ------------------------------------
+
+local function bn_usable(bn)
+  return getmetatable(bn) == require('lunet.nn.BatchNorm2d') and bn.track_running_stats and bn.running_mean
+end
+
+-- conv (+ bn folded as torch's exporter: w * g / sqrt(v + eps), (b - m) * g / sqrt(v + eps) + beta)
+local function conv(ctx, c, path, xn, x, bn)
+  if c.padding_mode ~= 'zeros' then
+    options.fail('onnx.export', ('%s: padding_mode %s is not supported'):format(c.__name, c.padding_mode))
+  end
+  local nd = #c.kernel_size
+  local y = c(x)
+  local w, b = c.weight:detach(), c.bias and c.bias:detach()
+  if bn then
+    y = bn(y)
+    local scale = (bn.running_var + bn.eps):rsqrt()
+    if bn.weight then scale = scale * bn.weight:detach() end
+    local shape = { -1 }
+    for i = 2, nd + 2 do shape[i] = 1 end
+    w = w * scale:reshape(shape)
+    b = (b and b - bn.running_mean or bn.running_mean:neg()) * scale
+    if bn.bias then b = b + bn.bias:detach() end
+  end
+  local pads, strides, dil, k = {}, {}, {}, c.kernel_size
+  for i = 1, nd do
+    local at = function(v) if type(v) == 'table' then return v[i] end return v end
+    strides[i], dil[i] = at(c.stride), at(c.dilation)
+    local p = c.padding
+    if p == 'valid' then p = 0
+    elseif p == 'same' then
+      local total = dil[i] * (k[i] - 1)
+      if total % 2 == 1 then options.fail('onnx.export', c.__name .. ": padding='same' with an odd total padding is not supported") end
+      p = total / 2
+    end
+    pads[i], pads[i + nd] = at(p), at(p)
+  end
+  local inputs = { xn, init(ctx, key(path, 'weight'), w) }
+  if b then inputs[3] = init(ctx, key(path, 'bias'), b) end
+  return M.node(ctx, 'Conv', path, inputs, { dilations = dil, group = c.groups, kernel_shape = { unpack(k) },
+    pads = pads, strides = strides }), y
+end
+M.conv = conv
+
+for _, n in ipairs({ 'nn.Conv1d', 'nn.Conv2d', 'nn.Conv3d' }) do
+  E[n] = function(ctx, m, path, xn, x) return conv(ctx, m, path, xn, x) end
+end
+
+-- nn.Sequential: its children in order, conv -> batch norm pairs folded
+E['nn.Sequential'] = function(ctx, m, path, xn, x)
+  local names, i = m._children, 1
+  while i <= #names do
+    local c, p = m[names[i]], path .. '/' .. names[i]
+    local nxt = m[names[i + 1] or '']
+    if getmetatable(c) == require('lunet.nn.Conv2d') and nxt and bn_usable(nxt) then
+      xn, x = conv(ctx, c, p, xn, x, nxt)
+      i = i + 2
+    else
+      xn, x = M.module(ctx, c, p, xn, x)
+      i = i + 1
+    end
+  end
+  return xn, x
+end
+
+require('lunet.onnx.export_layers')(M, E, { init = init, constant = constant, key = key, pair = pair,
+  float = float, conv = conv, bn_usable = bn_usable })
+
+return M
