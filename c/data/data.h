@@ -81,7 +81,6 @@ ln_files *ln_files_new(const char *fn, int64_t n, const char *const *paths, cons
                        const ln_transform *tf);
 void ln_files_free(ln_files *f);
 int64_t ln_files_count(const ln_files *f);
-int ln_files_has_labels(const ln_files *f);
 /* Samples rows[0..m) into *slot (float32 (cap_rows, C, H, W), replaced when
  * the batch's size differs) and their labels into y (or NULL); stops early
  * (an error) once *stop is set. -1 with the error set, naming the file. */

@@ -59,7 +59,6 @@ void ln_files_free(ln_files *f) {
 }
 
 int64_t ln_files_count(const ln_files *f) { return f->n; }
-int ln_files_has_labels(const ln_files *f) { return f->labels != NULL; }
 
 static int grow(void **p, size_t *cap, size_t need) {
   if (need <= *cap) return 0;
