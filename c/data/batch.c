@@ -470,6 +470,49 @@ static int plan_ops(const char *fn, ln_gather_plan *p) {
   return 0;
 }
 
+/* The image part of a plan: one (C, H, W) image of p->xdtype through tf
+ * (also each file of the loader's files source, planned at its own size). */
+int ln_gather_plan_image(const char *fn, ln_gather_plan *p, int64_t C, int64_t H, int64_t W,
+                         const ln_transform *tf) {
+  p->image = 1;
+  p->tf = *tf;
+  p->C = C; p->H = H; p->W = W;
+  if (tf->crop != LN_CROP_NONE && tf->crop != LN_CROP_RANDOM && tf->crop != LN_CROP_CENTER)
+    return ln_error("%s: unknown crop mode %d", fn, tf->crop);
+  if (tf->pad < 0) return ln_error("%s: padding must be >= 0, got %d", fn, tf->pad);
+  if (tf->nops < 0 || tf->nops > LN_TF_MAX_OPS)
+    return ln_error("%s: %d transform ops, at most %d", fn, tf->nops, LN_TF_MAX_OPS);
+  if (tf->nops > 0 && (tf->crop != LN_CROP_NONE || tf->pad || tf->flip_p != 0 || tf->normalize))
+    return ln_error("%s: transform ops cannot be mixed with the fixed crop/flip/normalize fields", fn);
+  if (tf->crop == LN_CROP_NONE) {
+    if (tf->pad != 0) return ln_error("%s: padding %d needs a crop", fn, tf->pad);
+    p->OH = p->H; p->OW = p->W;
+  } else {
+    p->OH = tf->out_h; p->OW = tf->out_w;
+    int64_t ph = tf->crop == LN_CROP_RANDOM ? p->H + 2 * tf->pad : INT32_MAX;   /* (center: zero-padded first) */
+    int64_t pw = tf->crop == LN_CROP_RANDOM ? p->W + 2 * tf->pad : INT32_MAX;
+    if (p->OH < 1 || p->OW < 1 || p->OH > ph || p->OW > pw)
+      return ln_error("%s: crop %lldx%lld does not fit the %sinput %lldx%lld", fn, (long long)p->OH,
+                      (long long)p->OW, tf->pad ? "padded " : "", (long long)ph, (long long)pw);
+  }
+  if (!(tf->flip_p >= 0 && tf->flip_p <= 1))
+    return ln_error("%s: flip probability must be in [0, 1], got %g", fn, tf->flip_p);
+  if (tf->nchannels < 0 || tf->nchannels > LN_DATA_MAX_CHANNELS)
+    return ln_error("%s: %d channel entries, at most %d", fn, tf->nchannels, LN_DATA_MAX_CHANNELS);
+  p->OC = p->C;
+  if (tf->normalize) {   /* (the ops' Normalize: in plan_ops, against the channels it sees) */
+    if (tf->nchannels != 1 && tf->nchannels != p->C)
+      return ln_error("%s: normalize has %d mean/std values for %lld channels", fn, tf->nchannels,
+                      (long long)p->C);
+    for (int c = 0; c < tf->nchannels; c++)
+      if (!(tf->std[c] != 0)) return ln_error("%s: normalize std[%d] is zero", fn, c + 1);
+  }
+  if (tf->nops == 0 && tf->nchannels > 1 && tf->nchannels != p->C)
+    return ln_error("%s: %d fill values for %lld channels", fn, tf->nchannels, (long long)p->C);
+  if (tf->nops > 0 && plan_ops(fn, p) != 0) return -1;
+  return 0;
+}
+
 /* Checks x, y and tf once; fills the plan and the batch's shapes. */
 int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, const ln_tensor *y,
                         const ln_transform *tf, int64_t b, int *ndim, int64_t *shape, int *dtype,
@@ -507,42 +550,7 @@ int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, c
   if (x->ndim != 4 || (x->dtype_id != LN_UINT8 && x->dtype_id != LN_FLOAT32))
     return ln_error("%s: image transforms need uint8 or float32 images (N,C,H,W), got a %d-d %s tensor", fn,
                     x->ndim, ln_dtype_name(x->dtype_id));
-  p->image = 1;
-  p->tf = *tf;
-  p->C = x->shape[1]; p->H = x->shape[2]; p->W = x->shape[3];
-  if (tf->crop != LN_CROP_NONE && tf->crop != LN_CROP_RANDOM && tf->crop != LN_CROP_CENTER)
-    return ln_error("%s: unknown crop mode %d", fn, tf->crop);
-  if (tf->pad < 0) return ln_error("%s: padding must be >= 0, got %d", fn, tf->pad);
-  if (tf->nops < 0 || tf->nops > LN_TF_MAX_OPS)
-    return ln_error("%s: %d transform ops, at most %d", fn, tf->nops, LN_TF_MAX_OPS);
-  if (tf->nops > 0 && (tf->crop != LN_CROP_NONE || tf->pad || tf->flip_p != 0 || tf->normalize))
-    return ln_error("%s: transform ops cannot be mixed with the fixed crop/flip/normalize fields", fn);
-  if (tf->crop == LN_CROP_NONE) {
-    if (tf->pad != 0) return ln_error("%s: padding %d needs a crop", fn, tf->pad);
-    p->OH = p->H; p->OW = p->W;
-  } else {
-    p->OH = tf->out_h; p->OW = tf->out_w;
-    int64_t ph = tf->crop == LN_CROP_RANDOM ? p->H + 2 * tf->pad : INT32_MAX;   /* (center: zero-padded first) */
-    int64_t pw = tf->crop == LN_CROP_RANDOM ? p->W + 2 * tf->pad : INT32_MAX;
-    if (p->OH < 1 || p->OW < 1 || p->OH > ph || p->OW > pw)
-      return ln_error("%s: crop %lldx%lld does not fit the %sinput %lldx%lld", fn, (long long)p->OH,
-                      (long long)p->OW, tf->pad ? "padded " : "", (long long)ph, (long long)pw);
-  }
-  if (!(tf->flip_p >= 0 && tf->flip_p <= 1))
-    return ln_error("%s: flip probability must be in [0, 1], got %g", fn, tf->flip_p);
-  if (tf->nchannels < 0 || tf->nchannels > LN_DATA_MAX_CHANNELS)
-    return ln_error("%s: %d channel entries, at most %d", fn, tf->nchannels, LN_DATA_MAX_CHANNELS);
-  p->OC = p->C;
-  if (tf->normalize) {   /* (the ops' Normalize: in plan_ops, against the channels it sees) */
-    if (tf->nchannels != 1 && tf->nchannels != p->C)
-      return ln_error("%s: normalize has %d mean/std values for %lld channels", fn, tf->nchannels,
-                      (long long)p->C);
-    for (int c = 0; c < tf->nchannels; c++)
-      if (!(tf->std[c] != 0)) return ln_error("%s: normalize std[%d] is zero", fn, c + 1);
-  }
-  if (tf->nops == 0 && tf->nchannels > 1 && tf->nchannels != p->C)
-    return ln_error("%s: %d fill values for %lld channels", fn, tf->nchannels, (long long)p->C);
-  if (tf->nops > 0 && plan_ops(fn, p) != 0) return -1;
+  if (ln_gather_plan_image(fn, p, x->shape[1], x->shape[2], x->shape[3], tf) != 0) return -1;
   *ndim = 4;
   shape[0] = b; shape[1] = p->OC; shape[2] = p->OH; shape[3] = p->OW;
   *dtype = LN_FLOAT32;
@@ -1293,7 +1301,7 @@ int ln_gather_run(const ln_gather_plan *p, char *out, char *out_y, const int64_t
 
 int ln_batch_shape(const ln_tensor *x, const ln_transform *tf, int64_t b, int64_t *shape, int *dtype) {
   ln_gather_plan p;
-  int ndim, dt;
+  int ndim = 0, dt = 0;
   int64_t s[LN_MAX_DIMS];
   if (ln_gather_plan_make("batch_shape", &p, x, NULL, tf, b, &ndim, s, &dt, NULL, NULL) != 0) return -1;
   if (shape) memcpy(shape, s, sizeof(int64_t) * (size_t)ndim);

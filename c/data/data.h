@@ -45,6 +45,10 @@ typedef struct ln_gather_plan {
 int ln_gather_plan_make(const char *fn, ln_gather_plan *p, const ln_tensor *x, const ln_tensor *y,
                         const ln_transform *tf, int64_t b, int *ndim, int64_t *shape, int *dtype,
                         int *yndim, int64_t *yshape);
+/* The image part alone: a (C, H, W) image of p->xdtype through tf (p zeroed
+ * or from an earlier plan_make; p->x is the caller's to set). */
+int ln_gather_plan_image(const char *fn, ln_gather_plan *p, int64_t C, int64_t H, int64_t W,
+                         const ln_transform *tf);
 /* scratch: p->scratch floats for the rows run on one thread (the loader's
  * per-slot buffer), or NULL: each run allocates its own, and a failed
  * allocation returns -1 with the error set (else 0). */
@@ -66,5 +70,22 @@ int ln_aug_sharpness(const float *src, float *dst, int64_t C, int64_t h, int64_t
 int ln_image_decode_hwc(const char *fn, const char *name, const unsigned char *data, size_t n, int mode,
                         unsigned char **px, int *c, int *h, int *w);
 int ln_image_file_hwc(const char *fn, const char *path, int mode, unsigned char **px, int *c, int *h, int *w);
+
+/* files.c: the loader's files source, image files decoded and transformed
+ * one by one (each at its own size) by the worker that makes the batch. */
+typedef struct ln_files ln_files;
+typedef struct {          /* one worker's buffers, grown as images need */
+  uint8_t *chw; size_t chw_cap;
+  float *scratch; int64_t scratch_cap;
+} ln_files_buf;
+ln_files *ln_files_new(const char *fn, int64_t n, const char *const *paths, const int64_t *labels, int mode,
+                       const ln_transform *tf);
+void ln_files_free(ln_files *f);
+int64_t ln_files_count(const ln_files *f);
+/* Samples rows[0..m) into *slot (float32 (cap_rows, C, H, W), replaced when
+ * the batch's size differs) and their labels into y (or NULL); stops early
+ * (an error) once *stop is set. -1 with the error set, naming the file. */
+int ln_files_batch(const ln_files *f, ln_files_buf *wb, const int64_t *rows, int64_t m, int64_t cap_rows,
+                   ln_tensor **slot, int64_t *y, uint64_t seed, uint64_t epoch, const int *stop);
 
 #endif

@@ -915,6 +915,15 @@ LN_API int ln_batch_gather(ln_tensor *out, ln_tensor *out_y, const ln_tensor *x,
 typedef struct ln_loader ln_loader;   /* opaque */
 LN_API ln_loader *ln_loader_new(const ln_tensor *x, const ln_tensor *y, int64_t batch_size,
                                 const ln_transform *tf, int workers, int depth);
+/* The same over image files (ImageFolder): paths[0..n) (copied) with labels
+ * (int64, copied; NULL: no targets), each read in `mode` (LN_IMAGE_*) and
+ * put through tf (NULL: x / 255) by the worker that makes its batch, at its
+ * own size; the first sample's final size fixes its batch's (float32
+ * (batch_size, C, H, W) slots, remade when a batch's size differs). A file
+ * that cannot be read or decoded, or a size that differs within a batch, is
+ * that batch's error from ln_loader_next, naming the file(s). */
+LN_API ln_loader *ln_loader_new_files(int64_t n, const char *const *paths, const int64_t *labels, int mode,
+                                      int64_t batch_size, const ln_transform *tf, int workers, int depth);
 LN_API void ln_loader_free(ln_loader *l);   /* joins the workers (closes first) */
 /* Joins the workers and frees the slots now; the struct stays until
  * ln_loader_free, and every later call on it is the error

@@ -35,6 +35,13 @@
 -- batch k+2 is returned); keep one longer with :clone(), or pass copy = true.
 -- Work already queued on a (virtual) CPU device that reads a batch is waited
 -- for before its buffer is refilled.
+-- ImageFolder / DatasetFolder (and Subsets of them) with the default loader,
+-- no target_transform and a data.transforms transform (or none) are batched
+-- in C too: each worker reads, decodes and transforms the files of its
+-- batch, each at its own size (a batch's size is its first sample's; its
+-- buffer is remade when a batch's size differs). A file that cannot be read
+-- or decoded is an error from that batch's step naming the file; the next
+-- step goes on with the next batch.
 -- Other datasets (Lua classes with ds:get(i)) are batched in Lua, on the
 -- calling thread, into fresh tensors (workers is ignored for them).
 --
@@ -187,9 +194,19 @@ function DataLoader:__init(ds, ...)
     error('DataLoader: with collate_fn, transform must be a Lua function of one sample', 3)
   end
   local bs = self.batch_sampler
-  if fast then
+  local folder_tf = nil
+  if not fast and base.get_transformed then
+    folder_tf = transform == nil and base.transform or transform
+    if is_table(folder_tf) and not transforms.is_transform(folder_tf) then folder_tf = transforms.Compose(folder_tf) end
+    if folder_tf ~= nil and type(folder_tf) ~= 'function' then transforms.compile(folder_tf, 'uint8') end
+    self.folder_tf, self.transform = folder_tf, nil
+    -- (ImageFolder: files decoded and transformed by the C workers when they can be)
+    self.files = not self.collate_fn and base.c_files ~= nil and base:c_files(folder_tf) or false
+  end
+  if fast or self.files then
     local tf = nil
-    if base.image or transform ~= nil then tf = transforms.compile(transform, base.x.dtype) end
+    if fast and (base.image or transform ~= nil) then tf = transforms.compile(transform, base.x.dtype) end
+    if self.files and folder_tf ~= nil then tf = transforms.compile(folder_tf, 'uint8') end
     -- (batches assembled ahead, a slot each: 1e9 of them took all the memory and the process was killed)
     local prefetch = int_opt('prefetch', opts.prefetch, 0, 0, 1024)
     -- (the slots hold a batch's rows: no batch has more than the samples, so
@@ -202,22 +219,26 @@ function DataLoader:__init(ds, ...)
       rows = math.min(bs.batch_size, bs.num_samples or bs.batch_size)
     end
     self.slot_rows = math.max(rows, 1)
-    local h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, self.slot_rows, tf, self.workers,
-      prefetch)
+    local h
+    if self.files then
+      local n, samples = #base.samples, base.samples
+      local paths, labels = ffi.new('const char *[?]', n), ffi.new('int64_t[?]', n)
+      for i = 1, n do paths[i - 1], labels[i - 1] = samples[i][1], samples[i][2] end
+      h = C.ln_loader_new_files(n, paths, labels, C.LN_IMAGE_RGB, self.slot_rows, tf, self.workers, prefetch)
+    else
+      h = C.ln_loader_new(base.x.p, base.y and base.y.p or nil, self.slot_rows, tf, self.workers, prefetch)
+    end
     if h == nil then core.raise() end
     self.handle = ffi.gc(h, C.ln_loader_free)
     self.slots_x, self.slots_y, self.short = {}, {}, {}
     for s = 0, C.ln_loader_nslots(h) - 1 do
-      self.slots_x[s] = T.wrap(C.ln_loader_slot(h, s, 0))
-      if base.y then self.slots_y[s] = T.wrap(C.ln_loader_slot(h, s, 1)) end
+      -- (files: a slot's input tensor is made by its first batch, and remade with the size)
+      if not self.files then self.slots_x[s] = T.wrap(C.ln_loader_slot(h, s, 0)) end
+      if base.y or self.files then self.slots_y[s] = T.wrap(C.ln_loader_slot(h, s, 1)) end
     end
   elseif base.get_transformed then
-    -- (ImageFolder: each sample decoded and transformed alone, keyed by this
-    -- loader's seed and epoch, so images of different sizes batch)
-    local tf = transform == nil and base.transform or transform
-    if is_table(tf) and not transforms.is_transform(tf) then tf = transforms.Compose(tf) end
-    if tf ~= nil and type(tf) ~= 'function' then transforms.compile(tf, 'uint8') end
-    self.folder_tf, self.transform = tf, nil
+    -- (ImageFolder in Lua: each sample decoded and transformed alone, keyed by
+    -- this loader's seed and epoch, so images of different sizes batch)
   else
     if type(transform) == 'function' then self.sample_transform = transform
     elseif transform ~= nil then transforms.compile(transform, 'float32') end   -- checks it
@@ -296,6 +317,14 @@ end
 -- rather than differentiated with this batch's values.
 local function slot_views(self, s, rows)
   local x, y = self.slots_x[s], self.slots_y[s]
+  if self.files then   -- (a new header a batch: a worker may have remade the slot's tensor)
+    x = T.wrap(C.ln_loader_slot(self.handle, s, 0))
+    if rows < self.slot_rows then x, y = x:narrow(1, 1, rows), y:narrow(1, 1, rows) end
+    C.ln_storage_bump_unrecorded(x.p)
+    C.ln_storage_bump_unrecorded(y.p)
+    if self.copy then return x:clone(), y:clone() end
+    return x, y
+  end
   C.ln_storage_bump_unrecorded(x.p)
   if y then C.ln_storage_bump_unrecorded(y.p) end
   if rows < self.slot_rows then

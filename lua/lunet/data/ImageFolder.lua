@@ -13,7 +13,9 @@
 -- the image is float32 (C,H,W) in [0,1] (ToTensor, implicit as in lunet's
 -- other image datasets). In a DataLoader the transform of each sample is
 -- keyed by the loader's (seed, epoch, index), so images of different sizes
--- batch when the transforms end at one size.
+-- batch when the transforms end at one size; with the default loader, no
+-- target_transform and a data.transforms transform (or none) the loader's C
+-- workers read, decode and transform the files (see c_files).
 local core = require 'lunet.core'
 local is_table, typename = core.is_table, core.typename
 local Dataset = require 'lunet.data.Dataset'
@@ -97,6 +99,7 @@ function DatasetFolder:__init(...)
   for i, s in ipairs(samples) do self.targets[i] = s[2] end
   self.imgs, self.extensions = samples, exts
   self.loader = opts.loader or function(p) return image.read_image(p, { mode = 'RGB' }) end
+  self.default_loader = opts.loader == nil
   self.transform, self.target_transform = opts.transform, opts.target_transform
 end
 
@@ -116,6 +119,15 @@ function DatasetFolder:get_transformed(i, tf, seed, epoch)
   local y = s[2]
   if self.target_transform then y = self.target_transform(y) end
   return x, y
+end
+
+-- Whether a DataLoader may hand the files to its C workers with transform
+-- tf (what get_transformed would do, in C): the default loader (read_image
+-- RGB), no target_transform, tf nil or a data.transforms transform, and
+-- get_transformed not overridden.
+function DatasetFolder:c_files(tf)
+  return self.default_loader and self.target_transform == nil and type(tf) ~= 'function' and
+    self.get_transformed == DatasetFolder.get_transformed
 end
 
 function DatasetFolder:get(i)
