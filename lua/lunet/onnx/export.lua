@@ -55,7 +55,7 @@ local function value_info(name, t, free)
   for i = 1, t:dim() do
     dims[i] = P.msg(1, free and free[i] and P.str(2, free[i]) or P.int(1, t:size(i)))
   end
-  local tt = P.int(1, 1) .. P.msg(2, table.concat(dims))
+  local tt = P.int(1, ({ int64 = 7, int32 = 6 })[t.dtype] or 1) .. P.msg(2, table.concat(dims))
   return P.str(1, name) .. P.msg(2, P.msg(1, tt))
 end
 
@@ -86,7 +86,10 @@ function M.export(model, x, path, opts)
   local fn = 'onnx.export'
   if type(model) ~= 'table' or not model._params then options.fail(fn, 'model must be an nn.Module') end
   if not lunet.is_tensor(x) then options.fail(fn, 'sample_input must be a tensor') end
-  if not x:is_floating_point() then options.fail(fn, 'sample_input must be a floating-point tensor') end
+  -- (integer input: indices, for a model that starts with an Embedding)
+  if not x:is_floating_point() and x.dtype ~= 'int64' and x.dtype ~= 'int32' then
+    options.fail(fn, 'sample_input must be a floating-point, int64 or int32 tensor, got ' .. x.dtype)
+  end
   if type(path) ~= 'string' or path == '' then options.fail(fn, 'path must be a non-empty string') end
   opts = options.check(fn, opts, OPTS) or {}
   local opset = opts.opset_version or 13
@@ -109,7 +112,8 @@ function M.export(model, x, path, opts)
   for _, m in ipairs(model:modules()) do modes[m] = m.training end
   model:eval()
   local ctx = emit.context(opset)
-  local ok, out_name, y = pcall(lunet.no_grad, emit.module, ctx, model, '', iname, x:float())
+  local ok, out_name, y = pcall(lunet.no_grad, emit.module, ctx, model, '', iname,
+    x:is_floating_point() and x:float() or x)
   for m, t in pairs(modes) do rawset(m, 'training', t) end
   if not ok then error(out_name, 0) end
   -- the last node writes the graph output (an Identity when the model is
@@ -123,8 +127,8 @@ function M.export(model, x, path, opts)
   for _, n in ipairs(ctx.nodes) do g[#g + 1] = P.msg(1, node_proto(n)) end
   g[#g + 1] = P.str(2, 'main_graph')
   for _, t in ipairs(ctx.inits) do g[#g + 1] = P.msg(5, tensor_proto(t[1], t[2])) end
-  g[#g + 1] = P.msg(11, value_info(iname, x, ifree))
-  g[#g + 1] = P.msg(12, value_info(oname, y, ofree))
+  g[#g + 1] = P.msg(11, value_info(iname, x:is_floating_point() and x:float() or x, ifree))
+  g[#g + 1] = P.msg(12, value_info(oname, y:is_floating_point() and y:float() or y, ofree))
   local model_bytes = P.int(1, opset >= 15 and 8 or 7) .. P.str(2, opts.producer_name or 'lunet')
     .. P.str(3, '0.1') .. P.msg(7, table.concat(g)) .. P.msg(8, P.int(2, opset))
   -- atomic: a temporary file beside path, renamed over it

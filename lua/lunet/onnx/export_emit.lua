@@ -130,5 +130,6 @@ end
 
 require('lunet.onnx.export_layers')(M, E, { init = init, constant = constant, key = key, pair = pair,
   float = float, conv = conv, bn_usable = bn_usable })
+require('lunet.onnx.export_more')(M, E, { init = init, constant = constant, key = key, float = float })
 
 return M

@@ -87,12 +87,20 @@ function ops.Conv(where, attrs, nin, nout)
   end
 end
 
+-- (1-d, 2-d and 3-d pools: one number per spatial dim, or a list)
+local MAX_FN = { [1] = F.max_pool1d, [2] = F.max_pool2d, [3] = F.max_pool3d }
+local AVG_FN = { [1] = F.avg_pool1d, [2] = F.avg_pool2d, [3] = F.avg_pool3d }
 local function pool(where, a, nd, x)
-  if x:dim() ~= 4 or nd ~= 2 then fail(where, 'only 2-d pooling (N, C, H, W) is supported') end
+  if not MAX_FN[nd] or x:dim() ~= nd + 2 then
+    fail(where, ('a %d-d input with a %d-d kernel is not supported (1-d to 3-d pools on (N, C, ...) input)'):format(
+      x:dim(), nd))
+  end
   local pads, s, d = spatial(where, a, nd)
   local p = symmetric(pads, nd)
   if not p then fail(where, ('asymmetric pads {%s} are not supported'):format(table.concat(pads, ', '))) end
-  return p, s, d
+  local k = a.kernel_shape
+  if nd == 1 then return k[1], p[1], s[1], d[1] end
+  return k, p, s, d
 end
 
 function ops.MaxPool(where, attrs, nin, nout)
@@ -102,8 +110,9 @@ function ops.MaxPool(where, attrs, nin, nout)
   outputs(where, nout, 1)
   if not a.kernel_shape then fail(where, 'kernel_shape is required') end
   return function(x)
-    local p, s, d = pool(where, a, #a.kernel_shape, x)
-    return F.max_pool2d(x, a.kernel_shape, { stride = s, padding = p, dilation = d, ceil_mode = a.ceil_mode == 1 })
+    local nd = #a.kernel_shape
+    local k, p, s, d = pool(where, a, nd, x)
+    return MAX_FN[nd](x, k, { stride = s, padding = p, dilation = d, ceil_mode = a.ceil_mode == 1 })
   end
 end
 
@@ -114,8 +123,9 @@ function ops.AveragePool(where, attrs, nin, nout)
   outputs(where, nout, 1)
   if not a.kernel_shape then fail(where, 'kernel_shape is required') end
   return function(x)
-    local p, s = pool(where, a, #a.kernel_shape, x)
-    return F.avg_pool2d(x, a.kernel_shape, { stride = s, padding = p, ceil_mode = a.ceil_mode == 1,
+    local nd = #a.kernel_shape
+    local k, p, s = pool(where, a, nd, x)
+    return AVG_FN[nd](x, k, { stride = s, padding = p, ceil_mode = a.ceil_mode == 1,
       count_include_pad = a.count_include_pad == 1 })
   end
 end
@@ -165,7 +175,13 @@ function ops.MatMul(where, attrs) take(where, attrs, {}); return function(x, y) 
 for op, m in pairs({ Add = 'add', Sub = 'sub', Mul = 'mul', Div = 'div' }) do
   ops[op] = function(where, attrs)
     take(where, attrs, {})
-    return function(x, y) return x[m](x, y) end
+    return function(x, y)
+      -- (integer Div truncates, as in the shape arithmetic torch exports)
+      if m == 'div' and not x:is_floating_point() and not y:is_floating_point() then
+        return x:double():div(y:double()):trunc():to(x.dtype)
+      end
+      return x[m](x, y)
+    end
   end
 end
 
@@ -199,5 +215,6 @@ end
 
 require('lunet.onnx.ops_shape')(ops, { take = take, fail = fail, dim = dim, outputs = outputs, all = all,
   pad_list = pad_list })
+require('lunet.onnx.ops_more')(ops, { take = take, fail = fail, dim = dim })
 
 return ops

@@ -89,33 +89,51 @@ return function(ops, h)
     end
   end
 
-  -- the Resize modes torch exports for nn.Upsample / F.interpolate
+  -- the Resize modes torch exports for nn.Upsample / F.interpolate, on
+  -- (N, C, L), (N, C, H, W) and (N, C, D, H, W) inputs
+  local LINEAR = { [3] = 'linear', [4] = 'bilinear', [5] = 'trilinear' }
   function ops.Resize(where, attrs, nin, nout, opset)
     if opset < 11 then fail(where, 'Resize before opset 11 is not supported') end
     local a = take(where, attrs, { coordinate_transformation_mode = 'half_pixel', cubic_coeff_a = -0.75,
       exclude_outside = 0, extrapolation_value = 0, mode = 'nearest', nearest_mode = 'round_prefer_floor' })
     local ctm, mode = a.coordinate_transformation_mode, a.mode
-    local interp
-    if mode == 'nearest' and ctm == 'asymmetric' and a.nearest_mode == 'floor' then interp = { mode = 'nearest' }
-    elseif mode == 'linear' and ctm == 'half_pixel' then interp = { mode = 'bilinear', align_corners = false }
-    elseif mode == 'linear' and ctm == 'align_corners' then interp = { mode = 'bilinear', align_corners = true }
+    local linear, align
+    if mode == 'nearest' and ctm == 'asymmetric' and a.nearest_mode == 'floor' then linear = false
+    elseif mode == 'linear' and (ctm == 'half_pixel' or ctm == 'pytorch_half_pixel') then linear, align = true, false
+    elseif mode == 'linear' and ctm == 'align_corners' then linear, align = true, true
     else
       fail(where, ('mode %s with coordinate_transformation_mode %s%s is not supported'):format(mode, ctm,
         mode == 'nearest' and ' and nearest_mode ' .. a.nearest_mode or ''))
     end
     return function(x, roi, scales, sizes)
-      if x:dim() ~= 4 then fail(where, 'only 4-d inputs (N, C, H, W) are supported') end
-      local o = { mode = interp.mode, align_corners = interp.align_corners }
+      local r = x:dim()
+      if not LINEAR[r] then fail(where, ('a %d-d input is not supported (3-d to 5-d: N, C and 1 to 3 spatial dims)'):format(r)) end
+      local o = { mode = linear and LINEAR[r] or 'nearest', align_corners = align }
+      local out = {}
       if sizes and sizes:numel() > 0 then
         local s = ints(sizes)
-        o.size = { s[3], s[4] }
-      elseif scales and scales:numel() == 4 then
+        if #s ~= r then fail(where, ('sizes has %d values for rank %d'):format(#s, r)) end
+        if s[1] ~= x:size(1) or s[2] ~= x:size(2) then fail(where, 'resizing the batch or channel dim is not supported') end
+        o.size = { unpack(s, 3) }
+        out = o.size
+      elseif scales and scales:numel() > 0 then
         local s = scales:double():tolist()
+        if #s ~= r then fail(where, ('scales has %d values for rank %d'):format(#s, r)) end
         if s[1] ~= 1 or s[2] ~= 1 then fail(where, 'scales on the batch or channel dim are not supported') end
-        o.scale_factor = { s[3], s[4] }
+        o.scale_factor = { unpack(s, 3) }
+        for i = 3, r do out[i - 2] = math.floor(x:size(i) * s[i]) end
       else
         fail(where, 'needs scales or sizes')
       end
+      if ctm == 'pytorch_half_pixel' then
+        -- (an output of length 1 samples the first input, as align_corners
+        -- does; torch's half pixel rule would sample the middle)
+        local ones = 0
+        for _, n in ipairs(out) do if n == 1 then ones = ones + 1 end end
+        if ones == #out then o.align_corners = true
+        elseif ones > 0 then fail(where, 'pytorch_half_pixel with some, not all, output lengths 1 is not supported') end
+      end
+      if not linear then o.align_corners = nil end
       return F.interpolate(x, o)
     end
   end
