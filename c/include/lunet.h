@@ -738,6 +738,12 @@ LN_API int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **ima
 enum { LN_IMAGE_UNCHANGED = 0, LN_IMAGE_GRAY = 1, LN_IMAGE_GRAY_ALPHA = 2, LN_IMAGE_RGB = 3, LN_IMAGE_RGB_ALPHA = 4 };
 LN_API ln_tensor *ln_image_read(const char *path, int mode);
 LN_API ln_tensor *ln_image_decode(const ln_tensor *bytes, int mode);
+/* A contiguous uint8 (C, H, W) cpu image as a file's bytes (a 1-D uint8
+ * tensor), as torchvision 0.14's io.encode_png / encode_jpeg: PNG of 1..4
+ * channels (gray, gray+alpha, RGB, RGBA) at zlib level 0..9; JPEG of 1 or 3
+ * channels at quality 1..100. */
+LN_API ln_tensor *ln_image_encode_png(const ln_tensor *img, int level);
+LN_API ln_tensor *ln_image_encode_jpeg(const ln_tensor *img, int quality);
 /* The entries of folder path (not . and ..) as "<k><name>\0" records, k 'd'
  * for a directory (symlinks followed) else 'f', into buf when they fit in
  * cap bytes; returns the bytes they take (call again when more than cap), -1. */

@@ -230,6 +230,11 @@ function Writer:finish()
   local cd = table.concat(parts)
   self:puts(cd)
   self:puts('PK\5\6' .. p16(0) .. p16(0) .. p16(#self.list) .. p16(#self.list) .. p32(#cd) .. p32(cd_off) .. p16(0))
+  self:commit()
+end
+
+-- commit(): fsync, rename over path (also for writers of other formats: create, put, commit)
+function Writer:commit()
   if C.fsync(self.fd) ~= 0 then self:abort('fsync failed: ' .. oserr()) end
   local fd = self.fd
   self.fd = -1

@@ -8,6 +8,7 @@ local mnist = require 'lunet.data.FashionMNIST'
 local cifar = require 'lunet.data.CIFAR10'
 local image = require 'lunet.data.image'
 local folder = require 'lunet.data.ImageFolder'
+local image_write = require 'lunet.data.image_write'
 
 return {
   Dataset = require 'lunet.data.Dataset',
@@ -34,6 +35,10 @@ return {
   read_image = image.read_image,
   decode_image = image.decode_image,
   ImageReadMode = image.ImageReadMode,
+  encode_png = image_write.encode_png,
+  encode_jpeg = image_write.encode_jpeg,
+  write_png = image_write.write_png,
+  write_jpeg = image_write.write_jpeg,
   ImageFolder = folder.ImageFolder,
   DatasetFolder = folder.DatasetFolder,
   IMG_EXTENSIONS = folder.IMG_EXTENSIONS,

@@ -1,6 +1,7 @@
 -- lunet.utils, as torch.utils: activation checkpointing.
 --   local y = lunet.utils.checkpoint(block, x)                  -- (lunet/utils/checkpoint.lua)
 --   local y = lunet.utils.checkpoint_sequential(seq, 4, x)
+--   lunet.utils.save_image(lunet.utils.make_grid(x, {nrow = 8}), 'x.png')  -- (lunet/utils/make_grid.lua)
 --   local w = lunet.utils.tensorboard.SummaryWriter{log_dir = 'runs/x'}  -- (lunet/utils/tensorboard/)
 local core = require 'lunet.core'
 local options = require 'lunet.options'
@@ -11,6 +12,8 @@ local utils = {}
 
 utils.checkpoint = require 'lunet.utils.checkpoint'
 local checkpoint = utils.checkpoint
+local grid = require 'lunet.utils.make_grid'
+utils.make_grid, utils.save_image = grid.make_grid, grid.save_image
 
 -- the functions of checkpoint_sequential: an nn.Sequential's modules, or a list
 local function functions_of(fn, fs)
