@@ -161,6 +161,13 @@ describe('every options table rejects an unknown key', function()
     { function() return data.FashionMNIST { roots = '/x' } end, "FashionMNIST: unknown option 'roots' (did you mean 'root'?)" },
     { function() return data.MNIST { target_transform = 1 } end, "MNIST: unknown option 'target_transform' (did you mean 'transform'?)" },
     { function() return data.CIFAR10 { transfrom = 1 } end, "CIFAR10: unknown option 'transfrom' (did you mean 'transform'?)" },
+    { function() return data.CIFAR100 { label = 'coarse' } end, "CIFAR100: unknown option 'label'" },
+    { function() return data.KMNIST { roots = '/x' } end, "KMNIST: unknown option 'roots' (did you mean 'root'?)" },
+    { function() return data.EMNIST { splits = 'mnist' } end, "EMNIST: unknown option 'splits' (did you mean 'split'?)" },
+    { function() return data.encode_png(lunet.zeros({ 1, 2, 2 }, { dtype = 'uint8' }), { level = 1 }) end, "encode_png: unknown option 'level'" },
+    { function() return data.write_jpeg(lunet.zeros({ 1, 2, 2 }, { dtype = 'uint8' }), 'x.jpg', { qualty = 1 }) end, "write_jpeg: unknown option 'qualty' (did you mean 'quality'?)" },
+    { function() return lunet.utils.make_grid(x4, { nrows = 2 }) end, "make_grid: unknown option 'nrows' (did you mean 'nrow'?)" },
+    { function() return lunet.utils.save_image(x4, 'x.png', { normalise = true }) end, "save_image: unknown option 'normalise' (did you mean 'normalize'?)" },
     { function() return data.ImageFolder('spec/fixtures', { transfrom = 1 }) end, "ImageFolder: unknown option 'transfrom' (did you mean 'transform'?)" },
     { function() return data.read_image('x.png', { mod = 'RGB' }) end, "read_image: unknown option 'mod' (did you mean 'mode'?)" },
     { function() return data.transforms.RandomCrop(8, { pad = 2 }) end, "RandomCrop: unknown option 'pad' (did you mean 'padding'?)" },
@@ -555,6 +562,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'zeros', function(...) return lunet.zeros(2, ...) end },
       { 'FashionMNIST', function(a, b) return data.FashionMNIST(a or '/nonexistent', b) end },
       { 'CIFAR10', function(a, b) return data.CIFAR10(a or '/nonexistent', b) end },
+      { 'CIFAR100', function(a, b) return data.CIFAR100(a or '/nonexistent', b) end },
+      { 'EMNIST', function(a, b) return data.EMNIST('/nonexistent', a, b) end },
       { 'models.squeezenet1_1', function(...) return lunet.models.squeezenet1_1(...) end },
     }
     local raw, n = raw_errors(ctors, vals, true)
@@ -677,6 +686,8 @@ describe('datasets never download', function()
     raises(function() return data.MNIST { root = '/x', download = true } end, 'MNIST: lunet does not download datasets')
     raises(function() return data.CIFAR10 { download = true } end, 'cifar-10-binary.tar.gz')
     raises(function() return data.CIFAR10 { download = true } end, 'https://www.cs.toronto.edu/~kriz/cifar.html')
+    raises(function() return data.CIFAR100 { download = true } end, 'cifar-100-binary.tar.gz')
+    raises(function() return data.EMNIST { split = 'mnist', download = true } end, 'EMNIST: lunet does not download')
   end)
 
   local FMNIST = '/usr/share/datasets/fashion-mnist'

@@ -162,7 +162,7 @@ fail:
 
 /* ---- CIFAR-10 ----------------------------------------------------------------- */
 
-enum { CIFAR_RECORD = 3073, CIFAR_PIXELS = 3072 };
+enum { CIFAR_PIXELS = 3072 };
 
 /* Whole file into a growing buffer (gzip sizes are unknown up front). */
 static char *slurp(const char *fn, const char *path, int64_t *len) {
@@ -195,10 +195,14 @@ static char *slurp(const char *fn, const char *path, int64_t *len) {
   return buf;
 }
 
-int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **images, ln_tensor **labels) {
-  const char *fn = "cifar10_read";
+/* CIFAR-10 (one label byte a record) and CIFAR-100 (coarse, then fine)
+ * binary batches: nlab label bytes, each below lim[j], then the pixels. */
+static int cifar_read(const char *fn, const char *what, int nlab, const int *lim, int nfiles,
+                      const char *const *paths, ln_tensor **images, ln_tensor **labels) {
+  const int64_t record = CIFAR_PIXELS + nlab;
   if (!images || !labels) return ln_error("%s: output pointers are NULL", fn);
-  *images = *labels = NULL;
+  *images = NULL;
+  for (int j = 0; j < nlab; j++) labels[j] = NULL;
   if (nfiles < 1 || !paths) return ln_error("%s: no files given", fn);
   char **bufs = calloc((size_t)nfiles, sizeof *bufs);
   int64_t *lens = calloc((size_t)nfiles, sizeof *lens), total = 0;
@@ -206,42 +210,65 @@ int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **images, ln
   if (!bufs || !lens) { ln_error("%s: out of memory", fn); goto done; }
   for (int i = 0; i < nfiles; i++) {
     if (!(bufs[i] = slurp(fn, paths[i], &lens[i]))) goto done;
-    if (lens[i] == 0 || lens[i] % CIFAR_RECORD != 0) {
-      ln_error("%s: '%s' has %lld bytes, not a whole number of %d-byte records (label byte + 3x32x32 "
-               "pixels)%s", fn, paths[i], (long long)lens[i], CIFAR_RECORD,
-               lens[i] % CIFAR_RECORD ? ": truncated or not a CIFAR-10 batch" : "");
+    if (lens[i] == 0 || lens[i] % record != 0) {
+      ln_error("%s: '%s' has %lld bytes, not a whole number of %lld-byte records (%s + 3x32x32 "
+               "pixels)%s%s", fn, paths[i], (long long)lens[i], (long long)record,
+               nlab == 1 ? "label byte" : "coarse and fine label bytes",
+               lens[i] % record ? ": truncated or not a " : "", lens[i] % record ? what : "");
       goto done;
     }
-    for (int64_t r = 0; r < lens[i] / CIFAR_RECORD; r++) {
-      unsigned char lab = (unsigned char)bufs[i][r * CIFAR_RECORD];
-      if (lab > 9) {
-        ln_error("%s: '%s' record %lld has label %d, expected 0..9 (not a CIFAR-10 batch?)", fn,
-                 paths[i], (long long)r, lab);
-        goto done;
+    for (int64_t r = 0; r < lens[i] / record; r++) {
+      for (int j = 0; j < nlab; j++) {
+        unsigned char lab = (unsigned char)bufs[i][r * record + j];
+        if (lab >= lim[j]) {
+          ln_error("%s: '%s' record %lld has %slabel %d, expected 0..%d (not a %s?)", fn, paths[i],
+                   (long long)r, nlab == 1 ? "" : j == 0 ? "coarse " : "fine ", lab, lim[j] - 1, what);
+          goto done;
+        }
       }
     }
-    total += lens[i] / CIFAR_RECORD;
+    total += lens[i] / record;
   }
   int64_t ishape[4] = {total, 3, 32, 32};
   if (!(*images = ln_empty(4, ishape, LN_UINT8, 0))) goto done;
-  if (!(*labels = ln_empty(1, &total, LN_INT64, 0))) goto done;
+  for (int j = 0; j < nlab; j++)
+    if (!(labels[j] = ln_empty(1, &total, LN_INT64, 0))) goto done;
   unsigned char *img = ln_data_ptr(*images);
-  int64_t *lab = ln_data_ptr(*labels), k = 0;
+  int64_t k = 0;
   for (int i = 0; i < nfiles; i++) {
-    for (int64_t r = 0; r < lens[i] / CIFAR_RECORD; r++, k++) {
-      const char *rec = bufs[i] + r * CIFAR_RECORD;
-      lab[k] = (unsigned char)rec[0];
-      memcpy(img + k * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);
+    for (int64_t r = 0; r < lens[i] / record; r++, k++) {
+      const char *rec = bufs[i] + r * record;
+      for (int j = 0; j < nlab; j++) ((int64_t *)ln_data_ptr(labels[j]))[k] = (unsigned char)rec[j];
+      memcpy(img + k * CIFAR_PIXELS, rec + nlab, CIFAR_PIXELS);
     }
   }
   rc = 0;
 done:
   if (rc != 0) {
     if (*images) ln_tensor_free(*images);
-    if (*labels) ln_tensor_free(*labels);
-    *images = *labels = NULL;
+    *images = NULL;
+    for (int j = 0; j < nlab; j++) {
+      if (labels[j]) ln_tensor_free(labels[j]);
+      labels[j] = NULL;
+    }
   }
   if (bufs) for (int i = 0; i < nfiles; i++) free(bufs[i]);
   free(bufs); free(lens);
+  return rc;
+}
+
+int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **images, ln_tensor **labels) {
+  static const int lim[1] = {10};
+  return cifar_read("cifar10_read", "CIFAR-10 batch", 1, lim, nfiles, paths, images, labels);
+}
+
+int ln_cifar100_read(int nfiles, const char *const *paths, ln_tensor **images, ln_tensor **coarse,
+                     ln_tensor **fine) {
+  static const int lim[2] = {20, 100};
+  ln_tensor *labs[2] = {NULL, NULL};
+  if (!coarse || !fine) return ln_error("cifar100_read: output pointers are NULL");
+  int rc = cifar_read("cifar100_read", "CIFAR-100 file", 2, lim, nfiles, paths, images, labs);
+  *coarse = labs[0];
+  *fine = labs[1];
   return rc;
 }

@@ -730,6 +730,11 @@ LN_API ln_tensor *ln_idx_read(const char *path);
  * and labels int64 (N) holding 0..9, N summed over the files. 0 ok. */
 LN_API int ln_cifar10_read(int nfiles, const char *const *paths, ln_tensor **images,
                            ln_tensor **labels);
+/* CIFAR-100 binary files (train.bin, test.bin; plain or gzip), 3074-byte
+ * records (coarse label 0..19, fine label 0..99, then 3x32x32 pixels): images
+ * uint8 (N,3,32,32), coarse and fine int64 (N). 0 ok. */
+LN_API int ln_cifar100_read(int nfiles, const char *const *paths, ln_tensor **images, ln_tensor **coarse,
+                            ln_tensor **fine);
 /* JPEG or PNG images (by their signature) as uint8 (C, H, W) tensors, as
  * torchvision 0.14's io.read_image(path, mode): modes are its ImageReadMode
  * values. Errors name the file (missing, not an image, truncated, corrupt,

@@ -33,17 +33,19 @@ end
 
 local exists = serialize.exists   -- (io.open would wait on a FIFO)
 
-local function locate(root, name)
+-- root/name or root/sub/name, plain or .gz (also CIFAR100's)
+function M.locate(fn, root, sub, name)
   root = root:gsub('/+$', '')
-  for _, dir in ipairs({ root, root .. '/cifar-10-batches-bin' }) do
+  for _, dir in ipairs({ root, root .. '/' .. sub }) do
     for _, suffix in ipairs({ '', '.gz' }) do
       local p = dir .. '/' .. name .. suffix
       if exists(p) then return p end
     end
   end
-  error(('CIFAR10: cannot find %s under %s (or %s/cifar-10-batches-bin); pass root = the folder of the binary version')
-    :format(name, root, root), 4)
+  error(('%s: cannot find %s under %s (or %s/%s); pass root = the folder of the binary version')
+    :format(fn, name, root, root, sub), 4)
 end
+local function locate(root, name) return M.locate('CIFAR10', root, 'cifar-10-batches-bin', name) end
 
 local CIFAR10 = TensorDataset:extend('CIFAR10')
 CIFAR10.default_root = 'data/cifar-10-batches-bin'

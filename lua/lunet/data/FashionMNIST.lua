@@ -1,5 +1,6 @@
--- lunet.data.FashionMNIST{root=..., train=true} and lunet.data.MNIST{...}:
--- the IDX files (gzip or plain) as an image TensorDataset: x uint8
+-- lunet.data.FashionMNIST{root=..., train=true}, lunet.data.MNIST{...} and
+-- KMNIST{...} (EMNIST: lunet/data/EMNIST.lua): the IDX files (gzip or plain;
+-- under root, or torchvision's root/<Name>/raw) as an image TensorDataset: x uint8
 -- (N,1,28,28), y int64 labels 1..10. Samples and batches come out as float32
 -- in [0,1]. Debian's dataset-fashion-mnist installs the files at the default
 -- root. The decoded files are cached (weakly) so several datasets share them.
@@ -24,21 +25,23 @@ end
 
 local exists = serialize.exists   -- (io.open would wait on a FIFO)
 
--- root/name.gz, else root/name
-local function find(fn, root, name)
-  local base = root:gsub('/+$', '') .. '/' .. name
-  if exists(base .. '.gz') then return base .. '.gz' end
-  if exists(base) then return base end
-  error(('%s: cannot find %s.gz (or %s) under %s; pass root = the folder that holds the IDX files')
-    :format(fn, name, name, root), 4)
+-- root/name(.gz), else torchvision's root/<sub>/raw/name(.gz)
+local function find(fn, root, sub, name)
+  root = root:gsub('/+$', '')
+  for _, dir in ipairs({ root, root .. '/' .. sub .. '/raw' }) do
+    local base = dir .. '/' .. name
+    if exists(base .. '.gz') then return base .. '.gz' end
+    if exists(base) then return base end
+  end
+  error(('%s: cannot find %s.gz (or %s) under %s or %s/%s/raw; pass root = the folder that holds the IDX files')
+    :format(fn, name, name, root, root, sub), 4)
 end
 
 local cache = setmetatable({}, { __mode = 'v' })
 
-local function load(fn, root, train)
-  local split = train and 'train' or 't10k'
-  local ipath = find(fn, root, split .. '-images-idx3-ubyte')
-  local lpath = find(fn, root, split .. '-labels-idx1-ubyte')
+local function load(fn, root, iname, lname)
+  local ipath = find(fn, root, fn, iname)
+  local lpath = find(fn, root, fn, lname)
   local key = ipath .. '\0' .. lpath
   local hit = cache[key]
   if hit then return hit.x, hit.y end
@@ -58,32 +61,45 @@ local function load(fn, root, train)
   return x, y
 end
 
+-- the MNIST files' names: {train, test} prefixes
+local function mnist_files(opts, train)
+  local split = train and 'train' or 't10k'
+  return split .. '-images-idx3-ubyte', split .. '-labels-idx1-ubyte'
+end
+
 local OPTS = { root = true, train = 'boolean', transform = 'table|function', download = 'boolean' }
 local POSITIONAL = { 'root', 'train' }
 
-local function maker(name, default_root, classes, source)
+-- A dataset class of IDX files; spec (EMNIST's): opts/positional (extra
+-- options), files(opts, train) -> image and label file names, init(self, opts)
+function M.maker(name, default_root, classes, source, spec)
+  spec = spec or {}
   local cls = TensorDataset:extend(name)
   cls.default_root = default_root
   cls.classes = classes
+  local known, positional, files = spec.opts or OPTS, spec.positional or POSITIONAL, spec.files or mnist_files
   function cls:__init(...)
-    local opts = options.check(name, options.positional(name, POSITIONAL, ...), OPTS) or {}
+    local opts = options.check(name, options.positional(name, positional, ...), known) or {}
     if opts.download then
       options.fail(name, ('lunet does not download datasets (download = true); %s; then pass root = their folder')
         :format(source))
     end
+    if spec.init then spec.init(self, opts) end
     local root = opts.root or default_root
     if type(root) ~= 'string' then error(('%s: root must be a string, got %s'):format(name, typename(root)), 3) end
     serialize.no_nul(name, 'root', root, 3)
     local train = opts.train ~= false
-    local x, y = load(name, root, train)
+    local x, y = load(name, root, files(opts, train))
     TensorDataset.__init(self, x, y, { image = true, transform = opts.transform })
     self.root, self.train = root, train
   end
   function cls:__tostring()
-    return ('%s(%s, %d samples, root %s)'):format(name, self.train and 'train' or 'test', self:__len(), self.root)
+    return ('%s(%s%s, %d samples, root %s)'):format(name, self.split and self.split .. ', ' or '',
+      self.train and 'train' or 'test', self:__len(), self.root)
   end
   return cls
 end
+local maker = M.maker
 
 M.FashionMNIST = maker('FashionMNIST', '/usr/share/datasets/fashion-mnist',
   { 'T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot' },
@@ -93,5 +109,10 @@ M.MNIST = maker('MNIST', '/usr/share/datasets/mnist',
   { '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' },
   'get the four IDX files (train-images-idx3-ubyte.gz, ...) from http://yann.lecun.com/exdb/mnist/ ' ..
   '(the default root is /usr/share/datasets/mnist)')
+
+M.KMNIST = maker('KMNIST', 'data',
+  { 'o', 'ki', 'su', 'tsu', 'na', 'ha', 'ma', 'ya', 're', 'wo' },
+  'get the four IDX files (train-images-idx3-ubyte.gz, ...) from http://codh.rois.ac.jp/kmnist/ ' ..
+  "(the default root is 'data', searched as torchvision's data/KMNIST/raw too)")
 
 return M

@@ -6,6 +6,7 @@
 local subset = require 'lunet.data.Subset'
 local mnist = require 'lunet.data.FashionMNIST'
 local cifar = require 'lunet.data.CIFAR10'
+local cifar100 = require 'lunet.data.CIFAR100'
 local image = require 'lunet.data.image'
 local folder = require 'lunet.data.ImageFolder'
 local image_write = require 'lunet.data.image_write'
@@ -27,11 +28,15 @@ return {
   default_collate = require('lunet.data.collate').default_collate,
   FashionMNIST = mnist.FashionMNIST,
   MNIST = mnist.MNIST,
+  KMNIST = mnist.KMNIST,
+  EMNIST = require('lunet.data.EMNIST').EMNIST,
   CIFAR10 = cifar.CIFAR10,
+  CIFAR100 = cifar100.CIFAR100,
   Synthetic = require 'lunet.data.Synthetic',
   transforms = require 'lunet.data.transforms',
   read_idx = mnist.read_idx,
   read_cifar10 = cifar.read_cifar10,
+  read_cifar100 = cifar100.read_cifar100,
   read_image = image.read_image,
   decode_image = image.decode_image,
   ImageReadMode = image.ImageReadMode,
