@@ -10,8 +10,12 @@
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Ic/include -Ic/core -DIMG_MAX_PIXELS='((int64_t)1<<22)' \
  *     tools/fuzz_image.c c/data/image.c c/core/error.c c/core/dtype.c c/core/file.c -ljpeg -lpng -lz -lm -o /tmp/fuzz_image
  *   /tmp/fuzz_image -max_total_time=60 -max_len=8192 /tmp/image_corpus tools/corpus/image
- * (libjpeg and libpng themselves are the system's, not instrumented: ASan
- * sees our buffers' bounds only where our code touches them, hence touch().) */
+ * (libjpeg and libpng themselves are the system's, not instrumented: libFuzzer
+ * has no coverage inside them and ASan sees our buffers' bounds only where our
+ * code touches them, hence touch(). For a deeper run, build both from source
+ * (apt-get source libjpeg-turbo libpng1.6) with -fsanitize=fuzzer-no-link,
+ * address,undefined, libjpeg-turbo with -DWITH_SIMD=0, and link their static
+ * libraries instead of -ljpeg -lpng: coverage goes from ~190 to ~10,000.) */
 #include "fuzz_stubs.h"
 #include "../c/data/data.h"
 #include <string.h>
