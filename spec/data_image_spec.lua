@@ -117,6 +117,23 @@ describe('data.read_image', function()
     end
   end)
 
+  it('corruption: library warnings decode, damaged critical data and early ends are named errors', function()
+    local png, jpg = slurp(images .. 'rgb.png'), slurp(images .. 'baseline.jpg')
+    local want = data.decode_image(png)
+    -- (rgb.png: IHDR ends at 33, IEND is its last 12 bytes; an ancillary chunk with a bad CRC is dropped)
+    assert.is_true(fx.maxdiff(want, data.decode_image(png:sub(1, 33) .. '\0\0\0\3tEXtk\0v\0\0\0\0' .. png:sub(34))) == 0)
+    -- the chunks after the image data are not read (as torchvision): no IEND, or garbage for it
+    assert.is_true(fx.maxdiff(want, data.decode_image(png:sub(1, #png - 12))) == 0)
+    assert.is_true(fx.maxdiff(want, data.decode_image(png:sub(1, #png - 12) .. 'garbage')) == 0)
+    local idat_crc = #png - 13   -- (the last byte of IDAT's CRC)
+    local bad = png:sub(1, idat_crc - 1) .. string.char(bit.bxor(png:byte(idat_crc), 1)) .. png:sub(idat_crc + 1)
+    assert.matches("decode_image: '<bytes>' is not a valid PNG: IDAT: CRC error", fx.err_of(data.decode_image, bad))
+    -- libjpeg's corrupt-data warnings: the image decodes (zeroed entropy bytes); the end of data is an error
+    local z = jpg:sub(1, #jpg - 40) .. ('\0'):rep(20) .. jpg:sub(#jpg - 19)
+    assert.same({ 3, 13, 17 }, data.decode_image(z):size())
+    assert.matches('is not a valid JPEG: the data ends early', fx.err_of(data.decode_image, jpg:sub(1, #jpg - 2)))
+  end)
+
   it('refuses absurd sizes, saying the limit', function()
     -- a PNG header claiming 100000 x 1 pixels, with its CRC right
     local function crc32(s)

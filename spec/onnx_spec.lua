@@ -198,6 +198,22 @@ describe('lunet.onnx.load errors', function()
     assert.truthy(fx.err_of(lunet.onnx.load, 'no/such.onnx'):find('onnx.load: cannot open', 1, true))
   end)
 
+  it('a node missing an input or output is a named error (corrupt files, found by tools/fuzz_api.lua)', function()
+    local function graph(node, out) return P.int(1, 7) .. P.msg(7, P.msg(1, node) .. P.msg(11, P.str(1, 'x'))
+      .. P.msg(12, P.str(1, out or 'y'))) .. P.msg(8, P.int(2, 13)) end
+    write(tmp, graph(P.str(2, 'y') .. P.str(4, 'Relu')))
+    assert.truthy(fx.err_of(lunet.onnx.load, tmp):find('(Relu): has 0 inputs, needs at least 1', 1, true))
+    write(tmp, graph(P.str(1, 'x') .. P.str(2, 'y') .. P.str(4, 'Add')))
+    assert.truthy(fx.err_of(lunet.onnx.load, tmp):find('(Add): has 1 inputs, needs at least 2', 1, true))
+    local value = P.msg(5, P.str(1, 'value_float') .. P.float(2, 1) .. P.int(20, 1))
+    write(tmp, graph(P.str(4, 'Constant') .. value, 'x'))
+    assert.truthy(fx.err_of(lunet.onnx.load, tmp):find('(Constant): has no output', 1, true))
+    -- an op's error at run time names its node
+    write(tmp, graph(P.str(1, 'x') .. P.str(1, 'x') .. P.str(2, 'y') .. P.str(4, 'MatMul')))
+    local e = fx.err_of(lunet.onnx.load(tmp), lunet.randn(2, 3))
+    assert.truthy(e:find('^onnx.Graph: .*: node %? %(MatMul%): matmul: shapes'), e)
+  end)
+
   it('a truncated file, at every length, is a named error', function()
     local s = read(file('onnx_mixed.onnx'))
     for n = 0, #s - 1 do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI reliability checks (called by tools/ci-extra.sh; about 3 minutes on 2 cores):
-#  1. libFuzzer targets for the safetensors, IDX and CIFAR-10 readers (and
-#     tools/fuzz_data.c: the readers plus the batch assembler), each for
+#  1. libFuzzer targets for the safetensors, IDX and CIFAR-10 readers, the
+#     JPEG/PNG decoder (tools/fuzz_image.c) and tools/fuzz_data.c (the
+#     readers plus the batch assembler), each for
 #     FUZZ_SECONDS (default 20) from the committed seed corpus (tools/corpus/);
 #     a crash, leak, sanitizer report or timeout fails CI and prints the input;
 #  2. valgrind memcheck on a short training loop (2 virtual CPU devices,
@@ -30,7 +31,7 @@ export LUA_PATH="$root/lua/?.lua;$root/lua/?/init.lua;;"
 export OMP_WAIT_POLICY=passive
 unset LD_PRELOAD
 work=$(mktemp -d)
-trap 'rm -rf "$work"; rm -f /tmp/fuzz_idx_* /tmp/fuzz_cifar_* /tmp/fuzz_st_* /tmp/fuzz_data_*' EXIT
+trap 'rm -rf "$work"; rm -f /tmp/fuzz_idx_* /tmp/fuzz_cifar_* /tmp/fuzz_st_* /tmp/fuzz_data_* /tmp/fuzz_image_*' EXIT
 secs=${FUZZ_SECONDS:-20}
 start=$SECONDS
 
@@ -57,6 +58,8 @@ fuzz() {   # fuzz NAME SEEDS SOURCES... : build, run from a copy of tools/corpus
 fuzz safetensors safetensors tools/fuzz_safetensors.c c/core/safetensors.c
 fuzz idx idx tools/fuzz_idx.c c/data/idx.c
 fuzz cifar cifar tools/fuzz_cifar.c c/data/idx.c
+# (the pixel limit lowered so that a small file promising a huge image cannot time out)
+fuzz image image -DIMG_MAX_PIXELS='((int64_t)1<<22)' tools/fuzz_image.c c/data/image.c -ljpeg -lpng
 # the data engineer's target: both readers and the batch assembler
 [ -f tools/fuzz_data.c ] && fuzz data "idx cifar" tools/fuzz_data.c c/data/idx.c c/data/batch.c
 

@@ -68,6 +68,28 @@ function fuzz.tmp()
   FUZZ_NTMP = (FUZZ_NTMP or 0) + 1   -- a global: each case has its own fuzz table
   return ('%s/fuzz_api_%d_%d'):format(os.getenv('FUZZ_TMP') or '/tmp', ffi.C.getpid(), FUZZ_NTMP)
 end
+-- a file's bytes, and a copy of them mutated deterministically by seed k:
+-- n edits (a byte set to a random or boundary value, a run cut out or
+-- repeated, the end cut off), mostly in the first 600 bytes (the headers);
+-- inplace: only bytes overwritten (a protobuf's outer lengths stay right)
+function fuzz.read(p) local f = assert(io.open(p, 'rb')); local s = f:read('*a'); f:close(); return s end
+function fuzz.write(p, s) local f = assert(io.open(p, 'wb')); f:write(s); f:close(); return p end
+function fuzz.mutate(s, k, n, inplace)
+  local st = k % 2147483646 + 1
+  local function r(m) st = st * 16807 % 2147483647; return st % m end
+  for _ = 1, n do
+    if #s == 0 then break end
+    local at = (r(4) > 0 and r(math.min(#s, 600)) or r(#s)) + 1
+    local e = r(6)
+    if inplace then e = ({ 0, 1, 4 })[r(3) + 1] end
+    if e <= 1 then s = s:sub(1, at - 1) .. string.char(({ 0, 255, 127, 128, r(256), r(256) })[r(6) + 1]) .. s:sub(at + 1)
+    elseif e == 2 then s = s:sub(1, at - 1) .. s:sub(at + 1 + r(16))
+    elseif e == 3 then s = s:sub(1, at) .. s:sub(at, at + r(32)) .. s:sub(at + 1)
+    elseif e == 4 then s = s:sub(1, at - 1) .. string.char(r(256), r(256), r(256), r(256)) .. s:sub(at + 4)
+    else s = s:sub(1, at + r(64)) end
+  end
+  return s
+end
 local RAW = { 'attempt to ', 'bad argument #', 'cannot convert', 'has no member named', 'table index is nil' }
 fuzz.raw = {}
 -- run one statement: an error is fine, a raw Lua error is noted
@@ -295,8 +317,106 @@ OPS.misc = function(g)
   return ('fuzz.check(lunet.tensor(%s))'):format(list(g, g.int(3), function() return list(g, g.int(3), num) end))
 end
 
+-- untrusted files: mutated JPEG/PNG images (decode_image from a string or a
+-- uint8 tensor view, read_image, ImageFolder in a 2-worker DataLoader) and
+-- mutated ONNX models (onnx.load, then a forward of the fixture's input shape)
+local IMAGES = { 'baseline.jpg', 'baseline444.jpg', 'cmyk.jpg', 'gray.jpg', 'progressive.jpg', 'wide.JPEG', 'gray1.png',
+  'gray16.png', 'gray2_interlaced.png', 'gray4.png', 'gray_alpha.png', 'palette4.png', 'palette8_trns.png', 'rgb.png',
+  'rgb16.png', 'rgba.png', 'rgb_interlaced.png', 'tall.png' }
+local MODES = { 'nil', '{mode = "UNCHANGED"}', '{mode = "GRAY"}', '{mode = "GRAY_ALPHA"}', '{mode = "RGB"}',
+  '{mode = "RGB_ALPHA"}', '{mode = "rgb"}', '{mode = "CMYK"}', '{mode = 3}', '{mod = "RGB"}', '"RGB"', '{}' }
+local CHANNELS = 'local ch = ({GRAY = 1, GRAY_ALPHA = 2, RGB = 3, RGB_ALPHA = 4})[(mode and mode.mode or ""):upper()]; ' ..
+  'if ch and img:size(1) ~= ch then fuzz.fail("mode " .. mode.mode .. " gave " .. img:size(1) .. " channels") end; ' ..
+  'if img.dtype ~= "uint8" or img:dim() ~= 3 then fuzz.fail("not a uint8 (C, H, W) image") end'
+OPS.image = function(g)
+  local bytes = ('fuzz.mutate(fuzz.read("spec/fixtures/images/%s"), %d, %d)'):format(g.pick(IMAGES), g.int(2 ^ 30), g.int(6) - 1)
+  local mode = g.pick(MODES)
+  local r = g.int(5)
+  local s = ('local s = %s; local mode = %s; '):format(bytes, mode)
+  if r == 1 then return s .. 'local img = data.decode_image(s, mode); fuzz.check(img); ' .. CHANNELS end
+  if r == 2 then
+    return s .. 'local p = fuzz.write(fuzz.tmp(), s); local ok, img = pcall(data.read_image, p, mode); os.remove(p); ' ..
+      'if not ok then error(img, 0) end; fuzz.check(img); ' .. CHANNELS
+  end
+  if r == 3 then   -- a uint8 view at an offset, or a hostile tensor
+    local t = g.pick({ 'lunet.cat({lunet.zeros(3, {dtype = "uint8"}), lunet.from_buffer(s, {#s}, "uint8")}):narrow(1, 4, #s)',
+      'lunet.from_buffer(s, {#s}, "uint8"):view(1, -1)', 'lunet.from_buffer(s .. s, {#s, 2}, "uint8"):select(2, 1)',
+      'lunet.zeros(0, {dtype = "uint8"})', 'lunet.from_buffer(s, {#s}, "uint8"):float()', '""', 'lunet.tensor(255, {dtype = "uint8"})',
+      'lunet.from_buffer(s, {#s}, "uint8"):to("cpu:1")' })
+    return s .. ('local img = data.decode_image(%s, mode); fuzz.check(img); %s'):format(t, CHANNELS)
+  end
+  if r == 4 then return ('fuzz.check(data.read_image(%s, %s))'):format(g.pick({ '"/nonexistent.png"', '"/tmp"',
+    '"/dev/null"', '"/dev/zero"', '"spec/fixtures/onnx_mixed.onnx"', '""', '"a\\0b"', '1', 'nil' }), mode) end
+  -- ImageFolder of mutated images (class folders a, b) in a 2-worker DataLoader
+  return s .. ('local d = fuzz.tmp(); os.execute("mkdir -p " .. d .. "/a " .. d .. "/b"); ' ..
+    'fuzz.write(d .. "/a/x.png", s); fuzz.write(d .. "/b/y.jpg", fuzz.mutate(s, %d, 2)); fuzz.write(d .. "/b/z.png", fuzz.read("spec/fixtures/images/rgb.png")); ' ..
+    'local ok, e = pcall(function() local ds = data.ImageFolder(d, {transform = data.transforms.Resize({5, 5})}); ' ..
+    'for xb, yb in data.DataLoader(ds, {batch_size = 2, workers = 2}):iter() do fuzz.check(xb) end end); ' ..
+    'os.execute("rm -rf " .. d); if not ok then error(e, 0) end'):format(g.int(2 ^ 30))
+end
+
+local ONNX = { { 'mixed', '2, 3, 8, 8' }, { 'lenet', '2, 1, 16, 16' }, { 'resnet', '2, 3, 16, 16' } }
+OPS.onnx = function(g)
+  local m = g.chance(0.6) and ONNX[1] or g.pick(ONNX)
+  return ('local p = fuzz.write(fuzz.tmp(), fuzz.mutate(fuzz.read("spec/fixtures/onnx_%s.onnx"), %d, %d, %s)); ' ..
+    'local ok, m = pcall(lunet.onnx.load, p); os.remove(p); if not ok then error(m, 0) end; ' ..
+    'fuzz.check(m(lunet.randn(%s))); tostring(m)'):format(m[1], g.int(2 ^ 30), g.int(4), tostring(g.chance(0.85)), g.pick({ m[2], '1, 3, 1, 1', '0, 3, 8, 8' }))
+end
+
+-- the AutoAugment family, RandomApply/Choice/Order, perspective and elastic
+-- with hostile parameters, on odd images (empty, 1x1, NaN, inf, uint8,
+-- views), called on a tensor and in a 2-worker DataLoader
+local function val(g) return g.chance(0.85) and g.pick({ '0', '0.5', '1', '2', '0.3', '8', '9', '30' }) or g.pick(HOSTILE) end
+local function tfill(g) return g.pick({ 'nil', '0', '0.5', '{0.1, 0.2, 0.3}', '{1, 2}', '0/0', 'math.huge', '{}', '"x"' }) end
+local function interp(g) return g.pick({ '"nearest"', '"bilinear"', '"bicubic"', '1' }) end
+local TFS
+TFS = {
+  function(g) return ('T.RandomPosterize(%s, %s)'):format(val(g), val(g)) end,
+  function(g) return ('T.RandomSolarize(%s, %s)'):format(val(g), val(g)) end,
+  function(g) return ('T.RandomAdjustSharpness(%s, %s)'):format(val(g), val(g)) end,
+  function(g) return ('T.%s(%s)'):format(g.pick({ 'RandomAutocontrast', 'RandomEqualize', 'RandomInvert' }), val(g)) end,
+  function(g) return ('T.AutoAugment(%s, %s, %s)'):format(g.pick({ '"imagenet"', '"cifar10"', '"svhn"', '"x"', 'nil' }), interp(g), tfill(g)) end,
+  function(g) return ('T.RandAugment{num_ops = %s, magnitude = %s, num_magnitude_bins = %s, fill = %s}'):format(val(g), val(g), val(g), tfill(g)) end,
+  function(g) return ('T.TrivialAugmentWide{num_magnitude_bins = %s, interpolation = %s, fill = %s}'):format(val(g), interp(g), tfill(g)) end,
+  function(g) return ('T.RandomPerspective(%s, {p = %s, interpolation = %s, fill = %s})'):format(val(g), val(g), interp(g), tfill(g)) end,
+  function(g) return ('T.ElasticTransform(%s, %s, {fill = %s})'):format(g.pick({ val(g), '{' .. val(g) .. ', ' .. val(g) .. '}' }), val(g), tfill(g)) end,
+  function(g) return ('T.RandomApply({%s}, %s)'):format(TFS[g.int(9)](g), val(g)) end,
+  function(g) return ('T.RandomChoice({%s, %s}, %s)'):format(TFS[g.int(9)](g), TFS[g.int(9)](g),
+    g.pick({ 'nil', '{p = {1, 2}}', '{p = {0, 0}}', '{p = {1}}', ('{p = {%s, %s}}'):format(val(g), val(g)) })) end,
+  function(g) return ('T.RandomOrder({%s, %s})'):format(TFS[g.int(9)](g), TFS[g.int(9)](g)) end,
+}
+local IMGS = { 'lunet.rand(3, 6, 7)', 'lunet.rand(3, 1, 1)', 'lunet.rand(1, 1, 1)', 'lunet.rand(3, 0, 5)', 'lunet.rand(0, 4, 4)',
+  'lunet.rand(1, 5, 5)', 'lunet.rand(4, 5, 5)', 'lunet.full({3, 4, 4}, 0/0)', 'lunet.full({3, 4, 4}, math.huge)',
+  'lunet.rand(3, 5, 5):mul(-1e30)', '(lunet.rand(3, 6, 6) * 255):floor():byte()', 'lunet.rand(3, 8, 9):transpose(2, 3)',
+  'lunet.rand(3, 8, 16):narrow(3, 2, 8)', 'lunet.rand(2, 3, 6, 6)', 'lunet.rand(6, 6)', 'lunet.tensor(1)', 'lunet.rand(3, 6, 6):double()' }
+local FFORMS = {
+  function(g) return ('F.posterize(x, %s)'):format(val(g)) end, function(g) return ('F.solarize(x, %s)'):format(val(g)) end,
+  function(g) return ('F.adjust_sharpness(x, %s)'):format(val(g)) end,
+  function(g) return ('F.%s(x)'):format(g.pick({ 'autocontrast', 'equalize', 'invert' })) end,
+  function(g) return ('F._apply_op(x, %s, %s, {interpolation = %s, fill = %s})'):format(g.pick({ '"ShearX"', '"Rotate"',
+    '"TranslateY"', '"Posterize"', '"Solarize"', '"Equalize"', '"Brightness"', '"Sharpness"', '"Nope"' }), val(g), interp(g), tfill(g)) end,
+  function(g) return ('F.perspective(x, {{0, 0}, {%s, 0}, {%s, %s}, {0, 4}}, {{%s, 0}, {4, 0}, {4, 4}, {0, %s}}, {fill = %s})')
+    :format(val(g), val(g), val(g), val(g), val(g), tfill(g)) end,
+  function(g) return ('F.elastic_transform(x, lunet.randn(1, x:size(2) or 1, x:size(3) or 1, 2):mul(%s), {fill = %s})'):format(val(g), tfill(g)) end,
+}
+OPS.transform = function(g)
+  local img = g.pick(IMGS)
+  local r = g.int(3)
+  if r == 1 then return ('local T = data.transforms; local F = T.functional; local x = %s; fuzz.check(%s)'):format(img, g.pick(FFORMS)(g)) end
+  local tf = TFS[g.int(#TFS)](g)
+  if r == 2 then return ('local T = data.transforms; local tf = %s; tostring(tf); fuzz.check(tf(%s))'):format(tf, img) end
+  local x = g.pick({ 'lunet.rand(4, 3, 6, 7)', '(lunet.rand(5, 3, 5, 5) * 255):floor():byte()', 'lunet.rand(3, 1, 1, 1)',
+    'lunet.rand(2, 3, 0, 4)', 'lunet.full({2, 3, 4, 4}, 0/0)', 'lunet.rand(3, 4, 1, 1)' })
+  return ('local T = data.transforms; local x = %s; local dl = data.DataLoader(data.TensorDataset(x, lunet.arange(x:size(1))), ' ..
+    '{batch_size = 2, workers = 2, transform = %s}); for xb, yb in dl:iter() do fuzz.check(xb) end'):format(x, tf)
+end
+
 local OP_NAMES = {}
-for k in pairs(OPS) do OP_NAMES[#OP_NAMES + 1] = k end
+-- FUZZ_API_OPS=image,onnx,transform: only those ops (a focused run)
+local only = os.getenv('FUZZ_API_OPS')
+for k in pairs(OPS) do
+  if not only or only == '' or (',' .. only .. ','):find(',' .. k .. ',', 1, true) then OP_NAMES[#OP_NAMES + 1] = k end
+end
 table.sort(OP_NAMES)
 
 -- the source of case `case` of `seed`: a few statements on a and b
@@ -307,7 +427,7 @@ local function case_source(seed, case)
     ('lunet.manual_seed(%d)'):format(case), 'local a = ' .. tensor(g), 'local b = ' .. tensor(g) }
   for _ = 1, g.int(3) do
     local op = g.pick(OP_NAMES)
-    if op == 'devices' and ndev == 1 then op = 'misc' end
+    if op == 'devices' and ndev == 1 then op = OPS.misc and 'misc' or OP_NAMES[1] end
     s[#s + 1] = ('fuzz.try(function() %s end)'):format(OPS[op](g))
   end
   -- FUZZ_API_PLANT=CASE:crash|hang|fail plants a finding (the fuzzer's own spec)

@@ -1047,7 +1047,8 @@ static void image_ops(const ln_gather_plan *p, float *out, int64_t row, uint64_t
   }
   op_run st = {p, key, seed, epoch, scratch, cur, nxt};
   run_seq(&st, 0, tf->nops);
-  memcpy(out, st.cur, sizeof(float) * (size_t)(p->OC * p->OH * p->OW));
+  /* (an empty image has no scratch: st.cur is NULL, memcpy's source must not be) */
+  if (p->OC * p->OH * p->OW > 0) memcpy(out, st.cur, sizeof(float) * (size_t)(p->OC * p->OH * p->OW));
 }
 
 /* Op k (not a GROUP) on s->cur. */
@@ -1277,9 +1278,9 @@ static void gather_range(void *v, int64_t begin, int64_t end) {
       if (p->tf.nops > 0) image_ops(p, o, row, key, g->seed, g->epoch, scratch);
       else image_sample(p, o, row, key, g->seed, g->epoch);
     } else {
-      memcpy(g->out + k * p->xrow, p->x + row * p->xrow, (size_t)p->xrow);
+      if (p->xrow) memcpy(g->out + k * p->xrow, p->x + row * p->xrow, (size_t)p->xrow);   /* (an empty x may have no data) */
     }
-    if (p->y && g->out_y) memcpy(g->out_y + k * p->yrow, p->y + row * p->yrow, (size_t)p->yrow);
+    if (p->y && g->out_y && p->yrow) memcpy(g->out_y + k * p->yrow, p->y + row * p->yrow, (size_t)p->yrow);
   }
   if (scratch != g->scratch) free(scratch);
 }

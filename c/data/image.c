@@ -7,8 +7,12 @@
  * it keeps the message and longjmps back to the decode call, which frees
  * what it allocated and sets a Lua-visible error naming the file. Warnings
  * (recoverable corruption) are ignored: the image decodes as the library
- * decodes it. Data that ends early is an error (as torchvision and PIL), not
- * an image padded with grey. */
+ * decodes it: libjpeg's corrupt-data warnings (the damaged blocks decode as
+ * it guesses them), libpng's CRC errors in ancillary chunks (dropped) and
+ * its benign errors (extra compressed data). Data that ends before the last
+ * pixel is an error (as torchvision and PIL), not an image padded with grey;
+ * so is a JPEG without EOI (as torchvision, whose source also errors at the
+ * end of data), while a PNG's chunks after its image data are not read. */
 #include "data.h"
 #include "../core/checked.h"
 #include <stdio.h>   /* (before jpeglib.h, which uses FILE) */
@@ -20,8 +24,10 @@
 #include <unistd.h>
 
 /* PIL's decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS), and JPEG's
- * own 65535 per side for both formats. */
+ * own 65535 per side for both formats. (tools/fuzz_image.c lowers the first.) */
+#ifndef IMG_MAX_PIXELS
 #define IMG_MAX_PIXELS ((int64_t)178956970)
+#endif
 #define IMG_MAX_SIDE 65535
 /* files larger than this are refused before they are read */
 #define IMG_MAX_FILE ((int64_t)1 << 30)
@@ -238,7 +244,9 @@ static int decode_png(const char *fn, const char *name, const unsigned char *dat
   }
   for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * rowbytes;
   png_read_image(png, rows);
-  png_read_end(png, NULL);
+  /* (no png_read_end: as torchvision 0.14, the chunks after the image data
+     are not read, so a file without IEND or with a damaged trailer whose
+     pixels are all there decodes) */
   png_destroy_read_struct(&png, &info, NULL);
   free(rows);
   *px = buf; *pc = c; *ph = (int)h; *pw = (int)w;

@@ -101,6 +101,10 @@ local function ordered(fn, nodes, known)
   return out
 end
 
+-- the inputs an op cannot run without (default 1; Constant 0)
+local MIN_INPUTS = { Add = 2, Sub = 2, Mul = 2, Div = 2, MatMul = 2, Gemm = 2, Conv = 2, BatchNormalization = 5,
+  Reshape = 2, Gather = 2 }
+
 -- builds the module from a decoded ModelProto
 function M.from_model(fn, model)
   local g = model.graph
@@ -145,7 +149,16 @@ function M.from_model(fn, model)
   for _, n in ipairs(ordered(fn, g.node or {}, known)) do
     local where = ('%s: node %s (%s)'):format(fn, n.name or '?', n.op_type)
     local run = ops[n.op_type](where, attributes(fn, n), #(n.input or {}), #(n.output or {}), opset)
+    -- (after its attributes: the inputs its run function requires; a node missing one is a
+    -- corrupt file, not a nil inside the op)
+    local need = n.op_type == 'Constant' and 0 or MIN_INPUTS[n.op_type] or 1
+    for i = 1, need do
+      if (n.input or {})[i] == nil or n.input[i] == '' then
+        error(('%s: has %d inputs, needs at least %d'):format(where, #(n.input or {}), need), 0)
+      end
+    end
     if n.op_type == 'Constant' then
+      if not (n.output or {})[1] then error(where .. ': has no output', 0) end
       -- (made once, kept as a buffer)
       local f = field_name(n.output[1], used)
       self:register_buffer(f, run())
@@ -195,12 +208,22 @@ function Graph:forward(...)
   end
   local args = {}
   for _, s in ipairs(g.steps) do
-    local n = #s.input
+    local n, who = #s.input, (s.name:gsub('^[^:]*:', 'onnx.Graph:'))
     for i = 1, n do
       local v = s.input[i]
-      args[i] = v ~= '' and env[v] or false
+      args[i] = false   -- (an omitted optional input)
+      if v ~= '' then args[i] = env[v] end
+      if args[i] == nil then   -- (a node that made fewer outputs than the file names)
+        error(('%s: input %q was not made'):format(who, v), 2)
+      end
     end
-    local outs = { s.run(unpack(args, 1, n)) }
+    -- (an op's error names its node)
+    local outs = { pcall(s.run, unpack(args, 1, n)) }
+    if not outs[1] then
+      local e = tostring(outs[2]):gsub('^[^:\n]*:%d+: ', '')   -- (without the position inside lunet)
+      error(e:find(s.name, 1, true) and e or who .. ': ' .. e, 2)
+    end
+    table.remove(outs, 1)
     for i, v in ipairs(s.output) do
       if v ~= '' then env[v] = outs[i] end
     end
