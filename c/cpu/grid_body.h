@@ -4,9 +4,60 @@
 #define GK_CAT(a, b) GK_CAT2(a, b)
 #define GK(name) GK_CAT(name, SFX)
 
+/* nearest's taps of nb points (grid g), SD and PAD constants: a loop
+ * without branches or calls that vectorises (torch's vectorised nearest
+ * computes its coordinates so too). Reflection's fmod is a subtraction
+ * below 2 spans (exact, see grid_taps.h); a point beyond (or NaN) is redone
+ * by the generic taps, so every value is theirs. */
+static inline __attribute__((always_inline)) void GK(fill_nn)(const ln_grid_args *a, const T *g, int64_t nb, int SD,
+                                                               int PAD, int AL, int64_t *off, T *w) {
+  const int64_t *size = a->size;
+  T sz[3], hi[3], lo[3], span[3];
+  int deg[3];   /* (reflection's degenerate span: size 1 aligned) */
+  int32_t st[3];   /* (int32 offsets: a plane under 2^31, checked by the caller; they vectorise on AVX2) */
+  for (int e = 0; e < SD; e++) {
+    const T tlo = AL ? (T)0 : (T)-1, thi = AL ? (T)(2 * (size[e] - 1)) : (T)(2 * size[e] - 1);
+    sz[e] = (T)size[e], hi[e] = (T)(size[e] - 1), lo[e] = tlo / 2, span[e] = (thi - tlo) / 2;
+    deg[e] = tlo == thi, st[e] = e == 0 ? 1 : st[e - 1] * (int32_t)size[e - 1];
+  }
+  T qmax = 0;   /* (the largest d / span: a max reduction that vectorises) */
+  for (int64_t j = 0; j < nb; j++) {
+    int32_t o = 0, ok = 1;
+#pragma GCC unroll 3
+    for (int e = 0; e < SD; e++) {
+      const T x = g[j * SD + e];
+      /* (every arm computed, then selected: trapping math keeps a
+       * conditional operation from being if-converted) */
+      T c = AL ? ((x + 1) / 2) * hi[e] : ((x + 1) * sz[e] - 1) / 2;
+      if (PAD == GS_REFLECTION) {
+        T d = c - lo[e], nd = -d;
+        d = d < 0 ? nd : d;
+        T dm = d - span[e], q = d / span[e];
+        qmax = q > qmax ? q : qmax;
+        T extra = d < span[e] ? d : dm, flips = (T)floor(q), half = (T)floor(flips / 2);
+        T par = flips - 2 * half, e0 = extra + lo[e], e1 = span[e] - extra + lo[e];
+        c = par == 0 ? e0 : e1;
+        c = deg[e] ? (T)0 : c;
+      }
+      if (PAD != GS_ZEROS) { c = c <= 0 ? (T)0 : c; c = c >= hi[e] ? hi[e] : c; }
+      T r = (T)nearbyint(c);
+      ok = ok & (r >= 0) & (r <= hi[e]);
+      r = ok ? r : (T)0;
+      o += (int32_t)r * st[e];
+    }
+    off[j] = ok ? (int64_t)o : -1;
+    w[j] = ok ? (T)1 : (T)0;
+  }
+  /* beyond 2 spans (q's rounding aside) or infinite: the generic taps; NaN
+   * (no point inside either way) and size 1 aligned (0 both) agree already */
+  if (PAD == GS_REFLECTION && !(qmax < (T)1.99))
+    for (int64_t j = 0; j < nb; j++) GK(taps)(g + j * SD, SD, size, GS_NEAREST, PAD, AL, off, w, NULL, GB, j);
+}
+
 /* the taps of points p0 .. p0+nb-1 of sample n (cloned: floor and
- * nearbyint are instructions from SSE4.1 on, calls before) */
-LN_SIMD static void GK(fill)(const ln_grid_args *a, int64_t n, int64_t p0, int64_t nb, int64_t *off, T *w, T *dw) {
+ * nearbyint are instructions from SSE4.1 on, calls before; no trapping
+ * math: the values are the same, and selects may be if-converted) */
+__attribute__((optimize("no-trapping-math"))) LN_SIMD static void GK(fill)(const ln_grid_args *a, int64_t n, int64_t p0, int64_t nb, int64_t *off, T *w, T *dw) {
   const T *g = (const T *)a->grid + (n * a->P + p0) * a->sd;
   const int pad = a->padding, al = a->align;
   const int64_t *size = a->size;
@@ -15,8 +66,20 @@ LN_SIMD static void GK(fill)(const ln_grid_args *a, int64_t n, int64_t p0, int64
   switch (a->mode * 4 + a->sd) {
     case GS_BILINEAR * 4 + 2: GK_FILL(GS_BILINEAR, 2); break;
     case GS_BILINEAR * 4 + 3: GK_FILL(GS_BILINEAR, 3); break;
-    case GS_NEAREST * 4 + 2: GK_FILL(GS_NEAREST, 2); break;
-    case GS_NEAREST * 4 + 3: GK_FILL(GS_NEAREST, 3); break;
+    case GS_NEAREST * 4 + 2:
+    case GS_NEAREST * 4 + 3:
+      if (dw || a->PI > INT32_MAX) { GK_FILL(GS_NEAREST, a->sd); break; }   /* (dw: nearest has none, never) */
+#define GK_NN(SD, PAD) al ? GK(fill_nn)(a, g, nb, SD, PAD, 1, off, w) : GK(fill_nn)(a, g, nb, SD, PAD, 0, off, w)
+      switch (pad * 4 + a->sd) {
+        case GS_ZEROS * 4 + 2: GK_NN(2, GS_ZEROS); break;
+        case GS_BORDER * 4 + 2: GK_NN(2, GS_BORDER); break;
+        case GS_REFLECTION * 4 + 2: GK_NN(2, GS_REFLECTION); break;
+        case GS_ZEROS * 4 + 3: GK_NN(3, GS_ZEROS); break;
+        case GS_BORDER * 4 + 3: GK_NN(3, GS_BORDER); break;
+        default: GK_NN(3, GS_REFLECTION); break;
+      }
+#undef GK_NN
+      break;
     default: GK_FILL(GS_BICUBIC, 2); break;
   }
 #undef GK_FILL
@@ -44,7 +107,9 @@ LN_SIMD static void GK(fwd_block)(const ln_grid_args *a, int K, int64_t n, int64
       const T *x = (const T *)a->in + (n * a->C + c) * a->PI;
       T *y = (T *)a->out + (n * a->C + c) * a->P + p0;
       switch (K) {
-        case 1: GK(combine)(1, nb, off, w, x, y); break;
+        case 1:   /* (nearest: the value itself, as torch copies it: -0 stays -0) */
+          for (int64_t j = 0; j < nb; j++) y[j] = off[j] >= 0 ? x[off[j]] : (T)0;
+          break;
         case 4: GK(combine)(4, nb, off, w, x, y); break;
         case 8: GK(combine)(8, nb, off, w, x, y); break;
         default: GK(combine)(16, nb, off, w, x, y); break;
