@@ -88,7 +88,10 @@ GS_FN void GS(taps)(const GT *g, int sd, const int64_t *size, int mode, int padd
     int ok = 1;
     for (int a = 0; a < sd; a++) {
       GT u = GS(unnorm)(g[a], size[a], align, &m[a]);
-      GT r = (GT)nearbyint(GS(pad)(u, size[a], padding, align, &m[a]));
+      /* (torch 1.13 rounds ties to even in 2-d, its vectorised kernel, and
+       * away from zero in 3-d, std::round) */
+      GT c = GS(pad)(u, size[a], padding, align, &m[a]);
+      GT r = sd == 3 ? (GT)round(c) : (GT)nearbyint(c);
       ok = ok && GS(inside)(r, size[a]);
       if (ok) o += (int64_t)r * stride;
       stride *= size[a];

@@ -41,6 +41,11 @@ static inline __attribute__((always_inline)) void GK(fill_nn)(const ln_grid_args
       }
       if (PAD != GS_ZEROS) { c = c <= 0 ? (T)0 : c; c = c >= hi[e] ? hi[e] : c; }
       T r = (T)nearbyint(c);
+      if (SD == 3) {   /* (3-d rounds ties away from zero, see grid_taps.h: round() without the call) */
+        T tr = (T)trunc(c), fr = c - tr, one = c < 0 ? (T)-1 : (T)1;   /* (c - tr exact) */
+        fr = fr < 0 ? -fr : fr;
+        r = fr >= (T)0.5 ? tr + one : tr;
+      }
       ok = ok & (r >= 0) & (r <= hi[e]);
       r = ok ? r : (T)0;
       o += (int32_t)r * st[e];
