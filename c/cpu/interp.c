@@ -12,6 +12,7 @@
  * threads and every one is computed alike on any number of threads. */
 #include "nn_kernels.h"
 #include "../core/interp_index.h"
+#include "../core/simd.h"
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ typedef struct {
 
 typedef struct {
   int n;                /* active passes, in forward order (last dim first) */
+  int fuse;             /* two nearest passes, the first along the last dim: one forward pass */
   interp_pass p[3];
   int64_t scratch;      /* elements of the largest intermediate plane */
   void *mem;
@@ -133,6 +135,7 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
       if (qs > pl->scratch) pl->scratch = qs;
     }
   }
+  pl->fuse = pl->n == 2 && taps == 1 && pl->p[0].inner == 1 && pl->p[1].inner == pl->p[0].n_out;
   return 0;
 }
 
@@ -300,6 +303,27 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
       else for (int64_t i = 0; i < sz[2]; i++) b[i] = r[i * st[2]];                              \
     }                                                                                            \
   }                                                                                              \
+  /* the fused nearest forward's rows [u0, u1) (see interp_plan): output row u of the second \
+   * pass is the first pass applied to its one source row, no intermediate plane; a row      \
+   * with the previous one's source is a copy of it (one this thread wrote) */               \
+  LN_SIMD static void fused_##SFX(const interp_plan *pl, const T *s, T *t, int64_t u0, int64_t u1) { \
+    const interp_pass *p0 = &pl->p[0], *p1 = &pl->p[1];                                          \
+    const int64_t wi = p0->n_in, wo = p0->n_out, ni = p1->n_in, no = p1->n_out;                  \
+    const int64_t *ix0 = p0->idx, *ix1 = p1->idx;                                                \
+    for (int64_t u = u0; u < u1; u++) {                                                          \
+      const int64_t o = u / no, j = u % no;                                                      \
+      T *restrict tr = t + u * wo;                                                               \
+      if (u > u0 && j > 0 && ix1[j] == ix1[j - 1]) {                                             \
+        memcpy(tr, tr - wo, (size_t)wo * sizeof(T));                                             \
+        continue;                                                                                \
+      }                                                                                          \
+      const T *restrict sr = s + (o * ni + ix1[j]) * wi;                                         \
+      if (p0->dbl)                                                                               \
+        for (int64_t k = 0; k < wi; k++) tr[2 * k] = tr[2 * k + 1] = sr[k];                      \
+      else                                                                                       \
+        for (int64_t k = 0; k < wo; k++) tr[k] = sr[ix0[k]];                                     \
+    }                                                                                            \
+  }                                                                                              \
   /* plane q: src (ss elements) -> dst through the passes (scratch: buf). Thread tid of nth     \
    * takes its share of each pass's rows (a barrier between passes); every row is computed     \
    * alike whoever takes it, so the results do not depend on the split. */                     \
@@ -308,6 +332,11 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
     if (pl->n == 0) {                                                                            \
       int64_t e0 = ds * tid / nth, e1 = ds * (tid + 1) / nth;                                    \
       memcpy(t + e0, s + e0, (size_t)(e1 - e0) * sizeof(T));                                     \
+      return;                                                                                    \
+    }                                                                                            \
+    if (pl->fuse && !bwd) {                                                                      \
+      int64_t units = pl->p[1].outer * pl->p[1].n_out;                                           \
+      fused_##SFX(pl, s, t, units * tid / nth, units * (tid + 1) / nth);                         \
       return;                                                                                    \
     }                                                                                            \
     for (int k = 0; k < pl->n; k++) {                                                            \
