@@ -43,8 +43,11 @@ GS_FN GT GS(reflect)(GT c, GT twice_lo, GT twice_hi, GT *m) {
   GT lo = twice_lo / 2, span = (twice_hi - twice_lo) / 2, s = 1;
   c -= lo;
   if (c < 0) { s = -1; c = -c; }
-  GT extra = (GT)fmod(c, span), flips = (GT)floor(c / span);
-  if (fmod(flips, (GT)2) == 0) { *m = s; return extra + lo; }
+  /* fmod(c, span) without the call where it is a subtraction: exact below
+   * 2 span (Sterbenz), so the same values; the parity of the integral flips
+   * by halving (exact), not fmod */
+  GT extra = c < span ? c : c < 2 * span ? c - span : (GT)fmod(c, span), flips = (GT)floor(c / span);
+  if (flips - 2 * (GT)floor(flips / 2) == 0) { *m = s; return extra + lo; }
   *m = -s;
   return span - extra + lo;
 }
@@ -85,7 +88,10 @@ GS_FN void GS(taps)(const GT *g, int sd, const int64_t *size, int mode, int padd
     int ok = 1;
     for (int a = 0; a < sd; a++) {
       GT u = GS(unnorm)(g[a], size[a], align, &m[a]);
-      GT r = (GT)nearbyint(GS(pad)(u, size[a], padding, align, &m[a]));
+      /* (torch 1.13 rounds ties to even in 2-d, its vectorised kernel, and
+       * away from zero in 3-d, std::round) */
+      GT c = GS(pad)(u, size[a], padding, align, &m[a]);
+      GT r = sd == 3 ? (GT)round(c) : (GT)nearbyint(c);
       ok = ok && GS(inside)(r, size[a]);
       if (ok) o += (int64_t)r * stride;
       stride *= size[a];

@@ -3,9 +3,11 @@
  * are computed once, then every channel reads (forward) or scatters
  * (backward) with them, a pass over one input plane that stays in cache.
  * The forward splits (sample, block) among threads; the backward splits
- * (sample, channel chunk), so the input gradient's scatter never races. */
+ * (sample, channel chunk), so the input gradient's scatter never races, or
+ * for nearest with fewer planes than threads, bands of each input plane. */
 #include "nn_kernels.h"
 #include "../core/simd.h"
+#include <omp.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,11 +4,15 @@
  * as lunet's composed path does, so the rounding agrees), each output row of
  * a dim a weighted sum of its 1, 2 or 4 source rows; a kept dim is skipped.
  * The backward runs the adjoint passes in the reverse order, each adding an
- * output row's gradient into its sources. Planes run in parallel, one per
- * work item, so the scatter of the backward has no races; the intermediate
- * planes live in per-thread scratch. */
+ * output row's gradient into its sources (as gathers per source row).
+ * Planes run in parallel, one per work item, the intermediate planes in
+ * per-thread scratch; with fewer planes than threads (a batch of one) each
+ * plane's passes split their rows among the threads instead, forward by
+ * output rows, backward by source rows, so no element is written by two
+ * threads and every one is computed alike on any number of threads. */
 #include "nn_kernels.h"
 #include "../core/interp_index.h"
+#include "../core/simd.h"
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,7 @@ typedef struct {
 
 typedef struct {
   int n;                /* active passes, in forward order (last dim first) */
+  int fuse;             /* two nearest passes, the first along the last dim: one forward pass */
   interp_pass p[3];
   int64_t scratch;      /* elements of the largest intermediate plane */
   void *mem;
@@ -130,14 +135,16 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
       if (qs > pl->scratch) pl->scratch = qs;
     }
   }
+  pl->fuse = pl->n == 2 && taps == 1 && pl->p[0].inner == 1 && pl->p[1].inner == pl->p[0].n_out;
   return 0;
 }
 
 #define DEF_INTERP(T, SFX, WF, TWF)                                                                       \
-  static void fwd_pass_##SFX(const interp_pass *p, const T *s, T *t) {                           \
+  static void fwd_pass_##SFX(const interp_pass *p, const T *s, T *t, int64_t u0, int64_t u1) {   \
     const int64_t ni = p->n_in, no = p->n_out, inner = p->inner;                                 \
     const int64_t *ix = p->idx;                                                                  \
-    for (int64_t o = 0; o < p->outer; o++) {                                                     \
+    for (int64_t u = u0; u < u1; u++) {                                                          \
+      const int64_t o = inner == 1 ? u : u / no, j0 = inner == 1 ? 0 : u % no;                   \
       const T *so = s + o * ni * inner;                                                          \
       T *to = t + o * no * inner;                                                                \
       if (inner == 1) {                                                                          \
@@ -173,7 +180,7 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
         }                                                                                        \
         continue;                                                                                \
       }                                                                                          \
-      for (int64_t j = 0; j < no; j++) {                                                         \
+      for (int64_t j = j0; j < j0 + 1; j++) {                                                    \
         T *tr = to + j * inner;                                                                  \
         if (p->taps == 1) {                                                                      \
           memcpy(tr, so + ix[j] * inner, (size_t)inner * sizeof(T));                             \
@@ -200,16 +207,17 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
     }                                                                                            \
   }                                                                                              \
   /* d (outer, n_in, inner) = the adjoint of the pass applied to g (outer, n_out, inner) */      \
-  static void bwd_pass_##SFX(const interp_pass *p, const T *g, T *d) {                           \
+  static void bwd_pass_##SFX(const interp_pass *p, const T *g, T *d, int64_t u0, int64_t u1) {   \
     const int64_t ni = p->n_in, no = p->n_out, inner = p->inner, taps = p->taps;                 \
-    for (int64_t o = 0; o < p->outer; o++) {                                                     \
+    for (int64_t u = u0; u < u1; u++) {                                                          \
+      const int64_t o = inner == 1 ? u : u / ni, k0 = inner == 1 ? 0 : u % ni;                   \
       T *dd = d + o * ni * inner;                                                                \
       const T *go = g + o * no * inner;                                                          \
       if (p->dbl) {   /* (row k the sum of rows 2k and 2k+1: no zeroing, one pass) */           \
         if (inner == 1) {                                                                        \
           for (int64_t k = 0; k < ni; k++) dd[k] = go[2 * k] + go[2 * k + 1];                    \
         } else {                                                                                 \
-          for (int64_t k = 0; k < ni; k++) {                                                     \
+          for (int64_t k = k0; k < k0 + 1; k++) {                                                \
             const T *g0 = go + 2 * k * inner, *g1 = g0 + inner;                                  \
             T *dr = dd + k * inner;                                                              \
             _Pragma("omp simd")                                                                  \
@@ -257,7 +265,7 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
         }                                                                                        \
         continue;                                                                                \
       }                                                                                          \
-      for (int64_t k = 0; k < ni; k++) {                                                         \
+      for (int64_t k = k0; k < k0 + 1; k++) {                                                   \
         T *restrict dr = dd + k * inner;                                                         \
         if (of[k] == of[k + 1]) { memset(dr, 0, (size_t)inner * sizeof(T)); continue; }         \
         for (int64_t e = of[k]; e < of[k + 1]; e++) {                                            \
@@ -282,32 +290,82 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
       }                                                                                          \
     }                                                                                            \
   }                                                                                              \
-  /* plane q of a strided dout gathered into buf (dense, the output's sizes) */                   \
-  static void gather_##SFX(const ln_interp_args *a, int64_t q, T *buf) {                         \
+  /* rows [r0, r1) of plane q of a strided dout gathered into buf (dense, the output's sizes) */  \
+  static void gather_##SFX(const ln_interp_args *a, int64_t q, T *buf, int64_t r0, int64_t r1) { \
     int64_t sz[3] = {1, 1, 1}, st[3] = {0, 0, 0};                                                \
     for (int d = 0; d < a->sd; d++) sz[3 - a->sd + d] = a->osz[d], st[3 - a->sd + d] = a->gst[2 + d]; \
     const T *g = (const T *)a->dout + (q / a->C) * a->gst[0] + (q % a->C) * a->gst[1];           \
-    for (int64_t i0 = 0; i0 < sz[0]; i0++)                                                       \
-      for (int64_t i1 = 0; i1 < sz[1]; i1++, buf += sz[2]) {                                     \
-        const T *r = g + i0 * st[0] + i1 * st[1];                                                \
-        if (st[2] == 1) memcpy(buf, r, (size_t)sz[2] * sizeof(T));                               \
-        else if (st[2] == 0) { const T v = r[0]; for (int64_t i = 0; i < sz[2]; i++) buf[i] = v; } \
-        else for (int64_t i = 0; i < sz[2]; i++) buf[i] = r[i * st[2]];                          \
-      }                                                                                          \
+    for (int64_t rr = r0; rr < r1; rr++) {                                                       \
+      const T *r = g + (rr / sz[1]) * st[0] + (rr % sz[1]) * st[1];                              \
+      T *b = buf + rr * sz[2];                                                                   \
+      if (st[2] == 1) memcpy(b, r, (size_t)sz[2] * sizeof(T));                                   \
+      else if (st[2] == 0) { const T v = r[0]; for (int64_t i = 0; i < sz[2]; i++) b[i] = v; }   \
+      else for (int64_t i = 0; i < sz[2]; i++) b[i] = r[i * st[2]];                              \
+    }                                                                                            \
   }                                                                                              \
-  /* plane q: src (ss elements) -> dst through the passes (scratch: this thread's) */            \
+  /* the fused nearest forward's rows [u0, u1) (see interp_plan): output row u of the second \
+   * pass is the first pass applied to its one source row, no intermediate plane; a row      \
+   * with the previous one's source is a copy of it (one this thread wrote) */               \
+  LN_SIMD static void fused_##SFX(const interp_plan *pl, const T *s, T *t, int64_t u0, int64_t u1) { \
+    const interp_pass *p0 = &pl->p[0], *p1 = &pl->p[1];                                          \
+    const int64_t wi = p0->n_in, wo = p0->n_out, ni = p1->n_in, no = p1->n_out;                  \
+    const int64_t *ix0 = p0->idx, *ix1 = p1->idx;                                                \
+    for (int64_t u = u0; u < u1; u++) {                                                          \
+      const int64_t o = u / no, j = u % no;                                                      \
+      T *restrict tr = t + u * wo;                                                               \
+      if (u > u0 && j > 0 && ix1[j] == ix1[j - 1]) {                                             \
+        memcpy(tr, tr - wo, (size_t)wo * sizeof(T));                                             \
+        continue;                                                                                \
+      }                                                                                          \
+      const T *restrict sr = s + (o * ni + ix1[j]) * wi;                                         \
+      if (p0->dbl)                                                                               \
+        for (int64_t k = 0; k < wi; k++) tr[2 * k] = tr[2 * k + 1] = sr[k];                      \
+      else                                                                                       \
+        for (int64_t k = 0; k < wo; k++) tr[k] = sr[ix0[k]];                                     \
+    }                                                                                            \
+  }                                                                                              \
+  /* plane q: src (ss elements) -> dst through the passes (scratch: buf). Thread tid of nth     \
+   * takes its share of each pass's rows (a barrier between passes); every row is computed     \
+   * alike whoever takes it, so the results do not depend on the split. */                     \
   static void plane_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *buf,      \
-                          const T *s, T *t, int64_t ds) {                                        \
-    if (pl->n == 0) { memcpy(t, s, (size_t)ds * sizeof(T)); return; }                            \
+                          const T *s, T *t, int64_t ds, int tid, int nth) {                      \
+    if (pl->n == 0) {                                                                            \
+      int64_t e0 = ds * tid / nth, e1 = ds * (tid + 1) / nth;                                    \
+      memcpy(t + e0, s + e0, (size_t)(e1 - e0) * sizeof(T));                                     \
+      return;                                                                                    \
+    }                                                                                            \
+    if (pl->fuse && !bwd) {                                                                      \
+      int64_t units = pl->p[1].outer * pl->p[1].n_out;                                           \
+      fused_##SFX(pl, s, t, units * tid / nth, units * (tid + 1) / nth);                         \
+      return;                                                                                    \
+    }                                                                                            \
     for (int k = 0; k < pl->n; k++) {                                                            \
       T *o = k == pl->n - 1 ? t : buf + (k & 1) * pl->scratch;                                   \
-      if (bwd) bwd_pass_##SFX(&pl->p[pl->n - 1 - k], s, o);                                      \
-      else fwd_pass_##SFX(&pl->p[k], s, o);                                                      \
+      const interp_pass *p = &pl->p[bwd ? pl->n - 1 - k : k];                                    \
+      int64_t units = p->inner == 1 ? p->outer : p->outer * (bwd ? p->n_in : p->n_out);          \
+      int64_t u0 = units * tid / nth, u1 = units * (tid + 1) / nth;                              \
+      if (k > 0 && nth > 1) { _Pragma("omp barrier") }                                           \
+      if (bwd) bwd_pass_##SFX(p, s, o, u0, u1);                                                  \
+      else fwd_pass_##SFX(p, s, o, u0, u1);                                                      \
       s = o;                                                                                     \
     }                                                                                            \
   }                                                                                              \
+  /* plane q split over the rows among the team (called by every thread of a parallel region) */\
+  static void plane_rows_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *buf, \
+                               int64_t q, const T *s, T *t, int64_t ds, bool strided) {          \
+    int tid = omp_get_thread_num(), nth = omp_get_num_threads();                                 \
+    if (strided) {                                                                               \
+      int64_t rows = 1;                                                                          \
+      for (int d = 0; d < a->sd - 1; d++) rows *= a->osz[d];                                     \
+      s = buf + 2 * pl->scratch;                                                                 \
+      gather_##SFX(a, q, (T *)s, rows * tid / nth, rows * (tid + 1) / nth);                      \
+      _Pragma("omp barrier")                                                                     \
+    }                                                                                            \
+    plane_##SFX(a, pl, bwd, buf, s, t, ds, tid, nth);                                            \
+    _Pragma("omp barrier")   /* (the next plane reuses the scratch) */                           \
+  }                                                                                              \
   static void run_##SFX(const ln_interp_args *a, const interp_plan *pl, bool bwd, T *scratch,    \
-                        int64_t per, int nt) {                                                   \
+                        int64_t per, int nt, bool rows) {                                        \
     int64_t isz = 1, osz = 1;                                                                    \
     for (int d = 0; d < a->sd; d++) isz *= a->isz[d], osz *= a->osz[d];                          \
     const T *src = (const T *)(bwd ? a->dout : a->in);                                           \
@@ -316,19 +374,37 @@ static int plan_interp(const ln_interp_args *a, interp_plan *pl, bool bwd) {
     const bool strided = bwd && a->gstrided;                                                     \
     /* every plane of dout the same one (sum's gradient): one plane's backward, copied */        \
     if (strided && (a->gst[0] == 0 || a->planes == a->C) && (a->gst[1] == 0 || a->C == 1)) {     \
-      T *g = scratch + 2 * pl->scratch;                                                          \
-      gather_##SFX(a, 0, g);                                                                     \
-      plane_##SFX(a, pl, true, scratch, g, dst, ds);                                             \
+      if (rows) {                                                                                \
+        _Pragma("omp parallel num_threads(nt)")                                                  \
+        plane_rows_##SFX(a, pl, true, scratch, 0, NULL, dst, ds, true);                          \
+      } else {                                                                                   \
+        T *g = scratch + 2 * pl->scratch;                                                        \
+        int64_t nr = 1;                                                                          \
+        for (int d = 0; d < a->sd - 1; d++) nr *= a->osz[d];                                     \
+        gather_##SFX(a, 0, g, 0, nr);                                                            \
+        plane_##SFX(a, pl, true, scratch, g, dst, ds, 0, 1);                                     \
+      }                                                                                          \
       _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                   \
       for (int64_t q = 1; q < a->planes; q++) memcpy(dst + q * ds, dst, (size_t)ds * sizeof(T)); \
+      return;                                                                                    \
+    }                                                                                            \
+    if (rows) {   /* fewer planes than threads: each plane's rows split among them */          \
+      _Pragma("omp parallel num_threads(nt)")                                                    \
+      for (int64_t q = 0; q < a->planes; q++)                                                    \
+        plane_rows_##SFX(a, pl, bwd, scratch, q, src + q * ss, dst + q * ds, ds, strided);       \
       return;                                                                                    \
     }                                                                                            \
     _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                     \
     for (int64_t q = 0; q < a->planes; q++) {                                                    \
       T *buf = scratch + (int64_t)omp_get_thread_num() * per;                                    \
       const T *s = src + q * ss;                                                                 \
-      if (strided) { gather_##SFX(a, q, buf + 2 * pl->scratch); s = buf + 2 * pl->scratch; }     \
-      plane_##SFX(a, pl, bwd, buf, s, dst + q * ds, ds);                                         \
+      if (strided) {                                                                             \
+        int64_t nr = 1;                                                                          \
+        for (int d = 0; d < a->sd - 1; d++) nr *= a->osz[d];                                     \
+        gather_##SFX(a, q, buf + 2 * pl->scratch, 0, nr);                                        \
+        s = buf + 2 * pl->scratch;                                                               \
+      }                                                                                          \
+      plane_##SFX(a, pl, bwd, buf, s, dst + q * ds, ds, 0, 1);                                   \
     }                                                                                            \
   }
 
@@ -345,20 +421,23 @@ static int run(void *args, bool bwd) {
   int64_t work = a->planes * (isz + osz) * ln_interp_taps(a->mode);
   int nt = ln_kernel_threads();
   if (work < 32768) nt = 1;
-  if (nt > a->planes) nt = (int)a->planes;
+  /* fewer planes than threads, or an uneven share of a few: split each
+   * plane's rows among the threads instead (one scratch, shared) */
+  bool rows = nt > 1 && (a->planes < nt || (a->planes < 4 * nt && a->planes % nt != 0));
+  if (!rows && nt > a->planes) nt = (int)a->planes;
   size_t es = a->dtype == LN_FLOAT64 ? sizeof(double) : sizeof(float);
   /* per thread: two intermediate planes, and a strided dout's gathered plane */
   int64_t per = 2 * pl.scratch + (bwd && a->gstrided ? osz : 0);
   void *scratch = NULL;
   if (per > 0) {
-    scratch = malloc((size_t)nt * (size_t)per * es);
+    scratch = malloc((size_t)(rows ? 1 : nt) * (size_t)per * es);
     if (!scratch) {
       free(pl.mem);
       return ln_error("interpolate: out of memory for %d x %lld scratch elements", nt, (long long)per);
     }
   }
-  if (a->dtype == LN_FLOAT64) run_f64(a, &pl, bwd, scratch, per, nt);
-  else run_f32(a, &pl, bwd, scratch, per, nt);
+  if (a->dtype == LN_FLOAT64) run_f64(a, &pl, bwd, scratch, per, nt, rows);
+  else run_f32(a, &pl, bwd, scratch, per, nt, rows);
   free(scratch);
   free(pl.mem);
   return 0;
