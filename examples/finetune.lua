@@ -52,6 +52,7 @@ if smoke then
     end
   end
   args.data, args.out, args.grid, args.onnx = tmp, tmp .. '/best.safetensors', tmp .. '/val.png', tmp .. '/model.onnx'
+  print(('smoke: a synthetic ImageFolder in %s (removed at the end)'):format(tmp))
 end
 
 local size = num('size', smoke and 64 or 224, 8)
@@ -94,7 +95,7 @@ model.fc = nn.Linear(model.fc.weight:size(2), #train.classes)
 local device = lunet.devices()[1]   -- a GPU if any
 model:to(device)
 
-local epochs = num('epochs', smoke and 4 or 25, 1)
+local epochs = num('epochs', smoke and 6 or 25, 1)
 local params = args.freeze and model.fc:parameters() or model:parameters()
 local opt = optim.SGD(params, { lr = num('lr', smoke and 0.01 or 0.001, 0), momentum = 0.9 })
 local schedule = args.schedule or 'step'
