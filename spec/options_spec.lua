@@ -174,6 +174,7 @@ describe('every options table rejects an unknown key', function()
     { function() return data.transforms.RandomHorizontalFlip(0.5)(x4, { epochs = 1 }) end, "transform: unknown option 'epochs' (did you mean 'epoch'?)" },
     { function() return data.transforms.RandomPerspective(0.5, { interpolate = 'nearest' }) end, "RandomPerspective: unknown option 'interpolate' (did you mean 'interpolation'?)" },
     { function() return data.transforms.RandomApply({ data.transforms.RandomInvert() }, { prob = 0.5 }) end, "RandomApply: unknown option 'prob'" },
+    { function() return data.transforms.TenCrop(4, { vertical = true }) end, "TenCrop: unknown option 'vertical' (did you mean 'vertical_flip'?)" },
     -- optim
     { function() return optim.SGD(params, { lr = 0.1, momentun = 0.9 }) end, "SGD: unknown option 'momentun' (did you mean 'momentum'?)" },
     { function() return optim.Adam(params, { beta = { 0.9, 0.99 } }) end, "Adam: unknown option 'beta' (did you mean 'betas'?)" },
@@ -539,6 +540,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'RandomChoice', function(...) return data.transforms.RandomChoice({ data.transforms.RandomInvert() }, ...) end },
       { 'RandomOrder', data.transforms.RandomOrder }, { 'RandomPerspective', data.transforms.RandomPerspective },
       { 'ElasticTransform', data.transforms.ElasticTransform },
+      { 'FiveCrop', function(...) return data.transforms.FiveCrop(4, ...) end },
+      { 'TenCrop', function(...) return data.transforms.TenCrop(4, ...) end },
       { 'SGD', function(...) return optim.SGD(p(), ...) end }, { 'Adam', function(...) return optim.Adam(p(), ...) end },
       { 'RMSprop', function(...) return optim.RMSprop(p(), ...) end },
       { 'Adagrad', function(...) return optim.Adagrad(p(), ...) end }, { 'Adamax', function(...) return optim.Adamax(p(), ...) end },

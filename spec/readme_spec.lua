@@ -87,6 +87,15 @@ local NOT_RUN = {   -- and why
   ['luajit train.lua'] = 'the Processes block, run as a script as written (a world of one) below',
   ['mpirun --allow-run-as-root --bind-to none -np 2 luajit pipe.lua'] =
     'spec/dpipe_mpi_spec.lua runs it as written, pipe.lua being the Pipelines section\'s second Lua block',
+  ['/usr/bin/python3 -c "import torch, torchvision; torch.save(torchvision.models.resnet18(weights=\'DEFAULT\').state_dict(), \'resnet18.pth\')"'] =
+    'downloads torchvision\'s weights (nothing here reaches the network)',
+  ['luajit examples/finetune.lua --data hymenoptera_data --weights resnet18.pth --epochs 25 --out ants_bees.safetensors'] =
+    'needs the tutorial\'s images and torchvision\'s weights: spec/examples_finetune_spec.lua runs its --smoke',
+  ['luajit examples/finetune.lua --data hymenoptera_data --weights resnet18.pth --freeze --onnx ants_bees.onnx'] =
+    'needs the tutorial\'s images and torchvision\'s weights: spec/examples_finetune_spec.lua runs --smoke --freeze',
+  ['luajit examples/finetune.lua --data hymenoptera_data --arch resnet34 --trivialaugment --schedule cosine'] =
+    'needs the tutorial\'s images: spec/examples_finetune_spec.lua runs --smoke --trivialaugment --schedule cosine',
+  ['luajit examples/finetune.lua --smoke'] = 'spec/examples_finetune_spec.lua runs it (and tools/ci-examples.sh)',
   ['luajit pipe.lua'] = 'the Pipelines across processes block, run as a script as written (a world of one) below',
 }
 

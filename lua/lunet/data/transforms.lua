@@ -10,7 +10,8 @@
 -- RandomErasing (and, in transforms_more.lua, Grayscale, RandomGrayscale,
 -- RandomRotation, RandomAffine, GaussianBlur, Pad; in transforms_augment.lua
 -- the AutoAugment family and policies; in transforms_random.lua RandomApply,
--- RandomChoice, RandomOrder, RandomPerspective, ElasticTransform), and their fixed-parameter
+-- RandomChoice, RandomOrder, RandomPerspective, ElasticTransform; in
+-- transforms_crops.lua FiveCrop and TenCrop, which return lists), and their fixed-parameter
 -- forms in M.functional; a
 -- Compose with any of them runs as an ordered list of C ops (tf.ops), its
 -- crop and horizontal flip drawing as the fixed path does.
@@ -435,4 +436,5 @@ require('lunet.data.transforms_more')(M, { new = new, OPS = OPS, COMPILE = COMPI
 require('lunet.data.transforms_augment')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values })
 require('lunet.data.transforms_random')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values,
   range = range, GROUP = GROUP, is_transform = is_transform })
+require('lunet.data.transforms_crops')(M)
 return M

@@ -1,0 +1,181 @@
+-- Fine-tune a torchvision ResNet on your own images (PyTorch's transfer
+-- learning tutorial): DIR/train/<class>/*.jpg and DIR/val/<class>/*.jpg.
+--   luajit examples/finetune.lua --data DIR [--weights resnet18.pth] [--arch resnet18]
+--     [--epochs N] [--freeze] [--trivialaugment] [--batch 16] [--lr 0.001]
+--     [--schedule step|cosine] [--size 224] [--workers 2] [--out model.safetensors]
+--     [--grid val.png] [--onnx model.onnx] [--seed 0]
+--   luajit examples/finetune.lua --smoke    (CI: a tiny synthetic folder in /tmp)
+-- --weights: torchvision's file (torch.save format, loaded strictly), then fc
+-- becomes a Linear to the folder's classes; --freeze trains fc alone.
+local lunet = require 'lunet'
+local nn, optim, data, T = lunet.nn, lunet.optim, lunet.data, lunet.data.transforms
+
+local FLAGS = { smoke = true, freeze = true, trivialaugment = true }
+local VALUES = { data = 1, weights = 1, arch = 1, epochs = 1, batch = 1, lr = 1, schedule = 1, size = 1,
+  workers = 1, seed = 1, out = 1, grid = 1, onnx = 1 }
+local args, i = {}, 1
+while i <= #arg do
+  local k = arg[i]:match('^%-%-([%w_]+)$')
+  if FLAGS[k] then args[k], i = true, i + 1
+  elseif VALUES[k] and arg[i + 1] then args[k], i = arg[i + 1], i + 2
+  else error(('finetune: unknown or incomplete argument %s (see the usage at the top of examples/finetune.lua)'):format(arg[i]), 0) end
+end
+local function num(k, default, min)   -- a number option, checked
+  local v = args[k] == nil and default or tonumber(args[k])
+  if not v or v < min then error(('finetune: --%s must be a number >= %g, got %s'):format(k, min, args[k]), 0) end
+  return v
+end
+local smoke = args.smoke
+if not smoke and not args.data then error('finetune: --data DIR is required (DIR/train and DIR/val, one folder per class), or --smoke', 0) end
+lunet.manual_seed(num('seed', 0, 0))
+
+-- --smoke: 3 classes told apart by colour, 16 training and 4 validation PNGs
+-- each, of varied sizes (the transforms bring them to one)
+local tmp, cleanup
+if smoke then
+  tmp = os.tmpname()
+  os.remove(tmp)
+  -- (removed when the script ends, an error included: lua_close collects it)
+  cleanup = newproxy(true)
+  getmetatable(cleanup).__gc = function() os.execute(('rm -rf %q'):format(tmp)) end
+  local colours = { { 'red', { 0.8, 0.1, 0.1 } }, { 'green', { 0.1, 0.7, 0.2 } }, { 'blue', { 0.1, 0.2, 0.8 } } }
+  for _, split in ipairs({ { 'train', 16 }, { 'val', 4 } }) do
+    local n = split[2]
+    for _, c in ipairs(colours) do
+      local rgb, dir = c[2], ('%s/%s/%s'):format(tmp, split[1], c[1])
+      assert(os.execute(('mkdir -p %q'):format(dir)) == 0, 'finetune: cannot make ' .. dir)
+      for k = 1, n do
+        local h, w = 40 + 4 * (k % 3), 44 + 3 * (k % 4)
+        local img = lunet.rand(3, h, w):mul(0.3):add_(lunet.tensor(rgb):view(3, 1, 1)):clamp_(0, 1)
+        data.write_png(img:mul(255):to('uint8'), ('%s/%03d.png'):format(dir, k))
+      end
+    end
+  end
+  args.data, args.out, args.grid, args.onnx = tmp, tmp .. '/best.safetensors', tmp .. '/val.png', tmp .. '/model.onnx'
+  print(('smoke: a synthetic ImageFolder in %s (removed at the end)'):format(tmp))
+end
+
+local size = num('size', smoke and 64 or 224, 8)
+local resize = math.floor(size * 256 / 224 + 0.5)   -- Resize(256) before CenterCrop(224), scaled
+local mean, std = { 0.485, 0.456, 0.406 }, { 0.229, 0.224, 0.225 }   -- ImageNet's, as the weights expect
+local train_tf = { T.RandomResizedCrop(size), T.RandomHorizontalFlip() }
+if args.trivialaugment then train_tf[#train_tf + 1] = T.TrivialAugmentWide() end
+train_tf[#train_tf + 1] = T.Normalize(mean, std)
+local train = data.ImageFolder(args.data .. '/train', { transform = T.Compose(train_tf) })
+local val = data.ImageFolder(args.data .. '/val', { transform = T.Compose {
+  T.Resize(resize), T.CenterCrop(size), T.Normalize(mean, std) } })
+if table.concat(train.classes, '\n') ~= table.concat(val.classes, '\n') then
+  error(('finetune: train has classes {%s} but val {%s}'):format(table.concat(train.classes, ', '),
+    table.concat(val.classes, ', ')), 0)
+end
+local workers, batch = num('workers', 2, 0), num('batch', smoke and 8 or 16, 1)
+local train_loader = data.DataLoader(train, { batch_size = batch, shuffle = true, seed = 1, workers = workers })
+local val_loader = data.DataLoader(val, { batch_size = batch, workers = workers })
+print(('%d classes (%s), %d training and %d validation images'):format(#train.classes,
+  table.concat(train.classes, ', '), #train, #val))
+
+local arch = args.arch or 'resnet18'
+if not lunet.models[arch] or not arch:match('resne') then
+  error(("finetune: --arch must be a ResNet of lunet.models (its head is fc), got '%s'"):format(arch), 0)
+end
+if smoke then   -- stands in for torchvision's file: torch.save's format, the 1000-class fc
+  args.weights = ('%s/%s.pth'):format(tmp, arch)
+  lunet.save_torch(args.weights, lunet.models[arch]():state_dict())
+end
+local model = lunet.models[arch]()
+local weights = args.weights and lunet.load(args.weights)
+if weights then   -- strict: every key, every shape
+  model:load_state_dict(weights)
+  print(('%s weights from %s'):format(arch, args.weights))
+end
+-- --freeze: the backbone's weights stay (its batch norms' running stats still
+-- follow the data in train mode, as in the tutorial); the new fc trains
+if args.freeze then model:requires_grad_(false) end
+model.fc = nn.Linear(model.fc.weight:size(2), #train.classes)
+local device = lunet.devices()[1]   -- a GPU if any
+model:to(device)
+
+local epochs = num('epochs', smoke and 6 or 25, 1)
+local params = args.freeze and model.fc:parameters() or model:parameters()
+local opt = optim.SGD(params, { lr = num('lr', smoke and 0.01 or 0.001, 0), momentum = 0.9 })
+local schedule = args.schedule or 'step'
+local sched
+if schedule == 'step' then sched = optim.StepLR(opt, { step_size = 7, gamma = 0.1 })
+elseif schedule == 'cosine' then sched = optim.CosineAnnealingLR(opt, { T_max = epochs })
+else error(("finetune: --schedule must be 'step' or 'cosine', got '%s'"):format(schedule), 0) end
+local criterion = nn.CrossEntropyLoss()
+
+-- accuracy on val, and the first batch's images and predictions (for the grid)
+local function evaluate()
+  model:eval()
+  local correct, seen, first = 0, 0, nil
+  lunet.no_grad(function()
+    for x, y in val_loader:iter() do
+      local pred = model(x:to(device)):argmax(2):to('cpu:0')
+      correct = correct + pred:eq(y):sum():item()
+      seen = seen + y:size(1)
+      first = first or { x, pred }
+    end
+  end)
+  return correct / seen, first
+end
+
+local out = args.out or 'finetune.safetensors'
+local best, best_epoch, t0 = -1, 0, lunet.clock()
+for epoch = 1, epochs do
+  model:train()
+  local sum, n = 0, 0
+  for x, y in train_loader:iter() do
+    opt:zero_grad()
+    local loss = criterion(model(x:to(device)), y:to(device))
+    loss:backward()
+    opt:step()
+    sum, n = sum + loss:item() * y:size(1), n + y:size(1)
+  end
+  sched:step()
+  local acc = evaluate()
+  print(('epoch %d/%d  train loss %.4f  val acc %.2f%%'):format(epoch, epochs, sum / n, 100 * acc))
+  if acc > best then   -- lunet.save writes a temporary file and renames it: never half a checkpoint
+    best, best_epoch = acc, epoch
+    lunet.save(out, model:state_dict(), { arch = arch, classes = table.concat(train.classes, '\n') })
+  end
+end
+print(('best val acc %.2f%% (epoch %d), saved to %s (%.0f s)'):format(100 * best, best_epoch, out, lunet.clock() - t0))
+
+-- the best weights back, then a grid of val images and their predictions
+model:load_state_dict(lunet.load(out))
+local acc, first = evaluate()
+local x, pred = first[1]:narrow(1, 1, math.min(8, first[1]:size(1))), first[2]
+local unnorm = x:mul(lunet.tensor(std):view(1, 3, 1, 1)):add(lunet.tensor(mean):view(1, 3, 1, 1)):clamp(0, 1)
+local grid = args.grid or out:gsub('%.[^./]*$', '') .. '_val.png'
+lunet.utils.save_image(unnorm, grid, { nrow = 4 })
+local names = {}
+for k, c in ipairs(pred:totable()) do if k <= x:size(1) then names[k] = ('%d:%s'):format(c, train.classes[c]) end end
+print(('val images: %s (predicted, row by row: %s)'):format(grid, table.concat(names, ' ')))
+
+if args.onnx then
+  local sample = x:narrow(1, 1, 1):to(device)
+  lunet.onnx.export(model, sample, args.onnx, { dynamic_axes = { input = { 'batch' }, output = { 'batch' } } })
+  print(('ONNX: %s'):format(args.onnx))
+end
+
+if smoke then   -- the run's files are right, then the folder goes
+  local chance = 1 / #train.classes
+  local ok, why = acc > chance, ('val acc %.2f%% does not beat chance (%.2f%%)'):format(100 * acc, 100 * chance)
+  if ok then
+    local img = data.read_image(grid)
+    local m = lunet.onnx.load(args.onnx)
+    model:eval()
+    local d = lunet.no_grad(function() return (m(x) - model(x:to(device)):to('cpu:0')):abs():max():item() end)
+    ok = img:size(1) == 3 and img:size(2) == 2 * (size + 2) + 2 and img:size(3) == 4 * (size + 2) + 2 and d < 1e-3
+    why = ('the grid is %s (8 images, 4 to a row), the ONNX outputs differ by %g'):format(table.concat(img:size(), 'x'), d)
+    for _, e in ipairs(args.freeze and model:named_parameters() or {}) do   -- the backbone as loaded
+      if ok and not e[1]:match('^fc%.') and not e[2]:to('cpu:0'):equal(weights[e[1]]) then
+        ok, why = false, ('--freeze, but %s changed'):format(e[1])
+      end
+    end
+    if ok then print(('smoke: val acc %.2f%% > chance %.2f%%, grid %dx%d, ONNX matches (%.1e)%s'):format(
+      100 * acc, 100 * chance, img:size(2), img:size(3), d, args.freeze and ', backbone unchanged' or '')) end
+  end
+  if not ok then error('finetune --smoke: ' .. why, 0) end
+end
