@@ -8,17 +8,15 @@
  *             (padded with spaces; offsets relative to the data start)
  *   rest      the tensors' bytes, little-endian, row-major, back to back
  *
- * Writes are atomic: a temporary file in the target's directory, fsync,
- * rename over the target, fsync of the directory (then temporary files left
- * by killed writers on this host are removed). Reading trusts nothing:
+ * Writes are atomic (file.c's ln_afile: a temporary file in the target's
+ * directory, fsync, rename over the target, fsync of the directory; then
+ * temporary files left by killed writers on this host are removed). Reading trusts nothing:
  * the header length, the JSON, every dtype, shape and offset are checked
  * against the file size before anything is allocated, so a truncated,
  * corrupt or hostile file gives an error naming the file and the problem. */
 #include "internal.h"
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,18 +111,6 @@ static int utf8_ok(const char *str) {
   return 1;
 }
 
-/* the process umask, read without changing it (umask() would race threads) */
-static mode_t current_umask(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  unsigned m = 022;
-  if (!f) return (mode_t)m;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "Umask: %o", &m) == 1) break;
-  fclose(f);
-  return (mode_t)m;
-}
-
 static int read_full(int fd, void *dst, size_t n, uint64_t off) {
   char *p = dst;
   while (n > 0) {
@@ -136,61 +122,6 @@ static int read_full(int fd, void *dst, size_t n, uint64_t off) {
     p += k; n -= (size_t)k; off += (uint64_t)k;
   }
   return 0;
-}
-
-static int write_full(int fd, const void *src, size_t n) {
-  const char *p = src;
-  while (n > 0) {
-    size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-    ssize_t k = write(fd, p, chunk);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    p += k; n -= (size_t)k;
-  }
-  return 0;
-}
-
-/* ---- where a save writes ------------------------------------------------------ */
-
-/* Where a save to path writes: path itself, or the file its symbolic links
- * lead to (the links are kept, as editors do; a dangling link's target is
- * created). NULL with the error set when that file exists and is not a
- * regular file: a save never replaces a directory, FIFO or device node. */
-static char *save_target(const char *path) {
-  char *p = strdup(path);
-  if (!p) return ln_error_null("save: %s: out of memory", path);
-  for (int hops = 0;; hops++) {
-    struct stat st;
-    if (lstat(p, &st) != 0) return p;   /* new file (or an error the write reports) */
-    if (S_ISREG(st.st_mode)) return p;
-    if (!S_ISLNK(st.st_mode)) {
-      ln_error("save: %s: refusing to replace %s%s%s (a save only replaces regular files)", path,
-               ln_file_kind(st.st_mode), strcmp(p, path) ? " at " : "", strcmp(p, path) ? p : "");
-      free(p);
-      return NULL;
-    }
-    if (hops >= 40) { free(p); return ln_error_null("save: %s: too many levels of symbolic links", path); }
-    char link[4096];
-    ssize_t k = readlink(p, link, sizeof link - 1);
-    if (k < 0 || k >= (ssize_t)sizeof link - 1) {
-      int e = k < 0 ? errno : ENAMETOOLONG;
-      free(p);
-      return ln_error_null("save: %s: cannot read the symbolic link: %s", path, strerror(e));
-    }
-    link[k] = 0;
-    char *next;
-    if (link[0] == '/') {
-      next = strdup(link);
-    } else {   /* relative to the link's own directory */
-      const char *slash = strrchr(p, '/');
-      size_t dl = slash ? (size_t)(slash - p) + 1 : 0;
-      next = malloc(dl + (size_t)k + 1);
-      if (next) { memcpy(next, p, dl); memcpy(next + dl, link, (size_t)k + 1); }
-    }
-    free(p);
-    if (!next) return ln_error_null("save: %s: out of memory", path);
-    p = next;
-  }
 }
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -207,14 +138,14 @@ static int save_cmp(const void *a, const void *b) {
 
 /* A strided host view, gathered row by row through a bounded buffer (no
  * full-size copy of a large non-contiguous tensor). After a sync. */
-static int write_strided(int fd, const ln_tensor *t) {
+static int write_strided(ln_afile *f, const ln_tensor *t) {
   enum { CHUNK = 1 << 20 };
   int es = ln_dtype_size(t->dtype_id), nd = t->ndim, last = nd - 1;
   int64_t rows = 1, len = t->shape[last], st = t->stride[last];
   for (int d = 0; d < last; d++) rows *= t->shape[d];
   size_t rowbytes = (size_t)len * (size_t)es, cap = rowbytes > CHUNK ? rowbytes : CHUNK;
   char *buf = malloc(cap);
-  if (!buf) { errno = ENOMEM; return -1; }
+  if (!buf) return ln_afile_fail(f, "out of memory");
   const char *base = ln_data_ptr(t);
   int64_t idx[LN_MAX_DIMS] = {0};
   size_t used = 0;
@@ -222,7 +153,7 @@ static int write_strided(int fd, const ln_tensor *t) {
   for (int64_t r = 0; r < rows && rc == 0; r++) {
     int64_t off = 0;
     for (int d = 0; d < last; d++) off += idx[d] * t->stride[d];
-    if (used + rowbytes > cap) { rc = write_full(fd, buf, used); used = 0; }
+    if (used + rowbytes > cap) { rc = ln_afile_write(f, buf, used); used = 0; }
     char *dst = buf + used;
     if (st == 1) memcpy(dst, base + off * es, rowbytes);
     else for (int64_t i = 0; i < len; i++) memcpy(dst + i * es, base + (off + i * st) * es, (size_t)es);
@@ -232,130 +163,33 @@ static int write_strided(int fd, const ln_tensor *t) {
       idx[d] = 0;
     }
   }
-  if (rc == 0 && used) rc = write_full(fd, buf, used);
+  if (rc == 0 && used) rc = ln_afile_write(f, buf, used);
   free(buf);
   return rc;
 }
 
-static int write_tensor(int fd, const ln_tensor *t, size_t nbytes) {
+/* -1 with the error set: a write's (the OS error) or a device's (its message) */
+static int device_failed(ln_afile *f) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", ln_last_error());
+  return ln_afile_fail(f, msg);
+}
+
+static int write_tensor(ln_afile *f, const ln_tensor *t, size_t nbytes) {
   if (nbytes == 0) return 0;
   if (t->device_id < LN_CUDA_BASE) {   /* host memory: write it in place */
-    if (ln_sync(t->device_id) != 0) return -2;
-    if (ln_is_contiguous(t)) return write_full(fd, ln_data_ptr(t), nbytes);
-    if (t->ndim > 0) return write_strided(fd, t);
+    if (ln_sync(t->device_id) != 0) return device_failed(f);
+    if (ln_is_contiguous(t)) return ln_afile_write(f, ln_data_ptr(t), nbytes);
+    if (t->ndim > 0) return write_strided(f, t);
   }
   void *buf = malloc(nbytes);
-  if (!buf) { errno = ENOMEM; return -1; }
-  if (ln_tensor_read(t, buf) != 0) { free(buf); return -2; }   /* syncs, gathers */
-  int rc = write_full(fd, buf, nbytes);
+  if (!buf) return ln_afile_fail(f, "out of memory");
+  if (ln_tensor_read(t, buf) != 0) { free(buf); return device_failed(f); }   /* syncs, gathers */
+  int rc = ln_afile_write(f, buf, nbytes);
   free(buf);
   return rc;
 }
 
-static void dir_of(const char *path, char *dir, size_t n) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) snprintf(dir, n, ".");
-  else if (slash == path) snprintf(dir, n, "/");
-  else snprintf(dir, n, "%.*s", (int)(slash - path), path);
-}
-
-/* This host's name for temporary file names (no '/' or '.'). */
-static void tmp_host(char *host, size_t n) {
-  if (gethostname(host, n) != 0) snprintf(host, n, "host");
-  host[n - 1] = 0;
-  for (char *c = host; *c; c++) if (*c == '/' || *c == '.') *c = '_';
-}
-
-/* Temporary files are named PATH.tmp.HOST.PID.XXXXXX. A writer killed before
- * its rename (SIGKILL, power loss) leaves one behind, as large as the file:
- * after each successful save, those of this host whose process is gone are
- * removed (a repeatedly preempted run would otherwise fill the disk). */
-/* 0 when pid is gone or a zombie (killed, not yet reaped) */
-static int process_alive(long pid) {
-  if (kill((pid_t)pid, 0) != 0) return errno != ESRCH;   /* EPERM: someone else's, alive */
-  char p[64], buf[512];
-  snprintf(p, sizeof p, "/proc/%ld/stat", pid);
-  FILE *f = fopen(p, "r");
-  if (!f) return 1;
-  size_t k = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[k] = 0;
-  const char *rp = strrchr(buf, ')');   /* "pid (comm) S ..." */
-  return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
-}
-
-static void remove_stale_tmp(const char *path, const char *host) {
-  char dir[4096], prefix[512];
-  dir_of(path, dir, sizeof dir);
-  const char *base = strrchr(path, '/');
-  base = base ? base + 1 : path;
-  int pn = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", base, host);
-  if (pn <= 0 || (size_t)pn >= sizeof prefix) return;
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, (size_t)pn) != 0) continue;
-    char *end;
-    long pid = strtol(e->d_name + pn, &end, 10);
-    if (end == e->d_name + pn || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
-    if (process_alive(pid)) continue;
-    char full[4096 + 300];
-    if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) < (int)sizeof full) unlink(full);
-  }
-  closedir(d);
-}
-
-/* Header and tensors into a temporary file beside target, fsync, rename over
- * target, fsync of its directory. Errors name path (the user's name). */
-static int write_atomic(const char *path, const char *target, const char *hdr, size_t hlen,
-                        const save_item *items, int n) {
-  size_t plen = strlen(target);
-  char host[64];
-  tmp_host(host, sizeof host);
-  char *tmp = malloc(plen + sizeof host + 48);
-  if (!tmp) return ln_error("save: %s: out of memory", path);
-  snprintf(tmp, plen + sizeof host + 48, "%s.tmp.%s.%d.XXXXXX", target, host, (int)getpid());
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int e = errno;
-    free(tmp);
-    return ln_error("save: %s: cannot create a temporary file: %s", path, strerror(e));
-  }
-  (void)fchmod(fd, 0666 & ~current_umask());
-
-  int rc = 0;
-  const char *what = "write";
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-  if (write_full(fd, len8, 8) != 0 || write_full(fd, hdr, hlen) != 0) rc = -1;
-  for (int i = 0; rc == 0 && i < n; i++) {
-    const ln_tensor *t = items[i].t;
-    rc = write_tensor(fd, t, (size_t)ln_numel(t) * (size_t)items[i].es);
-  }
-  int e = errno;
-  if (rc == 0 && fsync(fd) != 0) { rc = -1; e = errno; what = "fsync"; }
-  if (close(fd) != 0 && rc == 0) { rc = -1; e = errno; what = "close"; }
-  if (rc == 0 && rename(tmp, target) != 0) { rc = -1; e = errno; what = "rename"; }
-  if (rc != 0) {
-    unlink(tmp);
-    free(tmp);
-    if (rc == -2) {  /* a device error: keep its message, add the file */
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", ln_last_error());
-      return ln_error("save: %s: %s", path, msg);
-    }
-    return ln_error("save: %s: %s failed: %s", path, what, strerror(e ? e : EIO));
-  }
-  /* make the rename itself durable */
-  char dir[4096];
-  dir_of(target, dir, sizeof dir);
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
-  remove_stale_tmp(target, host);
-  free(tmp);
-  return 0;
-}
 
 int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *const *tensors,
                int nmeta, const char *const *meta_keys, const char *const *meta_values) {
@@ -417,11 +251,17 @@ int ln_st_save(const char *path, int n, const char *const *names, ln_tensor *con
   while (!h.oom && h.n % 8) sb_str(&h, " ");
   if (h.oom) { free(h.p); free(items); return ln_error("save: %s: out of memory", path); }
 
-  /* the temporary file, next to the target so that rename is atomic */
-  char *target = save_target(path);   /* path, or where its symlinks lead */
-  if (!target) { free(h.p); free(items); return -1; }
-  int rc = write_atomic(path, target, h.p, h.n, items, n);
-  free(target); free(h.p); free(items);
+  /* header and tensors through the shared atomic writer (file.c) */
+  ln_afile *f = ln_afile_open("save", path);
+  int rc = f ? 0 : -1;
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+  if (rc == 0) rc = ln_afile_write(f, len8, 8);
+  if (rc == 0) rc = ln_afile_write(f, h.p, h.n);
+  for (int i = 0; rc == 0 && i < n; i++)
+    rc = write_tensor(f, items[i].t, (size_t)ln_numel(items[i].t) * (size_t)items[i].es);
+  if (f) rc = rc == 0 ? ln_afile_commit(f) : (ln_afile_abort(f), -1);
+  free(h.p); free(items);
   return rc;
 }
 

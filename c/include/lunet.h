@@ -401,7 +401,27 @@ LN_API ln_tensor *ln_cat(int n, ln_tensor *const *ts, int dim);
 LN_API ln_tensor *ln_stack(int n, ln_tensor *const *ts, int dim);
 
 /* ------------------------------------------------------------------------ */
-/* Safetensors I/O (atomic writes: temporary file, fsync, rename)             */
+/* Atomic file writes (c/core/file.c): every file lunet writes goes through
+ * these. A temporary file beside the target (TARGET.tmp.HOST.PID.XXXXXX,
+ * mkstemp), fsync, rename over the target, fsync of the directory;
+ * symbolic links are followed (the link kept), a directory or device node is
+ * never replaced. On failure the temporary file is removed and an existing
+ * target is untouched. Errors read "FN: cannot write 'PATH': WHY" (WHY the
+ * OS error, after "fsync: "/"rename: " for those steps). ln_afile_open ->
+ * NULL on error; ln_afile_write -> 0, or -1 (the file then only takes
+ * abort); ln_afile_fail marks it failed with the caller's reason;
+ * ln_afile_commit and ln_afile_abort always free it (abort takes NULL). */
+typedef struct ln_afile ln_afile;
+LN_API ln_afile *ln_afile_open(const char *fn, const char *path);
+LN_API int ln_afile_write(ln_afile *f, const void *bytes, size_t n);
+LN_API int ln_afile_fail(ln_afile *f, const char *why);
+LN_API int ln_afile_commit(ln_afile *f);
+LN_API void ln_afile_abort(ln_afile *f);
+/* the three at once: n bytes into path, atomically. 0 ok. */
+LN_API int ln_file_write_atomic(const char *fn, const char *path, const void *bytes, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Safetensors I/O (atomic writes: ln_afile above)                            */
 /* Saving syncs each tensor's device and writes it contiguous (any view is
  * fine). Tensors go in the file widest dtype first, then by name. Metadata
  * is a string -> string map (the format's "__metadata__"). Opening a file

@@ -1,5 +1,6 @@
 -- lunet.plot: loss and accuracy curves per epoch as an SVG file (no
 -- dependencies; opens in any browser).
+local util = require 'lunet.util'
 local plot = {}
 
 local W, H, PAD = 360, 240, 40
@@ -85,11 +86,8 @@ function plot.curves(path, history)
   panel(out, 0, 'loss', loss, range(loss))
   panel(out, W, 'accuracy (%)', acc, range(acc))
   out[#out + 1] = '</svg>'
-  local tmp = path .. '.tmp'
-  local f = assert(io.open(tmp, 'w'))
-  f:write(table.concat(out, '\n'), '\n')
-  f:close()
-  assert(os.rename(tmp, path))
+  -- atomic: a fit's plot is rewritten each epoch; a reader never sees half
+  util.write_file('plot.curves', path, table.concat(out, '\n') .. '\n')
 end
 
 return plot

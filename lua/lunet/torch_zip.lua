@@ -6,15 +6,13 @@
 -- Every inconsistency is an error naming the caller and the file.
 local ffi = require 'ffi'
 local bit = require 'bit'
+local util = require 'lunet.util'
 
 for _, d in ipairs {
   'int open(const char *path, int flags, ...);', 'int close(int fd);',
   'int64_t pread(int fd, void *buf, size_t n, int64_t off);',
-  'int64_t write(int fd, const void *buf, size_t n);',
-  'int64_t lseek(int fd, int64_t off, int whence);', 'int fsync(int fd);',
-  'int mkstemp(char *tmpl);', 'int rename(const char *a, const char *b);',
-  'int unlink(const char *path);', 'int fchmod(int fd, unsigned mode);',
-  'unsigned umask(unsigned mask);', 'char *strerror(int errnum);', 'int access(const char *path, int mode);',
+  'int64_t lseek(int fd, int64_t off, int whence);',
+  'char *strerror(int errnum);', 'int access(const char *path, int mode);',
   'unsigned long crc32(unsigned long crc, const uint8_t *buf, unsigned len);',
 } do pcall(ffi.cdef, d) end
 local C = ffi.C
@@ -180,30 +178,17 @@ end
 local Writer = {}
 Writer.__index = Writer
 
--- a temporary file beside path, renamed over it by finish (as lunet.save)
+-- a temporary file beside path, renamed over it by finish (lunet.util's
+-- atomic writer, as lunet.save: one implementation, in C)
 function M.create(fn, path)
-  local tmp = ffi.new('char[?]', #path + 16)
-  ffi.copy(tmp, path .. '.tmp.XXXXXX')
-  local fd = C.mkstemp(tmp)
-  if fd < 0 then error(('%s: %s: cannot create a temporary file: %s'):format(fn, path, oserr()), 0) end
-  local um = C.umask(0); C.umask(um)
-  C.fchmod(fd, bit.band(438, bit.bnot(um)))   -- 0666 & ~umask
-  return setmetatable({ fn = fn, path = path, tmp = ffi.string(tmp), fd = fd, off = 0, list = {} }, Writer)
+  return setmetatable({ fn = fn, path = path, file = util.atomic_open(fn, path), off = 0, list = {} }, Writer)
 end
 
-function Writer:abort(msg)
-  if self.fd >= 0 then C.close(self.fd); self.fd = -1 end
-  C.unlink(self.tmp)
-  error(('%s: %s: %s'):format(self.fn, self.path, msg), 0)
-end
+-- removes the temporary file and raises "fn: cannot write 'path': msg"
+function Writer:abort(msg) self.file:abort(msg) end
 
 function Writer:put(ptr, n)
-  local p, done = ffi.cast('const uint8_t *', ptr), 0
-  while done < n do
-    local k = tonumber(C.write(self.fd, p + done, math.min(n - done, 2^30)))
-    if k <= 0 then self:abort('write failed: ' .. oserr()) end
-    done = done + k
-  end
+  self.file:write(ptr, n)
   self.off = self.off + n
 end
 function Writer:puts(s) self:put(s, #s) end
@@ -234,14 +219,6 @@ function Writer:finish()
 end
 
 -- commit(): fsync, rename over path (also for writers of other formats: create, put, commit)
-function Writer:commit()
-  if C.fsync(self.fd) ~= 0 then self:abort('fsync failed: ' .. oserr()) end
-  local fd = self.fd
-  self.fd = -1
-  if C.close(fd) ~= 0 then self:abort('close failed: ' .. oserr()) end
-  if C.rename(self.tmp, self.path) ~= 0 then self:abort('rename failed: ' .. oserr()) end
-  local dfd = C.open(self.path:match('^(.*)/[^/]*$') or '.', bit.bor(O_RDONLY, O_CLOEXEC))
-  if dfd >= 0 then C.fsync(dfd); C.close(dfd) end   -- the rename itself durable
-end
+function Writer:commit() self.file:commit() end
 
 return M

@@ -1,5 +1,5 @@
 -- lunet.util: small helpers shared by modules: a monotonic clock, a median,
--- a JIT reset.
+-- a JIT reset, atomic file writes.
 local ffi = require 'ffi'
 pcall(ffi.cdef, [[
 struct ln_timespec { long tv_sec; long tv_nsec; };
@@ -82,6 +82,68 @@ function util.reset_jit()
   end
   visit(debug.getregistry().lunet_tensor_mt)
   return count
+end
+
+-- Atomic file writes, through C's one implementation (c/core/file.c: a
+-- temporary file beside path, fsync, rename, fsync of the directory; symbolic
+-- links followed; on failure the temporary file removed and an existing path
+-- untouched). Errors read "fn: cannot write 'path': why", raised at the
+-- user's line. core is required here, not at the top: lunet.core's own
+-- dependencies load this file.
+local AtomicFile = {}
+AtomicFile.__index = AtomicFile
+
+local function lib() return require('lunet.core') end
+
+-- (C would stop at a NUL byte and write somewhere else)
+local function check_path(fn, path)
+  if type(path) ~= 'string' or path == '' then
+    require('lunet.options').fail(fn, 'path must be a non-empty string, got ' .. (type(path) == 'string' and 'an empty one' or type(path)))
+  end
+  if path:find('\0', 1, true) then require('lunet.options').fail(fn, ("cannot write '%s': the path contains a NUL byte"):format(path:gsub('%z', '\\0'))) end
+end
+
+-- util.atomic_open(fn, path) -> f: f:write(ptr, n) / f:write(string),
+-- f:commit(), f:abort([why]) (why given: raises "fn: cannot write 'path': why").
+-- A file dropped without commit is removed when collected.
+function util.atomic_open(fn, path)
+  check_path(fn, path)
+  local core = lib()
+  local h = core.C.ln_afile_open(fn, path)
+  if h == nil then core.raise() end
+  return setmetatable({ h = ffi.gc(h, core.C.ln_afile_abort), fn = fn, path = path }, AtomicFile)
+end
+
+function AtomicFile:write(ptr, n)
+  if type(ptr) == 'string' then ptr, n = ptr, #ptr end
+  if lib().C.ln_afile_write(self.h, ptr, n) ~= 0 then self:abort() end
+end
+
+function AtomicFile:commit()
+  local core, h = lib(), self.h
+  self.h = nil
+  ffi.gc(h, nil)   -- commit frees it, failed or not
+  if core.C.ln_afile_commit(h) ~= 0 then core.raise() end
+end
+
+-- removes the temporary file; raises the write's error, or why when given
+function AtomicFile:abort(why)
+  local core, h = lib(), self.h
+  if h == nil then return end
+  self.h = nil
+  if why then core.C.ln_afile_fail(h, why) end
+  ffi.gc(h, nil)
+  local msg = core.last_error()
+  core.C.ln_afile_abort(h)
+  require('lunet.options').raise(msg)
+end
+
+-- util.write_file(fn, path, bytes[, n]): a string, or a pointer to n bytes.
+function util.write_file(fn, path, bytes, n)
+  check_path(fn, path)
+  local core = lib()
+  if type(bytes) == 'string' then n = #bytes end
+  if core.C.ln_file_write_atomic(fn, path, bytes, n) ~= 0 then core.raise() end
 end
 
 return util

@@ -5,14 +5,14 @@
 -- libjpeg-turbo with the same calls, so the bytes are torchvision's). img:
 -- uint8 (C, H, W), C = 1 or 3 (PNG also 2: gray+alpha, 4: RGBA, which
 -- torchvision 0.14 refuses). The level/quality may also come by position, as
--- there. Files are written atomically: a temporary file beside path, renamed
--- over it (as lunet.save). Images on a GPU are copied to the host first.
+-- there. Files are written atomically (lunet.util.write_file: a temporary
+-- file beside path, fsync, renamed over it, as lunet.save). Images on a GPU are copied to the host first.
 local core = require 'lunet.core'
 local typename = core.typename
 local T = require 'lunet.tensor'
 local options = require 'lunet.options'
 local serialize = require 'lunet.serialize'
-local zip = require 'lunet.torch_zip'
+local util = require 'lunet.util'
 local C = core.C
 
 local M = {}
@@ -65,9 +65,7 @@ end
 
 -- bytes (a 1-D uint8 tensor) into path, atomically
 local function write_file(fn, path, bytes)
-  local w = zip.create(fn, path)
-  w:put(bytes:data_ptr(), bytes:numel())
-  w:commit()
+  util.write_file(fn, path, bytes:data_ptr(), bytes:numel())
 end
 
 function M.encode_png(img, ...) return png_bytes('encode_png', img, ...) end

@@ -11,6 +11,7 @@ local lunet = require 'lunet'
 local P = require 'lunet.onnx.proto'
 local options = require 'lunet.options'
 local emit = require 'lunet.onnx.export_emit'
+local util = require 'lunet.util'
 
 local M = {}
 
@@ -131,21 +132,8 @@ function M.export(model, x, path, opts)
   g[#g + 1] = P.msg(12, value_info(oname, y:is_floating_point() and y:float() or y, ofree))
   local model_bytes = P.int(1, opset >= 15 and 8 or 7) .. P.str(2, opts.producer_name or 'lunet')
     .. P.str(3, '0.1') .. P.msg(7, table.concat(g)) .. P.msg(8, P.int(2, opset))
-  -- atomic: a temporary file beside path, renamed over it
-  local tmp = ('%s.tmp%d'):format(path, math.random(1, 2 ^ 30))
-  local f, err = io.open(tmp, 'wb')
-  if not f then options.fail(fn, 'cannot write ' .. tostring(err)) end
-  local wrote, werr = f:write(model_bytes)
-  local closed, cerr = f:close()
-  if not wrote or not closed then
-    os.remove(tmp)
-    options.fail(fn, ('cannot write %s: %s'):format(path, tostring(werr or cerr)))
-  end
-  local renamed, rerr = os.rename(tmp, path)
-  if not renamed then
-    os.remove(tmp)
-    options.fail(fn, ('cannot write %s: %s'):format(path, tostring(rerr)))
-  end
+  -- atomic: a temporary file beside path, fsync, renamed over it
+  util.write_file(fn, path, model_bytes)
   return path
 end
 
