@@ -150,6 +150,45 @@ describe('data.read_image', function()
     local png = '\137PNG\r\n\26\n' .. be32(13) .. body .. be32(crc32(body)) .. be32(0) .. 'IDAT' .. be32(crc32('IDAT'))
     assert.matches('100000 pixels, more than the limit %(65535 per side', fx.err_of(data.decode_image, png))
   end)
+
+  -- progressive.jpg with its DC refinement scan (Ss = Se = 0, Ah = 1) repeated
+  -- until it has `total` scans: each repeat ORs the same bit into each DC
+  -- again, so libjpeg decodes the original image (tools/gen_jpeg_scans_corpus.py)
+  local function with_scans(total)
+    local s = slurp(images .. 'progressive.jpg')
+    local i, scans, dc = 3, 0, nil
+    while s:byte(i + 1) ~= 0xD9 do
+      local m = s:byte(i + 1)
+      local j = i + 2 + s:byte(i + 2) * 256 + s:byte(i + 3)
+      if m == 0xDA then
+        scans = scans + 1
+        while not (s:byte(j) == 255 and s:byte(j + 1) ~= 0 and (s:byte(j + 1) < 0xD0 or s:byte(j + 1) > 0xD7)) do j = j + 1 end
+        local ns = s:byte(i + 4)
+        if s:sub(i + 5 + 2 * ns, i + 7 + 2 * ns) == '\0\0\16' then dc = { i, j } end
+      end
+      i = j
+    end
+    return s:sub(1, dc[2] - 1) .. s:sub(dc[1], dc[2] - 1):rep(total - scans) .. s:sub(dc[2])
+  end
+
+  it('refuses a progressive JPEG of more than 500 scans (as TurboJPEG), quickly', function()
+    local orig = data.decode_image(slurp(images .. 'progressive.jpg'))
+    for _, mode in ipairs({ 'UNCHANGED', 'GRAY', 'RGB' }) do
+      local x = data.decode_image(with_scans(500), { mode = mode })
+      assert.are.equal(0, fx.maxdiff(x, data.decode_image(slurp(images .. 'progressive.jpg'), { mode = mode })), mode)
+    end
+    assert.are.same(orig:size(), data.decode_image(with_scans(500)):size())
+    local t0 = lunet.clock()
+    for _, total in ipairs({ 501, 5000 }) do
+      assert.matches("decode_image: '.-': a progressive JPEG with more than 500 scans",
+        fx.err_of(data.decode_image, with_scans(total)))
+    end
+    local corpus = dir .. '../tools/corpus/image/progressive_501_scans.jpg'
+    assert.are.equal(with_scans(501), slurp(corpus))
+    assert.matches("read_image: '.-progressive_501_scans.jpg': a progressive JPEG with more than 500 scans",
+      fx.err_of(data.read_image, corpus))
+    assert.is_true(lunet.clock() - t0 < 2)
+  end)
 end)
 
 -- the fixture's tree under a new temporary folder

@@ -24,11 +24,23 @@
 #include <unistd.h>
 
 /* PIL's decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS), and JPEG's
- * own 65535 per side for both formats. (tools/fuzz_image.c lowers the first.) */
+ * own 65535 per side for both formats. (tools/fuzz_image.c lowers the first.)
+ * The limit stays PIL's although a tiny file can declare that many pixels
+ * and so make the decoder allocate about 1 GB before its data runs out (the
+ * output, h*w*c bytes, and for a progressive JPEG libjpeg's coefficients, 2
+ * bytes a sample): every image PIL and torchvision open must open here too,
+ * the memory is bounded (and given back at once), and a tighter cap would
+ * refuse real photographs and scans. What is not bounded by the size, the
+ * number of progressive scans (each one a pass over the whole image, a CPU
+ * denial of service), is capped below. */
 #ifndef IMG_MAX_PIXELS
 #define IMG_MAX_PIXELS ((int64_t)178956970)
 #endif
 #define IMG_MAX_SIDE 65535
+/* a progressive JPEG's scans, as libjpeg-turbo's TurboJPEG API with
+ * TJFLAG_LIMITSCANS (real encoders write about 10; a crafted file can repeat
+ * a refinement scan without end, each as costly as the first) */
+#define IMG_MAX_SCANS 500
 /* files larger than this are refused before they are read */
 #define IMG_MAX_FILE ((int64_t)1 << 30)
 
@@ -73,11 +85,25 @@ static void j_skip_input(j_decompress_ptr ci, long n) {
 }
 static void j_term_source(j_decompress_ptr ci) { (void)ci; }
 
+/* libjpeg calls this before each step of its input pass (jpeg_start_decompress
+ * absorbs a progressive file scan by scan); past the limit it errors through
+ * the same longjmp as libjpeg's own errors. */
+static void j_progress(j_common_ptr c) {
+  j_decompress_ptr ci = (j_decompress_ptr)c;
+  if (ci->input_scan_number > IMG_MAX_SCANS) {
+    jerr_t *e = (jerr_t *)c->err;
+    snprintf(e->msg, sizeof e->msg, "!a progressive JPEG with more than %d scans (refused: each scan is "
+             "a pass over the whole image)", IMG_MAX_SCANS);
+    longjmp(e->jb, 1);
+  }
+}
+
 static int decode_jpeg(const char *fn, const char *name, const unsigned char *data, size_t n, int mode,
                        unsigned char **px, int *pc, int *ph, int *pw) {
   struct jpeg_decompress_struct ci;
   jerr_t err;
   struct jpeg_source_mgr src;
+  struct jpeg_progress_mgr progress = {0};
   unsigned char *volatile buf = NULL;
   ci.err = jpeg_std_error(&err.pub);
   err.pub.error_exit = j_error_exit;
@@ -98,6 +124,8 @@ static int decode_jpeg(const char *fn, const char *name, const unsigned char *da
   src.next_input_byte = data;
   src.bytes_in_buffer = n;
   ci.src = &src;
+  progress.progress_monitor = j_progress;
+  ci.progress = &progress;
   jpeg_read_header(&ci, TRUE);
   switch (mode) {   /* torchvision 0.14's decode_jpeg */
   case LN_IMAGE_UNCHANGED: break;   /* (CMYK/YCCK: the 4 stored CMYK channels, as there) */
