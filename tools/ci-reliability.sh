@@ -61,7 +61,7 @@ fuzz cifar cifar tools/fuzz_cifar.c c/data/idx.c
 # (the pixel limit lowered so that a small file promising a huge image cannot time out)
 fuzz image image -DIMG_MAX_PIXELS='((int64_t)1<<22)' tools/fuzz_image.c c/data/image.c -ljpeg -lpng
 # the data engineer's target: both readers and the batch assembler
-[ -f tools/fuzz_data.c ] && fuzz data "idx cifar" tools/fuzz_data.c c/data/idx.c c/data/batch.c
+[ -f tools/fuzz_data.c ] && fuzz data "idx cifar" tools/fuzz_data.c c/data/idx.c c/data/batch.c c/data/augment.c
 
 echo "== reliability: valgrind on a short training loop"
 vg_log="$work/valgrind.log"

@@ -8,7 +8,7 @@
  *    passes the checks must assemble in bounds.
  * Build and run:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Ic/include -Ic/core \
- *     tools/fuzz_data.c c/data/idx.c c/data/batch.c c/core/error.c c/core/dtype.c c/core/file.c -lz -lm -o /tmp/fuzz_data
+ *     tools/fuzz_data.c c/data/idx.c c/data/batch.c c/data/augment.c c/core/error.c c/core/dtype.c c/core/file.c -lz -lm -o /tmp/fuzz_data
  *   /tmp/fuzz_data -max_total_time=60 -max_len=8192
  * The tensor functions the data code calls are stubbed here with host memory. */
 #include "internal.h"
