@@ -32,6 +32,14 @@ function DenseLayer:forward(inputs)
   return out
 end
 
+-- lunet.onnx.export (as torch 1.13 writes torchvision's: a Concat even of one
+-- input; conv1 -> norm2 folded)
+function DenseLayer:onnx_export(g, names, xs)
+  local xn = g:node('Concat', names, { axis_i = 1 })
+  local x = cat(xs, 2)
+  return g:sequence({ 'norm1', 'relu1', 'conv1', 'norm2', 'relu2', 'conv2' }, xn, x)
+end
+
 local DenseBlock = nn.Module:extend('models.DenseBlock')
 M.DenseBlock = DenseBlock
 
@@ -45,6 +53,14 @@ function DenseBlock:forward(x)
   local features = { x }
   for _, name in ipairs(self._children) do features[#features + 1] = self[name](features) end
   return cat(features, 2)
+end
+
+function DenseBlock:onnx_export(g, xn, x)
+  local names, features = { xn }, { x }
+  for _, name in ipairs(self._children) do
+    names[#names + 1], features[#features + 1] = g:module(name, { unpack(names) }, features)
+  end
+  return g:node('Concat', names, { axis_i = 1 }), cat(features, 2)
 end
 
 local function transition(nin, nout)
@@ -92,6 +108,12 @@ end
 function DenseNet:forward(x)
   local out = F.relu(self.features(x))
   return self.classifier(F.adaptive_avg_pool2d(out, 1):flatten(2))
+end
+
+function DenseNet:onnx_export(g, xn, x)
+  xn, x = g:module('features', xn, x)
+  xn = g:node('Flatten', { g:node('GlobalAveragePool', { g:node('Relu', { xn }) }) }, { axis_i = 1 })
+  return g:module('classifier', xn, F.adaptive_avg_pool2d(F.relu(x), 1):flatten(2))
 end
 
 for name, a in pairs({ densenet121 = { 32, { 6, 12, 24, 16 }, 64 }, densenet161 = { 48, { 6, 12, 36, 24 }, 96 },

@@ -1,7 +1,9 @@
 -- lunet.onnx.export's emitters: E[class name](ctx, module, path, x_name, x)
 -- appends the module's ONNX nodes (the ones torch 1.13's exporter writes for
 -- the same torch module in eval mode) and returns the output's name and
--- value. A module without an emitter is an error naming its class.
+-- value. A class (or an ancestor) with an :onnx_export(g, x_name, x) method
+-- is exported by it (export_ctx.lua: g is the public graph context). A
+-- module with neither is an error naming its class.
 local lunet = require 'lunet'
 local options = require 'lunet.options'
 
@@ -20,6 +22,7 @@ local function unique(ctx, name)
   ctx.used[n] = true
   return n
 end
+M.unique = unique
 
 -- node(ctx, op, path, inputs, attrs[, attr_order]) -> its output's name
 function M.node(ctx, op, path, inputs, attrs)
@@ -38,22 +41,46 @@ local function init(ctx, name, t)
   ctx.inits[#ctx.inits + 1] = { name, t }
   return name
 end
+M.init = init
 
 local function constant(ctx, path, t) return M.node(ctx, 'Constant', path, {}, { value = t }) end
 
 local function key(path, k) return (path == '' and '' or path:sub(2) .. '.') .. k end
+M.key = key
 
--- dispatch on the module's class (its own or an ancestor's emitter)
+local function where(path) return path == '' and 'the top' or path:sub(2) end
+
+-- a module's own exporter: its output's name and value (run when not given)
+local function own(ctx, f, m, path, xn, x)
+  local G = require 'lunet.onnx.export_ctx'
+  local yn, y = f(m, G.new(ctx, m, path), xn, x)
+  if type(yn) ~= 'string' or yn == '' then
+    options.fail('onnx.export', ('%s:onnx_export at %s must return its output\'s value name, got %s'):format(
+      tostring(m.__name), where(path), type(yn)))
+  end
+  if y == nil then y = m(x) end
+  return yn, y
+end
+
+-- dispatch on the module's class: its own or an ancestor's :onnx_export or
+-- emitter, the nearest first
 function M.module(ctx, m, path, xn, x)
   local cls = getmetatable(m)
   while cls do
+    local f = rawget(cls, 'onnx_export')
+    if f then return own(ctx, f, m, path, xn, x) end
     local e = E[rawget(cls, '__name') or '']
-    if e then return e(ctx, m, path, xn, x) end
+    if e then
+      if not lunet.is_tensor(x) then
+        options.fail('onnx.export', ('%s at %s: takes one tensor'):format(tostring(m.__name), where(path)))
+      end
+      return e(ctx, m, path, xn, x)
+    end
     local mt = getmetatable(cls)
     cls = mt and type(mt.__index) == 'table' and mt.__index or nil
   end
-  options.fail('onnx.export', ('unsupported module %s at %s (supported: %s)'):format(tostring(m.__name),
-    path == '' and 'the top' or path:sub(2), M.supported()))
+  options.fail('onnx.export', ('unsupported module %s at %s: define %s:onnx_export(g, x_name, x) (README, Export '
+    .. 'to ONNX), or use a module it knows (%s)'):format(tostring(m.__name), where(path), tostring(m.__name), M.supported()))
 end
 
 function M.supported()
@@ -111,9 +138,9 @@ for _, n in ipairs({ 'nn.Conv1d', 'nn.Conv2d', 'nn.Conv3d' }) do
   E[n] = function(ctx, m, path, xn, x) return conv(ctx, m, path, xn, x) end
 end
 
--- nn.Sequential: its children in order, conv -> batch norm pairs folded
-E['nn.Sequential'] = function(ctx, m, path, xn, x)
-  local names, i = m._children, 1
+-- children of m (names) in order, conv -> batch norm pairs folded
+function M.sequence(ctx, m, names, path, xn, x)
+  local i = 1
   while i <= #names do
     local c, p = m[names[i]], path .. '/' .. names[i]
     local nxt = m[names[i + 1] or '']
@@ -127,6 +154,7 @@ E['nn.Sequential'] = function(ctx, m, path, xn, x)
   end
   return xn, x
 end
+E['nn.Sequential'] = function(ctx, m, path, xn, x) return M.sequence(ctx, m, m._children, path, xn, x) end
 
 require('lunet.onnx.export_layers')(M, E, { init = init, constant = constant, key = key, pair = pair,
   float = float, conv = conv, bn_usable = bn_usable })
