@@ -113,10 +113,11 @@ describe('lunet.onnx.export of lunet.models', function()
     end)
   end
 
-  it('densenet: a named error (its blocks are Lua code the walk does not know)', function()
-    local m = lunet.models.densenet121({ num_classes = 3 })
-    assert.truthy(fx.err_of(lunet.onnx.export, m, lunet.randn(1, 3, 32, 32), tmp)
-      :find('onnx.export: unsupported module models.DenseNet at the top (supported: ', 1, true))
+  it('a module of Lua code without :onnx_export: a named error', function()
+    local Net = nn.Module:extend('my.Net')
+    function Net:forward(x) return x * 2 end
+    assert.truthy(fx.err_of(lunet.onnx.export, Net(), lunet.randn(1, 3), tmp)
+      :find('onnx.export: unsupported module my.Net at the top (supported: ', 1, true))
   end)
 
   it('errors: modes and options the emitters cannot write', function()

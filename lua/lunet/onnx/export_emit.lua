@@ -79,8 +79,8 @@ function M.module(ctx, m, path, xn, x)
     local mt = getmetatable(cls)
     cls = mt and type(mt.__index) == 'table' and mt.__index or nil
   end
-  options.fail('onnx.export', ('unsupported module %s at %s: define %s:onnx_export(g, x_name, x) (README, Export '
-    .. 'to ONNX), or use a module it knows (%s)'):format(tostring(m.__name), where(path), tostring(m.__name), M.supported()))
+  options.fail('onnx.export', ('unsupported module %s at %s (supported: %s; and any class with an '
+    .. ':onnx_export(g, x_name, x) method)'):format(tostring(m.__name), where(path), M.supported()))
 end
 
 function M.supported()
