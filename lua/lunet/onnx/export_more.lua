@@ -153,7 +153,7 @@ return function(M, E, h)
   end
 
   -- lunet.models whose forward is a few lines of Lua: the same walk by hand
-  -- (models.DenseNet has none: its dense blocks concatenate lists)
+  -- (models.DenseNet has its own :onnx_export methods: models/densenet.lua)
   local function flatten(ctx, path, xn, x) return node(ctx, 'Flatten', path .. '/flatten', { xn }, { axis = 1 }), x:flatten(2) end
   local function pooled_classifier(ctx, m, path, xn, x, pool)
     xn, x = M.module(ctx, m.features, path .. '/features', xn, x)
