@@ -85,6 +85,23 @@ describe('onnx.export: a module\'s own :onnx_export', function()
     round_trip(Seq(nn.Linear(3, 2), nn.Tanh()), lunet.randn(4, 3))
   end)
 
+  it('g.opset, fresh names, several outputs', function()
+    local seen = {}
+    local M = nn.Module:extend('my.Fresh')
+    function M:forward(x) return x:relu() end
+    function M:onnx_export(g, xn)
+      seen.opset = g.opset
+      seen.a, seen.b = g:fresh('v'), g:fresh('v')
+      seen.c, seen.d = g:node('Relu', { xn }, {}, 2)
+      return seen.c
+    end
+    local m = M()
+    lunet.onnx.export(nn.Sequential(m), lunet.randn(2, 3), tmp, { opset_version = 15 })
+    assert.equal(15, seen.opset)
+    assert.equal('/0/v_output_0', seen.a)
+    assert.is_true(seen.a ~= seen.b and seen.c ~= seen.d and seen.b ~= seen.d)
+  end)
+
   it('training modes are restored after the walk', function()
     local m = nn.Sequential(Two())
     m:train()
