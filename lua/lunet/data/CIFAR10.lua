@@ -15,18 +15,25 @@ local C = core.C
 
 local M = {}
 
--- CIFAR-10 binary files -> images uint8 (N,3,32,32), labels int64 1..10
-function M.read_cifar10(paths)
+-- c_paths(fn, paths): a path or a list of paths as (n, const char *[n]) for
+-- the C readers (CIFAR-10's and CIFAR-100's); errors at fn's caller
+function M.c_paths(fn, paths)
   if type(paths) == 'string' then paths = { paths } end
-  if not is_table(paths) or #paths == 0 then error('read_cifar10: expected a path or a list of paths', 2) end
+  if not is_table(paths) or #paths == 0 then error(fn .. ': expected a path or a list of paths', 3) end
   local cpaths = ffi.new('const char *[?]', #paths)
   for i, p in ipairs(paths) do
-    if type(p) ~= 'string' then error(('read_cifar10: path %d is not a string'):format(i), 2) end
-    serialize.no_nul('read_cifar10', ('path %d'):format(i), p, 2)
+    if type(p) ~= 'string' then error(('%s: path %d is not a string'):format(fn, i), 3) end
+    serialize.no_nul(fn, ('path %d'):format(i), p, 3)
     cpaths[i - 1] = p
   end
+  return #paths, cpaths
+end
+
+-- CIFAR-10 binary files -> images uint8 (N,3,32,32), labels int64 1..10
+function M.read_cifar10(paths)
+  local n, cpaths = M.c_paths('read_cifar10', paths)
   local pi, pl = ffi.new('ln_tensor *[1]'), ffi.new('ln_tensor *[1]')
-  if C.ln_cifar10_read(#paths, cpaths, pi, pl) ~= 0 then core.raise() end
+  if C.ln_cifar10_read(n, cpaths, pi, pl) ~= 0 then core.raise() end
   local images, labels = T.wrap(pi[0]), T.wrap(pl[0])
   return images, labels:add_(1)
 end

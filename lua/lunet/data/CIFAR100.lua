@@ -9,7 +9,7 @@
 -- positional (root[, train]) works too; lunet never downloads.
 local ffi = require 'ffi'
 local core = require 'lunet.core'
-local is_table, typename = core.is_table, core.typename
+local typename = core.typename
 local T = require 'lunet.tensor'
 local TensorDataset = require 'lunet.data.TensorDataset'
 local serialize = require 'lunet.serialize'
@@ -21,16 +21,9 @@ local M = {}
 
 -- CIFAR-100 binary files -> images uint8 (N,3,32,32), fine and coarse labels int64 (1-based)
 function M.read_cifar100(paths)
-  if type(paths) == 'string' then paths = { paths } end
-  if not is_table(paths) or #paths == 0 then error('read_cifar100: expected a path or a list of paths', 2) end
-  local cpaths = ffi.new('const char *[?]', #paths)
-  for i, p in ipairs(paths) do
-    if type(p) ~= 'string' then error(('read_cifar100: path %d is not a string'):format(i), 2) end
-    serialize.no_nul('read_cifar100', ('path %d'):format(i), p, 2)
-    cpaths[i - 1] = p
-  end
+  local n, cpaths = cifar10.c_paths('read_cifar100', paths)
   local pi, pc, pf = ffi.new('ln_tensor *[1]'), ffi.new('ln_tensor *[1]'), ffi.new('ln_tensor *[1]')
-  if C.ln_cifar100_read(#paths, cpaths, pi, pc, pf) ~= 0 then core.raise() end
+  if C.ln_cifar100_read(n, cpaths, pi, pc, pf) ~= 0 then core.raise() end
   return T.wrap(pi[0]), T.wrap(pf[0]):add_(1), T.wrap(pc[0]):add_(1)
 end
 
