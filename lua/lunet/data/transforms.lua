@@ -431,10 +431,23 @@ function Transform:__call(x, opts)
   return single and out:select(1, 1) or out
 end
 
+-- a geometric op's fill values into op o: the flag to add (LN_TF_FILL, or 0 for none: zeros)
+local function put_fill(o, fill)
+  if not fill then return 0 end
+  o.nv = #fill
+  for c = 1, #fill do o.v[c - 1] = fill[c] end
+  return C.LN_TF_FILL
+end
+-- the repr's tail of an op with interpolation and fill
+local function geometry_repr(t)
+  return ('interpolation = %q, fill = %s'):format(t.interp, t.fill and '{' .. table.concat(t.fill, ', ') .. '}' or 'nil')
+end
+
 require('lunet.data.transforms_more')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr,
-  values = values, range = range, size2 = size2 })
-require('lunet.data.transforms_augment')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values })
+  values = values, range = range, size2 = size2, put_fill = put_fill })
+require('lunet.data.transforms_augment')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values,
+  put_fill = put_fill, geometry_repr = geometry_repr })
 require('lunet.data.transforms_random')(M, { new = new, OPS = OPS, COMPILE = COMPILE, tostr = tostr, values = values,
-  range = range, GROUP = GROUP, is_transform = is_transform })
+  range = range, GROUP = GROUP, is_transform = is_transform, put_fill = put_fill, geometry_repr = geometry_repr })
 require('lunet.data.transforms_crops')(M)
 return M

@@ -142,14 +142,9 @@ return function(M, h)
     elseif u.mode == 1 then o.i, o.j, o.bh = u.num_ops, u.magnitude, u.bins
     elseif u.mode == 2 then o.bh = u.bins
     else o.j, o.a[0] = u.op, u.magnitude end
-    if u.fill then
-      o.flags, o.nv = C.LN_TF_FILL, #u.fill
-      for c = 1, #u.fill do o.v[c - 1] = u.fill[c] end
-    end
+    o.flags = h.put_fill(o, u.fill)
   end
-  local function tail(t)
-    return ('interpolation = %q, fill = %s'):format(t.interp, t.fill and '{' .. table.concat(t.fill, ', ') .. '}' or 'nil')
-  end
+  local tail = h.geometry_repr
   add('AutoAugment', compile_policy, function(t) return ('AutoAugment{policy = %q, %s}'):format(t.policy, tail(t)) end)
   add('RandAugment', compile_policy, function(t)
     return ('RandAugment{num_ops = %d, magnitude = %d, num_magnitude_bins = %d, %s}'):format(t.num_ops, t.magnitude,

@@ -75,11 +75,7 @@ return function(M, h)
     end
     local flags = u.expand and C.LN_TF_EXPAND or 0
     if u.center then flags, o.a[10], o.a[11] = flags + C.LN_TF_CENTER, u.center[1], u.center[2] end
-    if u.fill then
-      flags, o.nv = flags + C.LN_TF_FILL, #u.fill
-      for c = 1, #u.fill do o.v[c - 1] = u.fill[c] end
-    end
-    o.flags = flags
+    o.flags = flags + h.put_fill(o, u.fill)
   end
 
   -- RandomRotation(degrees[, {interpolation = 'nearest', expand = false, center, fill = 0}])

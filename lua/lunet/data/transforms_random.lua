@@ -89,14 +89,9 @@ return function(M, h)
   end
   local function put_geometry(o, u)
     o.interp = u.interp == 'bilinear' and 1 or 0
-    if u.fill then
-      o.flags, o.nv = C.LN_TF_FILL, #u.fill
-      for c = 1, #u.fill do o.v[c - 1] = u.fill[c] end
-    end
+    o.flags = h.put_fill(o, u.fill)
   end
-  local function tail(t)
-    return ('interpolation = %q, fill = %s'):format(t.interp, t.fill and '{' .. table.concat(t.fill, ', ') .. '}' or 'nil')
-  end
+  local tail = h.geometry_repr
 
   -- RandomPerspective([distortion_scale = 0.5, {p = 0.5, interpolation = 'bilinear', fill = 0}])
   function M.RandomPerspective(d, ...)
