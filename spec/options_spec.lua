@@ -568,6 +568,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'CIFAR100', function(a, b) return data.CIFAR100(a or '/nonexistent', b) end },
       { 'EMNIST', function(a, b) return data.EMNIST('/nonexistent', a, b) end },
       { 'models.squeezenet1_1', function(...) return lunet.models.squeezenet1_1(...) end },
+      { 'models.mobilenet_v3_small', function(...) return lunet.models.mobilenet_v3_small(...) end },
+      { 'models.efficientnet_b0', function(...) return lunet.models.efficientnet_b0(...) end },
     }
     local raw, n = raw_errors(ctors, vals, true)
     assert.is_true(n > 9000, tostring(n))

@@ -15,6 +15,9 @@ local FAMILIES = {
   squeezenet = { 'squeezenet1_0', 'squeezenet1_1' },
   mobilenetv2 = { 'mobilenet_v2' },
   densenet = { 'densenet121', 'densenet161', 'densenet169', 'densenet201' },
+  mobilenetv3 = { 'mobilenet_v3_large', 'mobilenet_v3_small' },
+  efficientnet = { 'efficientnet_b0', 'efficientnet_b1', 'efficientnet_b2', 'efficientnet_b3', 'efficientnet_b4',
+    'efficientnet_b5', 'efficientnet_b6', 'efficientnet_b7', 'efficientnet_v2_s', 'efficientnet_v2_m', 'efficientnet_v2_l' },
 }
 for family, names in pairs(FAMILIES) do
   for _, n in ipairs(names) do FAMILY[n] = family end
