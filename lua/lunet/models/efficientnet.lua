@@ -7,6 +7,8 @@
 -- stochastic_depth_prob = 0.2, norm_layer (b0-b4 only, as torchvision: a
 -- constructor called as norm_layer(channels); b5-b7 use BatchNorm2d with
 -- eps 0.001 and momentum 0.01, the v2s eps 0.001).
+-- (torchvision 0.14 raises on efficientnet_*(dropout=...): it passes dropout
+-- positionally; lunet takes it, as later torchvisions do.)
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
