@@ -15,6 +15,10 @@ local FAMILIES = {
   squeezenet = { 'squeezenet1_0', 'squeezenet1_1' },
   mobilenetv2 = { 'mobilenet_v2' },
   densenet = { 'densenet121', 'densenet161', 'densenet169', 'densenet201' },
+  shufflenetv2 = { 'shufflenet_v2_x0_5', 'shufflenet_v2_x1_0', 'shufflenet_v2_x1_5', 'shufflenet_v2_x2_0' },
+  mnasnet = { 'mnasnet0_5', 'mnasnet0_75', 'mnasnet1_0', 'mnasnet1_3' },
+  googlenet = { 'googlenet' },
+  inception = { 'inception_v3' },
 }
 for family, names in pairs(FAMILIES) do
   for _, n in ipairs(names) do FAMILY[n] = family end
