@@ -568,6 +568,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'CIFAR100', function(a, b) return data.CIFAR100(a or '/nonexistent', b) end },
       { 'EMNIST', function(a, b) return data.EMNIST('/nonexistent', a, b) end },
       { 'models.squeezenet1_1', function(...) return lunet.models.squeezenet1_1(...) end },
+      { 'models.shufflenet_v2_x0_5', function(...) return lunet.models.shufflenet_v2_x0_5(...) end },
+      { 'models.mnasnet0_5', function(...) return lunet.models.mnasnet0_5(...) end },
     }
     local raw, n = raw_errors(ctors, vals, true)
     assert.is_true(n > 9000, tostring(n))
