@@ -570,6 +570,8 @@ describe('constructors given any two values after their required arguments', fun
       { 'models.squeezenet1_1', function(...) return lunet.models.squeezenet1_1(...) end },
       { 'models.mobilenet_v3_small', function(...) return lunet.models.mobilenet_v3_small(...) end },
       { 'models.efficientnet_b0', function(...) return lunet.models.efficientnet_b0(...) end },
+      { 'models.shufflenet_v2_x0_5', function(...) return lunet.models.shufflenet_v2_x0_5(...) end },
+      { 'models.mnasnet0_5', function(...) return lunet.models.mnasnet0_5(...) end },
     }
     local raw, n = raw_errors(ctors, vals, true)
     assert.is_true(n > 9000, tostring(n))

@@ -18,6 +18,10 @@ local FAMILIES = {
   mobilenetv3 = { 'mobilenet_v3_large', 'mobilenet_v3_small' },
   efficientnet = { 'efficientnet_b0', 'efficientnet_b1', 'efficientnet_b2', 'efficientnet_b3', 'efficientnet_b4',
     'efficientnet_b5', 'efficientnet_b6', 'efficientnet_b7', 'efficientnet_v2_s', 'efficientnet_v2_m', 'efficientnet_v2_l' },
+  shufflenetv2 = { 'shufflenet_v2_x0_5', 'shufflenet_v2_x1_0', 'shufflenet_v2_x1_5', 'shufflenet_v2_x2_0' },
+  mnasnet = { 'mnasnet0_5', 'mnasnet0_75', 'mnasnet1_0', 'mnasnet1_3' },
+  googlenet = { 'googlenet' },
+  inception = { 'inception_v3' },
 }
 for family, names in pairs(FAMILIES) do
   for _, n in ipairs(names) do FAMILY[n] = family end
