@@ -22,6 +22,10 @@ local FAMILIES = {
   mnasnet = { 'mnasnet0_5', 'mnasnet0_75', 'mnasnet1_0', 'mnasnet1_3' },
   googlenet = { 'googlenet' },
   inception = { 'inception_v3' },
+  regnet = { 'regnet_y_400mf', 'regnet_y_800mf', 'regnet_y_1_6gf', 'regnet_y_3_2gf', 'regnet_y_8gf', 'regnet_y_16gf',
+    'regnet_y_32gf', 'regnet_y_128gf', 'regnet_x_400mf', 'regnet_x_800mf', 'regnet_x_1_6gf', 'regnet_x_3_2gf',
+    'regnet_x_8gf', 'regnet_x_16gf', 'regnet_x_32gf' },
+  convnext = { 'convnext_tiny', 'convnext_small', 'convnext_base', 'convnext_large' },
 }
 for family, names in pairs(FAMILIES) do
   for _, n in ipairs(names) do FAMILY[n] = family end
