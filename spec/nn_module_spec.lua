@@ -416,3 +416,29 @@ describe('BasicBlock and training', function()
     assert.is_true(last < first * 0.5, ('loss %g -> %g'):format(first, last))
   end)
 end)
+
+describe('subclasses of indexing containers', function()
+  it('a Sequential or ModuleList subclass indexes its modules as its parent does, its own methods first', function()
+    local Block = nn.Sequential:extend('spec.Block')
+    function Block:__init(n)
+      nn.Sequential.__init(self)
+      for i = 1, n do self:add(nn.Linear(2, 2)) end
+    end
+    function Block:width() return #self._children end
+    local b = Block(3)
+    assert.equal(b:get(2), b[2])
+    assert.equal(rawget(b, '0'), b[1])
+    assert.is_nil(b[4])
+    assert.equal(3, b:width())
+    -- a subclass of the subclass, and a field of the same name as a method
+    local Deeper = Block:extend('spec.Deeper')
+    function Deeper:width() return 10 * Block.width(self) end
+    local d = Deeper(2)
+    assert.equal(d:get(1), d[1])
+    assert.equal(20, d:width())
+    assert.equal(2, #d(lunet.randn(4, 2)):size() == 2 and 2 or 0)
+    local List = nn.ModuleList:extend('spec.List')
+    local l = List({ nn.ReLU(), nn.Tanh() })
+    assert.equal(rawget(l, '1'), l[2])
+  end)
+end)

@@ -115,8 +115,7 @@ function ConvNeXt:__init(block_setting, opts, fname)
       local mt = getmetatable(m)
       if mt == nn.Conv2d or mt == nn.Linear then
         -- (torch's trunc_normal_(w, std = 0.02) cuts at +-2, 100 std: the same
-        -- distribution as normal_ in double precision, and lunet's trunc_normal_
-        -- runs erfinv on the host, 10 s for convnext_base)
+        -- distribution as normal_, which draws it in one pass)
         m.weight:normal_(0, 0.02)
         if m.bias then m.bias:zero_() end
       end

@@ -36,11 +36,6 @@ end
 
 local Conv2dNormActivation = nn.Sequential:extend('models.Conv2dNormActivation')
 M.Conv2dNormActivation = Conv2dNormActivation
--- (cna[i] is its i-th module, as nn.Sequential's: extend's __index is the class)
-Conv2dNormActivation.__index = function(self, k)
-  if type(k) == 'number' then return nn.Sequential.__index(self, k) end
-  return Conv2dNormActivation[k]
-end
 
 local CNA_OPTS = { kernel_size = 'number', stride = 'number', padding = 'number', groups = 'number',
   dilation = 'number', norm_layer = true, activation_layer = true, inplace = 'boolean', bias = 'boolean' }

@@ -39,7 +39,18 @@ function Module.extend(parent, name)
       return self
     end,
   })
-  cls.__index = cls
+  -- (a parent that indexes its instances itself, as nn.Sequential's seq[i]:
+  -- its subclasses' instances too, after their own methods)
+  local indexer = rawget(parent, '__index')
+  if type(indexer) == 'function' then
+    cls.__index = function(self, k)
+      local v = cls[k]
+      if v ~= nil then return v end
+      return indexer(self, k)
+    end
+  else
+    cls.__index = cls
+  end
   cls.__name = name
   cls.__call = parent.__call
   cls.__tostring = parent.__tostring
