@@ -3,6 +3,7 @@
 -- initialisation, Sequential, BasicBlock and a few training steps.
 local lunet = require 'lunet'
 local nn = lunet.nn
+local function fx_err(f) local ok, e = pcall(f); assert(not ok, 'expected an error'); return tostring(e) end
 
 local function small_cnn()
   return nn.Sequential {
@@ -440,5 +441,46 @@ describe('subclasses of indexing containers', function()
     local List = nn.ModuleList:extend('spec.List')
     local l = List({ nn.ReLU(), nn.Tanh() })
     assert.equal(rawget(l, '1'), l[2])
+  end)
+end)
+
+describe('container item assignment', function()
+  it('seq[i] = m replaces the i-th module (torch\'s seq[i - 1] = m): forward, parameters and state_dict follow', function()
+    local s = nn.Sequential { nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 4) }
+    local head = nn.Linear(3, 7)
+    s[3] = head
+    assert.equal(head, s[3])
+    assert.are.same({ 1, 7 }, s(lunet.randn(1, 2)):size())
+    assert.are.same({ 7, 3 }, s:state_dict()['2.weight']:size())
+    local found = false
+    for _, p in ipairs(s:parameters()) do if p == head.weight then found = true end end
+    assert.is_true(found)
+    assert.equal(3, #s._children)
+    s[-1] = nn.Linear(3, 5)
+    assert.are.same({ 5, 3 }, s:state_dict()['2.weight']:size())
+    -- a model's head, as the fine-tuning tutorials replace it
+    local m = nn.Sequential():add(nn.Linear(4, 4), 'features'):add(nn.Sequential { nn.ReLU(), nn.Linear(4, 10) }, 'classifier')
+    m.classifier[2] = nn.Linear(4, 2)
+    assert.are.same({ 3, 2 }, m(lunet.randn(3, 4)):size())
+    local l = nn.ModuleList { nn.ReLU(), nn.Tanh() }
+    l[2] = nn.Sigmoid()
+    assert.equal('nn.Sigmoid', l[2].__name)
+    -- a subclass (lunet.models' blocks) too
+    local Block = nn.Sequential:extend('spec.SetBlock')
+    local b = Block(nn.ReLU(), nn.ReLU())
+    b[1] = nn.Tanh()
+    assert.equal('nn.Tanh', rawget(b, '0').__name)
+  end)
+
+  it('out-of-range indices and non-modules are named errors, nothing changed', function()
+    local s = nn.Sequential { nn.ReLU(), nn.Tanh() }
+    assert.matches('nn.Sequential: index 3 out of range %(2 modules', fx_err(function() s[3] = nn.ReLU() end))
+    assert.matches('nn.Sequential: index 0 out of range', fx_err(function() s[0] = nn.ReLU() end))
+    assert.matches('nn.Sequential: index %-3 out of range', fx_err(function() s[-3] = nn.ReLU() end))
+    assert.matches('nn.Sequential: index 1.5 out of range', fx_err(function() s[1.5] = nn.ReLU() end))
+    assert.matches('nn.Sequential: %[1%] = value needs an nn.Module, got number', fx_err(function() s[1] = 5 end))
+    assert.matches('nn.ModuleList: index 1 out of range %(0 modules', fx_err(function() nn.ModuleList()[1] = nn.ReLU() end))
+    assert.equal('nn.ReLU', s[1].__name)
+    assert.equal(2, #s._children)
   end)
 end)

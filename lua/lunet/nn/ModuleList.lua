@@ -14,6 +14,12 @@ ModuleList.__index = function(self, k)
   return ModuleList[k]
 end
 
+-- list[i] = m replaces the i-th module (Module._set_item); other keys as any module's
+ModuleList.__newindex = function(self, k, v)
+  if type(k) == 'number' then return Module._set_item(self, 'nn.ModuleList', k, v) end
+  return Module.__newindex(self, k, v)
+end
+
 function ModuleList:__init(list)
   if list ~= nil and not is_table(list) then error('nn.ModuleList: expected a list of modules, got ' .. typename(list), 3) end
   for i = 1, table.maxn(list or {}) do

@@ -16,6 +16,12 @@ Sequential.__index = function(self, k)
   return Sequential[k]
 end
 
+-- seq[i] = m replaces the i-th module (Module._set_item); other keys as any module's
+Sequential.__newindex = function(self, k, v)
+  if type(k) == 'number' then return Module._set_item(self, 'nn.Sequential', k, v) end
+  return Module.__newindex(self, k, v)
+end
+
 function Sequential:__init(first, ...)
   local list = first
   if not is_table(first) then
