@@ -133,23 +133,6 @@ function Module:add_module(name, m)
 end
 Module.register_module = Module.add_module   -- (torch's alias)
 
--- container[i] = m (nn.Sequential, nn.ModuleList): replaces the i-th child
--- (1-based; -1 the last: torch's container[i - 1] = m) under its name, so
--- forward, parameters() and state_dict keys follow; beyond the children an error
-function Module._set_item(self, fname, k, m)
-  local names = rawget(self, '_children')
-  local n = #names
-  local i = k < 0 and n + k + 1 or k
-  if k % 1 ~= 0 or i < 1 or i > n then
-    raise(('%s: index %s out of range (%d modules: 1..%d or -%d..-1; append or add adds one)'):format(fname,
-      tostring(k), n, n, n))
-  end
-  if not is_table(m) or not rawget(m, '_params') then
-    raise(('%s: [%d] = value needs an nn.Module, got %s'):format(fname, k, require('lunet.core').typename(m)))
-  end
-  Module.add_module(self, names[i], m)
-end
-
 function Module:_has(list, name)
   for _, n in ipairs(self[list]) do if n == name then return true end end
   return false

@@ -2,6 +2,7 @@
 -- their parameters and state_dict keys are PyTorch's) without a forward of
 -- its own; list[i] is the i-th module (1-based), list:append(m), list:ipairs().
 local Module = require 'lunet.nn.Module'
+local container = require 'lunet.nn.container'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 
 local ModuleList = Module:extend('nn.ModuleList')
@@ -14,9 +15,9 @@ ModuleList.__index = function(self, k)
   return ModuleList[k]
 end
 
--- list[i] = m replaces the i-th module (Module._set_item); other keys as any module's
+-- list[i] = m replaces the i-th module (lunet.nn.container); other keys as any module's
 ModuleList.__newindex = function(self, k, v)
-  if type(k) == 'number' then return Module._set_item(self, 'nn.ModuleList', k, v) end
+  if type(k) == 'number' then return container.set_item(self, 'nn.ModuleList', k, v) end
   return Module.__newindex(self, k, v)
 end
 
@@ -34,6 +35,15 @@ function ModuleList:append(m)
   end
   self:add_module(tostring(#self._children), m)
   return self
+end
+
+-- insert(i, m), pop([i]), extend(list): lunet.nn.container (torch's, 1-based)
+function ModuleList:insert(i, m) return container.insert(self, 'nn.ModuleList', i, m) end
+function ModuleList:pop(i) return container.pop(self, 'nn.ModuleList', i) end
+-- (on the class itself, extend is Module.extend: nn.ModuleList:extend('models.X') subclasses it)
+function ModuleList:extend(list)
+  if rawget(self, '_params') == nil then return Module.extend(self, list) end
+  return container.extend(self, 'nn.ModuleList', list)
 end
 
 function ModuleList:size() return #self._children end

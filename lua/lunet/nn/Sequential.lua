@@ -2,6 +2,7 @@
 -- modules in order. Children are named '0', '1', ... as in PyTorch (so
 -- state_dict keys match), while seq[1] is the first module, as in Lua.
 local Module = require 'lunet.nn.Module'
+local container = require 'lunet.nn.container'
 local is_table, typename = require('lunet.core').is_table, require('lunet.core').typename   -- (tensors are tables)
 local fuse = require 'lunet.nn.fuse'
 
@@ -16,9 +17,9 @@ Sequential.__index = function(self, k)
   return Sequential[k]
 end
 
--- seq[i] = m replaces the i-th module (Module._set_item); other keys as any module's
+-- seq[i] = m replaces the i-th module (lunet.nn.container); other keys as any module's
 Sequential.__newindex = function(self, k, v)
-  if type(k) == 'number' then return Module._set_item(self, 'nn.Sequential', k, v) end
+  if type(k) == 'number' then return container.set_item(self, 'nn.Sequential', k, v) end
   return Module.__newindex(self, k, v)
 end
 
@@ -44,6 +45,16 @@ function Sequential:add(m, name)
 end
 
 function Sequential:get(i) return self[self._children[i]] end
+-- insert(i, m), pop([i]), extend(list): lunet.nn.container (torch's, 1-based)
+function Sequential:insert(i, m) return container.insert(self, 'nn.Sequential', i, m) end
+function Sequential:pop(i) return container.pop(self, 'nn.Sequential', i) end
+-- (on the class itself, extend is Module.extend: nn.Sequential:extend('models.X') subclasses it)
+function Sequential:extend(list)
+  if rawget(self, '_params') == nil then return Module.extend(self, list) end
+  return container.extend(self, 'nn.Sequential', list)
+end
+function Sequential:append(m) return self:add(m) end
+
 function Sequential:size() return #self._children end
 
 -- The children run in order; lunet.nn.fuse runs the known runs of them
