@@ -20,16 +20,16 @@
  * share one blocked copy of grad_output (nn_conv_dnnl_bwd).
  *
  * Cache: per calling thread (device worker threads run kernels concurrently;
- * oneDNN streams are not shared), CACHE entries keyed by (op, shape, params,
+ * oneDNN streams are not shared: the thread's engine and stream are
+ * dnnl_ctx.c's, also gemm_bf16.c's), CACHE entries keyed by (op, shape, params,
  * threads), least recently used replaced (ResNet-8's training entries, ~35 with the
  * blocked grad_output variants, and its fused inference ones
  * fit); nothing is created per call in the steady state. Threads: oneDNN (built on OpenMP, libgomp as lunet) uses
  * omp_get_max_threads() when a primitive is created and run, so both happen
  * with omp_set_num_threads(nt) = the kernel's share (restored after). */
 #include "nn_kernels.h"
-#include <dnnl.h>
+#include "dnnl_ctx.h"
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 enum { CACHE = 64, MAXSLOT = 4 };
@@ -72,18 +72,13 @@ typedef struct {
 } dentry;
 
 typedef struct {
-  dnnl_engine_t eng;
+  dnnl_engine_t eng;           /* the thread's (dnnl_ctx.c), not owned */
   dnnl_stream_t stream;
   uint64_t tick;
-  char *ws;
-  size_t ws_cap;
-  char *gb;                    /* nn_conv_dnnl_bwd: grad_output, blocked once for both passes */
-  size_t gb_cap;
+  ln_dnnl_buf ws;
+  ln_dnnl_buf gb;              /* nn_conv_dnnl_bwd: grad_output, blocked once for both passes */
   dentry e[CACHE];
 } dstate;
-
-static pthread_key_t state_key;
-static pthread_once_t state_once = PTHREAD_ONCE_INIT;
 
 static void entry_free(dentry *e) {
   for (int i = 0; i < e->ns; i++) {
@@ -99,31 +94,22 @@ static void entry_free(dentry *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* at thread exit, before the engine goes (dnnl_ctx.c) */
 static void state_free(void *p) {
   dstate *st = p;
-  if (!st) return;
   for (int i = 0; i < CACHE; i++) entry_free(&st->e[i]);
-  if (st->stream) dnnl_stream_destroy(st->stream);
-  if (st->eng) dnnl_engine_destroy(st->eng);
-  free(st->ws);
-  free(st->gb);
+  free(st->ws.p);
+  free(st->gb.p);
   free(st);
 }
 
-static void state_key_init(void) { pthread_key_create(&state_key, state_free); }
-
 static dstate *state_get(void) {
-  pthread_once(&state_once, state_key_init);
-  dstate *st = pthread_getspecific(state_key);
-  if (st) return st;
-  st = calloc(1, sizeof *st);
-  if (!st) return NULL;
-  if (dnnl_engine_create(&st->eng, dnnl_cpu, 0) != dnnl_success ||
-      dnnl_stream_create(&st->stream, st->eng, dnnl_stream_default_flags) != dnnl_success) {
-    state_free(st);
-    return NULL;
+  dstate *st = ln_dnnl_state(LN_DNNL_CONV, sizeof *st, state_free);
+  if (st && !st->eng) {
+    ln_dnnl_ctx *cx = ln_dnnl_ctx_get();
+    st->eng = cx->eng;
+    st->stream = cx->stream;
   }
-  pthread_setspecific(state_key, st);
   return st;
 }
 
@@ -372,13 +358,8 @@ static bool weights_kept(bool keepw, dslot *s) {
  * res: the residual a sum post-op adds (NULL without one). */
 static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res, bool keepw) {
   dnnl_exec_arg_t args[MAXSLOT], ra[2];
-  if (e->ws > st->ws_cap) {
-    free(st->ws);
-    st->ws_cap = 0;
-    st->ws = aligned_alloc(64, e->ws);
-    if (!st->ws) return -1;
-    st->ws_cap = e->ws;
-  }
+  if (ln_dnnl_buf_reserve(&st->ws, e->ws) != 0) return -1;
+  char *ws = st->ws.p;
   for (int i = 0; i < e->ns; i++) {
     dslot *s = &e->s[i];
     CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
@@ -395,7 +376,7 @@ static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res, b
       args[i] = (dnnl_exec_arg_t){s->arg, s->inner};
       continue;
     }
-    if (s->inner != s->user) CHK(dnnl_memory_set_data_handle(s->inner, st->ws + s->off));
+    if (s->inner != s->user) CHK(dnnl_memory_set_data_handle(s->inner, ws + s->off));
     if (s->out && res) {   /* dst starts as the residual */
       if (s->reorder_in) {
         CHK(dnnl_memory_set_data_handle(s->user, (void *)res));
@@ -586,16 +567,9 @@ int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
   }
   if (known_rejected(st, &g, OP_BWD_W, nt, with_bias) || known_rejected(st, &gd, OP_BWD_DATA, nt, false))
     return -1;   /* no blocked copy of grad_output made for nothing */
-  size_t need = nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW);
-  if (need > st->gb_cap) {
-    free(st->gb);
-    st->gb_cap = 0;
-    st->gb = aligned_alloc(64, (need + 63) & ~(size_t)63);
-    if (!st->gb) return -1;
-    st->gb_cap = need;
-  }
-  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb) != 0) return -1;
-  g.dout = gd.dout = st->gb;
+  if (ln_dnnl_buf_reserve(&st->gb, nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW)) != 0) return -1;
+  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb.p) != 0) return -1;
+  g.dout = gd.dout = st->gb.p;
   char *pw[4] = {g.in, g.dout, g.dw, g.db};
   if (dnnl_conv(&g, OP_BWD_W, with_bias, nt, pw) != 0) return -1;
   char *pd[3] = {gd.dout, gd.w, gd.din};
