@@ -17,7 +17,8 @@
  * so activations stay blocked between the convolutions of a block and
  * between blocks (reorders measured at about half of the oneDNN time per
  * ResNet-8 convolution at batch 64-256). Training's two backward passes
- * share one blocked copy of grad_output (nn_conv_dnnl_bwd).
+ * share one blocked copy of grad_output (nn_conv_dnnl_bwd; bfloat16 under
+ * float32 matmul precision "medium": converted once for both).
  *
  * Cache: per calling thread (device worker threads run kernels concurrently;
  * oneDNN streams are not shared: the thread's engine and stream are
@@ -189,10 +190,10 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
   dnnl_post_ops_t po = NULL;
   memset(e, 0, sizeof *e);
   e->key = *k;   /* slot_init reads key.post */
-  if (k->op == OP_REORDER) {   /* NCHW <-> BLK of (N, C, H, W) */
+  if (k->op == OP_REORDER) {   /* NCHW <-> BLK of (N, C, H, W); fpm: BLK in bfloat16 */
     dnnl_memory_desc_t u, b;
     CHK(dnnl_memory_desc_init_by_tag(&u, 4, sd, dnnl_f32, dnnl_nchw));
-    CHK(dnnl_memory_desc_init_by_tag(&b, 4, sd, dnnl_f32, BLK));
+    CHK(dnnl_memory_desc_init_by_tag(&b, 4, sd, k->fpm ? dnnl_bf16 : dnnl_f32, BLK));
     const dnnl_memory_desc_t *from = k->bias ? &b : &u, *to = k->bias ? &u : &b;
     CHK(dnnl_reorder_primitive_desc_create(&pd, from, st->eng, to, st->eng, NULL));
     e->ns = 2;
@@ -223,11 +224,13 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
   CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, sdt, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, wdt, dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
-  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, ddt, k->raw & RAW_DST && !(fpm && k->op != OP_FWD) ? BLK : dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, ddt, k->raw & RAW_DST ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&src_h, 4, sd, fpm ? dnnl_bf16 : dnnl_f32, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&w_h, 4, wd, fpm ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any));
   if (k->raw & RAW_SRC) CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, BLK));
-  if (k->raw & RAW_DST) CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, BLK));
+  /* a backward pass's raw grad_output: BLK in the pass's type (bfloat16
+   * under fpm, converted once for both passes by nn_conv_dnnl_bwd) */
+  if (k->raw & RAW_DST) CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, k->op == OP_FWD ? dnnl_f32 : ddt, BLK));
   /* a fused forward records no gradient: inference kernels, with the
    * residual add (sum) and relu run on the output tile while it is hot */
   CHK(dnnl_dilated_convolution_forward_desc_init(&fd, k->post ? dnnl_forward_inference : dnnl_forward_training,
@@ -319,10 +322,13 @@ static int entry_init_any(dstate *st, dentry *e, const ln_conv2d_args *a, const 
 }
 
 /* A bfloat16 pass oneDNN cannot run (no JIT kernel for the shape) runs in
- * float32 instead, cached under the key that asked for bfloat16. */
+ * float32 instead, cached under the key that asked for bfloat16; not one
+ * whose user memory is bfloat16 (a backward pass's raw grad_output, a
+ * reorder to bfloat16): it fails, and nn_conv_dnnl_bwd's caller runs the
+ * passes one by one. */
 static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
   int rc = entry_init_any(st, e, a, k);
-  if (rc == 0 || !k->fpm) return rc;
+  if (rc == 0 || !k->fpm || k->op == OP_REORDER || (k->op != OP_FWD && k->raw & RAW_DST)) return rc;
   dkey f = *k;
   f.fpm = 0;
   rc = entry_init_any(st, e, a, &f);
@@ -468,14 +474,16 @@ static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *c
   return cache_run(&k, a, ptr, op == OP_FWD ? a->res : NULL, op == OP_FWD && !a->saved);
 }
 
-/* (N,C,H,W) from NCHW to BLK (to_plain = false) or back */
-static int blk_reorder(int64_t N, int64_t C, int64_t H, int64_t W, bool to_plain, int nt, char *from, char *to) {
+/* (N,C,H,W) from NCHW to BLK (to_plain = false) or back; bf16: BLK in
+ * bfloat16 (to_plain = false only) */
+static int blk_reorder(int64_t N, int64_t C, int64_t H, int64_t W, bool to_plain, bool bf16, int nt, char *from,
+                       char *to) {
   ln_conv2d_args g;
   dkey k;
   memset(&g, 0, sizeof g);
   memset(&k, 0, sizeof k);
   g.N = k.N = N; g.C = k.C = C; g.H = k.H = H; g.W = k.W = W;
-  k.op = OP_REORDER; k.bias = to_plain; k.nt = nt;
+  k.op = OP_REORDER; k.bias = to_plain; k.fpm = bf16; k.nt = nt;
   char *ptr[2] = {from, to};
   return cache_run(&k, &g, ptr, NULL, false);
 }
@@ -495,7 +503,7 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
                        char *in, char *out, char *xb, char *hb, char *rb, bool in_blk, bool out_blk, int nt) {
   ln_conv2d_args a = *c1;
   if (in_blk) xb = in;   /* the previous block's blocked output */
-  else if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, nt, in, xb) != 0) return -1;
+  else if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, false, nt, in, xb) != 0) return -1;
   a.raw = RAW_SRC | RAW_DST; a.res = NULL; a.relu = 1; a.in = xb; a.out = hb;
   if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
   char *r = xb;
@@ -508,7 +516,7 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
   a = *c2;
   a.raw = RAW_SRC | RAW_DST; a.res = r; a.relu = 1; a.in = hb; a.out = r;   /* in place: dst = residual */
   if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
-  return out_blk ? 0 : blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, nt, r, out);
+  return out_blk ? 0 : blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, false, nt, r, out);
 }
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {
@@ -530,7 +538,7 @@ int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nt) {
 }
 
 int nn_conv_dnnl_fwd_saving(const ln_conv2d_args *a, int nt) {
-  if (blk_reorder(a->N, a->C, a->H, a->W, false, nt, a->in, a->saved) != 0) return -2;
+  if (blk_reorder(a->N, a->C, a->H, a->W, false, false, nt, a->in, a->saved) != 0) return -2;
   ln_conv2d_args g = *a;
   g.in = a->saved;
   g.raw = RAW_SRC;
@@ -567,8 +575,12 @@ int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
   }
   if (known_rejected(st, &g, OP_BWD_W, nt, with_bias) || known_rejected(st, &gd, OP_BWD_DATA, nt, false))
     return -1;   /* no blocked copy of grad_output made for nothing */
-  if (ln_dnnl_buf_reserve(&st->gb, nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW)) != 0) return -1;
-  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb.p) != 0) return -1;
+  /* bfloat16 passes (fpm): grad_output converted to bfloat16 here, once;
+   * both passes read it as is (they each converted the float32 copy before) */
+  const bool bf16 = ln_cpu_bf16_math();
+  size_t need = nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW) / (bf16 ? 2 : 1);
+  if (ln_dnnl_buf_reserve(&st->gb, need) != 0) return -1;
+  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, bf16, nt, a->dout, st->gb.p) != 0) return -1;
   g.dout = gd.dout = st->gb.p;
   char *pw[4] = {g.in, g.dout, g.dw, g.db};
   if (dnnl_conv(&g, OP_BWD_W, with_bias, nt, pw) != 0) return -1;
