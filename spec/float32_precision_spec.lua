@@ -136,6 +136,45 @@ describe('float32 matmul precision', function()
       lunet.full({ 2, 3 }, 0.5)))
   end)
 
+  -- device workers keep oneDNN state per thread (c/cpu/dnnl_ctx.c: one
+  -- engine and stream for the convolutions and bf16 products): it goes at
+  -- thread exit, and fresh workers make their own (run under ASan too)
+  it("device workers running 'medium' kernels exit cleanly, and fresh ones compute the same", function()
+    lunet.manual_seed(5)
+    local x, w = lunet.randn(4, 16, 10, 10), lunet.randn(32, 16, 3, 3) * 0.1
+    local a, b = lunet.randn(64, 96), lunet.randn(96, 80)
+    lunet.set_float32_matmul_precision('medium')
+    local function run(dev)
+      local xx, ww = x:detach():to(dev):requires_grad_(), w:detach():to(dev):requires_grad_()
+      local y = F.conv2d(xx, ww, nil, { padding = 1 })
+      y:backward(lunet.ones_like(y))
+      local m = a:to(dev):matmul(b:to(dev))
+      local r = { y:detach():to('cpu:0'), xx.grad:to('cpu:0'), ww.grad:to('cpu:0'), m:to('cpu:0') }
+      xx, ww, y, m = nil, nil, nil, nil   -- (no stale reference keeps the device's memory)
+      return r
+    end
+    local ref = run('cpu:0')
+    local hi = {}
+    lunet.set_float32_matmul_precision('highest')
+    for i, t in ipairs(run('cpu:0')) do hi[i] = t end
+    lunet.set_float32_matmul_precision('medium')
+    for _ = 1, 3 do
+      lunet.set_cpu_devices(3)
+      local r1, r2 = run('cpu:1'), run('cpu:2')
+      lunet.synchronize()
+      collectgarbage(); collectgarbage()
+      lunet.synchronize()
+      lunet.set_cpu_devices(1)   -- the workers stop: their threads exit
+      assert.equal(4, #r1)
+      for i = 1, #ref do
+        for _, r in ipairs { r1, r2 } do
+          assert.is_true(fx.rel(r[i], hi[i]) < 1e-2, ('result %d: relative error %g'):format(i, fx.rel(r[i], hi[i])))
+        end
+      end
+    end
+    assert.equal(1, lunet.device_count())
+  end)
+
   it("a small CNN trains under 'medium'", function()
     lunet.manual_seed(3)
     lunet.set_float32_matmul_precision('medium')

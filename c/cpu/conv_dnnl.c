@@ -17,19 +17,20 @@
  * so activations stay blocked between the convolutions of a block and
  * between blocks (reorders measured at about half of the oneDNN time per
  * ResNet-8 convolution at batch 64-256). Training's two backward passes
- * share one blocked copy of grad_output (nn_conv_dnnl_bwd).
+ * share one blocked copy of grad_output (nn_conv_dnnl_bwd; bfloat16 under
+ * float32 matmul precision "medium": converted once for both).
  *
  * Cache: per calling thread (device worker threads run kernels concurrently;
- * oneDNN streams are not shared), CACHE entries keyed by (op, shape, params,
+ * oneDNN streams are not shared: the thread's engine and stream are
+ * dnnl_ctx.c's, also gemm_bf16.c's), CACHE entries keyed by (op, shape, params,
  * threads), least recently used replaced (ResNet-8's training entries, ~35 with the
  * blocked grad_output variants, and its fused inference ones
  * fit); nothing is created per call in the steady state. Threads: oneDNN (built on OpenMP, libgomp as lunet) uses
  * omp_get_max_threads() when a primitive is created and run, so both happen
  * with omp_set_num_threads(nt) = the kernel's share (restored after). */
 #include "nn_kernels.h"
-#include <dnnl.h>
+#include "dnnl_ctx.h"
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 enum { CACHE = 64, MAXSLOT = 4 };
@@ -72,18 +73,14 @@ typedef struct {
 } dentry;
 
 typedef struct {
-  dnnl_engine_t eng;
+  dnnl_engine_t eng;           /* the thread's (dnnl_ctx.c), not owned */
   dnnl_stream_t stream;
   uint64_t tick;
-  char *ws;
-  size_t ws_cap;
-  char *gb;                    /* nn_conv_dnnl_bwd: grad_output, blocked once for both passes */
-  size_t gb_cap;
+  ln_dnnl_buf ws;
+  ln_dnnl_buf gb;              /* nn_conv_dnnl_bwd: grad_output, blocked once for both passes */
+  ln_dnnl_buf gb16;            /* and in bfloat16 (float32 matmul precision "medium") */
   dentry e[CACHE];
 } dstate;
-
-static pthread_key_t state_key;
-static pthread_once_t state_once = PTHREAD_ONCE_INIT;
 
 static void entry_free(dentry *e) {
   for (int i = 0; i < e->ns; i++) {
@@ -99,31 +96,23 @@ static void entry_free(dentry *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* at thread exit, before the engine goes (dnnl_ctx.c) */
 static void state_free(void *p) {
   dstate *st = p;
-  if (!st) return;
   for (int i = 0; i < CACHE; i++) entry_free(&st->e[i]);
-  if (st->stream) dnnl_stream_destroy(st->stream);
-  if (st->eng) dnnl_engine_destroy(st->eng);
-  free(st->ws);
-  free(st->gb);
+  free(st->ws.p);
+  free(st->gb.p);
+  free(st->gb16.p);
   free(st);
 }
 
-static void state_key_init(void) { pthread_key_create(&state_key, state_free); }
-
 static dstate *state_get(void) {
-  pthread_once(&state_once, state_key_init);
-  dstate *st = pthread_getspecific(state_key);
-  if (st) return st;
-  st = calloc(1, sizeof *st);
-  if (!st) return NULL;
-  if (dnnl_engine_create(&st->eng, dnnl_cpu, 0) != dnnl_success ||
-      dnnl_stream_create(&st->stream, st->eng, dnnl_stream_default_flags) != dnnl_success) {
-    state_free(st);
-    return NULL;
+  dstate *st = ln_dnnl_state(LN_DNNL_CONV, sizeof *st, state_free);
+  if (st && !st->eng) {
+    ln_dnnl_ctx *cx = ln_dnnl_ctx_get();
+    st->eng = cx->eng;
+    st->stream = cx->stream;
   }
-  pthread_setspecific(state_key, st);
   return st;
 }
 
@@ -203,10 +192,10 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
   dnnl_post_ops_t po = NULL;
   memset(e, 0, sizeof *e);
   e->key = *k;   /* slot_init reads key.post */
-  if (k->op == OP_REORDER) {   /* NCHW <-> BLK of (N, C, H, W) */
+  if (k->op == OP_REORDER) {   /* NCHW <-> BLK of (N, C, H, W); fpm: BLK float32 -> bfloat16 */
     dnnl_memory_desc_t u, b;
-    CHK(dnnl_memory_desc_init_by_tag(&u, 4, sd, dnnl_f32, dnnl_nchw));
-    CHK(dnnl_memory_desc_init_by_tag(&b, 4, sd, dnnl_f32, BLK));
+    CHK(dnnl_memory_desc_init_by_tag(&u, 4, sd, dnnl_f32, k->fpm ? BLK : dnnl_nchw));
+    CHK(dnnl_memory_desc_init_by_tag(&b, 4, sd, k->fpm ? dnnl_bf16 : dnnl_f32, BLK));
     const dnnl_memory_desc_t *from = k->bias ? &b : &u, *to = k->bias ? &u : &b;
     CHK(dnnl_reorder_primitive_desc_create(&pd, from, st->eng, to, st->eng, NULL));
     e->ns = 2;
@@ -237,11 +226,13 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
   CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, sdt, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, wdt, dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
-  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, ddt, k->raw & RAW_DST && !(fpm && k->op != OP_FWD) ? BLK : dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, ddt, k->raw & RAW_DST ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&src_h, 4, sd, fpm ? dnnl_bf16 : dnnl_f32, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&w_h, 4, wd, fpm ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any));
   if (k->raw & RAW_SRC) CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, BLK));
-  if (k->raw & RAW_DST) CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, BLK));
+  /* a backward pass's raw grad_output: BLK in the pass's type (bfloat16
+   * under fpm, converted once for both passes by nn_conv_dnnl_bwd) */
+  if (k->raw & RAW_DST) CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, k->op == OP_FWD ? dnnl_f32 : ddt, BLK));
   /* a fused forward records no gradient: inference kernels, with the
    * residual add (sum) and relu run on the output tile while it is hot */
   CHK(dnnl_dilated_convolution_forward_desc_init(&fd, k->post ? dnnl_forward_inference : dnnl_forward_training,
@@ -333,10 +324,13 @@ static int entry_init_any(dstate *st, dentry *e, const ln_conv2d_args *a, const 
 }
 
 /* A bfloat16 pass oneDNN cannot run (no JIT kernel for the shape) runs in
- * float32 instead, cached under the key that asked for bfloat16. */
+ * float32 instead, cached under the key that asked for bfloat16; not one
+ * whose user memory is bfloat16 (a backward pass's raw grad_output, a
+ * reorder to bfloat16): it fails, and nn_conv_dnnl_bwd's caller runs the
+ * passes one by one. */
 static int entry_init(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k) {
   int rc = entry_init_any(st, e, a, k);
-  if (rc == 0 || !k->fpm) return rc;
+  if (rc == 0 || !k->fpm || k->op == OP_REORDER || (k->op != OP_FWD && k->raw & RAW_DST)) return rc;
   dkey f = *k;
   f.fpm = 0;
   rc = entry_init_any(st, e, a, &f);
@@ -372,13 +366,8 @@ static bool weights_kept(bool keepw, dslot *s) {
  * res: the residual a sum post-op adds (NULL without one). */
 static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res, bool keepw) {
   dnnl_exec_arg_t args[MAXSLOT], ra[2];
-  if (e->ws > st->ws_cap) {
-    free(st->ws);
-    st->ws_cap = 0;
-    st->ws = aligned_alloc(64, e->ws);
-    if (!st->ws) return -1;
-    st->ws_cap = e->ws;
-  }
+  if (ln_dnnl_buf_reserve(&st->ws, e->ws) != 0) return -1;
+  char *ws = st->ws.p;
   for (int i = 0; i < e->ns; i++) {
     dslot *s = &e->s[i];
     CHK(dnnl_memory_set_data_handle(s->user, ptr[i]));
@@ -395,7 +384,7 @@ static int entry_run(dstate *st, dentry *e, char *const *ptr, const char *res, b
       args[i] = (dnnl_exec_arg_t){s->arg, s->inner};
       continue;
     }
-    if (s->inner != s->user) CHK(dnnl_memory_set_data_handle(s->inner, st->ws + s->off));
+    if (s->inner != s->user) CHK(dnnl_memory_set_data_handle(s->inner, ws + s->off));
     if (s->out && res) {   /* dst starts as the residual */
       if (s->reorder_in) {
         CHK(dnnl_memory_set_data_handle(s->user, (void *)res));
@@ -487,14 +476,16 @@ static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *c
   return cache_run(&k, a, ptr, op == OP_FWD ? a->res : NULL, op == OP_FWD && !a->saved);
 }
 
-/* (N,C,H,W) from NCHW to BLK (to_plain = false) or back */
-static int blk_reorder(int64_t N, int64_t C, int64_t H, int64_t W, bool to_plain, int nt, char *from, char *to) {
+/* (N,C,H,W) from NCHW to BLK (to_plain = false) or back; bf16: from BLK
+ * float32 to BLK bfloat16 instead (to_plain = false) */
+static int blk_reorder(int64_t N, int64_t C, int64_t H, int64_t W, bool to_plain, bool bf16, int nt, char *from,
+                       char *to) {
   ln_conv2d_args g;
   dkey k;
   memset(&g, 0, sizeof g);
   memset(&k, 0, sizeof k);
   g.N = k.N = N; g.C = k.C = C; g.H = k.H = H; g.W = k.W = W;
-  k.op = OP_REORDER; k.bias = to_plain; k.nt = nt;
+  k.op = OP_REORDER; k.bias = to_plain; k.fpm = bf16; k.nt = nt;
   char *ptr[2] = {from, to};
   return cache_run(&k, &g, ptr, NULL, false);
 }
@@ -514,7 +505,7 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
                        char *in, char *out, char *xb, char *hb, char *rb, bool in_blk, bool out_blk, int nt) {
   ln_conv2d_args a = *c1;
   if (in_blk) xb = in;   /* the previous block's blocked output */
-  else if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, nt, in, xb) != 0) return -1;
+  else if (blk_reorder(c1->N, c1->C, c1->H, c1->W, false, false, nt, in, xb) != 0) return -1;
   a.raw = RAW_SRC | RAW_DST; a.res = NULL; a.relu = 1; a.in = xb; a.out = hb;
   if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
   char *r = xb;
@@ -527,7 +518,7 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
   a = *c2;
   a.raw = RAW_SRC | RAW_DST; a.res = r; a.relu = 1; a.in = hb; a.out = r;   /* in place: dst = residual */
   if (nn_conv_dnnl_fwd(&a, nt) != 0) return -1;
-  return out_blk ? 0 : blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, nt, r, out);
+  return out_blk ? 0 : blk_reorder(c2->N, c2->O, c2->OH, c2->OW, true, false, nt, r, out);
 }
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {
@@ -549,7 +540,7 @@ int nn_conv_dnnl_fwd(const ln_conv2d_args *a, int nt) {
 }
 
 int nn_conv_dnnl_fwd_saving(const ln_conv2d_args *a, int nt) {
-  if (blk_reorder(a->N, a->C, a->H, a->W, false, nt, a->in, a->saved) != 0) return -2;
+  if (blk_reorder(a->N, a->C, a->H, a->W, false, false, nt, a->in, a->saved) != 0) return -2;
   ln_conv2d_args g = *a;
   g.in = a->saved;
   g.raw = RAW_SRC;
@@ -587,15 +578,18 @@ int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
   if (known_rejected(st, &g, OP_BWD_W, nt, with_bias) || known_rejected(st, &gd, OP_BWD_DATA, nt, false))
     return -1;   /* no blocked copy of grad_output made for nothing */
   size_t need = nn_conv_dnnl_blocked_bytes(a->N, a->O, a->OH, a->OW);
-  if (need > st->gb_cap) {
-    free(st->gb);
-    st->gb_cap = 0;
-    st->gb = aligned_alloc(64, (need + 63) & ~(size_t)63);
-    if (!st->gb) return -1;
-    st->gb_cap = need;
+  if (ln_dnnl_buf_reserve(&st->gb, need) != 0) return -1;
+  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, false, nt, a->dout, st->gb.p) != 0) return -1;
+  g.dout = gd.dout = st->gb.p;
+  /* bfloat16 passes (fpm): the blocked grad_output converted to bfloat16
+   * here, once; both passes read it as is (each converted the float32 copy
+   * before). In two reorders: oneDNN's single NCHW float32 -> BLK bfloat16
+   * one (jit:uni) took 0.16 ms against 0.08 + 0.03 (64x32x16x16, 1 thread). */
+  if (ln_cpu_bf16_math()) {
+    if (ln_dnnl_buf_reserve(&st->gb16, need / 2) != 0) return -1;
+    if (blk_reorder(a->N, a->O, a->OH, a->OW, false, true, nt, st->gb.p, st->gb16.p) != 0) return -1;
+    g.dout = gd.dout = st->gb16.p;
   }
-  if (blk_reorder(a->N, a->O, a->OH, a->OW, false, nt, a->dout, st->gb) != 0) return -1;
-  g.dout = gd.dout = st->gb;
   char *pw[4] = {g.in, g.dout, g.dw, g.db};
   if (dnnl_conv(&g, OP_BWD_W, with_bias, nt, pw) != 0) return -1;
   char *pd[3] = {gd.dout, gd.w, gd.din};

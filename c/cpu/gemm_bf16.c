@@ -10,12 +10,12 @@
  * 45 ms float32 (oneDNN) -> 20 ms bfloat16; 256x1024x1024 15 -> 4 ms.
  *
  * Primitives are cached per calling thread (device workers run kernels
- * concurrently; oneDNN streams are not shared), keyed by the product's
- * geometry, scalars and thread count. */
+ * concurrently; oneDNN streams are not shared: the thread's engine and
+ * stream are dnnl_ctx.c's), keyed by the product's geometry, scalars and
+ * thread count. */
 #include "cpu.h"
-#include <dnnl.h>
+#include "dnnl_ctx.h"
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,16 +35,12 @@ typedef struct {
 } gentry;
 
 typedef struct {
-  dnnl_engine_t eng;
+  dnnl_engine_t eng;     /* the thread's (dnnl_ctx.c), not owned */
   dnnl_stream_t stream;
   uint64_t tick;
-  uint16_t *buf;   /* both operands in bfloat16 */
-  size_t cap;      /* elements */
+  ln_dnnl_buf buf;       /* both operands in bfloat16 */
   gentry e[CACHE];
 } gstate;
-
-static pthread_key_t state_key;
-static pthread_once_t state_once = PTHREAD_ONCE_INIT;
 
 static void entry_free(gentry *e) {
   if (e->prim) dnnl_primitive_destroy(e->prim);
@@ -54,30 +50,21 @@ static void entry_free(gentry *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* at thread exit, before the engine goes (dnnl_ctx.c) */
 static void state_free(void *p) {
   gstate *st = p;
-  if (!st) return;
   for (int i = 0; i < CACHE; i++) entry_free(&st->e[i]);
-  if (st->stream) dnnl_stream_destroy(st->stream);
-  if (st->eng) dnnl_engine_destroy(st->eng);
-  free(st->buf);
+  free(st->buf.p);
   free(st);
 }
 
-static void state_key_init(void) { pthread_key_create(&state_key, state_free); }
-
 static gstate *state_get(void) {
-  pthread_once(&state_once, state_key_init);
-  gstate *st = pthread_getspecific(state_key);
-  if (st) return st;
-  st = calloc(1, sizeof *st);
-  if (!st) return NULL;
-  if (dnnl_engine_create(&st->eng, dnnl_cpu, 0) != dnnl_success ||
-      dnnl_stream_create(&st->stream, st->eng, dnnl_stream_default_flags) != dnnl_success) {
-    state_free(st);
-    return NULL;
+  gstate *st = ln_dnnl_state(LN_DNNL_GEMM, sizeof *st, state_free);
+  if (st && !st->eng) {
+    ln_dnnl_ctx *cx = ln_dnnl_ctx_get();
+    st->eng = cx->eng;
+    st->stream = cx->stream;
   }
-  pthread_setspecific(state_key, st);
   return st;
 }
 
@@ -161,13 +148,7 @@ int ln_cpu_gemm_bf16(const ln_gemm_args *g, int nt) {
   k.ldc = g->ldc; k.ta = g->trans_a; k.tb = g->trans_b; k.nt = nt;
   k.alpha = g->alpha; k.beta = g->beta;
   const size_t na = (size_t)(k.ba * k.m * k.k), nb = (size_t)(k.bb * k.k * k.n);
-  if (na + nb > st->cap) {
-    free(st->buf);
-    st->cap = 0;
-    st->buf = aligned_alloc(64, ((na + nb) * 2 + 63) & ~(size_t)63);
-    if (!st->buf) return -1;
-    st->cap = na + nb;
-  }
+  if (ln_dnnl_buf_reserve(&st->buf, (na + nb) * 2) != 0) return -1;
   int prev = omp_get_max_threads();
   if (prev != nt) omp_set_num_threads(nt);
   int rc = -1;
@@ -183,7 +164,7 @@ int ln_cpu_gemm_bf16(const ln_gemm_args *g, int nt) {
     e = victim;
   }
   e->tick = ++st->tick;
-  uint16_t *ab = st->buf, *bb = st->buf + na;
+  uint16_t *ab = st->buf.p, *bb = ab + na;
   convert((const float *)g->a, k.ba, g->batch_stride_a, g->trans_a ? k.k : k.m, g->trans_a ? k.m : k.k, g->lda, ab, nt);
   convert((const float *)g->b, k.bb, g->batch_stride_b, g->trans_b ? k.n : k.k, g->trans_b ? k.k : k.n, g->ldb, bb, nt);
   CHK(dnnl_memory_set_data_handle(e->a, ab));
