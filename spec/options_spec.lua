@@ -270,6 +270,7 @@ describe('every options table rejects an unknown key', function()
     { function() return lunet.comm.Communicator({ 'cpu:0' }):reduce_scatter({ lunet.zeros(2) }, { compres = 'bf16' }) end, "reduce_scatter: unknown option 'compres' (did you mean 'compress'?)" },
     -- lunet.models
     { function() return lunet.models.resnet18({ num_class = 10 }) end, "models.resnet18: unknown option 'num_class' (did you mean 'num_classes'?)" },
+    { function() return lunet.models.get_model('resnet18', { num_class = 10 }) end, "models.resnet18: unknown option 'num_class' (did you mean 'num_classes'?)" },
     -- lunet.onnx
     { function() return lunet.onnx.export(nn.Linear(2, 2), lunet.randn(1, 2), st .. '.onnx', { opset = 13 }) end, "onnx.export: unknown option 'opset' (did you mean 'opset_version'?)" },
   }
@@ -572,6 +573,7 @@ describe('constructors given any two values after their required arguments', fun
       { 'models.efficientnet_b0', function(...) return lunet.models.efficientnet_b0(...) end },
       { 'models.shufflenet_v2_x0_5', function(...) return lunet.models.shufflenet_v2_x0_5(...) end },
       { 'models.mnasnet0_5', function(...) return lunet.models.mnasnet0_5(...) end },
+      { 'models.get_model', function(a, b) return lunet.models.get_model(a or 'squeezenet1_1', b) end },
     }
     local raw, n = raw_errors(ctors, vals, true)
     assert.is_true(n > 9000, tostring(n))
