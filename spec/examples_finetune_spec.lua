@@ -39,12 +39,23 @@ describe('examples/finetune.lua', function()
     assert.truthy(out:find('ONNX matches %([^)]*%), backbone unchanged\n'), out)
   end)
 
+  -- torchvision users' head replacements: model.classifier[3] = nn.Linear(1024, n)
+  -- (classifier[4] here) and model.fc = nn.Linear(1024, n); --freeze trains that alone
+  for arch, head in pairs({ mobilenet_v3_small = 'classifier.3', shufflenet_v2_x0_5 = 'fc' }) do
+    it(('--arch %s --freeze replaces its head (%s) and trains it alone'):format(arch, head), function()
+      local out, rc = finetune('--smoke --freeze --workers 0 --arch ' .. arch)
+      assert.equal(0, rc, out)
+      assert.truthy(out:find('\n' .. arch .. ' weights from %S+/' .. arch .. '%.pth\n'), out)
+      assert.truthy(out:find('\nsmoke: val acc %d+%.%d+%% > chance 33%.33%%, grid 134x266, ONNX matches %([^)]*%), backbone unchanged\n'), out)
+    end)
+  end
+
   it('removes its folder after an error', function()
-    local out, rc = finetune('--smoke --arch vgg11')
+    local out, rc = finetune('--smoke --arch resnet19')
     assert.are_not.equal(0, rc, out)
     local dir = out:match('smoke: a synthetic ImageFolder in (%S+) %(removed at the end%)\n')
     assert.truthy(dir, out)
-    assert.truthy(out:find("--arch must be a ResNet of lunet.models (its head is fc), got 'vgg11'", 1, true), out)
+    assert.truthy(out:find("finetune: --arch: unknown model 'resnet19' (did you mean 'resnet18', 'resnet34', 'resnet50'?)", 1, true), out)
     assert.is_false(exists(dir), dir .. ' is left behind')
   end)
 
@@ -54,7 +65,7 @@ describe('examples/finetune.lua', function()
       ['--smoke --bogus'] = 'finetune: unknown or incomplete argument --bogus',
       ['--data'] = 'finetune: unknown or incomplete argument --data',
       ['--smoke --epochs x'] = 'finetune: --epochs must be a number >= 1, got x',
-      ['--smoke --arch vgg11'] = "finetune: --arch must be a ResNet of lunet.models (its head is fc), got 'vgg11'",
+      ['--smoke --arch vit_b_16'] = "finetune: --arch: unknown model 'vit_b_16'",
       ['--smoke --schedule linear'] = "finetune: --schedule must be 'step' or 'cosine', got 'linear'",
       ['--data /nonexistent'] = "ImageFolder: cannot open the folder '/nonexistent/train'",
     }) do

@@ -11,6 +11,7 @@ LUNET_CPU_DEVICES=2 run luajit examples/seed_cnn.lua 2
 run luajit examples/resnet.lua --smoke
 run luajit examples/finetune.lua --smoke                 # ImageFolder, .pth weights, checkpoint, grid, ONNX
 run luajit examples/finetune.lua --smoke --freeze --trivialaugment --schedule cosine
+run luajit examples/finetune.lua --smoke --freeze --arch mobilenet_v3_small   # its head is classifier[4]
 if [ -f examples/data_parallel.lua ]; then
   LUNET_CPU_DEVICES=2 run luajit examples/data_parallel.lua --smoke
   LUNET_CPU_DEVICES=3 run luajit examples/data_parallel.lua --smoke --accumulate 2   # fit steps once per 2 batches
