@@ -95,6 +95,8 @@ local NOT_RUN = {   -- and why
     'needs the tutorial\'s images and torchvision\'s weights: spec/examples_finetune_spec.lua runs --smoke --freeze',
   ['luajit examples/finetune.lua --data hymenoptera_data --arch resnet34 --trivialaugment --schedule cosine'] =
     'needs the tutorial\'s images: spec/examples_finetune_spec.lua runs --smoke --trivialaugment --schedule cosine',
+  ['luajit examples/finetune.lua --data hymenoptera_data --arch mobilenet_v3_small --weights mobilenet_v3_small.pth --freeze'] =
+    'needs the tutorial\'s images and torchvision\'s weights: spec/examples_finetune_spec.lua runs --smoke --freeze --arch mobilenet_v3_small',
   ['luajit examples/finetune.lua --smoke'] = 'spec/examples_finetune_spec.lua runs it (and tools/ci-examples.sh)',
   ['luajit pipe.lua'] = 'the Pipelines across processes block, run as a script as written (a world of one) below',
 }
