@@ -4,6 +4,9 @@ stdin, one command a line, one reply line each to REPLY_PATH (a FIFO the Lua
 side made and reads):
   bench MODEL MODE BATCH SIZE THREADS WARMUP RUNS  -> "ok BEST_SECONDS"
   quit
+  /usr/bin/python3 bench/zoo_torch.py profile MODEL MODE THREADS
+prints torch.profiler's ops of 3 steps (after 2), by self CPU time (the
+counterpart of bench/zoo_profile.lua).
 MODE is train (forward, cross-entropy, backward, SGD momentum 0.9 step, in
 train mode) or eval (eval mode, forward under no_grad). num_classes 10;
 googlenet without its aux heads (lunet's bench builds it the same way).
@@ -73,5 +76,19 @@ def serve(reply_path):
             out.write("error %s\n" % str(e).replace("\n", " "))
 
 
+def profile(name, mode, threads):
+    torch.set_num_threads(threads)
+    batch, size = (32, 64) if mode == "train" else (8, 224)
+    step = make_step(name, mode, batch, size)
+    step(); step()
+    with torch.profiler.profile() as prof:
+        for _ in range(3):
+            step()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
 if __name__ == "__main__":
-    serve(sys.argv[2])
+    if sys.argv[1] == "profile":
+        profile(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        serve(sys.argv[2])
