@@ -41,6 +41,17 @@ return function(F, h)
       end
     end
     if x.p.ndim == 2 then return linear2d(x, w, b) end
+    if x.p.ndim > 2 then
+      -- the leading dims folded into rows (as torch's matmul folds them): one
+      -- GEMM each way; x:matmul(w:t()) broadcast w over them, and its weight
+      -- gradient was a batched matmul summed back (4x slower in ConvNeXt)
+      local s = x:size()
+      local rows = 1
+      for i = 1, #s - 1 do rows = rows * s[i] end
+      local y = linear2d(x:reshape(rows, s[#s]), w, b)
+      s[#s] = tonumber(w.p.shape[0])
+      return y:view(s)
+    end
     local y = x:matmul(w:t())
     if b then y = y + b end
     return y
