@@ -175,6 +175,42 @@ describe('float32 matmul precision', function()
     assert.equal(1, lunet.device_count())
   end)
 
+  -- oneDNN 2.6's bfloat16 weight-gradient kernel meets its threads at a
+  -- spinning barrier per image when they share one (here: stride 2, 16 -> 32
+  -- channels, as ResNet-8); on a loaded machine each meeting waited out a
+  -- time slice (1-2 s training steps). conv_dnnl.c runs that pass on one
+  -- thread: counted by thread count (lunet_internal.h), whatever the threads
+  it("runs bfloat16 weight gradients on one oneDNN thread at any thread count", function()
+    local ffi = require 'ffi'
+    if not pcall(ffi.typeof, 'ln_dnnl_stats') then ffi.cdef(require 'lunet.cdef_internal') end
+    local function stats()
+      local s = ffi.new('ln_dnnl_stats')
+      assert.equal(0, lunet.C.ln_test_dnnl_stats(s))
+      return tonumber(s.bf16_bwd_w_1t), tonumber(s.bf16_bwd_w_mt)
+    end
+    local threads = lunet.get_num_threads()
+    lunet.manual_seed(11)
+    local x, w = lunet.randn(8, 16, 16, 16), lunet.randn(32, 16, 3, 3) * 0.1
+    local function wgrad()
+      local ww = w:clone():requires_grad_()
+      local y = F.conv2d(x, ww, nil, { stride = 2, padding = 1 })
+      y:backward(lunet.ones_like(y))
+      return ww.grad
+    end
+    local ref = wgrad()
+    local one0 = stats()
+    lunet.set_float32_matmul_precision('medium')
+    for _, n in ipairs { 2, 3, 1 } do
+      lunet.set_num_threads(n)
+      local g = wgrad()
+      assert.is_true(fx.rel(g, ref) < 1e-2, ('%d threads: relative error %g'):format(n, fx.rel(g, ref)))
+    end
+    lunet.set_num_threads(threads)
+    local one, many = stats()
+    assert.equal(0, many, "bfloat16 weight gradients run on several threads")
+    if hw then assert.is_true(one >= one0 + 3, ('%d bfloat16 weight gradients counted'):format(one - one0)) end
+  end)
+
   it("a small CNN trains under 'medium'", function()
     lunet.manual_seed(3)
     lunet.set_float32_matmul_precision('medium')

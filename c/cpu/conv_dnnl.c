@@ -152,6 +152,14 @@ static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) 
   k->raw = a->raw;
   k->fpm = ln_cpu_bf16_math();
   k->op = op; k->nt = nt; k->bias = bias;
+  /* bfloat16 weight gradients on one thread: oneDNN 2.6's kernel
+   * (jit_bf16:avx512_core_bf16), where it splits one image's channels
+   * between threads, meets them at a spinning barrier (no sleep) 2-4 times
+   * per image; with more runnable threads than cores each meeting waits out
+   * a scheduler time slice: 0.3 ms passes took 0.2-1 s, ResNet-8 training
+   * steps 1-2 s (bench/RESULTS.md). One thread ran them in 4 ms a step
+   * against 2.4 unloaded on two; float32 (no such barriers) in 14-24. */
+  if (op == OP_BWD_W && k->fpm) k->nt = 1;
   if (op == OP_FWD) k->post = (a->res ? POST_SUM : 0) | (a->relu ? POST_RELU : 0);
   k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
   k->OH = a->OH; k->OW = a->OW;
@@ -455,6 +463,7 @@ static int cache_run(const dkey *k, const ln_conv2d_args *a, char *const *ptr, c
   if (e) {
     e->tick = ++st->tick;
     rc = entry_run(st, e, ptr, res, keepw);
+    if (k->op == OP_BWD_W && k->fpm) ln_dnnl_count_bf16_bwd_w(omp_get_max_threads());
   }
   if (prev != k->nt) omp_set_num_threads(prev);
   return rc;

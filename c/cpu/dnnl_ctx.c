@@ -10,7 +10,9 @@
  * The main thread's context is never freed (no key destructor runs at
  * process exit; the library is linked -z nodelete). */
 #include "dnnl_ctx.h"
+#include "lunet_internal.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static pthread_key_t ctx_key;
@@ -63,5 +65,15 @@ int ln_dnnl_buf_reserve(ln_dnnl_buf *b, size_t need) {
   b->p = aligned_alloc(64, (need + 63) & ~(size_t)63);
   if (!b->p) return -1;
   b->cap = need;
+  return 0;
+}
+
+static _Atomic int64_t bf16_bwd_w[2];   /* by threads: one, more */
+
+void ln_dnnl_count_bf16_bwd_w(int nthreads) { atomic_fetch_add(&bf16_bwd_w[nthreads > 1], 1); }
+
+int ln_test_dnnl_stats(ln_dnnl_stats *out) {
+  out->bf16_bwd_w_1t = atomic_load(&bf16_bwd_w[0]);
+  out->bf16_bwd_w_mt = atomic_load(&bf16_bwd_w[1]);
   return 0;
 }

@@ -35,4 +35,8 @@ typedef struct {
 /* b->p grown (contents dropped) to hold need bytes: 0, or -1 when out of
  * memory (then empty) */
 int ln_dnnl_buf_reserve(ln_dnnl_buf *b, size_t need);
+
+/* counts a bfloat16 weight-gradient pass run with nthreads OpenMP threads
+ * (ln_test_dnnl_stats, lunet_internal.h) */
+void ln_dnnl_count_bf16_bwd_w(int nthreads);
 #endif

@@ -42,6 +42,16 @@ LN_API int ln_stream_inject_opener(int device, int *gate, double seconds);
  * at once instead of spinning (c/comm/local.c). */
 LN_API int ln_cpu_busy_threads(void);
 
+/* oneDNN weight-gradient passes asked for in bfloat16 (float32 matmul
+ * precision "medium", c/cpu/conv_dnnl.c) since the process started, by the
+ * OpenMP threads they were created and run with: one, or more (which must
+ * stay 0: oneDNN 2.6's bf16 weight-gradient kernel spin-waits per image when
+ * its threads share one image, see conv_dnnl.c). Counters for the specs. */
+typedef struct ln_dnnl_stats {
+  int64_t bf16_bwd_w_1t, bf16_bwd_w_mt;
+} ln_dnnl_stats;
+LN_API int ln_test_dnnl_stats(ln_dnnl_stats *out);
+
 /* The benches' reference GEMM: OpenBLAS's cblas_sgemm called directly, row
  * major, C[MxN] = A[MxK] B[KxN] (c/cpu/gemm.c). */
 LN_API void ln_cblas_sgemm_direct(int64_t m, int64_t n, int64_t k, const float *a,
