@@ -838,3 +838,52 @@ void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nt) {
       db[o] = s;
     }
 }
+
+/* ---- depthwise weight (and bias) gradient ------------------------------------------- */
+
+/* Depthwise (groups = C = O) stride-1 kernels over 3x3 (ConvNeXt's 7x7,
+ * EfficientNet's and MNASNet's 5x5): oneDNN has no depthwise JIT weight
+ * gradient for them and runs its gemm one, slower than im2col + GEMM here
+ * (bench/RESULTS.md). Each channel is a one-input, one-output convolution:
+ * per image its plane is copied with its zero padding and wgrad_image adds
+ * its KH x KW gradient (vector accumulators over the output columns). The
+ * threads split the channels, each summing its channels' images in order
+ * (deterministic, no partials). */
+bool nn_conv_direct_dw_wgrad_ok(const ln_conv2d_args *a) {
+  const ln_conv2d_params *p = &a->p;
+  if (a->dtype != LN_FLOAT32 || p->groups < 2 || p->groups != a->C || a->O != a->C || p->stride_h != 1 ||
+      p->stride_w != 1 || p->dil_h != 1 || p->dil_w != 1 || !a->scratch || !a->dw)
+    return false;
+  if (a->KH * a->KW <= 9 || a->KH > WMAX_K || a->KW > WMAX_K || a->OW < 8)
+    return false;
+  int64_t Hp = a->H + 2 * (int64_t)p->pad_h, Wp = a->W + 2 * (int64_t)p->pad_w;
+  int64_t OWr = (a->OW + WCW - 1) / WCW * WCW;
+  return a->slice >= Hp * Wp + WCW + a->OH * OWr;
+}
+
+void nn_conv_direct_dw_wgrad(const ln_conv2d_args *a, int nt) {
+  const int64_t N = a->N, C = a->C, H = a->H, W = a->W, KH = a->KH, KW = a->KW, OH = a->OH, OW = a->OW,
+                ph = a->p.pad_h, pw = a->p.pad_w;
+  const int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, OWr = (OW + WCW - 1) / WCW * WCW;
+  const float *in = (const float *)a->in, *dout = (const float *)a->dout;
+  float *dwt = (float *)a->dw, *db = (float *)a->db;
+  if (nt > C) nt = (int)C;
+  if (nt < 1) nt = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    float *xp = (float *)a->scratch + (int64_t)omp_get_thread_num() * a->slice, *dyp = xp + Hp * Wp + WCW;
+    memset(xp, 0, (size_t)(Hp * Wp + WCW + OH * OWr) * sizeof(float));   /* padding and dyp's tails */
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < C; c++) {
+      float *dw = dwt + c * KH * KW, s = 0.0f;
+      memset(dw, 0, (size_t)(KH * KW) * sizeof(float));
+      for (int64_t n = 0; n < N; n++) {
+        const float *x = in + (n * C + c) * H * W;
+        for (int64_t h = 0; h < H; h++) memcpy(xp + (h + ph) * Wp + pw, x + h * W, (size_t)W * sizeof(float));
+        copy_dy(dout + (n * C + c) * OH * OW, dyp, OH, OW, OWr);
+        s += wgrad_image(xp, Wp, dyp, OWr, OH, KH, KW, dw);
+      }
+      if (db) db[c] = s;
+    }
+  }
+}
