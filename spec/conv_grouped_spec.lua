@@ -1,6 +1,6 @@
 -- Depthwise and grouped float32 convolutions on every CPU path (oneDNN's
 -- grouped and depthwise kernels by default, the direct depthwise weight
--- gradient for kernels over 3x3, im2col + GEMM per group), forced in turn
+-- gradient for kernels over 3x3 at stride 1-2, im2col + GEMM per group), forced in turn
 -- with LUNET_CONV_IMPL, on 1 and 2 threads: forward, input, weight and bias
 -- gradients against the float64 path (im2col + GEMM in double, checked
 -- against finite differences and a naive loop in kernels_spec.lua).
@@ -33,7 +33,9 @@ local CASES = {
   { 3, 58, 58, 15, 14, 3, 2, 1, 1 },          -- ShuffleNet's stride 2, channels not in blocks of 16
   { 1, 24, 24, 12, 12, 3, 1, 2, 2 },          -- dilation 2, batch 1
   { 2, 20, 20, 14, 14, 5, 1, 2, 1 },          -- 5x5: the direct weight gradient
-  { 2, 20, 20, 15, 13, 5, 2, 2, 1 },          -- 5x5 stride 2 (EfficientNet)
+  { 2, 20, 20, 15, 17, 5, 2, 2, 1 },          -- 5x5 stride 2 (EfficientNet)
+  { 2, 16, 16, 17, 30, 7, 2, 3, 1 },          -- 7x7 stride 2
+  { 3, 8, 8, 12, 21, 4, { 2, 1 }, 1, 1 },     -- 4x4, stride (2, 1)
   { 2, 32, 32, 16, 16, 7, 1, 3, 1 },          -- ConvNeXt's 7x7
   { 3, 8, 8, 11, 19, 7, 1, 3, 1 },            -- 7x7, odd columns over two 16-lane vectors
   { 2, 8, 8, 9, 10, { 5, 3 }, 1, { 2, 0 }, 1 },  -- 5x3, no column padding
@@ -65,8 +67,8 @@ end
 describe('depthwise and grouped conv2d, float32, every path', function()
   for _, c in ipairs(CASES) do
     local k = pair(c[6])
-    local name = ('%dx%dx%dx%d -> %d, %dx%d, stride %s, pad %s, dil %d, groups %d'):format(
-      c[1], c[2], c[4], c[5], c[3], k[1], k[2], c[7], table.concat(pair(c[8]), ','), c[9], c[10] or c[2])
+    local name = ('%dx%dx%dx%d -> %d, %dx%d, stride %s, pad %s, dil %d, groups %d'):format(c[1], c[2], c[4], c[5],
+      c[3], k[1], k[2], table.concat(pair(c[7]), ','), table.concat(pair(c[8]), ','), c[9], c[10] or c[2])
     local r
     for _, impl in ipairs({ 'auto', 'gemm', 'direct', 'dnnl' }) do
       it(impl .. ': ' .. name .. ': forward and gradients match float64 (1 and 2 threads)', function()

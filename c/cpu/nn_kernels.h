@@ -22,7 +22,7 @@ bool nn_conv_direct_wgrad_ok(const ln_conv2d_args *a);
 void nn_conv_direct_wgrad(const ln_conv2d_args *a, int nthreads);
 bool nn_conv_direct_wgrad16_ok(const ln_conv2d_args *a);
 void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nthreads);
-/* depthwise stride-1 weight gradient (+ bias) of kernels over 3x3 */
+/* depthwise weight gradient (+ bias) of kernels over 3x3, stride 1 or 2 */
 bool nn_conv_direct_dw_wgrad_ok(const ln_conv2d_args *a);
 void nn_conv_direct_dw_wgrad(const ln_conv2d_args *a, int nthreads);
 /* float32, one group, through oneDNN (conv_dnnl.c); 0, or -1 when oneDNN
