@@ -1,6 +1,7 @@
 /* conv_dnnl.c -- float32 conv2d forward, data gradient and weight (+bias)
  * gradient through oneDNN's C API (dnnl.h), used by conv2d.c's kernels where
- * it wins (see nn_conv_pick in conv2d.c).
+ * it wins (see conv_auto_dnnl in conv2d.c); grouped and depthwise ones too
+ * (weights given as goihw: the same memory as lunet's (O, C/G, KH, KW)).
  *
  * Tensors stay plain NCHW / OIHW in and out. Each primitive is created with
  * format_tag_any, so oneDNN picks its own (blocked) layouts; when they differ
@@ -528,7 +529,7 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
 }
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {
-  return a->dtype == LN_FLOAT32 && a->p.groups >= 1 && a->N > 0 && a->OH > 0 && a->OW > 0;
+  return a->dtype == LN_FLOAT32 && a->N > 0 && a->OH > 0 && a->OW > 0;
 }
 
 bool nn_conv_dnnl_bwd_ok(const ln_conv2d_args *a) {
