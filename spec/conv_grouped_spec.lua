@@ -97,6 +97,41 @@ describe('depthwise and grouped conv2d, float32, every path', function()
     end
   end
 
+  it("oneDNN runs only its grouped and depthwise JIT kernels (never its gemm or reference ones)", function()
+    -- a child process logs oneDNN's primitives (DNNL_VERBOSE=1): shapes with
+    -- JIT kernels, and dilated, channel-multiplier and 5x5/7x7 ones whose
+    -- oneDNN passes would be its gemm (lunet's own paths run those)
+    local script = os.tmpname()
+    local f = assert(io.open(script, 'w'))
+    f:write([[
+local lunet = require 'lunet'
+local F = lunet.nn.functional
+for _, c in ipairs { {32, 32, 3, 1, 1, 1, 32}, {48, 48, 3, 1, 1, 1, 6}, {32, 32, 3, 1, 2, 2, 32},
+                     {16, 32, 3, 1, 1, 1, 16}, {32, 32, 5, 2, 2, 1, 32}, {32, 32, 7, 1, 3, 1, 32} } do
+  local C, O, k, s, p, d, g = unpack(c)
+  local x = lunet.randn(4, C, 20, 20):requires_grad_()
+  local w = lunet.randn(O, C / g, k, k):requires_grad_()
+  F.conv2d(x, w, nil, { stride = s, padding = p, dilation = d, groups = g }):sum():backward()
+end
+print('done')
+]])
+    f:close()
+    local p = io.popen('DNNL_VERBOSE=1 luajit ' .. script .. ' 2>&1')
+    local out = p:read('*a')
+    p:close()
+    os.remove(script)
+    assert.truthy(out:find('done', 1, true), out)
+    local jit_dw, bad = 0, {}
+    for line in out:gmatch('[^\n]+') do
+      if line:find('^%a+_verbose,exec,') and line:find(',convolution,', 1, true) then
+        if line:find(',jit_dw:', 1, true) then jit_dw = jit_dw + 1 end
+        if line:find('gemm', 1, true) or line:find(',ref:', 1, true) then bad[#bad + 1] = line end
+      end
+    end
+    assert.is_true(#bad == 0, table.concat(bad, '\n'))
+    assert.is_true(jit_dw > 0, 'no jit_dw convolution ran:\n' .. out:sub(1, 2000))
+  end)
+
   it('a non-contiguous input and an empty batch', function()
     lunet.manual_seed(3)
     local big = lunet.randn(2, 32, 14, 20)

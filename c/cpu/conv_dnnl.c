@@ -170,6 +170,17 @@ static bool is_reference(const_dnnl_primitive_desc_t pd) {
   return strncmp(impl, "ref", 3) == 0;
 }
 
+/* A grouped convolution oneDNN runs with its gemm kernel ("gemm:jit": no
+ * grouped or depthwise JIT kernel for the shape: dilated depthwise backward
+ * passes, channel multipliers, depthwise weight gradients over 3x3): 1.1-2.2x
+ * the time of lunet's own paths (bench/RESULTS.md), so callers fall back. */
+static bool is_grouped_gemm(const_dnnl_primitive_desc_t pd, const dkey *k) {
+  const char *impl = NULL;
+  if (k->g <= 1 || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+    return false;
+  return strstr(impl, "gemm") != NULL;
+}
+
 /* The right padding that gives exactly out outputs (may be below the left
  * one; -1 when a last input row/col is reached by no window, e.g. 1x1 stride 2
  * on an even size: oneDNN's forward takes that, its backward passes do not). */
@@ -277,7 +288,7 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
     if (k->bias)
       CHK(slot_init(st, e, DNNL_ARG_DIFF_BIAS, true, &b_u, pd, dnnl_query_diff_weights_md, 1));
   }
-  if (is_reference(pd)) {
+  if (is_reference(pd) || is_grouped_gemm(pd, k)) {
     entry_free(e);
     e->key = *k;
     e->rejected = true;
