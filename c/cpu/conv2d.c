@@ -16,8 +16,10 @@
  * from the device's caching allocator (no system allocation in the steady
  * state) and is sized by a plan made on the calling thread.
  * Float32 one-group convolutions with 3+ input channels (4+ for the data
- * gradient) run through oneDNN instead (conv_dnnl.c; conv_auto_dnnl below),
- * and some small stride-1 ones through the direct kernels (conv_direct.c).
+ * gradient) and grouped / depthwise ones run through oneDNN instead
+ * (conv_dnnl.c; conv_auto_dnnl below), and some small stride-1 ones (and the
+ * depthwise weight gradient of kernels over 3x3) through the direct kernels
+ * (conv_direct.c).
  * LUNET_CONV_IMPL=gemm|direct|dnnl forces one for comparison (direct: the
  * direct kernels where they apply, else im2col + GEMM). */
 #include "nn_kernels.h"
@@ -248,6 +250,11 @@ static bool conv_auto_dnnl(const ln_conv2d_args *a, int pass) {
   /* data gradient into 3-8 channels of rows up to 16 (LeNet's conv2): the
    * direct kernel's narrow shape, 1.5x oneDNN's (1 thread, batch 64) */
   if (pass == PASS_DATA && nn_conv_direct_narrow_data_ok(a)) return false;
+  /* grouped and depthwise (the mobile CNNs): oneDNN's grouped and depthwise
+   * (jit_dw) JIT kernels, reorders included, take 0.05-0.5x the time of
+   * im2col + GEMM per group in every pass; not the depthwise weight gradient
+   * of kernels over 3x3, which oneDNN runs as its gemm: the direct kernel */
+  if (a->p.groups > 1) return !(pass == PASS_WEIGHT && nn_conv_direct_dw_wgrad_ok(a));
   return a->C >= (pass == PASS_DATA ? 4 : 3);
 }
 
@@ -517,6 +524,10 @@ int ln_cpu_conv2d_bwd(void *args) {
     nn_conv_direct_wgrad16(a, nt);
     w_done = true;
   }
+  if (!w_done && a->dw && impl != IMPL_GEMM && nn_conv_direct_dw_wgrad_ok(a)) {
+    nn_conv_direct_dw_wgrad(a, nt);
+    w_done = true;
+  }
   if (a->db && !w_done) {
     int bt = a->N * a->O * P < 32768 ? 1 : nt;
     if (a->dtype == LN_FLOAT64) bias_grad_f64((double *)a->db, (const double *)a->dout, a->N, a->O, P, bt);
@@ -571,10 +582,11 @@ static size_t conv_plan(ln_conv2d_args *a, int nt, bool want_din, bool want_dw) 
 
 /* The saved copy pays off when both backward passes will run on oneDNN
  * (nn_conv_dnnl_bwd) and the blocked layout needs no channel padding: its
- * elements, or 0 (geometry a from conv_geometry). */
+ * elements, or 0 (geometry a from conv_geometry). Not for grouped
+ * convolutions (not measured with it; oneDNN blocks narrow groups by 8). */
 static int64_t saved_numel(const ln_conv2d_args *a) {
   const int impl = conv_impl();
-  if (a->C % 16 || a->O % 16 || a->OH * a->OW == 0 || !use_dnnl(a, impl, PASS_FWD) ||
+  if (a->p.groups > 1 || a->C % 16 || a->O % 16 || a->OH * a->OW == 0 || !use_dnnl(a, impl, PASS_FWD) ||
       !use_dnnl(a, impl, PASS_WEIGHT) || !use_dnnl(a, impl, PASS_DATA))
     return 0;
   return (int64_t)(nn_conv_dnnl_blocked_bytes(a->N, a->C, a->H, a->W) / 4);

@@ -838,3 +838,96 @@ void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nt) {
       db[o] = s;
     }
 }
+
+/* ---- depthwise weight (and bias) gradient ------------------------------------------- */
+
+/* Depthwise (groups = C = O) kernels over 3x3 (ConvNeXt's 7x7,
+ * EfficientNet's and MNASNet's 5x5), stride 1 or 2: oneDNN has no depthwise
+ * JIT weight gradient for them and runs its gemm one, slower than im2col +
+ * GEMM here (bench/RESULTS.md). Each channel is a one-input, one-output
+ * convolution. Stride s is s x s stride-1 ones: phase (a, b) of the padded
+ * input, q[i][j] = xp[i*s + a][j*s + b], meets the taps kh = a + s*i',
+ * kw = b + s*j' of the output grid at q[oh + i'][ow + j']. Per image and
+ * phase, q is copied (zero padding included) and wgrad_image adds that
+ * sub-kernel's gradient (vector accumulators over the output columns). The
+ * threads split the channels, each summing its channels' images in order
+ * (deterministic, no partials). */
+static int64_t dw_ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* one phase plane's rows and columns (the largest, phase 0) */
+static void dw_phase_dims(const ln_conv2d_args *a, int64_t *Hq, int64_t *Wq) {
+  *Hq = a->OH + dw_ceil(a->KH, a->p.stride_h) - 1;
+  *Wq = a->OW + dw_ceil(a->KW, a->p.stride_w) - 1;
+}
+
+bool nn_conv_direct_dw_wgrad_ok(const ln_conv2d_args *a) {
+  const ln_conv2d_params *p = &a->p;
+  if (a->dtype != LN_FLOAT32 || p->groups < 2 || p->groups != a->C || a->O != a->C || p->stride_h > 2 ||
+      p->stride_w > 2 || p->dil_h != 1 || p->dil_w != 1 || !a->scratch || !a->dw)
+    return false;
+  if (a->KH * a->KW <= 9 || a->KH > WMAX_K || a->KW > WMAX_K || a->OW < 8)
+    return false;
+  int64_t Hq, Wq;
+  dw_phase_dims(a, &Hq, &Wq);
+  int64_t OWr = (a->OW + WCW - 1) / WCW * WCW;
+  return a->slice >= Hq * Wq + WCW + a->OH * OWr + WMAX_K * WMAX_K;
+}
+
+/* q (Hq, Wq) = phase (ra, ca) of plane x (H, W) under padding (ph, pw) and stride (sh, sw) */
+DIRECT_SIMD static void dw_phase(const float *restrict x, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t sh,
+                                 int64_t sw, int64_t ra, int64_t ca, float *restrict q, int64_t Hq, int64_t Wq) {
+  int64_t lo, hi;   /* the columns j with 0 <= j*sw + ca - pw < W */
+  nn_valid_range(ca - pw, sw, W, Wq, &lo, &hi);
+  for (int64_t i = 0; i < Hq; i++) {
+    float *r = q + i * Wq;
+    int64_t h = i * sh + ra - ph;
+    if (h < 0 || h >= H || lo >= hi) { memset(r, 0, (size_t)Wq * sizeof(float)); continue; }
+    const float *src = x + h * W + ca - pw;
+    for (int64_t j = 0; j < lo; j++) r[j] = 0.0f;
+    if (sw == 1) memcpy(r + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+    else for (int64_t j = lo; j < hi; j++) r[j] = src[j * sw];
+    for (int64_t j = hi; j < Wq; j++) r[j] = 0.0f;
+  }
+}
+
+void nn_conv_direct_dw_wgrad(const ln_conv2d_args *a, int nt) {
+  const int64_t N = a->N, C = a->C, H = a->H, W = a->W, KH = a->KH, KW = a->KW, OH = a->OH, OW = a->OW,
+                ph = a->p.pad_h, pw = a->p.pad_w, sh = a->p.stride_h, sw = a->p.stride_w;
+  int64_t Hq, Wq;
+  dw_phase_dims(a, &Hq, &Wq);
+  const int64_t OWr = (OW + WCW - 1) / WCW * WCW;
+  const float *in = (const float *)a->in, *dout = (const float *)a->dout;
+  float *dwt = (float *)a->dw, *db = (float *)a->db;
+  if (nt > C) nt = (int)C;
+  if (nt < 1) nt = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    float *q = (float *)a->scratch + (int64_t)omp_get_thread_num() * a->slice, *dyp = q + Hq * Wq + WCW;
+    float *sub = dyp + OH * OWr;   /* one phase's sub-kernel gradient */
+    memset(q, 0, (size_t)(Hq * Wq + WCW + OH * OWr) * sizeof(float));   /* the slack and dyp's tails */
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < C; c++) {
+      float *dw = dwt + c * KH * KW, s = 0.0f;
+      memset(dw, 0, (size_t)(KH * KW) * sizeof(float));
+      for (int64_t n = 0; n < N; n++) {
+        const float *x = in + (n * C + c) * H * W;
+        copy_dy(dout + (n * C + c) * OH * OW, dyp, OH, OW, OWr);
+        for (int64_t ra = 0; ra < sh && ra < KH; ra++)
+          for (int64_t ca = 0; ca < sw && ca < KW; ca++) {
+            const int64_t kh = dw_ceil(KH - ra, sh), kw = dw_ceil(KW - ca, sw);
+            dw_phase(x, H, W, ph, pw, sh, sw, ra, ca, q, Hq, Wq);
+            if (sh == 1 && sw == 1) {   /* the whole kernel: straight into dw */
+              s += wgrad_image(q, Wq, dyp, OWr, OH, KH, KW, dw);
+              continue;
+            }
+            memset(sub, 0, (size_t)(kh * kw) * sizeof(float));
+            float t = wgrad_image(q, Wq, dyp, OWr, OH, kh, kw, sub);
+            if (ra == 0 && ca == 0) s += t;
+            for (int64_t i = 0; i < kh; i++)
+              for (int64_t j = 0; j < kw; j++) dw[(ra + i * sh) * KW + ca + j * sw] += sub[i * kw + j];
+          }
+      }
+      if (db) db[c] = s;
+    }
+  }
+}

@@ -1,6 +1,7 @@
 /* conv_dnnl.c -- float32 conv2d forward, data gradient and weight (+bias)
  * gradient through oneDNN's C API (dnnl.h), used by conv2d.c's kernels where
- * it wins (see nn_conv_pick in conv2d.c).
+ * it wins (see conv_auto_dnnl in conv2d.c); grouped and depthwise ones too
+ * (weights given as goihw: the same memory as lunet's (O, C/G, KH, KW)).
  *
  * Tensors stay plain NCHW / OIHW in and out. Each primitive is created with
  * format_tag_any, so oneDNN picks its own (blocked) layouts; when they differ
@@ -46,7 +47,7 @@ typedef struct {
   int op, nt, bias, post;   /* post: POST_* of a fused forward; OP_REORDER: bias = 1 blocked -> NCHW */
   int raw, fpm;             /* fpm: bfloat16 inputs (float32 matmul precision "medium") */
   int64_t N, C, H, W, O, KH, KW, OH, OW;
-  int64_t sh, sw, ph, pw, dh, dw;
+  int64_t sh, sw, ph, pw, dh, dw, g;
 } dkey;
 
 typedef struct {
@@ -164,7 +165,7 @@ static void key_of(dkey *k, const ln_conv2d_args *a, int op, int nt, bool bias) 
   k->N = a->N; k->C = a->C; k->H = a->H; k->W = a->W; k->O = a->O; k->KH = a->KH; k->KW = a->KW;
   k->OH = a->OH; k->OW = a->OW;
   k->sh = a->p.stride_h; k->sw = a->p.stride_w; k->ph = a->p.pad_h; k->pw = a->p.pad_w;
-  k->dh = a->p.dil_h; k->dw = a->p.dil_w;
+  k->dh = a->p.dil_h; k->dw = a->p.dil_w; k->g = a->p.groups;
 }
 
 /* oneDNN's reference implementations ("ref:any") are plain loops, 100-1000x
@@ -175,6 +176,17 @@ static bool is_reference(const_dnnl_primitive_desc_t pd) {
   const char *impl = NULL;
   if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
   return strncmp(impl, "ref", 3) == 0;
+}
+
+/* A grouped convolution oneDNN runs with its gemm kernel ("gemm:jit": no
+ * grouped or depthwise JIT kernel for the shape: dilated depthwise backward
+ * passes, channel multipliers, depthwise weight gradients over 3x3): 1.1-2.2x
+ * the time of lunet's own paths (bench/RESULTS.md), so callers fall back. */
+static bool is_grouped_gemm(const_dnnl_primitive_desc_t pd, const dkey *k) {
+  const char *impl = NULL;
+  if (k->g <= 1 || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+    return false;
+  return strstr(impl, "gemm") != NULL;
 }
 
 /* The right padding that gives exactly out outputs (may be below the left
@@ -188,7 +200,13 @@ static int64_t right_pad(int64_t out, int64_t stride, int64_t k, int64_t dil, in
  * OpenMP thread count is nt). */
 static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const dkey *k, dnnl_alg_kind_t alg) {
   dnnl_memory_desc_t src_u, w_u, b_u, dst_u, src_a, w_a, b_a, dst_a;
-  dnnl_dims_t sd = {a->N, a->C, a->H, a->W}, wd = {a->O, a->C, a->KH, a->KW}, bd = {a->O};
+  /* groups: weights (G, O/G, C/G, KH, KW), the same memory as OIHW's (O, C/G, KH, KW) */
+  const int64_t G = a->p.groups > 1 ? a->p.groups : 1;
+  const int wn = G > 1 ? 5 : 4;
+  const dnnl_format_tag_t wtag = G > 1 ? dnnl_goihw : dnnl_oihw;
+  dnnl_dims_t sd = {a->N, a->C, a->H, a->W}, bd = {a->O};
+  dnnl_dims_t wd = {a->O, a->C, a->KH, a->KW};
+  if (G > 1) { wd[0] = G; wd[1] = a->O / G; wd[2] = a->C / G; wd[3] = a->KH; wd[4] = a->KW; }
   dnnl_dims_t dd = {a->N, a->O, a->OH, a->OW};
   dnnl_dims_t strides = {a->p.stride_h, a->p.stride_w}, dil = {a->p.dil_h - 1, a->p.dil_w - 1};
   dnnl_dims_t pl = {a->p.pad_h, a->p.pad_w};
@@ -219,7 +237,7 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
    * references); callers ask nn_conv_dnnl_bwd_ok before a backward pass */
   if (pr[0] < (k->op == OP_FWD ? -1 : 0) || pr[1] < (k->op == OP_FWD ? -1 : 0)) return -1;
   CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw));
-  CHK(dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
+  CHK(dnnl_memory_desc_init_by_tag(&w_u, wn, wd, dnnl_f32, wtag));
   CHK(dnnl_memory_desc_init_by_tag(&b_u, 1, bd, dnnl_f32, dnnl_x));
   CHK(dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, dnnl_nchw));
   /* fpm: the pass's two inputs in bfloat16 (the slots' reorders convert
@@ -232,11 +250,11 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
   const dnnl_data_type_t ddt = fpm && k->op != OP_FWD ? dnnl_bf16 : dnnl_f32;
   dnnl_memory_desc_t src_h, w_h;
   CHK(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, sdt, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
-  CHK(dnnl_memory_desc_init_by_tag(&w_a, 4, wd, wdt, dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&w_a, wn, wd, wdt, dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&b_a, 1, bd, dnnl_f32, dnnl_x));
   CHK(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, ddt, k->raw & RAW_DST ? BLK : dnnl_format_tag_any));
   CHK(dnnl_memory_desc_init_by_tag(&src_h, 4, sd, fpm ? dnnl_bf16 : dnnl_f32, k->raw & RAW_SRC && !fpm ? BLK : dnnl_format_tag_any));
-  CHK(dnnl_memory_desc_init_by_tag(&w_h, 4, wd, fpm ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any));
+  CHK(dnnl_memory_desc_init_by_tag(&w_h, wn, wd, fpm ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any));
   if (k->raw & RAW_SRC) CHK(dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, BLK));
   /* a backward pass's raw grad_output: BLK in the pass's type (bfloat16
    * under fpm, converted once for both passes by nn_conv_dnnl_bwd) */
@@ -278,7 +296,7 @@ static int entry_init_alg(dstate *st, dentry *e, const ln_conv2d_args *a, const 
     if (k->bias)
       CHK(slot_init(st, e, DNNL_ARG_DIFF_BIAS, true, &b_u, pd, dnnl_query_diff_weights_md, 1));
   }
-  if (is_reference(pd)) {
+  if (is_reference(pd) || is_grouped_gemm(pd, k)) {
     entry_free(e);
     e->key = *k;
     e->rejected = true;
@@ -531,7 +549,7 @@ int nn_conv_dnnl_block(const ln_conv2d_args *c1, const ln_conv2d_args *c2, const
 }
 
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a) {
-  return a->dtype == LN_FLOAT32 && a->p.groups == 1 && a->N > 0 && a->OH > 0 && a->OW > 0;
+  return a->dtype == LN_FLOAT32 && a->N > 0 && a->OH > 0 && a->OW > 0;
 }
 
 bool nn_conv_dnnl_bwd_ok(const ln_conv2d_args *a) {
@@ -573,7 +591,9 @@ int nn_conv_dnnl_bwd_weights(const ln_conv2d_args *a, int nt, bool with_bias) {
  * (each pass reordered it on its own before). 0, or -1 (the caller falls
  * back to the passes one by one, which recompute everything). */
 int nn_conv_dnnl_bwd(const ln_conv2d_args *a, int nt, bool with_bias) {
-  if (a->O % 16) return -1;
+  /* groups of 2-15 channels: oneDNN blocks them by 8 or 4, not BLK */
+  const int64_t cg = a->C / a->p.groups;
+  if (a->O % 16 || (cg > 1 && cg % 16)) return -1;
   dstate *st = state_get();
   if (!st) return -1;
   ln_conv2d_args g = *a, gd;

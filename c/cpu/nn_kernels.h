@@ -22,7 +22,10 @@ bool nn_conv_direct_wgrad_ok(const ln_conv2d_args *a);
 void nn_conv_direct_wgrad(const ln_conv2d_args *a, int nthreads);
 bool nn_conv_direct_wgrad16_ok(const ln_conv2d_args *a);
 void nn_conv_direct_wgrad16(const ln_conv2d_args *a, int nthreads);
-/* float32, one group, through oneDNN (conv_dnnl.c); 0, or -1 when oneDNN
+/* depthwise weight gradient (+ bias) of kernels over 3x3, stride 1 or 2 */
+bool nn_conv_direct_dw_wgrad_ok(const ln_conv2d_args *a);
+void nn_conv_direct_dw_wgrad(const ln_conv2d_args *a, int nthreads);
+/* float32 (any groups) through oneDNN (conv_dnnl.c); 0, or -1 when oneDNN
  * cannot (the caller falls back to im2col + GEMM) */
 bool nn_conv_dnnl_ok(const ln_conv2d_args *a);
 /* ... and its backward passes too (no negative right padding) */
