@@ -217,13 +217,36 @@ if smoke then   -- the run's files are right, then the folder goes
     local img = data.read_image(grid)
     local m = lunet.onnx.load(args.onnx)
     model:eval()
-    -- (relative to the largest logit: the file's folded batch norms round otherwise)
-    local d = lunet.no_grad(function()
-      local want = model(x:to(device)):to('cpu:0')
-      return (m(x) - want):abs():max():item() / math.max(1, want:abs():max():item())
+    -- the file's outputs against the model's, relative to the largest logit.
+    -- The file's folded batch norms round otherwise than the model (torch's
+    -- file has the same weights, bit for bit), and a backbone trained hard
+    -- from the stand-in weights (not --freeze: logits ~1e4-1e6) amplifies
+    -- float32 rounding to 1e-3-1e-1, in the model's own float32 outputs as
+    -- in the file's. Then the file must be as close to the exact outputs
+    -- (the model in float64) as the float32 model is, within a factor of 30
+    -- (the ratio varies from run to run: up to ~10 seen), the model's error
+    -- the worst of 3 runs on inputs rounded differently
+    local d, note, d_file, d_model = lunet.no_grad(function()
+      local want, got = model(x:to(device)):to('cpu:0'), m(x)
+      local s = math.max(1, want:abs():max():item())
+      local d = (got - want):abs():max():item() / s
+      if d < 1e-4 then return d, '' end
+      model:to('float64')   -- (and back: float32 -> float64 -> float32 is exact)
+      local exact = model(x:to(device):double()):to('cpu:0')
+      model:to('float32')
+      local function err(y) return (y:double() - exact):abs():max():item() / s end
+      local d_model = err(want)
+      for _ = 1, 2 do
+        local xr = x * (lunet.randn(x:size()) * 2 ^ -24 + 1)
+        d_model = math.max(d_model, err(model(xr:to(device)):to('cpu:0')))
+      end
+      return d, (': this model amplifies float32 rounding, the file is %.1e from its float64 outputs and'
+        .. ' the float32 model %.1e'):format(err(got), d_model), err(got), d_model
     end)
-    ok = img:size(1) == 3 and img:size(2) == 2 * (size + 2) + 2 and img:size(3) == 4 * (size + 2) + 2 and d < 1e-4
-    why = ('the grid is %s (8 images, 4 to a row), the ONNX outputs differ by %g (relative)'):format(table.concat(img:size(), 'x'), d)
+    ok = img:size(1) == 3 and img:size(2) == 2 * (size + 2) + 2 and img:size(3) == 4 * (size + 2) + 2
+      and (d < 1e-4 or d_file <= 30 * d_model)
+    why = ('the grid is %s (8 images, 4 to a row), the ONNX outputs differ by %g (relative)%s'):format(
+      table.concat(img:size(), 'x'), d, note)
     for _, e in ipairs(args.freeze and model:named_parameters() or {}) do   -- the backbone as loaded
       local in_head = false
       for _, p in ipairs(prefixes) do in_head = in_head or e[1]:sub(1, #p) == p end
@@ -231,8 +254,8 @@ if smoke then   -- the run's files are right, then the folder goes
         ok, why = false, ('--freeze, but %s changed'):format(e[1])
       end
     end
-    if ok then print(('smoke: val acc %.2f%% > chance %.2f%%, grid %dx%d, ONNX matches (%.1e)%s'):format(
-      100 * acc, 100 * chance, img:size(2), img:size(3), d, args.freeze and ', backbone unchanged' or '')) end
+    if ok then print(('smoke: val acc %.2f%% > chance %.2f%%, grid %dx%d, ONNX matches (%.1e%s)%s'):format(
+      100 * acc, 100 * chance, img:size(2), img:size(3), d, note, args.freeze and ', backbone unchanged' or '')) end
   end
   if not ok then error('finetune --smoke: ' .. why, 0) end
 end

@@ -96,7 +96,10 @@ local function bn_usable(bn)
   return getmetatable(bn) == require('lunet.nn.BatchNorm2d') and bn.track_running_stats and bn.running_mean
 end
 
--- conv (+ bn folded as torch's exporter: w * g / sqrt(v + eps), (b - m) * g / sqrt(v + eps) + beta)
+-- conv (+ bn folded as torch 1.13's exporter does it, operation by operation
+-- in float32 so that the file's weights are torch's to the bit: s = g /
+-- sqrt(v + eps) with eps the file's float32 epsilon, w * s, and beta - m * s,
+-- or (b - m) * s + beta for a conv with a bias)
 local function conv(ctx, c, path, xn, x, bn)
   if c.padding_mode ~= 'zeros' then
     options.fail('onnx.export', ('%s: padding_mode %s is not supported'):format(c.__name, c.padding_mode))
@@ -106,13 +109,14 @@ local function conv(ctx, c, path, xn, x, bn)
   local w, b = c.weight:detach(), c.bias and c.bias:detach()
   if bn then
     y = bn(y)
-    local scale = (bn.running_var + bn.eps):rsqrt()
-    if bn.weight then scale = scale * bn.weight:detach() end
+    local eps = lunet.tensor(bn.eps):item()   -- (float32, as the BatchNormalization attribute torch folds from)
+    local g = bn.weight and bn.weight:detach() or lunet.ones_like(bn.running_var)
+    local beta = bn.bias and bn.bias:detach() or lunet.zeros_like(bn.running_var)
+    local scale = g / (bn.running_var + eps):sqrt()
     local shape = { -1 }
     for i = 2, nd + 2 do shape[i] = 1 end
     w = w * scale:reshape(shape)
-    b = (b and b - bn.running_mean or bn.running_mean:neg()) * scale
-    if bn.bias then b = b + bn.bias:detach() end
+    if b then b = (b - bn.running_mean) * scale + beta else b = beta - bn.running_mean * scale end
   end
   local pads, strides, dil, k = {}, {}, {}, c.kernel_size
   for i = 1, nd do
