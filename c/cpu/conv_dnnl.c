@@ -502,7 +502,7 @@ static bool known_rejected(dstate *st, const ln_conv2d_args *a, int op, int nt, 
  * long as the convolution (depthwise 3x3 stride 1, batch 32: 0.2-0.27 ms
  * each beside 0.22, 1 thread), the whole batch's blocked copies (6.4 MB
  * each for 64 channels at 28x28) going through L3 or memory between the
- * three steps; a few images at a time keep them in cache: 0.75-0.8x the
+ * three steps; a few images at a time keep them in cache: 0.6-0.9x the
  * time per call (bench/RESULTS.md). Grouped convolutions only: their
  * weights are small (reordered once, kept: weights_kept), where a dense
  * convolution's weight reorder would be paid per chunk. LUNET_DNNL_CHUNK_KB
