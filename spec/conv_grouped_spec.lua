@@ -132,6 +132,43 @@ print('done')
     assert.is_true(jit_dw > 0, 'no jit_dw convolution ran:\n' .. out:sub(1, 2000))
   end)
 
+  it('batches run a few images at a time (LUNET_DNNL_CHUNK_KB) give the same outputs and input gradients', function()
+    -- conv_dnnl.c splits a grouped forward or data gradient into chunks of
+    -- images; a 1 KB budget makes chunks of one image per thread (uneven
+    -- tail), 1 MB chunks of 2 of the 9 images of 64 channels at 28x28
+    local cases = { { 5, 16, 16, 13, 17, 3, 1, 1, 1 }, { 5, 58, 58, 15, 14, 3, 2, 1, 1 },
+                    { 3, 48, 48, 12, 12, 3, 1, 1, 1, 6 }, { 9, 64, 64, 28, 28, 3, 1, 1, 1 } }
+    for i, c in ipairs(cases) do
+      local r = reference(c)
+      each_thread_count('dnnl', function(nt)
+        local x, w, b = r.x:detach():float():requires_grad_(), r.w:detach():float(), r.b:detach():float()
+        local function run(kb)
+          ffi.C.setenv('LUNET_DNNL_CHUNK_KB', kb, 1)
+          x.grad = nil
+          local y = F.conv2d(x, w, b, r.opts)
+          y:backward(r.g:float())
+          local y0 = lunet.no_grad(function() return F.conv2d(x:detach(), w, nil, r.opts) end)
+          ffi.C.unsetenv('LUNET_DNNL_CHUNK_KB')
+          return y:detach(), y0, x.grad
+        end
+        local kb = i < 4 and '1' or '1024'
+        local y, y0, gx = run(kb)
+        local yw, y0w, gxw = run('0')   -- the whole batch in one call
+        local what = ('case %d, %d threads'):format(i, nt)
+        assert.is_true(fx.rel(y, r.y:detach()) < 1e-5, what .. ': forward')
+        assert.is_true(fx.rel(gx, r.x.grad) < 1e-5, what .. ': input gradient')
+        assert.equal(0, fx.maxdiff(y, yw), what .. ': forward, chunked and not')
+        assert.equal(0, fx.maxdiff(y0, y0w), what .. ': forward without bias, chunked and not')
+        assert.equal(0, fx.maxdiff(gx, gxw), what .. ': input gradient, chunked and not')
+        -- the weights reordered by the first chunk and kept: new values are seen
+        w:mul_(-1)
+        local yn = run(kb)
+        assert.is_true(fx.rel(yn, (r.y:detach() - r.b:detach():view(1, -1, 1, 1) * 2):mul(-1)) < 1e-5, what .. ': new weights')
+        w:mul_(-1)
+      end)
+    end
+  end)
+
   it('a non-contiguous input and an empty batch', function()
     lunet.manual_seed(3)
     local big = lunet.randn(2, 32, 14, 20)

@@ -34,7 +34,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
-enum { CACHE = 64, MAXSLOT = 4 };
+enum { CACHE = 64, MAXSLOT = 4, CHUNK_KB = 3072 };
 enum { OP_FWD, OP_BWD_DATA, OP_BWD_W, OP_REORDER };
 /* raw: src/dst given in the blocked layout BLK by the caller (block forwards
  * keep activations blocked between their convolutions: no reorders) */
@@ -497,8 +497,54 @@ static bool known_rejected(dstate *st, const ln_conv2d_args *a, int op, int nt, 
   return false;
 }
 
+/* Images per call of a grouped forward or data gradient (0: the whole
+ * batch at once). Their reorders in and out of the blocked layout took as
+ * long as the convolution (depthwise 3x3 stride 1, batch 32: 0.2-0.27 ms
+ * each beside 0.22, 1 thread), the whole batch's blocked copies (6.4 MB
+ * each for 64 channels at 28x28) going through L3 or memory between the
+ * three steps; a few images at a time keep them in cache: 0.6-0.9x the
+ * time per call (bench/RESULTS.md). Grouped convolutions only: their
+ * weights are small (reordered once, kept: weights_kept), where a dense
+ * convolution's weight reorder would be paid per chunk. LUNET_DNNL_CHUNK_KB
+ * sets the budget of a chunk's blocked copies (0: whole batches). */
+static int64_t chunk_images(const ln_conv2d_args *a, int op, int nt) {
+  const char *e = getenv("LUNET_DNNL_CHUNK_KB");
+  const int64_t budget = (e ? atoll(e) : CHUNK_KB) << 10;
+  if (a->p.groups <= 1 || (op != OP_FWD && op != OP_BWD_DATA) || a->raw || a->res || a->relu || budget <= 0)
+    return 0;
+  /* blocked src + dst of one image (channels padded to 16) */
+  const int64_t img = ((a->C + 15) / 16 * a->H * a->W + (a->O + 15) / 16 * a->OH * a->OW) * 16 * 4;
+  /* whole batches of copies up to 3 budgets (~8 MB: stride-2 depthwise
+   * 16-240 channels) stay in L3 (32 MB here) beside the plain arrays: chunks
+   * gained nothing there, and on 2 threads lost 10% (a parallel region per
+   * primitive, three per chunk) */
+  if (img * a->N <= 3 * budget) return 0;
+  int64_t max = LN_MAX(budget / img, (int64_t)nt);
+  if (max >= a->N) return 0;
+  const int64_t chunks = (a->N + max - 1) / max;
+  return (a->N + chunks - 1) / chunks;   /* even chunks: at most one other (tail) entry */
+}
+
 static int dnnl_conv(const ln_conv2d_args *a, int op, bool bias, int nt, char *const *ptr) {
   dkey k;
+  const int64_t ch = chunk_images(a, op, nt);
+  if (ch > 0) {   /* images are contiguous in NCHW: chunks are offsets */
+    const int64_t xs = a->C * a->H * a->W * 4, ys = a->O * a->OH * a->OW * 4;
+    const int64_t in_s = op == OP_FWD ? xs : ys, out_s = op == OP_FWD ? ys : xs;
+    const int last = op == OP_FWD ? 2 + bias : 2;   /* ptr: in, w, [b], out */
+    for (int64_t n0 = 0; n0 < a->N; n0 += ch) {
+      ln_conv2d_args g = *a;
+      char *p[4];
+      g.N = LN_MIN(ch, a->N - n0);
+      for (int i = 0; i <= last; i++) p[i] = ptr[i];
+      p[0] += n0 * in_s;
+      p[last] += n0 * out_s;
+      key_of(&k, &g, op, nt, bias);
+      /* keepw: the weights reordered by the first chunk serve the others */
+      if (cache_run(&k, &g, p, NULL, true) != 0) return -1;
+    }
+    return 0;
+  }
   key_of(&k, a, op, nt, bias);
   return cache_run(&k, a, ptr, op == OP_FWD ? a->res : NULL, op == OP_FWD && !a->saved);
 }
