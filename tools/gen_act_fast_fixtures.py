@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes spec/fixtures/act_fast.safetensors with PyTorch 1.13, for
 spec/act_fast_spec.lua: the float32 activations that lunet runs on SLEEF's
-vector functions (exp, sigmoid, tanh, erf, silu, gelu with approximate
+vector functions (exp, sigmoid, tanh, erf, log1p, expm1, silu, gelu with approximate
 'none' and 'tanh', mish) over one sweep of float32 inputs "x": a fine grid
 over [-12, 12], +-10^k for k from -45 to 38 (denormals to near the float32
 maximum), the neighbourhood of exp's overflow and underflow (+-88 .. 104),
@@ -37,7 +37,8 @@ x = torch.cat(parts).float()
 gr = torch.randn(x.shape)
 
 OPS = {
-    'exp': torch.exp, 'sigmoid': torch.sigmoid, 'tanh': torch.tanh, 'erf': torch.erf, 'silu': F.silu,
+    'exp': torch.exp, 'sigmoid': torch.sigmoid, 'tanh': torch.tanh, 'erf': torch.erf,
+    'log1p': torch.log1p, 'expm1': torch.expm1, 'silu': F.silu,
     'gelu': F.gelu, 'gelu_tanh': lambda t: F.gelu(t, approximate='tanh'), 'mish': F.mish,
 }
 tensors, cases = {'x': x, 'g': gr}, []

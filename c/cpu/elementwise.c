@@ -137,7 +137,8 @@ DEF_ACT(f32, float, F32)
 DEF_ACT(f64, double, F64)
 
 /* VEC(...): the SLEEF kernel of a contiguous float32 run (returns from the
- * caller when it took the op); nothing for float64 */
+ * caller when it took the op); nothing for float64. (One element: the
+ * iterator gives it stride 0; it takes the same kernel as in a longer run.) */
 #define VEC_f32(op, o, a, b, n, contig)                                            \
   if ((contig) && ln_vact_f32(op, (float *)(o), (const float *)(a), (const float *)(b), n)) return;
 #define VEC_f64(op, o, a, b, n, contig)
@@ -146,7 +147,7 @@ DEF_ACT(f64, double, F64)
   LN_SIMD static void NAME(int op, double alpha, char *po, const char *pa,         \
                            const char *pb, int64_t n, int64_t so, int64_t sa,      \
                            int64_t sb) {                                           \
-    VEC_##SFX(op, po, pa, pb, n, op >= LN_SILU_BWD && so == 4 && sa == 4 && sb == 4) \
+    VEC_##SFX(op, po, pa, pb, n, op >= LN_SILU_BWD && (n == 1 || (so == 4 && sa == 4 && sb == 4))) \
     switch (op) {                                                                  \
       BIN_COMMON(T)                                                                \
       case LN_DIV: BIN_LOOP(T, T, a_ / b_); break;                                 \
@@ -338,7 +339,7 @@ int ln_cpu_binary(void *p) {
   LN_SIMD static void NAME(int op, double p0, double p1, char *po, const char *pa, \
                            int64_t n, int64_t so, int64_t sa) {                    \
     const T lo = (T)p0, hi = (T)p1;                                                \
-    VEC_##SFX(op, po, pa, NULL, n, so == 4 && sa == 4)                             \
+    VEC_##SFX(op, po, pa, NULL, n, n == 1 || (so == 4 && sa == 4))                \
     switch (op) {                                                                  \
       case LN_NEG: UN_LOOP(T, T, -x_); break;                                      \
       case LN_ABS: UN_LOOP(T, T, F(fabs)(x_)); break;                              \

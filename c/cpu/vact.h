@@ -6,7 +6,7 @@
 #define LN_VACT_H
 #include <stdint.h>
 
-/* y = f(x) for the unary ops LN_EXP, LN_SIGMOID, LN_TANH, LN_ERF, LN_SILU,
+/* y = f(x) for the unary ops LN_EXP, LN_SIGMOID, LN_TANH, LN_ERF, LN_LOG1P, LN_EXPM1, LN_SILU,
  * LN_GELU, LN_GELU_TANH, LN_MISH; for the backward ops LN_SILU_BWD ..
  * LN_MISH_BWD (binary: a = x, b = grad_output; g not NULL) y = g f'(x). Returns 0 when
  * the op has no vector kernel here (the caller then runs its scalar loop). */

@@ -7,6 +7,7 @@
 #define VTANH Sleef_tanhf8_u10avx2
 #define VERF Sleef_erff8_u10avx2
 #define VLOG1P Sleef_log1pf8_u10avx2
+#define VEXPM1 Sleef_expm1f8_u10avx2
 #include <immintrin.h>
 #include "vact_body.h"
 #endif

@@ -7,6 +7,7 @@
 #define VTANH Sleef_tanhf16_u10avx512f
 #define VERF Sleef_erff16_u10avx512f
 #define VLOG1P Sleef_log1pf16_u10avx512f
+#define VEXPM1 Sleef_expm1f16_u10avx512f
 #include <immintrin.h>
 #include "vact_body.h"
 #endif

@@ -1,7 +1,7 @@
 /* vact_body.h -- the body of ln_vact_f32 for one vector width (included by
  * vact_avx512.c, vact_avx2.c, vact_sse.c, which define VNAME, VF (the
  * __m512 / __m256 / __m128 type), VW (its floats) and the SLEEF functions
- * VEXP, VTANH, VERF, VLOG1P). GCC's vector extensions do the arithmetic;
+ * VEXP, VTANH, VERF, VLOG1P, VEXPM1). GCC's vector extensions do the arithmetic;
  * the tail (< VW elements) goes through the same vector code from a padded
  * buffer, so every element is computed alike. */
 #include "../include/lunet.h"
@@ -24,6 +24,8 @@ static inline vf fwd(int op, vf x) {
     case LN_SIGMOID: return v_sigmoid(x);
     case LN_TANH: return VTANH(x);
     case LN_ERF: return VERF(x);
+    case LN_LOG1P: return VLOG1P(x);
+    case LN_EXPM1: return VEXPM1(x);
     case LN_SILU: return x / (ONE + VEXP(-x));
     case LN_GELU: return x * HALF * (ONE + VERF(x * splat((float)LN_GELU_KALPHA)));
     case LN_GELU_TANH: {
@@ -70,8 +72,8 @@ int VNAME(int op, float *y, const float *x, const float *g, int64_t n) {
   int64_t i = 0, tail;
   vf px, pg;
   /* (unary and binary op numbers overlap: g tells which) */
-  if (!g && (op == LN_EXP || op == LN_SIGMOID || op == LN_TANH || op == LN_ERF || op == LN_SILU ||
-             op == LN_GELU || op == LN_GELU_TANH || op == LN_MISH)) {
+  if (!g && (op == LN_EXP || op == LN_SIGMOID || op == LN_TANH || op == LN_ERF || op == LN_LOG1P ||
+             op == LN_EXPM1 || op == LN_SILU || op == LN_GELU || op == LN_GELU_TANH || op == LN_MISH)) {
     for (; i + VW <= n; i += VW) store(y + i, fwd(op, load(x + i)));
     if ((tail = n - i) > 0) {
       px = splat(0.0f);

@@ -8,6 +8,7 @@
 #define VTANH Sleef_tanhf4_u10
 #define VERF Sleef_erff4_u10
 #define VLOG1P Sleef_log1pf4_u10
+#define VEXPM1 Sleef_expm1f4_u10
 #include <immintrin.h>
 #include "vact_body.h"
 #endif
