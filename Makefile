@@ -12,7 +12,7 @@ BINDIR   ?= $(PREFIX)/bin
 
 ALL_CFLAGS = $(CFLAGS) -std=gnu11 -fPIC -fopenmp -fvisibility=hidden -Wall -Wextra \
              -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Ic/include $(EXTRA_CFLAGS)
-LDLIBS     = -lopenblas -ldnnl -ljpeg -lpng -lz -lm -lpthread -ldl
+LDLIBS     = -lopenblas -ldnnl -ljpeg -lpng -lz -lsleef -lm -lpthread -ldl
 
 SRC  := $(wildcard c/core/*.c c/ops/*.c c/cpu/*.c c/comm/*.c c/data/*.c c/nn/*.c)
 OBJ  := $(SRC:%.c=$(BUILD)/obj/%.o)
@@ -78,6 +78,9 @@ $(CUDA_LIB): $(CUDA_OBJ)
 # GPU must round alike: c/core/philox.h); sqrt without errno and compares
 # that do not trap, so they vectorize
 $(BUILD)/obj/c/cpu/random.o: ALL_CFLAGS += -ffp-contract=off -fno-math-errno -fno-trapping-math
+# the SLEEF activation kernels (c/cpu/vact.c picks one at run time)
+$(BUILD)/obj/c/cpu/vact_avx512.o: ALL_CFLAGS += -mavx512f
+$(BUILD)/obj/c/cpu/vact_avx2.o: ALL_CFLAGS += -mavx2 -mfma
 # optimizer kernels: sqrt without errno, so their loops vectorize
 $(BUILD)/obj/c/cpu/optim.o: ALL_CFLAGS += -fno-math-errno
 # batch norm + relu backward: a masked gradient summed in double vectorizes

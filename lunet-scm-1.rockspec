@@ -3,6 +3,7 @@
 -- committed tree and installs it offline. Debian packages needed to build:
 -- gcc make libluajit-5.1-dev libopenblas-dev libdnnl-dev (oneDNN) zlib1g-dev
 -- libjpeg62-turbo-dev libpng-dev (lunet.data.read_image's JPEG and PNG decoding)
+-- libsleef-dev (SLEEF: the vectorised float32 exp, tanh, erf of the activations)
 -- (tools/install-deps.sh); libreadline8 for the REPL's line editing;
 -- openmpi-bin libopenmpi-dev for lunet.distributed across processes (the mpi
 -- backend's liblunet_mpi.so, built when mpicc is there; optional).
@@ -29,10 +30,11 @@ supported_platforms = { "linux" }
 dependencies = {
   "lua == 5.1",   -- LuaJIT
 }
--- (checked by luarocks before the build; the Makefile links -ljpeg -lpng)
+-- (checked by luarocks before the build; the Makefile links -ljpeg -lpng -lsleef)
 external_dependencies = {
   JPEG = { header = "jpeglib.h", library = "jpeg" },
   PNG = { header = "png.h", library = "png" },
+  SLEEF = { header = "sleef.h", library = "sleef" },
 }
 build = {
   type = "make",

@@ -634,6 +634,7 @@ describe('functional calls and factories given any two values in their options p
       { 'elu', function(a, b) return F.elu(lg:clone(), a, b) end },
       { 'elu_', function(a, b) return F.elu_(lg:clone(), a, b) end },
       { 'silu', function(a, b) return F.silu(lg:clone(), a, b) end },
+      { 'gelu', function(a, b) return F.gelu(lg:clone(), a, b) end },
       { 'conv1d', function(a, b) return F.conv1d(x1, w1, nil, a, b) end },
       { 'max_pool1d', function(a, b) return F.max_pool1d(x1, 2, a, b) end },
       { 'max_pool1d k', function(a, b) return F.max_pool1d(x1, a, b) end },

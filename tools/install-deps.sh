@@ -5,7 +5,7 @@
 #   tools/install-deps.sh bench    + PyTorch for side-by-side figures
 set -e
 # the specs read the real Fashion-MNIST files and check interop with numpy
-pkgs="gcc make openmpi-bin libopenmpi-dev luajit libluajit-5.1-dev lua-busted luarocks libopenblas-dev libdnnl-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libreadline8 python3 python3-numpy dataset-fashion-mnist"
+pkgs="gcc make openmpi-bin libopenmpi-dev luajit libluajit-5.1-dev lua-busted luarocks libopenblas-dev libdnnl-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libsleef-dev libreadline8 python3 python3-numpy dataset-fashion-mnist"
 case "${1:-}" in
   demo) pkgs="dataset-fashion-mnist" ;;
   bench) pkgs="python3-torch python3-numpy" ;;

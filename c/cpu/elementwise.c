@@ -5,6 +5,7 @@
 #include "iter.h"
 #include <math.h>
 #include "../core/special.h"
+#include "vact.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -99,10 +100,54 @@ static void stream_fence(void) {
 DEF_LOGADDEXP(logaddexp_f32, float, F32)
 DEF_LOGADDEXP(logaddexp_f64, double, F64)
 
-#define DEF_BIN_FLOAT(NAME, T, POW, FMOD, ATAN2, HYPOT, LAE)                        \
+
+/* The activations and their gradients (PyTorch 1.13's formulas; scalar: the
+ * float64 kernels and strided float32; contiguous float32 runs vact.c's
+ * SLEEF vector kernels, VEC below). */
+#define DEF_ACT(SFX, T, F)                                                         \
+  static inline T sigmoid_##SFX(T x) { return (T)1 / ((T)1 + F(exp)(-x)); }         \
+  static inline T silu_##SFX(T x) { return x / ((T)1 + F(exp)(-x)); }               \
+  static inline T gelu_##SFX(T x) { return x * (T)0.5 * ((T)1 + F(erf)(x * (T)LN_GELU_KALPHA)); } \
+  static inline T gelu_tanh_##SFX(T x) {                                           \
+    T inner = (T)LN_GELU_KBETA * (x + (T)LN_GELU_KKAPPA * x * x * x);                \
+    return (T)0.5 * x * ((T)1 + F(tanh)(inner));                                   \
+  }                                                                                \
+  static inline T mish_##SFX(T x) { return x * F(tanh)(F(log1p)(F(exp)(x))); }      \
+  static inline T silu_bwd_##SFX(T x, T g) {                                       \
+    T s = sigmoid_##SFX(x);                                                        \
+    return g * s * ((T)1 + x * ((T)1 - s));                                        \
+  }                                                                                \
+  static inline T gelu_bwd_##SFX(T x, T g) {                                       \
+    T cdf = (T)0.5 * ((T)1 + F(erf)(x * (T)LN_GELU_KALPHA));                        \
+    T pdf = (T)LN_GELU_KPDF * F(exp)(x * x * (T)-0.5);                              \
+    return g * (cdf + x * pdf);                                                    \
+  }                                                                                \
+  static inline T gelu_tanh_bwd_##SFX(T x, T g) {                                  \
+    T x2 = x * x;                                                                  \
+    T t = F(tanh)((T)LN_GELU_KBETA * (x + (T)LN_GELU_KKAPPA * x2 * x));             \
+    T left = (T)0.5 * x, right = (T)1 + t;                                         \
+    T dright = left * (((T)1 - t * t) * (T)LN_GELU_KBETA * ((T)1 + (T)(3 * LN_GELU_KKAPPA) * x2)); \
+    return g * ((T)0.5 * right + dright);                                          \
+  }                                                                                \
+  static inline T mish_bwd_##SFX(T x, T g) {                                       \
+    T s = sigmoid_##SFX(x), t = F(tanh)(F(log1p)(F(exp)(x)));                       \
+    return g * (t + x * s * ((T)1 - t * t));                                       \
+  }
+DEF_ACT(f32, float, F32)
+DEF_ACT(f64, double, F64)
+
+/* VEC(...): the SLEEF kernel of a contiguous float32 run (returns from the
+ * caller when it took the op); nothing for float64. (One element: the
+ * iterator gives it stride 0; it takes the same kernel as in a longer run.) */
+#define VEC_f32(op, o, a, b, n, contig)                                            \
+  if ((contig) && ln_vact_f32(op, (float *)(o), (const float *)(a), (const float *)(b), n)) return;
+#define VEC_f64(op, o, a, b, n, contig)
+
+#define DEF_BIN_FLOAT(NAME, T, POW, FMOD, ATAN2, HYPOT, LAE, SFX)                        \
   LN_SIMD static void NAME(int op, double alpha, char *po, const char *pa,         \
                            const char *pb, int64_t n, int64_t so, int64_t sa,      \
                            int64_t sb) {                                           \
+    VEC_##SFX(op, po, pa, pb, n, op >= LN_SILU_BWD && (n == 1 || (so == 4 && sa == 4 && sb == 4))) \
     switch (op) {                                                                  \
       BIN_COMMON(T)                                                                \
       case LN_DIV: BIN_LOOP(T, T, a_ / b_); break;                                 \
@@ -116,6 +161,10 @@ DEF_LOGADDEXP(logaddexp_f64, double, F64)
       case LN_LOGADDEXP2: BIN_LOOP(T, T, LAE##2(a_, b_)); break;                   \
       case LN_IGAMMA: BIN_LOOP(T, T, (T)ln_igamma(a_, b_)); break;                 \
       case LN_IGAMMAC: BIN_LOOP(T, T, (T)ln_igammac(a_, b_)); break;               \
+      case LN_SILU_BWD: BIN_LOOP(T, T, silu_bwd_##SFX(a_, b_)); break;             \
+      case LN_GELU_BWD: BIN_LOOP(T, T, gelu_bwd_##SFX(a_, b_)); break;             \
+      case LN_GELU_TANH_BWD: BIN_LOOP(T, T, gelu_tanh_bwd_##SFX(a_, b_)); break;   \
+      case LN_MISH_BWD: BIN_LOOP(T, T, mish_bwd_##SFX(a_, b_)); break;             \
     }                                                                              \
   }
 
@@ -195,8 +244,8 @@ DEF_GCD(gcd_u8, uint8_t, UABS8)
     }                                                                              \
   }
 
-DEF_BIN_FLOAT(bin_f32, float, powf, fmodf, atan2f, hypotf, logaddexp_f32)
-DEF_BIN_FLOAT(bin_f64, double, pow, fmod, atan2, hypot, logaddexp_f64)
+DEF_BIN_FLOAT(bin_f32, float, powf, fmodf, atan2f, hypotf, logaddexp_f32, f32)
+DEF_BIN_FLOAT(bin_f64, double, pow, fmod, atan2, hypot, logaddexp_f64, f64)
 DEF_BIN_INT(bin_i32, int32_t, gcd_i32)
 DEF_BIN_INT(bin_i64, int64_t, gcd_i64)
 DEF_BIN_INT(bin_u8, uint8_t, gcd_u8)
@@ -286,10 +335,11 @@ int ln_cpu_binary(void *p) {
     }                                                                              \
   } while (0)
 
-#define DEF_UN_FLOAT(NAME, T, F)                                                   \
+#define DEF_UN_FLOAT(NAME, T, F, SFX)                                              \
   LN_SIMD static void NAME(int op, double p0, double p1, char *po, const char *pa, \
                            int64_t n, int64_t so, int64_t sa) {                    \
     const T lo = (T)p0, hi = (T)p1;                                                \
+    VEC_##SFX(op, po, pa, NULL, n, n == 1 || (so == 4 && sa == 4))                \
     switch (op) {                                                                  \
       case LN_NEG: UN_LOOP(T, T, -x_); break;                                      \
       case LN_ABS: UN_LOOP(T, T, F(fabs)(x_)); break;                              \
@@ -297,7 +347,11 @@ int ln_cpu_binary(void *p) {
       case LN_LOG: UN_LOOP(T, T, F(log)(x_)); break;                               \
       case LN_SQRT: UN_LOOP(T, T, F(sqrt)(x_)); break;                             \
       case LN_TANH: UN_LOOP(T, T, F(tanh)(x_)); break;                             \
-      case LN_SIGMOID: UN_LOOP(T, T, (T)1 / ((T)1 + F(exp)(-x_))); break;          \
+      case LN_SIGMOID: UN_LOOP(T, T, sigmoid_##SFX(x_)); break;                    \
+      case LN_SILU: UN_LOOP(T, T, silu_##SFX(x_)); break;                          \
+      case LN_GELU: UN_LOOP(T, T, gelu_##SFX(x_)); break;                          \
+      case LN_GELU_TANH: UN_LOOP(T, T, gelu_tanh_##SFX(x_)); break;                \
+      case LN_MISH: UN_LOOP(T, T, mish_##SFX(x_)); break;                          \
       case LN_RELU: UN_LOOP(T, T, x_ < 0 ? (T)0 : x_); break;                      \
       case LN_SIN: UN_LOOP(T, T, F(sin)(x_)); break;                               \
       case LN_COS: UN_LOOP(T, T, F(cos)(x_)); break;                               \
@@ -337,8 +391,8 @@ int ln_cpu_binary(void *p) {
     }                                                                              \
   }
 
-DEF_UN_FLOAT(un_f32, float, F32)
-DEF_UN_FLOAT(un_f64, double, F64)
+DEF_UN_FLOAT(un_f32, float, F32, f32)
+DEF_UN_FLOAT(un_f64, double, F64, f64)
 
 #define DEF_UN_INT(NAME, T, ABS)                                                   \
   static void NAME(int op, double p0, double p1, char *po, const char *pa,         \

@@ -239,6 +239,21 @@ __device__ __forceinline__ T float_op(int op, T a, T b, double alpha) {
     case LN_LOGADDEXP2: return logaddexp(a, b, true);
     case LN_IGAMMA: return (T)ln_igamma((double)a, (double)b);
     case LN_IGAMMAC: return (T)ln_igammac((double)a, (double)b);
+    // the activations' gradients: a = x, b = grad_output
+    case LN_SILU_BWD: { T s = (T)1 / ((T)1 + exp(-a)); return b * s * ((T)1 + a * ((T)1 - s)); }
+    case LN_GELU_BWD: {
+      T cdf = (T)0.5 * ((T)1 + erf(a * (T)0.70710678118654752440));
+      return b * (cdf + a * (T)0.39894228040143267794 * exp(a * a * (T)-0.5));
+    }
+    case LN_GELU_TANH_BWD: {
+      T x2 = a * a, t = tanh((T)0.79788456080286535588 * (a + (T)0.044715 * x2 * a));
+      T dright = (T)0.5 * a * (((T)1 - t * t) * (T)0.79788456080286535588 * ((T)1 + (T)(3 * 0.044715) * x2));
+      return b * ((T)0.5 * ((T)1 + t) + dright);
+    }
+    case LN_MISH_BWD: {
+      T s = (T)1 / ((T)1 + exp(-a)), t = tanh(log1p(exp(a)));
+      return b * (t + a * s * ((T)1 - t * t));
+    }
   }
   return 0;
 }
@@ -379,6 +394,11 @@ __device__ __forceinline__ T un_float(int op, T x, T lo, T hi) {
     case LN_ERFC: return erfc(x);
     case LN_ERFINV: return (T)ln_erfinv((double)x);
     case LN_CLAMP: return x < lo ? lo : (x > hi ? hi : x);
+    // the activations (PyTorch 1.13's formulas, as c/cpu/elementwise.c's)
+    case LN_SILU: return x / ((T)1 + exp(-x));
+    case LN_GELU: return x * (T)0.5 * ((T)1 + erf(x * (T)0.70710678118654752440));
+    case LN_GELU_TANH: return (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x)));
+    case LN_MISH: return x * tanh(log1p(exp(x)));
   }
   return 0;
 }

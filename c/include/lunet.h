@@ -292,6 +292,8 @@ typedef enum ln_unary_op {
   LN_LOG2, LN_LOG10, LN_EXP2, LN_TRUNC, LN_FRAC,
   LN_LGAMMA, LN_DIGAMMA, LN_TRIGAMMA, LN_ERFC, LN_ERFINV, LN_SIGNBIT,
   LN_BITWISE_NOT,
+  /* activations as one kernel (float only; nn.functional's silu, gelu, mish) */
+  LN_SILU, LN_GELU, LN_GELU_TANH, LN_MISH,
   LN_NUNARY
 } ln_unary_op;
 
@@ -303,7 +305,11 @@ typedef enum ln_binary_op {
   /* integer and bool only (shifts, gcd, lcm: integer only); shift counts
    * are taken modulo the bit width (32 for uint8), as torch 1.13's CPU gives */
   LN_BITWISE_AND, LN_BITWISE_OR, LN_BITWISE_XOR, LN_BITWISE_LSHIFT, LN_BITWISE_RSHIFT,
-  LN_GCD, LN_LCM, LN_NBINARY
+  LN_GCD, LN_LCM,
+  /* the activations' gradients from their input: a = x, b = grad_output,
+   * out = grad_output * f'(x) (float only; PyTorch's backward kernels) */
+  LN_SILU_BWD, LN_GELU_BWD, LN_GELU_TANH_BWD, LN_MISH_BWD,
+  LN_NBINARY
 } ln_binary_op;
 
 LN_API ln_tensor *ln_unary(int op, const ln_tensor *a);

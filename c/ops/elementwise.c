@@ -9,12 +9,12 @@ static const char *unary_names[] = {
   "sign", "floor", "ceil", "round", "reciprocal", "log1p", "expm1", "square", "logical_not",
   "isnan", "isinf", "erf", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan",
   "log2", "log10", "exp2", "trunc", "frac", "lgamma", "digamma", "trigamma", "erfc", "erfinv", "signbit",
-  "bitwise_not", "clamp"};
+  "bitwise_not", "silu", "gelu", "gelu", "mish", "clamp"};
 static const char *binary_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
   "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2", "igamma", "igammac",
   "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm",
-  "add_scaled"};
+  "silu_backward", "gelu_backward", "gelu_backward", "mish_backward", "add_scaled"};
 
 static bool is_predicate(int op) { return op >= LN_EQ && op <= LN_LOGICAL_OR; }
 /* the integer-only ops (and, or, xor take bool too) */
@@ -153,7 +153,8 @@ int ln_clamp_(ln_tensor *a, double lo, double hi) {
 static int compute_dtype(const char *fn, const char *us, int *op, int ct) {
   /* hypot and logaddexp have no integer kernel in PyTorch (two integer
    * tensors are refused there too; with a float operand they promote) */
-  if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2 || *op == LN_IGAMMA || *op == LN_IGAMMAC) &&
+  if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2 || *op == LN_IGAMMA || *op == LN_IGAMMAC ||
+       (*op >= LN_SILU_BWD && *op <= LN_MISH_BWD)) &&
       !ln_is_float(ct))
     return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn, us,
                     ln_dtype_name(ct));

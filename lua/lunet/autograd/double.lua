@@ -24,7 +24,7 @@ local KINDS = { unary = true, binary = true, pair = true, view = true, reduce = 
 local NOT = { polygamma = true }
 -- the layers of formulas/act_loss.lua: tensor ops too
 local TENSOR_LAYERS = {}
-for _, name in ipairs({ 'silu', 'hardswish', 'hardsigmoid', 'relu6', 'softplus', 'mish', 'prelu', 'l1_loss',
+for _, name in ipairs({ 'hardswish', 'hardsigmoid', 'relu6', 'softplus', 'prelu', 'l1_loss',
   'smooth_l1_loss', 'huber_loss', 'binary_cross_entropy', 'kl_div' }) do TENSOR_LAYERS[name] = true end
 -- nodes made outside the formulas whose backward is made of tensor ops and
 -- saves no input (fold: pad, index_select of g; conv_transpose3d's col2im)
@@ -45,6 +45,28 @@ local function F() return require('lunet.nn.functional') end
 -- differentiable backwards of the formulas that call C kernels (n: the live view of the node)
 local DOUBLE = {}
 DOUBLE.relu = function(n, g) return g * n.r:gt(0):to(g.dtype) end
+-- silu, gelu, mish: their backward kernels' formulas as tensor ops
+DOUBLE.silu = function(n, g)
+  local x = n.a
+  local s = x:sigmoid()
+  return g * s * ((1 - s) * x + 1)
+end
+DOUBLE.mish = function(n, g)
+  local x = n.a
+  local sig = x:sigmoid()
+  local tsp = x:exp():log1p():tanh()
+  return g * (tsp + x * sig * (1 - tsp * tsp))
+end
+DOUBLE.gelu = function(n, g)
+  local x = n.a
+  if n.x1 then   -- approximate = 'tanh'
+    local beta, kappa = math.sqrt(2 / math.pi), 0.044715
+    local t = ((x + x * x * x * kappa) * beta):tanh()
+    return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * beta * (x * x * (3 * kappa) + 1))
+  end
+  local cdf = ((x * (1 / math.sqrt(2))):erf() + 1) * 0.5
+  return g * (cdf + x * (x * x * -0.5):exp() * (1 / math.sqrt(2 * math.pi)))
+end
 DOUBLE.linear = function(n, g)
   local gx, gw, gb
   if n[1] then gx = g:matmul(n.b) end

@@ -1,11 +1,14 @@
 -- lunet.nn.functional's activations silu, hardswish, hardsigmoid, relu6,
 -- softplus, mish, prelu (the first five also in place: inplace = true) and losses l1_loss, smooth_l1_loss, huber_loss,
 -- binary_cross_entropy, kl_div, as PyTorch 1.13's. Each forward is made of
--- tensor ops run without recording; its gradient is one node whose backward
+-- tensor ops run without recording (silu and mish: one kernel each, SLEEF's
+-- vector exp/tanh on the CPU); its gradient is one node whose backward
 -- is PyTorch's formula (lunet.autograd.formulas.act_loss), so the gradients
 -- at the kinks and clamps are PyTorch's too. Installed into F by
 -- lunet.nn.functional, which hands over its helpers.
 local A = require 'lunet.autograd'
+local C = require('lunet.core').C
+local wrap = require('lunet.tensor').wrap
 local options = require 'lunet.options'
 local raise = options.raise
 local recorder, records, no_grad = A.recorder, A.records, A.no_grad
@@ -51,11 +54,12 @@ return function(F, h)
     end
   end
 
-  activation('silu', function(x) return x / ((-x):exp() + 1) end)
+  -- silu: x / (1 + exp(-x)); mish: x tanh(log1p(exp(x))) (c/cpu/elementwise.c)
+  activation('silu', function(x) return wrap(C.ln_unary(C.LN_SILU, x.p)) end)
   activation('hardswish', function(x) return x * (x + 3):clamp(0, 6) / 6 end)
   activation('hardsigmoid', function(x) return (x + 3):clamp(0, 6) / 6 end)
   activation('relu6', function(x) return x:clamp(0, 6) end)
-  activation('mish', function(x) return x * x:exp():log1p():tanh() end)
+  activation('mish', function(x) return wrap(C.ln_unary(C.LN_MISH, x.p)) end)
 
   -- softplus(x[, beta = 1[, threshold = 20]]) or softplus(x, {beta, threshold}):
   -- log(1 + exp(beta x)) / beta, x where beta x > threshold

@@ -122,12 +122,24 @@ return function(F, h)
   function F.elu(x, alpha, inplace) return elu('elu', x, alpha, inplace) end
   function F.elu_(x, alpha) return elu('elu_', x, alpha, nil, true) end
 
+  -- gelu(x[, approximate = 'none' | 'tanh']): x Phi(x), or its tanh
+  -- approximation; one kernel each way (c/cpu/elementwise.c: SLEEF's erf /
+  -- tanh), one autograd node (lunet.autograd.formulas.act_loss)
+  local record_gelu = recorder('gelu')
+  local GELU_OPTS = { approximate = 'string' }
   function F.gelu(x, approximate)
     need('gelu', x, 'input')
-    if approximate == 'tanh' then
-      local inner = (x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)
-      return x * 0.5 * (inner:tanh() + 1)
+    if type(approximate) == 'table' and not T.is_tensor(approximate) then
+      approximate = (options.check('gelu', approximate, GELU_OPTS) or {}).approximate
     end
-    return x * 0.5 * ((x * (1 / math.sqrt(2))):erf() + 1)
+    if approximate ~= nil and approximate ~= 'none' and approximate ~= 'tanh' then
+      raise(("gelu: approximate must be 'none' or 'tanh', got %s"):format(
+        type(approximate) == 'string' and "'" .. approximate .. "'" or typename(approximate)))
+    end
+    if not x:is_floating_point() then raise(('gelu: input must be a floating-point tensor, got %s'):format(x.dtype)) end
+    local tanh = approximate == 'tanh'
+    local y = wrap(C.ln_unary(tanh and C.LN_GELU_TANH or C.LN_GELU, x.p))
+    record_gelu(y, x, tanh)
+    return y
   end
 end

@@ -10,6 +10,12 @@
 -- (weight or target), x1..x4 the forward's arguments (named at each entry).
 local G = require 'lunet.autograd.graph'
 local ffi = require 'ffi'
+local C = require('lunet.core').C
+local wrap = require('lunet.tensor').wrap
+
+-- g f'(x) in one kernel (silu, gelu, mish: PyTorch's backward kernels,
+-- recomputed from the input; their create_graph forms: lunet.autograd.double)
+local function act_bwd(op, x, g) return wrap(C.ln_binary(op, x.p, g.p)) end
 
 -- torch's hardsigmoid_backward multiplies by the float 1.0f / 6.0f, and
 -- binary_cross_entropy_backward divides by at least the float 1e-12f, for doubles too
@@ -27,9 +33,12 @@ end
 
 return function(def)
   def('silu', 'layer', { inputs = 1, save_in = 1, backward = function(n, g)
-    local x = n.a
-    local s = x:sigmoid()
-    return g * s * ((1 - s) * x + 1)
+    return act_bwd(C.LN_SILU_BWD, n.a, g)
+  end })
+
+  -- x1: true for approximate = 'tanh'
+  def('gelu', 'layer', { inputs = 1, save_in = 1, args = 1, backward = function(n, g)
+    return act_bwd(n.x1 and C.LN_GELU_TANH_BWD or C.LN_GELU_BWD, n.a, g)
   end })
 
   -- x < -3: 0; x <= 3: g (x / 3 + 1/2); else g (PyTorch's scalar loop and
@@ -59,10 +68,7 @@ return function(def)
   end })
 
   def('mish', 'layer', { inputs = 1, save_in = 1, backward = function(n, g)
-    local x = n.a
-    local sig = 1 / ((-x):exp() + 1)
-    local tsp = x:exp():log1p():tanh()
-    return g * (tsp + x * sig * (1 - tsp * tsp))
+    return act_bwd(C.LN_MISH_BWD, n.a, g)
   end })
 
   -- prelu(x, w): a = x, b = w; x1 the shape w broadcasts as (w's values
