@@ -118,6 +118,12 @@ describe('bad input: nn.functional, nn, optim, data and transforms', function()
 end)
 
 describe('bad input: methods of modules, optimizers, schedulers, loaders, communicators, trainers', function()
+  -- (the devices as they were after: more devices put cpu:0 on a worker,
+  -- whose kernel errors surface at a later sync, and the files run after
+  -- this one in the same process expect errors at once)
+  local cpu_before
+  setup(function() cpu_before = #lunet.devices('cpu') end)
+  teardown(function() lunet.synchronize(); pcall(lunet.set_cpu_devices, cpu_before) end)
   it('raise named errors (no raw Lua error) for bad arguments', function()
     if #lunet.devices() < 2 then pcall(lunet.set_cpu_devices, 2) end
     local a = lunet.randn(4, 3)
@@ -448,6 +454,12 @@ describe('bad input: named cases', function()
 end)
 
 describe('bad input: devices and kernel-time errors', function()
+  -- (the devices as they were after: more devices put cpu:0 on a worker,
+  -- whose kernel errors surface at a later sync, and the files run after
+  -- this one in the same process expect errors at once)
+  local cpu_before
+  setup(function() cpu_before = #lunet.devices('cpu') end)
+  teardown(function() lunet.synchronize(); pcall(lunet.set_cpu_devices, cpu_before) end)
   it('names mismatched devices (virtual CPU devices), and raises index errors at the next sync', function()
     if #lunet.devices() < 2 then pcall(lunet.set_cpu_devices, 2) end
     local a = lunet.randn(3, 4)
