@@ -1,6 +1,7 @@
 -- The float32 activations that run on SLEEF's vector functions on the CPU
 -- (c/cpu/vact.c: exp, sigmoid, tanh, erf, log1p, expm1, and the one-kernel silu, gelu with
--- approximate 'none' and 'tanh', mish with their backward kernels) against
+-- approximate 'none' and 'tanh', mish, hardswish, hardsigmoid, elu / celu / selu, softplus
+-- with their backward kernels, tanh's and sigmoid's from the output) against
 -- PyTorch 1.13 and a float64 reference (spec/fixtures/act_fast.safetensors,
 -- tools/gen_act_fast_fixtures.py) over a sweep of inputs: large and small
 -- magnitudes, denormals, +-inf, NaN. Counted in float32 ulps of the float64
@@ -24,11 +25,17 @@ local FN = {
   tanh = function(x) return x:tanh() end, erf = function(x) return x:erf() end,
   log1p = function(x) return x:log1p() end, expm1 = function(x) return x:expm1() end,
   silu = F.silu, gelu = F.gelu, gelu_tanh = function(x) return F.gelu(x, 'tanh') end, mish = F.mish,
+  hardswish = F.hardswish, hardsigmoid = F.hardsigmoid, elu = F.elu,
+  elu_a = function(x) return F.elu(x, 0.5) end, celu = function(x) return F.celu(x, 2) end, selu = F.selu,
+  softplus = F.softplus, softplus_b = function(x) return F.softplus(x, 2, 5) end,
 }
--- the ops whose gradient is one of the new kernels (tanh's, exp's ... are tensor ops)
-local KERNEL_GRAD = { silu = true, gelu = true, gelu_tanh = true, mish = true }
--- x from which the forward is well-conditioned (the gelus cancel 1 + erf / tanh below 0)
-local WELL_FROM = { gelu = 0, gelu_tanh = 0 }
+-- the ops whose gradient is one kernel (exp's is a multiplication; erf's ... tensor ops)
+local KERNEL_GRAD = { silu = true, gelu = true, gelu_tanh = true, mish = true, tanh = true, sigmoid = true,
+  hardswish = true, hardsigmoid = true, elu = true, elu_a = true, celu = true, selu = true, softplus = true,
+  softplus_b = true }
+-- x from which the forward is well-conditioned (the gelus cancel 1 + erf / tanh below 0;
+-- torch's elu computes exp(x) - 1, not expm1, as lunet's)
+local WELL_FROM = { gelu = 0, gelu_tanh = 0, elu = 0, elu_a = 0, celu = 0, selu = 0 }
 
 -- |y - ref| in float32 ulps of ref (float64); the spacing of denormals below 2^-126
 local function ulps(y, ref)
@@ -151,12 +158,44 @@ describe('SLEEF float32 activations against torch 1.13 and float64', function()
     end
   end)
 
-  it('gradcheck (float64) of silu, gelu (both), mish', function()
+  it('gradcheck (float64) of silu, gelu (both), mish, hardswish, hardsigmoid, elu, celu, selu, softplus, tanh, sigmoid', function()
     local function d() return (lunet.randn({ 3, 5 }, { dtype = 'float64' }) * 3):requires_grad_() end
     lunet.manual_seed(5)
-    for _, f in ipairs({ F.silu, F.gelu, function(x) return F.gelu(x, 'tanh') end, F.mish }) do
-      assert.is_true(gradcheck(f, { d() }))
+    for _, name in ipairs({ 'silu', 'gelu', 'gelu_tanh', 'mish', 'hardswish', 'hardsigmoid', 'elu', 'elu_a', 'celu',
+      'selu', 'softplus', 'softplus_b', 'tanh', 'sigmoid' }) do
+      local x = d()
+      if name:match('^hard') then   -- (away from the kinks at +-3, where finite differences straddle them)
+        x = x:detach():where((x:detach():abs() - 3):abs():gt(1e-3), 0):requires_grad_()
+      end
+      assert.is_true(gradcheck(FN[name], { x }), name)
     end
+  end)
+
+  it('second derivatives (create_graph) of the one-kernel gradients follow their formulas', function()
+    lunet.manual_seed(6)
+    for _, name in ipairs({ 'hardswish', 'elu_a', 'celu', 'selu', 'softplus_b', 'tanh', 'sigmoid' }) do
+      local x = (lunet.randn({ 4, 3 }, { dtype = 'float64' }) * 3):requires_grad_()
+      local gx = require('lunet.autograd').grad(FN[name](x):sum(), x, { create_graph = true })[1]
+      local hx = require('lunet.autograd').grad(gx:sum(), x)[1]
+      -- finite differences of the first gradient
+      local eps, xd = 1e-6, x:detach()
+      local function g1(v)
+        local vv = v:clone():requires_grad_()
+        FN[name](vv):sum():backward()
+        return vv.grad
+      end
+      local fd = (g1(xd + eps) - g1(xd - eps)) / (2 * eps)
+      assert(fx.maxdiff(hx, fd) < 1e-5, name .. ': second derivative ' .. fx.maxdiff(hx, fd))
+    end
+  end)
+
+  it('the C entry points refuse the parametric ops without their parameters', function()
+    local C = require('lunet.core').C
+    local x = lunet.randn(3)
+    assert.is_true(C.ln_unary(C.LN_ELU, x.p) == nil)
+    assert.matches('elu: has parameters', require('lunet.core').last_error())
+    assert.is_true(C.ln_binary(C.LN_SOFTPLUS_BWD, x.p, x.p) == nil)
+    assert.matches('softplus_backward: has parameters', require('lunet.core').last_error())
   end)
 
   it('F.gelu: approximate as nn.GELU, errors named', function()

@@ -17,8 +17,9 @@
 enum { LN_AXPY = LN_NBINARY };     /* internal binary op: a + alpha*b */
 enum { LN_CLAMP = LN_NUNARY };     /* internal unary op with p0, p1 bounds */
 
-typedef struct { int op; int scalar_side; double alpha; ln_kview out, a, b; _Alignas(8) char scalar[8]; } ln_binary_args;
-typedef struct { int op; double p0, p1; ln_kview out, a; } ln_unary_args;
+/* alpha, p1, p2: an activation backward's parameters (LN_ELU_BWD, LN_SOFTPLUS_BWD) */
+typedef struct { int op; int scalar_side; double alpha; ln_kview out, a, b; _Alignas(8) char scalar[8]; double p1, p2; } ln_binary_args;
+typedef struct { int op; double p0, p1; ln_kview out, a; double p2; } ln_unary_args;
 typedef struct { ln_kview dst, src; } ln_copy_args;
 typedef struct { ln_kview out, cond, a, b; } ln_where_args;
 typedef struct { double value, step; ln_kview out; } ln_fill_args;

@@ -132,6 +132,45 @@ DEF_LOGADDEXP(logaddexp_f64, double, F64)
   static inline T mish_bwd_##SFX(T x, T g) {                                       \
     T s = sigmoid_##SFX(x), t = F(tanh)(F(log1p)(F(exp)(x)));                       \
     return g * (t + x * s * ((T)1 - t * t));                                       \
+  }                                                                                \
+  static inline T hardswish_##SFX(T x) {                                           \
+    T c = x + (T)3;                                                                \
+    c = c < (T)0 ? (T)0 : c;                                                       \
+    c = c > (T)6 ? (T)6 : c;                                                       \
+    return x * c / (T)6;                                                           \
+  }                                                                                \
+  static inline T hardsigmoid_##SFX(T x) {                                         \
+    T c = x + (T)3;                                                                \
+    c = c < (T)0 ? (T)0 : c;                                                       \
+    return (c > (T)6 ? (T)6 : c) / (T)6;                                           \
+  }                                                                                \
+  /* torch's scalar loop: g (x / 3 + 1/2) at -3 and 3; NaN for NaN, as its */     \
+  /* vector loop */                                                                \
+  static inline T hardswish_bwd_##SFX(T x, T g) {                                  \
+    return x < (T)-3 ? (T)0 : x > (T)3 ? g : g * (x / (T)3 + (T)0.5);               \
+  }                                                                                \
+  /* (torch multiplies by the float 1/6 for doubles too) */                        \
+  static inline T hardsigmoid_bwd_##SFX(T x, T g) {                                \
+    return x > (T)-3 && x < (T)3 ? g * (T)(1.0f / 6.0f) : (T)0;                    \
+  }                                                                                \
+  /* q: alpha, scale, input_scale (negcoef = alpha scale in T; exp - 1, not */    \
+  /* expm1: torch 1.13's, 0 for tiny x) */                                         \
+  static inline T elu_##SFX(T x, const double *q) {                                \
+    return x <= (T)0 ? (F(exp)(x * (T)q[2]) - (T)1) * ((T)q[0] * (T)q[1]) : x * (T)q[1]; \
+  }                                                                                \
+  /* (NaN for NaN, as torch's vector loop) */                                     \
+  static inline T elu_bwd_##SFX(T x, T g, const double *q) {                       \
+    T ni = (T)q[2];                                                                \
+    return x > (T)0 ? g * (T)q[1] : g * ni * ((T)q[0] * (T)q[1]) * F(exp)(x * ni);  \
+  }                                                                                \
+  /* q: beta, threshold */                                                         \
+  static inline T softplus_##SFX(T x, const double *q) {                           \
+    T b = (T)q[0], xb = x * b;                                                     \
+    return xb > (T)q[1] ? x : F(log1p)(F(exp)(xb)) / b;                             \
+  }                                                                                \
+  static inline T softplus_bwd_##SFX(T x, T g, const double *q) {                  \
+    T xb = x * (T)q[0], z = F(exp)(xb);                                            \
+    return xb > (T)q[1] ? g : g * z / (z + (T)1);                                  \
   }
 DEF_ACT(f32, float, F32)
 DEF_ACT(f64, double, F64)
@@ -139,15 +178,16 @@ DEF_ACT(f64, double, F64)
 /* VEC(...): the SLEEF kernel of a contiguous float32 run (returns from the
  * caller when it took the op); nothing for float64. (One element: the
  * iterator gives it stride 0; it takes the same kernel as in a longer run.) */
-#define VEC_f32(op, o, a, b, n, contig)                                            \
-  if ((contig) && ln_vact_f32(op, (float *)(o), (const float *)(a), (const float *)(b), n)) return;
-#define VEC_f64(op, o, a, b, n, contig)
+#define VEC_f32(op, o, a, b, n, contig, q)                                         \
+  if ((contig) && ln_vact_f32(op, (float *)(o), (const float *)(a), (const float *)(b), n, q)) return;
+#define VEC_f64(op, o, a, b, n, contig, q)
 
 #define DEF_BIN_FLOAT(NAME, T, POW, FMOD, ATAN2, HYPOT, LAE, SFX)                        \
-  LN_SIMD static void NAME(int op, double alpha, char *po, const char *pa,         \
+  LN_SIMD static void NAME(int op, const double *q, char *po, const char *pa,     \
                            const char *pb, int64_t n, int64_t so, int64_t sa,      \
                            int64_t sb) {                                           \
-    VEC_##SFX(op, po, pa, pb, n, op >= LN_SILU_BWD && (n == 1 || (so == 4 && sa == 4 && sb == 4))) \
+    const double alpha = q[0];                                                     \
+    VEC_##SFX(op, po, pa, pb, n, op >= LN_SILU_BWD && (n == 1 || (so == 4 && sa == 4 && sb == 4)), q) \
     switch (op) {                                                                  \
       BIN_COMMON(T)                                                                \
       case LN_DIV: BIN_LOOP(T, T, a_ / b_); break;                                 \
@@ -165,6 +205,12 @@ DEF_ACT(f64, double, F64)
       case LN_GELU_BWD: BIN_LOOP(T, T, gelu_bwd_##SFX(a_, b_)); break;             \
       case LN_GELU_TANH_BWD: BIN_LOOP(T, T, gelu_tanh_bwd_##SFX(a_, b_)); break;   \
       case LN_MISH_BWD: BIN_LOOP(T, T, mish_bwd_##SFX(a_, b_)); break;             \
+      case LN_HARDSWISH_BWD: BIN_LOOP(T, T, hardswish_bwd_##SFX(a_, b_)); break;   \
+      case LN_HARDSIGMOID_BWD: BIN_LOOP(T, T, hardsigmoid_bwd_##SFX(a_, b_)); break; \
+      case LN_ELU_BWD: BIN_LOOP(T, T, elu_bwd_##SFX(a_, b_, q)); break;            \
+      case LN_SOFTPLUS_BWD: BIN_LOOP(T, T, softplus_bwd_##SFX(a_, b_, q)); break;  \
+      case LN_TANH_BWD: BIN_LOOP(T, T, b_ * ((T)1 - a_ * a_)); break;              \
+      case LN_SIGMOID_BWD: BIN_LOOP(T, T, b_ * ((T)1 - a_) * a_); break;           \
     }                                                                              \
   }
 
@@ -226,8 +272,9 @@ DEF_GCD(gcd_i64, int64_t, IABS64)
 DEF_GCD(gcd_u8, uint8_t, UABS8)
 
 #define DEF_BIN_INT(NAME, T, GCD)                                                  \
-  static void NAME(int op, double alpha, char *po, const char *pa, const char *pb, \
+  static void NAME(int op, const double *q, char *po, const char *pa, const char *pb, \
                    int64_t n, int64_t so, int64_t sa, int64_t sb) {                \
+    const double alpha = q[0];                                                     \
     switch (op) {                                                                  \
       BIN_COMMON_INT(T)                                                            \
       case LN_POW: BIN_LOOP(T, T, (T)ipow(a_, b_)); break;                            \
@@ -250,9 +297,9 @@ DEF_BIN_INT(bin_i32, int32_t, gcd_i32)
 DEF_BIN_INT(bin_i64, int64_t, gcd_i64)
 DEF_BIN_INT(bin_u8, uint8_t, gcd_u8)
 
-typedef void (*bin_fn)(int, double, char *, const char *, const char *, int64_t, int64_t,
+typedef void (*bin_fn)(int, const double *, char *, const char *, const char *, int64_t, int64_t,
                        int64_t, int64_t);
-typedef struct { bin_fn fn; int op; double alpha; bool stream; int es; } bin_ctx;
+typedef struct { bin_fn fn; int op; double q[3]; bool stream; int es; } bin_ctx;   /* q: alpha, p1, p2 */
 
 static inline void bin_item(const bin_ctx *c, const ln_iter *it, int64_t item) {
   char *p[3];
@@ -263,13 +310,13 @@ static inline void bin_item(const bin_ctx *c, const ln_iter *it, int64_t item) {
     _Alignas(64) char tmp[STREAM_CHUNK * 8];
     for (int64_t s = 0; s < n; s += STREAM_CHUNK) {
       int64_t len = LN_MIN((int64_t)STREAM_CHUNK, n - s);
-      c->fn(c->op, c->alpha, tmp, p[1] + s * sa, p[2] + s * sb, len, so, sa, sb);
+      c->fn(c->op, c->q, tmp, p[1] + s * sa, p[2] + s * sb, len, so, sa, sb);
       stream_out(p[0] + s * so, tmp, len * so);
     }
     stream_fence();
     return;
   }
-  c->fn(c->op, c->alpha, p[0], p[1], p[2], n, so, sa, sb);
+  c->fn(c->op, c->q, p[0], p[1], p[2], n, so, sa, sb);
 }
 
 /* Whether an integer view holds a 0 (each distinct element once: stride-0
@@ -302,7 +349,7 @@ int ln_cpu_binary(void *p) {
    * anything is written */
   if (a->op == LN_FMOD && !ln_is_float(a->b.dtype) && int_view_has_zero(&a->b))
     return ln_error("fmod: integer division by zero");
-  bin_ctx c = {NULL, a->op, a->alpha};
+  bin_ctx c = {NULL, a->op, {a->alpha, a->p1, a->p2}};
   switch (a->a.dtype) {
     case LN_FLOAT32: c.fn = bin_f32; break;
     case LN_FLOAT64: c.fn = bin_f64; break;
@@ -336,10 +383,10 @@ int ln_cpu_binary(void *p) {
   } while (0)
 
 #define DEF_UN_FLOAT(NAME, T, F, SFX)                                              \
-  LN_SIMD static void NAME(int op, double p0, double p1, char *po, const char *pa, \
+  LN_SIMD static void NAME(int op, const double *q, char *po, const char *pa,     \
                            int64_t n, int64_t so, int64_t sa) {                    \
-    const T lo = (T)p0, hi = (T)p1;                                                \
-    VEC_##SFX(op, po, pa, NULL, n, n == 1 || (so == 4 && sa == 4))                \
+    const T lo = (T)q[0], hi = (T)q[1];                                            \
+    VEC_##SFX(op, po, pa, NULL, n, n == 1 || (so == 4 && sa == 4), q)             \
     switch (op) {                                                                  \
       case LN_NEG: UN_LOOP(T, T, -x_); break;                                      \
       case LN_ABS: UN_LOOP(T, T, F(fabs)(x_)); break;                              \
@@ -352,6 +399,10 @@ int ln_cpu_binary(void *p) {
       case LN_GELU: UN_LOOP(T, T, gelu_##SFX(x_)); break;                          \
       case LN_GELU_TANH: UN_LOOP(T, T, gelu_tanh_##SFX(x_)); break;                \
       case LN_MISH: UN_LOOP(T, T, mish_##SFX(x_)); break;                          \
+      case LN_HARDSWISH: UN_LOOP(T, T, hardswish_##SFX(x_)); break;                \
+      case LN_HARDSIGMOID: UN_LOOP(T, T, hardsigmoid_##SFX(x_)); break;            \
+      case LN_ELU: UN_LOOP(T, T, elu_##SFX(x_, q)); break;                         \
+      case LN_SOFTPLUS: UN_LOOP(T, T, softplus_##SFX(x_, q)); break;               \
       case LN_RELU: UN_LOOP(T, T, x_ < 0 ? (T)0 : x_); break;                      \
       case LN_SIN: UN_LOOP(T, T, F(sin)(x_)); break;                               \
       case LN_COS: UN_LOOP(T, T, F(cos)(x_)); break;                               \
@@ -395,9 +446,9 @@ DEF_UN_FLOAT(un_f32, float, F32, f32)
 DEF_UN_FLOAT(un_f64, double, F64, f64)
 
 #define DEF_UN_INT(NAME, T, ABS)                                                   \
-  static void NAME(int op, double p0, double p1, char *po, const char *pa,         \
+  static void NAME(int op, const double *q, char *po, const char *pa,             \
                    int64_t n, int64_t so, int64_t sa) {                            \
-    const double lo = p0, hi = p1;                                                 \
+    const double lo = q[0], hi = q[1];                                             \
     switch (op) {                                                                  \
       case LN_NEG: UN_LOOP(T, T, WRAP(T, sub, (T)0, x_)); break;                   \
       case LN_ABS: UN_LOOP(T, T, ABS); break;                                      \
@@ -416,8 +467,8 @@ DEF_UN_INT(un_i32, int32_t, x_ < 0 ? WRAP(int32_t, sub, 0, x_) : x_)
 DEF_UN_INT(un_i64, int64_t, x_ < 0 ? WRAP(int64_t, sub, 0, x_) : x_)
 DEF_UN_INT(un_u8, uint8_t, x_)
 
-typedef void (*un_fn)(int, double, double, char *, const char *, int64_t, int64_t, int64_t);
-typedef struct { un_fn fn; int op; double p0, p1; bool stream; int es; } un_ctx;
+typedef void (*un_fn)(int, const double *, char *, const char *, int64_t, int64_t, int64_t);
+typedef struct { un_fn fn; int op; double q[3]; bool stream; int es; } un_ctx;   /* q: p0, p1, p2 */
 
 static inline void un_item(const un_ctx *c, const ln_iter *it, int64_t item) {
   char *p[2];
@@ -428,18 +479,18 @@ static inline void un_item(const un_ctx *c, const ln_iter *it, int64_t item) {
     _Alignas(64) char tmp[STREAM_CHUNK * 8];
     for (int64_t s = 0; s < n; s += STREAM_CHUNK) {
       int64_t len = LN_MIN((int64_t)STREAM_CHUNK, n - s);
-      c->fn(c->op, c->p0, c->p1, tmp, p[1] + s * sa, len, so, sa);
+      c->fn(c->op, c->q, tmp, p[1] + s * sa, len, so, sa);
       stream_out(p[0] + s * so, tmp, len * so);
     }
     stream_fence();
     return;
   }
-  c->fn(c->op, c->p0, c->p1, p[0], p[1], n, so, sa);
+  c->fn(c->op, c->q, p[0], p[1], n, so, sa);
 }
 
 int ln_cpu_unary(void *p) {
   ln_unary_args *a = p;
-  un_ctx c = {NULL, a->op, a->p0, a->p1};
+  un_ctx c = {NULL, a->op, {a->p0, a->p1, a->p2}};
   switch (a->a.dtype) {
     case LN_FLOAT32: c.fn = un_f32; break;
     case LN_FLOAT64: c.fn = un_f64; break;

@@ -5,7 +5,7 @@
 #include "vact.h"
 #include <stdlib.h>
 
-static int scalar_only(int op, float *y, const float *x, const float *g, int64_t n) { return 0; }
+static int scalar_only(int op, float *y, const float *x, const float *g, int64_t n, const double *q) { return 0; }
 
 static ln_vact_fn pick(void) {
   const char *e = getenv("LUNET_NO_SLEEF");
@@ -20,10 +20,10 @@ static ln_vact_fn pick(void) {
 #endif
 }
 
-int ln_vact_f32(int op, float *y, const float *x, const float *g, int64_t n) {
+int ln_vact_f32(int op, float *y, const float *x, const float *g, int64_t n, const double *q) {
   /* (a race on first use stores the same pointer twice) */
   static ln_vact_fn fn;
   ln_vact_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
   if (!f) { f = pick(); __atomic_store_n(&fn, f, __ATOMIC_RELAXED); }
-  return f(op, y, x, g, n);
+  return f(op, y, x, g, n, q);
 }

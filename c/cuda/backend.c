@@ -146,12 +146,12 @@ static int k_binary(void *p) {
     return ln_error("fmod: integer fmod has no cuda kernel yet");
   uint64_t sc = 0;
   memcpy(&sc, a->scalar, sizeof sc);
-  return done("binary", lnc_binary(S(), a->op, a->alpha, V(a->out), V(a->a), V(a->b), a->scalar_side, sc));
+  return done("binary", lnc_binary(S(), a->op, a->alpha, a->p1, a->p2, V(a->out), V(a->a), V(a->b), a->scalar_side, sc));
 }
 
 static int k_unary(void *p) {
   ln_unary_args *a = p;
-  return done("unary", lnc_unary(S(), a->op, a->p0, a->p1, V(a->out), V(a->a)));
+  return done("unary", lnc_unary(S(), a->op, a->p0, a->p1, a->p2, V(a->out), V(a->a)));
 }
 
 static int k_where(void *p) {

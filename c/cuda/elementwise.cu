@@ -20,6 +20,8 @@ namespace {
 
 const int THREADS = 256;
 
+struct Q { double a, b, c; };   // an op's parameters: alpha (axpy), or an activation's p0, p1, p2
+
 struct Geo {                 // folded shape; per view strides in elements
   int ndim;
   int64_t n;
@@ -222,12 +224,12 @@ __device__ __forceinline__ T logaddexp(T a, T b, bool two) {
 }
 
 template <typename T>
-__device__ __forceinline__ T float_op(int op, T a, T b, double alpha) {
+__device__ __forceinline__ T float_op(int op, T a, T b, Q q) {
   switch (op) {
     case LN_ADD: return a + b;
     case LN_SUB: return a - b;
     case LN_MUL: return a * b;
-    case LN_AXPY: return a + (T)alpha * b;
+    case LN_AXPY: return a + (T)q.a * b;
     case LN_DIV: return a / b;
     case LN_POW: return fpow(a, b);
     case LN_MAXIMUM: return a > b || a != a ? a : b;
@@ -254,6 +256,18 @@ __device__ __forceinline__ T float_op(int op, T a, T b, double alpha) {
       T s = (T)1 / ((T)1 + exp(-a)), t = tanh(log1p(exp(a)));
       return b * (t + a * s * ((T)1 - t * t));
     }
+    case LN_HARDSWISH_BWD: return a < (T)-3 ? (T)0 : a > (T)3 ? b : b * (a / (T)3 + (T)0.5);
+    case LN_HARDSIGMOID_BWD: return a > (T)-3 && a < (T)3 ? b * (T)(1.0f / 6.0f) : (T)0;
+    case LN_ELU_BWD: {   // q: alpha, scale, input_scale
+      T ni = (T)q.c;
+      return a > (T)0 ? b * (T)q.b : b * ni * ((T)q.a * (T)q.b) * exp(a * ni);
+    }
+    case LN_SOFTPLUS_BWD: {   // q: beta, threshold
+      T xb = a * (T)q.a, z = exp(xb);
+      return xb > (T)q.b ? b : b * z / (z + (T)1);
+    }
+    case LN_TANH_BWD: return b * ((T)1 - a * a);   // a: the output
+    case LN_SIGMOID_BWD: return b * ((T)1 - a) * a;
   }
   return 0;
 }
@@ -295,13 +309,13 @@ template <typename T>
 __device__ __forceinline__ int shift_count(T b) { return (int)(b & (T)(sizeof(T) < 4 ? 31 : sizeof(T) * 8 - 1)); }
 
 template <typename T>   // wrapping two's complement arithmetic through the unsigned type
-__device__ __forceinline__ T int_op(int op, T a, T b, double alpha) {
+__device__ __forceinline__ T int_op(int op, T a, T b, Q q) {
   typedef typename std::make_unsigned<T>::type U;
   switch (op) {
     case LN_ADD: return (T)((U)a + (U)b);
     case LN_SUB: return (T)((U)a - (U)b);
     case LN_MUL: return (T)((U)a * (U)b);
-    case LN_AXPY: return (T)((U)a + (U)((U)(T)sat_i64(alpha) * (U)b));
+    case LN_AXPY: return (T)((U)a + (U)((U)(T)sat_i64(q.a) * (U)b));
     case LN_POW: return (T)ipow(a, b);
     case LN_MAXIMUM: return a > b ? a : b;
     case LN_MINIMUM: return a < b ? a : b;
@@ -317,15 +331,15 @@ __device__ __forceinline__ T int_op(int op, T a, T b, double alpha) {
   return 0;
 }
 
-template <typename T> __device__ __forceinline__ T bin_val(int op, T a, T b, double alpha);
-template <> __device__ __forceinline__ float bin_val(int op, float a, float b, double al) { return float_op(op, a, b, al); }
-template <> __device__ __forceinline__ double bin_val(int op, double a, double b, double al) { return float_op(op, a, b, al); }
-template <> __device__ __forceinline__ int32_t bin_val(int op, int32_t a, int32_t b, double al) { return int_op(op, a, b, al); }
-template <> __device__ __forceinline__ int64_t bin_val(int op, int64_t a, int64_t b, double al) { return int_op(op, a, b, al); }
-template <> __device__ __forceinline__ uint8_t bin_val(int op, uint8_t a, uint8_t b, double al) { return int_op(op, a, b, al); }
+template <typename T> __device__ __forceinline__ T bin_val(int op, T a, T b, Q al);
+template <> __device__ __forceinline__ float bin_val(int op, float a, float b, Q al) { return float_op(op, a, b, al); }
+template <> __device__ __forceinline__ double bin_val(int op, double a, double b, Q al) { return float_op(op, a, b, al); }
+template <> __device__ __forceinline__ int32_t bin_val(int op, int32_t a, int32_t b, Q al) { return int_op(op, a, b, al); }
+template <> __device__ __forceinline__ int64_t bin_val(int op, int64_t a, int64_t b, Q al) { return int_op(op, a, b, al); }
+template <> __device__ __forceinline__ uint8_t bin_val(int op, uint8_t a, uint8_t b, Q al) { return int_op(op, a, b, al); }
 
 template <typename T>
-__global__ void binary_k(Geo g, int op, double alpha, char *o, const T *a, const T *b, int ss, T sv) {
+__global__ void binary_k(Geo g, int op, Q alpha, char *o, const T *a, const T *b, int ss, T sv) {
   bool cmp = is_cmp(op);
   GRID_LOOP(i, g.n) {
     int64_t off[3];
@@ -338,7 +352,7 @@ __global__ void binary_k(Geo g, int op, double alpha, char *o, const T *a, const
 
 // contiguous output; each input dense (stride 1) or a scalar (stride 0)
 template <typename T>
-__global__ void binary_dense(int64_t n, int op, double alpha, char *o, const T *a, int sa, const T *b, int sb,
+__global__ void binary_dense(int64_t n, int op, Q alpha, char *o, const T *a, int sa, const T *b, int sb,
                              int ss, T sv) {
   bool cmp = is_cmp(op);
   GRID_LOOP(i, n) {
@@ -353,7 +367,7 @@ __global__ void binary_dense(int64_t n, int op, double alpha, char *o, const T *
 __device__ __forceinline__ bool un_bool(int op) { return op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF || op == LN_SIGNBIT; }
 
 template <typename T>
-__device__ __forceinline__ T un_float(int op, T x, T lo, T hi) {
+__device__ __forceinline__ T un_float(int op, T x, T lo, T hi, T p2) {
   switch (op) {
     case LN_NEG: return -x;
     case LN_ABS: return fabs(x);
@@ -399,6 +413,15 @@ __device__ __forceinline__ T un_float(int op, T x, T lo, T hi) {
     case LN_GELU: return x * (T)0.5 * ((T)1 + erf(x * (T)0.70710678118654752440));
     case LN_GELU_TANH: return (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x)));
     case LN_MISH: return x * tanh(log1p(exp(x)));
+    case LN_HARDSWISH: case LN_HARDSIGMOID: {
+      T c = x + (T)3;
+      c = c < (T)0 ? (T)0 : c;
+      c = c > (T)6 ? (T)6 : c;
+      return op == LN_HARDSWISH ? x * c / (T)6 : c / (T)6;
+    }
+    // lo, hi, p2: elu's alpha, scale, input_scale; softplus's beta, threshold
+    case LN_ELU: return x <= (T)0 ? (exp(x * p2) - (T)1) * (lo * hi) : x * hi;
+    case LN_SOFTPLUS: { T xb = x * lo; return xb > hi ? x : log1p(exp(xb)) / lo; }
   }
   return 0;
 }
@@ -419,12 +442,12 @@ __device__ __forceinline__ T un_int(int op, T x, double lo, double hi) {
   return 0;
 }
 
-template <typename T> __device__ __forceinline__ T un_val(int op, T x, double lo, double hi);
-template <> __device__ __forceinline__ float un_val(int op, float x, double lo, double hi) { return un_float(op, x, (float)lo, (float)hi); }
-template <> __device__ __forceinline__ double un_val(int op, double x, double lo, double hi) { return un_float(op, x, lo, hi); }
-template <> __device__ __forceinline__ int32_t un_val(int op, int32_t x, double lo, double hi) { return un_int(op, x, lo, hi); }
-template <> __device__ __forceinline__ int64_t un_val(int op, int64_t x, double lo, double hi) { return un_int(op, x, lo, hi); }
-template <> __device__ __forceinline__ uint8_t un_val(int op, uint8_t x, double lo, double hi) { return un_int(op, x, lo, hi); }
+template <typename T> __device__ __forceinline__ T un_val(int op, T x, Q q);
+template <> __device__ __forceinline__ float un_val(int op, float x, Q q) { return un_float(op, x, (float)q.a, (float)q.b, (float)q.c); }
+template <> __device__ __forceinline__ double un_val(int op, double x, Q q) { return un_float(op, x, q.a, q.b, q.c); }
+template <> __device__ __forceinline__ int32_t un_val(int op, int32_t x, Q q) { return un_int(op, x, q.a, q.b); }
+template <> __device__ __forceinline__ int64_t un_val(int op, int64_t x, Q q) { return un_int(op, x, q.a, q.b); }
+template <> __device__ __forceinline__ uint8_t un_val(int op, uint8_t x, Q q) { return un_int(op, x, q.a, q.b); }
 
 template <typename T> __device__ __forceinline__ uint8_t un_flag(int op, T x) {
   if (op == LN_LOGICAL_NOT) return x == 0;
@@ -434,19 +457,19 @@ template <typename T> __device__ __forceinline__ uint8_t un_flag(int op, T x) {
 }
 
 template <typename T>
-__global__ void unary_k(Geo g, int op, double lo, double hi, char *o, const T *a) {
+__global__ void unary_k(Geo g, int op, Q q, char *o, const T *a) {
   bool flag = un_bool(op);
   GRID_LOOP(i, g.n) {
     int64_t off[2];
     offsets<2>(g, i, off);
     T x = a[off[1]];
     if (flag) ((uint8_t *)o)[off[0]] = un_flag(op, x);
-    else ((T *)o)[off[0]] = un_val(op, x, lo, hi);
+    else ((T *)o)[off[0]] = un_val(op, x, q);
   }
 }
 
 template <typename T>
-int binary_t(cudaStream_t s, int op, double alpha, const lnc_view *out, const lnc_view *a, const lnc_view *b,
+int binary_t(cudaStream_t s, int op, Q alpha, const lnc_view *out, const lnc_view *a, const lnc_view *b,
              int scalar_side, uint64_t scalar) {
   // a scalar operand's value travels in the kernel's arguments
   const T *pa = (const T *)a->data, *pb = (const T *)b->data;
@@ -469,37 +492,40 @@ int binary_t(cudaStream_t s, int op, double alpha, const lnc_view *out, const ln
 }
 
 template <typename T>
-int unary_t(cudaStream_t s, int op, double p0, double p1, const lnc_view *out, const lnc_view *a) {
+int unary_t(cudaStream_t s, int op, Q q, const lnc_view *out, const lnc_view *a) {
   const lnc_view *v[2] = {out, a};
   Geo g;
   fold(g, v, 2);
-  if (g.n > 0) unary_k<T><<<blocks_for(g.n), THREADS, 0, s>>>(g, op, p0, p1, out->data, (const T *)a->data);
+  if (g.n > 0) unary_k<T><<<blocks_for(g.n), THREADS, 0, s>>>(g, op, q, out->data, (const T *)a->data);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-extern "C" int lnc_binary(lnc_stream s, int op, double alpha, const lnc_view *out, const lnc_view *a,
-                          const lnc_view *b, int scalar_side, uint64_t scalar) {
+extern "C" int lnc_binary(lnc_stream s, int op, double alpha, double p1, double p2, const lnc_view *out,
+                          const lnc_view *a, const lnc_view *b, int scalar_side, uint64_t scalar) {
   cudaStream_t st = (cudaStream_t)s;
+  Q q = {alpha, p1, p2};
   switch (a->dtype) {
-    case LN_FLOAT32: return binary_t<float>(st, op, alpha, out, a, b, scalar_side, scalar);
-    case LN_FLOAT64: return binary_t<double>(st, op, alpha, out, a, b, scalar_side, scalar);
-    case LN_INT32: return binary_t<int32_t>(st, op, alpha, out, a, b, scalar_side, scalar);
-    case LN_INT64: return binary_t<int64_t>(st, op, alpha, out, a, b, scalar_side, scalar);
-    case LN_UINT8: case LN_BOOL: return binary_t<uint8_t>(st, op, alpha, out, a, b, scalar_side, scalar);
+    case LN_FLOAT32: return binary_t<float>(st, op, q, out, a, b, scalar_side, scalar);
+    case LN_FLOAT64: return binary_t<double>(st, op, q, out, a, b, scalar_side, scalar);
+    case LN_INT32: return binary_t<int32_t>(st, op, q, out, a, b, scalar_side, scalar);
+    case LN_INT64: return binary_t<int64_t>(st, op, q, out, a, b, scalar_side, scalar);
+    case LN_UINT8: case LN_BOOL: return binary_t<uint8_t>(st, op, q, out, a, b, scalar_side, scalar);
   }
   return cudaErrorInvalidValue;
 }
 
-extern "C" int lnc_unary(lnc_stream s, int op, double p0, double p1, const lnc_view *out, const lnc_view *a) {
+extern "C" int lnc_unary(lnc_stream s, int op, double p0, double p1, double p2, const lnc_view *out,
+                         const lnc_view *a) {
   cudaStream_t st = (cudaStream_t)s;
+  Q q = {p0, p1, p2};
   switch (a->dtype) {
-    case LN_FLOAT32: return unary_t<float>(st, op, p0, p1, out, a);
-    case LN_FLOAT64: return unary_t<double>(st, op, p0, p1, out, a);
-    case LN_INT32: return unary_t<int32_t>(st, op, p0, p1, out, a);
-    case LN_INT64: return unary_t<int64_t>(st, op, p0, p1, out, a);
-    case LN_UINT8: case LN_BOOL: return unary_t<uint8_t>(st, op, p0, p1, out, a);
+    case LN_FLOAT32: return unary_t<float>(st, op, q, out, a);
+    case LN_FLOAT64: return unary_t<double>(st, op, q, out, a);
+    case LN_INT32: return unary_t<int32_t>(st, op, q, out, a);
+    case LN_INT64: return unary_t<int64_t>(st, op, q, out, a);
+    case LN_UINT8: case LN_BOOL: return unary_t<uint8_t>(st, op, q, out, a);
   }
   return cudaErrorInvalidValue;
 }

@@ -29,9 +29,9 @@ int lnc_from_wire(lnc_stream s, float *o, const uint16_t *h, int64_t n, int bf16
 
 /* out = a op b, each broadcast to out's shape; scalar_side 1 or 2: that
  * operand is the scalar whose bytes (a's dtype) are in scalar */
-int lnc_binary(lnc_stream s, int op, double alpha, const lnc_view *out, const lnc_view *a,
-               const lnc_view *b, int scalar_side, uint64_t scalar);
-int lnc_unary(lnc_stream s, int op, double p0, double p1, const lnc_view *out, const lnc_view *a);
+int lnc_binary(lnc_stream s, int op, double alpha, double p1, double p2, const lnc_view *out,
+               const lnc_view *a, const lnc_view *b, int scalar_side, uint64_t scalar);
+int lnc_unary(lnc_stream s, int op, double p0, double p1, double p2, const lnc_view *out, const lnc_view *a);
 /* dst <- src (broadcast, cast); both in device memory */
 int lnc_copy(lnc_stream s, const lnc_view *dst, const lnc_view *src);
 int lnc_where(lnc_stream s, const lnc_view *out, const lnc_view *cond, const lnc_view *a, const lnc_view *b);

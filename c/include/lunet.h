@@ -294,6 +294,9 @@ typedef enum ln_unary_op {
   LN_BITWISE_NOT,
   /* activations as one kernel (float only; nn.functional's silu, gelu, mish) */
   LN_SILU, LN_GELU, LN_GELU_TANH, LN_MISH,
+  /* with parameters (ln_unary_p): elu p0 alpha, p1 scale, p2 input_scale
+   * (celu, selu too); softplus p0 beta, p1 threshold */
+  LN_HARDSWISH, LN_HARDSIGMOID, LN_ELU, LN_SOFTPLUS,
   LN_NUNARY
 } ln_unary_op;
 
@@ -309,12 +312,18 @@ typedef enum ln_binary_op {
   /* the activations' gradients from their input: a = x, b = grad_output,
    * out = grad_output * f'(x) (float only; PyTorch's backward kernels) */
   LN_SILU_BWD, LN_GELU_BWD, LN_GELU_TANH_BWD, LN_MISH_BWD,
+  LN_HARDSWISH_BWD, LN_HARDSIGMOID_BWD,
+  LN_ELU_BWD, LN_SOFTPLUS_BWD,            /* parameters as LN_ELU, LN_SOFTPLUS (ln_binary_p) */
+  LN_TANH_BWD, LN_SIGMOID_BWD,            /* from the output: a = tanh(x) / sigmoid(x) */
   LN_NBINARY
 } ln_binary_op;
 
 LN_API ln_tensor *ln_unary(int op, const ln_tensor *a);
 LN_API int ln_unary_(int op, ln_tensor *a);                      /* in place */
 LN_API ln_tensor *ln_binary(int op, const ln_tensor *a, const ln_tensor *b);
+/* the activation ops with parameters p0, p1, p2 (their enums say which) */
+LN_API ln_tensor *ln_unary_p(int op, const ln_tensor *a, double p0, double p1, double p2);
+LN_API ln_tensor *ln_binary_p(int op, const ln_tensor *a, const ln_tensor *b, double p0, double p1, double p2);
 /* a op s (reversed = 0) or s op a (reversed = 1) for a Lua number s */
 LN_API ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed);
 LN_API int ln_binary_(int op, ln_tensor *a, const ln_tensor *b);  /* a = a op b */

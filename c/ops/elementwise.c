@@ -9,12 +9,13 @@ static const char *unary_names[] = {
   "sign", "floor", "ceil", "round", "reciprocal", "log1p", "expm1", "square", "logical_not",
   "isnan", "isinf", "erf", "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan",
   "log2", "log10", "exp2", "trunc", "frac", "lgamma", "digamma", "trigamma", "erfc", "erfinv", "signbit",
-  "bitwise_not", "silu", "gelu", "gelu", "mish", "clamp"};
+  "bitwise_not", "silu", "gelu", "gelu", "mish", "hardswish", "hardsigmoid", "elu", "softplus", "clamp"};
 static const char *binary_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
   "logical_and", "logical_or", "fmod", "atan2", "hypot", "logaddexp", "logaddexp2", "igamma", "igammac",
   "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm",
-  "silu_backward", "gelu_backward", "gelu_backward", "mish_backward", "add_scaled"};
+  "silu_backward", "gelu_backward", "gelu_backward", "mish_backward", "hardswish_backward",
+  "hardsigmoid_backward", "elu_backward", "softplus_backward", "tanh_backward", "sigmoid_backward", "add_scaled"};
 
 static bool is_predicate(int op) { return op >= LN_EQ && op <= LN_LOGICAL_OR; }
 /* the integer-only ops (and, or, xor take bool too) */
@@ -74,7 +75,7 @@ static int check_frac(const char *fn, const ln_tensor *a, bool inplace) {
   return 0;
 }
 
-static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
+static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1, double p2) {
   const char *fn = (op >= 0 && op <= LN_CLAMP) ? unary_names[op] : "unary";
   if (op < 0 || op > LN_CLAMP) return ln_error_null("unary: invalid op %d", op);
   if (ln_check_tensor(fn, a, "input") != 0) return NULL;
@@ -91,7 +92,7 @@ static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
   int odt = (op == LN_LOGICAL_NOT || op == LN_ISNAN || op == LN_ISINF || op == LN_SIGNBIT) ? LN_BOOL : ct;
   ln_tensor *out = ln_tensor_new_named(fn, a->ndim, a->shape, odt, a->device_id);
   if (out) {
-    ln_unary_args args = {op, p0, p1, ln_kview_of(out), ln_kview_of(x)};
+    ln_unary_args args = {op, p0, p1, ln_kview_of(out), ln_kview_of(x), p2};
     const ln_tensor *keep[2] = {out, x};
     if (ln_launch(a->device_id, fn, ln_kernel(fn, a->device_id, LN_K_unary, ct), &args, sizeof args, keep, 2) != 0) {
       ln_tensor_free(out); out = NULL;
@@ -103,7 +104,13 @@ static ln_tensor *unary_p(int op, const ln_tensor *a, double p0, double p1) {
 
 ln_tensor *ln_unary(int op, const ln_tensor *a) {
   if (op < 0 || op >= LN_NUNARY) return ln_error_null("unary: invalid op %d", op);
-  return unary_p(op, a, 0, 0);
+  if (op == LN_ELU || op == LN_SOFTPLUS) return ln_error_null("%s: has parameters; call ln_unary_p", unary_names[op]);
+  return unary_p(op, a, 0, 0, 0);
+}
+
+ln_tensor *ln_unary_p(int op, const ln_tensor *a, double p0, double p1, double p2) {
+  if (op < LN_HARDSWISH || op >= LN_NUNARY) return ln_error_null("unary_p: invalid op %d", op);
+  return unary_p(op, a, p0, p1, p2);
 }
 
 static int unary_inplace_p(int op, ln_tensor *a, double p0, double p1) {
@@ -128,6 +135,7 @@ static int unary_inplace_p(int op, ln_tensor *a, double p0, double p1) {
 
 int ln_unary_(int op, ln_tensor *a) {
   if (op < 0 || op >= LN_NUNARY) return ln_error("unary_: invalid op %d", op);
+  if (op == LN_ELU || op == LN_SOFTPLUS) return ln_error("%s_: has parameters; use ln_unary_p", unary_names[op]);
   return unary_inplace_p(op, a, 0, 0);
 }
 
@@ -139,7 +147,7 @@ static int check_bounds(double lo, double hi) {
 
 ln_tensor *ln_clamp(const ln_tensor *a, double lo, double hi) {
   if (check_bounds(lo, hi) != 0) return NULL;
-  return unary_p(LN_CLAMP, a, lo, hi);
+  return unary_p(LN_CLAMP, a, lo, hi, 0);
 }
 int ln_clamp_(ln_tensor *a, double lo, double hi) {
   if (check_bounds(lo, hi) != 0) return -1;
@@ -154,7 +162,7 @@ static int compute_dtype(const char *fn, const char *us, int *op, int ct) {
   /* hypot and logaddexp have no integer kernel in PyTorch (two integer
    * tensors are refused there too; with a float operand they promote) */
   if ((*op == LN_HYPOT || *op == LN_LOGADDEXP || *op == LN_LOGADDEXP2 || *op == LN_IGAMMA || *op == LN_IGAMMAC ||
-       (*op >= LN_SILU_BWD && *op <= LN_MISH_BWD)) &&
+       (*op >= LN_SILU_BWD && *op <= LN_SIGMOID_BWD)) &&
       !ln_is_float(ct))
     return ln_error("%s%s: not implemented for %s tensors (convert to a float dtype first)", fn, us,
                     ln_dtype_name(ct));
@@ -176,7 +184,7 @@ static int compute_dtype(const char *fn, const char *us, int *op, int ct) {
   return ct;
 }
 
-static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, double alpha) {
+static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, double alpha, double p1, double p2) {
   if (op < 0 || op > LN_AXPY) return ln_error_null("binary: invalid op %d", op);
   const char *fn = binary_names[op];
   if (ln_check_tensor(fn, a, "first argument") != 0 || ln_check_tensor(fn, b, "second argument") != 0 ||
@@ -194,7 +202,7 @@ static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, do
     out = ln_tensor_new_named(fn, nd, shape, is_predicate(op) ? LN_BOOL : ct, a->device_id);
     if (out) {
       ln_binary_args args = {kop, 0, alpha, ln_kview_of(out), ln_kview_broadcast(x, nd, shape),
-                             ln_kview_broadcast(y, nd, shape), {0}};
+                             ln_kview_broadcast(y, nd, shape), {0}, p1, p2};
       const ln_tensor *keep[3] = {out, x, y};
       if (ln_launch(a->device_id, fn, ln_kernel(fn, a->device_id, LN_K_binary, ct), &args, sizeof args, keep, 3) != 0) {
         ln_tensor_free(out); out = NULL;
@@ -208,7 +216,14 @@ static ln_tensor *binary_impl(int op, const ln_tensor *a, const ln_tensor *b, do
 
 ln_tensor *ln_binary(int op, const ln_tensor *a, const ln_tensor *b) {
   if (op < 0 || op >= LN_NBINARY) return ln_error_null("binary: invalid op %d", op);
-  return binary_impl(op, a, b, 1.0);
+  if (op == LN_ELU_BWD || op == LN_SOFTPLUS_BWD)
+    return ln_error_null("%s: has parameters; call ln_binary_p", binary_names[op]);
+  return binary_impl(op, a, b, 1.0, 0, 0);
+}
+
+ln_tensor *ln_binary_p(int op, const ln_tensor *a, const ln_tensor *b, double p0, double p1, double p2) {
+  if (op < LN_SILU_BWD || op >= LN_NBINARY) return ln_error_null("binary_p: invalid op %d", op);
+  return binary_impl(op, a, b, p0, p1, p2);
 }
 
 static int binary_inplace_impl(int op, ln_tensor *a, const ln_tensor *b, double alpha) {
@@ -237,7 +252,7 @@ static int binary_inplace_impl(int op, ln_tensor *a, const ln_tensor *b, double 
   if (ct != a->dtype_id && is_bitop(kop) && !bool_bitop(kop)) {
     /* shifts, gcd, lcm in the wider dtype, then cast into a (as torch):
      * b's values cast down first would change the counts and divisors */
-    ln_tensor *r = binary_impl(op, a, b, alpha);
+    ln_tensor *r = binary_impl(op, a, b, alpha, 0, 0);
     int rc = r ? ln_copy_(a, r) : -1;
     ln_tensor_free(r);
     return rc;
@@ -255,6 +270,7 @@ static int binary_inplace_impl(int op, ln_tensor *a, const ln_tensor *b, double 
 
 int ln_binary_(int op, ln_tensor *a, const ln_tensor *b) {
   if (op < 0 || op >= LN_NBINARY) return ln_error("binary_: invalid op %d", op);
+  if (op == LN_ELU_BWD || op == LN_SOFTPLUS_BWD) return ln_error("%s_: has parameters; use ln_binary_p", binary_names[op]);
   return binary_inplace_impl(op, a, b, 1.0);
 }
 
@@ -271,6 +287,8 @@ static int check_int_divisor(int op, int ct, double s) {
 
 ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed) {
   if (op < 0 || op >= LN_NBINARY) return ln_error_null("binary: invalid op %d", op);
+  if (op == LN_ELU_BWD || op == LN_SOFTPLUS_BWD)
+    return ln_error_null("%s: has parameters; call ln_binary_p", binary_names[op]);
   const char *fn = binary_names[op];
   if (ln_check_tensor(fn, a, "tensor argument") != 0) return NULL;
   int kop = op;
@@ -296,6 +314,7 @@ ln_tensor *ln_binary_scalar(int op, const ln_tensor *a, double s, int reversed) 
 
 int ln_binary_scalar_(int op, ln_tensor *a, double s) {
   if (op < 0 || op >= LN_NBINARY) return ln_error("binary_: invalid op %d", op);
+  if (op == LN_ELU_BWD || op == LN_SOFTPLUS_BWD) return ln_error("%s_: has parameters; use ln_binary_p", binary_names[op]);
   const char *fn = binary_names[op];
   if (ln_check_tensor(fn, a, "tensor argument") != 0 || check_writable(fn, a) != 0) return -1;
   if (is_predicate(op)) return ln_error("%s_: has no in-place form", fn);

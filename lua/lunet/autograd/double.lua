@@ -24,7 +24,7 @@ local KINDS = { unary = true, binary = true, pair = true, view = true, reduce = 
 local NOT = { polygamma = true }
 -- the layers of formulas/act_loss.lua: tensor ops too
 local TENSOR_LAYERS = {}
-for _, name in ipairs({ 'hardswish', 'hardsigmoid', 'relu6', 'softplus', 'prelu', 'l1_loss',
+for _, name in ipairs({ 'relu6', 'prelu', 'l1_loss',
   'smooth_l1_loss', 'huber_loss', 'binary_cross_entropy', 'kl_div' }) do TENSOR_LAYERS[name] = true end
 -- nodes made outside the formulas whose backward is made of tensor ops and
 -- saves no input (fold: pad, index_select of g; conv_transpose3d's col2im)
@@ -57,6 +57,28 @@ DOUBLE.mish = function(n, g)
   local tsp = x:exp():log1p():tanh()
   return g * (tsp + x * sig * (1 - tsp * tsp))
 end
+-- hardswish, hardsigmoid, softplus, elu (celu, selu), tanh, sigmoid: their
+-- backward kernels' formulas (formulas/act_loss.lua, pointwise.lua) as tensor ops
+local SIXTH_F = tonumber(require('ffi').new('float', 1 / 6))
+DOUBLE.hardswish = function(n, g)
+  local x = n.a
+  return g:where(x:gt(3), g * (x / 3 + 0.5)):where(x:lt(-3):logical_not(), 0)
+end
+DOUBLE.hardsigmoid = function(n, g)
+  local x = n.a
+  return (g * SIXTH_F):where(x:gt(-3):logical_and(x:lt(3)), 0)
+end
+DOUBLE.softplus = function(n, g)
+  local xb = n.a * n.x1
+  local z = xb:exp()
+  return g:where(xb:gt(n.x2), g * z / (z + 1))
+end
+DOUBLE.elu = function(n, g)
+  local x, alpha, scale, iscale = n.a, n.x1, n.x2, n.x3
+  return (g * scale):where(x:gt(0), g * ((x * iscale):exp() * (iscale * alpha * scale)))
+end
+DOUBLE.tanh = function(n, g) local r = n.r; return g * (1 - r * r) end
+DOUBLE.sigmoid = function(n, g) local r = n.r; return g * ((1 - r) * r) end
 DOUBLE.gelu = function(n, g)
   local x = n.a
   if n.x1 then   -- approximate = 'tanh'

@@ -54,26 +54,24 @@ return function(F, h)
     end
   end
 
-  -- silu: x / (1 + exp(-x)); mish: x tanh(log1p(exp(x))) (c/cpu/elementwise.c)
+  -- silu: x / (1 + exp(-x)); mish: x tanh(log1p(exp(x))); hardswish:
+  -- x clamp(x + 3, 0, 6) / 6; hardsigmoid: clamp(x + 3, 0, 6) / 6 (one
+  -- kernel each: c/cpu/elementwise.c)
   activation('silu', function(x) return wrap(C.ln_unary(C.LN_SILU, x.p)) end)
-  activation('hardswish', function(x) return x * (x + 3):clamp(0, 6) / 6 end)
-  activation('hardsigmoid', function(x) return (x + 3):clamp(0, 6) / 6 end)
+  activation('hardswish', function(x) return wrap(C.ln_unary(C.LN_HARDSWISH, x.p)) end)
+  activation('hardsigmoid', function(x) return wrap(C.ln_unary(C.LN_HARDSIGMOID, x.p)) end)
   activation('relu6', function(x) return x:clamp(0, 6) end)
   activation('mish', function(x) return wrap(C.ln_unary(C.LN_MISH, x.p)) end)
 
   -- softplus(x[, beta = 1[, threshold = 20]]) or softplus(x, {beta, threshold}):
-  -- log(1 + exp(beta x)) / beta, x where beta x > threshold
+  -- log(1 + exp(beta x)) / beta, x where beta x > threshold (one kernel)
   local SOFTPLUS_OPTS, SOFTPLUS_POSITIONAL = { beta = 'number', threshold = 'number' }, { 'beta', 'threshold' }
   local record_softplus = recorder('softplus')
-  local function softplus_fwd(x, _, beta, threshold)
-    local xb = x * beta
-    return x:where(xb:gt(threshold), xb:exp():log1p() / beta)
-  end
   function F.softplus(x, ...)
     local o = options.check('softplus', options.positional('softplus', SOFTPLUS_POSITIONAL, ...), SOFTPLUS_OPTS) or {}
     need_float('softplus', x, 'input')
     local beta, threshold = o.beta or 1, o.threshold or 20
-    local r = run(softplus_fwd, x, nil, beta, threshold)
+    local r = wrap(C.ln_unary_p(C.LN_SOFTPLUS, x.p, beta, threshold, 0))
     record_softplus(r, x, beta, threshold)
     return r
   end

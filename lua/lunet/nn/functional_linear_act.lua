@@ -112,7 +112,9 @@ return function(F, h)
   function F.leaky_relu_(x, slope) return leaky_relu('leaky_relu_', x, slope, nil, true) end
 
   -- elu(x[, alpha = 1[, inplace = false]]), elu_(x[, alpha]): x if x > 0 else alpha (exp(x) - 1)
-  local function elu_fwd(x, alpha) return x:where(x:gt(0), x:clamp(nil, 0):expm1() * alpha) end
+  -- (one kernel and one node: lunet.nn.functional_elu)
+  local elu_kernel = require 'lunet.nn.functional_elu'
+  local function elu_fwd(x, alpha) return elu_kernel(x, alpha, 1, 1) end
   local function elu(fn, x, alpha, inplace, force)
     need(fn, x, 'input')
     alpha, inplace = number_inplace(fn, 'alpha', alpha, 1, inplace)

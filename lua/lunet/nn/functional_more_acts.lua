@@ -48,9 +48,8 @@ return function(F, h)
 
   -- selu(x[, inplace]): scale (x if x > 0 else alpha (exp(x) - 1))
   local SELU_OPTS, SELU_POS = { inplace = 'boolean' }, { 'inplace' }
-  local function selu_fwd(x)
-    return x:where(x:gt(0), x:clamp(nil, 0):expm1() * SELU_ALPHA) * SELU_SCALE
-  end
+  local elu_kernel = require 'lunet.nn.functional_elu'   -- (selu and celu: one kernel and one node)
+  local function selu_fwd(x) return elu_kernel(x, SELU_ALPHA, SELU_SCALE, 1) end
   local function selu(fn, x, inplace, ...)
     local o = check(fn, positional(fn, SELU_POS, ...), SELU_OPTS) or NO
     need_float(fn, x)
@@ -62,9 +61,7 @@ return function(F, h)
 
   -- celu(x[, alpha = 1[, inplace]]): x if x > 0 else alpha (exp(x / alpha) - 1)
   local CELU_OPTS, CELU_POS = { alpha = 'number', inplace = 'boolean' }, { 'alpha', 'inplace' }
-  local function celu_fwd(x, alpha)
-    return x:where(x:gt(0), (x:clamp(nil, 0) / alpha):expm1() * alpha)
-  end
+  local function celu_fwd(x, alpha) return elu_kernel(x, alpha, 1, 1 / alpha) end
   local function celu(fn, x, inplace, ...)
     local o = check(fn, positional(fn, CELU_POS, ...), CELU_OPTS) or NO
     need_float(fn, x)

@@ -13,13 +13,15 @@ local ffi = require 'ffi'
 local C = require('lunet.core').C
 local wrap = require('lunet.tensor').wrap
 
--- g f'(x) in one kernel (silu, gelu, mish: PyTorch's backward kernels,
--- recomputed from the input; their create_graph forms: lunet.autograd.double)
-local function act_bwd(op, x, g) return wrap(C.ln_binary(op, x.p, g.p)) end
+-- g f'(x) in one kernel (silu, gelu, mish, hardswish, hardsigmoid, softplus,
+-- elu: PyTorch's backward kernels, recomputed from the input; their
+-- create_graph forms: lunet.autograd.double); p0..p2 the op's parameters
+local function act_bwd(op, x, g, p0, p1, p2)
+  if p0 then return wrap(C.ln_binary_p(op, x.p, g.p, p0, p1, p2 or 0)) end
+  return wrap(C.ln_binary(op, x.p, g.p))
+end
 
--- torch's hardsigmoid_backward multiplies by the float 1.0f / 6.0f, and
 -- binary_cross_entropy_backward divides by at least the float 1e-12f, for doubles too
-local SIXTH_F = tonumber(ffi.new('float', 1 / 6))
 local EPS_F = tonumber(ffi.new('float', 1e-12))
 
 -- the gradient of an elementwise loss: d (the loss's derivative, per
@@ -42,16 +44,21 @@ return function(def)
   end })
 
   -- x < -3: 0; x <= 3: g (x / 3 + 1/2); else g (PyTorch's scalar loop and
-  -- CUDA kernel; its vectorized CPU loop gives g at x = 3 exactly)
+  -- CUDA kernel; its vectorized CPU loop gives g at x = 3 exactly); NaN for NaN
   def('hardswish', 'layer', { inputs = 1, save_in = 1, backward = function(n, g)
-    local x = n.a
-    return (g * (x / 3 + 0.5)):where(x:le(3), g):where(x:lt(-3):logical_not(), 0)
+    return act_bwd(C.LN_HARDSWISH_BWD, n.a, g)
   end })
 
-  -- -3 < x < 3: g / 6, else 0
+  -- -3 < x < 3: g / 6 (the float 1/6, for doubles too, as torch), else 0
   def('hardsigmoid', 'layer', { inputs = 1, save_in = 1, backward = function(n, g)
-    local x = n.a
-    return (g * SIXTH_F):where(x:gt(-3):logical_and(x:lt(3)), 0)
+    return act_bwd(C.LN_HARDSIGMOID_BWD, n.a, g)
+  end })
+
+  -- elu, celu, selu: x1 alpha, x2 scale, x3 input_scale; x <= 0: g input_scale
+  -- alpha scale exp(input_scale x), else g scale (from the input, as torch's
+  -- elu_backward with is_result = false; NaN for NaN, as its vector loop)
+  def('elu', 'layer', { inputs = 1, save_in = 1, args = 3, backward = function(n, g)
+    return act_bwd(C.LN_ELU_BWD, n.a, g, n.x1, n.x2, n.x3)
   end })
 
   -- hardtanh(x, 0, 6)'s: 0 where x <= 0 or x >= 6
@@ -62,9 +69,7 @@ return function(def)
 
   -- x1 beta, x2 threshold: g where beta x > threshold, else g z / (z + 1), z = exp(beta x)
   def('softplus', 'layer', { inputs = 1, save_in = 1, args = 2, backward = function(n, g)
-    local xb = n.a * n.x1
-    local z = xb:exp()
-    return g:where(xb:gt(n.x2), g * z / (z + 1))
+    return act_bwd(C.LN_SOFTPLUS_BWD, n.a, g, n.x1, n.x2)
   end })
 
   def('mish', 'layer', { inputs = 1, save_in = 1, backward = function(n, g)

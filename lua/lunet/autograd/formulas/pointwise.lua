@@ -17,8 +17,10 @@ return function(def, unary)
   unary('log', function(n, g) return g / n.a end, 'in')
   unary('sqrt', function(n, g) return g * 0.5 / n.r end, 'out')
   unary('rsqrt', function(n, g) local r = n.r; return g * (r * r * r) * -0.5 end, 'out')
-  unary('tanh', function(n, g) local r = n.r; return g * (1 - r * r) end, 'out')
-  unary('sigmoid', function(n, g) local r = n.r; return g * (r * (1 - r)) end, 'out')
+  -- tanh, sigmoid: torch's tanh_backward, sigmoid_backward kernels, from the
+  -- output (their create_graph forms: lunet.autograd.double)
+  unary('tanh', function(n, g) return wrap(C.ln_binary(C.LN_TANH_BWD, n.r.p, g.p)) end, 'out')
+  unary('sigmoid', function(n, g) return wrap(C.ln_binary(C.LN_SIGMOID_BWD, n.r.p, g.p)) end, 'out')
   local has_relu_bw = pcall(function() return C.ln_relu_backward end)
   unary('relu', function(n, g)
     local r = n.r
