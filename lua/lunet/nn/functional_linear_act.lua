@@ -1,5 +1,5 @@
 -- lunet.nn.functional's linear (one autograd node for 2-d input) and the
--- activations relu, sigmoid, tanh, leaky_relu, elu, gelu (tensor ops), and
+-- activations relu, sigmoid, tanh, leaky_relu, elu, gelu (kernels and tensor ops), and
 -- relu, leaky_relu, elu in place (inplace = true, relu_, leaky_relu_, elu_).
 -- Installed into F by lunet.nn.functional, which hands over its helpers.
 local core = require 'lunet.core'

@@ -2,7 +2,8 @@
 -- softsign, tanhshrink, threshold, glu, softmin, hardshrink, softshrink, as
 -- PyTorch 1.13's, and the in-place hardtanh_, selu_, celu_, threshold_.
 -- Each is a composition of differentiable tensor ops (every backend, second
--- derivatives too), written so that the gradients at the kinks are
+-- derivatives too; selu and celu: elu's kernel, lunet.nn.functional_elu),
+-- written so that the gradients at the kinks are
 -- PyTorch's: where() gives none to the branch it did not take, clamp passes
 -- it at its bounds. Installed into F by lunet.nn.functional.
 local T = require 'lunet.tensor'

@@ -1,5 +1,5 @@
 -- lunet.autograd.formulas.act_loss: the activations and losses of
--- lunet.nn.functional made of tensor ops (silu, hardswish, hardsigmoid,
+-- lunet.nn.functional (silu, hardswish, hardsigmoid, elu,
 -- relu6, softplus, mish, prelu; l1, smooth_l1, huber, binary_cross_entropy,
 -- kl_div), kind 'layer'. Each backward is PyTorch 1.13's formula (its
 -- derivatives.yaml and CPU backward kernels), boundaries included: relu6's
