@@ -9,33 +9,9 @@ local models = lunet.models
 
 local T, cases = fx.load_fixture('models')
 
--- the formula of tools/gen_models_fixtures.py, as a state dict for keys
-local function formula_state(model, keys)
-  local own, sd = model:state_dict(), {}
-  for k0, e in ipairs(keys) do
-    local key, k = e[1], k0 - 1
-    if key:match('num_batches_tracked$') then sd[key] = own[key]:clone()
-    else
-      local n = 1
-      for _, s in ipairs(e[2]) do n = n * s end
-      local a = lunet.arange(n, { dtype = 'float64' }):mul(0.37):add(1.3 * k)
-      local v = key:match('running_var$') and a:cos():mul(0.1):add(1) or a:sin():mul(0.05)
-      sd[key] = v:float():view(#e[2] > 0 and e[2] or {})
-    end
-  end
-  return sd
-end
-
-local function make_input(size)
-  local i = lunet.arange(2 * 3 * size * size, { dtype = 'float64' })
-  return (i:mul(0.7):sin() + i:mul(0.031):cos():mul(0.5)):float():view(2, 3, size, size)
-end
-
-local function keys_of(model)
-  local out = {}
-  for _, e in ipairs(model._state_entries(model, '')) do out[#out + 1] = { e[1], e[2]:size() } end
-  return out
-end
+-- the formula of tools/gen_models_fixtures.py (spec/support/models_formula.lua)
+local formula = require 'support.models_formula'
+local formula_state, make_input, keys_of = formula.formula_state, formula.make_input, formula.keys_of
 
 describe('lunet.models against torchvision', function()
   for _, c in ipairs(cases) do

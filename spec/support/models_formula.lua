@@ -1,5 +1,5 @@
 -- The formula scheme of tools/gen_models_fixtures.py for the lunet.models
--- family specs (spec/models_regnet_spec.lua, models_convnext_spec.lua): the
+-- specs (spec/models_spec.lua and the family specs models_*_spec.lua): the
 -- state dict set by position, the input, the keys, and one case checked
 -- against its fixture (eval, train in float64, gradients), as models_spec.lua.
 local lunet = require 'lunet'

@@ -145,15 +145,7 @@ function EfficientNet:__init(setting, dropout, opts, fname, last_channel, norm_l
   end)
 end
 
-function EfficientNet:forward(x)
-  return self.classifier(self.avgpool(self.features(x)):flatten(2))
-end
-
-function EfficientNet:onnx_export(g, xn, x)
-  xn, x = g:module('features', xn, x)
-  xn, x = g:module('avgpool', xn, x)
-  return g:module('classifier', g:node('Flatten', { xn }, { axis_i = 1 }), x:flatten(2))
-end
+EfficientNet.forward, EfficientNet.onnx_export = ops.pooled_forward, ops.pooled_onnx_export
 
 local function b_setting(wm, dm)
   return { mbconv(1, 3, 1, 32, 16, 1, wm, dm), mbconv(6, 3, 2, 16, 24, 2, wm, dm), mbconv(6, 5, 2, 24, 40, 2, wm, dm),

@@ -131,15 +131,7 @@ function MobileNetV3:__init(arch, opts, fname)
   end)
 end
 
-function MobileNetV3:forward(x)
-  return self.classifier(self.avgpool(self.features(x)):flatten(2))
-end
-
-function MobileNetV3:onnx_export(g, xn, x)
-  xn, x = g:module('features', xn, x)
-  xn, x = g:module('avgpool', xn, x)
-  return g:module('classifier', g:node('Flatten', { xn }, { axis_i = 1 }), x:flatten(2))
-end
+MobileNetV3.forward, MobileNetV3.onnx_export = ops.pooled_forward, ops.pooled_onnx_export
 
 for _, name in ipairs({ 'mobilenet_v3_large', 'mobilenet_v3_small' }) do
   M[name] = function(opts, ...)

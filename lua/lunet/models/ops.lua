@@ -145,4 +145,18 @@ function StochasticDepth:onnx_export(g, xn, x) return xn, x end
 
 function StochasticDepth:extra_repr() return ('p=%s, mode=%s'):format(self.p, self.mode) end
 
+-- ---- the pooled classifier head --------------------------------------------------------------
+
+-- forward and ONNX export of a model made of features, avgpool and a
+-- classifier on the flattened pool (torchvision's MobileNetV3, EfficientNet)
+function M.pooled_forward(self, x)
+  return self.classifier(self.avgpool(self.features(x)):flatten(2))
+end
+
+function M.pooled_onnx_export(self, g, xn, x)
+  xn, x = g:module('features', xn, x)
+  xn, x = g:module('avgpool', xn, x)
+  return g:module('classifier', g:node('Flatten', { xn }, { axis_i = 1 }), x:flatten(2))
+end
+
 return M
