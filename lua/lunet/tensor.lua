@@ -132,6 +132,17 @@ local function saved_alias(t)
   return setmetatable({ p = ffi.gc(p, C.ln_tensor_free), _record = false, _version = C.ln_storage_version(t.p) }, live_mt)
 end
 
+-- t handed to an autograd node as its own: a saved alias of it (freed with
+-- the node by the engine, lunet.nn.eager), t itself freed now
+local function node_owned(t)
+  local own = saved_alias(t)
+  local p = t.p
+  ffi.gc(p, nil)
+  C.ln_tensor_free(p)
+  t.p = NULL
+  return own
+end
+
 -- Frees t's C tensor now rather than when the collector finds it (the
 -- autograd engine's gradients): t is left a NULL handle, which every method
 -- refuses.
@@ -476,7 +487,7 @@ function Tensor.set_index(self, i, v) write_into(self:select(1, i), v) end
 
 return {
   Tensor = Tensor, getters = getters, setters = setters, mt = mt,
-  wrap = wrap, saved_alias = saved_alias, free_now = free_now, collect_if_tight = collect_if_tight, collect = collect, collections = collections, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
+  wrap = wrap, saved_alias = saved_alias, free_now = free_now, node_owned = node_owned, collect_if_tight = collect_if_tight, collect = collect, collections = collections, check = check, is_tensor = is_tensor, need_tensor = need_tensor, gc_min = GC_MIN,
   collect_rearm = collect_rearm,
   cdim = cdim, read_shape = read_shape, write_into = write_into, int_arg = int_arg, record = record, table_index = table_index,
 }

@@ -11,6 +11,7 @@ local C = core.C
 local wrap, free_now, record, is_tensor, same_shape = T.wrap, T.free_now, T.record, T.is_tensor, G.same_shape
 local check_saved = G.check_saved
 local run_hooks = require('lunet.autograd.hooks').run
+local eager = require 'lunet.nn.eager'
 local table_new = require 'table.new'
 
 local E = {}
@@ -69,6 +70,19 @@ function E.install(Tensor, raw)
     if c == 0 and free_early and not t._record then free_now(t) end
   end
 
+  -- A node's saved tensors (G.saved's aliases: nothing else holds them)
+  -- freed with the node, so that the activations they kept go back to the
+  -- device's cache now rather than when Lua collects them (lunet.nn.eager;
+  -- only where gradients are freed early too: not under create_graph, whose
+  -- new graph may be built on them, nor with CUDA devices)
+  local SAVED = { 'a', 'b', 'r', 'x', 'cond', 'x1', 'x2', 'x3', 'x4' }   -- (G.SAVED and a layer's arguments)
+  local function free_saved(n)
+    for k = 1, #SAVED do
+      local t = n[SAVED[k]]
+      if type(t) == 'table' and rawget(t, '_version') and t.p ~= nil then free_now(t) end
+    end
+  end
+
   -- The graph from root down, once: each node runs when every consumer has
   -- handed it its gradient. A plain function called through pcall (a closure
   -- made per backward would abort the JIT trace of the training loop);
@@ -79,7 +93,8 @@ function E.install(Tensor, raw)
   -- the graph is retained); the edges stay so that a second call can tell
   -- (table.clear and the few fields put back: a pairs() loop is not
   -- compiled by LuaJIT and cost a third of the walk's time)
-  local function release(n)
+  local function release(n, free_early)
+    if free_early and eager.enabled then free_saved(n) end
     if n.ni then
       for k in pairs(n) do
         if type(k) ~= 'number' and k ~= 'name' and k ~= 'fn' and k ~= 'ni' then n[k] = nil end
@@ -190,6 +205,7 @@ function E.install(Tensor, raw)
     -- replicas of DataParallel) advance together, so each one's gradients
     -- (and the all-reduces they start) reach its device's stream early
     local ready, head, rp = table_new(nodes, 0), 1, 1
+    local summed, nsummed = table_new(4, 0), 0   -- this node's gradients summed into a pending one
     ready[1] = root
     while head <= rp do
       local n = ready[head]; ready[head] = nil; head = head + 1
@@ -231,6 +247,8 @@ function E.install(Tensor, raw)
                 pending[e] = sum
                 handed[sum] = 1
                 drop(handed, old, free_early)   -- e holds the sum instead
+                nsummed = nsummed + 1
+                summed[nsummed] = gi
               else
                 pending[e] = gi
                 handed[gi] = (handed[gi] or 0) + 1
@@ -259,6 +277,15 @@ function E.install(Tensor, raw)
           end
         end
       end
+      -- a gradient summed into another one's pending sum (a branch point:
+      -- a residual block's input) is garbage now unless something else holds
+      -- it (handed: another edge or a leaf; or it is g passed through)
+      for k = 1, nsummed do
+        local t = summed[k]
+        summed[k] = nil
+        if free_early and handed[t] == nil and not rawequal(t, g) and not t._record and t.p ~= nil then free_now(t) end
+      end
+      nsummed = 0
       -- a fresh weight gradient summed into .grad is garbage now: its storage
       -- goes back to the cache at once (after the queued add) instead of at
       -- the next collection, unless the node returned the same tensor twice
@@ -273,7 +300,7 @@ function E.install(Tensor, raw)
       end
       -- free what the node saved, its hooks and retain_grad mark (a hook that
       -- captures its own tensor is a cycle through that tensor's record)
-      if not retain and not mask then release(n) end
+      if not retain and not mask then release(n, free_early) end
     end
   end
 
@@ -313,7 +340,7 @@ function E.install(Tensor, raw)
           if accumulate_leaf(e, gi, fresh) and free_early and fresh then free_now(gi) end
         end
       end
-      if not retain then release(n) end
+      if not retain then release(n, free_early) end
     end
   end
 

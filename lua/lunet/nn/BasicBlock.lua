@@ -14,6 +14,7 @@ local Sequential = require 'lunet.nn.Sequential'
 local F = require 'lunet.nn.functional'
 local A = require 'lunet.autograd'
 local options = require 'lunet.options'
+local eager = require 'lunet.nn.eager'
 
 local BasicBlock = Module:extend('nn.BasicBlock')
 BasicBlock.expansion = 1
@@ -78,6 +79,12 @@ function BasicBlock.eval_parts(blk, x)
   return conv1, bn1, conv2, bn2, sconv, sbn
 end
 
+-- the last conv's output and the shortcut's (never the block's input) once y is made
+local function release(out, residual, shortcut, y)
+  eager.consumed(out, y)
+  if shortcut then eager.consumed(residual, y) end
+end
+
 function BasicBlock:forward(x)
   local conv1, bn1, conv2, bn2, sconv, sbn = BasicBlock.eval_parts(self, x)
   -- eval mode, no gradient: the whole block in one call (batch norms folded
@@ -85,18 +92,41 @@ function BasicBlock:forward(x)
   -- activations kept in oneDNN's blocked layout inside it)
   if conv1 then return F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn) end
   conv1, bn1, conv2, bn2 = self.conv1, self.bn1, self.conv2, self.bn2
+  -- (the intermediates freed once consumed: lunet.nn.eager)
+  local free = eager.active() and eager.pure(self)
+  local shortcut = self.shortcut
   if Conv2d.fusable(conv1, bn1) and Conv2d.fusable(conv2, bn2) then
     -- eval with gradients: the same fusion as differentiable compositions
     local out = conv1:forward_fused(x, bn1, nil, true)
-    local residual = self.shortcut and self.shortcut(x) or x
-    return conv2:forward_fused(out, bn2, residual, true)
+    local residual = shortcut and shortcut(x) or x
+    local y = conv2:forward_fused(out, bn2, residual, true)
+    if free then release(out, residual, shortcut, y) end
+    return y
   end
-  local out = self.conv1(x)
-  if BatchNorm.fusable(bn1) then out = bn1:forward_relu(out) else out = bn1(out):relu() end
-  out = self.conv2(out)
-  local residual = self.shortcut and self.shortcut(x) or x
-  if BatchNorm.fusable(bn2) then return bn2:forward_add_relu(out, residual) end
-  return (bn2(out) + residual):relu()
+  local c1 = self.conv1(x)
+  local a
+  if BatchNorm.fusable(bn1) then
+    a = bn1:forward_relu(c1)
+  else
+    local b = bn1(c1)
+    a = b:relu()
+    if free then eager.consumed(b, a) end
+  end
+  if free then eager.consumed(c1, a) end
+  local out = self.conv2(a)
+  if free then eager.consumed(a, out) end
+  local residual = shortcut and shortcut(x) or x
+  local y
+  if BatchNorm.fusable(bn2) then
+    y = bn2:forward_add_relu(out, residual)
+  else
+    local b = bn2(out)
+    local s = b + residual
+    y = s:relu()
+    if free then eager.consumed(b, y); eager.consumed(s, y) end
+  end
+  if free then release(out, residual, shortcut, y) end
+  return y
 end
 
 function BasicBlock:extra_repr()

@@ -12,6 +12,7 @@ local T = require 'lunet.tensor'
 local A = require 'lunet.autograd'
 local C = core.C
 local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
+local node_owned = T.node_owned
 local recorder, records = A.recorder, A.records
 local options = require 'lunet.options'
 local raise = options.raise   -- (errors at the user's line, also when a layer called this)
@@ -160,8 +161,12 @@ function F.conv2d(x, w, b, opts, padding, dilation, groups)
     local numel = tonumber(C.ln_conv2d_saved_numel(x.p, w.p, params))
     if numel > 0 then saved = new(x, numel) end
   end
-  if saved then check(C.ln_conv2d_forward_saving(out.p, saved.p, x.p, w.p, b and b.p, params))
-  else check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params)) end
+  if saved then
+    check(C.ln_conv2d_forward_saving(out.p, saved.p, x.p, w.p, b and b.p, params))
+    saved = node_owned(saved)   -- (freed with the node: lunet.nn.eager)
+  else
+    check(C.ln_conv2d_forward(out.p, x.p, w.p, b and b.p, params))
+  end
   record_conv2d(out, x, w, b, params, saved)
   return out
 end

@@ -66,8 +66,10 @@ return function(F, h)
     shape_buf[0], shape_buf[1], shape_buf[2], shape_buf[3] = N, Cc, OH, OW
     local idx = wrap(C.ln_empty(4, shape_buf, C.LN_INT64, x.p.device_id))
     check(C.ln_maxpool2d_forward(out.p, idx.p, x.p, p))
-    record_max_pool2d(out, x, idx, p)
-    if opts.return_indices then return out, idx + 1 end
+    local ret = opts.return_indices and idx + 1
+    -- (the node's own indices, freed with it: lunet.nn.eager)
+    record_max_pool2d(out, x, A.records(x) and T.node_owned(idx) or idx, p)
+    if ret then return out, ret end
     return out
   end
 

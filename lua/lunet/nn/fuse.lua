@@ -19,7 +19,11 @@
 --   elements.
 -- A module with its own forward (an instance field), with hooks or of a
 -- subclass is never fused: it is called as written (module(x)).
+-- Intermediates between lunet.nn's own children are freed as soon as the
+-- next child has consumed them (lunet.nn.eager).
 local F = require 'lunet.nn.functional'
+local eager = require 'lunet.nn.eager'
+local pure = eager.pure
 local is_table = require('lunet.core').is_table   -- (a table, not a tensor)
 local BatchNorm = require 'lunet.nn.BatchNorm'
 local A = require 'lunet.autograd'
@@ -97,7 +101,10 @@ end
 local function relu_pool(self, names, i, n, x)
   local m, pool = self[names[i]], i < n and self[names[i + 1]]
   if not (pool and plain(m, ReLU) and not m.inplace and plain(pool, MaxPool2d)) then return nil end
-  return m:forward(pool:forward(x)), 2
+  local p = pool:forward(x)
+  local y = m:forward(p)
+  if eager.active() then eager.consumed(p, y) end
+  return y, 2
 end
 
 M.add({ 'Conv2d', 'BasicBlock' }, chain)
@@ -128,6 +135,8 @@ function M.forward(self, x)
   if not by_class then index_rules() end
   local names = self._children
   local i, n = 1, #names
+  -- owned: x is an intermediate that pure children made (lunet.nn.eager)
+  local input, owned, free = x, false, eager.active()
   while i <= n do
     local m = self[names[i]]
     local list, y, k = by_class[getmetatable(m)], nil, nil
@@ -137,8 +146,14 @@ function M.forward(self, x)
         if y ~= nil then break end
       end
     end
-    if y ~= nil then x, i = y, i + k
-    else x, i = m(x), i + 1 end
+    if y == nil then y, k = m(x), 1 end
+    if free and not rawequal(y, x) then
+      local p = pure(m)
+      for j = i + 1, i + k - 1 do p = p and pure(self[names[j]]) end
+      if owned and p then eager.consumed(x, y) end
+      owned = p and not rawequal(y, input)
+    end
+    x, i = y, i + k
   end
   return x
 end

@@ -1,0 +1,72 @@
+-- lunet.nn.eager: a container frees an intermediate activation as soon as
+-- the next layer has consumed it, as PyTorch's reference counting does.
+-- Lua frees a tensor only when its collector finds the handle, and a full
+-- collection (lunet.tensor triggers one as a device's bytes grow) walks the
+-- whole Lua heap: left to it, a small CNN's training spent a sixth of its
+-- step collecting, and every step's activations sat in memory until then,
+-- cold when their blocks came back. Freed here, a layer's output goes back
+-- to the device's cache after its consumer ran and the autograd node that
+-- saved it has run its backward (lunet.autograd.engine frees saved tensors
+-- then), so the next step reuses warm blocks and collections come rarely.
+--
+-- Only what no one else can hold is freed: a tensor that a child of the
+-- container made (never the container's input), consumed by the next child,
+-- where both children are lunet.nn's own classes (their whole subtree too)
+-- with no hooks and no forward of their own (a user's module may keep its
+-- input or output), the consumer gave back a different tensor, and that
+-- tensor is not a view of it (an in-place op on the view rewrites its base's
+-- history). Anomaly mode keeps everything. LUNET_EAGER_FREE=0, or
+-- eager.enabled = false, leaves all of it to the collector.
+local T = require 'lunet.tensor'
+local S = require 'lunet.autograd.mode'
+local plain = require('lunet.nn.hooks').plain
+local free_now, is_tensor = T.free_now, T.is_tensor
+
+local eager = { enabled = os.getenv('LUNET_EAGER_FREE') ~= '0' }
+
+-- class -> whether it is lunet.nn's own (nn.X loaded from lunet.nn.X)
+local own = setmetatable({}, { __mode = 'k' })
+local function own_class(cls)
+  local b = own[cls]
+  if b == nil then
+    local name = rawget(cls, '__name')
+    local short = type(name) == 'string' and name:match('^nn%.([%w_]+)$')
+    local ok, mod = false, nil
+    if short then ok, mod = pcall(require, 'lunet.nn.' .. short) end
+    b = ok and rawequal(mod, cls) or false
+    own[cls] = b
+  end
+  return b
+end
+
+-- m and its whole subtree are lunet.nn's classes, without hooks or an
+-- instance forward (checked at each call: hooks may come at any time)
+local function pure(m)
+  local cls = getmetatable(m)
+  if not cls or not own_class(cls) or not plain(m) then return false end
+  local names = rawget(m, '_children')
+  if names then
+    for i = 1, #names do
+      if not pure(m[names[i]]) then return false end
+    end
+  end
+  return true
+end
+eager.pure = pure
+
+-- whether freeing is on now (not with CUDA devices, as the autograd
+-- engine's early freeing: a CPU device's queued work holds its storages,
+-- a GPU stream's does not)
+local C = require('lunet.core').C
+function eager.active() return eager.enabled and not S.anomaly_hook and C.ln_cuda_device_count() == 0 end
+
+-- x, an intermediate that pure children made and consumed, is freed unless
+-- y (what its consumer gave back) is x itself or a view of it
+function eager.consumed(x, y)
+  if rawequal(x, y) or not is_tensor(x) or not is_tensor(y) then return end
+  local r = rawget(y, '_record')
+  if r and rawequal(r.base, x) then return end
+  if x.p ~= nil then free_now(x) end
+end
+
+return eager
