@@ -1,9 +1,10 @@
 -- What freeing activations eagerly (lunet.nn.eager) changes in training:
--- bench/models.lua's CNNs, SGD with momentum, each run in its own process
+-- bench/models.lua's CNNs and lunet.models' (at 64x64), SGD with momentum, each run in its own process
 -- with LUNET_EAGER_FREE=0 and =1 in turn (--reps times), printing the
 -- median step time, the full collections a step, their share of the time
 -- and the peak of the device's allocated bytes.
 --   luajit bench/eager_free.lua [--reps 3] [--threads 2] [--cases lenet5:64,resnet8:16,resnet8:64,lenet5:1]
+--     (e.g. --cases resnet18:16,mobilenet_v3_small:16,efficientnet_b0:8)
 --   luajit bench/eager_free.lua --one MODEL BATCH STEPS   (internal: one process's figures)
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 
@@ -14,9 +15,11 @@ if args[1] == '--one' then
   local lunet = require 'lunet'
   local nn, optim = lunet.nn, lunet.optim
   local name, B, N = args[2], tonumber(args[3]), tonumber(args[4])
+  -- bench/models.lua's, or lunet.models' (10 classes, 3x64x64 images)
   local spec = dofile('bench/models.lua')[name]
-  local model = spec.build(nn)
-  local shape = spec.input
+  local model, shape
+  if spec then model, shape = spec.build(nn), spec.input
+  else model, shape = require('lunet.models')[name]({ num_classes = 10 }), { 3, 64, 64 } end
   local x, y = lunet.randn({ B, shape[1], shape[2], shape[3] }), lunet.randint(1, 11, { B })
   local opt = optim.SGD(model:parameters(), { lr = 1e-3, momentum = 0.9 })
   local crit = nn.CrossEntropyLoss()
@@ -47,7 +50,8 @@ end
 local reps, threads = tonumber(opts.reps), tonumber(opts.threads)
 
 -- steps per process: about a second of training on the slower setting
-local STEPS = { lenet5 = { [1] = 2000, [64] = 400 }, resnet8 = { [1] = 200, [16] = 150, [64] = 60 } }
+local STEPS = { lenet5 = { [1] = 2000, [64] = 400 }, resnet8 = { [1] = 200, [16] = 150, [64] = 60 },
+  resnet18 = { [16] = 20 }, resnet50 = { [8] = 8 }, mobilenet_v3_small = { [16] = 40 }, efficientnet_b0 = { [8] = 10 } }
 
 local function run(on, name, batch)
   local steps = (STEPS[name] or {})[batch] or 100
@@ -73,7 +77,7 @@ print(('eager freeing off / on, %d threads, medians of %d processes each (load a
 print('| model | batch | step ms off | on | speed-up | collections a step off | on | their share off | on | peak MB off | on |')
 print('|---|---|---|---|---|---|---|---|---|---|---|')
 for case in opts.cases:gmatch('[^,]+') do
-  local name, batch = case:match('^(%w+):(%d+)$')
+  local name, batch = case:match('^([%w_]+):(%d+)$')
   if not name then error('bench/eager_free.lua: --cases: MODEL:BATCH, got ' .. case) end
   batch = tonumber(batch)
   local off, on = {}, {}

@@ -12,6 +12,7 @@
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local ops = require 'lunet.models.ops'
 local make_divisible = require('lunet.models.mobilenetv2').make_divisible
 
@@ -34,8 +35,14 @@ end
 -- residual blocks: block(x), dropped per sample in training, plus x
 local function residual_forward(self, x)
   local y = self.block(x)
-  if self.use_res_connect then return self.stochastic_depth(y) + x end
-  return y
+  if not self.use_res_connect then return y end
+  local d = self.stochastic_depth(y)
+  local out = d + x
+  if eager.active() and eager.pure(self) then   -- (lunet.nn.eager)
+    eager.consumed(d, out)
+    eager.consumed(y, out)
+  end
+  return out
 end
 local function residual_onnx(self, g, xn, x)
   local yn, y = g:module('block', xn, x)
@@ -43,7 +50,7 @@ local function residual_onnx(self, g, xn, x)
   return g:node('Add', { yn, xn }), y + x   -- (StochasticDepth: the identity in inference)
 end
 
-local MBConv = nn.Module:extend('models.MBConv')
+local MBConv = eager.own(nn.Module:extend('models.MBConv'))
 M.MBConv = MBConv
 
 function MBConv:__init(cnf, sd_prob, norm_layer)
@@ -65,7 +72,7 @@ end
 
 MBConv.forward, MBConv.onnx_export = residual_forward, residual_onnx
 
-local FusedMBConv = nn.Module:extend('models.FusedMBConv')
+local FusedMBConv = eager.own(nn.Module:extend('models.FusedMBConv'))
 M.FusedMBConv = FusedMBConv
 
 function FusedMBConv:__init(cnf, sd_prob, norm_layer)
@@ -88,7 +95,7 @@ end
 
 FusedMBConv.forward, FusedMBConv.onnx_export = residual_forward, residual_onnx
 
-local EfficientNet = nn.Module:extend('models.EfficientNet')
+local EfficientNet = eager.own(nn.Module:extend('models.EfficientNet'))
 M.EfficientNet = EfficientNet
 
 local OPTS = common.opts { num_classes = 'number', dropout = 'number', stochastic_depth_prob = 'number', norm_layer = true }

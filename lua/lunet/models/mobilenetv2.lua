@@ -6,6 +6,7 @@
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 
 local M = {}
 
@@ -26,7 +27,7 @@ local function conv_bn_relu6(cin, cout, k, stride, groups)
   }
 end
 
-local InvertedResidual = nn.Module:extend('models.InvertedResidual')
+local InvertedResidual = eager.own(nn.Module:extend('models.InvertedResidual'))
 M.InvertedResidual = InvertedResidual
 
 function InvertedResidual:__init(inp, oup, stride, expand_ratio)
@@ -42,11 +43,14 @@ function InvertedResidual:__init(inp, oup, stride, expand_ratio)
 end
 
 function InvertedResidual:forward(x)
-  if self.use_res_connect then return x + self.conv(x) end
-  return self.conv(x)
+  if not self.use_res_connect then return self.conv(x) end
+  local y = self.conv(x)
+  local out = x + y
+  if eager.active() and eager.pure(self) then eager.consumed(y, out) end   -- (lunet.nn.eager)
+  return out
 end
 
-local MobileNetV2 = nn.Module:extend('models.MobileNetV2')
+local MobileNetV2 = eager.own(nn.Module:extend('models.MobileNetV2'))
 M.MobileNetV2 = MobileNetV2
 
 local OPTS = common.opts { num_classes = 'number', width_mult = 'number', round_nearest = 'number',
@@ -98,8 +102,10 @@ function MobileNetV2:__init(opts, fname)
 end
 
 function MobileNetV2:forward(x)
-  x = self.features(x)
-  return self.classifier(nn.functional.adaptive_avg_pool2d(x, 1):flatten(2))
+  local f = self.features(x)
+  local p = nn.functional.adaptive_avg_pool2d(f, 1)
+  if eager.active() and eager.pure(self) then eager.consumed(f, p) end   -- (lunet.nn.eager)
+  return self.classifier(p:flatten(2))
 end
 
 function M.mobilenet_v2(opts, ...)

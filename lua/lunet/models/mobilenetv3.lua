@@ -8,6 +8,7 @@
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local ops = require 'lunet.models.ops'
 local make_divisible = require('lunet.models.mobilenetv2').make_divisible
 
@@ -22,7 +23,7 @@ end
 
 local function hardsigmoid_se(cin, csq) return ops.SqueezeExcitation(cin, csq, { scale_activation = nn.Hardsigmoid }) end
 
-local InvertedResidual = nn.Module:extend('models.InvertedResidual')
+local InvertedResidual = eager.own(nn.Module:extend('models.InvertedResidual'))
 M.InvertedResidual = InvertedResidual
 
 -- InvertedResidual(cnf, norm_layer): cnf as torchvision's InvertedResidualConfig
@@ -46,8 +47,10 @@ end
 
 function InvertedResidual:forward(x)
   local y = self.block(x)
-  if self.use_res_connect then return y + x end
-  return y
+  if not self.use_res_connect then return y end
+  local out = y + x
+  if eager.active() and eager.pure(self) then eager.consumed(y, out) end   -- (lunet.nn.eager)
+  return out
 end
 
 -- ONNX: the block, then an Add where the residual is
@@ -57,7 +60,7 @@ function InvertedResidual:onnx_export(g, xn, x)
   return g:node('Add', { yn, xn }), y + x
 end
 
-local MobileNetV3 = nn.Module:extend('models.MobileNetV3')
+local MobileNetV3 = eager.own(nn.Module:extend('models.MobileNetV3'))
 M.MobileNetV3 = MobileNetV3
 
 local OPTS = common.opts { num_classes = 'number', dropout = 'number', width_mult = 'number',

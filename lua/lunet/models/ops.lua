@@ -14,6 +14,7 @@ local nn = require 'lunet.nn'
 local lunet = require 'lunet'
 local options = require 'lunet.options'
 local core = require 'lunet.core'
+local eager = require 'lunet.nn.eager'
 
 local M = {}
 
@@ -34,7 +35,7 @@ end
 
 -- ---- Conv2dNormActivation ----------------------------------------------------------------------
 
-local Conv2dNormActivation = nn.Sequential:extend('models.Conv2dNormActivation')
+local Conv2dNormActivation = eager.own(nn.Sequential:extend('models.Conv2dNormActivation'))
 M.Conv2dNormActivation = Conv2dNormActivation
 
 local CNA_OPTS = { kernel_size = 'number', stride = 'number', padding = 'number', groups = 'number',
@@ -70,7 +71,7 @@ end
 
 -- ---- SqueezeExcitation -------------------------------------------------------------------------
 
-local SqueezeExcitation = nn.Module:extend('models.SqueezeExcitation')
+local SqueezeExcitation = eager.own(nn.Module:extend('models.SqueezeExcitation'))
 M.SqueezeExcitation = SqueezeExcitation
 
 local SE_OPTS = { activation = true, scale_activation = true }
@@ -130,7 +131,7 @@ function M.stochastic_depth(x, p, mode, training)
   return x * noise
 end
 
-local StochasticDepth = nn.Module:extend('models.StochasticDepth')
+local StochasticDepth = eager.own(nn.Module:extend('models.StochasticDepth'))
 M.StochasticDepth = StochasticDepth
 
 function StochasticDepth:__init(p, mode)
@@ -150,7 +151,10 @@ function StochasticDepth:extra_repr() return ('p=%s, mode=%s'):format(self.p, se
 -- forward and ONNX export of a model made of features, avgpool and a
 -- classifier on the flattened pool (torchvision's MobileNetV3, EfficientNet)
 function M.pooled_forward(self, x)
-  return self.classifier(self.avgpool(self.features(x)):flatten(2))
+  local f = self.features(x)
+  local p = self.avgpool(f)
+  if eager.active() and eager.pure(self) then eager.consumed(f, p) end   -- (lunet.nn.eager)
+  return self.classifier(p:flatten(2))
 end
 
 function M.pooled_onnx_export(self, g, xn, x)

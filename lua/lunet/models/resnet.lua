@@ -11,6 +11,7 @@ local Conv2d = require 'lunet.nn.Conv2d'
 local A = require 'lunet.autograd'
 local options = require 'lunet.options'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 
 local M = {}
 
@@ -21,20 +22,36 @@ end
 local function conv1x1(cin, cout, stride) return nn.Conv2d(cin, cout, 1, { stride = stride or 1, bias = false }) end
 
 -- relu(bn(conv(x)) [+ residual]): the fused kernels when the batch norm runs
--- on running statistics (eval), else batch norm with relu as one op
-local function cbr(conv, bn, x, residual)
+-- on running statistics (eval), else batch norm with relu as one op; free:
+-- the intermediates freed once consumed (lunet.nn.eager)
+local function cbr(conv, bn, x, residual, free)
   if Conv2d.fusable(conv, bn) then return conv:forward_fused(x, bn, residual, true) end
   local out = conv(x)
+  local y
   if BatchNorm.fusable(bn) then
-    if residual then return bn:forward_add_relu(out, residual) end
-    return bn:forward_relu(out)
+    if residual then y = bn:forward_add_relu(out, residual) else y = bn:forward_relu(out) end
+  else
+    local b = bn(out)
+    local s = residual and b + residual or b
+    y = s:relu()
+    if free then
+      eager.consumed(b, y)
+      if residual then eager.consumed(s, y) end
+    end
   end
-  out = bn(out)
-  if residual then out = out + residual end
-  return out:relu()
+  if free then eager.consumed(out, y) end
+  return y
 end
 
-local BasicBlock = nn.Module:extend('models.BasicBlock')
+-- a block's tail: out (its last intermediate) and the downsampled identity
+-- freed once the block's output y is made (never the block's input)
+local function release(free, out, identity, downsample, y)
+  if not free then return end
+  eager.consumed(out, y)
+  if downsample then eager.consumed(identity, y) end
+end
+
+local BasicBlock = eager.own(nn.Module:extend('models.BasicBlock'))
 BasicBlock.expansion = 1
 M.BasicBlock = BasicBlock
 
@@ -54,12 +71,16 @@ function BasicBlock:__init(inplanes, planes, stride, downsample, groups, base_wi
 end
 
 function BasicBlock:forward(x)
-  local out = cbr(self.conv1, self.bn1, x)
-  local identity = self.downsample and self.downsample(x) or x
-  return cbr(self.conv2, self.bn2, out, identity)
+  local free = eager.active() and eager.pure(self)
+  local out = cbr(self.conv1, self.bn1, x, nil, free)
+  local downsample = self.downsample
+  local identity = downsample and downsample(x) or x
+  local y = cbr(self.conv2, self.bn2, out, identity, free)
+  release(free, out, identity, downsample, y)
+  return y
 end
 
-local Bottleneck = nn.Module:extend('models.Bottleneck')
+local Bottleneck = eager.own(nn.Module:extend('models.Bottleneck'))
 Bottleneck.expansion = 4
 M.Bottleneck = Bottleneck
 
@@ -78,12 +99,18 @@ function Bottleneck:__init(inplanes, planes, stride, downsample, groups, base_wi
 end
 
 function Bottleneck:forward(x)
-  local out = cbr(self.conv2, self.bn2, cbr(self.conv1, self.bn1, x))
-  local identity = self.downsample and self.downsample(x) or x
-  return cbr(self.conv3, self.bn3, out, identity)
+  local free = eager.active() and eager.pure(self)
+  local a = cbr(self.conv1, self.bn1, x, nil, free)
+  local out = cbr(self.conv2, self.bn2, a, nil, free)
+  if free then eager.consumed(a, out) end
+  local downsample = self.downsample
+  local identity = downsample and downsample(x) or x
+  local y = cbr(self.conv3, self.bn3, out, identity, free)
+  release(free, out, identity, downsample, y)
+  return y
 end
 
-local ResNet = nn.Module:extend('models.ResNet')
+local ResNet = eager.own(nn.Module:extend('models.ResNet'))
 M.ResNet = ResNet
 
 local OPTS = common.opts { num_classes = 'number', zero_init_residual = 'boolean', groups = 'number',
@@ -145,10 +172,16 @@ function ResNet:_make_layer(block, planes, blocks, stride, dilate)
   return seq
 end
 
+local STAGES = { 'maxpool', 'layer1', 'layer2', 'layer3', 'layer4', 'avgpool' }
 function ResNet:forward(x)
-  x = self.maxpool(cbr(self.conv1, self.bn1, x))
-  x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-  return self.fc(self.avgpool(x):flatten(2))
+  local free = eager.active() and eager.pure(self)
+  local h = cbr(self.conv1, self.bn1, x, nil, free)
+  for i = 1, #STAGES do
+    local nxt = self[STAGES[i]](h)
+    if free then eager.consumed(h, nxt) end
+    h = nxt
+  end
+  return self.fc(h:flatten(2))
 end
 
 -- the same modules (shared, not copied) as one nn.Sequential with the same

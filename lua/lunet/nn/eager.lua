@@ -11,7 +11,8 @@
 --
 -- Only what no one else can hold is freed: a tensor that a child of the
 -- container made (never the container's input), consumed by the next child,
--- where both children are lunet.nn's own classes (their whole subtree too)
+-- where both children are lunet.nn's own classes or lunet.models' blocks
+-- (eager.own; their whole subtree too)
 -- with no hooks and no forward of their own (a user's module may keep its
 -- input or output), the consumer gave back a different tensor, and that
 -- tensor is not a view of it (an in-place op on the view rewrites its base's
@@ -39,7 +40,12 @@ local function own_class(cls)
   return b
 end
 
--- m and its whole subtree are lunet.nn's classes, without hooks or an
+-- eager.own(cls): a class of lunet's own outside lunet.nn (lunet.models'
+-- blocks) whose forward keeps neither its input nor its output; its
+-- subclasses are not (they may)
+function eager.own(cls) own[cls] = true; return cls end
+
+-- m and its whole subtree are lunet.nn's classes (or eager.own's), without hooks or an
 -- instance forward (checked at each call: hooks may come at any time)
 local function pure(m)
   local cls = getmetatable(m)

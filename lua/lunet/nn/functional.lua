@@ -13,6 +13,7 @@ local A = require 'lunet.autograd'
 local C = core.C
 local Tensor, wrap, check, is_tensor = T.Tensor, T.wrap, T.check, T.is_tensor
 local node_owned = T.node_owned
+local eager = require 'lunet.nn.eager'
 local recorder, records = A.recorder, A.records
 local options = require 'lunet.options'
 local raise = options.raise   -- (errors at the user's line, also when a layer called this)
@@ -68,7 +69,15 @@ local function in_place(fn, x, fwd, a, b)
       raise(fn .. (why == 'view' and ': a view of a leaf tensor' or ': a leaf tensor')
         .. ' that requires grad cannot be changed in place (inplace = true); use the out-of-place form, or lunet.no_grad')
     end
-    return x:copy_(fwd(x:clone(), a, b))
+    local c = x:clone()
+    local r = fwd(c, a, b)
+    x:copy_(r)
+    -- (the copy and the result are this function's own: lunet.nn.eager)
+    if eager.active() then
+      eager.consumed(r, x)
+      eager.consumed(c, x)
+    end
+    return x
   end
   return x:copy_(fwd(x, a, b))
 end

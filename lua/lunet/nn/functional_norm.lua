@@ -10,6 +10,7 @@ local options = require 'lunet.options'
 local C, is_table, typename = core.C, core.is_table, core.typename
 local check = T.check
 local recorder = A.recorder
+local records, node_owned = A.records, T.node_owned
 local raise = options.raise
 
 return function(F, h)
@@ -60,6 +61,8 @@ return function(F, h)
         rv, training and 1 or 0, momentum or 0.1, eps or 1e-5))
     end
     -- (eps: the double backward recomputes the batch's 1/std from x)
+    -- (the batch's statistics the node's own, freed with it: lunet.nn.eager)
+    if records(x, weight, bias, res) then mean, invstd = node_owned(mean), node_owned(invstd) end
     if relu == 'add' then record_bn_add_relu(out, x, weight, bias, res, mean, invstd, training and 1 or 0, eps or 1e-5)
     else record_bn[relu](out, x, weight, bias, mean, invstd, training and 1 or 0, eps or 1e-5) end
     return out

@@ -100,10 +100,19 @@ return function(def, unary)
     return ga, gb
   end })
 
+  -- (a broadcast input's gradient: the full-size product summed down, then
+  -- freed, lunet.nn.eager; a squeeze-excitation block's scale)
+  local eager
+  local function summed(t, shape)
+    local r = sum_to(t, shape)
+    eager = eager or require 'lunet.nn.eager'
+    if not rawequal(r, t) and eager.active() then eager.consumed(t, r) end
+    return r
+  end
   def('mul', 'binary', { save = true, backward = function(n, g)
     local a, b, ga, gb = n.a, n.b, nil, nil
-    if n[1] then ga = sum_to(g * b, n.sa) end
-    if n[2] then gb = sum_to(g * a, n.sb) end
+    if n[1] then ga = summed(g * b, n.sa) end
+    if n[2] then gb = summed(g * a, n.sb) end
     return ga, gb
   end })
 
