@@ -267,12 +267,20 @@ function E.install(Tensor, raw)
           elseif gi then
             -- fresh unless it shares the incoming gradient's storage (a
             -- pass-through or a view of it) or was returned for another input too
-            local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
-            if fresh and i > 1 and gs1 and C.ln_same_storage(gi.p, gs1.p) == 1 then fresh = false end
-            if fresh and i > 2 and gs2 and C.ln_same_storage(gi.p, gs2.p) == 1 then fresh = false end
+            local fresh = C.ln_same_storage(gi.p, g.p) == 0
+            if ni then   -- (a list node's gradients: none shared with another of its list)
+              for j = 1, ni do
+                local o = gs1[j]
+                if fresh and j ~= i and o and C.ln_same_storage(gi.p, o.p) == 1 then fresh = false end
+              end
+            else
+              if fresh and i > 1 and gs1 and C.ln_same_storage(gi.p, gs1.p) == 1 then fresh = false end
+              if fresh and i > 2 and gs2 and C.ln_same_storage(gi.p, gs2.p) == 1 then fresh = false end
+            end
             handed[gi] = (handed[gi] or 0) + 2
             if accumulate_leaf(e, gi, fresh) and free_early then
-              if i == 1 then added1 = true elseif i == 2 then added2 = true else added3 = true end
+              if ni then nsummed = nsummed + 1; summed[nsummed] = gi   -- (freed below, as added_i)
+              elseif i == 1 then added1 = true elseif i == 2 then added2 = true else added3 = true end
             end
           end
         end
@@ -283,7 +291,11 @@ function E.install(Tensor, raw)
       for k = 1, nsummed do
         local t = summed[k]
         summed[k] = nil
-        if free_early and handed[t] == nil and not rawequal(t, g) and not t._record and t.p ~= nil then free_now(t) end
+        -- (a list node's fresh gradient summed into a leaf's .grad counts 2 in handed: free too)
+        local leafsum = ni and handed[t] == 2
+        if free_early and (handed[t] == nil or leafsum) and not rawequal(t, g) and not t._record and t.p ~= nil then
+          free_now(t)
+        end
       end
       nsummed = 0
       -- a fresh weight gradient summed into .grad is garbage now: its storage

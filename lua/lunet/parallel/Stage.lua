@@ -22,6 +22,8 @@ local core = require 'lunet.core'
 local autograd = require 'lunet.autograd'
 local C = core.C
 local collect_if_tight, collect_now = require('lunet.tensor').collect_if_tight, require('lunet.tensor').collect
+local free_now = require('lunet.tensor').free_now
+local eager = require 'lunet.nn.eager'
 
 local MAXSLOT = 64   -- slots with an event (more in flight than this are not paced)
 local GROW = 1.5     -- a stage collects garbage when its device's bytes grew by this since it last did
@@ -186,6 +188,9 @@ end
 function Stage:finish(m)
   local st = self.stash[m]
   self.stash[m] = nil
+  -- (the stage's output, done with: freed now, lunet.nn.eager; the input is a boundary buffer, kept)
+  local out = st and st.out
+  if out and not rawequal(out, st.inp) and eager.active() and out.p ~= nil then free_now(out) end
   if self.s == 1 or not st then return nil end
   local g = st.inp.grad
   st.inp.grad = nil

@@ -19,6 +19,8 @@ local lunet = require 'lunet'
 local typename = require('lunet.core').typename   -- (type, or 'tensor')
 local autograd = require 'lunet.autograd'
 local ACTION = require('lunet.parallel.schedule').ACTION   -- (the actions in words)
+local free_now = require('lunet.tensor').free_now
+local eager = require 'lunet.nn.eager'
 
 local Run = {}
 Run.__index = Run
@@ -99,6 +101,8 @@ function Run:_forward(s, m)
     if s < S then
       local nxt = pipe.stages[r][s + 1]
       nxt.pending[m] = nxt:receive(self.slot[s + 1][m], y)
+      -- (an output not recorded is done with once its copy is queued: lunet.nn.eager)
+      if not record and not rawequal(y, inp) and eager.active() then free_now(y) end
     else
       local l = record and self:_loss(r, y, m) or autograd.no_grad(self._loss, self, r, y, m)
       if record then self.losses[r][m] = l end
@@ -153,7 +157,10 @@ function Run:_backward(s, m)
   for r = 1, self.R do
     local stage = pipe.stages[r][s]
     local g = stage:finish(m)
-    if g and s > 1 then pipe.stages[r][s - 1]:receive_grad(self.slot[s - 1][m], g) end
+    if g and s > 1 then
+      pipe.stages[r][s - 1]:receive_grad(self.slot[s - 1][m], g)
+      if eager.active() then free_now(g) end   -- (its copy is queued: lunet.nn.eager)
+    end
     if not self.split then stage:done(self.slot[s][m]) end
   end
   self.timing:mark(s, true)
