@@ -145,6 +145,10 @@ local function collect(self)
     if collect_if_tight(dev) then self.gc_at = tonumber(C.ln_memory_allocated(dev)) end
     return
   end
+  -- (with eager freeing a stage's activations, its outputs and the
+  -- gradients it sends back are freed once done with: what grows is live,
+  -- and a collection would find nothing; lunet.tensor's trigger stays)
+  if eager.active() then return end
   local a = tonumber(C.ln_memory_allocated(dev))
   if a > self.gc_at * GROW and a > self.gc_at + FLOOR then
     collect_now()
