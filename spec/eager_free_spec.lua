@@ -237,12 +237,15 @@ describe('eager freeing in a pipeline', function()
         lunet.synchronize()
         collectgarbage(); collectgarbage()
         collectgarbage('stop')
+        -- (what a collection then frees: the stages' own trigger may have
+        -- collected during the steps when the freeing is off)
         local ok2, r = pcall(function()
-          local a0, a1 = lunet.memory_allocated('cpu:0'), lunet.memory_allocated('cpu:1')
           for _ = 1, steps do step() end
           lunet.synchronize()
-          return { lunet.memory_allocated('cpu:0') - a0, lunet.memory_allocated('cpu:1') - a1,
-            pipe:parameters()[1]:clone() }
+          local w = pipe:parameters()[1]:clone()
+          local a0, a1 = lunet.memory_allocated('cpu:0'), lunet.memory_allocated('cpu:1')
+          collectgarbage(); collectgarbage()
+          return { a0 - lunet.memory_allocated('cpu:0'), a1 - lunet.memory_allocated('cpu:1'), w }
         end)
         collectgarbage('restart')
         if not ok2 then error(r, 0) end
@@ -251,7 +254,7 @@ describe('eager freeing in a pipeline', function()
       local plain = with_eager(false, run, 2)
       local freed = with_eager(true, run, 2)
       for d = 1, 2 do
-        assert.is_true(plain[d] > 5e5, ('cpu:%d: the steps left %d bytes with the freeing off'):format(d - 1, plain[d]))
+        assert.is_true(plain[d] > 1e5, ('cpu:%d: the steps left %d bytes with the freeing off'):format(d - 1, plain[d]))
         -- (a stage's outputs and the gradients it sends back are freed too: a tenth at most)
         assert.is_true(freed[d] < plain[d] / 10, ('cpu:%d: left %d bytes with the freeing on, %d off'):format(d - 1,
           freed[d], plain[d]))
