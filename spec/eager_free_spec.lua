@@ -164,27 +164,6 @@ end)
 
 describe('eager freeing in lunet.models', function()
   local models = require 'lunet.models'
-  local function growth_of(build, shape)
-    return function()
-      lunet.manual_seed(2)
-      local model = build()
-      local x, y = lunet.randn(shape), lunet.randint(1, 11, { shape[1] })
-      local opt = optim.SGD(model:parameters(), { lr = 0.01 })
-      local crit = nn.CrossEntropyLoss()
-      local function step() opt:zero_grad(); crit(model(x), y):backward(); opt:step() end
-      step()
-      collectgarbage(); collectgarbage()
-      collectgarbage('stop')
-      local ok, r = pcall(function()
-        local a0 = lunet.memory_allocated('cpu:0')
-        for _ = 1, 2 do step() end
-        return lunet.memory_allocated('cpu:0') - a0
-      end)
-      collectgarbage('restart')
-      if not ok then error(r, 0) end
-      return r
-    end
-  end
   local CASES = {
     { 'resnet18', function() return models.resnet18({ num_classes = 10 }) end },
     { 'resnet50', function() return models.resnet50({ num_classes = 10 }) end },
@@ -195,8 +174,8 @@ describe('eager freeing in lunet.models', function()
   for _, case in ipairs(CASES) do
     it(case[1] .. ': a training step leaves little for the collector, with the same results', function()
       local shape = { 2, 3, 32, 32 }
-      local plain = with_eager(false, growth_of(case[2], shape))
-      local freed = with_eager(true, growth_of(case[2], shape))
+      local plain = with_eager(false, growth, case[2], shape, 2)
+      local freed = with_eager(true, growth, case[2], shape, 2)
       assert.is_true(plain > 1e6, 'the steps left ' .. plain .. ' bytes with the freeing off')
       assert.is_true(freed < plain / 4, ('left %d bytes with the freeing on, %d off'):format(freed, plain))
       local function run()
@@ -224,7 +203,7 @@ describe('eager freeing in a pipeline', function()
     lunet.set_cpu_devices(2)
     local ok, err = pcall(function()
       local Pipeline = require 'lunet.parallel.Pipeline'
-      local function run(steps, measure)
+      local function run(steps)
         lunet.manual_seed(6)
         local model = nn.Sequential { nn.Conv2d(3, 8, 3, { padding = 1, bias = false }), nn.BatchNorm2d(8), nn.ReLU(),
           nn.BasicBlock(8, 8, 1), nn.BasicBlock(8, 16, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10) }

@@ -132,17 +132,6 @@ local function saved_alias(t)
   return setmetatable({ p = ffi.gc(p, C.ln_tensor_free), _record = false, _version = C.ln_storage_version(t.p) }, live_mt)
 end
 
--- t handed to an autograd node as its own: a saved alias of it (freed with
--- the node by the engine, lunet.nn.eager), t itself freed now
-local function node_owned(t)
-  local own = saved_alias(t)
-  local p = t.p
-  ffi.gc(p, nil)
-  C.ln_tensor_free(p)
-  t.p = NULL
-  return own
-end
-
 -- Frees t's C tensor now rather than when the collector finds it (the
 -- autograd engine's gradients): t is left a NULL handle, which every method
 -- refuses.
@@ -151,6 +140,14 @@ local function free_now(t)
   ffi.gc(p, nil)
   C.ln_tensor_free(p)
   t.p = NULL
+end
+
+-- t handed to an autograd node as its own: a saved alias of it (freed with
+-- the node by the engine, lunet.nn.eager), t itself freed now
+local function node_owned(t)
+  local own = saved_alias(t)
+  free_now(t)
+  return own
 end
 
 -- A full collection that re-arms every device's trigger from what is live

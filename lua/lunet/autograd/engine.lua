@@ -75,7 +75,9 @@ function E.install(Tensor, raw)
   -- device's cache now rather than when Lua collects them (lunet.nn.eager;
   -- only where gradients are freed early too: not under create_graph, whose
   -- new graph may be built on them, nor with CUDA devices)
-  local SAVED = { 'a', 'b', 'r', 'x', 'cond', 'x1', 'x2', 'x3', 'x4' }   -- (G.SAVED and a layer's arguments)
+  -- (G.SAVED and a layer's arguments: conv's blocked input, pooling indices, batch statistics)
+  local SAVED = { 'x1', 'x2', 'x3', 'x4' }
+  for k = 1, #G.SAVED do SAVED[#SAVED + 1] = G.SAVED[k] end
   local function free_saved(n)
     for k = 1, #SAVED do
       local t = n[SAVED[k]]

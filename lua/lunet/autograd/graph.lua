@@ -66,6 +66,7 @@ end
 
 -- the fields of a node that hold what it saved (G.saved)
 local SAVED = { 'a', 'b', 'r', 'x', 'cond' }
+G.SAVED = SAVED
 -- an error when a tensor node n saved was written in place since (its
 -- storage's version moved): its backward would use the new values, as
 -- PyTorch refuses

@@ -38,7 +38,7 @@ local function residual_forward(self, x)
   if not self.use_res_connect then return y end
   local d = self.stochastic_depth(y)
   local out = d + x
-  if eager.active() and eager.pure(self) then   -- (lunet.nn.eager)
+  if eager.frees(self) then   -- (lunet.nn.eager)
     eager.consumed(d, out)
     eager.consumed(y, out)
   end

@@ -43,14 +43,6 @@ local function cbr(conv, bn, x, residual, free)
   return y
 end
 
--- a block's tail: out (its last intermediate) and the downsampled identity
--- freed once the block's output y is made (never the block's input)
-local function release(free, out, identity, downsample, y)
-  if not free then return end
-  eager.consumed(out, y)
-  if downsample then eager.consumed(identity, y) end
-end
-
 local BasicBlock = eager.own(nn.Module:extend('models.BasicBlock'))
 BasicBlock.expansion = 1
 M.BasicBlock = BasicBlock
@@ -71,12 +63,12 @@ function BasicBlock:__init(inplanes, planes, stride, downsample, groups, base_wi
 end
 
 function BasicBlock:forward(x)
-  local free = eager.active() and eager.pure(self)
+  local free = eager.frees(self)
   local out = cbr(self.conv1, self.bn1, x, nil, free)
   local downsample = self.downsample
   local identity = downsample and downsample(x) or x
   local y = cbr(self.conv2, self.bn2, out, identity, free)
-  release(free, out, identity, downsample, y)
+  if free then eager.residual(out, identity, downsample, y) end
   return y
 end
 
@@ -99,14 +91,14 @@ function Bottleneck:__init(inplanes, planes, stride, downsample, groups, base_wi
 end
 
 function Bottleneck:forward(x)
-  local free = eager.active() and eager.pure(self)
+  local free = eager.frees(self)
   local a = cbr(self.conv1, self.bn1, x, nil, free)
   local out = cbr(self.conv2, self.bn2, a, nil, free)
   if free then eager.consumed(a, out) end
   local downsample = self.downsample
   local identity = downsample and downsample(x) or x
   local y = cbr(self.conv3, self.bn3, out, identity, free)
-  release(free, out, identity, downsample, y)
+  if free then eager.residual(out, identity, downsample, y) end
   return y
 end
 
@@ -174,7 +166,7 @@ end
 
 local STAGES = { 'maxpool', 'layer1', 'layer2', 'layer3', 'layer4', 'avgpool' }
 function ResNet:forward(x)
-  local free = eager.active() and eager.pure(self)
+  local free = eager.frees(self)
   local h = cbr(self.conv1, self.bn1, x, nil, free)
   for i = 1, #STAGES do
     local nxt = self[STAGES[i]](h)

@@ -79,12 +79,6 @@ function BasicBlock.eval_parts(blk, x)
   return conv1, bn1, conv2, bn2, sconv, sbn
 end
 
--- the last conv's output and the shortcut's (never the block's input) once y is made
-local function release(out, residual, shortcut, y)
-  eager.consumed(out, y)
-  if shortcut then eager.consumed(residual, y) end
-end
-
 function BasicBlock:forward(x)
   local conv1, bn1, conv2, bn2, sconv, sbn = BasicBlock.eval_parts(self, x)
   -- eval mode, no gradient: the whole block in one call (batch norms folded
@@ -93,14 +87,14 @@ function BasicBlock:forward(x)
   if conv1 then return F.basic_block_eval(x, conv1, bn1, conv2, bn2, sconv, sbn) end
   conv1, bn1, conv2, bn2 = self.conv1, self.bn1, self.conv2, self.bn2
   -- (the intermediates freed once consumed: lunet.nn.eager)
-  local free = eager.active() and eager.pure(self)
+  local free = eager.frees(self)
   local shortcut = self.shortcut
   if Conv2d.fusable(conv1, bn1) and Conv2d.fusable(conv2, bn2) then
     -- eval with gradients: the same fusion as differentiable compositions
     local out = conv1:forward_fused(x, bn1, nil, true)
     local residual = shortcut and shortcut(x) or x
     local y = conv2:forward_fused(out, bn2, residual, true)
-    if free then release(out, residual, shortcut, y) end
+    if free then eager.residual(out, residual, shortcut, y) end
     return y
   end
   local c1 = self.conv1(x)
@@ -125,7 +119,7 @@ function BasicBlock:forward(x)
     y = s:relu()
     if free then eager.consumed(b, y); eager.consumed(s, y) end
   end
-  if free then release(out, residual, shortcut, y) end
+  if free then eager.residual(out, residual, shortcut, y) end
   return y
 end
 

@@ -12,14 +12,15 @@
 -- Only what no one else can hold is freed: a tensor that a child of the
 -- container made (never the container's input), consumed by the next child,
 -- where both children are lunet.nn's own classes or lunet.models' blocks
--- (eager.own; their whole subtree too)
--- with no hooks and no forward of their own (a user's module may keep its
--- input or output), the consumer gave back a different tensor, and that
+-- (eager.own; their whole subtree too) with no hooks and no forward of
+-- their own (a user's module may keep its input or output), the consumer
+-- gave back a different tensor, and that
 -- tensor is not a view of it (an in-place op on the view rewrites its base's
 -- history). Anomaly mode keeps everything. LUNET_EAGER_FREE=0, or
 -- eager.enabled = false, leaves all of it to the collector.
 local T = require 'lunet.tensor'
 local S = require 'lunet.autograd.mode'
+local C = require('lunet.core').C
 local plain = require('lunet.nn.hooks').plain
 local free_now, is_tensor = T.free_now, T.is_tensor
 
@@ -45,8 +46,9 @@ end
 -- subclasses are not (they may)
 function eager.own(cls) own[cls] = true; return cls end
 
--- m and its whole subtree are lunet.nn's classes (or eager.own's), without hooks or an
--- instance forward (checked at each call: hooks may come at any time)
+-- m and its whole subtree are lunet.nn's classes (or eager.own's), without
+-- hooks or an instance forward (checked at each call: hooks may come at any
+-- time)
 local function pure(m)
   local cls = getmetatable(m)
   if not cls or not own_class(cls) or not plain(m) then return false end
@@ -63,8 +65,10 @@ eager.pure = pure
 -- whether freeing is on now (not with CUDA devices, as the autograd
 -- engine's early freeing: a CPU device's queued work holds its storages,
 -- a GPU stream's does not)
-local C = require('lunet.core').C
 function eager.active() return eager.enabled and not S.anomaly_hook and C.ln_cuda_device_count() == 0 end
+
+-- whether module m frees its own intermediates in this forward
+function eager.frees(m) return eager.active() and pure(m) end
 
 -- x, an intermediate that pure children made and consumed, is freed unless
 -- y (what its consumer gave back) is x itself or a view of it
@@ -73,6 +77,14 @@ function eager.consumed(x, y)
   local r = rawget(y, '_record')
   if r and rawequal(r.base, x) then return end
   if x.p ~= nil then free_now(x) end
+end
+
+-- a residual block's tail, once its output y is made: its last
+-- intermediate out, and the shortcut's output when a shortcut module made
+-- one (without, identity is the block's input: kept)
+function eager.residual(out, identity, shortcut, y)
+  eager.consumed(out, y)
+  if shortcut then eager.consumed(identity, y) end
 end
 
 return eager
