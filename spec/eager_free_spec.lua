@@ -33,14 +33,19 @@ local function with_eager(on, f, ...)
 end
 
 -- bytes a device's tensors grew by over `steps` training steps, the Lua
--- collector stopped (what a step leaves for it)
-local function growth(build, shape, steps)
+-- collector stopped (what a step leaves for it); split: each backward as a
+-- zero-bubble pipeline's, the weights' gradients deferred and run after
+local function growth(build, shape, steps, split)
   lunet.manual_seed(1)
   local model = build()
   local x, y = lunet.randn(shape), lunet.randint(1, 11, { shape[1] })
   local opt = optim.SGD(model:parameters(), { lr = 0.01 })
   local crit = nn.CrossEntropyLoss()
-  local function step() opt:zero_grad(); crit(model(x), y):backward(); opt:step() end
+  local ps, one = model:parameters(), lunet.ones({})
+  local function backward(loss)
+    if split then lunet.autograd.backward({ loss }, { one }, { defer = ps }):run() else loss:backward() end
+  end
+  local function step() opt:zero_grad(); backward(crit(model(x), y)); opt:step() end
   step()
   collectgarbage(); collectgarbage()
   collectgarbage('stop')
@@ -61,6 +66,17 @@ describe('eager freeing of activations', function()
       local freed = with_eager(true, growth, case[1], case[2], 3)
       assert.is_true(plain > 1e6, 'the steps left ' .. plain .. ' bytes with the freeing off')
       assert.is_true(freed < plain / 4, ('left %d bytes with the freeing on, %d off'):format(freed, plain))
+    end
+  end)
+
+  it('a backward with deferred weight gradients (zero-bubble) leaves no more than a whole backward', function()
+    for _, case in ipairs({ { lenet, { 16, 1, 28, 28 } }, { resnet, { 8, 3, 32, 32 } } }) do
+      local whole = with_eager(true, growth, case[1], case[2], 3)
+      local split = with_eager(true, growth, case[1], case[2], 3, true)
+      local plain = with_eager(false, growth, case[1], case[2], 3, true)
+      assert.is_true(plain > 1e6, 'the steps left ' .. plain .. ' bytes with the freeing off')
+      -- (the gradients the deferred nodes kept for W are freed after it)
+      assert.is_true(split <= whole + 1024, ('left %d bytes split, %d whole'):format(split, whole))
     end
   end)
 

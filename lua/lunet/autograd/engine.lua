@@ -113,8 +113,10 @@ function E.install(Tensor, raw)
   -- defer): the walk leaves out the edges to the leaves in defer (a set of
   -- tensors) and keeps each such node, its gradient and those edges in
   -- `later`, its saved tensors alive; run_weights computes them afterwards,
-  -- in the order the walk reached the nodes.
-  local function take_deferred(n, g, defer, later)
+  -- in the order the walk reached the nodes, and then drops the node's hold
+  -- on its gradient as the walk would have (handed: the walk's counts; nil
+  -- where the walk keeps every gradient)
+  local function take_deferred(n, g, defer, later, handed)
     local mask
     for i = 1, n.ni or 3 do
       local e = n[i]
@@ -124,7 +126,7 @@ function E.install(Tensor, raw)
         n[i] = nil
       end
     end
-    if mask then later[#later + 1] = { n, g, mask } end
+    if mask then later[#later + 1] = { n, g, mask, handed } end
     return mask
   end
 
@@ -228,7 +230,10 @@ function E.install(Tensor, raw)
           end
         else
           if n.retain and n.retain[1] then accumulate_leaf(n.retain[1], g) end
-          if defer then mask = take_deferred(n, g, defer, later) end
+          if defer then
+            local keeps = retain or n.hooks or n.retain or S.anomaly_hook or not free_early
+            mask = take_deferred(n, g, defer, later, not keeps and handed or nil)
+          end
           -- (a node whose edges all lead to deferred leaves has nothing to do now)
           if not mask or has_edges(n) then
             if run then gs1, gs2, gs3 = run(n, g) else gs1, gs2, gs3 = n.fn(n, g) end
@@ -306,7 +311,7 @@ function E.install(Tensor, raw)
       if added1 and not rawequal(gs1, gs2) and not rawequal(gs1, gs3) then free_now(gs1) end
       if added2 and not rawequal(gs2, gs1) and not rawequal(gs2, gs3) then free_now(gs2) end
       if added3 and not rawequal(gs3, gs1) and not rawequal(gs3, gs2) then free_now(gs3) end
-      -- n is done with g (a deferred node keeps it: drop's count never reaches 0)
+      -- n is done with g (a deferred node keeps it until run_weights)
       if mask then
         for i = 1, ni or 3 do if mask[i] then n[i] = mask[i] end end
       elseif g and not retain and not n.hooks and not n.retain and not S.anomaly_hook then
@@ -325,7 +330,7 @@ function E.install(Tensor, raw)
     for k = 1, #later do
       local entry = later[k]
       later[k] = false
-      local n, g, mask = entry[1], entry[2], entry[3]
+      local n, g, mask, handed = entry[1], entry[2], entry[3], entry[4]
       local ni = n.ni
       -- (the node's edges cut to the deferred ones while it runs, put back after)
       local e1, e2, e3, saved = n[1], n[2], n[3], nil
@@ -346,14 +351,18 @@ function E.install(Tensor, raw)
         if not e then -- (an edge B already took)
         elseif ni then gi = gs1 and gs1[i] else gi = i == 1 and gs1 or i == 2 and gs2 or gs3 end
         if gi then
-          local fresh = not ni and C.ln_same_storage(gi.p, g.p) == 0
-          for j = 1, 3 do
-            local o = j == 1 and gs1 or j == 2 and gs2 or gs3
-            if fresh and j ~= i and o and not ni and C.ln_same_storage(gi.p, o.p) == 1 then fresh = false end
+          -- (fresh unless it shares the incoming gradient's storage or
+          -- another gradient's the node returned, as in run_graph)
+          local fresh = C.ln_same_storage(gi.p, g.p) == 0
+          for j = 1, ni or 3 do
+            local o
+            if ni then o = gs1[j] elseif j == 1 then o = gs1 elseif j == 2 then o = gs2 else o = gs3 end
+            if fresh and j ~= i and o and C.ln_same_storage(gi.p, o.p) == 1 then fresh = false end
           end
           if accumulate_leaf(e, gi, fresh) and free_early and fresh then free_now(gi) end
         end
       end
+      if handed then drop(handed, g, free_early) end
       if not retain then release(n, free_early) end
     end
   end
