@@ -309,6 +309,15 @@ describe('parallel.plan', function()
     local slow = parallel.cost.new(prof, { link = { pipeline = { fixed = 0, action = { gpipe = 0.1, ['1f1b'] = 0.2 } } } })
     assert.near(4 * 4 * 0.2 + 0.005, slow:pipeline(2, 1, 8, 4, '1f1b').step, 1e-12)
     assert.near(4 * 4 * 0.1 + 0.005, slow:pipeline(2, 1, 8, 4, 'gpipe').step, 1e-12)
+    -- the interleaved schedule's actions (2 stages a device) at its own
+    -- measured cost, or 1F1B's where the link has none for it
+    local prof4 = stated(4, { fwd = 0.01, bwd = 0.02, batch = 8 })
+    local function inter(action)
+      return parallel.cost.new(prof4, { link = { pipeline = { fixed = 0, action = action } } }):pipeline(2, 1, 8, 4, 'interleaved').step
+    end
+    local own, borrowed = inter({ ['1f1b'] = 0.2, interleaved = 0.1 }), inter({ ['1f1b'] = 0.1 })
+    assert.near(borrowed, own, 1e-12)
+    assert.is_true(inter({ ['1f1b'] = 0.1, interleaved = 0.2 }) > own + 1)
     -- a stage past half its device's memory paces the host (Stage.lua): the
     -- host's queueing adds to the step instead of overlapping it
     local prof2 = stated(2, { fwd = 0.01, bwd = 0.02, batch = 8, act = MB })
@@ -1032,7 +1041,7 @@ describe('parallel.profile', function()
     lunet.set_cpu_devices(2)
     local o = parallel.profile.pipeline_overhead('cpu:0', 'cpu:1', 2)
     assert.is_true(o.fixed >= 0 and o.fixed < 1)
-    for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
+    for _, kind in ipairs({ 'gpipe', '1f1b', 'interleaved', 'zb' }) do
       assert.is_true(o.action[kind] >= 0 and o.action[kind] < 1, kind)
     end
     assert.is_true(o.replica > 0 and o.replica < 1)
@@ -1045,7 +1054,7 @@ describe('parallel.profile', function()
   it("measures a hybrid's own cost per action and per step on 4 devices (two pipelines of 2 stages)", function()
     lunet.set_cpu_devices(5)
     local o = parallel.profile.pipeline_overhead(lunet.devices('cpu'), 2)
-    for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
+    for _, kind in ipairs({ 'gpipe', '1f1b', 'interleaved', 'zb' }) do
       assert.is_true(o.action[kind] >= 0 and o.action[kind] < 1, kind)
       assert.is_true(o.hybrid.action[kind] >= 0 and o.hybrid.action[kind] < 1, kind)
     end

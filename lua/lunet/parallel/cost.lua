@@ -374,12 +374,12 @@ function cost:pipeline(p, d, B, m, schedule, first)
   local V = schedule == 'interleaved' and INTERLEAVE or 1
   local S = p * V
   if S > self.n then return nil end
-  -- (the pipeline's own work an action: the interleaved schedule's is 1F1B's;
-  -- zero-bubble's 1F1B's where a stated link lacks it; a hybrid's as measured
-  -- for two pipelines, where the link has it)
+  -- (the pipeline's own work an action, as measured per schedule; 1F1B's
+  -- where a stated link or an older profile lacks the schedule's; a
+  -- hybrid's as measured for two pipelines, where the link has it)
   local machinery = d > 1 and self.pipe.hybrid or self.pipe
   local acts = machinery.action or {}
-  local action = acts[schedule == 'interleaved' and '1f1b' or schedule] or (schedule == 'zb' and acts['1f1b']) or 0
+  local action = acts[schedule] or acts['1f1b'] or 0
   -- the host's time a micro-batch: queueing the layers, and the pipeline's
   -- own work for each of its 2S actions, 3S for zero-bubble's (profile.pipeline_overhead)
   local host_mb = self.host + schedules.actions(schedule) * S * action

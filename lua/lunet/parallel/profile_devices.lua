@@ -68,6 +68,8 @@ local function per_call(step, runs, seconds, min_calls, quantile)
 end
 profile.per_call = per_call
 local MACHINERY_RUNS, LOWER = 8, 0.25   -- the pipeline's and DataParallel's own costs: groups, quantile
+local FEW, MANY = 2, 16                   -- the micro-batches a pipeline's machinery is timed at
+local INTERLEAVE = 2                      -- (cost.lua's: the interleaved schedule's stages a device)
 
 -- profile.together(atoms, sample, devices[, {runs = 3}]) -> the speed of
 -- each device while all of them train a copy of the atoms at once, relative
@@ -203,7 +205,10 @@ end
 
 -- What a pipeline's machinery costs beside its layers' work: a pipeline of
 -- tiny Linear layers over devices a and b (or over a list of devices, a
--- stage each), timed at 1 and 8 micro-batches per schedule. action: the seconds each stage action (one
+-- stage each; the interleaved schedule's INTERLEAVE stages a device), timed at
+-- FEW and MANY micro-batches per schedule (an action costs more the more
+-- micro-batches a step has in flight: timed at the ends of the range plans
+-- use, not from 1). action: the seconds each stage action (one
 -- micro-batch's forward, backward or zero-bubble W at one stage: queueing, buffers, events,
 -- the boundary transfer, the worker's wake-up) adds, per schedule; fixed:
 -- what a step adds once (setup, the loss, the optimizer's call); replica:
@@ -224,14 +229,16 @@ function profile.pipeline_overhead(a, b, runs)
   local crit = nn.MSELoss()
   -- per action and per step of R pipelines of #list / R stages over list
   local model
+  local schedules = require 'lunet.parallel.schedule'
   local function machinery(R, list)
     local out, fixed = { action = {} }, {}
-    for _, kind in ipairs({ 'gpipe', '1f1b', 'zb' }) do
+    for _, kind in ipairs({ 'gpipe', '1f1b', 'interleaved', 'zb' }) do
       local t = {}
-      for _, m in ipairs({ 1, 8 }) do
+      local stages = #list / R * (kind == 'interleaved' and INTERLEAVE or 1)
+      for _, m in ipairs({ FEW, MANY }) do
         -- (fresh layers each: a hybrid's reducer keeps hooks on its model's parameters)
         local layers, ones = {}, {}
-        for k = 1, #list / R do layers[k], ones[k] = nn.Linear(4, 4), 1 end
+        for k = 1, stages do layers[k], ones[k] = nn.Linear(4, 4), 1 end
         model = nn.Sequential(layers)
         local pipe = Pipeline(model, { devices = list, chunks = m, schedule = kind, balance = ones, replicas = R })
         local x, y = lunet.randn(R * m, 4), lunet.randn(R * m, 4)
@@ -240,11 +247,11 @@ function profile.pipeline_overhead(a, b, runs)
           pipe:forward_loss(crit, x, y):backward()
         end, runs, nil, nil, LOWER)
       end
-      local acts = require('lunet.parallel.schedule').actions(kind) * #list   -- (2 actions a micro-batch a stage; zero-bubble 3)
-      out.action[kind] = math.max(0, (t[8] - t[1]) / (7 * acts))
-      fixed[#fixed + 1] = math.max(0, t[1] - acts * out.action[kind])
+      local acts = schedules.actions(kind) * stages * R   -- (2 actions a micro-batch a stage; zero-bubble 3)
+      out.action[kind] = math.max(0, (t[MANY] - t[FEW]) / ((MANY - FEW) * acts))
+      fixed[#fixed + 1] = math.max(0, t[FEW] - FEW * acts * out.action[kind])
     end
-    out.fixed = math.min(fixed[1], fixed[2], fixed[3])
+    out.fixed = math.min(unpack(fixed))
     return out
   end
   local out = machinery(1, devs)
