@@ -506,18 +506,29 @@ describe('parallel.plan', function()
     local w = model[1].weight:clone()
     local p = parallel.plan(model, lunet.randn(8, 16), { devices = { 'cpu:0', 'cpu:1' }, batch = 32, trials = 2,
       chunks = { 2, 4 } })
-    local tried, kinds = 0, {}
+    local tried, kinds, times = 0, {}, {}
     for i, c in ipairs(p.candidates) do
       if c.measured then
         tried = tried + 1
         kinds[c.kind] = true
         assert.is_true(c.measured > 0 and c.measured < 10, c.label)
         assert.is_true(c.measured >= p.chosen.measured, c.label)   -- the chosen: the fastest measured
-        -- timed in two passes over the candidates, the smaller figure kept
-        assert.equal(2, #c.trial_times, c.label)
-        assert.equal(math.min(c.trial_times[1], c.trial_times[2]), c.measured, c.label)
+        -- timed in two passes over the candidates, the smallest figure kept;
+        -- those within 5% of the fastest then twice more among themselves
+        assert.is_true(#c.trial_times == 2 or #c.trial_times == 4, c.label)
+        assert.equal(math.min(unpack(c.trial_times)), c.measured, c.label)
+        local first = math.min(c.trial_times[1], c.trial_times[2])
+        times[#times + 1] = { c = c, first = first }
       end
       assert.is_nil(c.trial_error, c.label)
+    end
+    local best = math.huge
+    for _, t in ipairs(times) do best = math.min(best, t.first) end
+    local close = 0
+    for _, t in ipairs(times) do if t.first <= best * 1.05 then close = close + 1 end end
+    for _, t in ipairs(times) do
+      local again = close > 1 and t.first <= best * 1.05
+      assert.equal(again and 4 or 2, #t.c.trial_times, t.c.label)
     end
     -- the 2 fastest predicted, and the fastest of each other kind: one device,
     -- data parallel, pipeline; and those a quarter, half and three quarters

@@ -15,7 +15,9 @@
 -- plan was told they hold. Its step time: the median of 3 groups of steps
 -- after 3 warm-up steps, each group at least GROUP_SECONDS (profile's
 -- per_call), the smaller of PASSES such figures taken in passes over the
--- candidates in turn.
+-- candidates in turn; those then within TIE of the fastest are timed in
+-- TIE_PASSES more passes among themselves (one pass's figure moved by more
+-- than the few percent between them, and the choice with it).
 -- Each timed candidate gets c.measured (seconds; c.trial_times: each
 -- pass's figure); one whose trial failed
 -- (out of memory: the copy and its optimizer beside the model) gets
@@ -59,6 +61,7 @@ local trial = {}
 -- the candidates in turn, the smaller figure kept, let a disturbance of one
 -- pass not decide)
 local GROUP_SECONDS, PASSES = 0.1, 2
+local TIE, TIE_PASSES = 0.05, 2
 trial.CALIBRATION_WEIGHT = 0.5
 local OPTIMIZERS = { adam = 'Adam', adamw = 'AdamW', momentum = 'SGD', sgd = 'SGD' }
 
@@ -178,26 +181,35 @@ function trial.run(plan, model, sample, n)
     c.calibrates = true
     if not seen[c] then timed[#timed + 1], seen[c] = c, true end
   end
+  local function time(c)
+    if c.trial_error then return end
+    -- (each candidate from the same start: the collector's triggers
+    -- re-armed from what is live, and the devices' block caches handed
+    -- back, which the one before filled with its own block sizes)
+    collectgarbage()
+    collect_rearm()
+    for _, d in ipairs(plan.devices) do lunet.empty_cache(d) end
+    local restore = limit(plan)
+    local ok, t = pcall(function() return per_call(step_of(plan, c, model, x), 3, GROUP_SECONDS, 1) end)
+    restore()
+    if ok then
+      c.trial_times = c.trial_times or {}
+      c.trial_times[#c.trial_times + 1] = t
+      c.measured = math.min(c.measured or math.huge, t)
+    else
+      c.measured, c.trial_error = nil, tostring(t)
+    end
+  end
   for _ = 1, PASSES do
-    for _, c in ipairs(timed) do
-      if not c.trial_error then
-        -- (each candidate from the same start: the collector's triggers
-        -- re-armed from what is live, and the devices' block caches handed
-        -- back, which the one before filled with its own block sizes)
-        collectgarbage()
-        collect_rearm()
-        for _, d in ipairs(plan.devices) do lunet.empty_cache(d) end
-        local restore = limit(plan)
-        local ok, t = pcall(function() return per_call(step_of(plan, c, model, x), 3, GROUP_SECONDS, 1) end)
-        restore()
-        if ok then
-          c.trial_times = c.trial_times or {}
-          c.trial_times[#c.trial_times + 1] = t
-          c.measured = math.min(c.measured or math.huge, t)
-        else
-          c.measured, c.trial_error = nil, tostring(t)
-        end
-      end
+    for _, c in ipairs(timed) do time(c) end
+  end
+  local best = math.huge
+  for _, c in ipairs(timed) do if c.measured then best = math.min(best, c.measured) end end
+  local close = {}
+  for _, c in ipairs(timed) do if c.measured and c.measured <= best * (1 + TIE) then close[#close + 1] = c end end
+  if #close > 1 then
+    for _ = 1, TIE_PASSES do
+      for _, c in ipairs(close) do time(c) end
     end
   end
   -- (the last candidate's copy and optimizer freed before the plan goes on)
