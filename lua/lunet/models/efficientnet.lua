@@ -39,8 +39,8 @@ local function residual_forward(self, x)
   local d = self.stochastic_depth(y)
   local out = d + x
   if eager.frees(self) then   -- (lunet.nn.eager)
-    eager.consumed(d, out)
-    eager.consumed(y, out)
+    eager.consumed(d, out, x)
+    eager.consumed(y, out, x)
   end
   return out
 end

@@ -46,7 +46,7 @@ function InvertedResidual:forward(x)
   if not self.use_res_connect then return self.conv(x) end
   local y = self.conv(x)
   local out = x + y
-  if eager.frees(self) then eager.consumed(y, out) end   -- (lunet.nn.eager)
+  if eager.frees(self) then eager.consumed(y, out, x) end   -- (lunet.nn.eager)
   return out
 end
 
@@ -104,7 +104,7 @@ end
 function MobileNetV2:forward(x)
   local f = self.features(x)
   local p = nn.functional.adaptive_avg_pool2d(f, 1)
-  if eager.frees(self) then eager.consumed(f, p) end   -- (lunet.nn.eager)
+  if eager.frees(self) then eager.consumed(f, p, x) end   -- (lunet.nn.eager)
   return self.classifier(p:flatten(2))
 end
 

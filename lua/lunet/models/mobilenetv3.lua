@@ -49,7 +49,7 @@ function InvertedResidual:forward(x)
   local y = self.block(x)
   if not self.use_res_connect then return y end
   local out = y + x
-  if eager.frees(self) then eager.consumed(y, out) end   -- (lunet.nn.eager)
+  if eager.frees(self) then eager.consumed(y, out, x) end   -- (lunet.nn.eager)
   return out
 end
 

@@ -153,7 +153,7 @@ function StochasticDepth:extra_repr() return ('p=%s, mode=%s'):format(self.p, se
 function M.pooled_forward(self, x)
   local f = self.features(x)
   local p = self.avgpool(f)
-  if eager.frees(self) then eager.consumed(f, p) end   -- (lunet.nn.eager)
+  if eager.frees(self) then eager.consumed(f, p, x) end   -- (lunet.nn.eager)
   return self.classifier(p:flatten(2))
 end
 

@@ -68,7 +68,7 @@ function BasicBlock:forward(x)
   local downsample = self.downsample
   local identity = downsample and downsample(x) or x
   local y = cbr(self.conv2, self.bn2, out, identity, free)
-  if free then eager.residual(out, identity, downsample, y) end
+  if free then eager.residual(out, identity, downsample, y, x) end
   return y
 end
 
@@ -98,7 +98,7 @@ function Bottleneck:forward(x)
   local downsample = self.downsample
   local identity = downsample and downsample(x) or x
   local y = cbr(self.conv3, self.bn3, out, identity, free)
-  if free then eager.residual(out, identity, downsample, y) end
+  if free then eager.residual(out, identity, downsample, y, x) end
   return y
 end
 

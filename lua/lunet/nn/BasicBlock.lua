@@ -94,7 +94,7 @@ function BasicBlock:forward(x)
     local out = conv1:forward_fused(x, bn1, nil, true)
     local residual = shortcut and shortcut(x) or x
     local y = conv2:forward_fused(out, bn2, residual, true)
-    if free then eager.residual(out, residual, shortcut, y) end
+    if free then eager.residual(out, residual, shortcut, y, x) end
     return y
   end
   local c1 = self.conv1(x)
@@ -119,7 +119,7 @@ function BasicBlock:forward(x)
     y = s:relu()
     if free then eager.consumed(b, y); eager.consumed(s, y) end
   end
-  if free then eager.residual(out, residual, shortcut, y) end
+  if free then eager.residual(out, residual, shortcut, y, x) end
   return y
 end
 

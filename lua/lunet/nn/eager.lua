@@ -71,20 +71,33 @@ function eager.active() return eager.enabled and not S.anomaly_hook and C.ln_cud
 function eager.frees(m) return eager.active() and pure(m) end
 
 -- x, an intermediate that pure children made and consumed, is freed unless
--- y (what its consumer gave back) is x itself or a view of it
-function eager.consumed(x, y)
-  if rawequal(x, y) or not is_tensor(x) or not is_tensor(y) then return end
+-- y (what its consumer gave back) is x itself or a view of it, or x is
+-- input (the forward's own input: a child such as nn.Identity, a Dropout in
+-- eval or an in-place ReLU gives its input back, so what a child returns
+-- may be the caller's tensor)
+function eager.consumed(x, y, input)
+  if rawequal(x, y) or rawequal(x, input) or not is_tensor(x) or not is_tensor(y) then return end
   local r = rawget(y, '_record')
   if r and rawequal(r.base, x) then return end
   if x.p ~= nil then free_now(x) end
 end
 
+-- whether y is x itself or a view of it (what eager.consumed keeps x for):
+-- x consumed by two children, one of which gave back x or a view of it, is
+-- not freed when the other gives back something else (a model's aux head)
+function eager.aliases(y, x)
+  if rawequal(x, y) then return true end
+  local r = is_tensor(y) and rawget(y, '_record')
+  return r and rawequal(r.base, x) or false
+end
+
 -- a residual block's tail, once its output y is made: its last
 -- intermediate out, and the shortcut's output when a shortcut module made
--- one (without, identity is the block's input: kept)
-function eager.residual(out, identity, shortcut, y)
-  eager.consumed(out, y)
-  if shortcut then eager.consumed(identity, y) end
+-- one (without, identity is the block's input: kept); input, the block's
+-- input, is never freed (as eager.consumed)
+function eager.residual(out, identity, shortcut, y, input)
+  eager.consumed(out, y, input)
+  if shortcut then eager.consumed(identity, y, input) end
 end
 
 return eager
