@@ -3,10 +3,11 @@
 -- Initialisation: the layers' own (PyTorch's defaults), as torchvision.
 local nn = require 'lunet.nn'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 
 local M = {}
 
-local AlexNet = nn.Module:extend('models.AlexNet')
+local AlexNet = eager.own(nn.Module:extend('models.AlexNet'))
 M.AlexNet = AlexNet
 
 local OPTS = common.opts { num_classes = 'number', dropout = 'number' }
@@ -31,8 +32,19 @@ function AlexNet:__init(opts, fname)
   })
 end
 
+-- (lunet.nn.eager: as VGG's)
 function AlexNet:forward(x)
-  return self.classifier(self.avgpool(self.features(x)):flatten(2))
+  local free = eager.frees(self)
+  local f = self.features(x)
+  local p = self.avgpool(f)
+  if free then eager.consumed(f, p, x) end
+  local flat = p:flatten(2)
+  local y = self.classifier(flat)
+  if free then
+    eager.consumed(flat, y, x)
+    eager.consumed(p, y, x)
+  end
+  return y
 end
 
 function M.alexnet(opts, ...)

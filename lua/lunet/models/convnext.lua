@@ -9,13 +9,14 @@ local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local F = require 'lunet.nn.functional'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local ops = require 'lunet.models.ops'
 
 local M = {}
 
 -- Permute(dims): x:permute(dims), torchvision.ops.misc.Permute with lunet's
 -- 1-based dims (torchvision's Permute([0, 2, 3, 1]) is Permute{1, 3, 4, 2})
-local Permute = nn.Module:extend('models.Permute')
+local Permute = eager.own(nn.Module:extend('models.Permute'))
 M.Permute = Permute
 
 function Permute:__init(dims)
@@ -35,7 +36,7 @@ function Permute:extra_repr() return '{' .. table.concat(self.dims, ', ') .. '}'
 
 -- LayerNorm2d(C, {eps}): nn.LayerNorm over the channels of an NCHW tensor
 -- (to NHWC, layer_norm, back), as torchvision's
-local LayerNorm2d = nn.LayerNorm:extend('models.LayerNorm2d')
+local LayerNorm2d = eager.own(nn.LayerNorm:extend('models.LayerNorm2d'))
 M.LayerNorm2d = LayerNorm2d
 
 function LayerNorm2d:forward(x)
@@ -58,7 +59,7 @@ local function layer_norm2d(c) return LayerNorm2d(c, { eps = 1e-6 }) end
 
 -- x + stochastic_depth(layer_scale * block(x)); block: depthwise 7x7 conv,
 -- to NHWC, layer norm, Linear 4x, GELU, Linear back, to NCHW
-local CNBlock = nn.Module:extend('models.CNBlock')
+local CNBlock = eager.own(nn.Module:extend('models.CNBlock'))
 M.CNBlock = CNBlock
 
 function CNBlock:__init(dim, layer_scale, sd_prob)
@@ -70,7 +71,24 @@ function CNBlock:__init(dim, layer_scale, sd_prob)
   self:add_module('stochastic_depth', ops.StochasticDepth(sd_prob, 'row'))
 end
 
-function CNBlock:forward(x) return self.stochastic_depth(self.layer_scale * self.block(x)) + x end
+-- (lunet.nn.eager: the block's output (a view: Permute), the scaled map
+-- and the dropped one once the sum is made. Left to the collector: the
+-- bases of the block's views (the depthwise conv's output under the first
+-- Permute, nn.Linear's 2-D products under its NHWC results), which its
+-- nn.Sequential cannot free while it frees the views, and F.layer_norm's
+-- own intermediates)
+function CNBlock:forward(x)
+  local b = self.block(x)
+  local s = self.layer_scale * b
+  local d = self.stochastic_depth(s)
+  local y = d + x
+  if eager.frees(self) then
+    eager.consumed(d, y, x)
+    eager.consumed(s, y, x)
+    eager.consumed(b, y, x)
+  end
+  return y
+end
 
 function CNBlock:onnx_export(g, xn, x)
   local bn, b = g:module('block', xn, x)
@@ -79,7 +97,7 @@ function CNBlock:onnx_export(g, xn, x)
   return g:node('Add', { sn, xn }), s + x
 end
 
-local ConvNeXt = nn.Module:extend('models.ConvNeXt')
+local ConvNeXt = eager.own(nn.Module:extend('models.ConvNeXt'))
 M.ConvNeXt = ConvNeXt
 
 local OPTS = common.opts { num_classes = 'number', stochastic_depth_prob = 'number', layer_scale = 'number' }
@@ -123,7 +141,15 @@ function ConvNeXt:__init(block_setting, opts, fname)
   end)
 end
 
-function ConvNeXt:forward(x) return self.classifier(self.avgpool(self.features(x))) end
+function ConvNeXt:forward(x)
+  local free = eager.frees(self)
+  local f = self.features(x)
+  local p = self.avgpool(f)
+  if free then eager.consumed(f, p, x) end   -- (lunet.nn.eager)
+  local y = self.classifier(p)
+  if free then eager.consumed(p, y, x) end
+  return y
+end
 
 function ConvNeXt:onnx_export(g, xn, x) return g:sequence({ 'features', 'avgpool', 'classifier' }, xn, x) end
 

@@ -7,11 +7,12 @@ local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local F = require 'lunet.nn.functional'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local function cat(list, dim) return require('lunet').cat(list, dim) end
 
 local M = {}
 
-local DenseLayer = nn.Module:extend('models.DenseLayer')
+local DenseLayer = eager.own(nn.Module:extend('models.DenseLayer'))
 M.DenseLayer = DenseLayer
 
 function DenseLayer:__init(nin, growth_rate, bn_size, drop_rate)
@@ -25,10 +26,26 @@ function DenseLayer:__init(nin, growth_rate, bn_size, drop_rate)
 end
 
 -- inputs: the block's feature maps so far (a list), concatenated on channels
+-- (lunet.nn.eager: the concatenation, which grows with each layer, once
+-- norm1 consumed it, and each map once the next module consumed it; the
+-- ReLUs are in place: each gives back what its batch norm made)
 function DenseLayer:forward(inputs)
-  local x = #inputs == 1 and inputs[1] or cat(inputs, 2)
-  local out = self.conv2(self.relu2(self.norm2(self.conv1(self.relu1(self.norm1(x))))))
-  if self.drop_rate > 0 then out = F.dropout(out, self.drop_rate, self.training) end
+  local free = eager.frees(self)
+  local made = #inputs > 1
+  local x = made and cat(inputs, 2) or inputs[1]
+  local a = self.relu1(self.norm1(x))
+  if free and made then eager.consumed(x, a, inputs[1]) end
+  local b = self.conv1(a)
+  if free then eager.consumed(a, b, x) end
+  local c = self.relu2(self.norm2(b))
+  if free then eager.consumed(b, c, x) end
+  local out = self.conv2(c)
+  if free then eager.consumed(c, out, x) end
+  if self.drop_rate > 0 then
+    local d = F.dropout(out, self.drop_rate, self.training)
+    if free then eager.consumed(out, d, x) end
+    out = d
+  end
   return out
 end
 
@@ -40,7 +57,7 @@ function DenseLayer:onnx_export(g, names, xs)
   return g:sequence({ 'norm1', 'relu1', 'conv1', 'norm2', 'relu2', 'conv2' }, xn, x)
 end
 
-local DenseBlock = nn.Module:extend('models.DenseBlock')
+local DenseBlock = eager.own(nn.Module:extend('models.DenseBlock'))
 M.DenseBlock = DenseBlock
 
 function DenseBlock:__init(num_layers, nin, bn_size, growth_rate, drop_rate)
@@ -52,7 +69,12 @@ end
 function DenseBlock:forward(x)
   local features = { x }
   for _, name in ipairs(self._children) do features[#features + 1] = self[name](features) end
-  return cat(features, 2)
+  local y = cat(features, 2)
+  -- (lunet.nn.eager: the layers' maps once concatenated, never the block's input)
+  if eager.frees(self) then
+    for i = 2, #features do eager.consumed(features[i], y, x) end
+  end
+  return y
 end
 
 function DenseBlock:onnx_export(g, xn, x)
@@ -68,7 +90,7 @@ local function transition(nin, nout)
     :add(nn.Conv2d(nin, nout, 1, { bias = false }), 'conv'):add(nn.AvgPool2d(2, { stride = 2 }), 'pool')
 end
 
-local DenseNet = nn.Module:extend('models.DenseNet')
+local DenseNet = eager.own(nn.Module:extend('models.DenseNet'))
 M.DenseNet = DenseNet
 
 local OPTS = common.opts { num_classes = 'number', bn_size = 'number', drop_rate = 'number',
@@ -105,9 +127,22 @@ function DenseNet:__init(growth_rate, block_config, num_init_features, opts, fna
   end)
 end
 
+-- (lunet.nn.eager: each map once consumed; the pooled map's flattened view
+-- before its base)
 function DenseNet:forward(x)
-  local out = F.relu(self.features(x))
-  return self.classifier(F.adaptive_avg_pool2d(out, 1):flatten(2))
+  local free = eager.frees(self)
+  local f = self.features(x)
+  local out = F.relu(f)
+  if free then eager.consumed(f, out, x) end
+  local p = F.adaptive_avg_pool2d(out, 1)
+  if free then eager.consumed(out, p, x) end
+  local flat = p:flatten(2)
+  local y = self.classifier(flat)
+  if free then
+    eager.consumed(flat, y, x)
+    eager.consumed(p, y, x)
+  end
+  return y
 end
 
 function DenseNet:onnx_export(g, xn, x)

@@ -10,12 +10,13 @@ local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local F = require 'lunet.nn.functional'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local function lunet() return require 'lunet' end
 
 local M = {}
 
 -- conv (no bias), batch norm (eps 1e-3), ReLU: torchvision's BasicConv2d
-local BasicConv2d = nn.Module:extend('models.BasicConv2d')
+local BasicConv2d = eager.own(nn.Module:extend('models.BasicConv2d'))
 M.BasicConv2d = BasicConv2d
 
 -- BasicConv2d(cin, cout, k, {stride, padding}) (k, padding: numbers or {h, w})
@@ -25,7 +26,12 @@ function BasicConv2d:__init(cin, cout, k, opts)
   self:add_module('bn', nn.BatchNorm2d(cout, { eps = 0.001 }))
 end
 
-function BasicConv2d:forward(x) return F.relu(self.bn(self.conv(x)), true) end
+function BasicConv2d:forward(x)
+  local c = self.conv(x)
+  local y = F.relu(self.bn(c), true)
+  if eager.frees(self) then eager.consumed(c, y, x) end   -- (lunet.nn.eager; the ReLU gives back bn's output)
+  return y
+end
 
 function BasicConv2d:onnx_export(g, xn, x)
   local yn, y = g:sequence({ 'conv', 'bn' }, xn, x)
@@ -37,7 +43,10 @@ local SCALE = { 0.229 / 0.5, 0.224 / 0.5, 0.225 / 0.5 }
 local SHIFT = { (0.485 - 0.5) / 0.5, (0.456 - 0.5) / 0.5, (0.406 - 0.5) / 0.5 }
 function M.transform_input(x)
   local o = { dtype = x.dtype, device = x.device }
-  return x * lunet().tensor(SCALE, o):view(1, 3, 1, 1) + lunet().tensor(SHIFT, o):view(1, 3, 1, 1)
+  local s = x * lunet().tensor(SCALE, o):view(1, 3, 1, 1)
+  local y = s + lunet().tensor(SHIFT, o):view(1, 3, 1, 1)
+  if eager.active() then eager.consumed(s, y, x) end   -- (its own product: lunet.nn.eager)
+  return y
 end
 
 function M.export_transform_input(g, xn, x)
@@ -48,7 +57,7 @@ function M.export_transform_input(g, xn, x)
 end
 
 -- the branches' outputs concatenated on channels
-local Inception = nn.Module:extend('models.Inception')
+local Inception = eager.own(nn.Module:extend('models.Inception'))
 M.Inception = Inception
 
 function Inception:__init(cin, ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5, pool_proj)
@@ -65,7 +74,12 @@ local BRANCHES = { 'branch1', 'branch2', 'branch3', 'branch4' }
 function Inception:forward(x)
   local out = {}
   for i, b in ipairs(BRANCHES) do out[i] = self[b](x) end
-  return lunet().cat(out, 2)
+  local y = lunet().cat(out, 2)
+  -- (lunet.nn.eager: the branches' maps once concatenated)
+  if eager.frees(self) then
+    for i = 1, #out do eager.consumed(out[i], y, x) end
+  end
+  return y
 end
 
 function Inception:onnx_export(g, xn, x)
@@ -74,7 +88,7 @@ function Inception:onnx_export(g, xn, x)
   return g:node('Concat', names, { axis_i = 1 }), lunet().cat(outs, 2)
 end
 
-local InceptionAux = nn.Module:extend('models.InceptionAux')
+local InceptionAux = eager.own(nn.Module:extend('models.InceptionAux'))
 M.InceptionAux = InceptionAux
 
 function InceptionAux:__init(cin, num_classes, dropout)
@@ -84,12 +98,27 @@ function InceptionAux:__init(cin, num_classes, dropout)
   self:add_module('dropout', nn.Dropout(dropout))
 end
 
+-- (lunet.nn.eager: each map once consumed, the flattened view before its
+-- base; the ReLU is in place, the dropout gives back its input in eval)
 function InceptionAux:forward(x)
-  x = self.conv(F.adaptive_avg_pool2d(x, { 4, 4 })):flatten(2)
-  return self.fc2(self.dropout(F.relu(self.fc1(x), true)))
+  local free = eager.frees(self)
+  local p = F.adaptive_avg_pool2d(x, { 4, 4 })
+  local c = self.conv(p)
+  if free then eager.consumed(p, c, x) end
+  local flat = c:flatten(2)
+  local h = F.relu(self.fc1(flat), true)
+  if free then
+    eager.consumed(flat, h, x)
+    eager.consumed(c, h, x)
+  end
+  local d = self.dropout(h)
+  if free then eager.consumed(h, d, x) end
+  local y = self.fc2(d)
+  if free then eager.consumed(d, y, x) end
+  return y
 end
 
-local GoogLeNet = nn.Module:extend('models.GoogLeNet')
+local GoogLeNet = eager.own(nn.Module:extend('models.GoogLeNet'))
 M.GoogLeNet = GoogLeNet
 
 local OPTS = common.opts { num_classes = 'number', aux_logits = 'boolean', transform_input = 'boolean',
@@ -143,18 +172,54 @@ local TRUNK1 = { 'conv1', 'maxpool1', 'conv2', 'conv3', 'maxpool2', 'inception3a
 local TRUNK2 = { 'inception4b', 'inception4c', 'inception4d' }
 local TRUNK3 = { 'inception4e', 'maxpool4', 'inception5a', 'inception5b', 'avgpool' }
 
+-- the trunk's modules names applied in turn from h (GoogLeNet's and
+-- Inception3's); free: each map freed once the next module consumed it
+-- (lunet.nn.eager; an aux head has run on it already), never keep (the
+-- forward's input, or a map an aux head gave back or a view of)
+local function trunk(self, names, h, keep, free)
+  for i = 1, #names do
+    local nxt = self[names[i]](h)
+    if free then eager.consumed(h, nxt, keep) end
+    h = nxt
+  end
+  return h
+end
+M.trunk = trunk
+
+-- what trunk must keep after an aux head gave back a from h: h when a is h
+-- or a view of it, else the forward's input x
+function M.aux_keep(a, h, x) return eager.aliases(a, h) and h or x end
+
+-- the classifier on the pooled map h: fc(dropout(flatten(h))), then h, its
+-- view and the dropout's output freed (free; the view before its base)
+local function head(self, h, x, free)
+  local flat = h:flatten(2)
+  local d = self.dropout(flat)
+  local y = self.fc(d)
+  if free then
+    eager.consumed(d, y, x)
+    eager.consumed(flat, y, x)
+    eager.consumed(h, y, x)
+  end
+  return y
+end
+
+-- (the aux heads' outputs are returned: kept; transform_input's result, made
+-- here, is freed once conv1 consumed it)
 function GoogLeNet:forward(x)
-  if self.transform_input then x = M.transform_input(x) end
+  local free = eager.frees(self)
+  local h = x
+  if self.transform_input then h = M.transform_input(x) end
   local aux = self.training and self.aux_logits
   local a1, a2
-  for _, c in ipairs(TRUNK1) do x = self[c](x) end
-  if aux then a1 = self.aux1(x) end
-  for _, c in ipairs(TRUNK2) do x = self[c](x) end
-  if aux then a2 = self.aux2(x) end
-  for _, c in ipairs(TRUNK3) do x = self[c](x) end
-  x = self.fc(self.dropout(x:flatten(2)))
-  if aux then return { logits = x, aux_logits2 = a1, aux_logits1 = a2 } end
-  return x
+  h = trunk(self, TRUNK1, h, x, free)
+  if aux then a1 = self.aux1(h) end
+  h = trunk(self, TRUNK2, h, aux and M.aux_keep(a1, h, x) or x, free)
+  if aux then a2 = self.aux2(h) end
+  h = trunk(self, TRUNK3, h, aux and M.aux_keep(a2, h, x) or x, free)
+  local y = head(self, h, x, free)
+  if aux then return { logits = y, aux_logits2 = a1, aux_logits1 = a2 } end
+  return y
 end
 
 -- ONNX: the eval graph (no aux heads)

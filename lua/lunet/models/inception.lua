@@ -10,6 +10,7 @@ local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local F = require 'lunet.nn.functional'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local googlenet = require 'lunet.models.googlenet'
 local function cat(list) return require('lunet').cat(list, 2) end
 
@@ -20,9 +21,18 @@ M.BasicConv2d = BasicConv2d
 -- A block is its children plus a plan: branches (concatenated), each a list
 -- of steps: a child's name, a pool {'avg' | 'max', k, stride, padding}, or
 -- {split = {a, b}} (cat(a(x), b(x))). forward and the ONNX export read it.
-local function step(self, s, x)
+-- (free: a split's halves freed once concatenated, lunet.nn.eager)
+local function step(self, s, x, free)
   if type(s) == 'string' then return self[s](x) end
-  if s.split then return cat({ self[s.split[1]](x), self[s.split[2]](x) }) end
+  if s.split then
+    local a, b = self[s.split[1]](x), self[s.split[2]](x)
+    local y = cat({ a, b })
+    if free then
+      eager.consumed(a, y, x)
+      eager.consumed(b, y, x)
+    end
+    return y
+  end
   local fn = s[1] == 'avg' and F.avg_pool2d or F.max_pool2d
   return fn(x, s[2], { stride = s[3], padding = s[4] })
 end
@@ -40,17 +50,28 @@ local function emit(self, g, s, xn, x)
   return g:node(s[1] == 'avg' and 'AveragePool' or 'MaxPool', { xn }, attrs), step(self, s, x)
 end
 
+-- (lunet.nn.eager: each step's input once the step ran, and the branches'
+-- outputs once concatenated; never the block's input x)
 local function block(name, build, plan)
-  local B = nn.Module:extend('models.' .. name)
+  local B = eager.own(nn.Module:extend('models.' .. name))
   B.__init = build
   function B:forward(x)
+    local free = eager.frees(self)
     local outs = {}
     for i, br in ipairs(plan) do
       local y = x
-      for _, s in ipairs(br) do y = step(self, s, y) end
+      for _, s in ipairs(br) do
+        local nxt = step(self, s, y, free)
+        if free then eager.consumed(y, nxt, x) end
+        y = nxt
+      end
       outs[i] = y
     end
-    return cat(outs)
+    local out = cat(outs)
+    if free then
+      for i = 1, #outs do eager.consumed(outs[i], out, x) end
+    end
+    return out
   end
   function B:onnx_export(g, xn, x)
     local names, outs = {}, {}
@@ -111,7 +132,7 @@ local InceptionE = block('InceptionE', function(self, cin)
 end, { { 'branch1x1' }, { 'branch3x3_1', { split = { 'branch3x3_2a', 'branch3x3_2b' } } },
   { 'branch3x3dbl_1', 'branch3x3dbl_2', { split = { 'branch3x3dbl_3a', 'branch3x3dbl_3b' } } }, { AVG3, 'branch_pool' } })
 
-local InceptionAux = nn.Module:extend('models.InceptionV3Aux')
+local InceptionAux = eager.own(nn.Module:extend('models.InceptionV3Aux'))
 M.InceptionAux = InceptionAux
 
 function InceptionAux:__init(cin, num_classes)
@@ -120,12 +141,26 @@ function InceptionAux:__init(cin, num_classes)
   self:add_module('fc', nn.Linear(768, num_classes))
 end
 
+-- (lunet.nn.eager: each map once consumed, the flattened view before its base)
 function InceptionAux:forward(x)
-  x = self.conv1(self.conv0(F.avg_pool2d(x, 5, { stride = 3 })))
-  return self.fc(F.adaptive_avg_pool2d(x, 1):flatten(2))
+  local free = eager.frees(self)
+  local p = F.avg_pool2d(x, 5, { stride = 3 })
+  local a = self.conv0(p)
+  if free then eager.consumed(p, a, x) end
+  local b = self.conv1(a)
+  if free then eager.consumed(a, b, x) end
+  local g = F.adaptive_avg_pool2d(b, 1)
+  if free then eager.consumed(b, g, x) end
+  local flat = g:flatten(2)
+  local y = self.fc(flat)
+  if free then
+    eager.consumed(flat, y, x)
+    eager.consumed(g, y, x)
+  end
+  return y
 end
 
-local Inception3 = nn.Module:extend('models.Inception3')
+local Inception3 = eager.own(nn.Module:extend('models.Inception3'))
 M.Inception3 = Inception3
 
 local OPTS = common.opts { num_classes = 'number', aux_logits = 'boolean', transform_input = 'boolean',
@@ -177,14 +212,25 @@ function Inception3:__init(opts, fname)
   end
 end
 
+-- (lunet.nn.eager: each map freed once the next module consumed it, as
+-- GoogLeNet's; the aux head's output is returned: kept)
 function Inception3:forward(x)
-  if self.transform_input then x = googlenet.transform_input(x) end
-  for _, c in ipairs(TRUNK1) do x = self[c](x) end
-  local aux = self.training and self.aux_logits and self.AuxLogits(x) or nil
-  for _, c in ipairs(TRUNK2) do x = self[c](x) end
-  x = self.fc(self.dropout(x):flatten(2))
-  if aux then return { logits = x, aux_logits = aux } end
-  return x
+  local free = eager.frees(self)
+  local h = x
+  if self.transform_input then h = googlenet.transform_input(x) end
+  h = googlenet.trunk(self, TRUNK1, h, x, free)
+  local aux = self.training and self.aux_logits and self.AuxLogits(h) or nil
+  h = googlenet.trunk(self, TRUNK2, h, aux and googlenet.aux_keep(aux, h, x) or x, free)
+  local d = self.dropout(h)
+  local flat = d:flatten(2)
+  local y = self.fc(flat)
+  if free then
+    eager.consumed(flat, y, x)
+    eager.consumed(d, y, x)
+    eager.consumed(h, y, x)
+  end
+  if aux then return { logits = y, aux_logits = aux } end
+  return y
 end
 
 -- ONNX: the eval graph (no aux head)

@@ -6,6 +6,7 @@
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 
 local M = {}
 
@@ -14,7 +15,7 @@ M.BN_MOMENTUM = BN_MOMENTUM
 
 local function bn(c) return nn.BatchNorm2d(c, { momentum = BN_MOMENTUM }) end
 
-local InvertedResidual = nn.Module:extend('models.MNASInvertedResidual')
+local InvertedResidual = eager.own(nn.Module:extend('models.MNASInvertedResidual'))
 M.InvertedResidual = InvertedResidual
 
 function InvertedResidual:__init(cin, cout, k, stride, expansion)
@@ -32,8 +33,11 @@ function InvertedResidual:__init(cin, cout, k, stride, expansion)
 end
 
 function InvertedResidual:forward(x)
-  if self.apply_residual then return self.layers(x) + x end
-  return self.layers(x)
+  if not self.apply_residual then return self.layers(x) end
+  local y = self.layers(x)
+  local out = y + x
+  if eager.frees(self) then eager.consumed(y, out, x) end   -- (lunet.nn.eager)
+  return out
 end
 
 function InvertedResidual:onnx_export(g, xn, x)
@@ -61,7 +65,7 @@ function M.get_depths(alpha)
   return out
 end
 
-local MNASNet = nn.Module:extend('models.MNASNet')
+local MNASNet = eager.own(nn.Module:extend('models.MNASNet'))
 M.MNASNet = MNASNet
 
 local OPTS = common.opts { num_classes = 'number', dropout = 'number' }
@@ -101,7 +105,13 @@ function MNASNet:__init(alpha, opts, fname)
 end
 
 function MNASNet:forward(x)
-  return self.classifier(self.layers(x):mean({ 3, 4 }))
+  local free = eager.frees(self)
+  local f = self.layers(x)
+  local m = f:mean({ 3, 4 })
+  if free then eager.consumed(f, m, x) end   -- (lunet.nn.eager)
+  local y = self.classifier(m)
+  if free then eager.consumed(m, y, x) end
+  return y
 end
 
 function MNASNet:onnx_export(g, xn, x)

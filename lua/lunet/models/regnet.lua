@@ -8,6 +8,7 @@ local lunet = require 'lunet'
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local ops = require 'lunet.models.ops'
 local make_divisible = require('lunet.models.mobilenetv2').make_divisible
 
@@ -27,7 +28,7 @@ local function cna(cin, cout, k, stride, groups, act)
 end
 
 -- 3x3 stride 2 conv, batch norm, ReLU
-local SimpleStemIN = ops.Conv2dNormActivation:extend('models.SimpleStemIN')
+local SimpleStemIN = eager.own(ops.Conv2dNormActivation:extend('models.SimpleStemIN'))
 M.SimpleStemIN = SimpleStemIN
 
 function SimpleStemIN:__init(cin, cout)
@@ -35,7 +36,7 @@ function SimpleStemIN:__init(cin, cout)
 end
 
 -- 1x1, 3x3 grouped [+ SE], 1x1 as a Sequential a, b, (se,) c
-local BottleneckTransform = nn.Sequential:extend('models.BottleneckTransform')
+local BottleneckTransform = eager.own(nn.Sequential:extend('models.BottleneckTransform'))
 M.BottleneckTransform = BottleneckTransform
 
 function BottleneckTransform:__init(win, wout, stride, group_width, bottleneck_multiplier, se_ratio)
@@ -52,7 +53,7 @@ function BottleneckTransform:__init(win, wout, stride, group_width, bottleneck_m
 end
 
 -- relu(x + f(x)), x projected (1x1 conv, bn) when the shape changes
-local ResBottleneckBlock = nn.Module:extend('models.ResBottleneckBlock')
+local ResBottleneckBlock = eager.own(nn.Module:extend('models.ResBottleneckBlock'))
 M.ResBottleneckBlock = ResBottleneckBlock
 
 function ResBottleneckBlock:__init(win, wout, stride, group_width, bottleneck_multiplier, se_ratio)
@@ -62,8 +63,18 @@ function ResBottleneckBlock:__init(win, wout, stride, group_width, bottleneck_mu
 end
 
 function ResBottleneckBlock:forward(x)
-  local s = self.proj and self.proj(x) or x
-  return self.activation(s + self.f(x))
+  local proj = self.proj
+  local s = proj and proj(x) or x
+  local f = self.f(x)
+  local a = s + f
+  local y = self.activation(a)
+  -- (lunet.nn.eager: f's output and the projection; the sum too unless the
+  -- activation was in place)
+  if eager.frees(self) then
+    eager.consumed(a, y, x)
+    eager.residual(f, s, proj, y, x)
+  end
+  return y
 end
 
 function ResBottleneckBlock:onnx_export(g, xn, x)
@@ -74,7 +85,7 @@ function ResBottleneckBlock:onnx_export(g, xn, x)
 end
 
 -- a stage: depth blocks 'block<stage>-<i>' (0-based i), the first with stride
-local AnyStage = nn.Sequential:extend('models.AnyStage')
+local AnyStage = eager.own(nn.Sequential:extend('models.AnyStage'))
 M.AnyStage = AnyStage
 
 function AnyStage:__init(win, wout, stride, depth, group_width, bottleneck_multiplier, se_ratio, stage_index)
@@ -113,7 +124,7 @@ function M.block_params(depth, w_0, w_a, w_m, group_width, bottleneck_multiplier
   return stages, se_ratio
 end
 
-local RegNet = nn.Module:extend('models.RegNet')
+local RegNet = eager.own(nn.Module:extend('models.RegNet'))
 M.RegNet = RegNet
 
 local OPTS = common.opts { num_classes = 'number' }
@@ -149,13 +160,28 @@ function RegNet:__init(stages, se_ratio, opts, fname)
   end)
 end
 
+local TRUNK = { 'stem', 'trunk_output', 'avgpool' }
+
+-- (lunet.nn.eager: each map once consumed, the pooled map's view before its base)
 function RegNet:forward(x)
-  x = self.avgpool(self.trunk_output(self.stem(x)))
-  return self.fc(x:flatten(2))
+  local free = eager.frees(self)
+  local h = x
+  for _, c in ipairs(TRUNK) do
+    local nxt = self[c](h)
+    if free then eager.consumed(h, nxt, x) end
+    h = nxt
+  end
+  local flat = h:flatten(2)
+  local y = self.fc(flat)
+  if free then
+    eager.consumed(flat, y, x)
+    eager.consumed(h, y, x)
+  end
+  return y
 end
 
 function RegNet:onnx_export(g, xn, x)
-  for _, c in ipairs({ 'stem', 'trunk_output', 'avgpool' }) do xn, x = g:module(c, xn, x) end
+  for _, c in ipairs(TRUNK) do xn, x = g:module(c, xn, x) end
   return g:module('fc', g:node('Flatten', { xn }, { axis_i = 1 }), x:flatten(2))
 end
 

@@ -6,6 +6,7 @@
 local nn = require 'lunet.nn'
 local F = require 'lunet.nn.functional'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local function cat(list, dim) return require('lunet').cat(list, dim) end
 
 local M = {}
@@ -14,7 +15,7 @@ local M = {}
 -- F.channel_shuffle: the same permutation of channels
 M.channel_shuffle = F.channel_shuffle
 
-local InvertedResidual = nn.Module:extend('models.ShuffleInvertedResidual')
+local InvertedResidual = eager.own(nn.Module:extend('models.ShuffleInvertedResidual'))
 M.InvertedResidual = InvertedResidual
 
 local function depthwise(c, stride)
@@ -44,15 +45,27 @@ function InvertedResidual:__init(inp, oup, stride)
   })
 end
 
+-- (lunet.nn.eager: the branches' outputs once concatenated, the
+-- concatenation once shuffled (a copy); the halves of x, views that would
+-- hold its storage, once consumed: the views only, never x)
 function InvertedResidual:forward(x)
-  local out
+  local free = eager.frees(self)
+  local a, b, x2
   if self.stride == 1 then
-    local x1, x2 = unpack(x:chunk(2, 2))
-    out = cat({ x1, self.branch2(x2) }, 2)
+    a, x2 = unpack(x:chunk(2, 2))
+    b = self.branch2(x2)
   else
-    out = cat({ self.branch1(x), self.branch2(x) }, 2)
+    a, b = self.branch1(x), self.branch2(x)
   end
-  return F.channel_shuffle(out, 2)
+  local out = cat({ a, b }, 2)
+  local y = F.channel_shuffle(out, 2)
+  if free then
+    eager.consumed(a, out, x)
+    eager.consumed(b, out, x)
+    if x2 then eager.consumed(x2, out, x) end
+    eager.consumed(out, y, x)
+  end
+  return y
 end
 
 -- ONNX: the halves as Slices, a Concat, the shuffle as Reshape, Transpose, Reshape (torch 1.13's ops)
@@ -78,7 +91,7 @@ function InvertedResidual:onnx_export(g, xn, x)
   return on, F.channel_shuffle(out, 2)
 end
 
-local ShuffleNetV2 = nn.Module:extend('models.ShuffleNetV2')
+local ShuffleNetV2 = eager.own(nn.Module:extend('models.ShuffleNetV2'))
 M.ShuffleNetV2 = ShuffleNetV2
 
 local OPTS = common.opts { num_classes = 'number' }
@@ -108,13 +121,26 @@ function ShuffleNetV2:__init(repeats, outs, opts, fname)
   self:add_module('fc', nn.Linear(outs[5], num_classes))
 end
 
+local TRUNK = { 'conv1', 'maxpool', 'stage2', 'stage3', 'stage4', 'conv5' }
+
+-- (lunet.nn.eager: each map freed once the next module consumed it)
 function ShuffleNetV2:forward(x)
-  x = self.conv5(self.stage4(self.stage3(self.stage2(self.maxpool(self.conv1(x))))))
-  return self.fc(x:mean({ 3, 4 }))   -- (global pool)
+  local free = eager.frees(self)
+  local h = x
+  for i = 1, #TRUNK do
+    local nxt = self[TRUNK[i]](h)
+    if free then eager.consumed(h, nxt, x) end
+    h = nxt
+  end
+  local m = h:mean({ 3, 4 })   -- (global pool)
+  if free then eager.consumed(h, m, x) end
+  local y = self.fc(m)
+  if free then eager.consumed(m, y, x) end
+  return y
 end
 
 function ShuffleNetV2:onnx_export(g, xn, x)
-  for _, c in ipairs({ 'conv1', 'maxpool', 'stage2', 'stage3', 'stage4', 'conv5' }) do xn, x = g:module(c, xn, x) end
+  for _, c in ipairs(TRUNK) do xn, x = g:module(c, xn, x) end
   return g:module('fc', g:node('ReduceMean', { xn }, { axes = { 2, 3 }, keepdims_i = 0 }), x:mean({ 3, 4 }))
 end
 

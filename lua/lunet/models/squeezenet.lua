@@ -4,11 +4,12 @@
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 local lunet_cat = function(list, dim) return require('lunet').cat(list, dim) end
 
 local M = {}
 
-local Fire = nn.Module:extend('models.Fire')
+local Fire = eager.own(nn.Module:extend('models.Fire'))
 M.Fire = Fire
 
 function Fire:__init(inplanes, squeeze, e1, e3)
@@ -22,11 +23,22 @@ function Fire:__init(inplanes, squeeze, e1, e3)
 end
 
 function Fire:forward(x)
-  x = self.squeeze_activation(self.squeeze(x))
-  return lunet_cat({ self.expand1x1_activation(self.expand1x1(x)), self.expand3x3_activation(self.expand3x3(x)) }, 2)
+  local free = eager.frees(self)
+  local s = self.squeeze_activation(self.squeeze(x))
+  local a = self.expand1x1_activation(self.expand1x1(s))
+  local b = self.expand3x3_activation(self.expand3x3(s))
+  local y = lunet_cat({ a, b }, 2)
+  -- (lunet.nn.eager: the squeezed map once both expands ran, the expands once concatenated;
+  -- the activations are in place: each gives back what its conv made)
+  if free then
+    eager.consumed(s, y, x)
+    eager.consumed(a, y, x)
+    eager.consumed(b, y, x)
+  end
+  return y
 end
 
-local SqueezeNet = nn.Module:extend('models.SqueezeNet')
+local SqueezeNet = eager.own(nn.Module:extend('models.SqueezeNet'))
 M.SqueezeNet = SqueezeNet
 
 local OPTS = common.opts { num_classes = 'number', dropout = 'number' }
@@ -68,7 +80,14 @@ function SqueezeNet:__init(version, opts, fname)
   end)
 end
 
-function SqueezeNet:forward(x) return self.classifier(self.features(x)):flatten(2) end
+-- (lunet.nn.eager: the features' map once the classifier ran; the
+-- classifier's output is kept, the result is a view of it)
+function SqueezeNet:forward(x)
+  local f = self.features(x)
+  local c = self.classifier(f)
+  if eager.frees(self) then eager.consumed(f, c, x) end
+  return c:flatten(2)
+end
 
 for _, v in ipairs({ '1_0', '1_1' }) do
   M['squeezenet' .. v] = function(opts, ...)

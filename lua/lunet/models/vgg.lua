@@ -4,10 +4,11 @@
 local nn = require 'lunet.nn'
 local A = require 'lunet.autograd'
 local common = require 'lunet.models.common'
+local eager = require 'lunet.nn.eager'
 
 local M = {}
 
-local VGG = nn.Module:extend('models.VGG')
+local VGG = eager.own(nn.Module:extend('models.VGG'))
 M.VGG = VGG
 
 local OPTS = common.opts { num_classes = 'number', init_weights = 'boolean', dropout = 'number' }
@@ -65,8 +66,20 @@ function VGG:__init(features, opts, fname)
   end
 end
 
+-- (lunet.nn.eager: the features' map, the pooled map and its flattened
+-- view freed once consumed; the view first, so no view outlives its base)
 function VGG:forward(x)
-  return self.classifier(self.avgpool(self.features(x)):flatten(2))
+  local free = eager.frees(self)
+  local f = self.features(x)
+  local p = self.avgpool(f)
+  if free then eager.consumed(f, p, x) end
+  local flat = p:flatten(2)
+  local y = self.classifier(flat)
+  if free then
+    eager.consumed(flat, y, x)
+    eager.consumed(p, y, x)
+  end
+  return y
 end
 
 for name, cfg in pairs({ vgg11 = 'A', vgg13 = 'B', vgg16 = 'D', vgg19 = 'E' }) do

@@ -8,6 +8,7 @@ local T = require 'lunet.tensor'
 local A = require 'lunet.autograd'
 local factory = require 'lunet.factory'
 local options = require 'lunet.options'
+local eager = require 'lunet.nn.eager'
 local raise, check_options, positional = options.raise, options.check, options.positional
 
 return function(F, h)
@@ -209,6 +210,15 @@ return function(F, h)
     end
     local rest = 1
     for i = 3, #s do rest = rest * s[i] end
-    return x:reshape(s[1], groups, s[2] / groups, rest):transpose(2, 3):reshape(s)
+    local v = x:reshape(s[1], groups, s[2] / groups, rest)
+    local t = v:transpose(2, 3)
+    local y = t:reshape(s)
+    -- (its own views of x, which would hold x's storage until the collector
+    -- found them, freed: lunet.nn.eager; never x, nor a base y views)
+    if eager.active() then
+      eager.consumed(t, y, x)
+      eager.consumed(v, y, x)
+    end
+    return y
   end
 end
