@@ -40,11 +40,17 @@ return function(def, unary)
     return g:permute(inv)
   end })
 
-  -- zeros of the input's shape with g written into the slice
+  -- zeros of the input's shape with g written into the slice; the slice,
+  -- a view of z that would hold z's storage until the collector found it,
+  -- freed once written (lunet.nn.eager: z itself is freed once summed)
+  local eager
   local function scatter_slice(n, g, slicer)
     local z = wrap(C.ln_empty(#n.shape, ffi.new('int64_t[?]', math.max(1, #n.shape), n.shape), g.p.dtype_id, g.p.device_id))
     C.ln_fill_(z.p, 0)
-    slicer(z, n):copy_(g)
+    local slice = slicer(z, n)
+    slice:copy_(g)
+    eager = eager or require 'lunet.nn.eager'
+    if eager.active() then eager.consumed(slice, z) end
     return z
   end
   local function narrow_of(z, n) return S.raw.narrow(z, n.x1, n.x2, n.x3) end
