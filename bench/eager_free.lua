@@ -4,7 +4,7 @@
 -- median step time, the full collections a step, their share of the time
 -- and the peak of the device's allocated bytes.
 --   luajit bench/eager_free.lua [--reps 3] [--threads 2] [--cases lenet5:64,resnet8:16,resnet8:64,lenet5:1]
---     (e.g. --cases resnet18:16,mobilenet_v3_small:16,efficientnet_b0:8)
+--     (e.g. --cases resnet18:16,mobilenet_v3_small:16,efficientnet_b0:8; inception_v3 needs 75x75: not here)
 --   luajit bench/eager_free.lua --one MODEL BATCH STEPS   (internal: one process's figures)
 package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
 
@@ -23,7 +23,17 @@ if args[1] == '--one' then
   local x, y = lunet.randn({ B, shape[1], shape[2], shape[3] }), lunet.randint(1, 11, { B })
   local opt = optim.SGD(model:parameters(), { lr = 1e-3, momentum = 0.9 })
   local crit = nn.CrossEntropyLoss()
-  local function step() opt:zero_grad(); crit(model(x), y):backward(); opt:step() end
+  -- (a model with aux heads, googlenet's, gives a table in training: the
+  -- logits' loss plus 0.3 of each aux head's, as torchvision's reference training)
+  local function loss(out)
+    if lunet.is_tensor(out) then return crit(out, y) end
+    local l = crit(out.logits, y)
+    for _, k in ipairs({ 'aux_logits', 'aux_logits1', 'aux_logits2' }) do
+      if out[k] then l = l + crit(out[k], y) * 0.3 end
+    end
+    return l
+  end
+  local function step() opt:zero_grad(); loss(model(x)):backward(); opt:step() end
   for _ = 1, math.max(5, math.floor(N / 5)) do step() end
   lunet.synchronize()
   lunet.reset_peak_memory_stats('cpu:0')
@@ -51,7 +61,10 @@ local reps, threads = tonumber(opts.reps), tonumber(opts.threads)
 
 -- steps per process: about a second of training on the slower setting
 local STEPS = { lenet5 = { [1] = 2000, [64] = 400 }, resnet8 = { [1] = 200, [16] = 150, [64] = 60 },
-  resnet18 = { [16] = 20 }, resnet50 = { [8] = 8 }, mobilenet_v3_small = { [16] = 40 }, efficientnet_b0 = { [8] = 10 } }
+  resnet18 = { [16] = 20 }, resnet50 = { [8] = 8 }, mobilenet_v3_small = { [16] = 40 }, efficientnet_b0 = { [8] = 10 },
+  densenet121 = { [8] = 10 }, googlenet = { [8] = 12 }, convnext_tiny = { [4] = 8 }, regnet_y_400mf = { [8] = 20 },
+  shufflenet_v2_x1_0 = { [16] = 15 }, vgg11 = { [4] = 5 }, alexnet = { [16] = 20 }, squeezenet1_1 = { [16] = 20 },
+  mnasnet1_0 = { [16] = 15 } }
 
 local function run(on, name, batch)
   local steps = (STEPS[name] or {})[batch] or 100
