@@ -50,7 +50,8 @@ return function(def, unary)
     local slice = slicer(z, n)
     slice:copy_(g)
     eager = eager or require 'lunet.nn.eager'
-    if eager.active() then eager.consumed(slice, z) end
+    -- (not under create_graph: there the copy into the view is recorded)
+    if eager.active() and not S.creating then eager.consumed(slice, z) end
     return z
   end
   local function narrow_of(z, n) return S.raw.narrow(z, n.x1, n.x2, n.x3) end
