@@ -32,20 +32,7 @@ function AlexNet:__init(opts, fname)
   })
 end
 
--- (lunet.nn.eager: as VGG's)
-function AlexNet:forward(x)
-  local free = eager.frees(self)
-  local f = self.features(x)
-  local p = self.avgpool(f)
-  if free then eager.consumed(f, p, x) end
-  local flat = p:flatten(2)
-  local y = self.classifier(flat)
-  if free then
-    eager.consumed(flat, y, x)
-    eager.consumed(p, y, x)
-  end
-  return y
-end
+AlexNet.forward = require('lunet.models.ops').pooled_forward
 
 function M.alexnet(opts, ...)
   common.check('models.alexnet', opts, OPTS, select('#', ...))

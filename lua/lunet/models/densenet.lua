@@ -8,6 +8,7 @@ local A = require 'lunet.autograd'
 local F = require 'lunet.nn.functional'
 local common = require 'lunet.models.common'
 local eager = require 'lunet.nn.eager'
+local classify_flat = require('lunet.models.ops').classify_flat
 local function cat(list, dim) return require('lunet').cat(list, dim) end
 
 local M = {}
@@ -136,13 +137,7 @@ function DenseNet:forward(x)
   if free then eager.consumed(f, out, x) end
   local p = F.adaptive_avg_pool2d(out, 1)
   if free then eager.consumed(out, p, x) end
-  local flat = p:flatten(2)
-  local y = self.classifier(flat)
-  if free then
-    eager.consumed(flat, y, x)
-    eager.consumed(p, y, x)
-  end
-  return y
+  return classify_flat(self.classifier, p, x, free)
 end
 
 function DenseNet:onnx_export(g, xn, x)

@@ -11,6 +11,7 @@ local A = require 'lunet.autograd'
 local F = require 'lunet.nn.functional'
 local common = require 'lunet.models.common'
 local eager = require 'lunet.nn.eager'
+local classify_flat = require('lunet.models.ops').classify_flat
 local googlenet = require 'lunet.models.googlenet'
 local function cat(list) return require('lunet').cat(list, 2) end
 
@@ -151,13 +152,7 @@ function InceptionAux:forward(x)
   if free then eager.consumed(a, b, x) end
   local g = F.adaptive_avg_pool2d(b, 1)
   if free then eager.consumed(b, g, x) end
-  local flat = g:flatten(2)
-  local y = self.fc(flat)
-  if free then
-    eager.consumed(flat, y, x)
-    eager.consumed(g, y, x)
-  end
-  return y
+  return classify_flat(self.fc, g, x, free)
 end
 
 local Inception3 = eager.own(nn.Module:extend('models.Inception3'))

@@ -148,13 +148,28 @@ function StochasticDepth:extra_repr() return ('p=%s, mode=%s'):format(self.p, se
 
 -- ---- the pooled classifier head --------------------------------------------------------------
 
+-- head(p:flatten(2)), then (free: lunet.nn.eager) the flattened view and
+-- the pooled map p freed, the view first so that none outlives its base;
+-- never x, the model's input
+function M.classify_flat(head, p, x, free)
+  local flat = p:flatten(2)
+  local y = head(flat)
+  if free then
+    eager.consumed(flat, y, x)
+    eager.consumed(p, y, x)
+  end
+  return y
+end
+
 -- forward and ONNX export of a model made of features, avgpool and a
--- classifier on the flattened pool (torchvision's MobileNetV3, EfficientNet)
+-- classifier on the flattened pool (torchvision's VGG, AlexNet,
+-- MobileNetV3, EfficientNet); each map freed once consumed
 function M.pooled_forward(self, x)
+  local free = eager.frees(self)
   local f = self.features(x)
   local p = self.avgpool(f)
-  if eager.frees(self) then eager.consumed(f, p, x) end   -- (lunet.nn.eager)
-  return self.classifier(p:flatten(2))
+  if free then eager.consumed(f, p, x) end
+  return M.classify_flat(self.classifier, p, x, free)
 end
 
 function M.pooled_onnx_export(self, g, xn, x)

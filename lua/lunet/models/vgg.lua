@@ -66,21 +66,7 @@ function VGG:__init(features, opts, fname)
   end
 end
 
--- (lunet.nn.eager: the features' map, the pooled map and its flattened
--- view freed once consumed; the view first, so no view outlives its base)
-function VGG:forward(x)
-  local free = eager.frees(self)
-  local f = self.features(x)
-  local p = self.avgpool(f)
-  if free then eager.consumed(f, p, x) end
-  local flat = p:flatten(2)
-  local y = self.classifier(flat)
-  if free then
-    eager.consumed(flat, y, x)
-    eager.consumed(p, y, x)
-  end
-  return y
-end
+VGG.forward = require('lunet.models.ops').pooled_forward
 
 for name, cfg in pairs({ vgg11 = 'A', vgg13 = 'B', vgg16 = 'D', vgg19 = 'E' }) do
   for _, bn in ipairs({ false, true }) do
